@@ -1,0 +1,3 @@
+//! `porin`: lint, compile, test and emit Cilium-compatible network policy.
+
+fn main() {}
