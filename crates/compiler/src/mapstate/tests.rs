@@ -6,6 +6,7 @@ use super::*;
 use crate::identity::Identity;
 use crate::ports::{MaskedPort, port_range_to_masked_ports};
 
+mod accumulate_cases;
 mod datapath_oracle;
 mod insert_cases;
 mod properties;
