@@ -147,9 +147,12 @@ impl MapState {
             })
     }
 
-    /// Decides a packet of protocol `proto` to port `port` (or ICMP type)
-    /// from/to peer `identity` in `direction`, as `__policy_can_access`
-    /// does in Cilium 1.19:
+    /// Decides a packet of protocol `proto` to port `port` from/to peer
+    /// `identity` in `direction`, as `__policy_can_access` does in Cilium
+    /// 1.19. For ICMP (1) and ICMPv6 (58) pass the ICMP *type* as `port`
+    /// (what the datapath does with `enable_icmp_rule`); for protocols
+    /// without ports pass 0.
+    ///
     ///
     /// 1. L3 lookup (exact identity, LPM over protocol/port). A hit with
     ///    precedence `0xFFFFFFFF` (deny at priority 0) decides at once.

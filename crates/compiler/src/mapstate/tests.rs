@@ -63,7 +63,7 @@ pub(super) fn proxy_prio(proxy_port: u16, priority: u8) -> Entry {
 pub(super) fn state(pairs: &[(Key, Entry)]) -> MapState {
     let mut ms = MapState::new();
     for (k, e) in pairs {
-        ms.upsert(*k, e.clone());
+        ms.upsert(*k, e.clone()).unwrap();
     }
     ms
 }
@@ -647,11 +647,17 @@ fn pass_entries_are_rejected() {
     let mut ms = MapState::new();
     let pass = Entry {
         precedence: Precedence::base(Priority::ZERO),
-        ..Entry::default()
+        ..allow()
     };
     assert!(matches!(
         ms.insert_with_features(il3(1), pass, PolicyFeatures::ALL),
         Err(MapStateError::PassNotSupported { .. })
     ));
+    assert!(ms.is_empty());
+    let pass = Entry {
+        precedence: Precedence::base(Priority::ZERO),
+        ..allow()
+    };
+    assert!(ms.upsert(il3(1), pass).is_err());
     assert!(ms.is_empty());
 }

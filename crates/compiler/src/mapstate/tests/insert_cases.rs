@@ -550,7 +550,7 @@ fn ensure_denies_precede_allows() {
     // deny_world_no_labels: allow-all ingress + deny world (both directions)
     // + allow 192.0.2.3/32.
     let mut ms = MapState::new();
-    ms.upsert(Key::ingress(), allow());
+    ms.upsert(Key::ingress(), allow()).unwrap();
     for dir in Direction::ALL {
         for world in [2, 9, 10, subnet, ip] {
             ms.insert_with_features(

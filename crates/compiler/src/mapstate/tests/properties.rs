@@ -177,7 +177,7 @@ proptest! {
     ) {
         let mut ms = MapState::new();
         for (k, e) in pairs {
-            ms.upsert(k, e);
+            ms.upsert(k, e).unwrap();
         }
         assert_matches_oracle(&ms)?;
     }
