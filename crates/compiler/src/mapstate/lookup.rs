@@ -102,6 +102,27 @@ pub enum MatchType {
     ProtoOnly = 6,
 }
 
+impl MatchType {
+    /// The datapath's name (`POLICY_MATCH_*` without the prefix).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MatchType::None => "NONE",
+            MatchType::L3Only => "L3_ONLY",
+            MatchType::L3L4 => "L3_L4",
+            MatchType::L4Only => "L4_ONLY",
+            MatchType::All => "ALL",
+            MatchType::L3Proto => "L3_PROTO",
+            MatchType::ProtoOnly => "PROTO_ONLY",
+        }
+    }
+}
+
+impl fmt::Display for MatchType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// An entry a lookup found, with its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchedEntry {
@@ -123,6 +144,16 @@ pub struct Decision {
     pub other: Option<MatchedEntry>,
     /// The match type reported by the datapath.
     pub match_type: MatchType,
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} [{}]", self.verdict, self.match_type)?;
+        if let Some(chosen) = &self.chosen {
+            write!(f, " by {{{}}}: {}", chosen.key, chosen.entry)?;
+        }
+        Ok(())
+    }
 }
 
 impl MapState {

@@ -554,6 +554,18 @@ fn lookup_precedence_rules_of_policy_h() {
     assert_eq!(flow(&ms, ing, 100, 6, 80), ALLOW);
     assert_eq!(flow(&ms, ing, 100, 6, 81), DENIED);
 
+    // Human-readable form, for explanations.
+    let ms = state(&[(ik(0, 6, 64, 10), http(15001))]);
+    assert_eq!(
+        ms.lookup(ing, id(7), 6, 80).to_string(),
+        "redirect to proxy port 15001 [L4_ONLY] by {ingress id=0 proto=6 port=64-127 (64/10)}: \
+         allow priority=0 listener-byte=154 proxy-port=15001"
+    );
+    assert_eq!(
+        MapState::new().lookup(ing, id(7), 6, 80).to_string(),
+        "deny (no matching entry) [NONE]"
+    );
+
     // Origins travel with the decision.
     let ms = state(&[(il3(7), allow().with_origin(42))]);
     let d = ms.lookup(ing, id(7), 17, 53);
