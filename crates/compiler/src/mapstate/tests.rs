@@ -9,6 +9,7 @@ use crate::ports::{MaskedPort, port_range_to_masked_ports};
 mod accumulate_cases;
 mod datapath_oracle;
 mod insert_cases;
+mod ordered_cases;
 mod properties;
 mod subnet_cases;
 
