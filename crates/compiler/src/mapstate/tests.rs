@@ -227,6 +227,30 @@ fn key_constructors_mirror_types_go() {
     assert!(Key::new(Direction::Ingress, id(1), 6, 64, 10).is_ok());
 }
 
+// pkg/policy/l4.go L4Filter.toMapState: one key per masked port.
+#[test]
+fn port_range_keys_expand_like_to_map_state() {
+    let base = Key::egress().with_identity(id(200));
+    let keys = base.port_range_keys(6, 10000, 20000).unwrap();
+    assert_eq!(keys.len(), 11);
+    assert_eq!(keys[0], ek(200, 6, 0x2710, 12));
+    assert_eq!(keys[10], ek(200, 6, 20000, 16));
+    assert_eq!(
+        base.port_range_keys(6, 0, 0).unwrap(),
+        vec![ek(200, 6, 0, 0)]
+    );
+    assert_eq!(
+        base.port_range_keys(6, 0, 65535).unwrap(),
+        vec![ek(200, 6, 0, 0)]
+    );
+    assert_eq!(base.port_range_keys(0, 0, 0).unwrap(), vec![el3(200)]);
+    assert!(base.port_range_keys(0, 80, 80).is_err());
+    assert_eq!(
+        base.port_range_keys(17, 90, 80).unwrap(),
+        vec![ek(200, 17, 90, 16)]
+    );
+}
+
 // types.go PortProtoIsBroader / PortIsBroader, mapstate.go BroaderOrEqualKeys.
 #[test]
 fn broader_and_narrower_relations() {
