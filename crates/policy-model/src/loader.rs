@@ -457,11 +457,43 @@ fn de_error_diagnostic(
         DeErrorKind::UnknownField => codes::UNKNOWN_FIELD,
     };
     let route = error.route.clone().unwrap_or_else(|| prefix.clone());
-    let mut diagnostic = Diagnostic::new(code, Severity::Error, error.message)
+    let (code, message) = refine_enum_error(code, &route, error.message);
+    let mut diagnostic = Diagnostic::new(code, Severity::Error, message)
         .at(locate(file, index, root, &route, error.at_key))
         .note("the rest of this document was not checked");
     diagnostic.help = error.help;
     diagnostic
+}
+
+/// Gives enum errors of well-known fields their own code and Cilium's wording.
+fn refine_enum_error(code: &'static str, route: &Route, message: String) -> (&'static str, String) {
+    if code != codes::INVALID_ENUM {
+        return (code, message);
+    }
+    let value = message
+        .strip_prefix("unknown value `")
+        .and_then(|rest| rest.strip_suffix('`'))
+        .unwrap_or_default()
+        .to_owned();
+    let segments = &route.0;
+    let last_key = segments.iter().rev().find_map(|segment| match segment {
+        Segment::Key(key) => Some(key.as_str()),
+        Segment::Index(_) => None,
+    });
+    match (segments.last(), last_key) {
+        (Some(Segment::Key(_)), Some("protocol")) => (
+            codes::PROTOCOL,
+            // L4Proto.Validate (pkg/policy/api/l4.go); the CRD enum is upper case only.
+            format!(
+                "invalid protocol \"{value}\", must be {{ TCP | UDP | SCTP | VRRP | IGMP | ANY }}"
+            ),
+        ),
+        (Some(Segment::Index(_)), Some("fromEntities" | "toEntities")) => {
+            (codes::ENTITY, format!("unsupported entity: {value}"))
+        }
+        (Some(Segment::Key(_)), Some("family")) => (codes::ICMP, format!("wrong family: {value}")),
+        _ => (code, message),
+    }
 }
 
 fn finding_diagnostic(
