@@ -125,7 +125,15 @@ fn locate(file: &str, document: usize, root: &Node, route: &Route, at_key: bool)
         };
         match next {
             Some((key, value)) => {
-                pos = if at_key { key.pos } else { value.pos };
+                // A block mapping or sequence "starts" at its first entry,
+                // which reads as the wrong place; its key is where it is named.
+                let container = matches!(value.kind, NodeKind::Mapping(_) | NodeKind::Sequence(_));
+                let keyed = matches!(segment, Segment::Key(_));
+                pos = if at_key || (container && keyed) {
+                    key.pos
+                } else {
+                    value.pos
+                };
                 node = value;
             }
             None => break,
@@ -175,7 +183,12 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
             );
         }
         if let Some(root) = &document.root {
+            let before = outcome.documents.len();
             load_document(name, document.index, root, &mut outcome);
+            if !document.duplicate_keys.is_empty() {
+                // The repeated key makes the document invalid as a whole.
+                outcome.documents.truncate(before);
+            }
         }
         roots.push(document.root);
     }
@@ -403,6 +416,7 @@ fn load_object(
         let expected = unknown
             .expected
             .iter()
+            .filter(|field| !crate::yaml::de::HIDDEN_FIELDS.contains(field))
             .map(|f| format!("`{f}`"))
             .collect::<Vec<_>>()
             .join(", ");
@@ -462,6 +476,11 @@ fn de_error_diagnostic(
         .at(locate(file, index, root, &route, error.at_key))
         .note("the rest of this document was not checked");
     diagnostic.help = error.help;
+    if code == codes::PROTOCOL && diagnostic.message.to_ascii_uppercase().contains("\"ICMP") {
+        diagnostic.help = Some(
+            "ICMP is not a toPorts protocol; match ICMP types with an `icmps` block".to_owned(),
+        );
+    }
     diagnostic
 }
 

@@ -1268,6 +1268,7 @@ fn validate_http(findings: &mut Findings, at: &Route, rule: &PortRuleHttp) {
                 .find(|l| !l.trim().is_empty())
                 .unwrap_or("invalid regular expression")
                 .trim();
+            let last = last.strip_prefix("error: ").unwrap_or(last);
             findings.error(
                 codes::HTTP,
                 at.key(key),
