@@ -96,7 +96,7 @@ pub struct FileTree {
 #[non_exhaustive]
 pub enum LoadError {
     /// A path could not be read.
-    #[error("cannot read `{path}`: {source}")]
+    #[error("cannot read `{path}`")]
     Io {
         /// The path.
         path: PathBuf,
