@@ -1,0 +1,4 @@
+//! One module per subcommand.
+
+pub mod lint;
+pub mod schema;
