@@ -9,6 +9,7 @@ use crate::ports::{MaskedPort, port_range_to_masked_ports};
 mod datapath_oracle;
 mod insert_cases;
 mod properties;
+mod subnet_cases;
 
 pub(super) fn id(n: u32) -> Identity {
     Identity::new(n).unwrap()
