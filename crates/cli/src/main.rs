@@ -28,6 +28,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Compile policies against an inventory into per-endpoint map state.
+    Compile(commands::compile::Args),
+    /// Decide one flow and explain the decision.
+    Query(commands::query::Args),
+    /// Run policy test files.
+    Test(commands::test::Args),
     /// Validate policy files the way a Cilium 1.19 cluster would.
     Lint(commands::lint::LintArgs),
     /// Print the JSON Schema of the policy model (for yaml-language-server).
@@ -36,12 +42,15 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Lint(args) => commands::lint::run(&args),
-        Command::Schema(args) => commands::schema::run(&args),
+    let result = match &cli.command {
+        Command::Compile(args) => commands::compile::run(args),
+        Command::Query(args) => commands::query::run(args),
+        Command::Test(args) => Ok(commands::test::run(args)),
+        Command::Lint(args) => commands::lint::run(args).map(ExitCode::from),
+        Command::Schema(args) => commands::schema::run(args).map(ExitCode::from),
     };
     match result {
-        Ok(status) => status.into(),
+        Ok(code) => code,
         Err(error) => {
             eprintln!("porin: error: {error:#}");
             output::Status::CouldNotRun.into()
