@@ -3,6 +3,11 @@
 //! fails when it is stale; `UPDATE_OBJECT=1 cargo test -p porin-ebpf --test
 //! committed_object` rewrites it.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 use std::path::PathBuf;
 
 use porin_ebpf::{ObjectConfig, emit};
