@@ -422,6 +422,15 @@ fn verdict_script() -> String {
         0,
         "other icmp errors go to policy",
     );
+    let mut short_icmp = eth(ETH_IPV4, &ipv4(ep, web, 1, 0, &icmp(8, 0, 5)));
+    short_icmp.truncate(14 + 20 + 4);
+    s.run(
+        FROM,
+        short_icmp,
+        Verdict::DroppedMalformed,
+        0,
+        "icmpv4 header shorter than 8 bytes",
+    );
     // L2 and parse rules.
     s.run(
         FROM,
@@ -581,6 +590,24 @@ fn verdict_script() -> String {
         Verdict::DeniedByDefault,
         0,
         "ndp with hop limit != 255 goes to policy",
+    );
+    let mut type_only = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(1, 0, 0)));
+    type_only.truncate(14 + 40 + 1);
+    s.run(
+        FROM,
+        type_only,
+        Verdict::DeniedByDefault,
+        0,
+        "icmpv6: the type byte is enough",
+    );
+    let mut short_echo6 = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(128, 0, 9)));
+    short_echo6.truncate(14 + 40 + 4);
+    s.run(
+        FROM,
+        short_echo6,
+        Verdict::DroppedMalformed,
+        0,
+        "icmpv6 echo without identifier",
     );
     let echo6 = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(128, 0, 9)));
     s.run(FROM, echo6, Verdict::AllowedNew, 0, "icmpv6 echo request");
