@@ -933,3 +933,38 @@ echo "COUNTERS: $(bpftool -j map dump pinned {globals}/porin_verdicts)"
         "ARP not counted"
     );
 }
+
+/// cilium/ebpf 0.9.1 (Debian's golang-github-cilium-ebpf-dev, GOPATH mode,
+/// no network): spec, collection (verifier), map puts, test runs.
+#[test]
+fn cilium_ebpf_loads_and_decides_packets() {
+    if !require("cilium/ebpf loader", &["go"]) {
+        return;
+    }
+    let gopath_lib = Path::new("/usr/share/gocode/src/github.com/cilium/ebpf");
+    if !gopath_lib.is_dir() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true but golang-github-cilium-ebpf-dev is not installed");
+        }
+        println!("SKIPPED: golang-github-cilium-ebpf-dev is not installed");
+        return;
+    }
+    let object = object_file("cilium-ebpf");
+    // The build cache persists in the target dir so reruns do not recompile cilium/ebpf.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache");
+    let gopath = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gopath");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/load_cilium_ebpf.go");
+    let (ok, log) = run(Command::new("go")
+        .arg("run")
+        .arg(&source)
+        .arg(&object)
+        .env("GO111MODULE", "off")
+        .env("GOFLAGS", "")
+        .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+        .env("GOCACHE", &cache));
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
+    assert!(
+        ok && log.contains("cilium/ebpf checks passed"),
+        "cilium/ebpf loader failed:\n{log}"
+    );
+}
