@@ -127,6 +127,10 @@ impl Script {
         *self.tally.entry(verdict.index()).or_default() += 1;
     }
 
+    fn sleep(&mut self, ms: u32) {
+        self.lines.push(format!("sleep {ms}"));
+    }
+
     fn finish(mut self) -> String {
         for verdict in Verdict::ALL {
             let n = self.tally.get(&verdict.index()).copied().unwrap_or(0);
@@ -967,4 +971,109 @@ fn cilium_ebpf_loads_and_decides_packets() {
         ok && log.contains("cilium/ebpf checks passed"),
         "cilium/ebpf loader failed:\n{log}"
     );
+}
+
+/// Conntrack lifetimes: with a 1 s non-TCP lifetime, a reply after 1.5 s is
+/// no longer a reply (policy decides it), and the next allowed packet opens
+/// the flow again.
+#[test]
+fn libbpf_conntrack_entries_expire() {
+    if !require("libbpf loader", &["gcc"]) {
+        return;
+    }
+    use Direction::Egress;
+    let dir = scratch("libbpf-ct");
+    let loader = build_libbpf_loader(&dir);
+    let object = dir.join("short-ct.bpf.o");
+    let config = porin_ebpf::ObjectConfig {
+        ct_lifetime_other_secs: 1,
+        ct_lifetime_tcp_secs: 3600,
+        ..porin_ebpf::ObjectConfig::default()
+    };
+    std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
+    let (ep, web) = (Ipv4Addr::new(10, 1, 0, 5), Ipv4Addr::new(10, 0, 0, 1));
+    let mut s = Script::default();
+    s.update(
+        MapUpdate::ipcache4(
+            Ipcache4Key {
+                prefix_len: 24,
+                addr: Ipv4Addr::new(10, 0, 0, 0),
+            },
+            IpcacheValue { identity: 1000 },
+        )
+        .unwrap(),
+    );
+    s.update(
+        MapUpdate::policy(
+            PolicySlot::A,
+            key(1000, Egress, 17, 53, 16),
+            entry(ALLOW, 0, 0, false),
+        )
+        .unwrap(),
+    );
+    s.update(
+        MapUpdate::policy(
+            PolicySlot::A,
+            key(1000, Egress, 6, 80, 16),
+            entry(ALLOW, 0, 0, false),
+        )
+        .unwrap(),
+    );
+    let u = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 17, 0, &udp(sport, dport)));
+    let t = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 6, 0, &tcp(sport, dport)));
+    s.run(
+        FROM,
+        u(ep, web, 5000, 53),
+        Verdict::AllowedNew,
+        0,
+        "udp out",
+    );
+    s.run(
+        FROM,
+        t(ep, web, 5001, 80),
+        Verdict::AllowedNew,
+        0,
+        "tcp out",
+    );
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::AllowedReply,
+        0,
+        "fresh udp reply",
+    );
+    s.sleep(1500);
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::DeniedByDefault,
+        0,
+        "udp entry expired after 1 s",
+    );
+    s.run(
+        TO,
+        t(web, ep, 80, 5001),
+        Verdict::AllowedReply,
+        0,
+        "tcp entry lives longer",
+    );
+    s.run(
+        FROM,
+        u(ep, web, 5000, 53),
+        Verdict::AllowedNew,
+        0,
+        "stale entry is replaced by a new one",
+    );
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::AllowedReply,
+        0,
+        "reply after re-creation",
+    );
+    let script = dir.join("ct.script");
+    std::fs::write(&script, s.finish()).unwrap();
+    let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{log}");
 }
