@@ -486,6 +486,29 @@ fn verdict_script() -> String {
     let mut bad_ihl = eth(ETH_IPV4, &ipv4(ep, web, 6, 0, &tcp(40012, 80)));
     bad_ihl[14] = 0x44;
     s.run(FROM, bad_ihl, Verdict::DroppedMalformed, 0, "ihl < 5");
+    // IHL 6: four option bytes (NOP NOP NOP EOL) before the TCP header.
+    let mut with_options = ipv4(ep, web, 6, 0, &[]);
+    with_options[0] = 0x46;
+    with_options.extend_from_slice(&[1, 1, 1, 0]);
+    with_options.extend_from_slice(&tcp(40014, 80));
+    s.run(
+        FROM,
+        eth(ETH_IPV4, &with_options),
+        Verdict::AllowedNew,
+        0,
+        "ipv4 options are skipped",
+    );
+    let mut options_wrong_port = ipv4(ep, web, 6, 0, &[]);
+    options_wrong_port[0] = 0x46;
+    options_wrong_port.extend_from_slice(&[0, 80, 0, 80]); // would read port 80 if IHL were ignored
+    options_wrong_port.extend_from_slice(&tcp(40015, 81));
+    s.run(
+        FROM,
+        eth(ETH_IPV4, &options_wrong_port),
+        Verdict::DeniedByDefault,
+        0,
+        "ports are read after the options",
+    );
     let mut long_ihl = eth(ETH_IPV4, &ipv4(ep, web, 17, 0, &[]));
     long_ihl[14] = 0x4f;
     s.run(
@@ -1076,4 +1099,36 @@ fn libbpf_conntrack_entries_expire() {
     let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script));
     let _ = std::fs::remove_dir_all(&dir);
     assert!(ok, "{log}");
+}
+
+/// Every config switch still passes the verifier (libbpf load, no script).
+#[test]
+fn config_variants_pass_the_verifier() {
+    if !require("libbpf loader", &["gcc"]) {
+        return;
+    }
+    let dir = scratch("variants");
+    let loader = build_libbpf_loader(&dir);
+    let variants = [
+        porin_ebpf::ObjectConfig {
+            allow_icmp_frag_needed: false,
+            allow_ipv6_ndp: false,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+        porin_ebpf::ObjectConfig {
+            ct_lifetime_tcp_secs: u32::MAX,
+            ct_lifetime_other_secs: 1,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+    ];
+    for (i, config) in variants.iter().enumerate() {
+        let object = dir.join(format!("variant{i}.bpf.o"));
+        std::fs::write(&object, porin_ebpf::emit(config).unwrap()).unwrap();
+        let (ok, log) = run(Command::new(&loader).arg(&object));
+        assert!(
+            ok && log.contains("ok: loaded"),
+            "variant {i} ({config:?}):\n{log}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
