@@ -20,8 +20,8 @@ use std::net::Ipv4Addr;
 use std::process::Command;
 
 use porin_ebpf::maps::{
-    Direction, Ipcache4Key, IpcacheValue, MapUpdate, PolicyEntry, PolicyKey, PolicySlot, Verdict,
-    redirect_mark,
+    Direction, Ipcache4Key, Ipcache6Key, IpcacheValue, MapUpdate, PolicyEntry, PolicyKey,
+    PolicySlot, Verdict, redirect_mark,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
@@ -35,7 +35,13 @@ struct Rule {
 
 #[derive(Clone, Debug)]
 struct Packet {
-    peer: Ipv4Addr,
+    /// Index into `PEERS`.
+    peer: usize,
+    /// IPv6 instead of IPv4 (peer address from `PEERS6`).
+    v6: bool,
+    /// Traffic entering the endpoint (`porin_to_endpoint`, peer = source)
+    /// instead of leaving it.
+    ingress: bool,
     proto: u8,
     dport: u16,
 }
@@ -45,6 +51,7 @@ const PEERS: [(Ipv4Addr, u32); 3] = [
     (Ipv4Addr::new(10, 0, 1, 1), 2000),
     (Ipv4Addr::new(10, 9, 9, 9), 2), // ipcache miss: world
 ];
+const PEERS6: [(&str, u32); 3] = [("fd00:1::1", 1000), ("fd00:2::1", 2000), ("2001:db8::9", 2)];
 const PORTS: [u16; 6] = [80, 443, 7776, 7777, 8080, 0x1f00];
 
 fn rule() -> impl Strategy<Value = Rule> {
@@ -110,11 +117,19 @@ fn rule() -> impl Strategy<Value = Rule> {
 
 fn packet() -> impl Strategy<Value = Packet> {
     (
-        prop::sample::select(PEERS.to_vec()),
+        0..PEERS.len(),
+        any::<bool>(),
+        any::<bool>(),
         prop::sample::select(vec![6u8, 17]),
         prop_oneof![prop::sample::select(PORTS.to_vec()), any::<u16>()],
     )
-        .prop_map(|((peer, _), proto, dport)| Packet { peer, proto, dport })
+        .prop_map(|(peer, v6, ingress, proto, dport)| Packet {
+            peer,
+            v6,
+            ingress,
+            proto,
+            dport,
+        })
 }
 
 /// Prefix length in the trie: 40 any proto, 48 proto only, 48+n (port
@@ -136,7 +151,12 @@ fn lpm<'r>(rules: &'r [Rule], identity: u32, packet: &Packet) -> Option<&'r Rule
     let mut best: Option<&Rule> = None;
     for rule in rules {
         let k = &rule.key;
-        if k.identity != identity || k.direction != Direction::Egress {
+        let direction = if packet.ingress {
+            Direction::Ingress
+        } else {
+            Direction::Egress
+        };
+        if k.identity != identity || k.direction != direction {
             continue;
         }
         let prefix = model_prefix(k);
@@ -159,7 +179,11 @@ fn lpm<'r>(rules: &'r [Rule], identity: u32, packet: &Packet) -> Option<&'r Rule
 
 /// semantics.md §5.4 steps 3-5.
 fn model(rules: &[Rule], packet: &Packet) -> (Verdict, u32) {
-    let identity = PEERS.iter().find(|(a, _)| *a == packet.peer).unwrap().1;
+    let identity = if packet.v6 {
+        PEERS6[packet.peer].1
+    } else {
+        PEERS[packet.peer].1
+    };
     let l3 = lpm(rules, identity, packet);
     let (chosen, other) = match l3 {
         Some(l3) if l3.entry.precedence == u32::MAX => (l3, None),
@@ -217,6 +241,7 @@ fn datapath_decides_like_the_model() {
     .unwrap();
     let script_path = dir.join("case.script");
     let ep = Ipv4Addr::new(10, 1, 0, 5);
+    let ep6: std::net::Ipv6Addr = "fd00:9::5".parse().unwrap();
 
     let mut runner = TestRunner::new(Config {
         cases: 256,
@@ -250,6 +275,21 @@ fn datapath_decides_like_the_model() {
                 .unwrap(),
             );
         }
+        for (peer, identity) in PEERS6.iter().take(2) {
+            let key = Ipcache6Key {
+                prefix_len: 64,
+                addr: peer.parse().unwrap(),
+            };
+            s.update(
+                MapUpdate::ipcache6(
+                    key,
+                    IpcacheValue {
+                        identity: *identity,
+                    },
+                )
+                .unwrap(),
+            );
+        }
         for rule in &rules {
             s.update(MapUpdate::policy(PolicySlot::A, rule.key, rule.entry).unwrap());
         }
@@ -261,14 +301,19 @@ fn datapath_decides_like_the_model() {
             } else {
                 udp(sport, p.dport)
             };
-            let frame = eth(ETH_IPV4, &ipv4(ep, p.peer, p.proto, 0, &l4));
-            s.run(
-                "porin_from_endpoint",
-                frame,
-                verdict,
-                mark,
-                &format!("{p:?}"),
-            );
+            let peer6 = || PEERS6[p.peer].0.parse().unwrap();
+            let frame = match (p.v6, p.ingress) {
+                (false, false) => eth(ETH_IPV4, &ipv4(ep, PEERS[p.peer].0, p.proto, 0, &l4)),
+                (false, true) => eth(ETH_IPV4, &ipv4(PEERS[p.peer].0, ep, p.proto, 0, &l4)),
+                (true, false) => eth(ETH_IPV6, &ipv6(ep6, peer6(), p.proto, 64, &l4)),
+                (true, true) => eth(ETH_IPV6, &ipv6(peer6(), ep6, p.proto, 64, &l4)),
+            };
+            let program = if p.ingress {
+                "porin_to_endpoint"
+            } else {
+                "porin_from_endpoint"
+            };
+            s.run(program, frame, verdict, mark, &format!("{p:?}"));
         }
         std::fs::write(&script_path, s.finish()).unwrap();
         let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script_path));
