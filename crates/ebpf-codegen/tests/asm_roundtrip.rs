@@ -100,7 +100,7 @@ fn insn() -> impl Strategy<Value = Insn> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
+    #![proptest_config(ProptestConfig::with_cases(1000))]
 
     #[test]
     fn encode_decode_is_identity(insns in proptest::collection::vec(insn(), 1..40)) {
