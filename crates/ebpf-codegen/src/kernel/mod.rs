@@ -8,6 +8,9 @@
 //! - [`Map`] and [`Program`]: owned fds with typed, size-checked operations.
 //!   [`Program::test_run_repeat`] returns the kernel's own average nanoseconds per run, which
 //!   the benchmark example (`examples/testrun_bench.rs`) uses.
+//! - [`LoadedObject`]: porin's own minimal ELF loader (BTF-defined maps in `.maps`,
+//!   `R_BPF_64_64` map relocations on `ld_imm64`, `classifier` programs); [`ObjectFile`] is the
+//!   privilege-free parse step.
 //! - [`probe`]: tells whether this process may use eBPF at all, so tests can report
 //!   `SKIPPED` outside CI instead of failing.
 //!
@@ -15,12 +18,16 @@
 //! the machines porin targets). Nothing panics; every failure is a [`KernelError`] that names the
 //! `bpf(2)` command, the object and the errno.
 
+mod btf;
 mod error;
+mod loader;
 mod map;
 mod program;
 pub mod sys;
 
+pub use btf::MapDefinition;
 pub use error::{BpfCommand, KernelError};
+pub use loader::{LoadedObject, MapRelocation, ObjectFile, ProgramDefinition};
 pub use map::Map;
 pub use program::{Program, SK_BUFF_SIZE, SkBuff, TestRunOutput};
 pub use sys::{BPF_F_NO_PREALLOC, MapSpec, MapType, ProgramType, UpdateFlags};
