@@ -11,6 +11,10 @@
 //! - [`LoadedObject`]: porin's own minimal ELF loader (BTF-defined maps in `.maps`,
 //!   `R_BPF_64_64` map relocations on `ld_imm64`, `classifier` programs); [`ObjectFile`] is the
 //!   privilege-free parse step.
+//! - [`Datapath`]: the object as `DATAPATH.md` defines it: atomic policy replacement through
+//!   `porin_config`, ipcache fill, conntrack reset, verdict counters, and
+//!   [`Datapath::decide`], which runs one packet and returns pass/drop, the redirect mark and the
+//!   one counter it moved.
 //! - [`probe`]: tells whether this process may use eBPF at all, so tests can report
 //!   `SKIPPED` outside CI instead of failing.
 //!
@@ -19,6 +23,7 @@
 //! `bpf(2)` command, the object and the errno.
 
 mod btf;
+pub mod datapath;
 mod error;
 mod loader;
 mod map;
@@ -26,6 +31,9 @@ mod program;
 pub mod sys;
 
 pub use btf::MapDefinition;
+pub use datapath::{
+    Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,
+};
 pub use error::{BpfCommand, KernelError};
 pub use loader::{LoadedObject, MapRelocation, ObjectFile, ProgramDefinition};
 pub use map::Map;
