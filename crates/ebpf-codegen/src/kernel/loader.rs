@@ -111,10 +111,26 @@ impl ObjectFile {
             None => return Err(bad("no `license` section")),
         };
 
-        // Map symbols: (section-relative offset) -> map name, checked against BTF.
+        // Map symbols: (offset in .maps) -> map name. The ELF symbols are authoritative (clang
+        // leaves the DATASEC offsets at 0 and libbpf fixes them up from the symbols); each
+        // symbol must name a BTF map definition.
         let mut map_by_offset: BTreeMap<u64, String> = BTreeMap::new();
-        for definition in &maps {
-            map_by_offset.insert(u64::from(definition.offset), definition.name.clone());
+        for symbol in file.symbols() {
+            if maps_section.is_none() || symbol.section_index() != maps_section {
+                continue;
+            }
+            if symbol.kind() == object::SymbolKind::Section {
+                continue;
+            }
+            let name = symbol
+                .name()
+                .map_err(|e| bad(format!("bad symbol name in .maps: {e}")))?;
+            if !maps.iter().any(|m| m.name == name) {
+                return Err(bad(format!(
+                    "symbol `{name}` in .maps has no BTF map definition"
+                )));
+            }
+            map_by_offset.insert(symbol.address(), name.to_owned());
         }
 
         let mut programs = Vec::new();
