@@ -1,6 +1,11 @@
 //! The bpf(2) layer against the real kernel: every map type porin uses, program load with the
 //! verifier log, and BPF_PROG_TEST_RUN with a `__sk_buff` context.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 mod kernel_support;
 
 use std::os::fd::AsRawFd;
