@@ -96,6 +96,7 @@ fn bpftool_loads_through_the_verifier() {
         .args(["type", "classifier"]));
     let listed = std::fs::read_dir(&pin).map(|d| d.count()).unwrap_or(0);
     let _ = std::fs::remove_dir_all(&pin);
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
     assert!(ok, "bpftool prog loadall failed:\n{log}");
     assert_eq!(listed, 2, "expected both programs pinned");
 }
@@ -421,6 +422,15 @@ fn verdict_script() -> String {
         0,
         "other icmp errors go to policy",
     );
+    let mut short_icmp = eth(ETH_IPV4, &ipv4(ep, web, 1, 0, &icmp(8, 0, 5)));
+    short_icmp.truncate(14 + 20 + 4);
+    s.run(
+        FROM,
+        short_icmp,
+        Verdict::DroppedMalformed,
+        0,
+        "icmpv4 header shorter than 8 bytes",
+    );
     // L2 and parse rules.
     s.run(
         FROM,
@@ -581,6 +591,24 @@ fn verdict_script() -> String {
         0,
         "ndp with hop limit != 255 goes to policy",
     );
+    let mut type_only = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(1, 0, 0)));
+    type_only.truncate(14 + 40 + 1);
+    s.run(
+        FROM,
+        type_only,
+        Verdict::DeniedByDefault,
+        0,
+        "icmpv6: the type byte is enough",
+    );
+    let mut short_echo6 = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(128, 0, 9)));
+    short_echo6.truncate(14 + 40 + 4);
+    s.run(
+        FROM,
+        short_echo6,
+        Verdict::DroppedMalformed,
+        0,
+        "icmpv6 echo without identifier",
+    );
     let echo6 = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(128, 0, 9)));
     s.run(FROM, echo6, Verdict::AllowedNew, 0, "icmpv6 echo request");
     let echo6_reply = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 64, &icmp(129, 0, 9)));
@@ -687,6 +715,7 @@ fn libbpf_loads_and_decides_packets() {
     std::fs::write(&script, verdict_script()).unwrap();
     let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script));
     println!("{log}");
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
     if ok {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -759,5 +788,148 @@ fn tc_attaches_from_a_namespace() {
         (false, log)
     };
     let _ = sh(&format!("ip netns del {ns}"));
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
     assert!(result.0, "tc attach failed:\n{}", result.1);
+}
+
+/// Both programs attached with tc (ByName pinning, in a private bpffs so
+/// nothing leaks into the host's /sys/fs/bpf), sharing one set of maps, on
+/// the host side of a real veth: the endpoint's TCP SYN is dropped until
+/// policy allows it, then the host's RST comes back as a conntrack reply.
+#[test]
+fn tc_enforces_policy_on_a_veth() {
+    if !require(
+        "tc veth enforcement",
+        &[
+            "tc", "ip", "bpftool", "unshare", "nsenter", "timeout", "bash",
+        ],
+    ) {
+        return;
+    }
+    let dir = scratch("tc-veth");
+    let object = dir.join("porin-pinned.bpf.o");
+    let config = porin_ebpf::ObjectConfig {
+        pinning: porin_ebpf::maps::MapPinning::ByName,
+        ..porin_ebpf::ObjectConfig::default()
+    };
+    std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
+    let globals = "/sys/fs/bpf/tc/globals";
+    let ipcache = MapUpdate::ipcache4(
+        Ipcache4Key {
+            prefix_len: 32,
+            addr: Ipv4Addr::new(10, 77, 0, 1),
+        },
+        IpcacheValue { identity: 5000 },
+    )
+    .unwrap();
+    let allow = MapUpdate::policy(
+        PolicySlot::A,
+        key(5000, Direction::Egress, 6, 7777, 16),
+        entry(ALLOW, 0, 0, false),
+    )
+    .unwrap();
+    let update = |u: &MapUpdate| {
+        format!(
+            "bpftool {}",
+            u.bpftool_args(&format!("{globals}/{}", u.map)).join(" ")
+        )
+    };
+    let id = std::process::id();
+    let script = format!(
+        r#"set -eu
+H=porin-ebpf-h-{id}; E=porin-ebpf-e-{id}
+trap 'ip netns del $H 2>/dev/null; ip netns del $E 2>/dev/null' EXIT
+mount -t bpf bpf /sys/fs/bpf
+ip netns add $H; ip netns add $E
+ip link add hostp netns $H type veth peer name endp netns $E
+ip -n $H addr add 10.77.0.1/24 dev hostp; ip -n $E addr add 10.77.0.2/24 dev endp
+ip -n $H link set hostp up; ip -n $E link set endp up; ip -n $H link set lo up; ip -n $E link set lo up
+IN="nsenter --net=/run/netns/$H"; EP="nsenter --net=/run/netns/$E"
+$IN tc qdisc add dev hostp clsact
+$IN tc filter add dev hostp ingress bpf da obj {obj} program porin_from_endpoint
+$IN tc filter add dev hostp egress bpf da obj {obj} program porin_to_endpoint
+echo "PINS: $(ls {globals} | tr '\n' ' ')"
+for hook in ingress egress; do
+  pid=$($IN tc filter show dev hostp $hook | sed -n 's/.* id \([0-9]*\) .*/\1/p')
+  echo "MAPS $hook: $(bpftool prog show id $pid | sed -n 's/.*map_ids \([0-9,]*\).*/\1/p')"
+done
+connect() {{ $EP timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/7777' 2>&1 | tr '\n' ' '; echo; }}
+echo "BEFORE: $(connect)"
+{ipcache}
+{allow}
+echo "AFTER: $(connect)"
+echo "COUNTERS: $(bpftool -j map dump pinned {globals}/porin_verdicts)"
+"#,
+        obj = object.display(),
+        ipcache = update(&ipcache),
+        allow = update(&allow),
+    );
+    let (ok, log) = run(Command::new("unshare")
+        .args(["-m", "--propagation", "private", "bash", "-c"])
+        .arg(&script));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "script failed:\n{log}");
+    let line = |prefix: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{log}"))
+            .trim()
+            .to_owned()
+    };
+    let pins = line("PINS:");
+    for map in [
+        "porin_ct",
+        "porin_policy_a",
+        "porin_policy_b",
+        "porin_config",
+        "porin_ipcache4",
+        "porin_ipcache6",
+        "porin_verdicts",
+    ] {
+        assert!(
+            pins.split(' ').any(|p| p == map),
+            "{map} not pinned: {pins}"
+        );
+    }
+    let (ingress, egress) = (line("MAPS ingress:"), line("MAPS egress:"));
+    assert!(!ingress.is_empty());
+    assert_eq!(ingress, egress, "the two programs must share their maps");
+    // Without policy the SYN is dropped: the connect times out (no RST).
+    assert!(!line("BEFORE:").contains("refused"), "{log}");
+    // With policy the SYN passes and the RST comes back as a reply.
+    assert!(line("AFTER:").contains("refused"), "{log}");
+    let counters: serde_json::Value = serde_json::from_str(&line("COUNTERS:")).unwrap();
+    let packets = |index: u32| -> u64 {
+        counters
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["formatted"])
+            .find(|e| e["key"] == index)
+            .map(|e| {
+                e["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v["value"]["packets"].as_u64().unwrap())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    assert!(
+        packets(Verdict::DeniedByDefault.index()) >= 1,
+        "SYN drops not counted: {log}"
+    );
+    assert!(
+        packets(Verdict::AllowedNew.index()) >= 1,
+        "allowed SYN not counted"
+    );
+    assert!(
+        packets(Verdict::AllowedReply.index()) >= 1,
+        "RST reply not counted"
+    );
+    assert!(
+        packets(Verdict::PassedNonIp.index()) >= 1,
+        "ARP not counted"
+    );
 }

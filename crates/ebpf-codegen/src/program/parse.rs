@@ -260,8 +260,15 @@ impl Gen<'_> {
         a.ja(track);
 
         // ICMP / ICMPv6: the type is the policy "port" (bytes [0, type]).
+        // Cilium's `__policy_can_access` loads the whole 8-byte `icmphdr`
+        // for ICMPv4 (DROP_INVALID if short) and only the type byte for
+        // ICMPv6; echo identifiers need 8 bytes either way.
         self.a.bind(icmp);
-        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 2);
+        let header = match family {
+            Family::V4 => 8,
+            Family::V6 => 1,
+        };
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, header);
         let echo = self.a.new_label();
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, frame::SCRATCH);
