@@ -5,6 +5,7 @@
 //!
 //! ```text
 //!   netns pA<pid>: veth pa<pid> 10.231.0.1/24  <-->  veth pb<pid> 10.231.0.2/24 :netns pB<pid>
+//!                               fd7a:231::1/64            fd7a:231::2/64
 //!   (the peer, identity 1000)                        (the endpoint; porin on pb's clsact)
 //! ```
 //!
@@ -27,16 +28,18 @@
 mod kernel_support;
 
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use kernel_support::{EGRESS, INGRESS, allow, deny, ipcache4, kernel_available};
+use kernel_support::{EGRESS, INGRESS, allow, deny, ipcache4, ipcache6, kernel_available};
 use porin_ebpf::kernel::Datapath;
 
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 231, 0, 1);
 const ENDPOINT: Ipv4Addr = Ipv4Addr::new(10, 231, 0, 2);
+const PEER6: Ipv6Addr = Ipv6Addr::new(0xfd7a, 0x231, 0, 0, 0, 0, 0, 1);
+const ENDPOINT6: Ipv6Addr = Ipv6Addr::new(0xfd7a, 0x231, 0, 0, 0, 0, 0, 2);
 const PEER_IDENTITY: u32 = 1000;
 const TCP: u8 = 6;
 const UDP: u8 = 17;
@@ -112,12 +115,18 @@ impl Rig {
                 &rig.ns_endpoint,
             ],
         )?;
-        for (ns, dev, addr) in [
-            (&rig.ns_peer, &rig.dev_peer, PEER),
-            (&rig.ns_endpoint, &rig.dev_endpoint, ENDPOINT),
+        for (ns, dev, addr, addr6) in [
+            (&rig.ns_peer, &rig.dev_peer, PEER, PEER6),
+            (&rig.ns_endpoint, &rig.dev_endpoint, ENDPOINT, ENDPOINT6),
         ] {
             let cidr = format!("{addr}/24");
             run("ip", &["-n", ns, "addr", "add", &cidr, "dev", dev])?;
+            // nodad: the address is usable at once (no duplicate address detection wait).
+            let cidr6 = format!("{addr6}/64");
+            run(
+                "ip",
+                &["-n", ns, "-6", "addr", "add", &cidr6, "dev", dev, "nodad"],
+            )?;
             run("ip", &["-n", ns, "link", "set", dev, "up"])?;
             run("ip", &["-n", ns, "link", "set", "lo", "up"])?;
         }
@@ -263,8 +272,23 @@ fn run_client(rig: &Rig, ns: &str, targets: &[String]) -> Result<Vec<(String, bo
     Ok(results)
 }
 
-fn target(proto: &str, addr: Ipv4Addr, port: u16) -> String {
-    format!("{proto}:{addr}:{port}")
+fn target(proto: &str, addr: impl Into<IpAddr>, port: u16) -> String {
+    format!("{proto}:{}", SocketAddr::new(addr.into(), port))
+}
+
+/// The endpoint's ports, IPv4 then IPv6, in the order of the expected outcomes.
+fn inbound_targets() -> Vec<String> {
+    let mut targets = Vec::new();
+    for addr in [IpAddr::V4(ENDPOINT), IpAddr::V6(ENDPOINT6)] {
+        targets.extend([
+            target("tcp", addr, TCP_ALLOWED),
+            target("tcp", addr, TCP_DENIED_DEFAULT),
+            target("tcp", addr, TCP_DENIED_RULE),
+            target("udp", addr, UDP_ALLOWED),
+            target("udp", addr, UDP_DENIED),
+        ]);
+    }
+    targets
 }
 
 /// The policy of the endpoint: ingress from the peer to TCP 8080 and UDP 9090; TCP 8082 is
@@ -304,44 +328,27 @@ fn e2e_veth_tcp_and_udp_follow_policy() {
     let object = kernel_support::porin_object();
     let datapath = Datapath::load(&object).expect("porin's object loads");
     datapath
-        .install_ipcache(&[ipcache4(PEER, 32, PEER_IDENTITY)], &[])
+        .install_ipcache(
+            &[ipcache4(PEER, 32, PEER_IDENTITY)],
+            &[ipcache6(PEER6, 128, PEER_IDENTITY)],
+        )
         .unwrap();
     datapath.install_policy(&endpoint_policy(false)).unwrap();
 
     let rig = Rig::new().expect("rig");
     rig.attach(&datapath).expect("attach");
 
-    let endpoint_server = start_server(
-        &rig,
-        &rig.ns_endpoint,
-        &[
-            target("tcp", ENDPOINT, TCP_ALLOWED),
-            target("tcp", ENDPOINT, TCP_DENIED_DEFAULT),
-            target("tcp", ENDPOINT, TCP_DENIED_RULE),
-            target("udp", ENDPOINT, UDP_ALLOWED),
-            target("udp", ENDPOINT, UDP_DENIED),
-        ]
-        .join(","),
-    )
-    .expect("endpoint server");
+    let endpoint_server = start_server(&rig, &rig.ns_endpoint, &inbound_targets().join(","))
+        .expect("endpoint server");
     let peer_server =
         start_server(&rig, &rig.ns_peer, &target("tcp", PEER, TCP_PEER)).expect("peer server");
 
     // Peer -> endpoint: the allowed flows and their replies pass, the others do not.
-    let inbound = run_client(
-        &rig,
-        &rig.ns_peer,
-        &[
-            target("tcp", ENDPOINT, TCP_ALLOWED),
-            target("tcp", ENDPOINT, TCP_DENIED_DEFAULT),
-            target("tcp", ENDPOINT, TCP_DENIED_RULE),
-            target("udp", ENDPOINT, UDP_ALLOWED),
-            target("udp", ENDPOINT, UDP_DENIED),
-        ],
-    )
-    .expect("client");
+    let targets = inbound_targets();
+    let inbound = run_client(&rig, &rig.ns_peer, &targets).expect("client");
     let expected = [true, false, false, true, false];
-    for ((name, reached), want) in inbound.iter().zip(expected) {
+    for ((name, reached), want) in inbound.iter().zip(expected.iter().chain(&expected)) {
+        let want = *want;
         assert_eq!(*reached, want, "{name}: reached={reached}, expected {want}");
     }
 
@@ -470,7 +477,12 @@ fn tcp_echo(addr: SocketAddr) -> bool {
 }
 
 fn udp_echo(addr: SocketAddr) -> bool {
-    let Ok(socket) = UdpSocket::bind("0.0.0.0:0") else {
+    let local = if addr.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    };
+    let Ok(socket) = UdpSocket::bind(local) else {
         return false;
     };
     let _ = socket.set_read_timeout(Some(Duration::from_millis(400)));

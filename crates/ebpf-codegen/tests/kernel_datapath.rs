@@ -704,3 +704,93 @@ fn ipcache_longest_prefix_selects_the_identity() {
     // 0.0.0.0/0 -> world-ipv4 (9).
     assert_eq!(to_pod(&dp, &Packet::tcp4(INTERNET, 2, POD, 9)), PASS_NEW);
 }
+
+/// The hand-built bytes these tests write agree with the crate's own serialisers
+/// (`porin_ebpf::maps`), so the kernel tests and the agent speak the same layout.
+#[test]
+fn hand_built_bytes_equal_the_crate_serialisers() {
+    use porin_ebpf::maps::{self, Ipcache4Key, Ipcache6Key, IpcacheValue, PolicyEntry, PolicyKey};
+    let cases = [
+        (
+            FRONTEND_ID,
+            INGRESS,
+            TCP,
+            80u16,
+            Some(16u8),
+            ALLOW,
+            0u16,
+            0u8,
+        ),
+        (0, EGRESS, UDP, 0, Some(0), ALLOW, 0, 0),
+        (OTHER_ID, INGRESS, 0, 0, None, kernel_support::DENY, 0, 0),
+        (
+            FRONTEND_ID,
+            INGRESS,
+            TCP,
+            8080,
+            Some(13),
+            HTTP_REDIRECT,
+            15001,
+            0,
+        ),
+        (
+            FRONTEND_ID,
+            EGRESS,
+            proto::ICMPV6,
+            128,
+            Some(16),
+            ALLOW,
+            0,
+            0x81,
+        ),
+    ];
+    for (identity, direction, protocol, port, prefix, precedence, proxy_port, auth) in cases {
+        let ours_key = policy_key(identity, direction, protocol, port, prefix);
+        let theirs_key = PolicyKey {
+            identity,
+            direction: if direction == EGRESS {
+                maps::Direction::Egress
+            } else {
+                maps::Direction::Ingress
+            },
+            proto: protocol,
+            port,
+            port_prefix_len: prefix.unwrap_or(0),
+        };
+        assert_eq!(ours_key, theirs_key.to_bytes().unwrap(), "{theirs_key:?}");
+        let ours_entry = policy_entry(&ours_key, precedence, proxy_port, auth);
+        let theirs_entry = PolicyEntry {
+            proxy_port,
+            deny: precedence == kernel_support::DENY,
+            auth_type: auth & 0x7f,
+            explicit_auth: auth & 0x80 != 0,
+            precedence,
+            cookie: 0,
+        };
+        let prefixlen = theirs_key.prefixlen().unwrap();
+        assert_eq!(
+            ours_entry,
+            theirs_entry.to_bytes(prefixlen).unwrap(),
+            "{theirs_key:?}"
+        );
+    }
+    let (key4, value4) = ipcache4(FRONTEND, 24, FRONTEND_ID);
+    let theirs4 = Ipcache4Key {
+        prefix_len: 24,
+        addr: FRONTEND,
+    };
+    assert_eq!(key4, theirs4.to_bytes().unwrap());
+    assert_eq!(
+        value4,
+        IpcacheValue {
+            identity: FRONTEND_ID
+        }
+        .to_bytes()
+    );
+    let (key6, _) = ipcache6(frontend6(), 64, FRONTEND_ID);
+    let theirs6 = Ipcache6Key {
+        prefix_len: 64,
+        addr: frontend6(),
+    };
+    assert_eq!(key6, theirs6.to_bytes().unwrap());
+}
