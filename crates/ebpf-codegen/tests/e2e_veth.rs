@@ -83,6 +83,7 @@ fn run(program: &str, args: &[&str]) -> Result<String, String> {
 
 impl Rig {
     fn new() -> Result<Self, String> {
+        remove_stale_rigs();
         let pid = std::process::id();
         let mut rig = Self {
             ns_peer: format!("pA{pid}"),
@@ -194,6 +195,36 @@ impl Rig {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| format!("spawn {role}: {e}"))
+    }
+}
+
+/// Removes what an earlier run of this test left behind when it was killed before its Drop
+/// ran: namespaces `pA<pid>`/`pB<pid>` and mounts `porin-e2e-bpffs-<pid>` whose process is gone.
+fn remove_stale_rigs() {
+    let dead = |pid: &str| {
+        !pid.is_empty()
+            && pid.bytes().all(|b| b.is_ascii_digit())
+            && !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    };
+    if let Ok(list) = run("ip", &["netns", "list"]) {
+        for name in list.lines().filter_map(|l| l.split_whitespace().next()) {
+            let stale = ["pA", "pB"]
+                .iter()
+                .any(|prefix| name.strip_prefix(prefix).is_some_and(dead));
+            if stale {
+                let _ = run("ip", &["netns", "del", name]);
+            }
+        }
+    }
+    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.strip_prefix("porin-e2e-bpffs-").is_some_and(dead) {
+                let path = entry.path().to_string_lossy().into_owned();
+                let _ = run("umount", &[&path]);
+                let _ = std::fs::remove_dir(&path);
+            }
+        }
     }
 }
 
@@ -465,10 +496,10 @@ fn serve(targets: &[(String, SocketAddr)]) {
 }
 
 fn tcp_echo(addr: SocketAddr) -> bool {
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(1500)) else {
+    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(2500)) else {
         return false;
     };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(1500)));
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(2500)));
     if stream.write_all(b"porin").is_err() {
         return false;
     }
@@ -487,7 +518,7 @@ fn udp_echo(addr: SocketAddr) -> bool {
     };
     let _ = socket.set_read_timeout(Some(Duration::from_millis(400)));
     let mut buf = [0u8; 16];
-    for _ in 0..3 {
+    for _ in 0..4 {
         if socket.send_to(b"porin", addr).is_err() {
             return false;
         }
