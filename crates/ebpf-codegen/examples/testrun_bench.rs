@@ -141,6 +141,25 @@ fn main() {
         eprintln!("SKIPPED: testrun_bench {reason}: {error}");
         return;
     }
+    match emit(&ObjectConfig::default())
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| Datapath::load(&bytes).map_err(|e| e.to_string()))
+    {
+        Ok(datapath) => {
+            for direction in [Direction::FromEndpoint, Direction::ToEndpoint] {
+                let name = direction.program_name();
+                let size = datapath.object().instruction_count(name).unwrap_or(0);
+                let stats = datapath
+                    .object()
+                    .verifier_stats(name)
+                    .unwrap_or_else(|e| e.to_string());
+                let stats = stats.lines().collect::<Vec<_>>().join("; ");
+                println!("- `{name}`: {size} instructions; verifier: {stats}");
+            }
+            println!();
+        }
+        Err(error) => eprintln!("cannot load the default object: {error}"),
+    }
     println!(
         "| policy entries | ipcache entries | new flow (ns/pkt, median of {NEW_FLOW_RUNS}) | established (ns/pkt, avg of {REPEAT}) | reply (ns/pkt, avg of {REPEAT}) |"
     );

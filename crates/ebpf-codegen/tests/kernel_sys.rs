@@ -342,3 +342,27 @@ fn verifier_rejection_returns_the_log() {
         Err(KernelError::Object(_))
     ));
 }
+
+#[test]
+fn verifier_statistics_are_reported_on_success() {
+    if !kernel_available("verifier_statistics_are_reported_on_success") {
+        return;
+    }
+    let (_fd, stats) = porin_ebpf::kernel::sys::prog_load_with_stats(
+        "t_stats",
+        ProgramType::SCHED_CLS,
+        &program(&[mov64_imm(0, 2), exit()]),
+        "GPL",
+    )
+    .unwrap();
+    assert!(stats.contains("processed 2 insns"), "{stats}");
+    // A rejected program still returns the full verifier log in the error.
+    let err = porin_ebpf::kernel::sys::prog_load_with_stats(
+        "t_stats_bad",
+        ProgramType::SCHED_CLS,
+        &program(&[exit()]),
+        "GPL",
+    )
+    .unwrap_err();
+    assert!(matches!(err, KernelError::VerifierRejected { .. }), "{err}");
+}
