@@ -127,6 +127,10 @@ impl Script {
         *self.tally.entry(verdict.index()).or_default() += 1;
     }
 
+    fn sleep(&mut self, ms: u32) {
+        self.lines.push(format!("sleep {ms}"));
+    }
+
     fn finish(mut self) -> String {
         for verdict in Verdict::ALL {
             let n = self.tally.get(&verdict.index()).copied().unwrap_or(0);
@@ -482,6 +486,29 @@ fn verdict_script() -> String {
     let mut bad_ihl = eth(ETH_IPV4, &ipv4(ep, web, 6, 0, &tcp(40012, 80)));
     bad_ihl[14] = 0x44;
     s.run(FROM, bad_ihl, Verdict::DroppedMalformed, 0, "ihl < 5");
+    // IHL 6: four option bytes (NOP NOP NOP EOL) before the TCP header.
+    let mut with_options = ipv4(ep, web, 6, 0, &[]);
+    with_options[0] = 0x46;
+    with_options.extend_from_slice(&[1, 1, 1, 0]);
+    with_options.extend_from_slice(&tcp(40014, 80));
+    s.run(
+        FROM,
+        eth(ETH_IPV4, &with_options),
+        Verdict::AllowedNew,
+        0,
+        "ipv4 options are skipped",
+    );
+    let mut options_wrong_port = ipv4(ep, web, 6, 0, &[]);
+    options_wrong_port[0] = 0x46;
+    options_wrong_port.extend_from_slice(&[0, 80, 0, 80]); // would read port 80 if IHL were ignored
+    options_wrong_port.extend_from_slice(&tcp(40015, 81));
+    s.run(
+        FROM,
+        eth(ETH_IPV4, &options_wrong_port),
+        Verdict::DeniedByDefault,
+        0,
+        "ports are read after the options",
+    );
     let mut long_ihl = eth(ETH_IPV4, &ipv4(ep, web, 17, 0, &[]));
     long_ihl[14] = 0x4f;
     s.run(
@@ -932,4 +959,176 @@ echo "COUNTERS: $(bpftool -j map dump pinned {globals}/porin_verdicts)"
         packets(Verdict::PassedNonIp.index()) >= 1,
         "ARP not counted"
     );
+}
+
+/// cilium/ebpf 0.9.1 (Debian's golang-github-cilium-ebpf-dev, GOPATH mode,
+/// no network): spec, collection (verifier), map puts, test runs.
+#[test]
+fn cilium_ebpf_loads_and_decides_packets() {
+    if !require("cilium/ebpf loader", &["go"]) {
+        return;
+    }
+    let gopath_lib = Path::new("/usr/share/gocode/src/github.com/cilium/ebpf");
+    if !gopath_lib.is_dir() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true but golang-github-cilium-ebpf-dev is not installed");
+        }
+        println!("SKIPPED: golang-github-cilium-ebpf-dev is not installed");
+        return;
+    }
+    let object = object_file("cilium-ebpf");
+    // The build cache persists in the target dir so reruns do not recompile cilium/ebpf.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache");
+    let gopath = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gopath");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/load_cilium_ebpf.go");
+    let (ok, log) = run(Command::new("go")
+        .arg("run")
+        .arg(&source)
+        .arg(&object)
+        .env("GO111MODULE", "off")
+        .env("GOFLAGS", "")
+        .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+        .env("GOCACHE", &cache));
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
+    assert!(
+        ok && log.contains("cilium/ebpf checks passed"),
+        "cilium/ebpf loader failed:\n{log}"
+    );
+}
+
+/// Conntrack lifetimes: with a 1 s non-TCP lifetime, a reply after 1.5 s is
+/// no longer a reply (policy decides it), and the next allowed packet opens
+/// the flow again.
+#[test]
+fn libbpf_conntrack_entries_expire() {
+    if !require("libbpf loader", &["gcc"]) {
+        return;
+    }
+    use Direction::Egress;
+    let dir = scratch("libbpf-ct");
+    let loader = build_libbpf_loader(&dir);
+    let object = dir.join("short-ct.bpf.o");
+    let config = porin_ebpf::ObjectConfig {
+        ct_lifetime_other_secs: 1,
+        ct_lifetime_tcp_secs: 3600,
+        ..porin_ebpf::ObjectConfig::default()
+    };
+    std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
+    let (ep, web) = (Ipv4Addr::new(10, 1, 0, 5), Ipv4Addr::new(10, 0, 0, 1));
+    let mut s = Script::default();
+    s.update(
+        MapUpdate::ipcache4(
+            Ipcache4Key {
+                prefix_len: 24,
+                addr: Ipv4Addr::new(10, 0, 0, 0),
+            },
+            IpcacheValue { identity: 1000 },
+        )
+        .unwrap(),
+    );
+    s.update(
+        MapUpdate::policy(
+            PolicySlot::A,
+            key(1000, Egress, 17, 53, 16),
+            entry(ALLOW, 0, 0, false),
+        )
+        .unwrap(),
+    );
+    s.update(
+        MapUpdate::policy(
+            PolicySlot::A,
+            key(1000, Egress, 6, 80, 16),
+            entry(ALLOW, 0, 0, false),
+        )
+        .unwrap(),
+    );
+    let u = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 17, 0, &udp(sport, dport)));
+    let t = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 6, 0, &tcp(sport, dport)));
+    s.run(
+        FROM,
+        u(ep, web, 5000, 53),
+        Verdict::AllowedNew,
+        0,
+        "udp out",
+    );
+    s.run(
+        FROM,
+        t(ep, web, 5001, 80),
+        Verdict::AllowedNew,
+        0,
+        "tcp out",
+    );
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::AllowedReply,
+        0,
+        "fresh udp reply",
+    );
+    s.sleep(1500);
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::DeniedByDefault,
+        0,
+        "udp entry expired after 1 s",
+    );
+    s.run(
+        TO,
+        t(web, ep, 80, 5001),
+        Verdict::AllowedReply,
+        0,
+        "tcp entry lives longer",
+    );
+    s.run(
+        FROM,
+        u(ep, web, 5000, 53),
+        Verdict::AllowedNew,
+        0,
+        "stale entry is replaced by a new one",
+    );
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::AllowedReply,
+        0,
+        "reply after re-creation",
+    );
+    let script = dir.join("ct.script");
+    std::fs::write(&script, s.finish()).unwrap();
+    let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{log}");
+}
+
+/// Every config switch still passes the verifier (libbpf load, no script).
+#[test]
+fn config_variants_pass_the_verifier() {
+    if !require("libbpf loader", &["gcc"]) {
+        return;
+    }
+    let dir = scratch("variants");
+    let loader = build_libbpf_loader(&dir);
+    let variants = [
+        porin_ebpf::ObjectConfig {
+            allow_icmp_frag_needed: false,
+            allow_ipv6_ndp: false,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+        porin_ebpf::ObjectConfig {
+            ct_lifetime_tcp_secs: u32::MAX,
+            ct_lifetime_other_secs: 1,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+    ];
+    for (i, config) in variants.iter().enumerate() {
+        let object = dir.join(format!("variant{i}.bpf.o"));
+        std::fs::write(&object, porin_ebpf::emit(config).unwrap()).unwrap();
+        let (ok, log) = run(Command::new(&loader).arg(&object));
+        assert!(
+            ok && log.contains("ok: loaded"),
+            "variant {i} ({config:?}):\n{log}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
