@@ -794,3 +794,22 @@ fn hand_built_bytes_equal_the_crate_serialisers() {
     };
     assert_eq!(key6, theirs6.to_bytes().unwrap());
 }
+
+/// DATAPATH.md §2.3 step 3: the retired map is not rewritten until a grace period after the
+/// flip, so a program run that read the old slot never sees it change under it.
+#[test]
+fn retired_policy_map_waits_out_the_grace_period() {
+    let Some(dp) = datapath("retired_policy_map_waits_out_the_grace_period") else {
+        return;
+    };
+    dp.install_policy(&[allow(FRONTEND_ID, INGRESS, TCP, 80, Some(16))])
+        .unwrap();
+    let started = std::time::Instant::now();
+    dp.install_policy(&[allow(FRONTEND_ID, INGRESS, TCP, 81, Some(16))])
+        .unwrap();
+    assert!(
+        started.elapsed() >= porin_ebpf::kernel::datapath::RETIRE_GRACE,
+        "rewrote the retired map after {:?}",
+        started.elapsed()
+    );
+}
