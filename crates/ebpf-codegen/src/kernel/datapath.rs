@@ -448,7 +448,11 @@ impl Datapath {
     }
 
     /// Runs the program for `direction` on `packet` once and reports the verdict, the mark and
-    /// the counter it incremented (checked: exactly one counter moves per packet).
+    /// the counter it incremented (checked: exactly one counter moves per packet). The counter
+    /// is found by reading the counters before and after, so this assumes no other traffic runs
+    /// through this object at the same time (true for test runs; not for an attached object).
+    /// Conntrack state carries over between calls; use [`Datapath::reset_conntrack`] or distinct
+    /// source ports to decide every packet as a new flow.
     pub fn decide(
         &self,
         direction: Direction,
