@@ -12,7 +12,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::Command;
@@ -22,18 +21,6 @@ use porin_ebpf::maps::{
     PolicySlot, Verdict, redirect_mark,
 };
 use support::*;
-
-fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 #[test]
 fn aya_obj_parses_the_object() {
@@ -99,45 +86,6 @@ fn bpftool_loads_through_the_verifier() {
     let _ = std::fs::remove_dir_all(object.parent().unwrap());
     assert!(ok, "bpftool prog loadall failed:\n{log}");
     assert_eq!(listed, 2, "expected both programs pinned");
-}
-
-/// A libbpf script (see tests/c/load_libbpf.c) and the verdict tally it
-/// implies.
-#[derive(Default)]
-struct Script {
-    lines: Vec<String>,
-    tally: BTreeMap<u32, u64>,
-}
-
-impl Script {
-    fn update(&mut self, update: MapUpdate) {
-        self.lines.push(format!(
-            "update {} {} {}",
-            update.map,
-            hex(&update.key),
-            hex(&update.value)
-        ));
-    }
-
-    fn run(&mut self, program: &str, packet: Vec<u8>, verdict: Verdict, mark: u32, why: &str) {
-        let ret = if verdict.passes() { 0 } else { 2 };
-        self.lines.push(format!("# {why}: {verdict:?}"));
-        self.lines
-            .push(format!("run {program} {} {ret} {mark}", hex(&packet)));
-        *self.tally.entry(verdict.index()).or_default() += 1;
-    }
-
-    fn sleep(&mut self, ms: u32) {
-        self.lines.push(format!("sleep {ms}"));
-    }
-
-    fn finish(mut self) -> String {
-        for verdict in Verdict::ALL {
-            let n = self.tally.get(&verdict.index()).copied().unwrap_or(0);
-            self.lines.push(format!("counter {} {n}", verdict.index()));
-        }
-        self.lines.join("\n") + "\n"
-    }
 }
 
 const FROM: &str = "porin_from_endpoint";
@@ -713,21 +661,6 @@ fn verdict_script() -> String {
         "back to slot A",
     );
     s.finish()
-}
-
-fn build_libbpf_loader(dir: &Path) -> std::path::PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/load_libbpf.c");
-    let binary = dir.join("load_libbpf");
-    let (ok, log) = run(Command::new("gcc")
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .arg("-lbpf"));
-    assert!(
-        ok,
-        "gcc load_libbpf.c failed (libbpf-dev installed?):\n{log}"
-    );
-    binary
 }
 
 #[test]

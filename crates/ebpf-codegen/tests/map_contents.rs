@@ -321,3 +321,21 @@ fn verdict_pass_set_matches_the_return_codes() {
         ]
     );
 }
+
+#[test]
+fn per_cpu_counters_sum() {
+    let mut values = Vec::new();
+    for (packets, bytes) in [(1u64, 60u64), (2, 200), (0, 0)] {
+        values.extend_from_slice(&packets.to_le_bytes());
+        values.extend_from_slice(&bytes.to_le_bytes());
+    }
+    assert_eq!(
+        maps::Counter::sum_per_cpu(&values),
+        Ok(maps::Counter {
+            packets: 3,
+            bytes: 260
+        })
+    );
+    assert!(maps::Counter::sum_per_cpu(&values[..20]).is_err());
+    assert!(maps::Counter::sum_per_cpu(&[]).is_err());
+}
