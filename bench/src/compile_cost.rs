@@ -1,0 +1,165 @@
+//! Compile cost: time and peak memory to compile synthetic clusters, each size in a fresh child
+//! process (so the peak resident set, `VmHWM`, belongs to that size alone).
+//!
+//! The cluster is `porin_compiler::compile::synthetic::cluster(policies, endpoints)` with one
+//! more label per endpoint (`pod: <name>`), so every endpoint has its own identity (the
+//! synthetic generator alone gives one identity per app, endpoints / 10).
+
+use std::fmt::Write as _;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use porin_compiler::compile::compile;
+use porin_compiler::compile::synthetic;
+use porin_compiler::resolve::lower::PolicyInput;
+use serde::{Deserialize, Serialize};
+
+use crate::stats::{Spread, group};
+
+/// One size: (policies, endpoints); identities come out equal to endpoints.
+pub type Size = (usize, usize);
+
+/// The child's report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CompileResult {
+    /// Policies.
+    pub policies: usize,
+    /// Endpoints.
+    pub endpoints: usize,
+    /// Distinct endpoint identities.
+    pub identities: usize,
+    /// Policy-map entries over all endpoints.
+    pub entries: usize,
+    /// Seconds to parse and validate the YAML (porin_model).
+    pub load_secs: f64,
+    /// Seconds to compile (porin_compiler).
+    pub compile_secs: f64,
+    /// Peak RSS after generating the input, before loading (KiB).
+    pub rss_input_kib: u64,
+    /// Peak RSS at the end (KiB).
+    pub rss_peak_kib: u64,
+}
+
+/// Runs in the child: generate, load, compile, report.
+pub fn child(policies: usize, endpoints: usize) -> Result<CompileResult> {
+    let mut cluster = synthetic::cluster(policies, endpoints);
+    for endpoint in &mut cluster.inventory.endpoints {
+        endpoint
+            .labels
+            .insert("pod".to_owned(), endpoint.name.clone());
+    }
+    let rss_input_kib = crate::cpu::peak_rss_kib().unwrap_or(0);
+    let start = Instant::now();
+    let outcome = cluster.load();
+    let load_secs = start.elapsed().as_secs_f64();
+    if outcome.has_errors() {
+        bail!(
+            "synthetic policies rejected: {:?}",
+            outcome.diagnostics.first()
+        );
+    }
+    let start = Instant::now();
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let compiled = compile(&inputs, &cluster.inventory)?;
+    let compile_secs = start.elapsed().as_secs_f64();
+    let identities: std::collections::BTreeSet<u32> =
+        compiled.endpoints.iter().map(|e| e.identity).collect();
+    Ok(CompileResult {
+        policies,
+        endpoints,
+        identities: identities.len(),
+        entries: compiled.endpoints.iter().map(|e| e.entries.len()).sum(),
+        load_secs,
+        compile_secs,
+        rss_input_kib,
+        rss_peak_kib: crate::cpu::peak_rss_kib().unwrap_or(0),
+    })
+}
+
+fn spawn_child(size: Size) -> Result<CompileResult> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let output = Command::new(exe)
+        .args([
+            "role",
+            "compile-child",
+            "--policies",
+            &size.0.to_string(),
+            "--endpoints",
+            &size.1.to_string(),
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .context("spawn compile child")?;
+    if !output.status.success() {
+        bail!(
+            "compile child {size:?} failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    crate::echo::parse_result(&String::from_utf8_lossy(&output.stdout))
+}
+
+/// Every size, `runs` children each.
+pub fn run(sizes: &[Size], runs: usize) -> Result<Vec<Vec<CompileResult>>> {
+    sizes
+        .iter()
+        .map(|size| {
+            (0..runs)
+                .map(|run| {
+                    eprintln!("compile: {size:?} run {}/{runs}", run + 1);
+                    spawn_child(*size)
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The Markdown table, with growth against the previous size.
+pub fn render(results: &[Vec<CompileResult>], runs: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Synthetic clusters (`compile::synthetic` + one `pod` label per endpoint, so identities \
+         = endpoints), each run in a fresh process. {runs} run(s): median (min–max). Peak RSS is \
+         the child's `VmHWM` (input generation included; the \"input\" column is the peak before \
+         loading). Load average: {}.\n",
+        crate::cpu::load_average()
+    );
+    out.push_str("| policies | endpoints | identities | map entries (all endpoints) | load YAML (s) | compile (s) | peak RSS (MiB) | input only (MiB) | growth vs previous size (time / RSS) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    let mut previous: Option<(f64, f64)> = None;
+    for runs in results {
+        let Some(first) = runs.first() else { continue };
+        let spread = |pick: fn(&CompileResult) -> f64| {
+            Spread::of(&runs.iter().map(pick).collect::<Vec<_>>())
+        };
+        let compile = spread(|r| r.compile_secs);
+        let load = spread(|r| r.load_secs);
+        let rss = spread(|r| r.rss_peak_kib as f64 / 1024.0);
+        let input = spread(|r| r.rss_input_kib as f64 / 1024.0);
+        let show = |s: Option<Spread>, d| s.map_or_else(|| "n/a".to_owned(), |s| s.show(d));
+        let now = (
+            compile.map_or(0.0, |s| s.median + load.map_or(0.0, |l| l.median)),
+            rss.map_or(0.0, |s| s.median),
+        );
+        let growth = match previous {
+            Some((t, m)) if t > 0.0 && m > 0.0 => format!("{:.1}× / {:.1}×", now.0 / t, now.1 / m),
+            _ => "—".to_owned(),
+        };
+        previous = Some(now);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            group(first.policies as f64, 0),
+            group(first.endpoints as f64, 0),
+            group(first.identities as f64, 0),
+            group(first.entries as f64, 0),
+            show(load, 3),
+            show(compile, 3),
+            show(rss, 1),
+            show(input, 1),
+            growth
+        );
+    }
+    out
+}

@@ -1,0 +1,368 @@
+//! End to end: latency, throughput and CPU per round trip of UDP echo through porin's datapath
+//! and through iptables / nft rule chains of the same N rules, on the same rig, interleaved.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result, bail};
+use porin_ebpf::kernel::{Counter, Datapath};
+use porin_ebpf::{ObjectConfig, POLICY_MAP_MAX, POLICY_MAP_MIN, emit};
+
+use crate::rig::Rig;
+use crate::stats::{Spread, group, ratio};
+use crate::workload::{self, PorinPolicy};
+
+/// What one end-to-end run measures.
+#[derive(Debug, Clone)]
+pub struct E2eConfig {
+    /// Rule counts for every mechanism.
+    pub sizes: Vec<usize>,
+    /// Extra sizes measured for porin only (policy-map entries; the rule count is chosen so
+    /// the compiled map holds exactly this many entries).
+    pub porin_only_entries: Vec<usize>,
+    /// Runs per point (median and range reported).
+    pub runs: usize,
+    /// Latency samples per run.
+    pub samples: usize,
+    /// Unmeasured round trips before the samples.
+    pub warmup: usize,
+    /// Concurrent senders in the throughput run.
+    pub senders: usize,
+    /// Requests in flight per sender.
+    pub window: usize,
+    /// Seconds per throughput run.
+    pub secs: f64,
+    /// Echo server threads.
+    pub server_threads: usize,
+}
+
+/// The filters compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Mechanism {
+    /// No filter at all (the rig's floor).
+    Baseline,
+    /// porin's compiled object on tc clsact.
+    Porin,
+    /// iptables (nft backend) INPUT chain.
+    Iptables,
+    /// Native nft base chain.
+    Nft,
+}
+
+impl Mechanism {
+    fn label(self) -> &'static str {
+        match self {
+            Self::Baseline => "no filter",
+            Self::Porin => "porin",
+            Self::Iptables => "iptables-nft",
+            Self::Nft => "nft",
+        }
+    }
+}
+
+/// One run's figures.
+#[derive(Debug, Clone, Copy)]
+pub struct RunFigures {
+    /// Median round trip (ns).
+    pub p50_ns: f64,
+    /// 99th percentile round trip (ns).
+    pub p99_ns: f64,
+    /// Round trips per second with concurrent senders.
+    pub rps: f64,
+    /// CPU ns per round trip.
+    pub cpu_ns: f64,
+}
+
+/// Per (rule count, mechanism): the runs.
+pub type Results = BTreeMap<(usize, Mechanism), Vec<RunFigures>>;
+
+/// What was measured, with the parameters, for the report.
+#[derive(Debug)]
+pub struct E2eReport {
+    /// The configuration used.
+    pub config: E2eConfig,
+    /// The runs.
+    pub results: Results,
+    /// Rule count → porin policy-map entries.
+    pub porin_entries: BTreeMap<usize, usize>,
+    /// Load average before and after.
+    pub load: (String, String),
+}
+
+struct PorinSetup {
+    datapath: Datapath,
+    tag: String,
+}
+
+fn load_porin(policy: &PorinPolicy, tag: &str) -> Result<PorinSetup> {
+    let entries = u32::try_from(policy.policy.len()).context("entry count")?;
+    if entries > POLICY_MAP_MAX {
+        bail!("{entries} policy entries exceed the policy map maximum {POLICY_MAP_MAX}");
+    }
+    let defaults = ObjectConfig::default();
+    let ipcache4 = u32::try_from(policy.ipcache4.len()).context("ipcache size")?;
+    let config = ObjectConfig {
+        policy_map_max_entries: defaults
+            .policy_map_max_entries
+            .max(entries)
+            .max(POLICY_MAP_MIN),
+        ipcache4_max_entries: defaults
+            .ipcache4_max_entries
+            .max(ipcache4.next_power_of_two()),
+        ..defaults
+    };
+    let datapath = Datapath::load(&emit(&config)?)?;
+    datapath.install_ipcache(&policy.ipcache4, &policy.ipcache6)?;
+    datapath.install_policy(&policy.policy)?;
+    Ok(PorinSetup {
+        datapath,
+        tag: tag.to_owned(),
+    })
+}
+
+/// The rule count whose compiled policy has exactly `entries` map entries (one exact entry per
+/// rule plus the policy's fixed entries).
+fn rules_for_entries(entries: usize) -> Result<usize> {
+    let one = workload::compile_rules(&workload::rules(1, 0)?)?;
+    let fixed = one.policy.len() - 1;
+    entries
+        .checked_sub(fixed)
+        .filter(|n| *n > 0)
+        .with_context(|| format!("{entries} entries cannot hold the {fixed} fixed entries"))
+}
+
+fn measure(rig: &Rig, config: &E2eConfig) -> Result<RunFigures> {
+    let latency = rig.latency(config.samples, config.warmup)?;
+    let throughput = rig.throughput(config.senders, config.window, config.secs)?;
+    Ok(RunFigures {
+        p50_ns: latency.p50_ns as f64,
+        p99_ns: latency.p99_ns as f64,
+        rps: throughput.replies_per_sec,
+        cpu_ns: throughput.cpu_ns_per_round_trip,
+    })
+}
+
+fn measure_porin(rig: &Rig, setup: &PorinSetup, config: &E2eConfig) -> Result<RunFigures> {
+    setup.datapath.reset_conntrack()?;
+    setup.datapath.reset_counters()?;
+    rig.attach_porin(&setup.datapath, &setup.tag)?;
+    let figures = measure(rig, config);
+    let detached = rig.detach_porin();
+    let figures = figures?;
+    detached?;
+    // The traffic really went through porin: policy-checked requests and conntrack replies.
+    let counters = setup.datapath.read_counters()?;
+    let checked = counters.get(Counter::AllowedNew).packets
+        + counters.get(Counter::AllowedEstablished).packets;
+    let replies = counters.get(Counter::AllowedReply).packets;
+    if checked == 0 || replies == 0 {
+        bail!("porin's counters did not see the echo traffic: {counters:?}");
+    }
+    Ok(figures)
+}
+
+fn measure_chain(
+    rig: &Rig,
+    mechanism: Mechanism,
+    rules: &[workload::Rule],
+    config: &E2eConfig,
+) -> Result<RunFigures> {
+    rig.flush_netfilter()?;
+    match mechanism {
+        Mechanism::Iptables => rig.install_iptables(&workload::iptables_restore(rules))?,
+        _ => rig.install_nft(&workload::nft_script(rules))?,
+    }
+    let figures = measure(rig, config);
+    let counted = match mechanism {
+        Mechanism::Iptables => rig.iptables_final_rule_packets(),
+        _ => rig.nft_final_rule_packets(),
+    };
+    let flushed = rig.flush_netfilter();
+    let figures = figures?;
+    flushed?;
+    if counted? == 0 {
+        bail!(
+            "the {} chain's final rule counted no packets",
+            mechanism.label()
+        );
+    }
+    Ok(figures)
+}
+
+/// Runs the whole end-to-end comparison.
+pub fn run(config: &E2eConfig) -> Result<E2eReport> {
+    let load_before = crate::cpu::load_average();
+    let rig = Rig::new(config.server_threads)?;
+    let mut results: Results = BTreeMap::new();
+    let mut porin_entries = BTreeMap::new();
+
+    let mut points: Vec<(usize, bool)> = config.sizes.iter().map(|n| (*n, true)).collect();
+    for entries in &config.porin_only_entries {
+        points.push((rules_for_entries(*entries)?, false));
+    }
+    for run in 0..config.runs {
+        eprintln!("e2e: baseline run {}/{}", run + 1, config.runs);
+        let figures = measure(&rig, config)?;
+        results
+            .entry((0, Mechanism::Baseline))
+            .or_default()
+            .push(figures);
+    }
+    for (rules_count, with_chains) in points {
+        eprintln!("e2e: N = {rules_count}: compiling with porin");
+        let rules = workload::rules(rules_count, 0)?;
+        let policy = workload::compile_rules(&rules)?;
+        porin_entries.insert(rules_count, policy.policy.len());
+        let setup = load_porin(&policy, &format!("n{rules_count}"))?;
+        let mut mechanisms = vec![Mechanism::Porin];
+        if with_chains {
+            mechanisms.extend([Mechanism::Iptables, Mechanism::Nft]);
+        }
+        for run in 0..config.runs {
+            // Rotate the order so no mechanism always runs first (the machine's load drifts).
+            let order: Vec<Mechanism> = (0..mechanisms.len())
+                .map(|i| mechanisms[(i + run) % mechanisms.len()])
+                .collect();
+            for mechanism in order {
+                eprintln!(
+                    "e2e: N = {rules_count}, run {}/{}: {}",
+                    run + 1,
+                    config.runs,
+                    mechanism.label()
+                );
+                let figures = match mechanism {
+                    Mechanism::Porin => measure_porin(&rig, &setup, config),
+                    other => measure_chain(&rig, other, &rules, config),
+                }
+                .with_context(|| format!("N = {rules_count}, {}", mechanism.label()))?;
+                results
+                    .entry((rules_count, mechanism))
+                    .or_default()
+                    .push(figures);
+            }
+        }
+        rig.unpin(&setup.tag);
+    }
+    drop(rig);
+    Ok(E2eReport {
+        config: config.clone(),
+        results,
+        porin_entries,
+        load: (load_before, crate::cpu::load_average()),
+    })
+}
+
+fn spread(
+    results: &Results,
+    n: usize,
+    mechanism: Mechanism,
+    pick: fn(&RunFigures) -> f64,
+) -> Option<Spread> {
+    let runs = results.get(&(n, mechanism))?;
+    Spread::of(&runs.iter().map(pick).collect::<Vec<_>>())
+}
+
+/// One figure's table: title, the figure, display scale, decimals, whether higher is better.
+type Table = (&'static str, fn(&RunFigures) -> f64, f64, usize, bool);
+
+/// Markdown tables: one per figure, porin and the chains side by side with ratios.
+pub fn render(report: &E2eReport) -> String {
+    let mut out = String::new();
+    let c = &report.config;
+    let _ = writeln!(
+        out,
+        "End to end (UDP echo, 32-byte payload, filter on the server's side of one veth pair). \
+         {} run(s) per point: median (min–max). Latency: {} samples after {} warm-up, one \
+         request in flight. Throughput: {} senders × {} requests in flight for {} s, counted in \
+         completed round trips (each round trip is 2 packets through the filter: the request \
+         is policy-checked, the reply is a conntrack/OUTPUT hit). CPU: scheduler time of client \
+         and server threads (which include the softirq work done on their stacks) plus \
+         ksoftirqd, per round trip. Load average before: {}; after: {}.\n",
+        c.runs, c.samples, c.warmup, c.senders, c.window, c.secs, report.load.0, report.load.1
+    );
+    let mut sizes: Vec<usize> = report
+        .results
+        .keys()
+        .filter(|(n, m)| *n > 0 && *m == Mechanism::Porin)
+        .map(|(n, _)| *n)
+        .collect();
+    sizes.sort_unstable();
+    let tables: [Table; 4] = [
+        ("Latency p50 (µs)", |f| f.p50_ns, 1e3, 1, false),
+        ("Latency p99 (µs)", |f| f.p99_ns, 1e3, 1, false),
+        ("Throughput (round trips/s)", |f| f.rps, 1.0, 0, true),
+        ("CPU per round trip (µs)", |f| f.cpu_ns, 1e3, 2, false),
+    ];
+    for (title, pick, scale, digits, higher_is_better) in tables {
+        let _ = writeln!(
+            out,
+            "#### {title}\n\n| rules (porin entries) | porin | iptables-nft | nft | iptables-nft vs porin | nft vs porin |\n|---:|---:|---:|---:|---:|---:|"
+        );
+        let show = |s: Option<Spread>| {
+            s.map_or_else(
+                || "not run".to_owned(),
+                |s| {
+                    Spread {
+                        median: s.median / scale,
+                        min: s.min / scale,
+                        max: s.max / scale,
+                    }
+                    .show(digits)
+                },
+            )
+        };
+        if let Some(base) = spread(&report.results, 0, Mechanism::Baseline, pick) {
+            let _ = writeln!(out, "| no filter (floor) | {} | | | | |", show(Some(base)));
+        }
+        for n in &sizes {
+            let porin = spread(&report.results, *n, Mechanism::Porin, pick);
+            let ipt = spread(&report.results, *n, Mechanism::Iptables, pick);
+            let nft = spread(&report.results, *n, Mechanism::Nft, pick);
+            // "vs porin" > 1 means porin is better (faster, more throughput, less CPU).
+            let versus = |chain: Option<Spread>| {
+                let (p, c) = (porin.map(|s| s.median), chain.map(|s| s.median));
+                let text = if higher_is_better {
+                    ratio(p, c)
+                } else {
+                    ratio(c, p)
+                };
+                let worse = match (p, c) {
+                    (Some(p), Some(c)) if higher_is_better => p < c,
+                    (Some(p), Some(c)) => p > c,
+                    _ => false,
+                };
+                if worse {
+                    format!("{text} (porin slower)")
+                } else {
+                    text
+                }
+            };
+            let entries = report.porin_entries.get(n).copied().unwrap_or(0);
+            let _ = writeln!(
+                out,
+                "| {} ({}) | {} | {} | {} | {} | {} |",
+                group(*n as f64, 0),
+                group(entries as f64, 0),
+                show(porin),
+                show(ipt),
+                show(nft),
+                if ipt.is_some() {
+                    versus(ipt)
+                } else {
+                    String::new()
+                },
+                if nft.is_some() {
+                    versus(nft)
+                } else {
+                    String::new()
+                },
+            );
+        }
+        out.push('\n');
+    }
+    out.push_str(
+        "\"vs porin\": the chain's figure over porin's for latency and CPU, porin's over the \
+         chain's for throughput; above 1× porin is ahead, below 1× porin is behind (marked).\n",
+    );
+    out
+}

@@ -1,0 +1,209 @@
+//! Lookup cost of porin's datapath measured by the kernel (`BPF_PROG_TEST_RUN`, through
+//! `Datapath::bench`), at 1 rule and at full tables, new flow vs established flow vs reply,
+//! always for the worst-placed entry: the measured peer's ipcache and policy entries are
+//! inserted last, after the ipcache was padded to at least 8,000 /32 entries.
+
+use std::fmt::Write as _;
+
+use anyhow::{Context, Result, bail};
+use porin_ebpf::kernel::{Datapath, Direction};
+use porin_ebpf::packet::Packet;
+use porin_ebpf::{ObjectConfig, POLICY_MAP_MIN, emit};
+
+use crate::stats::{Spread, group};
+use crate::workload::{self, CLIENT, ECHO_PORT, SERVER};
+
+/// Parameters.
+#[derive(Debug, Clone)]
+pub struct LookupConfig {
+    /// Policy-map sizes in entries (the rule count is derived; the smallest size is 1 rule).
+    pub entries: Vec<usize>,
+    /// Minimum ipcache entries.
+    pub ipcache_entries: usize,
+    /// Single-packet runs per new-flow figure (median taken).
+    pub new_flow_runs: usize,
+    /// Repetitions averaged by the kernel for established/reply.
+    pub repeat: u32,
+    /// Runs per point.
+    pub runs: usize,
+}
+
+/// One size's figures over runs.
+#[derive(Debug, Clone)]
+pub struct LookupRow {
+    /// Rules written.
+    pub rules: usize,
+    /// Policy-map entries.
+    pub policy_entries: usize,
+    /// ipcache entries.
+    pub ipcache_entries: usize,
+    /// New flow ns/packet per run.
+    pub new_flow: Vec<f64>,
+    /// Established flow ns/packet per run.
+    pub established: Vec<f64>,
+    /// Reply ns/packet per run.
+    pub reply: Vec<f64>,
+}
+
+fn ipcache_key(addr: std::net::Ipv4Addr) -> [u8; 8] {
+    let mut key = [0u8; 8];
+    key[0..4].copy_from_slice(&32u32.to_le_bytes());
+    key[4..8].copy_from_slice(&addr.octets());
+    key
+}
+
+/// Moves the entry with `key` to the end (inserted last).
+fn move_last<K: PartialEq, V>(entries: &mut Vec<(K, V)>, key: &K) -> Result<()> {
+    let at = entries
+        .iter()
+        .position(|(k, _)| k == key)
+        .context("measured entry missing")?;
+    let entry = entries.remove(at);
+    entries.push(entry);
+    Ok(())
+}
+
+fn rules_for(entries: usize) -> Result<usize> {
+    let one = workload::compile_rules(&workload::rules(1, 0)?)?;
+    let fixed = one.policy.len() - 1;
+    Ok(entries.saturating_sub(fixed).max(1))
+}
+
+fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
+    let rules = rules_for(entries)?;
+    let mut policy = workload::compile_rules(&workload::rules(rules, 0)?)?;
+    // Pad the ipcache with /32s of an existing identity in 10.220.0.0/16 and up.
+    let filler = policy.ipcache4.first().map(|(_, v)| *v).unwrap_or([0; 8]);
+    let mut next = u32::from_be_bytes([10, 220, 0, 0]);
+    while policy.ipcache4.len() < config.ipcache_entries {
+        policy
+            .ipcache4
+            .push((ipcache_key(std::net::Ipv4Addr::from(next)), filler));
+        next += 1;
+    }
+    move_last(&mut policy.ipcache4, &ipcache_key(CLIENT))?;
+    let client_key = policy
+        .policy
+        .iter()
+        .find(|(k, _)| k[8] == 0 && k[4..8] == policy.client_identity.to_le_bytes())
+        .map(|(k, _)| *k)
+        .context("no policy entry for the client")?;
+    move_last(&mut policy.policy, &client_key)?;
+
+    let map_size = u32::try_from(policy.policy.len())?.max(POLICY_MAP_MIN);
+    let object = emit(&ObjectConfig {
+        policy_map_max_entries: map_size.max(ObjectConfig::default().policy_map_max_entries),
+        ipcache4_max_entries: u32::try_from(policy.ipcache4.len())?
+            .next_power_of_two()
+            .max(65_536),
+        ..ObjectConfig::default()
+    })?;
+    let datapath = Datapath::load(&object)?;
+    datapath.install_ipcache(&policy.ipcache4, &policy.ipcache6)?;
+    datapath.install_policy(&policy.policy)?;
+
+    let mut row = LookupRow {
+        rules,
+        policy_entries: policy.policy.len(),
+        ipcache_entries: policy.ipcache4.len() + policy.ipcache6.len(),
+        new_flow: Vec::new(),
+        established: Vec::new(),
+        reply: Vec::new(),
+    };
+    let request = Packet::udp4(CLIENT, 40_000, SERVER, ECHO_PORT);
+    for _ in 0..config.runs {
+        let mut singles = Vec::with_capacity(config.new_flow_runs);
+        for _ in 0..config.new_flow_runs {
+            datapath.reset_conntrack()?;
+            singles.push(u64::from(datapath.bench(
+                Direction::ToEndpoint,
+                &request.build(),
+                1,
+            )?));
+        }
+        singles.sort_unstable();
+        row.new_flow
+            .push(crate::stats::percentile(&singles, 50.0) as f64);
+        // The first packet opened the flow; now the same packet again and again.
+        datapath.reset_conntrack()?;
+        let verdict = datapath.decide(Direction::ToEndpoint, &request.build())?;
+        if !verdict.passed() {
+            bail!("the measured request was dropped: {verdict:?}");
+        }
+        row.established.push(f64::from(datapath.bench(
+            Direction::ToEndpoint,
+            &request.build(),
+            config.repeat,
+        )?));
+        let reply = request.reply().build();
+        if !datapath.decide(Direction::FromEndpoint, &reply)?.passed() {
+            bail!("the reply was dropped");
+        }
+        row.reply.push(f64::from(datapath.bench(
+            Direction::FromEndpoint,
+            &reply,
+            config.repeat,
+        )?));
+    }
+    Ok(row)
+}
+
+/// Measures every size.
+pub fn run(config: &LookupConfig) -> Result<Vec<LookupRow>> {
+    config
+        .entries
+        .iter()
+        .map(|entries| {
+            eprintln!("lookup: {entries} policy entries");
+            measure_size(*entries, config)
+        })
+        .collect()
+}
+
+/// The Markdown table, with the change against the smallest size.
+pub fn render(rows: &[LookupRow], config: &LookupConfig) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "BPF_PROG_TEST_RUN on `porin_to_endpoint` (request) and `porin_from_endpoint` (reply), \
+         UDP 10.213.0.1 → 10.213.0.2:7000, the measured peer's entries inserted last. New flow: \
+         conntrack emptied before each single-packet run, median of {} runs (single runs are \
+         coarse: they include the test-run setup). Established / reply: kernel average of {} \
+         repetitions. {} run(s) per point: median (min–max). Load average: {}.\n",
+        config.new_flow_runs,
+        config.repeat,
+        config.runs,
+        crate::cpu::load_average()
+    );
+    out.push_str(
+        "| rules | policy entries | ipcache entries | new flow (ns/pkt) | established (ns/pkt) | reply (ns/pkt) |\n|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let show = |v: &[f64]| Spread::of(v).map_or_else(|| "n/a".to_owned(), |s| s.show(0));
+    let base = rows.first();
+    for row in rows {
+        let change = |pick: fn(&LookupRow) -> &Vec<f64>| {
+            let now = Spread::of(pick(row)).map(|s| s.median);
+            let then = base.and_then(|b| Spread::of(pick(b))).map(|s| s.median);
+            match (now, then) {
+                (Some(n), Some(t)) if t > 0.0 && !std::ptr::eq(row, base.unwrap_or(row)) => {
+                    format!(" ({:+.1}%)", (n / t - 1.0) * 100.0)
+                }
+                _ => String::new(),
+            }
+        };
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {}{} | {}{} | {}{} |",
+            group(row.rules as f64, 0),
+            group(row.policy_entries as f64, 0),
+            group(row.ipcache_entries as f64, 0),
+            show(&row.new_flow),
+            change(|r| &r.new_flow),
+            show(&row.established),
+            change(|r| &r.established),
+            show(&row.reply),
+            change(|r| &r.reply),
+        );
+    }
+    out
+}

@@ -1,0 +1,259 @@
+//! The measured policy: N rules of "this peer address may reach this UDP port", written once and
+//! enforced three ways: compiled by porin (CNP YAML → porin_model → porin_compiler → map
+//! entries), as an `iptables` chain (nft backend) and as a native `nft` chain.
+//!
+//! Rules 0..N−1 name peers in 10.216.0.0/14 that never send anything, so they never match; the
+//! last rule allows the echo client. A rule list therefore walks every rule for every request,
+//! which is the worst case for a list (and the case the issue asks for).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::{IpAddr, Ipv4Addr};
+
+use anyhow::{Context, Result, bail};
+use porin_compiler::compile::compile;
+use porin_compiler::identity::Identity;
+use porin_compiler::inventory::{Endpoint, Inventory};
+use porin_compiler::ipcache::Ipcache;
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_model::limits::LoadLimits;
+use porin_model::loader::load_str;
+
+/// The echo client's address (client namespace).
+pub const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 213, 0, 1);
+/// The echo server's address (server namespace; the filtered endpoint).
+pub const SERVER: Ipv4Addr = Ipv4Addr::new(10, 213, 0, 2);
+/// The echo server's UDP port.
+pub const ECHO_PORT: u16 = 7000;
+/// First address of the never-matching peers (10.216.0.0/14 holds 262,144 of them).
+const UNUSED_PEERS: u32 = u32::from_be_bytes([10, 216, 0, 0]);
+/// The most rules the generator makes (the /14 above).
+pub const MAX_RULES: usize = 1 << 18;
+/// Kubernetes namespace and name of the server endpoint in the inventory.
+pub const SERVER_NAMESPACE: &str = "bench";
+/// Name of the server endpoint.
+pub const SERVER_NAME: &str = "echo-server";
+
+/// One rule: `peer/32` may send UDP to `port`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Rule {
+    /// The peer address (matched as a /32).
+    pub peer: Ipv4Addr,
+    /// The UDP destination port.
+    pub port: u16,
+}
+
+/// `count` rules: `count − 1` that never match, then the one that allows the echo client.
+/// `variant` shifts the never-matching rules' ports, to make a different policy of the same size.
+pub fn rules(count: usize, variant: u16) -> Result<Vec<Rule>> {
+    if count == 0 || count > MAX_RULES {
+        bail!("rule count {count} is outside 1..={MAX_RULES}");
+    }
+    let mut rules = Vec::with_capacity(count);
+    for index in 0..count - 1 {
+        let offset = u32::try_from(index).context("rule index")?;
+        let port = 20_000 + u16::try_from(index % 1_000).unwrap_or(0) + variant;
+        rules.push(Rule {
+            peer: Ipv4Addr::from(UNUSED_PEERS + offset),
+            port,
+        });
+    }
+    rules.push(Rule {
+        peer: CLIENT,
+        port: ECHO_PORT,
+    });
+    Ok(rules)
+}
+
+/// The rules as one CiliumNetworkPolicy selecting the echo server: one ingress rule each
+/// (`fromCIDR: [peer/32]`, `toPorts: [{port, UDP}]`).
+pub fn cnp_yaml(rules: &[Rule]) -> String {
+    let mut yaml = String::with_capacity(rules.len() * 120 + 256);
+    let _ = write!(
+        yaml,
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: bench-{}\n  \
+         namespace: {SERVER_NAMESPACE}\nspec:\n  endpointSelector:\n    matchLabels:\n      \
+         app: {SERVER_NAME}\n  ingress:\n",
+        rules.len()
+    );
+    for rule in rules {
+        let _ = write!(
+            yaml,
+            "  - fromCIDR:\n    - {}/32\n    toPorts:\n    - ports:\n      - port: \"{}\"\n        \
+             protocol: UDP\n",
+            rule.peer, rule.port
+        );
+    }
+    yaml
+}
+
+/// The inventory: the echo server alone (the client is a CIDR peer, as an address outside the
+/// cluster would be).
+pub fn inventory() -> Result<Inventory> {
+    let mut inventory = Inventory::new();
+    let mut labels = BTreeMap::new();
+    labels.insert("app".to_owned(), SERVER_NAME.to_owned());
+    inventory.endpoints.push(Endpoint {
+        name: SERVER_NAME.to_owned(),
+        namespace: Some(SERVER_NAMESPACE.to_owned()),
+        labels,
+        ips: vec![IpAddr::V4(SERVER)],
+        service_account: None,
+        ports: Vec::new(),
+        identity: None,
+        identity_labels: None,
+        location: porin_compiler::inventory::SourceLocation::default(),
+    });
+    inventory.finish().context("inventory")?;
+    Ok(inventory)
+}
+
+/// A policy-map entry and an IPv4 ipcache entry, as the datapath stores them.
+pub type PolicyEntry = ([u8; 12], [u8; 12]);
+/// An IPv4 ipcache entry.
+pub type Ipcache4Entry = ([u8; 8], [u8; 8]);
+/// An IPv6 ipcache entry.
+pub type Ipcache6Entry = ([u8; 20], [u8; 8]);
+
+/// What porin compiled for the server endpoint.
+#[derive(Debug, Clone)]
+pub struct PorinPolicy {
+    /// The server endpoint's policy-map entries (key order).
+    pub policy: Vec<PolicyEntry>,
+    /// The IPv4 ipcache.
+    pub ipcache4: Vec<Ipcache4Entry>,
+    /// The IPv6 ipcache.
+    pub ipcache6: Vec<Ipcache6Entry>,
+    /// The client's CIDR identity.
+    pub client_identity: u32,
+}
+
+/// Loads and compiles the rules' CNP with porin; errors if porin reports an error.
+pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
+    let yaml = cnp_yaml(rules);
+    let limits = LoadLimits {
+        max_file_bytes: u64::MAX,
+        max_nodes: usize::MAX,
+        max_documents: usize::MAX,
+        ..LoadLimits::default()
+    };
+    let outcome = load_str("bench.yaml", &yaml, &limits);
+    if outcome.has_errors() {
+        bail!(
+            "porin_model rejected the generated policy: {:?}",
+            outcome.diagnostics.first()
+        );
+    }
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let compiled = compile(&inputs, &inventory()?).context("porin_compiler")?;
+    if compiled.has_errors() {
+        bail!("porin_compiler reported errors: {:?}", compiled.diagnostics);
+    }
+    let endpoint = compiled
+        .endpoint(&format!("{SERVER_NAMESPACE}/{SERVER_NAME}"))
+        .context("the server endpoint is missing from the compiled output")?;
+    let mut ipcache = Ipcache::new();
+    for entry in &compiled.ipcache {
+        let identity = Identity::new(entry.identity)
+            .map_err(|e| anyhow::anyhow!("ipcache identity {}: {e}", entry.identity))?;
+        ipcache.insert(entry.prefix, identity);
+    }
+    let client_identity = compiled.identity_of_ip(IpAddr::V4(CLIENT));
+    Ok(PorinPolicy {
+        policy: endpoint.state.to_datapath_entries(),
+        ipcache4: ipcache.datapath_entries_v4(),
+        ipcache6: ipcache.datapath_entries_v6(),
+        client_identity,
+    })
+}
+
+/// Name of the iptables chain's table and of the nft table.
+pub const NFT_TABLE: &str = "porin_bench";
+
+/// `iptables-restore` input: INPUT drops by default and walks the rules in order.
+pub fn iptables_restore(rules: &[Rule]) -> String {
+    let mut text = String::with_capacity(rules.len() * 64 + 128);
+    text.push_str("*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n");
+    for rule in rules {
+        let _ = writeln!(
+            text,
+            "-A INPUT -s {}/32 -p udp -m udp --dport {} -j ACCEPT",
+            rule.peer, rule.port
+        );
+    }
+    text.push_str("COMMIT\n");
+    text
+}
+
+/// `nft -f` input: one base chain on the input hook, default drop, the same rules in order; the
+/// last rule counts, so the run can check the traffic really went through the chain.
+pub fn nft_script(rules: &[Rule]) -> String {
+    let mut text = String::with_capacity(rules.len() * 56 + 160);
+    let _ = writeln!(
+        text,
+        "table ip {NFT_TABLE} {{\n  chain input {{\n    type filter hook input priority filter; policy drop;"
+    );
+    let last = rules.len().saturating_sub(1);
+    for (index, rule) in rules.iter().enumerate() {
+        let counter = if index == last { "counter " } else { "" };
+        let _ = writeln!(
+            text,
+            "    ip saddr {} udp dport {} {counter}accept",
+            rule.peer, rule.port
+        );
+    }
+    text.push_str("  }\n}\n");
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_last_rule_names_the_client() {
+        let rules = rules(100, 0).unwrap();
+        assert_eq!(rules.len(), 100);
+        assert_eq!(rules.iter().filter(|r| r.peer == CLIENT).count(), 1);
+        assert_eq!(rules[99].port, ECHO_PORT);
+        let mut distinct = rules.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 100);
+        assert!(super::rules(0, 0).is_err());
+    }
+
+    #[test]
+    fn porin_compiles_one_exact_entry_per_rule() {
+        let compiled = compile_rules(&rules(10, 0).unwrap()).unwrap();
+        // Ingress: one exact (identity, UDP, port) entry per rule.
+        let ingress: Vec<_> = compiled.policy.iter().filter(|(k, _)| k[8] == 0).collect();
+        assert_eq!(ingress.len(), 10, "{:?}", compiled.policy);
+        assert!(ingress.iter().all(|(k, _)| k[0] == 64 && k[9] == 17));
+        let client = ingress
+            .iter()
+            .find(|(k, _)| k[4..8] == compiled.client_identity.to_le_bytes())
+            .unwrap();
+        assert_eq!(client.0[10..12], ECHO_PORT.to_be_bytes());
+        // ipcache: the 10 peers, the server, 0.0.0.0/0.
+        assert_eq!(compiled.ipcache4.len(), 12);
+    }
+
+    #[test]
+    fn chains_list_every_rule_in_order() {
+        let rules = rules(3, 0).unwrap();
+        let ipt = iptables_restore(&rules);
+        assert_eq!(ipt.matches("-A INPUT").count(), 3);
+        assert!(ipt.contains(":INPUT DROP"));
+        assert!(ipt.trim_end().ends_with("COMMIT"));
+        let last = ipt.lines().rev().nth(1).unwrap();
+        assert_eq!(
+            last,
+            "-A INPUT -s 10.213.0.1/32 -p udp -m udp --dport 7000 -j ACCEPT"
+        );
+        let nft = nft_script(&rules);
+        assert_eq!(nft.matches(" accept").count(), 3);
+        assert!(nft.contains("ip saddr 10.213.0.1 udp dport 7000 counter accept"));
+        assert!(nft.contains("policy drop"));
+    }
+}
