@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use porin_compiler::compile::compile;
 use porin_compiler::compile::synthetic;
 use porin_compiler::resolve::lower::PolicyInput;
@@ -77,9 +77,20 @@ pub fn child(policies: usize, endpoints: usize) -> Result<CompileResult> {
     })
 }
 
-fn spawn_child(size: Size) -> Result<CompileResult> {
-    let exe = std::env::current_exe().context("current_exe")?;
-    let output = Command::new(exe)
+/// Address-space limit of a compile child: a size that needs more fails instead of pushing the
+/// shared machine into swap or the OOM killer.
+pub const CHILD_MEMORY_LIMIT_BYTES: u64 = 8 << 30;
+/// Wall-clock limit of a compile child.
+pub const CHILD_TIME_LIMIT_SECS: u64 = 180;
+
+fn spawn_child(size: Size) -> Result<CompileResult, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
+    let output = Command::new("timeout")
+        .arg(CHILD_TIME_LIMIT_SECS.to_string())
+        .arg("prlimit")
+        .arg(format!("--as={CHILD_MEMORY_LIMIT_BYTES}"))
+        .arg("--")
+        .arg(exe)
         .args([
             "role",
             "compile-child",
@@ -90,33 +101,44 @@ fn spawn_child(size: Size) -> Result<CompileResult> {
         ])
         .stdin(Stdio::null())
         .output()
-        .context("spawn compile child")?;
+        .map_err(|e| format!("spawn compile child: {e}"))?;
     if !output.status.success() {
-        bail!(
-            "compile child {size:?} failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+        let reason = match output.status.code() {
+            Some(124) => format!("did not finish within {CHILD_TIME_LIMIT_SECS} s"),
+            _ => format!(
+                "failed within the {} GiB address-space limit ({})",
+                CHILD_MEMORY_LIMIT_BYTES >> 30,
+                output.status
+            ),
+        };
+        return Err(reason);
     }
-    crate::echo::parse_result(&String::from_utf8_lossy(&output.stdout))
+    crate::echo::parse_result(&String::from_utf8_lossy(&output.stdout)).map_err(|e| e.to_string())
 }
 
-/// Every size, `runs` children each.
-pub fn run(sizes: &[Size], runs: usize) -> Result<Vec<Vec<CompileResult>>> {
+/// The runs of one size, or why it could not be measured.
+pub type SizeResult = (Size, Result<Vec<CompileResult>, String>);
+
+/// Every size, `runs` children each; a size whose first child fails is not retried.
+pub fn run(sizes: &[Size], runs: usize) -> Vec<SizeResult> {
     sizes
         .iter()
         .map(|size| {
-            (0..runs)
-                .map(|run| {
-                    eprintln!("compile: {size:?} run {}/{runs}", run + 1);
-                    spawn_child(*size)
-                })
-                .collect()
+            let mut results = Vec::new();
+            for run in 0..runs {
+                eprintln!("compile: {size:?} run {}/{runs}", run + 1);
+                match spawn_child(*size) {
+                    Ok(result) => results.push(result),
+                    Err(reason) => return (*size, Err(reason)),
+                }
+            }
+            (*size, Ok(results))
         })
         .collect()
 }
 
 /// The Markdown table, with growth against the previous size.
-pub fn render(results: &[Vec<CompileResult>], runs: usize) -> String {
+pub fn render(results: &[SizeResult], runs: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -128,7 +150,20 @@ pub fn render(results: &[Vec<CompileResult>], runs: usize) -> String {
     );
     out.push_str("| policies | endpoints | identities | map entries (all endpoints) | load YAML (s) | compile (s) | peak RSS (MiB) | input only (MiB) | growth vs previous size (time / RSS) |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     let mut previous: Option<(f64, f64)> = None;
-    for runs in results {
+    for (size, outcome) in results {
+        let runs = match outcome {
+            Ok(runs) => runs,
+            Err(reason) => {
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | | | {reason} | | | |",
+                    group(size.0 as f64, 0),
+                    group(size.1 as f64, 0),
+                    group(size.1 as f64, 0)
+                );
+                continue;
+            }
+        };
         let Some(first) = runs.first() else { continue };
         let spread = |pick: fn(&CompileResult) -> f64| {
             Spread::of(&runs.iter().map(pick).collect::<Vec<_>>())

@@ -35,6 +35,8 @@ pub struct LookupRow {
     pub rules: usize,
     /// Policy-map entries.
     pub policy_entries: usize,
+    /// Whether the entries were synthesised instead of compiled.
+    pub synthesised: bool,
     /// ipcache entries.
     pub ipcache_entries: usize,
     /// New flow ns/packet per run.
@@ -43,6 +45,10 @@ pub struct LookupRow {
     pub established: Vec<f64>,
     /// Reply ns/packet per run.
     pub reply: Vec<f64>,
+    /// Denied by default (no entry for the port) ns/packet per run.
+    pub denied: Vec<f64>,
+    /// Non-IP (ARP) frame ns/packet per run: program entry, Ethernet parse, counter.
+    pub non_ip: Vec<f64>,
 }
 
 fn ipcache_key(addr: std::net::Ipv4Addr) -> [u8; 8] {
@@ -71,7 +77,7 @@ fn rules_for(entries: usize) -> Result<usize> {
 
 fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
     let rules = rules_for(entries)?;
-    let mut policy = workload::compile_rules(&workload::rules(rules, 0)?)?;
+    let (mut policy, synthesised) = workload::porin_policy(&workload::rules(rules, 0)?)?;
     // Pad the ipcache with /32s of an existing identity in 10.220.0.0/16 and up.
     let filler = policy.ipcache4.first().map(|(_, v)| *v).unwrap_or([0; 8]);
     let mut next = u32::from_be_bytes([10, 220, 0, 0]);
@@ -105,11 +111,19 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
     let mut row = LookupRow {
         rules,
         policy_entries: policy.policy.len(),
+        synthesised,
         ipcache_entries: policy.ipcache4.len() + policy.ipcache6.len(),
         new_flow: Vec::new(),
         established: Vec::new(),
         reply: Vec::new(),
+        denied: Vec::new(),
+        non_ip: Vec::new(),
     };
+    let denied = Packet::udp4(CLIENT, 40_001, SERVER, ECHO_PORT + 1).build();
+    if datapath.decide(Direction::ToEndpoint, &denied)?.passed() {
+        bail!("the packet to a port without an entry passed");
+    }
+    let arp = Packet::non_ip(0x0806, vec![0; 28]).build();
     let request = Packet::udp4(CLIENT, 40_000, SERVER, ECHO_PORT);
     for _ in 0..config.runs {
         let mut singles = Vec::with_capacity(config.new_flow_runs);
@@ -144,6 +158,16 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
             &reply,
             config.repeat,
         )?));
+        row.denied.push(f64::from(datapath.bench(
+            Direction::ToEndpoint,
+            &denied,
+            config.repeat,
+        )?));
+        row.non_ip.push(f64::from(datapath.bench(
+            Direction::ToEndpoint,
+            &arp,
+            config.repeat,
+        )?));
     }
     Ok(row)
 }
@@ -169,14 +193,16 @@ pub fn render(rows: &[LookupRow], config: &LookupConfig) -> String {
          UDP 10.213.0.1 → 10.213.0.2:7000, the measured peer's entries inserted last. New flow: \
          conntrack emptied before each single-packet run, median of {} runs (single runs are \
          coarse: they include the test-run setup). Established / reply: kernel average of {} \
-         repetitions. {} run(s) per point: median (min–max). Load average: {}.\n",
+         repetitions; denied = UDP to port 7001 (no entry: ipcache + both policy lookups, no \
+         conntrack write); non-IP = an ARP frame (program entry, Ethernet parse, counter). {} \
+         run(s) per point: median (min–max). Load average: {}.\n",
         config.new_flow_runs,
         config.repeat,
         config.runs,
         crate::cpu::load_average()
     );
     out.push_str(
-        "| rules | policy entries | ipcache entries | new flow (ns/pkt) | established (ns/pkt) | reply (ns/pkt) |\n|---:|---:|---:|---:|---:|---:|\n",
+        "| rules | policy entries | ipcache entries | new flow (ns/pkt) | established (ns/pkt) | reply (ns/pkt) | denied, no entry (ns/pkt) | non-IP frame (ns/pkt) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let show = |v: &[f64]| Spread::of(v).map_or_else(|| "n/a".to_owned(), |s| s.show(0));
     let base = rows.first();
@@ -193,9 +219,10 @@ pub fn render(rows: &[LookupRow], config: &LookupConfig) -> String {
         };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {}{} | {}{} | {}{} |",
+            "| {} | {}{} | {} | {}{} | {}{} | {}{} | {}{} | {}{} |",
             group(row.rules as f64, 0),
             group(row.policy_entries as f64, 0),
+            if row.synthesised { "†" } else { "" },
             group(row.ipcache_entries as f64, 0),
             show(&row.new_flow),
             change(|r| &r.new_flow),
@@ -203,7 +230,32 @@ pub fn render(rows: &[LookupRow], config: &LookupConfig) -> String {
             change(|r| &r.established),
             show(&row.reply),
             change(|r| &r.reply),
+            show(&row.denied),
+            change(|r| &r.denied),
+            show(&row.non_ip),
+            change(|r| &r.non_ip),
         );
     }
+    out.push_str(
+        "\n†: entries synthesised in porin's encoding from a compiled one-rule template (see the \
+         end-to-end note).\n",
+    );
     out
+}
+
+/// Instruction counts and verifier statistics of both programs (default object).
+pub fn program_summary() -> Result<String> {
+    let datapath = Datapath::load(&emit(&ObjectConfig::default())?)?;
+    let mut out = String::new();
+    for direction in [Direction::ToEndpoint, Direction::FromEndpoint] {
+        let name = direction.program_name();
+        let size = datapath.object().instruction_count(name)?;
+        let stats = datapath
+            .object()
+            .verifier_stats(name)
+            .unwrap_or_else(|e| e.to_string());
+        let stats = stats.lines().collect::<Vec<_>>().join("; ");
+        let _ = writeln!(out, "- `{name}`: {size} instructions; verifier: {stats}");
+    }
+    Ok(out)
 }

@@ -283,8 +283,9 @@ fn lookup_part(options: &Options) -> Result<()> {
     };
     let rows = lookup::run(&config)?;
     println!(
-        "### Lookup cost (BPF_PROG_TEST_RUN)\n\n{}",
-        lookup::render(&rows, &config)
+        "### Lookup cost (BPF_PROG_TEST_RUN)\n\n{}\n{}",
+        lookup::render(&rows, &config),
+        lookup::program_summary()?
     );
     Ok(())
 }
@@ -307,10 +308,10 @@ fn compile_part(options: &Options) -> Result<()> {
     let sizes: Vec<compile_cost::Size> = if options.quick {
         vec![(10, 100)]
     } else {
-        vec![(10, 100), (100, 1_000), (1_000, 10_000)]
+        vec![(10, 100), (100, 1_000), (300, 3_000), (1_000, 10_000)]
     };
     let runs = runs(options);
-    let results = compile_cost::run(&sizes, runs)?;
+    let results = compile_cost::run(&sizes, runs);
     println!(
         "### Compile cost\n\n{}",
         compile_cost::render(&results, runs)

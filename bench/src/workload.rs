@@ -167,6 +167,63 @@ pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
     })
 }
 
+/// Above this many rules the policy is not compiled but synthesised ([`synthesise_rules`]):
+/// porin's compiler did not finish 65,535 CIDR rules within 13 minutes on the benchmark machine
+/// (resolving N CIDR selectors against N CIDR identities grows with N²; see RESULTS.md).
+pub const COMPILE_LIMIT_RULES: usize = 10_000;
+
+/// Compiles the rules with porin, or above [`COMPILE_LIMIT_RULES`] synthesises them.
+/// Returns whether the result was synthesised.
+pub fn porin_policy(rules: &[Rule]) -> Result<(PorinPolicy, bool)> {
+    if rules.len() > COMPILE_LIMIT_RULES {
+        Ok((synthesise_rules(rules)?, true))
+    } else {
+        Ok((compile_rules(rules)?, false))
+    }
+}
+
+/// The policy porin would compile for `rules`, built without the resolver: the last (client)
+/// rule is compiled by porin and gives the entry template (value bytes, fixed entries,
+/// ipcache); every other rule gets its own local-scope CIDR identity, an ipcache /32 and one
+/// exact `(identity, ingress, UDP, port)` entry with the template's value, exactly the shape
+/// `compile_rules` produces for smaller N (checked by a test).
+pub fn synthesise_rules(rules: &[Rule]) -> Result<PorinPolicy> {
+    let (client_rule, others) = rules.split_last().context("no rules")?;
+    let mut policy = compile_rules(std::slice::from_ref(client_rule))?;
+    let template = policy
+        .policy
+        .iter()
+        .find(|(k, _)| k[8] == 0 && k[4..8] == policy.client_identity.to_le_bytes())
+        .map(|(_, v)| *v)
+        .context("no client entry in the compiled template")?;
+    let first = policy
+        .ipcache4
+        .iter()
+        .map(|(_, v)| u32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        .filter(|id| id & Identity::SCOPE_MASK == Identity::SCOPE_LOCAL)
+        .max()
+        .unwrap_or(Identity::SCOPE_LOCAL)
+        + 1;
+    for (next, rule) in (first..).zip(others) {
+        let identity = Identity::new(next).map_err(|e| anyhow::anyhow!("identity {next}: {e}"))?;
+        let mut key = [0u8; 12];
+        key[0..4].copy_from_slice(&64u32.to_le_bytes());
+        key[4..8].copy_from_slice(&next.to_le_bytes());
+        key[9] = 17;
+        key[10..12].copy_from_slice(&rule.port.to_be_bytes());
+        policy.policy.push((key, template));
+        let mut prefix = [0u8; 8];
+        prefix[0..4].copy_from_slice(&32u32.to_le_bytes());
+        prefix[4..8].copy_from_slice(&rule.peer.octets());
+        policy
+            .ipcache4
+            .push((prefix, porin_compiler::ipcache::value_bytes(identity)));
+    }
+    policy.policy.sort();
+    policy.ipcache4.sort();
+    Ok(policy)
+}
+
 /// Name of the iptables chain's table and of the nft table.
 pub const NFT_TABLE: &str = "porin_bench";
 
@@ -237,6 +294,36 @@ mod tests {
         assert_eq!(client.0[10..12], ECHO_PORT.to_be_bytes());
         // ipcache: the 10 peers, the server, 0.0.0.0/0.
         assert_eq!(compiled.ipcache4.len(), 12);
+    }
+
+    #[test]
+    fn synthesised_policies_have_the_compiled_shape() {
+        let rules = rules(50, 0).unwrap();
+        let compiled = compile_rules(&rules).unwrap();
+        let synthesised = synthesise_rules(&rules).unwrap();
+        // Same number of entries, same keys apart from the identity numbers, same values.
+        assert_eq!(compiled.policy.len(), synthesised.policy.len());
+        assert_eq!(compiled.ipcache4.len(), synthesised.ipcache4.len());
+        let shape = |p: &PorinPolicy| {
+            let mut v: Vec<_> = p
+                .policy
+                .iter()
+                .map(|(k, v)| (k[0], k[8], k[9], [k[10], k[11]], *v))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(shape(&compiled), shape(&synthesised));
+        let prefixes = |p: &PorinPolicy| p.ipcache4.iter().map(|(k, _)| *k).collect::<Vec<_>>();
+        let mut a = prefixes(&compiled);
+        let mut b = prefixes(&synthesised);
+        a.sort();
+        b.sort();
+        assert_eq!(a, b);
+        // Distinct identities per peer.
+        let ids: std::collections::BTreeSet<_> =
+            synthesised.ipcache4.iter().map(|(_, v)| *v).collect();
+        assert_eq!(ids.len(), synthesised.ipcache4.len());
     }
 
     #[test]
