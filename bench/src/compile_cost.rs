@@ -81,7 +81,7 @@ pub fn child(policies: usize, endpoints: usize) -> Result<CompileResult> {
 /// shared machine into swap or the OOM killer.
 pub const CHILD_MEMORY_LIMIT_BYTES: u64 = 8 << 30;
 /// Wall-clock limit of a compile child.
-pub const CHILD_TIME_LIMIT_SECS: u64 = 180;
+pub const CHILD_TIME_LIMIT_SECS: u64 = 120;
 
 fn spawn_child(size: Size) -> Result<CompileResult, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
