@@ -83,8 +83,9 @@ pub struct E2eReport {
     pub config: E2eConfig,
     /// The runs.
     pub results: Results,
-    /// Rule count → porin policy-map entries, and whether they were synthesised.
-    pub porin_entries: BTreeMap<usize, (usize, bool)>,
+    /// Rule count → porin policy-map entries, whether they were synthesised, and the seconds
+    /// porin took to produce them (YAML load + compile, or synthesis).
+    pub porin_entries: BTreeMap<usize, (usize, bool, f64)>,
     /// Load average before and after.
     pub load: (String, String),
 }
@@ -211,8 +212,13 @@ pub fn run(config: &E2eConfig) -> Result<E2eReport> {
     for (rules_count, with_chains) in points {
         eprintln!("e2e: N = {rules_count}: compiling with porin");
         let rules = workload::rules(rules_count, 0)?;
+        let started = std::time::Instant::now();
         let (policy, synthesised) = workload::porin_policy(&rules)?;
-        porin_entries.insert(rules_count, (policy.policy.len(), synthesised));
+        let compile_secs = started.elapsed().as_secs_f64();
+        porin_entries.insert(
+            rules_count,
+            (policy.policy.len(), synthesised, compile_secs),
+        );
         let setup = load_porin(&policy, &format!("n{rules_count}"))?;
         let mut mechanisms = vec![Mechanism::Porin];
         if with_chains {
@@ -337,7 +343,11 @@ pub fn render(report: &E2eReport) -> String {
                     text
                 }
             };
-            let (entries, synthesised) = report.porin_entries.get(n).copied().unwrap_or((0, false));
+            let (entries, synthesised, _) = report
+                .porin_entries
+                .get(n)
+                .copied()
+                .unwrap_or((0, false, 0.0));
             let _ = writeln!(
                 out,
                 "| {} ({}{}) | {} | {} | {} | {} | {} |",
@@ -367,5 +377,19 @@ pub fn render(report: &E2eReport) -> String {
          †: entries synthesised in porin's encoding from a compiled one-rule template, not \
          compiled (porin's compiler does not finish that many CIDR rules in reasonable time).\n",
     );
+    out.push_str(
+        "\n#### porin: producing the N-rule policy (once per N, before the runs)\n\n| rules | \
+         policy entries | seconds (YAML load + compile; † synthesis) |\n|---:|---:|---:|\n",
+    );
+    for (n, (entries, synthesised, secs)) in &report.porin_entries {
+        let _ = writeln!(
+            out,
+            "| {} | {}{} | {:.2} |",
+            group(*n as f64, 0),
+            group(*entries as f64, 0),
+            if *synthesised { "†" } else { "" },
+            secs
+        );
+    }
     out
 }
