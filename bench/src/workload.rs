@@ -294,6 +294,13 @@ mod tests {
         assert_eq!(client.0[10..12], ECHO_PORT.to_be_bytes());
         // ipcache: the 10 peers, the server, 0.0.0.0/0.
         assert_eq!(compiled.ipcache4.len(), 12);
+        // Egress is not enforced (no egress rules): the one other entry is an L3-only egress
+        // allow for every peer (identity 0), which RESULTS.md's "skip the egress program" relies on.
+        let others: Vec<_> = compiled.policy.iter().filter(|(k, _)| k[8] != 0).collect();
+        assert_eq!(others.len(), 1, "{others:?}");
+        let (key, entry) = others[0];
+        assert_eq!((key[0], &key[4..8], key[8]), (40, &[0u8; 4][..], 1));
+        assert_eq!(entry[2] & 1, 0, "allow, not deny");
     }
 
     #[test]
