@@ -69,7 +69,7 @@ pub fn child(policies: usize, endpoints: usize) -> Result<CompileResult> {
         policies,
         endpoints,
         identities: identities.len(),
-        entries: compiled.endpoints.iter().map(|e| e.entries.len()).sum(),
+        entries: compiled.endpoints.iter().map(|e| e.state.len()).sum(),
         load_secs,
         compile_secs,
         rss_input_kib,
