@@ -22,6 +22,7 @@
 //! - [`error`]: the stage's errors.
 
 pub mod compile;
+pub mod diff;
 pub mod error;
 pub mod explain;
 pub mod identities;
@@ -34,3 +35,4 @@ pub mod policytest;
 pub mod ports;
 pub mod resolve;
 pub mod selector;
+pub mod session;
