@@ -6,7 +6,7 @@
 //! call them.
 
 use std::any::TypeId;
-use std::collections::HashSet;
+use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Mutex;
 
@@ -31,16 +31,16 @@ pub(crate) fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
 /// `PORIN_RESULT_INVALID_HANDLE`, and `_free` of it is a no-op: that is
 /// how a double free is detected (unless the allocator has since reused
 /// the address for a new handle of the same type).
-static LIVE: Mutex<Option<HashSet<(TypeId, usize)>>> = Mutex::new(None);
+static LIVE: Mutex<BTreeSet<(TypeId, usize)>> = Mutex::new(BTreeSet::new());
 
-fn with_live<R>(f: impl FnOnce(&mut HashSet<(TypeId, usize)>) -> R) -> R {
+fn with_live<R>(f: impl FnOnce(&mut BTreeSet<(TypeId, usize)>) -> R) -> R {
     let mut guard = match LIVE.lock() {
         Ok(guard) => guard,
         // A panic while holding the lock cannot leave the set half-updated
         // (insert/remove are single operations), so the data is usable.
         Err(poisoned) => poisoned.into_inner(),
     };
-    f(guard.get_or_insert_with(HashSet::new))
+    f(&mut guard)
 }
 
 /// Moves a value to the heap and registers it as a live handle.
