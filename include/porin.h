@@ -439,6 +439,17 @@ porin_result porin_compilation_endpoint_name(const porin_compilation *compilatio
                                              porin_str *out);
 
 /*
+ The endpoint that owns an address (`10.0.1.20`, `fd00::20`): its name
+ (`namespace/name` or `name`), borrowed. Returns OK, NOT_FOUND (no
+ endpoint has it), INVALID_PARAMETER (not an address), NULL_PARAMETER,
+ INVALID_UTF8, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_compilation_endpoint_by_address(const porin_compilation *compilation,
+                                                   const char *address,
+                                                   size_t address_len,
+                                                   porin_str *out);
+
+/*
  The security identity of an endpoint (`namespace/name` or `name`).
  Returns OK, NOT_FOUND, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
  */
@@ -628,6 +639,14 @@ porin_result porin_session_add_policy_bytes(porin_session *session,
                                             size_t name_len,
                                             const uint8_t *data,
                                             size_t len);
+
+/*
+ Removes every policy document added so far (the inventory stays), so
+ that a changed policy set can be added and compiled; the next compile
+ then recomputes every map state. Returns OK, NULL_PARAMETER,
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_clear_policies(porin_session *session);
 
 /*
  Adds policy documents from a file or a directory (read recursively:

@@ -229,6 +229,43 @@ fn endpoint_arg(
     c.endpoint_index(reference).ok_or(porin_result::NotFound)
 }
 
+/// The endpoint that owns an address (`10.0.1.20`, `fd00::20`): its name
+/// (`namespace/name` or `name`), borrowed. Returns OK, NOT_FOUND (no
+/// endpoint has it), INVALID_PARAMETER (not an address), NULL_PARAMETER,
+/// INVALID_UTF8, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_compilation_endpoint_by_address(
+    compilation: *const porin_compilation,
+    address: *const c_char,
+    address_len: usize,
+    out: *mut porin_str,
+) -> porin_result {
+    boundary(|| {
+        let c = compilation_ref(compilation)?;
+        out_ptr(out)?;
+        let text = string(address, address_len)?;
+        let ip: std::net::IpAddr = text
+            .trim()
+            .parse()
+            .map_err(|_| porin_result::InvalidParameter)?;
+        let index = c
+            .compiled
+            .endpoints
+            .iter()
+            .position(|e| e.ips.contains(&ip))
+            .ok_or(porin_result::NotFound)?;
+        let name = c.names.get(index).ok_or(porin_result::NotFound)?;
+        write_out(
+            out,
+            porin_str {
+                ptr: name.as_ptr().cast(),
+                len: name.len(),
+            },
+        );
+        Ok(())
+    })
+}
+
 /// The security identity of an endpoint (`namespace/name` or `name`).
 /// Returns OK, NOT_FOUND, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]

@@ -180,6 +180,18 @@ pub extern "C" fn porin_session_add_policy_bytes(
     })
 }
 
+/// Removes every policy document added so far (the inventory stays), so
+/// that a changed policy set can be added and compiled; the next compile
+/// then recomputes every map state. Returns OK, NULL_PARAMETER,
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_clear_policies(session: *mut porin_session) -> porin_result {
+    with_session(session, |state| {
+        state.policies = LoadOutcome::default();
+        Ok(())
+    })
+}
+
 /// Adds policy documents from a file or a directory (read recursively:
 /// `.yaml`, `.yml`, `.json`), read now.
 ///

@@ -312,6 +312,17 @@ static void check_compilation(void) {
     CHECK_RESULT(porin_compilation_endpoint_identity(c1, S("prod/payment"), &identity),
                  PORIN_RESULT_OK);
     CHECK(identity >= 256);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("fd00::20"), &name),
+                 PORIN_RESULT_OK);
+    CHECK(name.len == 12 && memcmp(name.ptr, "prod/payment", 12) == 0);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("10.0.1.99"), &name),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("10.0.1"), &name),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("10.0.1.20"), NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(NULL, S("10.0.1.20"), &name),
+                 PORIN_RESULT_NULL_PARAMETER);
     CHECK_RESULT(porin_compilation_endpoint_identity(c1, S("prod/frontend"), &frontend_identity),
                  PORIN_RESULT_OK);
     CHECK(frontend_identity >= 256 && frontend_identity != identity);
@@ -437,6 +448,8 @@ static void check_compilation(void) {
                  PORIN_RESULT_OK);
     CHECK_RESULT(porin_session_endpoint_remove(session, S("prod"), S("frontend")),
                  PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_clear_policies(NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_clear_policies(session), PORIN_RESULT_OK);
     CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy-v2.yaml"),
                                                 (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
                  PORIN_RESULT_OK);

@@ -106,3 +106,64 @@ pub fn can_bpf() -> Result<(), String> {
     }
     Ok(())
 }
+
+/// The example data shared by both agents.
+pub fn example_data() -> PathBuf {
+    workspace_root().join("examples/data")
+}
+
+/// Checks an agent's output against `porin test`: every
+/// `verdict vN SRC DST PROTO PORT kernel=K reference=R` line becomes a case
+/// `expect: K` of a PolicyTest file with version N's policy and the example
+/// inventory, and the policy-test runner (the engine of `porin test`,
+/// reference evaluator) must pass all of them. Returns the number of cases.
+pub fn check_verdicts_with_porin_test(output: &str, name: &str) -> usize {
+    use porin_compiler::policytest::{Engine, run};
+    let data = example_data();
+    let dir = scratch(name);
+    let inventory = std::fs::read_to_string(data.join("inventory.yaml")).expect("inventory");
+    let endpoints = inventory
+        .split_once("endpoints:")
+        .map(|(_, rest)| rest)
+        .expect("inventory lists endpoints");
+    let mut total = 0;
+    for version in ["v1", "v2"] {
+        let policy = format!("policy-{version}.yaml");
+        std::fs::copy(data.join(&policy), dir.join(&policy)).expect("copy policy");
+        let mut cases = String::new();
+        for line in output.lines() {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            if fields.len() != 8 || fields[0] != "verdict" || fields[1] != version {
+                continue;
+            }
+            let kernel = fields[6].strip_prefix("kernel=").expect("kernel=");
+            let reference = fields[7].strip_prefix("reference=").expect("reference=");
+            assert_eq!(kernel, reference, "agent disagrees with itself: {line}");
+            let port = match fields[4] {
+                "icmp" => format!("icmpType: {}", fields[5]),
+                _ => format!("port: {}", fields[5]),
+            };
+            cases.push_str(&format!(
+                "  - {{from: \"{}\", to: \"{}\", protocol: {}, {port}, expect: {kernel}}}\n",
+                fields[2],
+                fields[3],
+                fields[4].to_uppercase()
+            ));
+            total += 1;
+        }
+        assert!(!cases.is_empty(), "no {version} verdicts in:\n{output}");
+        let test = format!(
+            "kind: PolicyTest\nname: {name} {version}\nendpoints:{endpoints}\npolicies:\n  - path: {policy}\ncases:\n{cases}"
+        );
+        let path = dir.join(format!("{version}.test.yaml"));
+        std::fs::write(&path, test).expect("write test file");
+        let report = run(&[path], Engine::Reference);
+        assert!(
+            report.errors.is_empty() && report.failed == 0 && report.passed > 0,
+            "porin test disagrees with the agent ({version}):\n{}\n{:?}",
+            report.lines.join("\n"),
+            report.errors
+        );
+    }
+    total
+}
