@@ -514,10 +514,22 @@ fn verdict_script() -> String {
     // AH: length field 1 means (1 + 2) * 4 = 12 bytes.
     let mut ah = vec![6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
     ah.extend_from_slice(&tcp(41005, 80));
-    s.run(FROM, eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah)), Verdict::AllowedNew, 0, "authentication header");
+    s.run(
+        FROM,
+        eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah)),
+        Verdict::AllowedNew,
+        0,
+        "authentication header",
+    );
     let mut ah_wrong = vec![6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 80]; // port 80 if AH were 8 bytes
     ah_wrong.extend_from_slice(&tcp(41006, 81));
-    s.run(FROM, eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah_wrong)), Verdict::DeniedByDefault, 0, "AH length is in 4-byte units");
+    s.run(
+        FROM,
+        eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah_wrong)),
+        Verdict::DeniedByDefault,
+        0,
+        "AH length is in 4-byte units",
+    );
     let four = ext8(60, &ext8(43, &ext8(60, &ext8(6, &tcp(41003, 80)))));
     s.run(
         FROM,
