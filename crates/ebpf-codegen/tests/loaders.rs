@@ -585,6 +585,16 @@ fn verdict_script() -> String {
         0,
         "ndp with hop limit != 255 goes to policy",
     );
+    let na = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 255, &icmp(136, 0, 0)));
+    s.run(TO, na, Verdict::PassedIpv6Ndp, 0, "neighbour advertisement");
+    let ra = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 255, &icmp(134, 0, 0)));
+    s.run(
+        TO,
+        ra,
+        Verdict::DeniedByDefault,
+        0,
+        "router advertisements go to policy (Cilium is_icmp6_ndp)",
+    );
     let mut type_only = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(1, 0, 0)));
     type_only.truncate(14 + 40 + 1);
     s.run(
