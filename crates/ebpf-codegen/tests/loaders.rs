@@ -755,6 +755,8 @@ fn aya_loads_both_programs() {
         .unwrap();
 }
 
+/// `tc ... sec classifier` attaches the first program (`porin_from_endpoint`),
+/// and `program NAME` selects either, on a veth and on a tap device.
 #[test]
 fn tc_attaches_from_a_namespace() {
     if !require("tc attach", &["tc", "ip", "nsenter"]) {
