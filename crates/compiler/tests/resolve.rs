@@ -319,3 +319,36 @@ specs:
     assert_eq!(cookie("default/a"), 1, "alpha");
     assert_eq!(cookie("default/b"), 2, "zeta");
 }
+
+#[test]
+fn init_identity_is_default_deny_both_ways_repository_go() {
+    let mut inventory = Inventory::new();
+    inventory
+        .add_text(
+            "inv.yaml",
+            "kind: Inventory\nendpoints:\n  - {name: starting, labels: {\"reserved:init\": \"\"}}\n  - {name: h, labels: {\"reserved:host\": \"\"}}\n",
+        )
+        .unwrap();
+    inventory.finish().unwrap();
+    let outcome = load_str(
+        "p.yaml",
+        "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {name: all}\nspec:\n  endpointSelector: {}\n  ingress: [{fromEntities: [world]}]\n",
+        &LoadLimits::default(),
+    );
+    let compiled = compile(&PolicyInput::from_outcome(&outcome), &inventory).unwrap();
+    let init = compiled.endpoint("starting").unwrap();
+    assert_eq!(init.identity, 5);
+    assert!(init.enforcement.ingress && init.enforcement.egress);
+    assert_eq!(
+        verdict(&compiled, "starting", "198.51.100.1", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "198.51.100.1", "starting", proto::TCP, 80),
+        FlowVerdict::Allow
+    );
+    // The host is not a subject of endpointSelector rules.
+    let host = compiled.endpoint("h").unwrap();
+    assert_eq!(host.identity, 1);
+    assert!(!host.enforcement.ingress);
+}
