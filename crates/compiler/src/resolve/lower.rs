@@ -949,10 +949,16 @@ impl Ctx<'_> {
         };
         let mut subject = convert_selector(endpoint_selector);
         if let Some(ns) = namespace {
-            // ParseToCiliumRule: the policy namespace always wins.
+            // getEndpointSelector: the policy namespace overrides a
+            // namespace the user put in matchLabels (an `In` of one value);
+            // other expressions on the key stay and are ANDed.
             let kept: Vec<Requirement> = subject
                 .requirements()
-                .filter(|r| !is_pod_namespace_key(&r.key))
+                .filter(|r| {
+                    !(is_pod_namespace_key(&r.key)
+                        && r.operator == Operator::In
+                        && r.values.len() == 1)
+                })
                 .cloned()
                 .collect();
             subject = Selector::from_requirements(kept);
