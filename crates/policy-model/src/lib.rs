@@ -9,5 +9,49 @@
 //! CRD schema plus the agent's `Sanitize()`), and the diagnostic data model
 //! and renderer that every later stage shares.
 //!
+//! - [`model`]: the serde types ([`PolicyDocument`], [`Rule`], ...).
+//! - [`load_path`], [`load_paths`], [`load_str`], [`load_reader`]: the loader.
+//! - [`diagnostic`]: [`Diagnostic`], [`Location`], the human and JSON renderers.
+//! - [`codes`]: the `PM0xx` codes and their documentation.
+//! - [`LoadLimits`]: resource bounds.
+//!
+//! ```
+//! use porin_model::{LoadLimits, PolicyDocument, load_str};
+//!
+//! let yaml = r#"
+//! apiVersion: cilium.io/v2
+//! kind: CiliumNetworkPolicy
+//! metadata: {name: web, namespace: default}
+//! spec:
+//!   endpointSelector: {matchLabels: {app: web}}
+//!   ingress:
+//!   - toPorts: [{ports: [{port: "80", protocol: TCP}]}]
+//! "#;
+//! let outcome = load_str("web.yaml", yaml, &LoadLimits::default());
+//! assert!(!outcome.has_errors());
+//! assert!(matches!(outcome.documents[0].doc, PolicyDocument::CiliumNetworkPolicy(_)));
+//! ```
+//!
 //! Trust: the input may be untrusted CI input. Loading never panics and
-//! uses bounded memory.
+//! uses bounded memory ([`LoadLimits`]).
+
+pub mod codes;
+pub mod diagnostic;
+#[doc(hidden)]
+pub mod invariants;
+pub mod limits;
+pub mod loader;
+pub mod model;
+pub mod route;
+pub mod schema;
+mod suggest;
+pub mod validate;
+pub mod yaml;
+
+pub use diagnostic::{Diagnostic, Location, Severity, SourceMap};
+pub use limits::LoadLimits;
+pub use loader::{
+    LoadError, LoadOutcome, LoadedDocument, load_path, load_paths, load_reader, load_str,
+};
+pub use model::*;
+pub use route::Route;

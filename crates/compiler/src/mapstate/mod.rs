@@ -1,0 +1,170 @@
+//! Per-endpoint policy-map state: keys, entries, Cilium's insertion algebra
+//! and the datapath's lookup, as a reference evaluator.
+//!
+//! References (Cilium, semantics.md §4.2–§5.4): `pkg/policy/types/types.go`
+//! (keys), `pkg/policy/types/entry.go` (entries, precedence),
+//! `pkg/policy/mapstate.go` (`insertWithChanges`, `lookup`),
+//! `pkg/maps/policymap/policymap.go` and `bpf/lib/policy.h` (datapath layout
+//! and `__policy_can_access`).
+//!
+//! # Contents
+//!
+//! - [`Key`], [`Direction`]: a map key; [`Key::to_bytes`] is the 12-byte
+//!   datapath key.
+//! - [`Entry`], [`Precedence`], [`Priority`], [`ListenerPriority`],
+//!   [`AuthType`], [`AuthRequirement`]: a map value;
+//!   [`Entry::to_datapath_bytes`] is the 12-byte datapath value.
+//! - [`MapState`]: the ordered map of one endpoint, with
+//!   [`MapState::insert_with_features`] (Cilium's `insertWithChanges`) and
+//!   [`MapState::lookup`] (the datapath's two-lookup decision).
+//!
+//! # Example
+//!
+//! ```
+//! use porin_compiler::identity::Identity;
+//! use porin_compiler::mapstate::{Direction, Entry, Key, MapState, PolicyFeatures, Verdict};
+//!
+//! let foo = Identity::new(1001).unwrap();
+//! let mut state = MapState::new();
+//! // allow foo on TCP/80, deny everyone on TCP/80-95 (port 80, prefix 12)
+//! let allow = Key::ingress().with_identity(foo).with_port_proto(6, 80).unwrap();
+//! let deny = Key::ingress().with_port_proto_prefix(6, 80, 12).unwrap();
+//! state.insert_with_features(allow, Entry::allow(), PolicyFeatures::DENY).unwrap();
+//! state.insert_with_features(deny, Entry::deny(), PolicyFeatures::DENY).unwrap();
+//! // A deny on identity 0 removes the narrower allows of every identity.
+//! assert_eq!(state.len(), 1);
+//! assert_eq!(state.get(&allow), None);
+//! let decision = state.lookup(Direction::Ingress, foo, 6, 80);
+//! assert!(!decision.verdict.is_allowed());
+//! assert_eq!(deny.to_bytes(), [60, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 80]);
+//! ```
+//!
+//! # Contract for the resolve stage
+//!
+//! For each endpoint, start from [`MapState::new`]. If a direction is not
+//! enforced, add its allow-all key with [`MapState::upsert`]
+//! (`Key::for_direction(d)`, [`Entry::allow`]) — Cilium's
+//! `allowAllIdentities` bypasses the insertion logic too.
+//!
+//! Then, per direction, compute the [`PolicyFeatures`] of *all* filters of
+//! that direction first (Cilium collects them in `L4Filter.attach` before
+//! any insertion): `DENY` if any rule denies, `REDIRECT` if any has an L7
+//! parser / listener, `ORDERED` if any priority is non-zero, `AUTH` if any
+//! has explicit authentication. Then for each filter × selector ×
+//! selected identity × masked port (from
+//! [`crate::ports::port_range_to_masked_ports`] via
+//! [`Key::with_masked_port`]) call [`MapState::insert_with_features`] with
+//! that direction's features. Build entries with [`Entry::new`] (deny clears
+//! proxy and auth), put the rule-origin ids of the contributing rules in
+//! [`Entry::origins`]: they are opaque `u32`s owned by the resolve stage,
+//! unioned when two entries for the same key merge and replaced when a
+//! higher-precedence entry takes a key over; the map never interprets them.
+//!
+//! The wildcard-selector elision of `L4Filter.toMapState` (skip a per-ID
+//! entry identical to the ID-0 entry for the same non-zero port) is the
+//! caller's job; it is a size optimisation with no effect on verdicts.
+//!
+//! Insertion order does not change the verdicts for deny-vs-allow
+//! (precedence) conflicts; tests check this.
+//!
+//! Not supported: tiers / PASS verdicts (no CNP field at the Cilium
+//! snapshot, semantics.md §10.5); an entry with a pass precedence is
+//! rejected with [`MapStateError::PassNotSupported`] instead of being
+//! silently mis-merged.
+
+mod datapath;
+mod entry;
+mod error;
+mod insert;
+mod key;
+mod lookup;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+
+pub use datapath::{DROP_POLICY, DROP_POLICY_AUTH_REQUIRED, DROP_POLICY_DENY};
+pub use entry::{AuthRequirement, AuthType, Entry, ListenerPriority, Precedence, Priority};
+pub use error::{EntryError, KeyError};
+pub use insert::{Changes, MapStateError, PolicyFeatures};
+pub use key::{Direction, Key};
+pub use lookup::{Decision, DenyReason, MatchType, MatchedEntry, Verdict};
+
+/// The policy-map state of one endpoint: an ordered, deterministic map
+/// from [`Key`] to [`Entry`].
+///
+/// Iteration order is [`Key`]'s `Ord` (direction, identity, protocol, port,
+/// prefix length), so output built from it is reproducible.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MapState {
+    entries: BTreeMap<Key, Entry>,
+}
+
+impl MapState {
+    /// An empty map (everything denied by default).
+    pub fn new() -> MapState {
+        MapState::default()
+    }
+
+    /// Number of entries (what the datapath map would hold).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True if there are no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// The entry stored at exactly `key`.
+    pub fn get(&self, key: &Key) -> Option<&Entry> {
+        self.entries.get(key)
+    }
+
+    /// All entries in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (&Key, &Entry)> + '_ {
+        self.entries.iter()
+    }
+
+    /// Stores `entry` at `key` without any precedence logic, replacing and
+    /// returning what was there (Cilium's `mapState.upsert`, used by
+    /// `allowAllIdentities` for non-enforced directions and by tests to set
+    /// up a state). A deny's proxy port and auth are cleared; a PASS entry is
+    /// refused, since the datapath would read it as an allow.
+    pub fn upsert(&mut self, key: Key, entry: Entry) -> Result<Option<Entry>, MapStateError> {
+        if entry.precedence.is_pass() {
+            return Err(MapStateError::PassNotSupported {
+                precedence: entry.precedence.get(),
+            });
+        }
+        Ok(self.entries.insert(key, normalise(entry)))
+    }
+
+    /// The datapath encoding of every entry, in key order: (12-byte key,
+    /// 12-byte value) pairs ready for the policy map.
+    pub fn to_datapath_entries(&self) -> Vec<([u8; 12], [u8; 12])> {
+        self.entries
+            .iter()
+            .map(|(key, entry)| (key.to_bytes(), entry.to_datapath_bytes(key)))
+            .collect()
+    }
+}
+
+/// A deny carries no redirect and no auth (`NewMapStateEntry` normalises).
+fn normalise(mut entry: Entry) -> Entry {
+    if entry.is_deny() {
+        entry.proxy_port = 0;
+        entry.auth = AuthRequirement::NONE;
+    }
+    entry
+}
+
+impl<'a> IntoIterator for &'a MapState {
+    type Item = (&'a Key, &'a Entry);
+    type IntoIter = std::collections::btree_map::Iter<'a, Key, Entry>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.entries.iter()
+    }
+}

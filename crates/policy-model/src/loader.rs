@@ -1,0 +1,737 @@
+//! Loading: files, directories, stdin → located documents → typed model.
+//!
+//! Per file: read (bounded by `max_file_bytes`), parse the YAML stream into a
+//! located tree ([`crate::yaml::tree`]), pick each document's resource kind,
+//! deserialize the typed model from the tree, then validate it. Every problem
+//! becomes a [`Diagnostic`] located through the tree; nothing panics.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::de::DeserializeOwned;
+use thiserror::Error;
+
+use crate::codes;
+use crate::diagnostic::{Diagnostic, Location, Severity, SourceMap};
+use crate::limits::LoadLimits;
+use crate::model::{
+    CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, PolicyDocument,
+};
+use crate::route::{Route, Segment};
+use crate::validate::{self, Finding};
+use crate::yaml::de::{Ctx, DeError, DeErrorKind, NodeDeserializer};
+use crate::yaml::tree::{self, Node, NodeKind, Pos, TreeError};
+
+/// A policy document that loaded and validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LoadedDocument {
+    /// Display path of its file.
+    pub file: String,
+    /// 0-based index of the YAML document in the file.
+    pub index: usize,
+    /// Position in the `items` of a `List` document, if it came from one.
+    pub item: Option<usize>,
+    /// The policy.
+    pub doc: PolicyDocument,
+}
+
+impl LoadedDocument {
+    /// Route prefix of this policy inside its YAML document (`items[3]` or empty).
+    pub fn route_prefix(&self) -> Route {
+        match self.item {
+            Some(item) => Route::root().key("items").index(item),
+            None => Route::root(),
+        }
+    }
+}
+
+/// Everything one load produced.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LoadOutcome {
+    /// Valid policies, in file and document order. A document with any
+    /// error-level diagnostic is left out (fail closed).
+    pub documents: Vec<LoadedDocument>,
+    /// All findings, in file and document order.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The text of every file read, for rendering.
+    pub sources: SourceMap,
+    /// The located trees, for resolving routes of later findings.
+    pub trees: Vec<FileTree>,
+    /// Findings not recorded because a file hit `max_diagnostics_per_file`.
+    pub omitted: usize,
+}
+
+impl LoadOutcome {
+    /// True when any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+
+    /// Resolves a route inside a document to a location, for findings of
+    /// later stages (the compiler/lint). Falls back to the deepest existing
+    /// ancestor when the route names a field that is absent.
+    pub fn locate(&self, file: &str, document: usize, route: &Route) -> Option<Location> {
+        let tree = self.trees.iter().find(|t| t.file == file)?;
+        let root = tree.roots.get(document)?.as_ref()?;
+        Some(locate(file, document, root, route, false))
+    }
+
+    /// Records a finding unless this file already has `cap` of them.
+    fn push_capped(&mut self, diagnostic: Diagnostic, cap: usize) {
+        if self.diagnostics.len() < cap {
+            self.diagnostics.push(diagnostic);
+        } else {
+            self.omitted += 1;
+        }
+    }
+
+    fn extend(&mut self, other: LoadOutcome) {
+        self.omitted += other.omitted;
+        self.documents.extend(other.documents);
+        self.diagnostics.extend(other.diagnostics);
+        self.sources.extend(other.sources);
+        self.trees.extend(other.trees);
+    }
+}
+
+/// The located YAML trees of one file, by document index.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileTree {
+    /// Display path.
+    pub file: String,
+    /// Root node of each document (`None` for empty documents).
+    pub roots: Vec<Option<Node>>,
+}
+
+/// Why porin could not read its input at all (exit code 2, not a finding).
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// A path could not be read.
+    #[error("cannot read `{path}`")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Directories held more files than `max_files`.
+    #[error("more than {limit} policy files under the given paths (LoadLimits::max_files)")]
+    TooManyFiles {
+        /// The limit.
+        limit: usize,
+    },
+}
+
+/// Resolves `route` against `root`: the node it names, or the deepest
+/// ancestor that exists. `at_key` points at the key instead of the value.
+fn locate(file: &str, document: usize, root: &Node, route: &Route, at_key: bool) -> Location {
+    let mut node = root;
+    let mut pos = root.pos;
+    for segment in &route.0 {
+        let next = match (segment, &node.kind) {
+            (Segment::Key(key), NodeKind::Mapping(_)) => node.entry(key),
+            (Segment::Index(index), NodeKind::Sequence(items)) => items.get(*index).map(|n| (n, n)),
+            _ => None,
+        };
+        match next {
+            Some((key, value)) => {
+                // A block mapping or sequence "starts" at its first entry,
+                // which reads as the wrong place; its key is where it is named.
+                let container = matches!(value.kind, NodeKind::Mapping(_) | NodeKind::Sequence(_));
+                let keyed = matches!(segment, Segment::Key(_));
+                pos = if at_key || (container && keyed) {
+                    key.pos
+                } else {
+                    value.pos
+                };
+                node = value;
+            }
+            None => break,
+        }
+    }
+    Location {
+        file: file.to_owned(),
+        document,
+        line: pos.line,
+        column: pos.column,
+        route: route.to_string(),
+    }
+}
+
+fn position_location(file: &str, document: usize, pos: Pos) -> Location {
+    Location {
+        file: file.to_owned(),
+        document,
+        line: pos.line,
+        column: pos.column,
+        route: String::new(),
+    }
+}
+
+/// Loads YAML/JSON text that came from `name`.
+pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
+    let mut outcome = LoadOutcome::default();
+    outcome.sources.insert(name, text);
+    if u64::try_from(text.len()).unwrap_or(u64::MAX) > limits.max_file_bytes {
+        outcome
+            .diagnostics
+            .push(too_large(name, text.len() as u64, limits));
+        return outcome;
+    }
+    let stream = tree::parse_stream(text, limits);
+    let mut roots = Vec::new();
+    for document in stream.documents {
+        for (key, pos) in &document.duplicate_keys {
+            outcome.push_capped(
+                Diagnostic::new(
+                    codes::DUPLICATE_KEY,
+                    Severity::Error,
+                    format!("duplicate key `{key}`"),
+                )
+                .at(position_location(name, document.index, *pos))
+                .help("remove one of the two entries; kubectl rejects repeated keys"),
+                limits.max_diagnostics_per_file,
+            );
+        }
+        if let Some(root) = &document.root {
+            let before = outcome.documents.len();
+            load_document(
+                name,
+                document.index,
+                root,
+                &mut outcome,
+                limits.max_diagnostics_per_file,
+            );
+            if !document.duplicate_keys.is_empty() {
+                // The repeated key makes the document invalid as a whole.
+                outcome.documents.truncate(before);
+            }
+        }
+        roots.push(document.root);
+    }
+    if let Some((index, error)) = stream.error {
+        let (code, message, pos) = match error {
+            TreeError::Syntax { message, pos } => {
+                (codes::YAML_SYNTAX, format!("invalid YAML: {message}"), pos)
+            }
+            TreeError::Limit { message, pos } => (codes::LIMIT_EXCEEDED, message, pos),
+        };
+        outcome.diagnostics.push(
+            Diagnostic::new(code, Severity::Error, message)
+                .at(position_location(name, index, pos))
+                .note("nothing after this point in the file was read"),
+        );
+    }
+    outcome.trees.push(FileTree {
+        file: name.to_owned(),
+        roots,
+    });
+    if outcome.omitted > 0 {
+        outcome.diagnostics.push(
+            Diagnostic::new(
+                codes::LIMIT_EXCEEDED,
+                Severity::Error,
+                format!(
+                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file is {})",
+                    outcome.omitted, limits.max_diagnostics_per_file
+                ),
+            )
+            .at(position_location(name, 0, Pos { line: 1, column: 1 })),
+        );
+    }
+    outcome
+}
+
+fn too_large(name: &str, size: u64, limits: &LoadLimits) -> Diagnostic {
+    Diagnostic::new(
+        codes::LIMIT_EXCEEDED,
+        Severity::Error,
+        format!(
+            "`{name}` is {size} bytes; the limit is {} bytes (LoadLimits::max_file_bytes)",
+            limits.max_file_bytes
+        ),
+    )
+    .at(Location {
+        file: name.to_owned(),
+        document: 0,
+        line: 1,
+        column: 1,
+        route: String::new(),
+    })
+}
+
+/// What a document's `apiVersion`/`kind` make of it.
+enum Dispatch {
+    Cnp,
+    Ccnp,
+    Knp,
+    List,
+    Skip(String),
+    Bad(String, Route),
+}
+
+fn dispatch(root: &Node) -> Dispatch {
+    let kind = root.get("kind").and_then(Node::as_scalar);
+    let api_version = root
+        .get("apiVersion")
+        .and_then(Node::as_scalar)
+        .unwrap_or("");
+    let group = api_version.rsplit_once('/').map_or("", |(group, _)| group);
+    let Some(kind) = kind else {
+        return Dispatch::Skip(
+            "the document has no `kind`, so it is not a Kubernetes object".to_owned(),
+        );
+    };
+    match kind {
+        "CiliumNetworkPolicy" | "CiliumClusterwideNetworkPolicy" => {
+            if api_version == "cilium.io/v2" {
+                if kind == "CiliumNetworkPolicy" {
+                    Dispatch::Cnp
+                } else {
+                    Dispatch::Ccnp
+                }
+            } else if group == "cilium.io" || api_version.is_empty() {
+                Dispatch::Bad(
+                    format!("`{kind}` must have apiVersion `cilium.io/v2`, found `{api_version}`"),
+                    Route::root().key("apiVersion"),
+                )
+            } else {
+                Dispatch::Skip(format!("`{api_version}` `{kind}` is not a Cilium resource"))
+            }
+        }
+        "NetworkPolicy" => {
+            if api_version == "networking.k8s.io/v1" {
+                Dispatch::Knp
+            } else if group == "networking.k8s.io"
+                || group == "extensions"
+                || api_version.is_empty()
+            {
+                Dispatch::Bad(
+                    format!(
+                        "`NetworkPolicy` must have apiVersion `networking.k8s.io/v1`, found `{api_version}`"
+                    ),
+                    Route::root().key("apiVersion"),
+                )
+            } else {
+                Dispatch::Skip(format!(
+                    "`{api_version}` `NetworkPolicy` is not a Kubernetes NetworkPolicy"
+                ))
+            }
+        }
+        kind if kind == "List" || kind.ends_with("List") => Dispatch::List,
+        other => Dispatch::Skip(format!("`{other}` is not a policy kind")),
+    }
+}
+
+fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcome, cap: usize) {
+    if !matches!(root.kind, NodeKind::Mapping(_)) {
+        outcome.push_capped(
+            Diagnostic::new(
+                codes::BAD_RESOURCE,
+                Severity::Error,
+                "a document must be a mapping (a Kubernetes object)",
+            )
+            .at(locate(file, index, root, &Route::root(), false)),
+            cap,
+        );
+        return;
+    }
+    match dispatch(root) {
+        Dispatch::List => {
+            let Some(items) = root.get("items") else {
+                outcome.push_capped(
+                    Diagnostic::new(
+                        codes::BAD_RESOURCE,
+                        Severity::Error,
+                        "a `List` needs `items`",
+                    )
+                    .at(locate(file, index, root, &Route::root(), false)),
+                    cap,
+                );
+                return;
+            };
+            let NodeKind::Sequence(entries) = &items.kind else {
+                if !items.is_null() {
+                    outcome.push_capped(
+                        Diagnostic::new(
+                            codes::BAD_RESOURCE,
+                            Severity::Error,
+                            "`items` must be a sequence",
+                        )
+                        .at(locate(
+                            file,
+                            index,
+                            root,
+                            &Route::root().key("items"),
+                            false,
+                        )),
+                        cap,
+                    );
+                }
+                return;
+            };
+            for (item_index, item) in entries.iter().enumerate() {
+                let prefix = Route::root().key("items").index(item_index);
+                load_object(
+                    file,
+                    index,
+                    Some(item_index),
+                    root,
+                    item,
+                    &prefix,
+                    outcome,
+                    cap,
+                );
+            }
+        }
+        _ => load_object(file, index, None, root, root, &Route::root(), outcome, cap),
+    }
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one document's context threaded through a private helper"
+)]
+fn load_object(
+    file: &str,
+    index: usize,
+    item: Option<usize>,
+    root: &Node,
+    node: &Node,
+    prefix: &Route,
+    outcome: &mut LoadOutcome,
+    cap: usize,
+) {
+    let dispatched = if matches!(node.kind, NodeKind::Mapping(_)) {
+        dispatch(node)
+    } else {
+        Dispatch::Bad(
+            "a list item must be a mapping (a Kubernetes object)".to_owned(),
+            Route::root(),
+        )
+    };
+    let ctx = Ctx::default();
+    let parsed: Result<PolicyDocument, DeError> = match dispatched {
+        Dispatch::Cnp => typed::<CiliumNetworkPolicy>(node, prefix, &ctx)
+            .map(PolicyDocument::CiliumNetworkPolicy),
+        Dispatch::Ccnp => typed::<CiliumClusterwideNetworkPolicy>(node, prefix, &ctx)
+            .map(PolicyDocument::CiliumClusterwideNetworkPolicy),
+        Dispatch::Knp => {
+            typed::<NetworkPolicy>(node, prefix, &ctx).map(PolicyDocument::NetworkPolicy)
+        }
+        Dispatch::List => {
+            outcome.push_capped(
+                Diagnostic::new(
+                    codes::BAD_RESOURCE,
+                    Severity::Error,
+                    "a `List` cannot contain another list",
+                )
+                .at(locate(file, index, root, prefix, false)),
+                cap,
+            );
+            return;
+        }
+        Dispatch::Skip(reason) => {
+            outcome.push_capped(
+                Diagnostic::new(
+                    codes::SKIPPED_DOCUMENT,
+                    Severity::Info,
+                    format!("skipped: {reason}"),
+                )
+                .at(locate(file, index, root, &prefix.key("kind"), false)),
+                cap,
+            );
+            return;
+        }
+        Dispatch::Bad(message, route) => {
+            let full = Route(prefix.0.iter().chain(route.0.iter()).cloned().collect());
+            outcome.push_capped(
+                Diagnostic::new(codes::BAD_RESOURCE, Severity::Error, message)
+                    .at(locate(file, index, root, &full, false)),
+                cap,
+            );
+            return;
+        }
+    };
+    let mut errors = 0usize;
+    for unknown in ctx.unknown_fields.take() {
+        errors += 1;
+        let message = match unknown.suggestion {
+            Some(suggestion) => format!(
+                "unknown field \"{}\", did you mean \"{suggestion}\"?",
+                unknown.field
+            ),
+            None => format!("unknown field \"{}\"", unknown.field),
+        };
+        let expected = unknown
+            .expected
+            .iter()
+            .filter(|field| !crate::yaml::de::HIDDEN_FIELDS.contains(field))
+            .map(|f| format!("`{f}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        outcome.push_capped(
+            Diagnostic::new(codes::UNKNOWN_FIELD, Severity::Error, message)
+                .at(locate(file, index, root, &unknown.route, true))
+                .help(format!("fields allowed here: {expected}")),
+            cap,
+        );
+    }
+    let doc = match parsed {
+        Ok(doc) => doc,
+        Err(error) => {
+            outcome
+                .diagnostics
+                .push(de_error_diagnostic(file, index, root, prefix, error));
+            return;
+        }
+    };
+    for finding in validate::validate_document(&doc) {
+        if finding.severity == Severity::Error {
+            errors += 1;
+        }
+        outcome
+            .diagnostics
+            .push(finding_diagnostic(file, index, root, prefix, finding));
+    }
+    if errors == 0 {
+        outcome.documents.push(LoadedDocument {
+            file: file.to_owned(),
+            index,
+            item,
+            doc,
+        });
+    }
+}
+
+fn typed<T: DeserializeOwned>(node: &Node, prefix: &Route, ctx: &Ctx) -> Result<T, DeError> {
+    T::deserialize(NodeDeserializer::new(node, prefix.clone(), ctx))
+}
+
+fn de_error_diagnostic(
+    file: &str,
+    index: usize,
+    root: &Node,
+    prefix: &Route,
+    error: DeError,
+) -> Diagnostic {
+    let code = match error.kind {
+        DeErrorKind::Type | DeErrorKind::Other => codes::WRONG_TYPE,
+        DeErrorKind::Missing => codes::MISSING_FIELD,
+        DeErrorKind::UnknownVariant => codes::INVALID_ENUM,
+        DeErrorKind::UnknownField => codes::UNKNOWN_FIELD,
+    };
+    let route = error.route.clone().unwrap_or_else(|| prefix.clone());
+    let (code, message) = refine_enum_error(code, &route, error.message);
+    let mut diagnostic = Diagnostic::new(code, Severity::Error, message)
+        .at(locate(file, index, root, &route, error.at_key))
+        .note("the rest of this document was not checked");
+    diagnostic.help = error.help;
+    if code == codes::PROTOCOL && diagnostic.message.to_ascii_uppercase().contains("\"ICMP") {
+        diagnostic.help = Some(
+            "ICMP is not a toPorts protocol; match ICMP types with an `icmps` block".to_owned(),
+        );
+    }
+    diagnostic
+}
+
+/// Gives enum errors of well-known fields their own code and Cilium's wording.
+fn refine_enum_error(code: &'static str, route: &Route, message: String) -> (&'static str, String) {
+    if code != codes::INVALID_ENUM {
+        return (code, message);
+    }
+    let value = message
+        .strip_prefix("unknown value `")
+        .and_then(|rest| rest.strip_suffix('`'))
+        .unwrap_or_default()
+        .to_owned();
+    let segments = &route.0;
+    let last_key = segments.iter().rev().find_map(|segment| match segment {
+        Segment::Key(key) => Some(key.as_str()),
+        Segment::Index(_) => None,
+    });
+    match (segments.last(), last_key) {
+        (Some(Segment::Key(_)), Some("protocol")) => (
+            codes::PROTOCOL,
+            // L4Proto.Validate (pkg/policy/api/l4.go); the CRD enum is upper case only.
+            format!(
+                "invalid protocol \"{value}\", must be {{ TCP | UDP | SCTP | VRRP | IGMP | ANY }}"
+            ),
+        ),
+        (Some(Segment::Index(_)), Some("fromEntities" | "toEntities")) => {
+            (codes::ENTITY, format!("unsupported entity: {value}"))
+        }
+        (Some(Segment::Key(_)), Some("family")) => (codes::ICMP, format!("wrong family: {value}")),
+        _ => (code, message),
+    }
+}
+
+fn finding_diagnostic(
+    file: &str,
+    index: usize,
+    root: &Node,
+    prefix: &Route,
+    finding: Finding,
+) -> Diagnostic {
+    let join = |route: &Route| Route(prefix.0.iter().chain(route.0.iter()).cloned().collect());
+    Diagnostic {
+        code: finding.code,
+        severity: finding.severity,
+        message: finding.message,
+        primary: Some(locate(
+            file,
+            index,
+            root,
+            &join(&finding.route),
+            finding.at_key,
+        )),
+        related: finding
+            .related
+            .iter()
+            .map(|(route, label)| {
+                (
+                    locate(file, index, root, &join(route), false),
+                    label.clone(),
+                )
+            })
+            .collect(),
+        notes: finding.notes,
+        help: finding.help,
+    }
+}
+
+/// Reads standard input (bounded by `max_file_bytes`) and loads it as `<stdin>`.
+pub fn load_reader(
+    name: &str,
+    reader: impl Read,
+    limits: &LoadLimits,
+) -> Result<LoadOutcome, LoadError> {
+    let mut bytes = Vec::new();
+    reader
+        .take(limits.max_file_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|source| LoadError::Io {
+            path: PathBuf::from(name),
+            source,
+        })?;
+    Ok(load_bytes(name, &bytes, limits))
+}
+
+fn load_bytes(name: &str, bytes: &[u8], limits: &LoadLimits) -> LoadOutcome {
+    if u64::try_from(bytes.len()).unwrap_or(u64::MAX) > limits.max_file_bytes {
+        let mut outcome = LoadOutcome::default();
+        outcome
+            .diagnostics
+            .push(too_large(name, bytes.len() as u64, limits));
+        return outcome;
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => load_str(name, text.strip_prefix('\u{feff}').unwrap_or(text), limits),
+        Err(error) => {
+            let mut outcome = LoadOutcome::default();
+            outcome.diagnostics.push(
+                Diagnostic::new(
+                    codes::YAML_SYNTAX,
+                    Severity::Error,
+                    format!("`{name}` is not UTF-8: {error}"),
+                )
+                .at(Location {
+                    file: name.to_owned(),
+                    document: 0,
+                    line: 1,
+                    column: 1,
+                    route: String::new(),
+                }),
+            );
+            outcome
+        }
+    }
+}
+
+fn load_file(path: &Path, limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
+    let name = path.display().to_string();
+    let io = |source| LoadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let size = std::fs::metadata(path).map_err(io)?.len();
+    if size > limits.max_file_bytes {
+        let mut outcome = LoadOutcome::default();
+        outcome.diagnostics.push(too_large(&name, size, limits));
+        return Ok(outcome);
+    }
+    let file = std::fs::File::open(path).map_err(io)?;
+    load_reader(&name, file, limits)
+}
+
+fn is_policy_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+}
+
+/// Lists the policy files under a directory, recursively and sorted.
+/// Symbolic links to directories are not followed (no cycles).
+fn collect_files(dir: &Path, limits: &LoadLimits) -> Result<Vec<PathBuf>, LoadError> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_owned()];
+    while let Some(current) = pending.pop() {
+        let entries = std::fs::read_dir(&current).map_err(|source| LoadError::Io {
+            path: current.clone(),
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| LoadError::Io {
+                path: current.clone(),
+                source,
+            })?;
+            let path = entry.path();
+            let file_type = entry.file_type().map_err(|source| LoadError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            if file_type.is_dir() {
+                pending.push(path);
+            } else if is_policy_file(&path) && (file_type.is_file() || path.is_file()) {
+                files.push(path);
+                if files.len() > limits.max_files {
+                    return Err(LoadError::TooManyFiles {
+                        limit: limits.max_files,
+                    });
+                }
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Loads a file, or every `*.yaml`/`*.yml`/`*.json` under a directory.
+pub fn load_path(path: &Path, limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
+    load_paths(std::slice::from_ref(&path.to_owned()), limits)
+}
+
+/// Loads several paths (files or directories); `-` means standard input.
+pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
+    let mut outcome = LoadOutcome::default();
+    for path in paths {
+        if path.as_os_str() == "-" {
+            outcome.extend(load_reader("<stdin>", std::io::stdin().lock(), limits)?);
+            continue;
+        }
+        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io {
+            path: path.clone(),
+            source,
+        })?;
+        if metadata.is_dir() {
+            for file in collect_files(path, limits)? {
+                outcome.extend(load_file(&file, limits)?);
+            }
+        } else {
+            outcome.extend(load_file(path, limits)?);
+        }
+    }
+    Ok(outcome)
+}

@@ -1,0 +1,74 @@
+//! The typed policy model: serde only, span-free, 1:1 with the YAML and
+//! round-trippable. Locations live in the loader's source tree, not here.
+
+pub mod cilium;
+pub mod k8s;
+pub mod meta;
+pub mod selector;
+
+use schemars::JsonSchema;
+use serde::Serialize;
+
+pub use cilium::*;
+pub use k8s::*;
+pub use meta::ObjectMeta;
+pub use selector::{EndpointSelector, LabelSelector, LabelSelectorRequirement, SelectorOperator};
+
+/// One policy resource, whichever kind it is.
+///
+/// Serializes as the resource itself (no wrapper). It has no `Deserialize`:
+/// the loader picks the variant from `kind`/`apiVersion`, because CNP and CCNP
+/// share one shape and an untagged guess would confuse them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PolicyDocument {
+    /// `cilium.io/v2` `CiliumNetworkPolicy`.
+    CiliumNetworkPolicy(CiliumNetworkPolicy),
+    /// `cilium.io/v2` `CiliumClusterwideNetworkPolicy`.
+    CiliumClusterwideNetworkPolicy(CiliumClusterwideNetworkPolicy),
+    /// `networking.k8s.io/v1` `NetworkPolicy`.
+    NetworkPolicy(NetworkPolicy),
+}
+
+impl PolicyDocument {
+    /// The resource kind as written in YAML.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            PolicyDocument::CiliumNetworkPolicy(_) => "CiliumNetworkPolicy",
+            PolicyDocument::CiliumClusterwideNetworkPolicy(_) => "CiliumClusterwideNetworkPolicy",
+            PolicyDocument::NetworkPolicy(_) => "NetworkPolicy",
+        }
+    }
+
+    /// The object metadata.
+    pub fn metadata(&self) -> &ObjectMeta {
+        match self {
+            PolicyDocument::CiliumNetworkPolicy(p) => &p.metadata,
+            PolicyDocument::CiliumClusterwideNetworkPolicy(p) => &p.metadata,
+            PolicyDocument::NetworkPolicy(p) => &p.metadata,
+        }
+    }
+
+    /// `metadata.name`, or `""` when absent (validation rejects that).
+    pub fn name(&self) -> &str {
+        self.metadata().name.as_deref().unwrap_or("")
+    }
+
+    /// The Cilium rules of a CNP/CCNP with the route prefix of each
+    /// (`spec` or `specs[i]`), in document order; empty for a NetworkPolicy.
+    pub fn cilium_rules(&self) -> Vec<(String, &Rule)> {
+        let (spec, specs) = match self {
+            PolicyDocument::CiliumNetworkPolicy(p) => (&p.spec, &p.specs),
+            PolicyDocument::CiliumClusterwideNetworkPolicy(p) => (&p.spec, &p.specs),
+            PolicyDocument::NetworkPolicy(_) => return Vec::new(),
+        };
+        let mut rules = Vec::new();
+        if let Some(rule) = spec {
+            rules.push(("spec".to_owned(), rule));
+        }
+        for (index, rule) in specs.iter().flatten().enumerate() {
+            rules.push((format!("specs[{index}]"), rule));
+        }
+        rules
+    }
+}

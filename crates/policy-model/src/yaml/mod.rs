@@ -1,0 +1,4 @@
+//! YAML reading: the located tree and a serde deserializer over it.
+
+pub mod de;
+pub mod tree;

@@ -1,0 +1,500 @@
+//! A located YAML tree built from `saphyr-parser` events under [`LoadLimits`].
+//!
+//! The tree is the only place that knows positions: the typed model is
+//! deserialized from it, and diagnostics resolve their routes against it.
+//! Aliases are expanded into copies while counting every copied node against
+//! `max_nodes`, so an alias bomb stops at the budget instead of exhausting
+//! memory; nesting is checked against `max_depth` as events arrive, before
+//! anything deeper is built.
+
+use std::collections::HashMap;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span};
+
+use crate::limits::LoadLimits;
+
+/// A position in the source: 1-based line and column (in characters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub column: u32,
+}
+
+impl Pos {
+    fn from_marker(marker: &saphyr_parser::Marker) -> Pos {
+        Pos {
+            line: u32::try_from(marker.line()).unwrap_or(u32::MAX),
+            column: u32::try_from(marker.col().saturating_add(1)).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// How a scalar was written; decides whether `8080` is a number or a string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Style {
+    /// Plain (unquoted): resolved by the YAML core schema.
+    Plain,
+    /// Quoted or block scalar: always a string.
+    Quoted,
+}
+
+/// One YAML node with the position where it starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Node {
+    /// What the node is.
+    pub kind: NodeKind,
+    /// Where it starts.
+    pub pos: Pos,
+}
+
+/// The three YAML node kinds.
+#[derive(Debug, Clone, PartialEq)]
+pub enum NodeKind {
+    /// A scalar with its text and style.
+    Scalar(String, Style),
+    /// A sequence.
+    Sequence(Vec<Node>),
+    /// A mapping, in source order.
+    Mapping(Vec<(Node, Node)>),
+}
+
+impl Node {
+    /// The scalar text when the node is a scalar.
+    pub fn as_scalar(&self) -> Option<&str> {
+        match &self.kind {
+            NodeKind::Scalar(text, _) => Some(text),
+            _ => None,
+        }
+    }
+
+    /// The value under `key` when the node is a mapping.
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        self.entry(key).map(|(_, value)| value)
+    }
+
+    /// The key node and value under `key` when the node is a mapping.
+    pub fn entry(&self, key: &str) -> Option<(&Node, &Node)> {
+        match &self.kind {
+            NodeKind::Mapping(entries) => entries
+                .iter()
+                .find(|(k, _)| k.as_scalar() == Some(key))
+                .map(|(k, v)| (k, v)),
+            _ => None,
+        }
+    }
+
+    /// True for a plain null scalar (`~`, `null`, or nothing).
+    pub fn is_null(&self) -> bool {
+        matches!(&self.kind, NodeKind::Scalar(text, Style::Plain) if is_null_text(text))
+    }
+}
+
+/// YAML core-schema null spellings.
+pub fn is_null_text(text: &str) -> bool {
+    matches!(text, "" | "~" | "null" | "Null" | "NULL")
+}
+
+/// One document of a stream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    /// 0-based index of the document in its file.
+    pub index: usize,
+    /// The root node; `None` for an empty document.
+    pub root: Option<Node>,
+    /// Keys that appeared twice in one mapping: (key, position of the repeat).
+    pub duplicate_keys: Vec<(String, Pos)>,
+}
+
+/// Why a stream could not be read completely.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TreeError {
+    /// Not valid YAML.
+    Syntax {
+        /// Parser message.
+        message: String,
+        /// Where the parser stopped.
+        pos: Pos,
+    },
+    /// A [`LoadLimits`] bound was hit.
+    Limit {
+        /// Which limit and its value.
+        message: String,
+        /// Where the limit was hit.
+        pos: Pos,
+    },
+}
+
+/// The documents read before the end or the first error, and that error.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stream {
+    /// Complete documents, in order.
+    pub documents: Vec<Document>,
+    /// The error that ended the stream early, with the index of the
+    /// document it happened in.
+    pub error: Option<(usize, TreeError)>,
+}
+
+enum Frame {
+    Sequence {
+        pos: Pos,
+        anchor: usize,
+        items: Vec<Node>,
+    },
+    Mapping {
+        pos: Pos,
+        anchor: usize,
+        entries: Vec<(Node, Node)>,
+        key: Option<Node>,
+    },
+}
+
+struct Anchored {
+    node: Node,
+    measure: Measure,
+}
+
+struct Builder<'l> {
+    limits: &'l LoadLimits,
+    stack: Vec<Frame>,
+    /// Anchored nodes with their size and height, for alias expansion.
+    anchors: HashMap<usize, Anchored>,
+    nodes: usize,
+    bytes: usize,
+    root: Option<Node>,
+    duplicate_keys: Vec<(String, Pos)>,
+}
+
+/// Size (node count), height and scalar bytes of a subtree. The recursion
+/// is bounded: every tree the builder makes respects `max_depth` (aliases
+/// included).
+fn measure(node: &Node) -> Measure {
+    match &node.kind {
+        NodeKind::Scalar(text, _) => Measure {
+            size: 1,
+            height: 1,
+            bytes: text.len(),
+        },
+        NodeKind::Sequence(items) => items
+            .iter()
+            .fold(Measure::container(), |total, item| total.add(measure(item))),
+        NodeKind::Mapping(entries) => entries.iter().fold(Measure::container(), |total, (k, v)| {
+            total.add(measure(k)).add(measure(v))
+        }),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Measure {
+    size: usize,
+    height: usize,
+    bytes: usize,
+}
+
+impl Measure {
+    fn container() -> Measure {
+        Measure {
+            size: 1,
+            height: 1,
+            bytes: 0,
+        }
+    }
+
+    fn add(self, child: Measure) -> Measure {
+        Measure {
+            size: self.size.saturating_add(child.size),
+            height: self.height.max(child.height.saturating_add(1)),
+            bytes: self.bytes.saturating_add(child.bytes),
+        }
+    }
+}
+
+impl Builder<'_> {
+    fn max_depth(&self) -> usize {
+        self.limits.max_depth.min(HARD_MAX_DEPTH)
+    }
+
+    fn charge(&mut self, count: usize, pos: Pos) -> Result<(), TreeError> {
+        self.nodes = self.nodes.saturating_add(count);
+        if self.nodes > self.limits.max_nodes {
+            return Err(TreeError::Limit {
+                message: format!(
+                    "the file has more than {} YAML nodes (counting alias expansions); \
+                     the limit is LoadLimits::max_nodes",
+                    self.limits.max_nodes
+                ),
+                pos,
+            });
+        }
+        Ok(())
+    }
+
+    fn charge_bytes(&mut self, count: usize, pos: Pos) -> Result<(), TreeError> {
+        self.bytes = self.bytes.saturating_add(count);
+        if self.bytes > self.limits.max_scalar_bytes {
+            return Err(TreeError::Limit {
+                message: format!(
+                    "the file's scalars add up to more than {} bytes (counting alias expansions); \
+                     the limit is LoadLimits::max_scalar_bytes",
+                    self.limits.max_scalar_bytes
+                ),
+                pos,
+            });
+        }
+        Ok(())
+    }
+
+    fn push(&mut self, frame: Frame, pos: Pos) -> Result<(), TreeError> {
+        if self.stack.len() >= self.max_depth() {
+            return Err(TreeError::Limit {
+                message: format!(
+                    "nesting is deeper than {} levels; the limit is LoadLimits::max_depth",
+                    self.max_depth()
+                ),
+                pos,
+            });
+        }
+        self.charge(1, pos)?;
+        self.stack.push(frame);
+        Ok(())
+    }
+
+    /// Attaches a finished node to its parent, or makes it the root.
+    fn complete(&mut self, node: Node, anchor: usize) {
+        if anchor != 0 {
+            let measure = measure(&node);
+            self.anchors.insert(
+                anchor,
+                Anchored {
+                    node: node.clone(),
+                    measure,
+                },
+            );
+        }
+        match self.stack.last_mut() {
+            None => self.root = Some(node),
+            Some(Frame::Sequence { items, .. }) => items.push(node),
+            Some(Frame::Mapping { entries, key, .. }) => match key.take() {
+                None => *key = Some(node),
+                Some(k) => {
+                    let repeated = k.as_scalar().is_some_and(|name| {
+                        entries
+                            .iter()
+                            .any(|(other, _)| other.as_scalar() == Some(name))
+                    });
+                    if repeated {
+                        // kubectl (go-yaml) refuses repeated keys; keep the
+                        // first so the model sees one value, and report it.
+                        self.duplicate_keys
+                            .push((k.as_scalar().unwrap_or_default().to_owned(), k.pos));
+                    } else {
+                        entries.push((k, node));
+                    }
+                }
+            },
+        }
+    }
+
+    fn event(&mut self, event: Event<'_>, span: Span) -> Result<(), TreeError> {
+        let pos = Pos::from_marker(&span.start);
+        match event {
+            Event::Scalar(text, style, anchor, tag) => {
+                self.charge(1, pos)?;
+                self.charge_bytes(text.len(), pos)?;
+                let forced_string = tag
+                    .as_ref()
+                    .is_some_and(|t| t.handle == "tag:yaml.org,2002:" && t.suffix == "str");
+                let style = if style == ScalarStyle::Plain && !forced_string {
+                    Style::Plain
+                } else {
+                    Style::Quoted
+                };
+                self.complete(
+                    Node {
+                        kind: NodeKind::Scalar(text.into_owned(), style),
+                        pos,
+                    },
+                    anchor,
+                );
+            }
+            Event::SequenceStart(anchor, _) => self.push(
+                Frame::Sequence {
+                    pos,
+                    anchor,
+                    items: Vec::new(),
+                },
+                pos,
+            )?,
+            Event::MappingStart(anchor, _) => self.push(
+                Frame::Mapping {
+                    pos,
+                    anchor,
+                    entries: Vec::new(),
+                    key: None,
+                },
+                pos,
+            )?,
+            Event::SequenceEnd | Event::MappingEnd => {
+                let node = match self.stack.pop() {
+                    Some(Frame::Sequence { pos, anchor, items }) => (
+                        Node {
+                            kind: NodeKind::Sequence(items),
+                            pos,
+                        },
+                        anchor,
+                    ),
+                    Some(Frame::Mapping {
+                        pos,
+                        anchor,
+                        entries,
+                        ..
+                    }) => (
+                        Node {
+                            kind: NodeKind::Mapping(entries),
+                            pos,
+                        },
+                        anchor,
+                    ),
+                    None => return Ok(()),
+                };
+                self.complete(node.0, node.1);
+            }
+            Event::Alias(id) => {
+                let Some(Measure {
+                    size,
+                    height,
+                    bytes,
+                }) = self.anchors.get(&id).map(|a| a.measure)
+                else {
+                    return Err(TreeError::Syntax {
+                        message: "alias to an unknown anchor".to_owned(),
+                        pos,
+                    });
+                };
+                // Budgets are checked before anything is copied: the copy
+                // counts as `size` new nodes (this is what stops alias bombs),
+                // and placed here it must not nest deeper than `max_depth`.
+                // A scalar has height 1 and adds no nesting level.
+                if self.stack.len().saturating_add(height) > self.max_depth().saturating_add(1) {
+                    return Err(TreeError::Limit {
+                        message: format!(
+                            "an alias expands to nesting deeper than {} levels; the limit is LoadLimits::max_depth",
+                            self.max_depth()
+                        ),
+                        pos,
+                    });
+                }
+                self.charge(size, pos)?;
+                self.charge_bytes(bytes, pos)?;
+                if let Some(anchored) = self.anchors.get(&id) {
+                    let node = anchored.node.clone();
+                    self.complete(node, 0);
+                }
+            }
+            Event::Nothing
+            | Event::StreamStart
+            | Event::StreamEnd
+            | Event::DocumentStart(_)
+            | Event::DocumentEnd => {}
+        }
+        Ok(())
+    }
+}
+
+/// Nesting is never allowed beyond this, whatever `LoadLimits::max_depth`
+/// says: the typed model is deserialized recursively and must not exhaust
+/// the thread's stack.
+pub const HARD_MAX_DEPTH: usize = 512;
+
+fn syntax_error(error: &ScanError) -> TreeError {
+    if error.info() == "recursion limit exceeded" {
+        // The scanner reads flow collections ahead of the events we count,
+        // so for `[[[[...` its own nesting bound can trip before ours.
+        return TreeError::Limit {
+            message: "nesting is deeper than the YAML parser accepts for flow collections \
+                      (its recursion limit, below LoadLimits::max_depth)"
+                .to_owned(),
+            pos: Pos::from_marker(error.marker()),
+        };
+    }
+    TreeError::Syntax {
+        message: error.info().to_owned(),
+        pos: Pos::from_marker(error.marker()),
+    }
+}
+
+/// Parses a YAML stream into located documents, stopping at the first syntax
+/// error or exceeded limit (documents finished before it are returned).
+pub fn parse_stream(text: &str, limits: &LoadLimits) -> Stream {
+    let mut parser = Parser::new_from_str(text);
+    let mut documents = Vec::new();
+    let mut builder: Option<Builder<'_>> = None;
+    let mut nodes_used = 0usize;
+    let mut bytes_used = 0usize;
+    while let Some(next) = parser.next_event() {
+        let (event, span) = match next {
+            Ok(pair) => pair,
+            Err(error) => {
+                return Stream {
+                    error: Some((documents.len(), syntax_error(&error))),
+                    documents,
+                };
+            }
+        };
+        match event {
+            Event::DocumentStart(_) => {
+                if documents.len() >= limits.max_documents {
+                    let error = TreeError::Limit {
+                        message: format!(
+                            "the file has more than {} documents; the limit is LoadLimits::max_documents",
+                            limits.max_documents
+                        ),
+                        pos: Pos::from_marker(&span.start),
+                    };
+                    return Stream {
+                        error: Some((documents.len(), error)),
+                        documents,
+                    };
+                }
+                builder = Some(Builder {
+                    limits,
+                    stack: Vec::new(),
+                    anchors: HashMap::new(),
+                    // The budgets are per file: carry what earlier documents used.
+                    nodes: nodes_used,
+                    bytes: bytes_used,
+                    root: None,
+                    duplicate_keys: Vec::new(),
+                });
+            }
+            Event::DocumentEnd => {
+                if let Some(done) = builder.take() {
+                    nodes_used = done.nodes;
+                    bytes_used = done.bytes;
+                    let root = done.root.filter(|root| !root.is_null());
+                    documents.push(Document {
+                        index: documents.len(),
+                        root,
+                        duplicate_keys: done.duplicate_keys,
+                    });
+                }
+            }
+            Event::StreamEnd => break,
+            other => {
+                if let Some(current) = builder.as_mut()
+                    && let Err(error) = current.event(other, span)
+                {
+                    return Stream {
+                        error: Some((documents.len(), error)),
+                        documents,
+                    };
+                }
+            }
+        }
+    }
+    Stream {
+        documents,
+        error: None,
+    }
+}
