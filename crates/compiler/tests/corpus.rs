@@ -74,7 +74,7 @@ fn render(compiled: &Compiled) -> String {
             endpoint.enforcement.egress
         );
         text.push_str(&diagnostics_text(&endpoint.diagnostics));
-        for e in &endpoint.entries {
+        for e in &endpoint.entries() {
             let origins: Vec<String> = e
                 .origins
                 .iter()

@@ -829,6 +829,29 @@ impl Ctx<'_> {
                     IntOrString::String(s) => s.clone(),
                 };
                 match icmp_type(&text, ipv6) {
+                    Some(0) => {
+                        let r = format!("{route}.icmps[{i}].fields[{j}].type");
+                        let index = self.diag(
+                            input,
+                            codes::CILIUM_QUIRK,
+                            Severity::Warning,
+                            &r,
+                            format!(
+                                "ICMP type 0 ({}) becomes port \"0\" in Cilium 1.19, which means every {} type; porin mirrors this",
+                                if ipv6 { "0" } else { "EchoReply" },
+                                if ipv6 { "ICMPv6" } else { "ICMP" }
+                            ),
+                        );
+                        if let Some(d) = self.out.diagnostics.get_mut(index) {
+                            d.notes.push("pkg/policy/api/icmp.go ICMPField.PortProtocol; cilium/cilium#41304, fixed after 1.19 by PR #44338".to_owned());
+                        }
+                        specs.push(PortSpec {
+                            port: PortRef::Number(0),
+                            end_port: 0,
+                            proto: if ipv6 { proto::ICMPV6 } else { proto::ICMP },
+                            l7: L7::none(),
+                        });
+                    }
                     Some(code) => specs.push(PortSpec {
                         port: PortRef::Number(u16::from(code)),
                         end_port: 0,
@@ -886,6 +909,17 @@ impl Ctx<'_> {
             .end_port
             .map(|e| u16::try_from(e.clamp(0, 65_535)).unwrap_or(u16::MAX))
             .unwrap_or(0);
+        if port == PortRef::Number(0) && end_port != 0 && end_port != u16::MAX {
+            self.diag(
+                input,
+                codes::PORT_ZERO_RANGE,
+                Severity::Warning,
+                route,
+                format!(
+                    "port \"0\" with endPort {end_port}: Cilium writes this as an all-ports key in the datapath (semantics.md §4.5); porin keeps the range 0-{end_port} (fail closed)"
+                ),
+            );
+        }
         Some(PortSpec {
             port,
             end_port,

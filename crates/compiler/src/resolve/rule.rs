@@ -30,6 +30,22 @@ pub mod proto {
     /// `api.SupportedProtocols()`: what `ANY` in `toPorts` expands to.
     pub const ANY_EXPANSION: [u8; 3] = [TCP, UDP, SCTP];
 
+    /// The name of a protocol number, without allocating (`?` for numbers
+    /// porin never puts in a key).
+    pub fn static_name(proto: u8) -> &'static str {
+        match proto {
+            ANY => "ANY",
+            ICMP => "ICMP",
+            IGMP => "IGMP",
+            TCP => "TCP",
+            UDP => "UDP",
+            ICMPV6 => "ICMPv6",
+            VRRP => "VRRP",
+            SCTP => "SCTP",
+            _ => "?",
+        }
+    }
+
     /// The name of a protocol number for output.
     pub fn name(proto: u8) -> String {
         match proto {
