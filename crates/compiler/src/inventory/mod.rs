@@ -170,7 +170,11 @@ impl Inventory {
         if trimmed.starts_with('[') {
             return cilium::add_dump(self, file, text);
         }
-        if trimmed.starts_with('{') && text.contains("\"identity\"") {
+        if trimmed.starts_with('{')
+            && serde_json::from_str::<serde_json::Value>(text)
+                .is_ok_and(|v| v.get("kind").is_none() && v.get("status").is_some())
+        {
+            // One endpoint object of `cilium-dbg endpoint get -o json`.
             return cilium::add_dump(self, file, text);
         }
         let documents = yaml::parse_documents(file, text)?;
