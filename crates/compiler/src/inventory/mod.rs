@@ -168,7 +168,14 @@ impl Inventory {
     pub fn add_text(&mut self, file: &str, text: &str) -> Result<(), InventoryError> {
         let trimmed = text.trim_start();
         if trimmed.starts_with('[') {
-            return cilium::add_dump(self, file, text);
+            // A JSON list: a Cilium dump unless its items are Kubernetes
+            // objects (they carry a `kind`), which are not inventory.
+            let is_dump = serde_json::from_str::<Vec<serde_json::Value>>(text)
+                .map_or(true, |items| items.iter().all(|i| i.get("kind").is_none()));
+            if is_dump {
+                return cilium::add_dump(self, file, text);
+            }
+            return Ok(());
         }
         if trimmed.starts_with('{')
             && serde_json::from_str::<serde_json::Value>(text)
