@@ -39,3 +39,17 @@ fn routes_resolve_to_lines_and_columns() {
         "falls back to the port entry"
     );
 }
+
+/// `locate_in` adds a `List`'s `items[i]` prefix itself.
+#[test]
+fn routes_inside_list_items_resolve() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/examples/kubernetes-networkpolicy.yaml");
+    let outcome = load_path(&path, &LoadLimits::default()).expect("readable");
+    let db = &outcome.documents[0];
+    assert_eq!(db.item, Some(0));
+    let route = porin_model::Route::parse("spec.egress[0].ports[0].endPort").expect("route");
+    let location = outcome.locate_in(db, &route).expect("located");
+    assert_eq!((location.line, location.column), (33, 18));
+    assert_eq!(location.route, "items[0].spec.egress[0].ports[0].endPort");
+}
