@@ -352,3 +352,29 @@ fn init_identity_is_default_deny_both_ways_repository_go() {
     assert_eq!(host.identity, 1);
     assert!(!host.enforcement.ingress);
 }
+
+#[test]
+fn to_ports_without_ports_allows_nothing_rule_go_merge_l4_filter() {
+    // An item with toPorts is an L4 rule even when no port survives: it
+    // must never become an L3-only (all ports) allow.
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: empty-ports, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      toPorts: [{}]
+"#,
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::ICMP, 8),
+        FlowVerdict::Deny
+    );
+}

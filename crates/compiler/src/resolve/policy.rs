@@ -357,7 +357,7 @@ impl<'a> Resolver<'a> {
                 origins: [rule.origin].into(),
                 conflict: None,
             };
-            if rule.ports.is_empty() {
+            if rule.l3_only {
                 let key = FilterKey {
                     port: PortRef::Number(0),
                     end_port: 0,
