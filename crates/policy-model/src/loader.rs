@@ -77,6 +77,20 @@ impl LoadOutcome {
         Some(locate(file, document, root, route, false))
     }
 
+    /// Resolves a route relative to a loaded policy (e.g. `spec.ingress[0]`,
+    /// without a `List`'s `items[i]` prefix) to a location.
+    pub fn locate_in(&self, document: &LoadedDocument, route: &Route) -> Option<Location> {
+        let full = Route(
+            document
+                .route_prefix()
+                .0
+                .into_iter()
+                .chain(route.0.iter().cloned())
+                .collect(),
+        );
+        self.locate(&document.file, document.index, &full)
+    }
+
     /// Records a finding unless this file already has `cap` of them.
     fn push_capped(&mut self, diagnostic: Diagnostic, cap: usize) {
         if self.diagnostics.len() < cap {

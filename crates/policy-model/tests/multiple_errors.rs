@@ -102,3 +102,30 @@ spec:
     assert_eq!(codes, vec![("PM018", 0), ("PM021", 0), ("PM016", 1)]);
     assert!(outcome.documents.is_empty());
 }
+
+/// kubectl's go-yaml applies merge keys, so porin does too: the merged
+/// entries count, the mapping's own entries win.
+#[test]
+fn merge_keys_are_applied() {
+    let text = "\
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: merged, namespace: default}
+spec:
+  endpointSelector: {}
+  ingress:
+  - &base
+    fromEntities: [world]
+    toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]
+  - <<: *base
+    fromEntities: [cluster]
+";
+    let outcome = load_str("merge.yaml", text, &LoadLimits::default());
+    assert!(!outcome.has_errors(), "{:#?}", outcome.diagnostics);
+    let json = serde_json::to_value(&outcome.documents[0].doc).expect("serializes");
+    assert_eq!(
+        json["spec"]["ingress"][1]["toPorts"][0]["ports"][0]["port"],
+        "80"
+    );
+    assert_eq!(json["spec"]["ingress"][1]["fromEntities"][0], "cluster");
+}
