@@ -523,8 +523,8 @@ pub extern "C" fn porin_compilation_policy_diff(
             return Err(porin_result::NotFound);
         }
         let changes = policy_diff(
-            before.as_ref().unwrap_or(&empty),
-            after.as_ref().unwrap_or(&empty),
+            before.as_deref().unwrap_or(&empty),
+            after.as_deref().unwrap_or(&empty),
         )
         .into_iter()
         .map(|change| {

@@ -30,17 +30,18 @@
 //! incremental result with a batch compile after every step.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use ipnetwork::IpNetwork;
 use porin_model::diagnostic::{Diagnostic, Severity};
 
-use crate::compile::{Compiled, EndpointPolicy, Enforcement, EntryOut, IpcacheEntry};
+use crate::compile::{Compiled, EndpointPolicy, Enforcement, IpcacheEntry};
 use crate::error::CompileError;
 use crate::identities::{FIRST_ALLOCATED, IdentityTable, LAST_ALLOCATED};
 use crate::identity::Identity;
 use crate::inventory::{Inventory, NamedPort};
 use crate::labels::host_prefix;
-use crate::mapstate::{Entry, Key, MapState};
+use crate::mapstate::MapState;
 use crate::resolve::codes;
 use crate::resolve::lower::{Origin, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, SelectorId};
@@ -58,7 +59,7 @@ pub struct Fingerprint {
 }
 
 /// Cached map states by (identity, named ports), with their fingerprint.
-type StateCache = HashMap<(u32, Vec<NamedPort>), (Fingerprint, MapState, Vec<Diagnostic>)>;
+type StateCache = HashMap<(u32, Vec<NamedPort>), (Fingerprint, Arc<MapState>, Vec<Diagnostic>)>;
 
 /// What the last [`IncrementalCompiler::compile`] did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -146,7 +147,8 @@ impl IncrementalCompiler {
                     }
                     _ => {
                         stats.map_states_computed += 1;
-                        resolver.map_state(endpoint, &policy, &describe)
+                        let (state, diags) = resolver.map_state(endpoint, &policy, &describe);
+                        (Arc::new(state), diags)
                     }
                 };
                 fresh.insert(
@@ -155,7 +157,6 @@ impl IncrementalCompiler {
                 );
                 computed
             };
-            let entries = state.iter().map(|(k, e)| entry_out(k, e)).collect();
             endpoints.push(EndpointPolicy {
                 name: endpoint.name.clone(),
                 namespace: endpoint.namespace.clone(),
@@ -169,7 +170,6 @@ impl IncrementalCompiler {
                     ingress: policy.ingress.enforced,
                     egress: policy.egress.enforced,
                 },
-                entries,
                 diagnostics,
                 state,
             });
@@ -197,32 +197,6 @@ impl IncrementalCompiler {
             },
             stats,
         ))
-    }
-}
-
-/// The output row of an entry, as the batch driver writes it.
-fn entry_out(key: &Key, entry: &Entry) -> EntryOut {
-    let verdict = if entry.is_deny() {
-        "deny"
-    } else if entry.is_redirect() {
-        "redirect"
-    } else {
-        "allow"
-    };
-    EntryOut {
-        direction: key.direction().to_string(),
-        identity: key.identity().get(),
-        proto: crate::resolve::rule::proto::name(key.proto()),
-        port: key.port(),
-        end_port: key.end_port(),
-        port_prefix_len: key.port_prefix_len(),
-        verdict: verdict.to_owned(),
-        precedence: entry.precedence.get(),
-        proxy_port: entry.proxy_port,
-        auth_type: entry.auth.auth_type().get(),
-        auth_explicit: entry.auth.is_explicit(),
-        cookie: entry.cookie,
-        origins: entry.origins.iter().copied().collect(),
     }
 }
 
@@ -431,8 +405,8 @@ endpoints:
         assert!(stats.map_states_reused >= 2, "{stats:?}");
         let payment = third.endpoint("prod/payment").unwrap();
         assert_ne!(
-            payment.entries,
-            second.endpoint("prod/payment").unwrap().entries
+            payment.entries(),
+            second.endpoint("prod/payment").unwrap().entries()
         );
 
         // Removing it restores the earlier map state of payment.
@@ -440,8 +414,8 @@ endpoints:
         let (fourth, _) = compiler.compile(&inputs, &inventory).unwrap();
         assert_eq!(fourth, compile(&inputs, &inventory).unwrap());
         assert_eq!(
-            fourth.endpoint("prod/payment").unwrap().entries,
-            second.endpoint("prod/payment").unwrap().entries
+            fourth.endpoint("prod/payment").unwrap().entries(),
+            second.endpoint("prod/payment").unwrap().entries()
         );
     }
 }
