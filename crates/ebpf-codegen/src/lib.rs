@@ -12,7 +12,9 @@ pub mod btf;
 pub mod disasm;
 pub mod elf;
 pub mod insn;
+pub mod kernel;
 pub mod maps;
+pub mod packet;
 pub mod program;
 
 use thiserror::Error;
