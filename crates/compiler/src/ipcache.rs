@@ -286,3 +286,37 @@ mod tests {
         assert_eq!(prefixes, ["0.0.0.0/0", "10.0.0.0/8", "10.0.0.1/32", "::/0"]);
     }
 }
+
+#[cfg(test)]
+mod properties {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    proptest! {
+        /// Longest-prefix lookup agrees with a brute-force scan of every
+        /// stored prefix.
+        #[test]
+        fn lookup_agrees_with_brute_force(
+            prefixes in prop::collection::vec((any::<u32>(), 0_u8..=32, 1_u32..1000), 0..20),
+            probes in prop::collection::vec(any::<u32>(), 20),
+        ) {
+            let mut cache = Ipcache::new();
+            for (addr, len, index) in &prefixes {
+                let net = Ipv4Network::new(Ipv4Addr::from(*addr), *len).unwrap();
+                cache.insert(IpNetwork::V4(net), Identity::local(*index).unwrap());
+            }
+            // Probe stored addresses too, so hits are likely.
+            let all: Vec<u32> = probes.iter().copied().chain(prefixes.iter().map(|p| p.0)).collect();
+            for probe in all {
+                let addr = Ipv4Addr::from(probe);
+                let brute = cache
+                    .iter()
+                    .filter(|(net, _)| net.contains(IpAddr::V4(addr)))
+                    .max_by_key(|(net, _)| net.prefix())
+                    .map(|(_, id)| id);
+                prop_assert_eq!(Some(cache.lookup(IpAddr::V4(addr))), brute);
+            }
+        }
+    }
+}

@@ -77,7 +77,8 @@ impl ListenerPriority {
 /// Bits 31..8 hold `MaxPriority - priority`; bits 7..0 the verdict/listener
 /// byte: 255 deny, 254..=129 redirect with listener priority `p` (byte
 /// `255 - p`), 2 redirect without priority, 1 plain allow, 0 pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+// No `Default`: precedence 0 is a PASS verdict, never a sensible default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Precedence(u32);
 
 impl Precedence {
@@ -258,7 +259,7 @@ impl AuthRequirement {
 /// Build entries with [`Entry::new`] (which normalises a deny as Cilium's
 /// `NewMapStateEntry` does) or the shorthands [`Entry::allow`],
 /// [`Entry::deny`] and [`Entry::redirect`].
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Entry {
     /// Higher wins; see [`Precedence`].
     pub precedence: Precedence,
@@ -286,7 +287,10 @@ impl Entry {
         if deny {
             return Entry {
                 precedence: Precedence::deny(priority),
-                ..Entry::default()
+                proxy_port: 0,
+                auth: AuthRequirement::NONE,
+                cookie: 0,
+                origins: BTreeSet::new(),
             };
         }
         let precedence = if proxy_port != 0 {

@@ -179,6 +179,17 @@ impl MapState {
         Ok(())
     }
 
+    /// Removes the entry at exactly `key` (`deleteKeyWithChanges`, used when
+    /// an identity stops being selected), recording the change. Like
+    /// Cilium, nothing that this entry once suppressed is reinstated: only
+    /// specific-identity keys are removed incrementally, and all keys of that
+    /// identity go together (see the comment on `insertWithChanges`).
+    pub fn remove_recording(&mut self, key: &Key, changes: &mut Changes) -> Option<Entry> {
+        let entry = self.entries.get(key).cloned()?;
+        self.delete_existing(*key, &entry, changes);
+        Some(entry)
+    }
+
     /// Keys with identity `identity` in `direction`, in key order.
     fn keys_with_identity(&self, direction: Direction, identity: Identity) -> Vec<(Key, &Entry)> {
         let lo = Key::for_direction(direction).with_identity(identity);
@@ -213,12 +224,17 @@ impl MapState {
     /// Narrower-or-equal keys (`NarrowerOrEqualKeys`): the same identity, or
     /// every identity when `key` has identity 0.
     pub(crate) fn narrower_keys(&self, key: &Key) -> Vec<(Key, Entry)> {
+        if !key.identity().is_wildcard() {
+            return self
+                .keys_with_identity(key.direction(), key.identity())
+                .into_iter()
+                .filter(|(k, _)| key.port_proto_covers(k))
+                .map(|(k, e)| (k, e.clone()))
+                .collect();
+        }
         self.entries
             .iter()
-            .filter(|(k, _)| {
-                (key.identity().is_wildcard() || k.identity() == key.identity())
-                    && key.port_proto_covers(k)
-            })
+            .filter(|(k, _)| key.port_proto_covers(k))
             .map(|(k, e)| (*k, e.clone()))
             .collect()
     }

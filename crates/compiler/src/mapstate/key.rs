@@ -192,6 +192,17 @@ impl Key {
         Ok(self)
     }
 
+    /// One key per masked port of `start..=end` (Cilium's
+    /// `PortRangeToMaskedPorts` conventions: `0..=0` and `0..=65535` are all
+    /// ports, an inverted range is the single port `start`), in port order.
+    /// Protocol 0 accepts only the all-ports range (an L3-only key).
+    pub fn port_range_keys(self, proto: u8, start: u16, end: u16) -> Result<Vec<Key>, KeyError> {
+        crate::ports::port_range_to_masked_ports(start, end)
+            .into_iter()
+            .map(|masked| self.with_masked_port(proto, masked))
+            .collect()
+    }
+
     /// Traffic direction.
     pub const fn direction(&self) -> Direction {
         self.direction

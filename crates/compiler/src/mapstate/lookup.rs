@@ -102,6 +102,27 @@ pub enum MatchType {
     ProtoOnly = 6,
 }
 
+impl MatchType {
+    /// The datapath's name (`POLICY_MATCH_*` without the prefix).
+    pub const fn name(self) -> &'static str {
+        match self {
+            MatchType::None => "NONE",
+            MatchType::L3Only => "L3_ONLY",
+            MatchType::L3L4 => "L3_L4",
+            MatchType::L4Only => "L4_ONLY",
+            MatchType::All => "ALL",
+            MatchType::L3Proto => "L3_PROTO",
+            MatchType::ProtoOnly => "PROTO_ONLY",
+        }
+    }
+}
+
+impl fmt::Display for MatchType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// An entry a lookup found, with its key.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MatchedEntry {
@@ -123,6 +144,16 @@ pub struct Decision {
     pub other: Option<MatchedEntry>,
     /// The match type reported by the datapath.
     pub match_type: MatchType,
+}
+
+impl fmt::Display for Decision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} [{}]", self.verdict, self.match_type)?;
+        if let Some(chosen) = &self.chosen {
+            write!(f, " by {{{}}}: {}", chosen.key, chosen.entry)?;
+        }
+        Ok(())
+    }
 }
 
 impl MapState {
@@ -147,9 +178,12 @@ impl MapState {
             })
     }
 
-    /// Decides a packet of protocol `proto` to port `port` (or ICMP type)
-    /// from/to peer `identity` in `direction`, as `__policy_can_access`
-    /// does in Cilium 1.19:
+    /// Decides a packet of protocol `proto` to port `port` from/to peer
+    /// `identity` in `direction`, as `__policy_can_access` does in Cilium
+    /// 1.19. For ICMP (1) and ICMPv6 (58) pass the ICMP *type* as `port`
+    /// (what the datapath does with `enable_icmp_rule`); for protocols
+    /// without ports pass 0.
+    ///
     ///
     /// 1. L3 lookup (exact identity, LPM over protocol/port). A hit with
     ///    precedence `0xFFFFFFFF` (deny at priority 0) decides at once.

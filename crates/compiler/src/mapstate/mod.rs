@@ -18,6 +18,27 @@
 //!   [`MapState::insert_with_features`] (Cilium's `insertWithChanges`) and
 //!   [`MapState::lookup`] (the datapath's two-lookup decision).
 //!
+//! # Example
+//!
+//! ```
+//! use porin_compiler::identity::Identity;
+//! use porin_compiler::mapstate::{Direction, Entry, Key, MapState, PolicyFeatures, Verdict};
+//!
+//! let foo = Identity::new(1001).unwrap();
+//! let mut state = MapState::new();
+//! // allow foo on TCP/80, deny everyone on TCP/80-95 (port 80, prefix 12)
+//! let allow = Key::ingress().with_identity(foo).with_port_proto(6, 80).unwrap();
+//! let deny = Key::ingress().with_port_proto_prefix(6, 80, 12).unwrap();
+//! state.insert_with_features(allow, Entry::allow(), PolicyFeatures::DENY).unwrap();
+//! state.insert_with_features(deny, Entry::deny(), PolicyFeatures::DENY).unwrap();
+//! // A deny on identity 0 removes the narrower allows of every identity.
+//! assert_eq!(state.len(), 1);
+//! assert_eq!(state.get(&allow), None);
+//! let decision = state.lookup(Direction::Ingress, foo, 6, 80);
+//! assert!(!decision.verdict.is_allowed());
+//! assert_eq!(deny.to_bytes(), [60, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 80]);
+//! ```
+//!
 //! # Contract for the resolve stage
 //!
 //! For each endpoint, start from [`MapState::new`]. If a direction is not
@@ -106,12 +127,18 @@ impl MapState {
         self.entries.iter()
     }
 
-    /// Stores `entry` at `key` without any precedence logic, replacing what
-    /// was there (Cilium's `mapState.upsert`, used by `allowAllIdentities`
-    /// for non-enforced directions and by tests to set up a state). A deny's
-    /// proxy port and auth are cleared.
-    pub fn upsert(&mut self, key: Key, entry: Entry) -> Option<Entry> {
-        self.entries.insert(key, normalise(entry))
+    /// Stores `entry` at `key` without any precedence logic, replacing and
+    /// returning what was there (Cilium's `mapState.upsert`, used by
+    /// `allowAllIdentities` for non-enforced directions and by tests to set
+    /// up a state). A deny's proxy port and auth are cleared; a PASS entry is
+    /// refused, since the datapath would read it as an allow.
+    pub fn upsert(&mut self, key: Key, entry: Entry) -> Result<Option<Entry>, MapStateError> {
+        if entry.precedence.is_pass() {
+            return Err(MapStateError::PassNotSupported {
+                precedence: entry.precedence.get(),
+            });
+        }
+        Ok(self.entries.insert(key, normalise(entry)))
     }
 
     /// The datapath encoding of every entry, in key order: (12-byte key,

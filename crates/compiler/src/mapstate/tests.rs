@@ -6,8 +6,10 @@ use super::*;
 use crate::identity::Identity;
 use crate::ports::{MaskedPort, port_range_to_masked_ports};
 
+mod accumulate_cases;
 mod datapath_oracle;
 mod insert_cases;
+mod ordered_cases;
 mod properties;
 mod subnet_cases;
 
@@ -62,7 +64,7 @@ pub(super) fn proxy_prio(proxy_port: u16, priority: u8) -> Entry {
 pub(super) fn state(pairs: &[(Key, Entry)]) -> MapState {
     let mut ms = MapState::new();
     for (k, e) in pairs {
-        ms.upsert(*k, e.clone());
+        ms.upsert(*k, e.clone()).unwrap();
     }
     ms
 }
@@ -223,6 +225,30 @@ fn key_constructors_mirror_types_go() {
     assert!(Key::new(Direction::Ingress, id(1), 6, 65, 10).is_err());
     assert!(Key::new(Direction::Ingress, id(1), 6, 64, 17).is_err());
     assert!(Key::new(Direction::Ingress, id(1), 6, 64, 10).is_ok());
+}
+
+// pkg/policy/l4.go L4Filter.toMapState: one key per masked port.
+#[test]
+fn port_range_keys_expand_like_to_map_state() {
+    let base = Key::egress().with_identity(id(200));
+    let keys = base.port_range_keys(6, 10000, 20000).unwrap();
+    assert_eq!(keys.len(), 11);
+    assert_eq!(keys[0], ek(200, 6, 0x2710, 12));
+    assert_eq!(keys[10], ek(200, 6, 20000, 16));
+    assert_eq!(
+        base.port_range_keys(6, 0, 0).unwrap(),
+        vec![ek(200, 6, 0, 0)]
+    );
+    assert_eq!(
+        base.port_range_keys(6, 0, 65535).unwrap(),
+        vec![ek(200, 6, 0, 0)]
+    );
+    assert_eq!(base.port_range_keys(0, 0, 0).unwrap(), vec![el3(200)]);
+    assert!(base.port_range_keys(0, 80, 80).is_err());
+    assert_eq!(
+        base.port_range_keys(17, 90, 80).unwrap(),
+        vec![ek(200, 17, 90, 16)]
+    );
 }
 
 // types.go PortProtoIsBroader / PortIsBroader, mapstate.go BroaderOrEqualKeys.
@@ -553,6 +579,18 @@ fn lookup_precedence_rules_of_policy_h() {
     assert_eq!(flow(&ms, ing, 100, 6, 80), ALLOW);
     assert_eq!(flow(&ms, ing, 100, 6, 81), DENIED);
 
+    // Human-readable form, for explanations.
+    let ms = state(&[(ik(0, 6, 64, 10), http(15001))]);
+    assert_eq!(
+        ms.lookup(ing, id(7), 6, 80).to_string(),
+        "redirect to proxy port 15001 [L4_ONLY] by {ingress id=0 proto=6 port=64-127 (64/10)}: \
+         allow priority=0 listener-byte=154 proxy-port=15001"
+    );
+    assert_eq!(
+        MapState::new().lookup(ing, id(7), 6, 80).to_string(),
+        "deny (no matching entry) [NONE]"
+    );
+
     // Origins travel with the decision.
     let ms = state(&[(il3(7), allow().with_origin(42))]);
     let d = ms.lookup(ing, id(7), 17, 53);
@@ -646,11 +684,17 @@ fn pass_entries_are_rejected() {
     let mut ms = MapState::new();
     let pass = Entry {
         precedence: Precedence::base(Priority::ZERO),
-        ..Entry::default()
+        ..allow()
     };
     assert!(matches!(
         ms.insert_with_features(il3(1), pass, PolicyFeatures::ALL),
         Err(MapStateError::PassNotSupported { .. })
     ));
+    assert!(ms.is_empty());
+    let pass = Entry {
+        precedence: Precedence::base(Priority::ZERO),
+        ..allow()
+    };
+    assert!(ms.upsert(il3(1), pass).is_err());
     assert!(ms.is_empty());
 }

@@ -550,7 +550,7 @@ fn ensure_denies_precede_allows() {
     // deny_world_no_labels: allow-all ingress + deny world (both directions)
     // + allow 192.0.2.3/32.
     let mut ms = MapState::new();
-    ms.upsert(Key::ingress(), allow());
+    ms.upsert(Key::ingress(), allow()).unwrap();
     for dir in Direction::ALL {
         for world in [2, 9, 10, subnet, ip] {
             ms.insert_with_features(
@@ -592,4 +592,33 @@ fn ensure_denies_precede_allows() {
         want.push((Key::for_direction(dir).with_identity(id(subnet)), allow()));
     }
     assert_eq!(ms, state(&want));
+}
+
+// Documentation/security/policy/language.rst "Deny Policies" table
+// (semantics.md §6), at the map level for the server's ingress: the client
+// is allowed L7 HTTP on 80, plain 81 and L3; a deny on 80 wins on 80 only;
+// adding an L3 deny of the client denies everything.
+#[test]
+fn language_rst_deny_policies_table() {
+    const CLIENT: u32 = 1000;
+    let features = PolicyFeatures::DENY | PolicyFeatures::REDIRECT;
+    let mut ms = MapState::new();
+    for (key, entry) in [
+        (ik(CLIENT, 6, 80, 16), http(15001)),
+        (ik(CLIENT, 6, 81, 16), allow()),
+        (il3(CLIENT), allow()),
+        (ik(CLIENT, 6, 80, 16), deny()),
+    ] {
+        ms.insert_with_features(key, entry, features).unwrap();
+    }
+    let ing = Direction::Ingress;
+    assert_eq!(flow(&ms, ing, CLIENT, 6, 81), ALLOW, "curl :81");
+    assert_eq!(flow(&ms, ing, CLIENT, 6, 80), DENIED, "curl :80");
+    assert_eq!(flow(&ms, ing, CLIENT, 1, 8), ALLOW, "ping (echo request)");
+    ms.insert_with_features(il3(CLIENT), deny(), features)
+        .unwrap();
+    assert_eq!(ms, state(&[(il3(CLIENT), deny())]));
+    for (proto, port) in [(6, 80), (6, 81), (1, 8)] {
+        assert_eq!(flow(&ms, ing, CLIENT, proto, port), DENIED);
+    }
 }

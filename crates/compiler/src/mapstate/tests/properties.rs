@@ -177,7 +177,7 @@ proptest! {
     ) {
         let mut ms = MapState::new();
         for (k, e) in pairs {
-            ms.upsert(k, e);
+            ms.upsert(k, e).unwrap();
         }
         assert_matches_oracle(&ms)?;
     }
@@ -288,5 +288,85 @@ proptest! {
         let mut reversed = entries.clone();
         reversed.reverse();
         prop_assert_eq!(build(&reversed), forward);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(128))]
+
+    /// Port ranges (expanded by `port_range_to_masked_ports`) of allows and
+    /// denies on a few identities: every probed port gets the policy's
+    /// meaning — denied if any deny range of a matching identity (itself or
+    /// 0) contains it, else allowed if an allow range does, else default
+    /// deny. Generalises `TestEgressPortRangePrecedence`; both insertion
+    /// orders.
+    #[test]
+    fn port_range_policies_keep_their_meaning(
+        rules in prop::collection::vec(
+            (prop::sample::select(vec![0_u32, 100]), prop::sample::select(vec![6_u8, 17]),
+             any::<u16>(), any::<u16>(), any::<bool>()),
+            1..8),
+        extra_ports in prop::collection::vec(any::<u16>(), 8),
+    ) {
+        // Normalise to start <= end; Cilium's inverted-range rule is tested
+        // in ports.rs.
+        let rules: Vec<(u32, u8, u16, u16, bool)> = rules
+            .into_iter()
+            .map(|(identity, proto, a, b, is_deny)| (identity, proto, a.min(b), a.max(b), is_deny))
+            .collect();
+        let build = |order: &mut dyn Iterator<Item = &(u32, u8, u16, u16, bool)>| {
+            let mut ms = MapState::new();
+            for (identity, proto, start, end, is_deny) in order {
+                let entry = if *is_deny { deny() } else { allow() };
+                for block in port_range_to_masked_ports(*start, *end) {
+                    let key = Key::egress()
+                        .with_identity(id(*identity))
+                        .with_masked_port(*proto, block)
+                        .unwrap();
+                    ms.insert_with_features(key, entry.clone(), PolicyFeatures::DENY).unwrap();
+                }
+            }
+            ms
+        };
+        let forward = build(&mut rules.iter());
+        let reverse = build(&mut rules.iter().rev());
+        prop_assert_eq!(&forward, &reverse);
+
+        let mut ports: Vec<u16> = extra_ports;
+        for (_, _, start, end, _) in &rules {
+            for p in [*start, *end] {
+                ports.push(p);
+                ports.push(p.saturating_sub(1));
+                ports.push(p.saturating_add(1));
+            }
+        }
+        for peer in [100_u32, 101] {
+            for proto in [6_u8, 17] {
+                for port in &ports {
+                    let covers = |want_deny: bool| {
+                        rules.iter().any(|(identity, p, start, end, is_deny)| {
+                            *is_deny == want_deny
+                                && (*identity == 0 || *identity == peer)
+                                && *p == proto
+                                // Cilium: 0-0 and 0-65535 mean every port.
+                                && ((*start == 0 && (*end == 0 || *end == 65535))
+                                    || (start..=end).contains(&port))
+                        })
+                    };
+                    let expected = if covers(true) {
+                        DENIED
+                    } else if covers(false) {
+                        ALLOW
+                    } else {
+                        NO_ENTRY
+                    };
+                    prop_assert_eq!(
+                        flow(&forward, Direction::Egress, peer, proto, *port),
+                        expected,
+                        "peer={} proto={} port={}", peer, proto, port
+                    );
+                }
+            }
+        }
     }
 }

@@ -336,14 +336,15 @@ fn expected(row: &Row) -> MapState {
     let b_entry = level_entry(row.b_level, row.b_deny);
     let mut ms = MapState::new();
     if o & AA != 0 {
-        ms.upsert(Key::ingress(), level_entry(row.allow_all_level, false));
+        ms.upsert(Key::ingress(), level_entry(row.allow_all_level, false))
+            .unwrap();
     }
     let insert_b = |ms: &mut MapState| {
         for bk in &b_keys {
             if o & B_L3_NOT_IN_A != 0 && a_keys.iter().any(|ak| ak.identity() == bk.identity()) {
                 continue;
             }
-            ms.upsert(*bk, b_entry.clone());
+            ms.upsert(*bk, b_entry.clone()).unwrap();
         }
     };
     if row.a_level <= row.b_level && o & B != 0 {
@@ -354,7 +355,7 @@ fn expected(row: &Row) -> MapState {
             if o & A_L3_NOT_IN_B != 0 && b_keys.iter().any(|bk| bk.identity() == ak.identity()) {
                 continue;
             }
-            ms.upsert(*ak, a_entry.clone());
+            ms.upsert(*ak, a_entry.clone()).unwrap();
         }
     }
     if row.a_level > row.b_level && o & B != 0 {
@@ -439,8 +440,9 @@ fn mapstate_test_go_deny_preferred_insert_with_subnets_other_direction() {
         let allow_all_entry = level_entry(row.allow_all_level, false);
         let mut want = MapState::new();
         if row.outcome & AA != 0 {
-            want.upsert(Key::ingress(), allow_all_entry.clone());
-            want.upsert(Key::egress(), allow_all_entry.clone());
+            want.upsert(Key::ingress(), allow_all_entry.clone())
+                .unwrap();
+            want.upsert(Key::egress(), allow_all_entry.clone()).unwrap();
         }
         let keeps = |level: u32, is_deny: bool| {
             !row.with_allow_all
@@ -449,12 +451,12 @@ fn mapstate_test_go_deny_preferred_insert_with_subnets_other_direction() {
         };
         if keeps(row.a_level, row.a_deny) {
             for (k, e) in &a {
-                want.upsert(*k, e.clone());
+                want.upsert(*k, e.clone()).unwrap();
             }
         }
         if keeps(row.b_level, row.b_deny) {
             for (k, e) in &b {
-                want.upsert(*k, e.clone());
+                want.upsert(*k, e.clone()).unwrap();
             }
         }
 
