@@ -717,6 +717,40 @@ impl MapUpdate {
     }
 }
 
+/// One verdict counter summed over CPUs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Counter {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes (`skb->len`).
+    pub bytes: u64,
+}
+
+impl Counter {
+    /// Sums the per-CPU values of one `porin_verdicts` entry, as
+    /// `bpf_map_lookup_elem` returns them (16 bytes per possible CPU:
+    /// packets u64 LE, bytes u64 LE).
+    pub fn sum_per_cpu(values: &[u8]) -> Result<Counter, MapContentError> {
+        if values.is_empty() || !values.len().is_multiple_of(16) {
+            return Err(MapContentError::Length {
+                what: "per-CPU counter values",
+                expected: 16,
+                got: values.len(),
+            });
+        }
+        let mut sum = Counter::default();
+        for cpu in values.chunks_exact(16) {
+            let mut packets = [0u8; 8];
+            let mut bytes = [0u8; 8];
+            packets.copy_from_slice(&cpu[0..8]);
+            bytes.copy_from_slice(&cpu[8..16]);
+            sum.packets = sum.packets.wrapping_add(u64::from_le_bytes(packets));
+            sum.bytes = sum.bytes.wrapping_add(u64::from_le_bytes(bytes));
+        }
+        Ok(sum)
+    }
+}
+
 /// Serialises updates as a JSON array of `{"map", "key", "value"}` with
 /// space-separated hex bytes.
 pub fn updates_to_json(updates: &[MapUpdate]) -> Result<String, serde_json::Error> {

@@ -12,7 +12,6 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::Command;
@@ -22,18 +21,6 @@ use porin_ebpf::maps::{
     PolicySlot, Verdict, redirect_mark,
 };
 use support::*;
-
-fn run(cmd: &mut Command) -> (bool, String) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
 
 #[test]
 fn aya_obj_parses_the_object() {
@@ -96,43 +83,9 @@ fn bpftool_loads_through_the_verifier() {
         .args(["type", "classifier"]));
     let listed = std::fs::read_dir(&pin).map(|d| d.count()).unwrap_or(0);
     let _ = std::fs::remove_dir_all(&pin);
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
     assert!(ok, "bpftool prog loadall failed:\n{log}");
     assert_eq!(listed, 2, "expected both programs pinned");
-}
-
-/// A libbpf script (see tests/c/load_libbpf.c) and the verdict tally it
-/// implies.
-#[derive(Default)]
-struct Script {
-    lines: Vec<String>,
-    tally: BTreeMap<u32, u64>,
-}
-
-impl Script {
-    fn update(&mut self, update: MapUpdate) {
-        self.lines.push(format!(
-            "update {} {} {}",
-            update.map,
-            hex(&update.key),
-            hex(&update.value)
-        ));
-    }
-
-    fn run(&mut self, program: &str, packet: Vec<u8>, verdict: Verdict, mark: u32, why: &str) {
-        let ret = if verdict.passes() { 0 } else { 2 };
-        self.lines.push(format!("# {why}: {verdict:?}"));
-        self.lines
-            .push(format!("run {program} {} {ret} {mark}", hex(&packet)));
-        *self.tally.entry(verdict.index()).or_default() += 1;
-    }
-
-    fn finish(mut self) -> String {
-        for verdict in Verdict::ALL {
-            let n = self.tally.get(&verdict.index()).copied().unwrap_or(0);
-            self.lines.push(format!("counter {} {n}", verdict.index()));
-        }
-        self.lines.join("\n") + "\n"
-    }
 }
 
 const FROM: &str = "porin_from_endpoint";
@@ -421,6 +374,15 @@ fn verdict_script() -> String {
         0,
         "other icmp errors go to policy",
     );
+    let mut short_icmp = eth(ETH_IPV4, &ipv4(ep, web, 1, 0, &icmp(8, 0, 5)));
+    short_icmp.truncate(14 + 20 + 4);
+    s.run(
+        FROM,
+        short_icmp,
+        Verdict::DroppedMalformed,
+        0,
+        "icmpv4 header shorter than 8 bytes",
+    );
     // L2 and parse rules.
     s.run(
         FROM,
@@ -472,6 +434,29 @@ fn verdict_script() -> String {
     let mut bad_ihl = eth(ETH_IPV4, &ipv4(ep, web, 6, 0, &tcp(40012, 80)));
     bad_ihl[14] = 0x44;
     s.run(FROM, bad_ihl, Verdict::DroppedMalformed, 0, "ihl < 5");
+    // IHL 6: four option bytes (NOP NOP NOP EOL) before the TCP header.
+    let mut with_options = ipv4(ep, web, 6, 0, &[]);
+    with_options[0] = 0x46;
+    with_options.extend_from_slice(&[1, 1, 1, 0]);
+    with_options.extend_from_slice(&tcp(40014, 80));
+    s.run(
+        FROM,
+        eth(ETH_IPV4, &with_options),
+        Verdict::AllowedNew,
+        0,
+        "ipv4 options are skipped",
+    );
+    let mut options_wrong_port = ipv4(ep, web, 6, 0, &[]);
+    options_wrong_port[0] = 0x46;
+    options_wrong_port.extend_from_slice(&[0, 80, 0, 80]); // would read port 80 if IHL were ignored
+    options_wrong_port.extend_from_slice(&tcp(40015, 81));
+    s.run(
+        FROM,
+        eth(ETH_IPV4, &options_wrong_port),
+        Verdict::DeniedByDefault,
+        0,
+        "ports are read after the options",
+    );
     let mut long_ihl = eth(ETH_IPV4, &ipv4(ep, web, 17, 0, &[]));
     long_ihl[14] = 0x4f;
     s.run(
@@ -525,6 +510,25 @@ fn verdict_script() -> String {
         Verdict::AllowedNew,
         0,
         "three extension headers",
+    );
+    // AH: length field 1 means (1 + 2) * 4 = 12 bytes.
+    let mut ah = vec![6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
+    ah.extend_from_slice(&tcp(41005, 80));
+    s.run(
+        FROM,
+        eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah)),
+        Verdict::AllowedNew,
+        0,
+        "authentication header",
+    );
+    let mut ah_wrong = vec![6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 80]; // port 80 if AH were 8 bytes
+    ah_wrong.extend_from_slice(&tcp(41006, 81));
+    s.run(
+        FROM,
+        eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah_wrong)),
+        Verdict::DeniedByDefault,
+        0,
+        "AH length is in 4-byte units",
     );
     let four = ext8(60, &ext8(43, &ext8(60, &ext8(6, &tcp(41003, 80)))));
     s.run(
@@ -580,6 +584,34 @@ fn verdict_script() -> String {
         Verdict::DeniedByDefault,
         0,
         "ndp with hop limit != 255 goes to policy",
+    );
+    let na = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 255, &icmp(136, 0, 0)));
+    s.run(TO, na, Verdict::PassedIpv6Ndp, 0, "neighbour advertisement");
+    let ra = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 255, &icmp(134, 0, 0)));
+    s.run(
+        TO,
+        ra,
+        Verdict::DeniedByDefault,
+        0,
+        "router advertisements go to policy (Cilium is_icmp6_ndp)",
+    );
+    let mut type_only = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(1, 0, 0)));
+    type_only.truncate(14 + 40 + 1);
+    s.run(
+        FROM,
+        type_only,
+        Verdict::DeniedByDefault,
+        0,
+        "icmpv6: the type byte is enough",
+    );
+    let mut short_echo6 = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(128, 0, 9)));
+    short_echo6.truncate(14 + 40 + 4);
+    s.run(
+        FROM,
+        short_echo6,
+        Verdict::DroppedMalformed,
+        0,
+        "icmpv6 echo without identifier",
     );
     let echo6 = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(128, 0, 9)));
     s.run(FROM, echo6, Verdict::AllowedNew, 0, "icmpv6 echo request");
@@ -660,21 +692,6 @@ fn verdict_script() -> String {
     s.finish()
 }
 
-fn build_libbpf_loader(dir: &Path) -> std::path::PathBuf {
-    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/load_libbpf.c");
-    let binary = dir.join("load_libbpf");
-    let (ok, log) = run(Command::new("gcc")
-        .args(["-O2", "-Wall", "-Werror", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .arg("-lbpf"));
-    assert!(
-        ok,
-        "gcc load_libbpf.c failed (libbpf-dev installed?):\n{log}"
-    );
-    binary
-}
-
 #[test]
 fn libbpf_loads_and_decides_packets() {
     if !require("libbpf loader", &["gcc"]) {
@@ -687,6 +704,7 @@ fn libbpf_loads_and_decides_packets() {
     std::fs::write(&script, verdict_script()).unwrap();
     let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script));
     println!("{log}");
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
     if ok {
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -759,5 +777,320 @@ fn tc_attaches_from_a_namespace() {
         (false, log)
     };
     let _ = sh(&format!("ip netns del {ns}"));
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
     assert!(result.0, "tc attach failed:\n{}", result.1);
+}
+
+/// Both programs attached with tc (ByName pinning, in a private bpffs so
+/// nothing leaks into the host's /sys/fs/bpf), sharing one set of maps, on
+/// the host side of a real veth: the endpoint's TCP SYN is dropped until
+/// policy allows it, then the host's RST comes back as a conntrack reply.
+#[test]
+fn tc_enforces_policy_on_a_veth() {
+    if !require(
+        "tc veth enforcement",
+        &[
+            "tc", "ip", "bpftool", "unshare", "nsenter", "timeout", "bash",
+        ],
+    ) {
+        return;
+    }
+    let dir = scratch("tc-veth");
+    let object = dir.join("porin-pinned.bpf.o");
+    let config = porin_ebpf::ObjectConfig {
+        pinning: porin_ebpf::maps::MapPinning::ByName,
+        ..porin_ebpf::ObjectConfig::default()
+    };
+    std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
+    let globals = "/sys/fs/bpf/tc/globals";
+    let ipcache = MapUpdate::ipcache4(
+        Ipcache4Key {
+            prefix_len: 32,
+            addr: Ipv4Addr::new(10, 77, 0, 1),
+        },
+        IpcacheValue { identity: 5000 },
+    )
+    .unwrap();
+    let allow = MapUpdate::policy(
+        PolicySlot::A,
+        key(5000, Direction::Egress, 6, 7777, 16),
+        entry(ALLOW, 0, 0, false),
+    )
+    .unwrap();
+    let update = |u: &MapUpdate| {
+        format!(
+            "bpftool {}",
+            u.bpftool_args(&format!("{globals}/{}", u.map)).join(" ")
+        )
+    };
+    let id = std::process::id();
+    let script = format!(
+        r#"set -eu
+H=porin-ebpf-h-{id}; E=porin-ebpf-e-{id}
+trap 'ip netns del $H 2>/dev/null; ip netns del $E 2>/dev/null' EXIT
+mount -t bpf bpf /sys/fs/bpf
+ip netns add $H; ip netns add $E
+ip link add hostp netns $H type veth peer name endp netns $E
+ip -n $H addr add 10.77.0.1/24 dev hostp; ip -n $E addr add 10.77.0.2/24 dev endp
+ip -n $H link set hostp up; ip -n $E link set endp up; ip -n $H link set lo up; ip -n $E link set lo up
+IN="nsenter --net=/run/netns/$H"; EP="nsenter --net=/run/netns/$E"
+$IN tc qdisc add dev hostp clsact
+$IN tc filter add dev hostp ingress bpf da obj {obj} program porin_from_endpoint
+$IN tc filter add dev hostp egress bpf da obj {obj} program porin_to_endpoint
+echo "PINS: $(ls {globals} | tr '\n' ' ')"
+for hook in ingress egress; do
+  pid=$($IN tc filter show dev hostp $hook | sed -n 's/.* id \([0-9]*\) .*/\1/p')
+  echo "MAPS $hook: $(bpftool prog show id $pid | sed -n 's/.*map_ids \([0-9,]*\).*/\1/p')"
+done
+connect() {{ $EP timeout 3 bash -c 'exec 3<>/dev/tcp/10.77.0.1/7777' 2>&1 | tr '\n' ' '; echo; }}
+echo "BEFORE: $(connect)"
+{ipcache}
+{allow}
+echo "AFTER: $(connect)"
+echo "COUNTERS: $(bpftool -j map dump pinned {globals}/porin_verdicts)"
+"#,
+        obj = object.display(),
+        ipcache = update(&ipcache),
+        allow = update(&allow),
+    );
+    let (ok, log) = run(Command::new("unshare")
+        .args(["-m", "--propagation", "private", "bash", "-c"])
+        .arg(&script));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "script failed:\n{log}");
+    let line = |prefix: &str| {
+        log.lines()
+            .find_map(|l| l.strip_prefix(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{log}"))
+            .trim()
+            .to_owned()
+    };
+    let pins = line("PINS:");
+    for map in [
+        "porin_ct",
+        "porin_policy_a",
+        "porin_policy_b",
+        "porin_config",
+        "porin_ipcache4",
+        "porin_ipcache6",
+        "porin_verdicts",
+    ] {
+        assert!(
+            pins.split(' ').any(|p| p == map),
+            "{map} not pinned: {pins}"
+        );
+    }
+    let (ingress, egress) = (line("MAPS ingress:"), line("MAPS egress:"));
+    assert!(!ingress.is_empty());
+    assert_eq!(ingress, egress, "the two programs must share their maps");
+    // Without policy the SYN is dropped: the connect times out (no RST).
+    assert!(!line("BEFORE:").contains("refused"), "{log}");
+    // With policy the SYN passes and the RST comes back as a reply.
+    assert!(line("AFTER:").contains("refused"), "{log}");
+    let counters: serde_json::Value = serde_json::from_str(&line("COUNTERS:")).unwrap();
+    let packets = |index: u32| -> u64 {
+        counters
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| &e["formatted"])
+            .find(|e| e["key"] == index)
+            .map(|e| {
+                e["values"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v["value"]["packets"].as_u64().unwrap())
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    assert!(
+        packets(Verdict::DeniedByDefault.index()) >= 1,
+        "SYN drops not counted: {log}"
+    );
+    assert!(
+        packets(Verdict::AllowedNew.index()) >= 1,
+        "allowed SYN not counted"
+    );
+    assert!(
+        packets(Verdict::AllowedReply.index()) >= 1,
+        "RST reply not counted"
+    );
+    assert!(
+        packets(Verdict::PassedNonIp.index()) >= 1,
+        "ARP not counted"
+    );
+}
+
+/// cilium/ebpf 0.9.1 (Debian's golang-github-cilium-ebpf-dev, GOPATH mode,
+/// no network): spec, collection (verifier), map puts, test runs.
+#[test]
+fn cilium_ebpf_loads_and_decides_packets() {
+    if !require("cilium/ebpf loader", &["go"]) {
+        return;
+    }
+    let gopath_lib = Path::new("/usr/share/gocode/src/github.com/cilium/ebpf");
+    if !gopath_lib.is_dir() {
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("CI=true but golang-github-cilium-ebpf-dev is not installed");
+        }
+        println!("SKIPPED: golang-github-cilium-ebpf-dev is not installed");
+        return;
+    }
+    let object = object_file("cilium-ebpf");
+    // The build cache persists in the target dir so reruns do not recompile cilium/ebpf.
+    let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("go-cache");
+    let gopath = Path::new(env!("CARGO_TARGET_TMPDIR")).join("gopath");
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/go/load_cilium_ebpf.go");
+    let (ok, log) = run(Command::new("go")
+        .arg("run")
+        .arg(&source)
+        .arg(&object)
+        .env("GO111MODULE", "off")
+        .env("GOFLAGS", "")
+        .env("GOPATH", format!("{}:/usr/share/gocode", gopath.display()))
+        .env("GOCACHE", &cache));
+    let _ = std::fs::remove_dir_all(object.parent().unwrap());
+    assert!(
+        ok && log.contains("cilium/ebpf checks passed"),
+        "cilium/ebpf loader failed:\n{log}"
+    );
+}
+
+/// Conntrack lifetimes: with a 1 s non-TCP lifetime, a reply after 1.5 s is
+/// no longer a reply (policy decides it), and the next allowed packet opens
+/// the flow again.
+#[test]
+fn libbpf_conntrack_entries_expire() {
+    if !require("libbpf loader", &["gcc"]) {
+        return;
+    }
+    use Direction::Egress;
+    let dir = scratch("libbpf-ct");
+    let loader = build_libbpf_loader(&dir);
+    let object = dir.join("short-ct.bpf.o");
+    let config = porin_ebpf::ObjectConfig {
+        ct_lifetime_other_secs: 1,
+        ct_lifetime_tcp_secs: 3600,
+        ..porin_ebpf::ObjectConfig::default()
+    };
+    std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
+    let (ep, web) = (Ipv4Addr::new(10, 1, 0, 5), Ipv4Addr::new(10, 0, 0, 1));
+    let mut s = Script::default();
+    s.update(
+        MapUpdate::ipcache4(
+            Ipcache4Key {
+                prefix_len: 24,
+                addr: Ipv4Addr::new(10, 0, 0, 0),
+            },
+            IpcacheValue { identity: 1000 },
+        )
+        .unwrap(),
+    );
+    s.update(
+        MapUpdate::policy(
+            PolicySlot::A,
+            key(1000, Egress, 17, 53, 16),
+            entry(ALLOW, 0, 0, false),
+        )
+        .unwrap(),
+    );
+    s.update(
+        MapUpdate::policy(
+            PolicySlot::A,
+            key(1000, Egress, 6, 80, 16),
+            entry(ALLOW, 0, 0, false),
+        )
+        .unwrap(),
+    );
+    let u = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 17, 0, &udp(sport, dport)));
+    let t = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 6, 0, &tcp(sport, dport)));
+    s.run(
+        FROM,
+        u(ep, web, 5000, 53),
+        Verdict::AllowedNew,
+        0,
+        "udp out",
+    );
+    s.run(
+        FROM,
+        t(ep, web, 5001, 80),
+        Verdict::AllowedNew,
+        0,
+        "tcp out",
+    );
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::AllowedReply,
+        0,
+        "fresh udp reply",
+    );
+    s.sleep(1500);
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::DeniedByDefault,
+        0,
+        "udp entry expired after 1 s",
+    );
+    s.run(
+        TO,
+        t(web, ep, 80, 5001),
+        Verdict::AllowedReply,
+        0,
+        "tcp entry lives longer",
+    );
+    s.run(
+        FROM,
+        u(ep, web, 5000, 53),
+        Verdict::AllowedNew,
+        0,
+        "stale entry is replaced by a new one",
+    );
+    s.run(
+        TO,
+        u(web, ep, 53, 5000),
+        Verdict::AllowedReply,
+        0,
+        "reply after re-creation",
+    );
+    let script = dir.join("ct.script");
+    std::fs::write(&script, s.finish()).unwrap();
+    let (ok, log) = run(Command::new(&loader).arg(&object).arg(&script));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{log}");
+}
+
+/// Every config switch still passes the verifier (libbpf load, no script).
+#[test]
+fn config_variants_pass_the_verifier() {
+    if !require("libbpf loader", &["gcc"]) {
+        return;
+    }
+    let dir = scratch("variants");
+    let loader = build_libbpf_loader(&dir);
+    let variants = [
+        porin_ebpf::ObjectConfig {
+            allow_icmp_frag_needed: false,
+            allow_ipv6_ndp: false,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+        porin_ebpf::ObjectConfig {
+            ct_lifetime_tcp_secs: u32::MAX,
+            ct_lifetime_other_secs: 1,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+    ];
+    for (i, config) in variants.iter().enumerate() {
+        let object = dir.join(format!("variant{i}.bpf.o"));
+        std::fs::write(&object, porin_ebpf::emit(config).unwrap()).unwrap();
+        let (ok, log) = run(Command::new(&loader).arg(&object));
+        assert!(
+            ok && log.contains("ok: loaded"),
+            "variant {i} ({config:?}):\n{log}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -260,8 +260,15 @@ impl Gen<'_> {
         a.ja(track);
 
         // ICMP / ICMPv6: the type is the policy "port" (bytes [0, type]).
+        // Cilium's `__policy_can_access` loads the whole 8-byte `icmphdr`
+        // for ICMPv4 (DROP_INVALID if short) and only the type byte for
+        // ICMPv6; echo identifiers need 8 bytes either way.
         self.a.bind(icmp);
-        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 2);
+        let header = match family {
+            Family::V4 => 8,
+            Family::V6 => 1,
+        };
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, header);
         let echo = self.a.new_label();
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, frame::SCRATCH);
@@ -284,8 +291,11 @@ impl Gen<'_> {
                     let not_ndp = self.a.new_label();
                     let pass = self.verdict(Verdict::PassedIpv6Ndp);
                     let a = &mut self.a;
-                    a.jmp_imm(Cond::Lt, Reg::R1, 133, not_ndp);
-                    a.jmp_imm(Cond::Gt, Reg::R1, 137, not_ndp);
+                    // Neighbour solicitation/advertisement only, as Cilium's
+                    // `is_icmp6_ndp` (bpf/lib/icmp6.h); RS, RA and redirects go
+                    // through policy.
+                    a.jmp_imm(Cond::Lt, Reg::R1, 135, not_ndp);
+                    a.jmp_imm(Cond::Gt, Reg::R1, 136, not_ndp);
                     a.load(Size::U8, Reg::R2, Reg::R10, frame::HOP_LIMIT);
                     a.jmp_imm(Cond::Eq, Reg::R2, 255, pass);
                     a.bind(not_ndp);

@@ -10,6 +10,7 @@
  *   update MAP KEYHEX VALUEHEX            bpf_map_update_elem(BPF_ANY)
  *   run PROG PKTHEX RETVAL MARK           BPF_PROG_TEST_RUN, expect retval and skb->mark
  *   counter INDEX PACKETS                 porin_verdicts[INDEX].packets summed over CPUs
+ *   sleep MILLISECONDS                    wait (conntrack lifetime tests)
  *
  * Prints one line per check and exits non-zero on the first failure.
  * Build: gcc -O2 -Wall -o load_libbpf load_libbpf.c -lbpf
@@ -171,6 +172,11 @@ int main(int argc, char **argv)
 			if (packets != want)
 				fail("line %d: counter %u = %llu, want %llu", lineno, index, packets, want);
 			checks++;
+		} else if (!strncmp(line, "sleep ", 6)) {
+			unsigned int ms;
+			if (sscanf(line, "sleep %u", &ms) != 1)
+				fail("line %d: bad sleep", lineno);
+			usleep(ms * 1000);
 		} else {
 			fail("line %d: unknown command", lineno);
 		}

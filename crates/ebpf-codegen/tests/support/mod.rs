@@ -4,8 +4,11 @@
 
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
+use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+
+use porin_ebpf::maps::{MapUpdate, Verdict};
 use std::process::Command;
 
 /// Whether tests needing root and bpf can run. In CI (`CI=true`) a missing
@@ -155,4 +158,74 @@ pub fn icmp(kind: u8, code: u8, id: u16) -> Vec<u8> {
     p.extend_from_slice(&id.to_be_bytes());
     p.extend_from_slice(&[0, 1]);
     p
+}
+
+// ---- running tools and the libbpf script loader ----
+
+/// Runs a command; (success, stdout + stderr).
+pub fn run(cmd: &mut Command) -> (bool, String) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("spawn {cmd:?}: {e}"));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// A libbpf script (see tests/c/load_libbpf.c) and the verdict tally it
+/// implies.
+#[derive(Default)]
+pub struct Script {
+    lines: Vec<String>,
+    tally: BTreeMap<u32, u64>,
+}
+
+impl Script {
+    pub fn update(&mut self, update: MapUpdate) {
+        self.lines.push(format!(
+            "update {} {} {}",
+            update.map,
+            hex(&update.key),
+            hex(&update.value)
+        ));
+    }
+
+    pub fn run(&mut self, program: &str, packet: Vec<u8>, verdict: Verdict, mark: u32, why: &str) {
+        let ret = if verdict.passes() { 0 } else { 2 };
+        self.lines.push(format!("# {why}: {verdict:?}"));
+        self.lines
+            .push(format!("run {program} {} {ret} {mark}", hex(&packet)));
+        *self.tally.entry(verdict.index()).or_default() += 1;
+    }
+
+    pub fn sleep(&mut self, ms: u32) {
+        self.lines.push(format!("sleep {ms}"));
+    }
+
+    pub fn finish(mut self) -> String {
+        for verdict in Verdict::ALL {
+            let n = self.tally.get(&verdict.index()).copied().unwrap_or(0);
+            self.lines.push(format!("counter {} {n}", verdict.index()));
+        }
+        self.lines.join("\n") + "\n"
+    }
+}
+
+/// Builds tests/c/load_libbpf.c into `dir`.
+pub fn build_libbpf_loader(dir: &Path) -> std::path::PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/c/load_libbpf.c");
+    let binary = dir.join("load_libbpf");
+    let (ok, log) = run(Command::new("gcc")
+        .args(["-O2", "-Wall", "-Werror", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .arg("-lbpf"));
+    assert!(
+        ok,
+        "gcc load_libbpf.c failed (libbpf-dev installed?):\n{log}"
+    );
+    binary
 }
