@@ -18,7 +18,51 @@
 //! assert_eq!(frame.len(), 14 + 4 + 20 + 20);
 //! ```
 
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// Why a flow cannot be turned into a packet.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PacketError {
+    /// Source and destination are of different address families.
+    #[error("source `{src}` and destination `{dst}` are not of the same address family")]
+    MixedFamilies {
+        /// Source address.
+        src: IpAddr,
+        /// Destination address.
+        dst: IpAddr,
+    },
+    /// ICMP needs IPv4 peers, ICMPv6 IPv6 peers.
+    #[error("{protocol:?} cannot be carried between `{src}` and `{dst}`; use {suggestion}")]
+    IcmpFamily {
+        /// The protocol asked for.
+        protocol: FlowProtocol,
+        /// Source address.
+        src: IpAddr,
+        /// Destination address.
+        dst: IpAddr,
+        /// The protocol that fits the addresses.
+        suggestion: &'static str,
+    },
+    /// An ICMP type does not fit in a byte.
+    #[error("ICMP type `{0}` is larger than 255")]
+    IcmpTypeTooLarge(u16),
+}
+
+/// The protocols a policy test case names (`policy-test-format.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FlowProtocol {
+    /// TCP: a SYN to the port.
+    Tcp,
+    /// UDP.
+    Udp,
+    /// SCTP.
+    Sctp,
+    /// ICMP (IPv4): the port is the ICMP type.
+    Icmp,
+    /// ICMPv6: the port is the ICMPv6 type.
+    Icmpv6,
+}
 
 /// IP protocol numbers used by the builder.
 pub mod proto {
@@ -481,6 +525,54 @@ impl Packet {
         )
     }
 
+    /// The first packet of a flow `src -> dst` as a policy test case describes it:
+    /// `port_or_type` is the destination port (TCP/UDP/SCTP) or the ICMP/ICMPv6 type, and
+    /// `source_port` the source port (or, for ICMP echo, the identifier). Both addresses must
+    /// be of one family, ICMP needs IPv4 and ICMPv6 needs IPv6.
+    pub fn for_flow(
+        src: IpAddr,
+        dst: IpAddr,
+        protocol: FlowProtocol,
+        port_or_type: u16,
+        source_port: u16,
+    ) -> Result<Self, PacketError> {
+        let icmp_type =
+            || u8::try_from(port_or_type).map_err(|_| PacketError::IcmpTypeTooLarge(port_or_type));
+        match (src, dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => Ok(match protocol {
+                FlowProtocol::Tcp => Self::tcp4(s, source_port, d, port_or_type),
+                FlowProtocol::Udp => Self::udp4(s, source_port, d, port_or_type),
+                FlowProtocol::Sctp => Self::sctp4(s, source_port, d, port_or_type),
+                FlowProtocol::Icmp => Self::icmp4(s, d, icmp_type()?, 0, echo_rest(source_port, 1)),
+                FlowProtocol::Icmpv6 => {
+                    return Err(PacketError::IcmpFamily {
+                        protocol,
+                        src,
+                        dst,
+                        suggestion: "ICMP for IPv4 peers",
+                    });
+                }
+            }),
+            (IpAddr::V6(s), IpAddr::V6(d)) => Ok(match protocol {
+                FlowProtocol::Tcp => Self::tcp6(s, source_port, d, port_or_type),
+                FlowProtocol::Udp => Self::udp6(s, source_port, d, port_or_type),
+                FlowProtocol::Sctp => Self::sctp6(s, source_port, d, port_or_type),
+                FlowProtocol::Icmpv6 => {
+                    Self::icmp6(s, d, icmp_type()?, 0, echo_rest(source_port, 1))
+                }
+                FlowProtocol::Icmp => {
+                    return Err(PacketError::IcmpFamily {
+                        protocol,
+                        src,
+                        dst,
+                        suggestion: "ICMPv6 for IPv6 peers",
+                    });
+                }
+            }),
+            _ => Err(PacketError::MixedFamilies { src, dst }),
+        }
+    }
+
     /// A non-IP frame (e.g. ARP) with `bytes` after the ethertype.
     pub fn non_ip(ethertype: u16, bytes: Vec<u8>) -> Self {
         Self::new(
@@ -939,6 +1031,36 @@ mod tests {
         assert_eq!(&ext[56..60], &[0, 1, 0, 2]);
         // Payload length counts extensions and UDP.
         assert_eq!(&frame[18..20], &(56u16 + 8).to_be_bytes());
+    }
+
+    #[test]
+    fn flows_become_first_packets_or_typed_errors() {
+        let v4 = |a| IpAddr::V4(a);
+        let tcp = Packet::for_flow(v4(A4), v4(B4), FlowProtocol::Tcp, 8080, 40000).unwrap();
+        assert_eq!(tcp, Packet::tcp4(A4, 40000, B4, 8080));
+        let ping = Packet::for_flow(v4(A4), v4(B4), FlowProtocol::Icmp, 8, 7).unwrap();
+        assert_eq!(ping, Packet::icmp4(A4, B4, 8, 0, echo_rest(7, 1)));
+        let ping6 =
+            Packet::for_flow(a6().into(), b6().into(), FlowProtocol::Icmpv6, 128, 7).unwrap();
+        assert_eq!(ping6, Packet::icmp6(a6(), b6(), 128, 0, echo_rest(7, 1)));
+        let sctp6 = Packet::for_flow(a6().into(), b6().into(), FlowProtocol::Sctp, 9, 1).unwrap();
+        assert_eq!(sctp6, Packet::sctp6(a6(), 1, b6(), 9));
+        assert!(matches!(
+            Packet::for_flow(v4(A4), b6().into(), FlowProtocol::Udp, 53, 1),
+            Err(PacketError::MixedFamilies { .. })
+        ));
+        assert!(matches!(
+            Packet::for_flow(a6().into(), b6().into(), FlowProtocol::Icmp, 8, 1),
+            Err(PacketError::IcmpFamily { .. })
+        ));
+        assert!(matches!(
+            Packet::for_flow(v4(A4), v4(B4), FlowProtocol::Icmpv6, 128, 1),
+            Err(PacketError::IcmpFamily { .. })
+        ));
+        assert_eq!(
+            Packet::for_flow(v4(A4), v4(B4), FlowProtocol::Icmp, 300, 1),
+            Err(PacketError::IcmpTypeTooLarge(300))
+        );
     }
 
     #[test]

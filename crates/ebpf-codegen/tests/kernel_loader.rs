@@ -3,6 +3,11 @@
 //! loader must create the maps, patch the `ld_imm64` map references and give the same verdicts.
 //! clang is installed in CI (`.ci/run`); outside CI a missing clang is a SKIPPED.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 mod kernel_support;
 
 use std::process::Command;

@@ -1,6 +1,11 @@
 //! The bpf(2) layer against the real kernel: every map type porin uses, program load with the
 //! verifier log, and BPF_PROG_TEST_RUN with a `__sk_buff` context.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+
 mod kernel_support;
 
 use std::os::fd::AsRawFd;
@@ -336,4 +341,95 @@ fn verifier_rejection_returns_the_log() {
         Program::load("t_odd", ProgramType::SCHED_CLS, &[0u8; 12], "GPL"),
         Err(KernelError::Object(_))
     ));
+}
+
+#[test]
+fn verifier_statistics_are_reported_on_success() {
+    if !kernel_available("verifier_statistics_are_reported_on_success") {
+        return;
+    }
+    let (_fd, stats) = porin_ebpf::kernel::sys::prog_load_with_stats(
+        "t_stats",
+        ProgramType::SCHED_CLS,
+        &program(&[mov64_imm(0, 2), exit()]),
+        "GPL",
+    )
+    .unwrap();
+    assert!(stats.contains("processed 2 insns"), "{stats}");
+    // A rejected program still returns the full verifier log in the error.
+    let err = porin_ebpf::kernel::sys::prog_load_with_stats(
+        "t_stats_bad",
+        ProgramType::SCHED_CLS,
+        &program(&[exit()]),
+        "GPL",
+    )
+    .unwrap_err();
+    assert!(matches!(err, KernelError::VerifierRejected { .. }), "{err}");
+}
+
+/// A private bpffs mount, unmounted and removed on drop.
+struct PrivateBpffs(std::path::PathBuf);
+
+impl Drop for PrivateBpffs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+#[test]
+fn pinned_maps_and_programs_reopen_as_the_same_objects() {
+    if !kernel_available("pinned_maps_and_programs_reopen_as_the_same_objects") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("porin-sys-bpffs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mounted = std::process::Command::new("mount")
+        .args(["-t", "bpf", "bpf"])
+        .arg(&dir)
+        .status()
+        .is_ok_and(|s| s.success());
+    let _guard = PrivateBpffs(dir.clone());
+    if !mounted {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "cannot mount bpffs in CI"
+        );
+        println!("SKIPPED: pinned_maps_and_programs_reopen_as_the_same_objects: no bpffs mount");
+        return;
+    }
+    let spec_hash = spec(MapType::HASH, 4, 4, 4, 0);
+    let map = Map::create("t_pin", spec_hash.clone()).unwrap();
+    let map_path = dir.join("map").to_string_lossy().into_owned();
+    map.pin(&map_path).unwrap();
+    let reopened = Map::from_pinned(&map_path, "t_pin", spec_hash).unwrap();
+    reopened
+        .update(&1u32.to_ne_bytes(), &5u32.to_ne_bytes())
+        .unwrap();
+    assert_eq!(
+        map.lookup(&1u32.to_ne_bytes()).unwrap(),
+        Some(5u32.to_ne_bytes().to_vec())
+    );
+    // Pinning twice at one path is EEXIST.
+    assert_eq!(map.pin(&map_path).unwrap_err().errno(), Some(libc::EEXIST));
+
+    let prog = Program::load(
+        "t_pin_prog",
+        ProgramType::SCHED_CLS,
+        &program(&[mov64_imm(0, 2), exit()]),
+        "GPL",
+    )
+    .unwrap();
+    let prog_path = dir.join("prog").to_string_lossy().into_owned();
+    prog.pin(&prog_path).unwrap();
+    drop(prog);
+    let again = Program::from_pinned(&prog_path, "t_pin_prog", ProgramType::SCHED_CLS).unwrap();
+    assert_eq!(
+        again.test_run(&frame(), &SkBuff::default()).unwrap().retval,
+        2
+    );
+    // A path that holds nothing is ENOENT.
+    let missing = dir.join("nothing").to_string_lossy().into_owned();
+    let err = Program::from_pinned(&missing, "x", ProgramType::SCHED_CLS).unwrap_err();
+    assert_eq!(err.errno(), Some(libc::ENOENT));
 }

@@ -4,6 +4,9 @@
 //! the maps and programs the contract names exist with the contract's sizes, so a drift between
 //! the emitter and this code fails loudly instead of writing bytes into the wrong shape.
 
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
 use super::error::KernelError;
 use super::loader::LoadedObject;
 use super::map::Map;
@@ -252,7 +255,14 @@ pub fn proxy_port_from_mark(mark: u32) -> Option<u16> {
 #[derive(Debug)]
 pub struct Datapath {
     object: LoadedObject,
+    /// When the active slot last changed: the now-inactive map may still be read by program
+    /// runs that started before, so it is not rewritten until [`RETIRE_GRACE`] has passed.
+    last_flip: Mutex<Option<Instant>>,
 }
+
+/// How long a retired policy map is left alone after a flip (DATAPATH.md §2.3: at least one RCU
+/// grace period; porin's agent waits 100 ms).
+pub const RETIRE_GRACE: Duration = Duration::from_millis(100);
 
 impl Datapath {
     /// Loads porin's object with porin's loader and checks it against the contract.
@@ -277,7 +287,10 @@ impl Datapath {
         }
         object.program(FROM_ENDPOINT)?;
         object.program(TO_ENDPOINT)?;
-        Ok(Self { object })
+        Ok(Self {
+            object,
+            last_flip: Mutex::new(None),
+        })
     }
 
     /// The loaded object (maps and programs by name).
@@ -328,6 +341,18 @@ impl Datapath {
     ) -> Result<PolicySlot, KernelError> {
         let slot = self.active_slot()?.other();
         let map = self.map(slot.map_name())?;
+        // Wait out the grace period of the last flip before touching the retired map.
+        let last_flip = *self
+            .last_flip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(flipped) = last_flip {
+            let ready = flipped + RETIRE_GRACE;
+            let now = Instant::now();
+            if ready > now {
+                std::thread::sleep(ready - now);
+            }
+        }
         map.clear()?;
         for (key, value) in entries {
             map.update(key, value)?;
@@ -337,7 +362,12 @@ impl Datapath {
 
     /// Step 2: flips `porin_config` to `slot` with one 8-byte update.
     pub fn activate(&self, slot: PolicySlot) -> Result<(), KernelError> {
-        self.set_active_policy_raw(slot.config_value())
+        self.set_active_policy_raw(slot.config_value())?;
+        *self
+            .last_flip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        Ok(())
     }
 
     /// Replaces the whole policy atomically (write the inactive slot, then flip). Returns the
@@ -418,7 +448,11 @@ impl Datapath {
     }
 
     /// Runs the program for `direction` on `packet` once and reports the verdict, the mark and
-    /// the counter it incremented (checked: exactly one counter moves per packet).
+    /// the counter it incremented (checked: exactly one counter moves per packet). The counter
+    /// is found by reading the counters before and after, so this assumes no other traffic runs
+    /// through this object at the same time (true for test runs; not for an attached object).
+    /// Conntrack state carries over between calls; use [`Datapath::reset_conntrack`] or distinct
+    /// source ports to decide every packet as a new flow.
     pub fn decide(
         &self,
         direction: Direction,

@@ -269,6 +269,8 @@ impl ObjectFile {
 pub struct LoadedObject {
     maps: BTreeMap<String, Map>,
     programs: BTreeMap<String, Program>,
+    /// Each program's code as loaded (map fds patched in).
+    patched: BTreeMap<String, Vec<u8>>,
     parsed: ObjectFile,
 }
 
@@ -282,6 +284,7 @@ impl LoadedObject {
             maps.insert(definition.name.clone(), map);
         }
         let mut programs = BTreeMap::new();
+        let mut patched = BTreeMap::new();
         for definition in &parsed.programs {
             let mut code = definition.code.clone();
             for relocation in &definition.relocations {
@@ -308,10 +311,12 @@ impl LoadedObject {
                 &parsed.license,
             )?;
             programs.insert(definition.name.clone(), program);
+            patched.insert(definition.name.clone(), code);
         }
         Ok(Self {
             maps,
             programs,
+            patched,
             parsed,
         })
     }
@@ -345,6 +350,29 @@ impl LoadedObject {
     /// What the object declared.
     pub fn definition(&self) -> &ObjectFile {
         &self.parsed
+    }
+
+    /// Loads program `name` once more (a throwaway copy sharing this object's maps) with
+    /// `BPF_LOG_STATS` and returns the verifier's statistics line(s), e.g. `processed N insns`.
+    pub fn verifier_stats(&self, name: &str) -> Result<String, KernelError> {
+        let code = self.patched.get(name).ok_or_else(|| KernelError::Missing {
+            kind: "program",
+            name: name.to_owned(),
+        })?;
+        let program = self.program(name)?;
+        sys::prog_load_with_stats(name, program.program_type(), code, &self.parsed.license)
+            .map(|(_fd, stats)| stats)
+    }
+
+    /// Number of instructions (8-byte slots) of program `name`.
+    pub fn instruction_count(&self, name: &str) -> Result<usize, KernelError> {
+        self.patched
+            .get(name)
+            .map(|code| code.len() / 8)
+            .ok_or_else(|| KernelError::Missing {
+                kind: "program",
+                name: name.to_owned(),
+            })
     }
 
     /// Hands the object's `.BTF` to the kernel's BTF verifier (porin's loader does not need

@@ -458,6 +458,45 @@ pub fn prog_load(
     }
 }
 
+/// `BPF_LOG_STATS`: the verifier prints only its statistics (processed instructions, states).
+const LOG_STATS: u32 = 4;
+
+/// Loads like [`prog_load`] and also returns the verifier's statistics text (`BPF_LOG_STATS`,
+/// e.g. `processed 1234 insns (limit 1000000) max_states_per_insn 2 total_states 80 ...`), which
+/// tells how close a program is to the verifier's complexity limit.
+pub fn prog_load_with_stats(
+    name: &str,
+    program_type: ProgramType,
+    insns: &[u8],
+    license: &str,
+) -> Result<(OwnedFd, String), KernelError> {
+    if insns.is_empty() || !insns.len().is_multiple_of(8) {
+        return Err(KernelError::Object(format!(
+            "program `{name}` has {} bytes of code, not a non-empty multiple of 8",
+            insns.len()
+        )));
+    }
+    let c_license =
+        CString::new(license).map_err(|_| KernelError::NulInName(license.to_owned()))?;
+    let mut log = vec![0u8; 64 * 1024];
+    let mut attr = ProgLoadAttr {
+        prog_type: program_type.0,
+        insn_cnt: len_u32("instruction count", insns.len() / 8)?,
+        insns: insns.as_ptr() as u64,
+        license: c_license.as_ptr() as u64,
+        prog_name: object_name(name),
+        log_level: LOG_STATS,
+        log_size: len_u32("verifier log", log.len())?,
+        log_buf: log.as_mut_ptr() as u64,
+        ..ProgLoadAttr::default()
+    };
+    match bpf_call(BpfCommand::ProgLoad, &mut attr) {
+        Ok(ret) => Ok((owned_fd(ret, BpfCommand::ProgLoad, name)?, c_text(&log))),
+        // Rejected: load again the ordinary way, which returns the full level-1 log.
+        Err(_) => prog_load(name, program_type, insns, license).map(|fd| (fd, c_text(&log))),
+    }
+}
+
 /// The text before the first NUL of a kernel log buffer.
 fn c_text(buffer: &[u8]) -> String {
     let end = buffer.iter().position(|&b| b == 0).unwrap_or(buffer.len());
