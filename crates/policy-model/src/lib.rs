@@ -37,10 +37,13 @@
 
 pub mod codes;
 pub mod diagnostic;
+#[doc(hidden)]
+pub mod invariants;
 pub mod limits;
 pub mod loader;
 pub mod model;
 pub mod route;
+pub mod schema;
 mod suggest;
 pub mod validate;
 pub mod yaml;

@@ -57,6 +57,8 @@ pub struct LoadOutcome {
     pub sources: SourceMap,
     /// The located trees, for resolving routes of later findings.
     pub trees: Vec<FileTree>,
+    /// Findings not recorded because a file hit `max_diagnostics_per_file`.
+    pub omitted: usize,
 }
 
 impl LoadOutcome {
@@ -74,7 +76,17 @@ impl LoadOutcome {
         Some(locate(file, document, root, route, false))
     }
 
+    /// Records a finding unless this file already has `cap` of them.
+    fn push_capped(&mut self, diagnostic: Diagnostic, cap: usize) {
+        if self.diagnostics.len() < cap {
+            self.diagnostics.push(diagnostic);
+        } else {
+            self.omitted += 1;
+        }
+    }
+
     fn extend(&mut self, other: LoadOutcome) {
+        self.omitted += other.omitted;
         self.documents.extend(other.documents);
         self.diagnostics.extend(other.diagnostics);
         self.sources.extend(other.sources);
@@ -96,7 +108,7 @@ pub struct FileTree {
 #[non_exhaustive]
 pub enum LoadError {
     /// A path could not be read.
-    #[error("cannot read `{path}`: {source}")]
+    #[error("cannot read `{path}`")]
     Io {
         /// The path.
         path: PathBuf,
@@ -125,7 +137,15 @@ fn locate(file: &str, document: usize, root: &Node, route: &Route, at_key: bool)
         };
         match next {
             Some((key, value)) => {
-                pos = if at_key { key.pos } else { value.pos };
+                // A block mapping or sequence "starts" at its first entry,
+                // which reads as the wrong place; its key is where it is named.
+                let container = matches!(value.kind, NodeKind::Mapping(_) | NodeKind::Sequence(_));
+                let keyed = matches!(segment, Segment::Key(_));
+                pos = if at_key || (container && keyed) {
+                    key.pos
+                } else {
+                    value.pos
+                };
                 node = value;
             }
             None => break,
@@ -164,7 +184,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
     let mut roots = Vec::new();
     for document in stream.documents {
         for (key, pos) in &document.duplicate_keys {
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(
                     codes::DUPLICATE_KEY,
                     Severity::Error,
@@ -172,10 +192,22 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
                 )
                 .at(position_location(name, document.index, *pos))
                 .help("remove one of the two entries; kubectl rejects repeated keys"),
+                limits.max_diagnostics_per_file,
             );
         }
         if let Some(root) = &document.root {
-            load_document(name, document.index, root, &mut outcome);
+            let before = outcome.documents.len();
+            load_document(
+                name,
+                document.index,
+                root,
+                &mut outcome,
+                limits.max_diagnostics_per_file,
+            );
+            if !document.duplicate_keys.is_empty() {
+                // The repeated key makes the document invalid as a whole.
+                outcome.documents.truncate(before);
+            }
         }
         roots.push(document.root);
     }
@@ -196,6 +228,19 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
         file: name.to_owned(),
         roots,
     });
+    if outcome.omitted > 0 {
+        outcome.diagnostics.push(
+            Diagnostic::new(
+                codes::LIMIT_EXCEEDED,
+                Severity::Error,
+                format!(
+                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file is {})",
+                    outcome.omitted, limits.max_diagnostics_per_file
+                ),
+            )
+            .at(position_location(name, 0, Pos { line: 1, column: 1 })),
+        );
+    }
     outcome
 }
 
@@ -280,34 +325,36 @@ fn dispatch(root: &Node) -> Dispatch {
     }
 }
 
-fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcome) {
+fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcome, cap: usize) {
     if !matches!(root.kind, NodeKind::Mapping(_)) {
-        outcome.diagnostics.push(
+        outcome.push_capped(
             Diagnostic::new(
                 codes::BAD_RESOURCE,
                 Severity::Error,
                 "a document must be a mapping (a Kubernetes object)",
             )
             .at(locate(file, index, root, &Route::root(), false)),
+            cap,
         );
         return;
     }
     match dispatch(root) {
         Dispatch::List => {
             let Some(items) = root.get("items") else {
-                outcome.diagnostics.push(
+                outcome.push_capped(
                     Diagnostic::new(
                         codes::BAD_RESOURCE,
                         Severity::Error,
                         "a `List` needs `items`",
                     )
                     .at(locate(file, index, root, &Route::root(), false)),
+                    cap,
                 );
                 return;
             };
             let NodeKind::Sequence(entries) = &items.kind else {
                 if !items.is_null() {
-                    outcome.diagnostics.push(
+                    outcome.push_capped(
                         Diagnostic::new(
                             codes::BAD_RESOURCE,
                             Severity::Error,
@@ -320,19 +367,33 @@ fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcom
                             &Route::root().key("items"),
                             false,
                         )),
+                        cap,
                     );
                 }
                 return;
             };
             for (item_index, item) in entries.iter().enumerate() {
                 let prefix = Route::root().key("items").index(item_index);
-                load_object(file, index, Some(item_index), root, item, &prefix, outcome);
+                load_object(
+                    file,
+                    index,
+                    Some(item_index),
+                    root,
+                    item,
+                    &prefix,
+                    outcome,
+                    cap,
+                );
             }
         }
-        _ => load_object(file, index, None, root, root, &Route::root(), outcome),
+        _ => load_object(file, index, None, root, root, &Route::root(), outcome, cap),
     }
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one document's context threaded through a private helper"
+)]
 fn load_object(
     file: &str,
     index: usize,
@@ -341,6 +402,7 @@ fn load_object(
     node: &Node,
     prefix: &Route,
     outcome: &mut LoadOutcome,
+    cap: usize,
 ) {
     let dispatched = if matches!(node.kind, NodeKind::Mapping(_)) {
         dispatch(node)
@@ -360,32 +422,35 @@ fn load_object(
             typed::<NetworkPolicy>(node, prefix, &ctx).map(PolicyDocument::NetworkPolicy)
         }
         Dispatch::List => {
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(
                     codes::BAD_RESOURCE,
                     Severity::Error,
                     "a `List` cannot contain another list",
                 )
                 .at(locate(file, index, root, prefix, false)),
+                cap,
             );
             return;
         }
         Dispatch::Skip(reason) => {
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(
                     codes::SKIPPED_DOCUMENT,
                     Severity::Info,
                     format!("skipped: {reason}"),
                 )
                 .at(locate(file, index, root, &prefix.key("kind"), false)),
+                cap,
             );
             return;
         }
         Dispatch::Bad(message, route) => {
             let full = Route(prefix.0.iter().chain(route.0.iter()).cloned().collect());
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(codes::BAD_RESOURCE, Severity::Error, message)
                     .at(locate(file, index, root, &full, false)),
+                cap,
             );
             return;
         }
@@ -403,13 +468,15 @@ fn load_object(
         let expected = unknown
             .expected
             .iter()
+            .filter(|field| !crate::yaml::de::HIDDEN_FIELDS.contains(field))
             .map(|f| format!("`{f}`"))
             .collect::<Vec<_>>()
             .join(", ");
-        outcome.diagnostics.push(
+        outcome.push_capped(
             Diagnostic::new(codes::UNKNOWN_FIELD, Severity::Error, message)
                 .at(locate(file, index, root, &unknown.route, true))
                 .help(format!("fields allowed here: {expected}")),
+            cap,
         );
     }
     let doc = match parsed {
@@ -457,11 +524,48 @@ fn de_error_diagnostic(
         DeErrorKind::UnknownField => codes::UNKNOWN_FIELD,
     };
     let route = error.route.clone().unwrap_or_else(|| prefix.clone());
-    let mut diagnostic = Diagnostic::new(code, Severity::Error, error.message)
+    let (code, message) = refine_enum_error(code, &route, error.message);
+    let mut diagnostic = Diagnostic::new(code, Severity::Error, message)
         .at(locate(file, index, root, &route, error.at_key))
         .note("the rest of this document was not checked");
     diagnostic.help = error.help;
+    if code == codes::PROTOCOL && diagnostic.message.to_ascii_uppercase().contains("\"ICMP") {
+        diagnostic.help = Some(
+            "ICMP is not a toPorts protocol; match ICMP types with an `icmps` block".to_owned(),
+        );
+    }
     diagnostic
+}
+
+/// Gives enum errors of well-known fields their own code and Cilium's wording.
+fn refine_enum_error(code: &'static str, route: &Route, message: String) -> (&'static str, String) {
+    if code != codes::INVALID_ENUM {
+        return (code, message);
+    }
+    let value = message
+        .strip_prefix("unknown value `")
+        .and_then(|rest| rest.strip_suffix('`'))
+        .unwrap_or_default()
+        .to_owned();
+    let segments = &route.0;
+    let last_key = segments.iter().rev().find_map(|segment| match segment {
+        Segment::Key(key) => Some(key.as_str()),
+        Segment::Index(_) => None,
+    });
+    match (segments.last(), last_key) {
+        (Some(Segment::Key(_)), Some("protocol")) => (
+            codes::PROTOCOL,
+            // L4Proto.Validate (pkg/policy/api/l4.go); the CRD enum is upper case only.
+            format!(
+                "invalid protocol \"{value}\", must be {{ TCP | UDP | SCTP | VRRP | IGMP | ANY }}"
+            ),
+        ),
+        (Some(Segment::Index(_)), Some("fromEntities" | "toEntities")) => {
+            (codes::ENTITY, format!("unsupported entity: {value}"))
+        }
+        (Some(Segment::Key(_)), Some("family")) => (codes::ICMP, format!("wrong family: {value}")),
+        _ => (code, message),
+    }
 }
 
 fn finding_diagnostic(
