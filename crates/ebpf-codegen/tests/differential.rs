@@ -329,9 +329,11 @@ fn rule_strategy() -> impl Strategy<Value = RuleSpec> {
             let allow = section < 2;
             let http = allow && http && matches!(l4, L4Spec::Ports(_));
             if http && let L4Spec::Ports(ports) = &mut l4 {
-                // HTTP rules need TCP ports (`L7Rules` apply to TCP only).
+                // HTTP rules need exact TCP ports (Cilium rejects L7 rules
+                // on port 0 and on other protocols).
                 for p in ports.iter_mut() {
                     p.protocol = "TCP";
+                    p.port = p.port.max(1);
                 }
             }
             RuleSpec {
