@@ -755,9 +755,11 @@ fn aya_loads_both_programs() {
         .unwrap();
 }
 
+/// `tc ... sec classifier` attaches the first program (`porin_from_endpoint`),
+/// and `program NAME` selects either, on a veth and on a tap device.
 #[test]
 fn tc_attaches_from_a_namespace() {
-    if !require("tc attach", &["tc", "ip"]) {
+    if !require("tc attach", &["tc", "ip", "nsenter"]) {
         return;
     }
     let object = object_file("tc");
@@ -772,7 +774,20 @@ fn tc_attaches_from_a_namespace() {
         let (ok1, log1) = sh(&format!(
             "{nsenter} tc qdisc add dev pa clsact && {nsenter} tc filter add dev pa ingress bpf da obj {obj} sec classifier && {nsenter} tc filter show dev pa ingress"
         ));
-        (ok1 && log1.contains("porin_from_endp"), log1)
+        // A tap device (the host side of a VM's NIC) takes both programs too.
+        let (ok2, log2) = sh(&format!(
+            "ip -n {ns} tuntap add dev porintap mode tap && {nsenter} tc qdisc add dev porintap clsact && \
+             {nsenter} tc filter add dev porintap ingress bpf da obj {obj} program porin_from_endpoint && \
+             {nsenter} tc filter add dev porintap egress bpf da obj {obj} program porin_to_endpoint && \
+             {nsenter} tc filter show dev porintap ingress && {nsenter} tc filter show dev porintap egress"
+        ));
+        (
+            ok1 && log1.contains("porin_from_endp")
+                && ok2
+                && log2.contains("porin_from_endp")
+                && log2.contains("porin_to_endpoi"),
+            format!("{log1}\n{log2}"),
+        )
     } else {
         (false, log)
     };
