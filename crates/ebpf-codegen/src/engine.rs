@@ -854,6 +854,106 @@ fn judge(
 mod tests {
     use super::*;
 
+    const KERNEL_TEST: &str = r#"
+kind: PolicyTest
+endpoints:
+  - {name: client, namespace: prod, labels: {app: client}, ips: [10.9.0.1, "fd00::9:1"]}
+  - {name: server, namespace: prod, labels: {app: server}, ips: [10.9.0.2, "fd00::9:2"]}
+  - {name: v6only, namespace: prod, labels: {app: v6only}, ips: ["fd00::9:3"]}
+policies:
+  - inline: |
+      apiVersion: cilium.io/v2
+      kind: CiliumNetworkPolicy
+      metadata: {name: server, namespace: prod}
+      spec:
+        endpointSelector: {matchLabels: {app: server}}
+        ingress:
+          - fromEntities: [host]
+          - fromEndpoints: [{matchLabels: {app: client}}]
+            toPorts:
+              - ports: [{port: "80", protocol: TCP}]
+                rules: {http: [{method: GET}]}
+          - fromEndpoints: [{matchLabels: {app: v6only}}]
+            toPorts: [{ports: [{port: "443", protocol: TCP}]}]
+        ingressDeny:
+          - fromCIDR: [198.51.100.0/24]
+cases:
+  - {from: host, to: prod/server, port: 9999, expect: allow}
+  - {from: world, to: prod/server, port: 9999, expect: deny}
+  - {from: remote-node, to: prod/server, port: 9999, expect: deny}
+  - {from: prod/client, to: prod/server, port: 80, expect: redirect}
+  - {from: prod/client, to: prod/server, port: 81, expect: deny}
+  - {from: prod/v6only, to: prod/server, port: 443, expect: allow}
+  - {from: 198.51.100.9, to: prod/server, port: 443, expect: deny}
+"#;
+
+    fn kernel_available() -> bool {
+        match kernel::probe() {
+            Ok(()) => true,
+            Err(error) => {
+                let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+                assert!(!in_ci, "CI=true but eBPF is unavailable: {error}");
+                println!("SKIPPED: kernel engine test: eBPF unavailable ({error})");
+                false
+            }
+        }
+    }
+
+    #[test]
+    fn kernel_engine_decides_entities_families_and_redirects() {
+        if !kernel_available() {
+            return;
+        }
+        let dir = std::env::temp_dir().join(format!("porin-engine-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("test.yaml");
+        std::fs::write(&path, KERNEL_TEST).unwrap();
+        let report = run(std::slice::from_ref(&path), Engine::Both);
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        assert_eq!(
+            (report.passed, report.failed),
+            (7, 0),
+            "{:#?}",
+            report.lines
+        );
+
+        // Family selection and the redirect's proxy port, checked directly.
+        let prepared = policytest::prepare(&path).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        let compiled = &prepared.compiled;
+        let cases: Vec<ResolvedCase> = prepared
+            .spec
+            .cases
+            .iter()
+            .enumerate()
+            .map(|(i, c)| policytest::resolve_case("t", i, c, compiled).unwrap())
+            .collect();
+        let addresses = CaseAddresses::plan(compiled, cases.iter().map(|c| &c.flow)).unwrap();
+        let mut engine = KernelEngine::new().unwrap();
+        engine.load(compiled, &addresses.ipcache_entries()).unwrap();
+        let families = |index: usize, engine: &mut KernelEngine| {
+            decide_flow(engine, compiled, &addresses, &cases[index].flow)
+                .unwrap()
+                .runs
+                .iter()
+                .map(|r| r.family)
+                .collect::<Vec<_>>()
+        };
+        // Entity peers and dual-stack endpoints run in both families; a
+        // v6-only endpoint and an IPv4 address in one.
+        assert_eq!(families(0, &mut engine), [Family::V4, Family::V6]);
+        assert_eq!(families(3, &mut engine), [Family::V4, Family::V6]);
+        assert_eq!(families(5, &mut engine), [Family::V6]);
+        assert_eq!(families(6, &mut engine), [Family::V4]);
+        let redirect = decide_flow(&mut engine, compiled, &addresses, &cases[3].flow).unwrap();
+        let ingress = redirect.runs[0].checks.last().unwrap();
+        assert!(matches!(ingress.outcome, CheckOutcome::Redirect(port) if port != 0));
+        assert_eq!(ingress.kernel.counter, Counter::Redirected);
+        // The world entity sits on its engine-local address with identity 2.
+        let world = decide_flow(&mut engine, compiled, &addresses, &cases[1].flow).unwrap();
+        assert_eq!(world.runs[0].addresses.0, IpAddr::V4(addresses.test.v4(2)));
+    }
+
     #[test]
     fn test_addresses_skip_used_blocks() {
         let used: BTreeSet<IpAddr> = ["100.64.0.7".parse().unwrap(), "100::1:2".parse().unwrap()]
