@@ -11,9 +11,26 @@
 //! - [`identity`]: numeric security identities and their scopes;
 //! - [`ports`]: port ranges as masked ports;
 //! - [`mapstate`]: policy-map keys/entries, insertion algebra, lookup;
-//! - [`ipcache`]: prefix → identity table and its datapath encoding.
+//! - [`ipcache`]: prefix → identity table and its datapath encoding;
+//! - [`labels`], [`selector`]: identity labels and label selectors;
+//! - [`inventory`]: the endpoints policies are judged against;
+//! - [`identities`]: identity allocation for label sets and prefixes;
+//! - [`resolve`]: policy → L4 filters → map state;
+//! - [`compile`]: the driver and its output ([`compile::Compiled`]);
+//! - [`explain`]: the reference evaluator of flows;
+//! - [`policytest`]: the `porin test` runner;
+//! - [`error`]: the stage's errors.
 
+pub mod compile;
+pub mod error;
+pub mod explain;
+pub mod identities;
 pub mod identity;
+pub mod inventory;
 pub mod ipcache;
+pub mod labels;
 pub mod mapstate;
+pub mod policytest;
 pub mod ports;
+pub mod resolve;
+pub mod selector;

@@ -1,0 +1,5 @@
+//! One module per subcommand.
+
+pub mod compile;
+pub mod query;
+pub mod test;

@@ -1,0 +1,52 @@
+//! `porin test FILE_OR_DIR... [--engine reference|kernel|both]`
+//!
+//! Runs policy test files (shared/docs/policy-test-format.md): one
+//! `PASS`/`FAIL` line per case, then `N passed, M failed`. Exit codes: 0
+//! every case passed, 1 a case failed, 2 a file could not be read, parsed
+//! or validated (reasons on stderr, with file:line).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args as ClapArgs, ValueEnum};
+use porin_compiler::policytest::{Engine, run as run_tests};
+
+/// The engine deciding the cases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// The reference evaluator in user space (default).
+    Reference,
+    /// porin's eBPF object in the running kernel (root only).
+    Kernel,
+    /// Both; disagreements fail.
+    Both,
+}
+
+/// Arguments of `porin test`.
+#[derive(Debug, ClapArgs)]
+pub struct Args {
+    /// Test files, or directories searched for `kind: PolicyTest` files.
+    #[arg(required = true)]
+    pub paths: Vec<PathBuf>,
+    /// Which engine decides the cases.
+    #[arg(long, value_enum, default_value_t = EngineArg::Reference)]
+    pub engine: EngineArg,
+}
+
+/// Runs `porin test`.
+pub fn run(args: &Args) -> ExitCode {
+    let engine = match args.engine {
+        EngineArg::Reference => Engine::Reference,
+        EngineArg::Kernel => Engine::Kernel,
+        EngineArg::Both => Engine::Both,
+    };
+    let report = run_tests(&args.paths, engine);
+    for line in &report.lines {
+        println!("{line}");
+    }
+    for error in &report.errors {
+        eprintln!("error: {error}");
+    }
+    println!("{}", report.summary());
+    ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(2))
+}

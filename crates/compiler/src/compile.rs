@@ -1,0 +1,357 @@
+//! The compiler driver and its output.
+//!
+//! [`compile`] runs the whole stage: lower policies to rules, allocate
+//! identities (endpoint label sets and policy prefixes), resolve each
+//! endpoint identity's L4 policy once, distill each endpoint's map state,
+//! and build the ipcache. The result, [`Compiled`], is deterministic: the
+//! same inputs give byte-identical JSON (every collection is ordered).
+
+pub mod synthetic;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::IpAddr;
+
+use ipnetwork::IpNetwork;
+use porin_model::diagnostic::{Diagnostic, Severity};
+use serde::Serialize;
+
+use crate::error::CompileError;
+use crate::identities::{IdentityInfo, IdentityTable};
+use crate::identity::Identity;
+use crate::inventory::Inventory;
+use crate::labels::{LabelSet, host_prefix};
+use crate::mapstate::{Direction, Entry, Key, MapState};
+use crate::resolve::codes;
+use crate::resolve::lower::{Origin, PolicyInput, lower};
+use crate::resolve::policy::{L4Policy, Resolver};
+use crate::resolve::rule::proto;
+
+/// Whether each direction is enforced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Enforcement {
+    /// Ingress enforced.
+    pub ingress: bool,
+    /// Egress enforced.
+    pub egress: bool,
+}
+
+/// One map entry, for output.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryOut {
+    /// `ingress` or `egress`.
+    pub direction: String,
+    /// Peer identity (0 = any).
+    pub identity: u32,
+    /// Protocol name (`ANY` for L3-only keys).
+    pub proto: String,
+    /// First port (or ICMP type) covered.
+    pub port: u16,
+    /// Last port covered.
+    pub end_port: u16,
+    /// Port prefix length (0..=16).
+    pub port_prefix_len: u8,
+    /// `allow`, `deny` or `redirect`.
+    pub verdict: String,
+    /// Precedence (§4.3).
+    pub precedence: u32,
+    /// Proxy port of a redirect (0 = none).
+    pub proxy_port: u16,
+    /// Authentication type.
+    pub auth_type: u8,
+    /// Whether the auth type is explicit.
+    pub auth_explicit: bool,
+    /// Policy-log cookie.
+    pub cookie: u32,
+    /// Rule origins (ids into [`Compiled::origins`]).
+    pub origins: Vec<u32>,
+}
+
+impl EntryOut {
+    fn new(key: &Key, entry: &Entry) -> Self {
+        let verdict = if entry.is_deny() {
+            "deny"
+        } else if entry.is_redirect() {
+            "redirect"
+        } else {
+            "allow"
+        };
+        Self {
+            direction: key.direction().to_string(),
+            identity: key.identity().get(),
+            proto: proto::name(key.proto()),
+            port: key.port(),
+            end_port: key.end_port(),
+            port_prefix_len: key.port_prefix_len(),
+            verdict: verdict.to_owned(),
+            precedence: entry.precedence.get(),
+            proxy_port: entry.proxy_port,
+            auth_type: entry.auth.auth_type().get(),
+            auth_explicit: entry.auth.is_explicit(),
+            cookie: entry.cookie,
+            origins: entry.origins.iter().copied().collect(),
+        }
+    }
+}
+
+/// The compiled policy of one endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EndpointPolicy {
+    /// Name.
+    pub name: String,
+    /// Namespace (none outside Kubernetes).
+    pub namespace: Option<String>,
+    /// Identity.
+    pub identity: u32,
+    /// Identity labels.
+    pub labels: LabelSet,
+    /// Addresses.
+    pub ips: Vec<IpAddr>,
+    /// Enforcement per direction.
+    pub enforcement: Enforcement,
+    /// Map entries in key order.
+    pub entries: Vec<EntryOut>,
+    /// Findings about this endpoint.
+    pub diagnostics: Vec<Diagnostic>,
+    /// The map state (for evaluation and code generation).
+    #[serde(skip)]
+    pub state: MapState,
+}
+
+impl EndpointPolicy {
+    /// `namespace/name` or `name`.
+    pub fn display_name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// One ipcache entry.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct IpcacheEntry {
+    /// The prefix.
+    #[serde(serialize_with = "crate::labels::serialize_display")]
+    pub prefix: IpNetwork,
+    /// Its identity.
+    pub identity: u32,
+}
+
+/// The output of the compiler stage.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Compiled {
+    /// Local cluster name.
+    pub cluster: String,
+    /// Every identity (reserved, endpoint, CIDR).
+    pub identities: Vec<IdentityInfo>,
+    /// Endpoints in inventory order (namespace, name).
+    pub endpoints: Vec<EndpointPolicy>,
+    /// The ipcache: endpoint addresses, policy prefixes, world routes;
+    /// IPv4 first, then by address and length.
+    pub ipcache: Vec<IpcacheEntry>,
+    /// Rule origins, indexed by id.
+    pub origins: Vec<Origin>,
+    /// Findings about the policies.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Compiled {
+    /// The endpoint named `namespace/name` (or `name`).
+    pub fn endpoint(&self, reference: &str) -> Option<&EndpointPolicy> {
+        let (namespace, name) = match reference.split_once('/') {
+            Some((ns, name)) => (Some(ns), name),
+            None => (None, reference),
+        };
+        self.endpoints
+            .iter()
+            .find(|e| e.namespace.as_deref() == namespace && e.name == name)
+    }
+
+    /// The endpoint owning an address.
+    pub fn endpoint_by_ip(&self, ip: IpAddr) -> Option<&EndpointPolicy> {
+        self.endpoints.iter().find(|e| e.ips.contains(&ip))
+    }
+
+    /// The identity the ipcache gives an address (longest prefix; world
+    /// 9/10 by default).
+    pub fn identity_of_ip(&self, ip: IpAddr) -> u32 {
+        self.ipcache
+            .iter()
+            .filter(|e| e.prefix.contains(ip))
+            .max_by_key(|e| e.prefix.prefix())
+            .map_or(
+                if ip.is_ipv4() {
+                    Identity::WORLD_IPV4.get()
+                } else {
+                    Identity::WORLD_IPV6.get()
+                },
+                |e| e.identity,
+            )
+    }
+
+    /// The origin of an id.
+    pub fn origin(&self, id: u32) -> Option<&Origin> {
+        usize::try_from(id).ok().and_then(|i| self.origins.get(i))
+    }
+
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+            || self
+                .endpoints
+                .iter()
+                .any(|e| e.diagnostics.iter().any(Diagnostic::is_error))
+    }
+
+    /// Deterministic, pretty JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"))
+    }
+}
+
+/// Compiles policies against an inventory (which must be finished, see
+/// [`Inventory::finish`]).
+pub fn compile(
+    policies: &[PolicyInput<'_>],
+    inventory: &Inventory,
+) -> Result<Compiled, CompileError> {
+    let lowered = lower(policies, inventory);
+    let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+    let mut resolver = Resolver::new(&lowered.rules, &table, inventory);
+    let origins = lowered.origins.clone();
+    let describe = |id: u32| {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| origins.get(i))
+            .map_or_else(|| format!("origin {id}"), Origin::describe)
+    };
+
+    let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
+    let mut state_cache: HashMap<
+        (u32, Vec<crate::inventory::NamedPort>),
+        (MapState, Vec<Diagnostic>),
+    > = HashMap::new();
+    let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
+    for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+        let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
+        if !l4_cache.contains_key(&identity) {
+            let policy = resolver.l4_policy(identity);
+            l4_cache.insert(identity, policy);
+        }
+        let Some(policy) = l4_cache.get(&identity) else {
+            continue;
+        };
+        let cache_key = (identity, endpoint.ports.clone());
+        let (state, diagnostics) = match state_cache.get(&cache_key) {
+            Some(hit) => hit.clone(),
+            None => {
+                let computed = resolver.map_state(endpoint, policy, &describe);
+                state_cache.insert(cache_key, computed.clone());
+                computed
+            }
+        };
+        let entries = state.iter().map(|(k, e)| EntryOut::new(k, e)).collect();
+        endpoints.push(EndpointPolicy {
+            name: endpoint.name.clone(),
+            namespace: endpoint.namespace.clone(),
+            identity,
+            labels: table
+                .get(identity)
+                .map(|i| i.labels.clone())
+                .unwrap_or_default(),
+            ips: endpoint.ips.clone(),
+            enforcement: Enforcement {
+                ingress: policy.ingress.enforced,
+                egress: policy.egress.enforced,
+            },
+            entries,
+            diagnostics,
+            state,
+        });
+    }
+
+    let mut diagnostics = lowered.diagnostics.clone();
+    // Policies that select no endpoint (info: maybe the inventory is
+    // incomplete, maybe the selector is wrong).
+    let mut selecting: BTreeSet<u32> = BTreeSet::new();
+    for id in table.endpoint_identity.iter().collect::<BTreeSet<_>>() {
+        for rule in resolver.rules_of(*id) {
+            selecting.insert(lowered.rules[*rule].origin);
+        }
+    }
+    let mut reported: BTreeSet<(String, Option<String>, String)> = BTreeSet::new();
+    let mut policy_selects: BTreeMap<(String, Option<String>, String, String), bool> =
+        BTreeMap::new();
+    for rule in &lowered.rules {
+        if let Some(origin) = describe_origin(&lowered.origins, rule.origin) {
+            let key = (
+                origin.kind.clone(),
+                origin.namespace.clone(),
+                origin.name.clone(),
+                origin.file.clone(),
+            );
+            *policy_selects.entry(key).or_default() |= selecting.contains(&rule.origin);
+        }
+    }
+    for ((kind, namespace, name, file), selects) in policy_selects {
+        if !selects && reported.insert((kind.clone(), namespace.clone(), name.clone())) {
+            let label = match &namespace {
+                Some(ns) => format!("{ns}/{name}"),
+                None => name.clone(),
+            };
+            diagnostics.push(
+                Diagnostic::new(
+                    codes::SELECTS_NOTHING,
+                    Severity::Info,
+                    format!("{kind} `{label}` selects no endpoint of the inventory"),
+                )
+                .note(format!("defined in {file}")),
+            );
+        }
+    }
+
+    let ipcache = build_ipcache(inventory, &table);
+    Ok(Compiled {
+        cluster: inventory.cluster.clone(),
+        identities: table.identities.clone(),
+        endpoints,
+        ipcache,
+        origins: lowered.origins,
+        diagnostics,
+    })
+}
+
+fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
+    usize::try_from(id).ok().and_then(|i| origins.get(i))
+}
+
+/// Endpoint addresses (/32, /128) → endpoint identities; policy prefixes →
+/// CIDR identities (an endpoint address wins over an equal policy prefix);
+/// `0.0.0.0/0` → 9 and `::/0` → 10.
+fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
+    let mut map: BTreeMap<IpNetwork, u32> = BTreeMap::new();
+    for (prefix, id) in &table.cidr_identity {
+        map.insert(*prefix, *id);
+    }
+    for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+        let id = table.endpoint_identity.get(index).copied().unwrap_or(0);
+        for ip in &endpoint.ips {
+            map.insert(host_prefix(*ip), id);
+        }
+    }
+    if let Ok(v4) = "0.0.0.0/0".parse() {
+        map.insert(v4, Identity::WORLD_IPV4.get());
+    }
+    if let Ok(v6) = "::/0".parse() {
+        map.insert(v6, Identity::WORLD_IPV6.get());
+    }
+    let mut entries: Vec<IpcacheEntry> = map
+        .into_iter()
+        .map(|(prefix, identity)| IpcacheEntry { prefix, identity })
+        .collect();
+    entries.sort_by_key(|e| (e.prefix.is_ipv6(), e.prefix.network(), e.prefix.prefix()));
+    entries
+}
+
+/// Directions, for iteration in output code.
+pub const DIRECTIONS: [Direction; 2] = Direction::ALL;

@@ -1,0 +1,92 @@
+//! Errors of the compiler stage.
+//!
+//! Errors stop a stage; findings that let compilation go on are
+//! [`porin_model::diagnostic::Diagnostic`]s instead (codes `PC0xx`).
+
+use std::path::PathBuf;
+
+/// An inventory could not be read or is invalid.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum InventoryError {
+    /// The file or directory could not be read.
+    #[error("cannot read `{path}`: {source}")]
+    Read {
+        /// The path.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file is not valid YAML or JSON, or has the wrong shape.
+    #[error("{file}:{line}:{column}: {message}")]
+    Syntax {
+        /// Display path.
+        file: String,
+        /// 1-based line (0 when unknown).
+        line: u32,
+        /// 1-based column (0 when unknown).
+        column: u32,
+        /// What is wrong.
+        message: String,
+    },
+    /// The content is well-formed but wrong (duplicate endpoint, bad IP, ...).
+    #[error("{file}:{line}: {message}")]
+    Invalid {
+        /// Display path.
+        file: String,
+        /// 1-based line of the offending item (0 when unknown).
+        line: u32,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl InventoryError {
+    /// The display path of the file the error is about.
+    pub fn file(&self) -> String {
+        match self {
+            Self::Read { path, .. } => path.display().to_string(),
+            Self::Syntax { file, .. } | Self::Invalid { file, .. } => file.clone(),
+        }
+    }
+
+    /// The line the error is about, 0 when unknown.
+    pub fn line(&self) -> u32 {
+        match self {
+            Self::Read { .. } => 0,
+            Self::Syntax { line, .. } | Self::Invalid { line, .. } => *line,
+        }
+    }
+}
+
+/// Compilation could not proceed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompileError {
+    /// The inventory is invalid.
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    /// Two inventory entries claim the same identity number with different
+    /// labels, or a given identity number lies in a reserved range.
+    #[error("identity {identity}: {message}")]
+    Identity {
+        /// The identity number.
+        identity: u32,
+        /// What is wrong.
+        message: String,
+    },
+    /// Too many identities or CIDR prefixes for the numeric ranges.
+    #[error("{what}: {given} needed, the limit is {limit}")]
+    Capacity {
+        /// Which range ran out.
+        what: &'static str,
+        /// How many were needed.
+        given: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// An `--endpoint` or peer name does not exist.
+    #[error("unknown endpoint `{0}`")]
+    UnknownEndpoint(String),
+}

@@ -1,0 +1,324 @@
+//! The inventory: the workloads policies are judged against.
+//!
+//! An [`Inventory`] lists endpoints (Kubernetes pods or workloads, or
+//! endpoints outside Kubernetes such as microVMs: no namespace, arbitrary
+//! labels), namespaces with their labels, the local cluster name, DNS
+//! answers for `toFQDNs` and service definitions for `toServices`.
+//!
+//! Sources, all producing the same [`Inventory`]:
+//! - porin's own YAML ([`yaml`]): the inventory fields of a `PolicyTest`
+//!   file, or a standalone `kind: Inventory` file that may also list
+//!   `services` (see `docs` in `fixtures/inventories/`);
+//! - Kubernetes manifests in a directory ([`k8s`]): Pod, Deployment,
+//!   StatefulSet, DaemonSet, ReplicaSet, Job and CronJob pod templates,
+//!   Namespace and Service objects, so CI can lint a GitOps repository
+//!   without a cluster;
+//! - a cluster dump ([`cilium`]): `cilium-dbg identity list -o json` or
+//!   `cilium-dbg endpoint list -o json`, which carry identity numbers and
+//!   full identity labels.
+//!
+//! Addresses: endpoints without `ips` get deterministic addresses (see
+//! [`AUTO_IPV4_BASE`], [`AUTO_IPV6_BASE`]) in (namespace, name) order,
+//! skipping addresses already taken, so the same inventory always yields
+//! the same ipcache.
+
+pub mod cilium;
+pub mod k8s;
+pub mod yaml;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::error::InventoryError;
+use crate::labels::LabelSet;
+
+/// Cluster name used when none is given (Cilium's `cluster-name` default).
+pub const DEFAULT_CLUSTER: &str = "default";
+
+/// First automatically assigned IPv4 address: `10.244.0.1`, then upward
+/// through `10.244.0.0/16`... and beyond if ever needed.
+pub const AUTO_IPV4_BASE: Ipv4Addr = Ipv4Addr::new(10, 244, 0, 0);
+/// Base of automatically assigned IPv6 addresses: `fd00:10:244::1` upward.
+pub const AUTO_IPV6_BASE: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x10, 0x244, 0, 0, 0, 0, 0);
+
+/// Where an inventory item was defined.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct SourceLocation {
+    /// Display path of the file.
+    pub file: String,
+    /// 1-based line, 0 when unknown.
+    pub line: u32,
+}
+
+/// A named container port (for named-port rules).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct NamedPort {
+    /// The port name (lower case, as Cilium compares them).
+    pub name: String,
+    /// The port number; 0 is kept so the "named port is zero" failure
+    /// of Cilium can be reproduced.
+    pub port: u16,
+    /// IP protocol number (6 TCP, 17 UDP, 132 SCTP).
+    pub proto: u8,
+}
+
+/// One endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Endpoint {
+    /// Name, unique within its namespace.
+    pub name: String,
+    /// Kubernetes namespace; `None` for endpoints outside Kubernetes.
+    pub namespace: Option<String>,
+    /// The workload's own labels (`key` or `source:key` → value). For
+    /// Kubernetes endpoints the source defaults to `k8s`, otherwise to
+    /// `unspec`.
+    pub labels: BTreeMap<String, String>,
+    /// Addresses (given or assigned).
+    pub ips: Vec<IpAddr>,
+    /// Service account, for Kubernetes endpoints.
+    pub service_account: Option<String>,
+    /// Named container ports.
+    pub ports: Vec<NamedPort>,
+    /// Identity number given by the source (cluster dumps), if any.
+    pub identity: Option<u32>,
+    /// Complete identity labels given by the source (cluster dumps); when
+    /// set they are used as they are, without deriving or filtering.
+    pub identity_labels: Option<LabelSet>,
+    /// Where the endpoint was defined.
+    pub location: SourceLocation,
+}
+
+impl Endpoint {
+    /// `namespace/name`, or `name` for an endpoint outside Kubernetes.
+    pub fn display_name(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+/// A Kubernetes service, for `toServices`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Service {
+    /// Service name.
+    pub name: String,
+    /// Service namespace.
+    pub namespace: String,
+    /// The service's own labels (matched by `k8sServiceSelector`).
+    pub labels: BTreeMap<String, String>,
+    /// The pod selector; `None` for a selector-less service.
+    pub selector: Option<BTreeMap<String, String>>,
+    /// Backend addresses of a selector-less service (its Endpoints).
+    pub backends: Vec<IpAddr>,
+    /// Where the service was defined.
+    pub location: SourceLocation,
+}
+
+/// Everything the compiler knows about the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Inventory {
+    /// Local cluster name (`cluster-name`).
+    pub cluster: String,
+    /// Namespace labels by namespace name; every namespace also carries
+    /// `kubernetes.io/metadata.name=<name>` after [`Inventory::finish`].
+    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
+    /// Endpoints, sorted by (namespace, name) after [`Inventory::finish`].
+    pub endpoints: Vec<Endpoint>,
+    /// DNS answers: name → addresses.
+    pub fqdns: BTreeMap<String, Vec<IpAddr>>,
+    /// Services.
+    pub services: Vec<Service>,
+}
+
+impl Inventory {
+    /// An empty inventory of the default cluster.
+    pub fn new() -> Self {
+        Self {
+            cluster: DEFAULT_CLUSTER.to_owned(),
+            ..Self::default()
+        }
+    }
+
+    /// Loads an inventory from a file or a directory and finishes it.
+    ///
+    /// A directory is read recursively (files ending in `.yaml`, `.yml` or
+    /// `.json`, in path order); each file may be porin YAML, Kubernetes
+    /// manifests or a Cilium dump; documents of other kinds (policies, for
+    /// example) are ignored.
+    pub fn load(path: &Path) -> Result<Self, InventoryError> {
+        let mut inventory = Self::new();
+        let mut files = Vec::new();
+        collect_files(path, &mut files)?;
+        for file in files {
+            let text = std::fs::read_to_string(&file).map_err(|source| InventoryError::Read {
+                path: file.clone(),
+                source,
+            })?;
+            inventory.add_text(&file.display().to_string(), &text)?;
+        }
+        inventory.finish()?;
+        Ok(inventory)
+    }
+
+    /// Adds the inventory content of one file's text (not finished).
+    pub fn add_text(&mut self, file: &str, text: &str) -> Result<(), InventoryError> {
+        let trimmed = text.trim_start();
+        if trimmed.starts_with('[') {
+            return cilium::add_dump(self, file, text);
+        }
+        if trimmed.starts_with('{') && text.contains("\"identity\"") {
+            return cilium::add_dump(self, file, text);
+        }
+        let documents = yaml::parse_documents(file, text)?;
+        let mut has_inventory = false;
+        for document in &documents {
+            let kind = document.value.get("kind").and_then(|k| k.as_str());
+            if matches!(kind, Some("Inventory" | "PolicyTest")) {
+                has_inventory = true;
+            } else {
+                k8s::add_manifest(self, file, document)?;
+            }
+        }
+        if has_inventory {
+            // A second, typed pass keeps the line of every endpoint.
+            yaml::add_inventory_text(self, file, text)?;
+        }
+        Ok(())
+    }
+
+    /// Completes the inventory: namespaces named by endpoints exist, every
+    /// namespace carries `kubernetes.io/metadata.name`, endpoints are sorted
+    /// and unique, and endpoints without addresses get deterministic ones.
+    pub fn finish(&mut self) -> Result<(), InventoryError> {
+        if self.cluster.is_empty() {
+            self.cluster = DEFAULT_CLUSTER.to_owned();
+        }
+        for endpoint in &self.endpoints {
+            if let Some(ns) = &endpoint.namespace {
+                self.namespaces.entry(ns.clone()).or_default();
+            }
+        }
+        for (name, labels) in &mut self.namespaces {
+            labels
+                .entry(crate::labels::NAMESPACE_NAME_LABEL.to_owned())
+                .or_insert_with(|| name.clone());
+        }
+        self.endpoints.sort_by(|a, b| {
+            (&a.namespace, &a.name, &a.location).cmp(&(&b.namespace, &b.name, &b.location))
+        });
+        for pair in self.endpoints.windows(2) {
+            if pair[0].namespace == pair[1].namespace && pair[0].name == pair[1].name {
+                return Err(InventoryError::Invalid {
+                    file: pair[1].location.file.clone(),
+                    line: pair[1].location.line,
+                    message: format!(
+                        "duplicate endpoint `{}` (first defined at {}:{})",
+                        pair[1].display_name(),
+                        pair[0].location.file,
+                        pair[0].location.line
+                    ),
+                });
+            }
+        }
+        let mut owner: BTreeMap<IpAddr, String> = BTreeMap::new();
+        for endpoint in &self.endpoints {
+            for ip in &endpoint.ips {
+                if let Some(previous) = owner.insert(*ip, endpoint.display_name()) {
+                    return Err(InventoryError::Invalid {
+                        file: endpoint.location.file.clone(),
+                        line: endpoint.location.line,
+                        message: format!(
+                            "address {ip} of `{}` is already used by `{previous}`",
+                            endpoint.display_name()
+                        ),
+                    });
+                }
+            }
+        }
+        let taken: BTreeSet<IpAddr> = owner.keys().copied().collect();
+        let mut next_v4 = u32::from(AUTO_IPV4_BASE);
+        let mut next_v6 = u128::from(AUTO_IPV6_BASE);
+        for endpoint in &mut self.endpoints {
+            if !endpoint.ips.is_empty() {
+                continue;
+            }
+            let v4 = loop {
+                next_v4 = next_v4.wrapping_add(1);
+                let candidate = IpAddr::V4(Ipv4Addr::from(next_v4));
+                if !taken.contains(&candidate) {
+                    break candidate;
+                }
+            };
+            let v6 = loop {
+                next_v6 = next_v6.wrapping_add(1);
+                let candidate = IpAddr::V6(Ipv6Addr::from(next_v6));
+                if !taken.contains(&candidate) {
+                    break candidate;
+                }
+            };
+            endpoint.ips = vec![v4, v6];
+        }
+        Ok(())
+    }
+
+    /// The endpoint named `namespace/name` (or `name` outside Kubernetes).
+    pub fn endpoint(&self, reference: &str) -> Option<usize> {
+        let (namespace, name) = match reference.split_once('/') {
+            Some((ns, name)) => (Some(ns), name),
+            None => (None, reference),
+        };
+        self.endpoints
+            .iter()
+            .position(|e| e.namespace.as_deref() == namespace && e.name == name)
+    }
+}
+
+fn collect_files(path: &Path, files: &mut Vec<std::path::PathBuf>) -> Result<(), InventoryError> {
+    let metadata = std::fs::metadata(path).map_err(|source| InventoryError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    if !metadata.is_dir() {
+        files.push(path.to_path_buf());
+        return Ok(());
+    }
+    let mut entries = Vec::new();
+    let reader = std::fs::read_dir(path).map_err(|source| InventoryError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    for entry in reader {
+        let entry = entry.map_err(|source| InventoryError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        entries.push(entry.path());
+    }
+    entries.sort();
+    for entry in entries {
+        if entry.is_dir() {
+            collect_files(&entry, files)?;
+        } else if entry
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            files.push(entry);
+        }
+    }
+    Ok(())
+}
+
+/// Parses an IP protocol name of a container port (`TCP` default).
+pub(crate) fn container_port_proto(name: Option<&str>) -> Option<u8> {
+    match name.map(str::to_ascii_uppercase).as_deref() {
+        None | Some("TCP") => Some(6),
+        Some("UDP") => Some(17),
+        Some("SCTP") => Some(132),
+        Some(_) => None,
+    }
+}

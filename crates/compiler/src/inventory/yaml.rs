@@ -1,0 +1,326 @@
+//! porin's own inventory YAML.
+//!
+//! The inventory fields of a `PolicyTest` file (policy-test-format.md:
+//! `cluster`, `namespaces`, `endpoints`, `fqdns`), also accepted as a
+//! standalone document of `kind: Inventory`, which may add `services`:
+//!
+//! ```yaml
+//! kind: Inventory
+//! cluster: default
+//! namespaces: {prod: {team: payments}}
+//! endpoints:
+//!   - {name: web, namespace: prod, labels: {app: web}, ports: [{name: http, port: 8080}]}
+//!   - {name: vm-1, labels: {role: db}, ips: [192.0.2.10]}   # outside Kubernetes
+//!   - {name: cached, namespace: prod, labels: {app: c}, identity: 4242}  # given identity
+//! fqdns: {api.example.com: [203.0.113.10]}
+//! services:
+//!   - {name: db, namespace: prod, selector: {app: db}}
+//!   - {name: legacy, namespace: prod, backends: [192.0.2.50]}      # selector-less
+//! ```
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::Deserialize;
+use serde_saphyr::Spanned;
+
+use super::{Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto};
+use crate::error::InventoryError;
+
+/// One parsed YAML document with the line it starts on.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// Index of the document in its file (0-based).
+    pub index: usize,
+    /// 1-based line of the document's root node.
+    pub line: u32,
+    /// The document as a JSON value.
+    pub value: serde_json::Value,
+}
+
+/// Converts a serde-saphyr error into a located inventory error.
+pub fn syntax_error(file: &str, error: &serde_saphyr::Error) -> InventoryError {
+    let (line, column) = error
+        .location()
+        .map(|l| {
+            (
+                u32::try_from(l.line()).unwrap_or(u32::MAX),
+                u32::try_from(l.column()).unwrap_or(u32::MAX),
+            )
+        })
+        .unwrap_or((0, 0));
+    InventoryError::Syntax {
+        file: file.to_owned(),
+        line,
+        column,
+        message: first_line(&error.to_string()),
+    }
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+/// Parses every document of a YAML (or JSON) text, skipping empty ones.
+pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Document>, InventoryError> {
+    let documents: Vec<Option<Spanned<serde_json::Value>>> =
+        serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+    Ok(documents
+        .into_iter()
+        .enumerate()
+        .filter_map(|(index, doc)| {
+            let doc = doc?;
+            if doc.value.is_null() {
+                return None;
+            }
+            Some(Document {
+                index,
+                line: u32::try_from(doc.referenced.line()).unwrap_or(u32::MAX),
+                value: doc.value,
+            })
+        })
+        .collect())
+}
+
+/// A scalar that YAML may write as a string, number or boolean; label
+/// values and ports are strings in the end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scalar(pub String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Any {
+            Text(String),
+            Unsigned(u64),
+            Signed(i64),
+            Float(f64),
+            Flag(bool),
+        }
+        Ok(Scalar(match Any::deserialize(deserializer)? {
+            Any::Text(text) => text,
+            Any::Unsigned(n) => n.to_string(),
+            Any::Signed(n) => n.to_string(),
+            Any::Float(n) => n.to_string(),
+            Any::Flag(b) => b.to_string(),
+        }))
+    }
+}
+
+/// Label maps: `key: value` with scalar values.
+pub type LabelMap = BTreeMap<String, Scalar>;
+
+fn labels_of(map: &LabelMap) -> BTreeMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect()
+}
+
+/// A named container port as written in an inventory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSpec {
+    /// Name.
+    pub name: String,
+    /// Number.
+    pub port: u16,
+    /// `TCP` (default), `UDP` or `SCTP`.
+    #[serde(default)]
+    pub protocol: Option<String>,
+}
+
+/// An endpoint as written in an inventory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EndpointSpec {
+    /// Name.
+    pub name: String,
+    /// Namespace; absent = outside Kubernetes.
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// Labels.
+    #[serde(default)]
+    pub labels: LabelMap,
+    /// Addresses.
+    #[serde(default)]
+    pub ips: Vec<String>,
+    /// Service account.
+    #[serde(default)]
+    pub service_account: Option<String>,
+    /// Named ports.
+    #[serde(default)]
+    pub ports: Vec<PortSpec>,
+    /// A given identity number (porin extension, e.g. from a cluster).
+    #[serde(default)]
+    pub identity: Option<u32>,
+}
+
+/// A service as written in an inventory.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServiceSpec {
+    /// Name.
+    pub name: String,
+    /// Namespace (default `default`).
+    #[serde(default)]
+    pub namespace: Option<String>,
+    /// The service's labels.
+    #[serde(default)]
+    pub labels: LabelMap,
+    /// Pod selector; absent = selector-less service.
+    #[serde(default)]
+    pub selector: Option<LabelMap>,
+    /// Backend addresses of a selector-less service.
+    #[serde(default)]
+    pub backends: Vec<String>,
+}
+
+/// The inventory fields of an `Inventory` or `PolicyTest` document; other
+/// fields (policies, cases) are read by their own owners.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InventoryFields {
+    /// Document kind.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Local cluster name.
+    #[serde(default)]
+    pub cluster: Option<String>,
+    /// Namespace labels.
+    #[serde(default)]
+    pub namespaces: BTreeMap<String, Option<LabelMap>>,
+    /// Endpoints.
+    #[serde(default)]
+    pub endpoints: Vec<Spanned<EndpointSpec>>,
+    /// DNS answers.
+    #[serde(default)]
+    pub fqdns: BTreeMap<String, Vec<String>>,
+    /// Services.
+    #[serde(default)]
+    pub services: Vec<Spanned<ServiceSpec>>,
+}
+
+fn parse_ip(file: &str, line: u32, text: &str) -> Result<IpAddr, InventoryError> {
+    text.trim().parse().map_err(|_| InventoryError::Invalid {
+        file: file.to_owned(),
+        line,
+        message: format!("`{text}` is not an IP address"),
+    })
+}
+
+fn to_line(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl InventoryFields {
+    /// Adds these fields to an inventory.
+    pub fn add_to(&self, inventory: &mut Inventory, file: &str) -> Result<(), InventoryError> {
+        if let Some(cluster) = &self.cluster {
+            inventory.cluster = cluster.clone();
+        }
+        for (name, labels) in &self.namespaces {
+            let entry = inventory.namespaces.entry(name.clone()).or_default();
+            if let Some(labels) = labels {
+                entry.extend(labels_of(labels));
+            }
+        }
+        for spanned in &self.endpoints {
+            let line = to_line(spanned.referenced.line());
+            let spec = &spanned.value;
+            let mut ips = Vec::with_capacity(spec.ips.len());
+            for ip in &spec.ips {
+                ips.push(parse_ip(file, line, ip)?);
+            }
+            let mut ports = Vec::with_capacity(spec.ports.len());
+            for port in &spec.ports {
+                let proto = container_port_proto(port.protocol.as_deref()).ok_or_else(|| {
+                    InventoryError::Invalid {
+                        file: file.to_owned(),
+                        line,
+                        message: format!(
+                            "port `{}`: protocol `{}` is not TCP, UDP or SCTP",
+                            port.name,
+                            port.protocol.as_deref().unwrap_or_default()
+                        ),
+                    }
+                })?;
+                ports.push(NamedPort {
+                    name: port.name.to_ascii_lowercase(),
+                    port: port.port,
+                    proto,
+                });
+            }
+            if spec.name.is_empty() {
+                return Err(InventoryError::Invalid {
+                    file: file.to_owned(),
+                    line,
+                    message: "endpoint without a name".to_owned(),
+                });
+            }
+            inventory.endpoints.push(Endpoint {
+                name: spec.name.clone(),
+                namespace: spec.namespace.clone(),
+                labels: labels_of(&spec.labels),
+                ips,
+                service_account: spec.service_account.clone(),
+                ports,
+                identity: spec.identity,
+                identity_labels: None,
+                location: SourceLocation {
+                    file: file.to_owned(),
+                    line,
+                },
+            });
+        }
+        for (name, ips) in &self.fqdns {
+            let mut parsed = Vec::with_capacity(ips.len());
+            for ip in ips {
+                parsed.push(parse_ip(file, 0, ip)?);
+            }
+            inventory
+                .fqdns
+                .entry(name.to_ascii_lowercase().trim_end_matches('.').to_owned())
+                .or_default()
+                .extend(parsed);
+        }
+        for spanned in &self.services {
+            let line = to_line(spanned.referenced.line());
+            let spec = &spanned.value;
+            let mut backends = Vec::with_capacity(spec.backends.len());
+            for ip in &spec.backends {
+                backends.push(parse_ip(file, line, ip)?);
+            }
+            inventory.services.push(Service {
+                name: spec.name.clone(),
+                namespace: spec
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| "default".to_owned()),
+                labels: labels_of(&spec.labels),
+                selector: spec.selector.as_ref().map(labels_of),
+                backends,
+                location: SourceLocation {
+                    file: file.to_owned(),
+                    line,
+                },
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Reads the inventory fields of every `Inventory`/`PolicyTest` document of
+/// a text.
+pub fn add_inventory_text(
+    inventory: &mut Inventory,
+    file: &str,
+    text: &str,
+) -> Result<(), InventoryError> {
+    let documents: Vec<Option<InventoryFields>> =
+        serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+    for fields in documents.into_iter().flatten() {
+        if matches!(fields.kind.as_deref(), Some("Inventory" | "PolicyTest")) {
+            fields.add_to(inventory, file)?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1367 @@
+//! Policy documents → [`PolicyRule`]s (Cilium's `ParseToCiliumRule` +
+//! `RulesToPolicyEntries` for CNP/CCNP, `ParseNetworkPolicy` for KNP).
+//!
+//! Selector rewriting follows semantics.md §3.1 (`pkg/k8s/apis/cilium.io/utils/utils.go`
+//! `getEndpointSelector`/`ParseToCiliumRule`, `pkg/k8s/network_policy.go`).
+//! Peers porin cannot resolve offline (nodes, groups, CIDR groups, services
+//! or FQDNs missing from the inventory) compile to nothing in allow rules
+//! and to the wildcard peer in deny rules: fail closed both ways, with a
+//! diagnostic saying so.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ipnetwork::IpNetwork;
+use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::loader::LoadOutcome;
+use porin_model::model::{
+    AuthenticationMode, CidrRule, EgressDenyRule, EgressRule, Entity, FqdnSelector, IcmpFamily,
+    IcmpRule, IngressDenyRule, IngressRule, IntOrString, K8sProtocol, L4Proto, LabelSelector,
+    NetworkPolicy, NetworkPolicyPeer, PolicyDocument, PortProtocol, PortRule, Rule,
+    SelectorOperator, Service as ServiceRef,
+};
+use porin_model::route::Route;
+use serde::Serialize;
+
+use super::codes;
+use super::rule::{
+    AuthMode, L7, L7Parser, PolicyRule, PortRef, PortSpec, icmp_type, parse_port_number, proto,
+};
+use crate::inventory::Inventory;
+use crate::labels::{
+    CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED,
+    canonical_prefix, host_prefix,
+};
+use crate::mapstate::Direction;
+use crate::selector::{Operator, Requirement, Selector, SelectorKey};
+
+/// Where a compiled entry came from: one direction item of one policy.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Origin {
+    /// The origin id entries carry.
+    pub id: u32,
+    /// Policy kind (`CiliumNetworkPolicy`, ..., or `Synthetic` for the
+    /// allow-all rules Cilium adds itself).
+    pub kind: String,
+    /// Policy namespace (none for cluster-wide policies).
+    pub namespace: Option<String>,
+    /// Policy name.
+    pub name: String,
+    /// Section: `ingress`, `ingressDeny`, `egress`, `egressDeny`.
+    pub section: String,
+    /// Index of the item in its section.
+    pub index: usize,
+    /// Direction.
+    pub direction: String,
+    /// Whether the rule denies.
+    pub deny: bool,
+    /// Field path of the item, e.g. `spec.ingress[0]`.
+    pub route: String,
+    /// Display path of the file.
+    pub file: String,
+    /// Document index in the file.
+    pub document: usize,
+    /// 1-based line of the item (0 when unknown).
+    pub line: u32,
+}
+
+impl Origin {
+    /// `kind namespace/name route (file:line)` for explanations.
+    pub fn describe(&self) -> String {
+        let name = match &self.namespace {
+            Some(ns) => format!("{ns}/{}", self.name),
+            None => self.name.clone(),
+        };
+        if self.file.is_empty() {
+            format!("{} {name}", self.kind)
+        } else {
+            format!(
+                "{} {name} {} ({}:{})",
+                self.kind, self.route, self.file, self.line
+            )
+        }
+    }
+}
+
+/// One policy document to lower, with a way to locate its fields.
+#[derive(Clone, Copy)]
+pub struct PolicyInput<'a> {
+    /// Display path of the file.
+    pub file: &'a str,
+    /// Document index in the file.
+    pub document: usize,
+    /// Position in a `List` document, if the policy came from one.
+    pub item: Option<usize>,
+    /// The policy.
+    pub policy: &'a PolicyDocument,
+    /// The load that produced it, to locate fields (none: line 0).
+    pub source: Option<&'a LoadOutcome>,
+}
+
+impl<'a> PolicyInput<'a> {
+    /// Every valid document of a load.
+    pub fn from_outcome(outcome: &'a LoadOutcome) -> Vec<PolicyInput<'a>> {
+        outcome
+            .documents
+            .iter()
+            .map(|doc| PolicyInput {
+                file: &doc.file,
+                document: doc.index,
+                item: doc.item,
+                policy: &doc.doc,
+                source: Some(outcome),
+            })
+            .collect()
+    }
+
+    /// The (line, column) of a field path of this policy (0, 0 if unknown).
+    pub fn locate(&self, route: &str) -> (u32, u32) {
+        let full = match self.item {
+            Some(item) if route.is_empty() => format!("items[{item}]"),
+            Some(item) => format!("items[{item}].{route}"),
+            None => route.to_owned(),
+        };
+        let Some(source) = self.source else {
+            return (0, 0);
+        };
+        Route::parse(&full)
+            .and_then(|r| source.locate(self.file, self.document, &r))
+            .map_or((0, 0), |l| (l.line, l.column))
+    }
+}
+
+/// The result of lowering all policies.
+#[derive(Debug, Default)]
+pub struct Lowered {
+    /// The rules, in input order.
+    pub rules: Vec<PolicyRule>,
+    /// Origin table, indexed by origin id.
+    pub origins: Vec<Origin>,
+    /// Every prefix the rules name (CIDR identities are made for these).
+    pub prefixes: BTreeSet<IpNetwork>,
+    /// Findings.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Log cookie numbers by `log.value`.
+    pub cookies: BTreeMap<String, u32>,
+}
+
+/// Origin ids of the synthetic allow-all rules (§3.3): always 0 and 1.
+pub const ORIGIN_ALLOW_ANY_INGRESS: u32 = 0;
+/// See [`ORIGIN_ALLOW_ANY_INGRESS`].
+pub const ORIGIN_ALLOW_ANY_EGRESS: u32 = 1;
+
+struct Ctx<'a> {
+    inventory: &'a Inventory,
+    cluster: String,
+    out: Lowered,
+}
+
+/// Lowers every policy.
+///
+/// Log cookies are numbered 1.. in sorted order of the distinct
+/// `log.value` strings, so they do not depend on input order.
+pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
+    let mut ctx = Ctx {
+        inventory,
+        cluster: inventory.cluster.clone(),
+        out: Lowered::default(),
+    };
+    for (id, direction) in [
+        (ORIGIN_ALLOW_ANY_INGRESS, Direction::Ingress),
+        (ORIGIN_ALLOW_ANY_EGRESS, Direction::Egress),
+    ] {
+        ctx.out.origins.push(Origin {
+            id,
+            kind: "Synthetic".to_owned(),
+            namespace: None,
+            name: format!("allow-any-{direction}"),
+            section: direction.to_string(),
+            index: 0,
+            direction: direction.to_string(),
+            deny: false,
+            route: String::new(),
+            file: String::new(),
+            document: 0,
+            line: 0,
+        });
+    }
+    let mut log_values = BTreeSet::new();
+    for input in inputs {
+        for (_, rule) in input.policy.cilium_rules() {
+            if let Some(value) = rule.log.as_ref().and_then(|l| l.value.clone())
+                && !value.is_empty()
+            {
+                log_values.insert(value);
+            }
+        }
+    }
+    ctx.out.cookies = log_values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (v, u32::try_from(i + 1).unwrap_or(u32::MAX)))
+        .collect();
+    for input in inputs {
+        match input.policy {
+            PolicyDocument::NetworkPolicy(knp) => ctx.lower_knp(input, knp),
+            PolicyDocument::CiliumNetworkPolicy(_)
+            | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
+                let namespaced = matches!(input.policy, PolicyDocument::CiliumNetworkPolicy(_));
+                let namespace = if namespaced {
+                    Some(
+                        input
+                            .policy
+                            .metadata()
+                            .namespace
+                            .clone()
+                            .unwrap_or_else(|| "default".to_owned()),
+                    )
+                } else {
+                    None
+                };
+                for (spec_route, rule) in input.policy.cilium_rules() {
+                    ctx.lower_cilium_rule(input, namespace.as_deref(), &spec_route, rule);
+                }
+            }
+        }
+    }
+    ctx.out
+}
+
+/// Converts a user label selector to a [`Selector`] with extended keys.
+pub fn convert_selector(selector: &LabelSelector) -> Selector {
+    let mut out = Selector::wildcard();
+    for (key, value) in selector.match_labels.iter().flatten() {
+        out.push(Requirement::is_in(
+            SelectorKey::extend(key),
+            [value.clone()],
+        ));
+    }
+    for expression in selector.match_expressions.iter().flatten() {
+        out.push(Requirement {
+            key: SelectorKey::extend(&expression.key),
+            operator: convert_operator(expression.operator),
+            values: expression.values.iter().flatten().cloned().collect(),
+        });
+    }
+    out
+}
+
+fn convert_operator(operator: SelectorOperator) -> Operator {
+    match operator {
+        SelectorOperator::In => Operator::In,
+        SelectorOperator::NotIn => Operator::NotIn,
+        SelectorOperator::Exists => Operator::Exists,
+        SelectorOperator::DoesNotExist => Operator::DoesNotExist,
+    }
+}
+
+/// A Kubernetes label selector with every key in the `k8s` source
+/// (`NewESFromK8sLabelSelector("k8s.", ...)`), keys prefixed by `prefix`.
+fn k8s_selector(selector: &LabelSelector, prefix: &str, into: &mut Selector) {
+    for (key, value) in selector.match_labels.iter().flatten() {
+        into.push(Requirement::is_in(
+            SelectorKey::new(SOURCE_K8S, &format!("{prefix}{key}")),
+            [value.clone()],
+        ));
+    }
+    for expression in selector.match_expressions.iter().flatten() {
+        into.push(Requirement {
+            key: SelectorKey::new(SOURCE_K8S, &format!("{prefix}{}", expression.key)),
+            operator: convert_operator(expression.operator),
+            values: expression.values.iter().flatten().cloned().collect(),
+        });
+    }
+}
+
+fn namespace_pin(namespace: &str) -> Requirement {
+    Requirement::is_in(
+        SelectorKey::new(SOURCE_K8S, POD_NAMESPACE_LABEL),
+        [namespace.to_owned()],
+    )
+}
+
+fn is_pod_namespace_key(key: &SelectorKey) -> bool {
+    key.is(&[SOURCE_K8S], POD_NAMESPACE_LABEL)
+}
+
+fn is_namespace_labels_key(key: &SelectorKey) -> bool {
+    key.key.starts_with(&format!("{NAMESPACE_LABELS_PREFIX}."))
+}
+
+fn is_cluster_key(key: &SelectorKey) -> bool {
+    key.is(&[SOURCE_K8S], CLUSTER_LABEL)
+}
+
+/// `pkg/policy/api/entity.go` `EntitySelectorMapping` (dual-stack), plus the
+/// cluster entity's pod part `k8s:io.cilium.k8s.policy.cluster=<cluster>`.
+fn entity_selectors(entity: Entity, cluster: &str) -> Vec<Selector> {
+    let reserved = |names: &[&str]| {
+        names
+            .iter()
+            .map(|n| Selector::reserved(n))
+            .collect::<Vec<_>>()
+    };
+    match entity {
+        Entity::All => vec![Selector::wildcard()],
+        Entity::World => reserved(&["world", "world-ipv4", "world-ipv6"]),
+        Entity::Cluster => {
+            let mut list = reserved(&[
+                "host",
+                "remote-node",
+                "init",
+                "ingress",
+                "health",
+                "unmanaged",
+                "kube-apiserver",
+            ]);
+            list.push(Selector::from_requirements([Requirement::is_in(
+                SelectorKey::new(SOURCE_K8S, CLUSTER_LABEL),
+                [cluster.to_owned()],
+            )]));
+            list
+        }
+        Entity::Host => reserved(&["host"]),
+        Entity::Init => reserved(&["init"]),
+        Entity::Ingress => reserved(&["ingress"]),
+        Entity::Unmanaged => reserved(&["unmanaged"]),
+        Entity::RemoteNode => reserved(&["remote-node"]),
+        Entity::Health => reserved(&["health"]),
+        Entity::None => reserved(&["none"]),
+        Entity::KubeApiserver => reserved(&["kube-apiserver"]),
+    }
+}
+
+/// Glob match of a `matchPattern` (`pkg/fqdn/matchpattern`): `*` alone
+/// matches every name; otherwise `*` matches characters of one DNS label.
+fn fqdn_pattern_matches(pattern: &str, name: &str) -> bool {
+    let pattern = pattern.to_ascii_lowercase();
+    let pattern = pattern.trim_end_matches('.');
+    if pattern == "*" {
+        return true;
+    }
+    glob(pattern.as_bytes(), name.as_bytes())
+}
+
+fn glob(pattern: &[u8], name: &[u8]) -> bool {
+    match pattern.split_first() {
+        None => name.is_empty(),
+        Some((b'*', rest)) => {
+            let mut i = 0;
+            loop {
+                if glob(rest, &name[i..]) {
+                    return true;
+                }
+                if i >= name.len() || name[i] == b'.' {
+                    return false;
+                }
+                i += 1;
+            }
+        }
+        Some((c, rest)) => name.first() == Some(c) && glob(rest, &name[1..]),
+    }
+}
+
+/// What a rule section is, for routes and origins.
+#[derive(Clone, Copy)]
+struct Section {
+    name: &'static str,
+    direction: Direction,
+    deny: bool,
+}
+
+const INGRESS: Section = Section {
+    name: "ingress",
+    direction: Direction::Ingress,
+    deny: false,
+};
+const INGRESS_DENY: Section = Section {
+    name: "ingressDeny",
+    direction: Direction::Ingress,
+    deny: true,
+};
+const EGRESS: Section = Section {
+    name: "egress",
+    direction: Direction::Egress,
+    deny: false,
+};
+const EGRESS_DENY: Section = Section {
+    name: "egressDeny",
+    direction: Direction::Egress,
+    deny: true,
+};
+
+/// The L3 fields of one rule item, common to the four item types.
+#[derive(Default)]
+struct Peers<'r> {
+    endpoints: Option<&'r Vec<LabelSelector>>,
+    cidr: Option<&'r Vec<String>>,
+    cidr_set: Option<&'r Vec<CidrRule>>,
+    entities: Option<&'r Vec<Entity>>,
+    nodes: Option<&'r Vec<LabelSelector>>,
+    groups: bool,
+    services: Option<&'r Vec<ServiceRef>>,
+    fqdns: Option<&'r Vec<FqdnSelector>>,
+}
+
+impl Peers<'_> {
+    fn any_set(&self) -> bool {
+        self.endpoints.is_some()
+            || self.cidr.is_some()
+            || self.cidr_set.is_some()
+            || self.entities.is_some()
+            || self.nodes.is_some()
+            || self.groups
+            || self.services.is_some()
+            || self.fqdns.is_some()
+    }
+}
+
+/// Everything about the rule being lowered that peer resolution needs.
+struct ItemCtx<'x> {
+    input: &'x PolicyInput<'x>,
+    namespace: Option<&'x str>,
+    subject_selects_init: bool,
+    route: String,
+    deny: bool,
+    direction: Direction,
+}
+
+impl Ctx<'_> {
+    fn location(&self, input: &PolicyInput<'_>, route: &str) -> Location {
+        let (line, column) = input.locate(route);
+        Location {
+            file: input.file.to_owned(),
+            document: input.document,
+            line,
+            column,
+            route: route.to_owned(),
+        }
+    }
+
+    fn new_origin(
+        &mut self,
+        input: &PolicyInput<'_>,
+        namespace: Option<&str>,
+        section: Section,
+        index: usize,
+        route: &str,
+    ) -> u32 {
+        let id = u32::try_from(self.out.origins.len()).unwrap_or(u32::MAX);
+        let (line, _) = input.locate(route);
+        self.out.origins.push(Origin {
+            id,
+            kind: input.policy.kind().to_owned(),
+            namespace: namespace.map(str::to_owned),
+            name: input.policy.name().to_owned(),
+            section: section.name.to_owned(),
+            index,
+            direction: section.direction.to_string(),
+            deny: section.deny,
+            route: route.to_owned(),
+            file: input.file.to_owned(),
+            document: input.document,
+            line,
+        });
+        id
+    }
+
+    fn diag(
+        &mut self,
+        input: &PolicyInput<'_>,
+        code: &'static str,
+        severity: Severity,
+        route: &str,
+        message: String,
+    ) -> usize {
+        let location = self.location(input, route);
+        self.out
+            .diagnostics
+            .push(Diagnostic::new(code, severity, message).at(location));
+        self.out.diagnostics.len() - 1
+    }
+
+    /// A peer that cannot be resolved: nothing for allow rules, the wildcard
+    /// for deny rules (fail closed), and a diagnostic saying which.
+    fn unresolved(
+        &mut self,
+        item: &ItemCtx<'_>,
+        route: &str,
+        code: &'static str,
+        what: String,
+        selectors: &mut Vec<Selector>,
+    ) {
+        let (severity, consequence) = if item.deny {
+            selectors.push(Selector::wildcard());
+            (
+                Severity::Warning,
+                "porin denies these ports to every peer instead (fail closed)",
+            )
+        } else {
+            (
+                Severity::Warning,
+                "porin allows nothing for this peer (fail closed)",
+            )
+        };
+        let index = self.diag(
+            item.input,
+            code,
+            severity,
+            route,
+            format!("{what}; {consequence}"),
+        );
+        if let Some(d) = self.out.diagnostics.get_mut(index) {
+            d.help = Some(
+                "describe the peer in the inventory (fqdns, services) or use toCIDRSet/toEndpoints"
+                    .to_owned(),
+            );
+        }
+    }
+
+    fn add_cidr(
+        &mut self,
+        item: &ItemCtx<'_>,
+        route: &str,
+        cidr: &str,
+        except: &[String],
+        selectors: &mut Vec<Selector>,
+    ) {
+        let Ok(prefix) = cidr.trim().parse::<IpNetwork>() else {
+            self.unresolved(
+                item,
+                route,
+                codes::INVALID_PEER,
+                format!("`{cidr}` is not a CIDR"),
+                selectors,
+            );
+            return;
+        };
+        let prefix = canonical_prefix(prefix);
+        let mut excepts = Vec::with_capacity(except.len());
+        for (i, text) in except.iter().enumerate() {
+            match text.trim().parse::<IpNetwork>() {
+                Ok(p) => excepts.push(canonical_prefix(p)),
+                Err(_) => {
+                    let r = format!("{route}.except[{i}]");
+                    self.unresolved(
+                        item,
+                        &r,
+                        codes::INVALID_PEER,
+                        format!("`{text}` is not a CIDR"),
+                        selectors,
+                    );
+                    return;
+                }
+            }
+        }
+        self.out.prefixes.insert(prefix);
+        self.out.prefixes.extend(excepts.iter().copied());
+        selectors.push(Selector::cidr(prefix, &excepts));
+    }
+
+    /// The selector of a `fromEndpoints`/`toEndpoints` item after
+    /// `getEndpointSelector` (namespace and cluster pinning).
+    fn endpoint_peer(&self, item: &ItemCtx<'_>, selector: &LabelSelector) -> Selector {
+        let mut out = convert_selector(selector);
+        if out.has_key(|k| k.source == SOURCE_RESERVED) {
+            return out;
+        }
+        if !out.has_key(is_pod_namespace_key) && !out.has_key(is_namespace_labels_key) {
+            match item.namespace {
+                Some(ns) => out.push(namespace_pin(ns)),
+                None => {
+                    if !item.subject_selects_init {
+                        out.push(Requirement::exists(SelectorKey::new(
+                            SOURCE_K8S,
+                            POD_NAMESPACE_LABEL,
+                        )));
+                    }
+                }
+            }
+        }
+        if !self.cluster.is_empty() && !out.has_key(is_cluster_key) {
+            out.push(Requirement::is_in(
+                SelectorKey::new(SOURCE_K8S, CLUSTER_LABEL),
+                [self.cluster.clone()],
+            ));
+        }
+        out
+    }
+
+    fn peers(
+        &mut self,
+        item: &ItemCtx<'_>,
+        peers: &Peers<'_>,
+        has_ports: bool,
+    ) -> Option<Vec<Selector>> {
+        if !peers.any_set() {
+            // Only toPorts: every peer on those ports; nothing at all: the
+            // rule allows nothing but still enforces (§3.2).
+            return has_ports.then(|| vec![Selector::wildcard()]);
+        }
+        let from = if item.direction == Direction::Ingress {
+            "from"
+        } else {
+            "to"
+        };
+        let base = &item.route;
+        let mut selectors = Vec::new();
+        for sel in peers.endpoints.iter().flat_map(|l| l.iter()) {
+            selectors.push(self.endpoint_peer(item, sel));
+        }
+        for (i, cidr) in peers.cidr.iter().flat_map(|l| l.iter()).enumerate() {
+            let route = format!("{base}.{from}CIDR[{i}]");
+            self.add_cidr(item, &route, cidr, &[], &mut selectors);
+        }
+        for (i, rule) in peers.cidr_set.iter().flat_map(|l| l.iter()).enumerate() {
+            let route = format!("{base}.{from}CIDRSet[{i}]");
+            match &rule.cidr {
+                Some(cidr) => {
+                    let except = rule.except.clone().unwrap_or_default();
+                    self.add_cidr(item, &route, cidr, &except, &mut selectors);
+                }
+                None => self.unresolved(
+                    item,
+                    &route,
+                    codes::UNSUPPORTED_PEER,
+                    "CIDR groups (cidrGroupRef/cidrGroupSelector) are not defined offline"
+                        .to_owned(),
+                    &mut selectors,
+                ),
+            }
+        }
+        for entity in peers.entities.iter().flat_map(|l| l.iter()) {
+            selectors.extend(entity_selectors(*entity, &self.cluster));
+        }
+        if peers.nodes.is_some_and(|n| !n.is_empty()) {
+            let route = format!("{base}.{from}Nodes");
+            self.unresolved(
+                item,
+                &route,
+                codes::UNSUPPORTED_PEER,
+                format!("{from}Nodes selects nodes, which the inventory does not describe"),
+                &mut selectors,
+            );
+        }
+        if peers.groups {
+            let route = format!("{base}.{from}Groups");
+            self.unresolved(
+                item,
+                &route,
+                codes::UNSUPPORTED_PEER,
+                format!("{from}Groups needs a cloud provider, which porin does not query"),
+                &mut selectors,
+            );
+        }
+        for (i, service) in peers.services.iter().flat_map(|l| l.iter()).enumerate() {
+            let route = format!("{base}.toServices[{i}]");
+            self.service_peer(item, &route, service, &mut selectors);
+        }
+        for (i, fqdn) in peers.fqdns.iter().flat_map(|l| l.iter()).enumerate() {
+            let route = format!("{base}.toFQDNs[{i}]");
+            self.fqdn_peer(item, &route, fqdn, &mut selectors);
+        }
+        Some(selectors)
+    }
+
+    fn service_peer(
+        &mut self,
+        item: &ItemCtx<'_>,
+        route: &str,
+        service: &ServiceRef,
+        selectors: &mut Vec<Selector>,
+    ) {
+        let inventory = self.inventory;
+        let namespace_ok = |wanted: Option<&String>, have: &str| match wanted {
+            Some(ns) if !ns.is_empty() => ns == have,
+            _ => item.namespace.is_none_or(|policy_ns| policy_ns == have),
+        };
+        let mut matched: Vec<&crate::inventory::Service> = Vec::new();
+        let description;
+        if let Some(by_name) = &service.k8s_service {
+            let name = by_name.service_name.clone().unwrap_or_default();
+            description = format!("service `{name}`");
+            matched.extend(inventory.services.iter().filter(|s| {
+                s.name == name && namespace_ok(by_name.namespace.as_ref(), &s.namespace)
+            }));
+        } else if let Some(by_selector) = &service.k8s_service_selector {
+            let selector = convert_selector(&by_selector.selector);
+            description = format!("services selected by {selector}");
+            matched.extend(inventory.services.iter().filter(|s| {
+                let labels: crate::labels::LabelSet = s
+                    .labels
+                    .iter()
+                    .map(|(k, v)| crate::labels::Label::k8s(k, v))
+                    .collect();
+                namespace_ok(by_selector.namespace.as_ref(), &s.namespace)
+                    && selector.matches(&labels)
+            }));
+        } else {
+            description = "an empty toServices item".to_owned();
+        }
+        if matched.is_empty() {
+            self.unresolved(
+                item,
+                route,
+                codes::UNKNOWN_SERVICE,
+                format!("{description} is not in the inventory"),
+                selectors,
+            );
+            return;
+        }
+        for svc in matched {
+            match &svc.selector {
+                Some(pod_selector) => {
+                    // pkg/policy/k8s/service.go: the service selector plus
+                    // the service's namespace, as generated toEndpoints.
+                    let mut sel = Selector::from_requirements(pod_selector.iter().map(|(k, v)| {
+                        Requirement::is_in(SelectorKey::new(SOURCE_K8S, k), [v.clone()])
+                    }));
+                    sel.push(namespace_pin(&svc.namespace));
+                    selectors.push(sel);
+                }
+                None => {
+                    for ip in &svc.backends {
+                        let prefix = host_prefix(*ip);
+                        self.out.prefixes.insert(prefix);
+                        selectors.push(Selector::cidr(prefix, &[]));
+                    }
+                }
+            }
+        }
+    }
+
+    fn fqdn_peer(
+        &mut self,
+        item: &ItemCtx<'_>,
+        route: &str,
+        fqdn: &FqdnSelector,
+        selectors: &mut Vec<Selector>,
+    ) {
+        let inventory = self.inventory;
+        let mut ips = BTreeSet::new();
+        let description;
+        if let Some(name) = &fqdn.match_name {
+            let wanted = name.to_ascii_lowercase();
+            let wanted = wanted.trim_end_matches('.');
+            description = format!("matchName `{name}`");
+            if let Some(answers) = inventory.fqdns.get(wanted) {
+                ips.extend(answers.iter().copied());
+            }
+        } else if let Some(pattern) = &fqdn.match_pattern {
+            description = format!("matchPattern `{pattern}`");
+            for (name, answers) in &inventory.fqdns {
+                if fqdn_pattern_matches(pattern, name) {
+                    ips.extend(answers.iter().copied());
+                }
+            }
+        } else {
+            description = "an empty toFQDNs item".to_owned();
+        }
+        if ips.is_empty() {
+            self.unresolved(
+                item,
+                route,
+                codes::UNKNOWN_FQDN,
+                format!("toFQDNs {description} has no DNS answers in the inventory"),
+                selectors,
+            );
+            return;
+        }
+        for ip in ips {
+            let prefix = host_prefix(ip);
+            self.out.prefixes.insert(prefix);
+            selectors.push(Selector::cidr(prefix, &[]));
+        }
+    }
+
+    fn port_rules(
+        &mut self,
+        input: &PolicyInput<'_>,
+        route: &str,
+        to_ports: Option<&Vec<PortRule>>,
+        icmps: Option<&Vec<IcmpRule>>,
+    ) -> Vec<PortSpec> {
+        let mut specs = Vec::new();
+        for (i, port_rule) in to_ports.iter().flat_map(|l| l.iter()).enumerate() {
+            let l7 = l7_of(port_rule);
+            for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
+                let r = format!("{route}.toPorts[{i}].ports[{j}]");
+                if let Some(spec) = self.port_spec(input, &r, pp, l7.clone()) {
+                    specs.push(spec);
+                }
+            }
+        }
+        self.icmp_specs(input, route, icmps, &mut specs);
+        specs
+    }
+
+    fn deny_port_rules(
+        &mut self,
+        input: &PolicyInput<'_>,
+        route: &str,
+        to_ports: Option<&Vec<porin_model::model::PortDenyRule>>,
+        icmps: Option<&Vec<IcmpRule>>,
+    ) -> Vec<PortSpec> {
+        let mut specs = Vec::new();
+        for (i, port_rule) in to_ports.iter().flat_map(|l| l.iter()).enumerate() {
+            for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
+                let r = format!("{route}.toPorts[{i}].ports[{j}]");
+                if let Some(spec) = self.port_spec(input, &r, pp, L7::none()) {
+                    specs.push(spec);
+                }
+            }
+        }
+        self.icmp_specs(input, route, icmps, &mut specs);
+        specs
+    }
+
+    fn icmp_specs(
+        &mut self,
+        input: &PolicyInput<'_>,
+        route: &str,
+        icmps: Option<&Vec<IcmpRule>>,
+        specs: &mut Vec<PortSpec>,
+    ) {
+        for (i, rule) in icmps.iter().flat_map(|l| l.iter()).enumerate() {
+            for (j, field) in rule.fields.iter().flat_map(|l| l.iter()).enumerate() {
+                let ipv6 = field.family == Some(IcmpFamily::IPv6);
+                let text = match &field.icmp_type {
+                    IntOrString::Int(n) => n.to_string(),
+                    IntOrString::String(s) => s.clone(),
+                };
+                match icmp_type(&text, ipv6) {
+                    Some(code) => specs.push(PortSpec {
+                        port: PortRef::Number(u16::from(code)),
+                        end_port: 0,
+                        proto: if ipv6 { proto::ICMPV6 } else { proto::ICMP },
+                        l7: L7::none(),
+                    }),
+                    None => {
+                        let r = format!("{route}.icmps[{i}].fields[{j}].type");
+                        self.diag(
+                            input,
+                            codes::INVALID_PORT,
+                            Severity::Error,
+                            &r,
+                            format!("ICMP type `{text}` is not known; the field is ignored"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    fn port_spec(
+        &mut self,
+        input: &PolicyInput<'_>,
+        route: &str,
+        pp: &PortProtocol,
+        l7: L7,
+    ) -> Option<PortSpec> {
+        let proto = match pp.protocol {
+            None | Some(L4Proto::Any) => proto::ANY,
+            Some(L4Proto::Tcp) => proto::TCP,
+            Some(L4Proto::Udp) => proto::UDP,
+            Some(L4Proto::Sctp) => proto::SCTP,
+            Some(L4Proto::Vrrp) => proto::VRRP,
+            Some(L4Proto::Igmp) => proto::IGMP,
+        };
+        let text = pp.port.clone().unwrap_or_default();
+        let port = if text.trim().is_empty() {
+            PortRef::Number(0)
+        } else if let Some(n) = parse_port_number(&text) {
+            PortRef::Number(n)
+        } else if text.chars().all(|c| c.is_ascii_digit()) {
+            self.diag(
+                input,
+                codes::INVALID_PORT,
+                Severity::Error,
+                route,
+                format!("port `{text}` is out of range; the port is ignored"),
+            );
+            return None;
+        } else {
+            PortRef::Named(text.to_ascii_lowercase())
+        };
+        let end_port = pp
+            .end_port
+            .map(|e| u16::try_from(e.clamp(0, 65_535)).unwrap_or(u16::MAX))
+            .unwrap_or(0);
+        Some(PortSpec {
+            port,
+            end_port,
+            proto,
+            l7,
+        })
+    }
+
+    fn lower_cilium_rule(
+        &mut self,
+        input: &PolicyInput<'_>,
+        namespace: Option<&str>,
+        spec_route: &str,
+        rule: &Rule,
+    ) {
+        let Some(endpoint_selector) = &rule.endpoint_selector else {
+            if rule.node_selector.is_some() {
+                self.diag(
+                    input,
+                    codes::HOST_POLICY,
+                    Severity::Info,
+                    &format!("{spec_route}.nodeSelector"),
+                    "rules with a nodeSelector apply to nodes (host firewall), not to inventory endpoints; porin skips them".to_owned(),
+                );
+            }
+            return;
+        };
+        let mut subject = convert_selector(endpoint_selector);
+        if let Some(ns) = namespace {
+            // ParseToCiliumRule: the policy namespace always wins.
+            let kept: Vec<Requirement> = subject
+                .requirements()
+                .filter(|r| !is_pod_namespace_key(&r.key))
+                .cloned()
+                .collect();
+            subject = Selector::from_requirements(kept);
+            subject.push(namespace_pin(ns));
+        }
+        let subject_selects_init = subject.has_key(|k| k.is(&[SOURCE_RESERVED], "init"));
+        let default_deny = rule.enable_default_deny.as_ref();
+        let ingress_dd = default_deny.and_then(|d| d.ingress).unwrap_or(true);
+        let egress_dd = default_deny.and_then(|d| d.egress).unwrap_or(true);
+        let cookie = rule
+            .log
+            .as_ref()
+            .and_then(|l| l.value.as_ref())
+            .and_then(|v| self.out.cookies.get(v).copied())
+            .unwrap_or(0);
+
+        let push = |ctx: &mut Self,
+                    section: Section,
+                    index: usize,
+                    peers: Peers<'_>,
+                    ports: &dyn Fn(&mut Self, &str) -> Vec<PortSpec>,
+                    auth: Option<AuthMode>,
+                    dd: bool| {
+            let route = format!("{spec_route}.{}[{index}]", section.name);
+            let origin = ctx.new_origin(input, namespace, section, index, &route);
+            let ports = ports(ctx, &route);
+            let item = ItemCtx {
+                input,
+                namespace,
+                subject_selects_init,
+                route: route.clone(),
+                deny: section.deny,
+                direction: section.direction,
+            };
+            let peers = ctx.peers(&item, &peers, !ports.is_empty());
+            ctx.out.rules.push(PolicyRule {
+                origin,
+                subject: subject.clone(),
+                direction: section.direction,
+                deny: section.deny,
+                default_deny: dd,
+                peers,
+                ports,
+                auth,
+                cookie,
+            });
+        };
+
+        for (i, item) in rule.ingress.iter().flatten().enumerate() {
+            let peers = ingress_peers(item);
+            push(
+                self,
+                INGRESS,
+                i,
+                peers,
+                &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
+                auth_of(item.authentication.as_ref().map(|a| a.mode)),
+                ingress_dd,
+            );
+        }
+        for (i, item) in rule.ingress_deny.iter().flatten().enumerate() {
+            let peers = ingress_deny_peers(item);
+            push(
+                self,
+                INGRESS_DENY,
+                i,
+                peers,
+                &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
+                None,
+                ingress_dd,
+            );
+        }
+        for (i, item) in rule.egress.iter().flatten().enumerate() {
+            let peers = egress_peers(item);
+            push(
+                self,
+                EGRESS,
+                i,
+                peers,
+                &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
+                auth_of(item.authentication.as_ref().map(|a| a.mode)),
+                egress_dd,
+            );
+        }
+        for (i, item) in rule.egress_deny.iter().flatten().enumerate() {
+            let peers = egress_deny_peers(item);
+            push(
+                self,
+                EGRESS_DENY,
+                i,
+                peers,
+                &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
+                None,
+                egress_dd,
+            );
+        }
+    }
+
+    fn lower_knp(&mut self, input: &PolicyInput<'_>, knp: &NetworkPolicy) {
+        let namespace = knp
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let spec = knp.spec.clone().unwrap_or_default();
+        let mut subject = Selector::wildcard();
+        if let Some(pod_selector) = &spec.pod_selector {
+            k8s_selector(pod_selector, "", &mut subject);
+        }
+        subject.push(namespace_pin(&namespace));
+        let policy_types = spec.policy_types.clone().unwrap_or_default();
+        let mut ingress_count = 0usize;
+        let mut egress_count = 0usize;
+
+        for (section, items) in [
+            (
+                INGRESS,
+                spec.ingress.as_ref().map(|l| {
+                    l.iter()
+                        .map(|r| (r.from.as_ref(), r.ports.as_ref()))
+                        .collect::<Vec<_>>()
+                }),
+            ),
+            (
+                EGRESS,
+                spec.egress.as_ref().map(|l| {
+                    l.iter()
+                        .map(|r| (r.to.as_ref(), r.ports.as_ref()))
+                        .collect::<Vec<_>>()
+                }),
+            ),
+        ] {
+            for (index, (peers, ports)) in items.unwrap_or_default().into_iter().enumerate() {
+                let route = format!("spec.{}[{index}]", section.name);
+                let origin = self.new_origin(input, Some(&namespace), section, index, &route);
+                let port_specs = self.knp_ports(input, &route, ports);
+                let peer_lists: Vec<Vec<Selector>> = match peers.filter(|p| !p.is_empty()) {
+                    None => vec![vec![Selector::wildcard()]],
+                    Some(list) => list
+                        .iter()
+                        .enumerate()
+                        .map(|(j, peer)| {
+                            let peer_route = format!(
+                                "{route}.{}[{j}]",
+                                if section.direction == Direction::Ingress {
+                                    "from"
+                                } else {
+                                    "to"
+                                }
+                            );
+                            self.knp_peer(input, &namespace, section.direction, &peer_route, peer)
+                        })
+                        .collect(),
+                };
+                for selectors in peer_lists {
+                    if section.direction == Direction::Ingress {
+                        ingress_count += 1;
+                    } else {
+                        egress_count += 1;
+                    }
+                    self.out.rules.push(PolicyRule {
+                        origin,
+                        subject: subject.clone(),
+                        direction: section.direction,
+                        deny: false,
+                        default_deny: true,
+                        peers: Some(selectors),
+                        ports: port_specs.clone(),
+                        auth: None,
+                        cookie: 0,
+                    });
+                }
+            }
+        }
+        use porin_model::model::PolicyType;
+        let has = |t: PolicyType| policy_types.contains(&t);
+        let default_deny = |ctx: &mut Self, section: Section| {
+            let route = "spec.policyTypes".to_owned();
+            let origin = ctx.new_origin(input, Some(&namespace), section, 0, &route);
+            ctx.out.rules.push(PolicyRule {
+                origin,
+                subject: subject.clone(),
+                direction: section.direction,
+                deny: false,
+                default_deny: true,
+                peers: None,
+                ports: Vec::new(),
+                auth: None,
+                cookie: 0,
+            });
+        };
+        if ingress_count == 0 && (has(PolicyType::Ingress) || !has(PolicyType::Egress)) {
+            default_deny(self, INGRESS);
+        }
+        if egress_count == 0 && has(PolicyType::Egress) {
+            default_deny(self, EGRESS);
+        }
+    }
+
+    fn knp_ports(
+        &mut self,
+        input: &PolicyInput<'_>,
+        route: &str,
+        ports: Option<&Vec<porin_model::model::NetworkPolicyPort>>,
+    ) -> Vec<PortSpec> {
+        let mut specs = Vec::new();
+        for (i, port) in ports.iter().flat_map(|l| l.iter()).enumerate() {
+            let proto = match port.protocol {
+                None | Some(K8sProtocol::Tcp) => proto::TCP,
+                Some(K8sProtocol::Udp) => proto::UDP,
+                Some(K8sProtocol::Sctp) => proto::SCTP,
+            };
+            let port_ref = match &port.port {
+                None => PortRef::Number(0),
+                Some(IntOrString::Int(n)) => match u16::try_from(*n) {
+                    Ok(n) => PortRef::Number(n),
+                    Err(_) => {
+                        self.diag(
+                            input,
+                            codes::INVALID_PORT,
+                            Severity::Error,
+                            &format!("{route}.ports[{i}].port"),
+                            format!("port `{n}` is out of range; the port is ignored"),
+                        );
+                        continue;
+                    }
+                },
+                Some(IntOrString::String(s)) => match parse_port_number(s) {
+                    Some(n) => PortRef::Number(n),
+                    None => PortRef::Named(s.to_ascii_lowercase()),
+                },
+            };
+            let end_port = port
+                .end_port
+                .map(|e| u16::try_from(e.clamp(0, 65_535)).unwrap_or(u16::MAX))
+                .unwrap_or(0);
+            specs.push(PortSpec {
+                port: port_ref,
+                end_port,
+                proto,
+                l7: L7::none(),
+            });
+        }
+        specs
+    }
+
+    /// `parseNetworkPolicyPeer` + ipBlock handling of `ParseNetworkPolicy`.
+    fn knp_peer(
+        &mut self,
+        input: &PolicyInput<'_>,
+        namespace: &str,
+        direction: Direction,
+        route: &str,
+        peer: &NetworkPolicyPeer,
+    ) -> Vec<Selector> {
+        let mut selectors = Vec::new();
+        // Egress only parses label selectors when one is present; ingress
+        // always does (network_policy.go), which is the ipBlock quirk below.
+        let parse_labels = direction == Direction::Ingress
+            || peer.namespace_selector.is_some()
+            || peer.pod_selector.is_some();
+        if parse_labels {
+            let mut pod = peer.pod_selector.clone();
+            let selects_cluster = pod.as_ref().is_some_and(|p| {
+                p.match_labels
+                    .as_ref()
+                    .is_some_and(|m| m.get(CLUSTER_LABEL).is_some_and(|v| !v.is_empty()))
+                    || p.match_expressions
+                        .as_ref()
+                        .is_some_and(|e| e.iter().any(|x| x.key == CLUSTER_LABEL))
+            });
+            if !self.cluster.is_empty() && !selects_cluster {
+                let p = pod.get_or_insert_with(LabelSelector::default);
+                p.match_labels
+                    .get_or_insert_with(BTreeMap::new)
+                    .insert(CLUSTER_LABEL.to_owned(), self.cluster.clone());
+            }
+            if let Some(ns_selector) = &peer.namespace_selector {
+                let mut sel = Selector::wildcard();
+                k8s_selector(
+                    ns_selector,
+                    &format!("{NAMESPACE_LABELS_PREFIX}."),
+                    &mut sel,
+                );
+                if sel.is_wildcard() {
+                    sel.push(Requirement::exists(SelectorKey::new(
+                        SOURCE_K8S,
+                        POD_NAMESPACE_LABEL,
+                    )));
+                }
+                if let Some(p) = &pod {
+                    k8s_selector(p, "", &mut sel);
+                }
+                selectors.push(sel);
+            } else if let Some(p) = &pod {
+                let mut sel = Selector::wildcard();
+                k8s_selector(p, "", &mut sel);
+                sel.push(namespace_pin(namespace));
+                if peer.pod_selector.is_none() && peer.ip_block.is_some() {
+                    self.diag(
+                        input,
+                        codes::KNP_IPBLOCK_QUIRK,
+                        Severity::Warning,
+                        route,
+                        format!(
+                            "Cilium also admits every pod of namespace `{namespace}` through an ingress peer that has only an ipBlock; porin mirrors this"
+                        ),
+                    );
+                    if let Some(d) = self.out.diagnostics.last_mut() {
+                        d.notes.push("pkg/k8s/network_policy.go: parseNetworkPolicyPeer adds the cluster label to a missing podSelector, which then gets the policy namespace".to_owned());
+                    }
+                }
+                selectors.push(sel);
+            }
+        }
+        if let Some(block) = &peer.ip_block {
+            let item = ItemCtx {
+                input,
+                namespace: Some(namespace),
+                subject_selects_init: false,
+                route: route.to_owned(),
+                deny: false,
+                direction,
+            };
+            let except = block.except.clone().unwrap_or_default();
+            self.add_cidr(
+                &item,
+                &format!("{route}.ipBlock"),
+                &block.cidr,
+                &except,
+                &mut selectors,
+            );
+        }
+        selectors
+    }
+}
+
+fn auth_of(mode: Option<AuthenticationMode>) -> Option<AuthMode> {
+    mode.map(|m| match m {
+        AuthenticationMode::Disabled => AuthMode::Disabled,
+        AuthenticationMode::Required => AuthMode::Required,
+        AuthenticationMode::TestAlwaysFail => AuthMode::TestAlwaysFail,
+    })
+}
+
+/// The L7 side of a port rule (`createL4Filter` in `pkg/policy/l4.go`).
+fn l7_of(rule: &PortRule) -> L7 {
+    let mut l7 = L7::none();
+    if let Some(rules) = &rule.rules {
+        if let Some(http) = &rules.http {
+            l7.parser = L7Parser::Http;
+            l7.rule_count = http.len();
+        } else if let Some(kafka) = &rules.kafka {
+            l7.parser = L7Parser::Kafka;
+            l7.rule_count = kafka.len();
+        } else if let Some(dns) = &rules.dns {
+            l7.parser = L7Parser::Dns;
+            l7.rule_count = dns.len();
+        } else if let Some(name) = &rules.l7proto {
+            l7.parser = L7Parser::Proxylib(name.clone());
+            l7.rule_count = rules.l7.as_ref().map_or(0, Vec::len);
+        }
+    }
+    if let Some(listener) = &rule.listener {
+        l7.parser = L7Parser::Crd;
+        l7.listener = Some(format!("{}/{}", listener.envoy_config.name, listener.name));
+        l7.listener_priority = listener
+            .priority
+            .and_then(|p| u8::try_from(p.clamp(1, 126)).ok());
+    }
+    if l7.parser == L7Parser::None
+        && (rule.terminating_tls.is_some()
+            || rule.originating_tls.is_some()
+            || rule.server_names.as_ref().is_some_and(|s| !s.is_empty()))
+    {
+        l7.parser = L7Parser::Tls;
+    }
+    l7
+}
+
+fn ingress_peers(item: &IngressRule) -> Peers<'_> {
+    Peers {
+        endpoints: item.from_endpoints.as_ref(),
+        cidr: item.from_cidr.as_ref(),
+        cidr_set: item.from_cidr_set.as_ref(),
+        entities: item.from_entities.as_ref(),
+        nodes: item.from_nodes.as_ref(),
+        groups: item.from_groups.as_ref().is_some_and(|g| !g.is_empty()),
+        ..Peers::default()
+    }
+}
+
+fn ingress_deny_peers(item: &IngressDenyRule) -> Peers<'_> {
+    Peers {
+        endpoints: item.from_endpoints.as_ref(),
+        cidr: item.from_cidr.as_ref(),
+        cidr_set: item.from_cidr_set.as_ref(),
+        entities: item.from_entities.as_ref(),
+        nodes: item.from_nodes.as_ref(),
+        groups: item.from_groups.as_ref().is_some_and(|g| !g.is_empty()),
+        ..Peers::default()
+    }
+}
+
+fn egress_peers(item: &EgressRule) -> Peers<'_> {
+    Peers {
+        endpoints: item.to_endpoints.as_ref(),
+        cidr: item.to_cidr.as_ref(),
+        cidr_set: item.to_cidr_set.as_ref(),
+        entities: item.to_entities.as_ref(),
+        nodes: item.to_nodes.as_ref(),
+        groups: item.to_groups.as_ref().is_some_and(|g| !g.is_empty()),
+        services: item.to_services.as_ref(),
+        fqdns: item.to_fqdns.as_ref(),
+    }
+}
+
+fn egress_deny_peers(item: &EgressDenyRule) -> Peers<'_> {
+    Peers {
+        endpoints: item.to_endpoints.as_ref(),
+        cidr: item.to_cidr.as_ref(),
+        cidr_set: item.to_cidr_set.as_ref(),
+        entities: item.to_entities.as_ref(),
+        nodes: item.to_nodes.as_ref(),
+        groups: item.to_groups.as_ref().is_some_and(|g| !g.is_empty()),
+        services: item.to_services.as_ref(),
+        fqdns: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fqdn_patterns_match_one_label_per_star() {
+        assert!(fqdn_pattern_matches("*", "a.b.c"));
+        assert!(fqdn_pattern_matches("*.cilium.io", "docs.cilium.io"));
+        assert!(!fqdn_pattern_matches("*.cilium.io", "cilium.io"));
+        assert!(!fqdn_pattern_matches("*.cilium.io", "a.b.cilium.io"));
+        assert!(fqdn_pattern_matches(
+            "api-*.example.com",
+            "api-v1.example.com"
+        ));
+    }
+}

@@ -1,0 +1,709 @@
+//! Rules → L4 filters → map state, per identity and endpoint.
+//!
+//! Mirrors Cilium's `Repository.resolvePolicyLocked` (`pkg/policy/repository.go`),
+//! `L4PolicyMap.mergeL4Filter` / `L4Filter.mergePortProto` (`pkg/policy/rule.go`,
+//! `pkg/policy/l4.go`) and `selectorPolicy.DistillPolicy` / `L4Filter.toMapState`
+//! (`pkg/policy/resolve.go`, `pkg/policy/l4.go`), semantics.md §3.3 and §4.1.
+//!
+//! Cost model: subject selectors are matched once per *identity*, peer
+//! selectors once per selector against all identities (a selector cache,
+//! like Cilium's `SelectorCache`); endpoints that share an identity share
+//! its L4 policy, and share the distilled map state too unless ingress
+//! named ports differ.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use porin_model::diagnostic::{Diagnostic, Severity};
+
+use super::codes;
+use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
+use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
+use crate::identities::IdentityTable;
+use crate::identity::Identity;
+use crate::inventory::{Endpoint, Inventory, NamedPort};
+use crate::mapstate::{
+    AuthRequirement, AuthType, Direction, Entry, Key, ListenerPriority, MapState, PolicyFeatures,
+    Priority,
+};
+use crate::ports::port_range_to_masked_ports;
+use crate::selector::Selector;
+
+/// First proxy port porin assigns to an L7 redirect. Ports are numbered per
+/// endpoint in sorted order of (direction, parser, protocol, port, end port)
+/// of its redirecting filters: 10000, 10001, ... (Cilium allocates proxy
+/// ports at runtime; porin only needs them stable and distinct).
+pub const PROXY_PORT_BASE: u16 = 10_000;
+
+/// Interned selector id.
+pub type SelectorId = usize;
+
+/// A filter key: port (or name), range end and protocol (0 = L3-only).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FilterKey {
+    /// Port or named port.
+    pub port: PortRef,
+    /// Inclusive range end (0 = single port).
+    pub end_port: u16,
+    /// Protocol number; 0 only for the L3-only filter.
+    pub proto: u8,
+}
+
+/// What one selector gets on one filter (`PerSelectorPolicy`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SelectorPolicy {
+    /// Deny.
+    pub deny: bool,
+    /// Merged L7 side.
+    pub l7: L7,
+    /// Merged authentication.
+    pub auth: Option<AuthMode>,
+    /// Log cookie (smallest non-zero of the merged rules).
+    pub cookie: u32,
+    /// Contributing origins.
+    pub origins: BTreeSet<u32>,
+    /// A merge conflict Cilium refuses (`cannot merge conflicting ...`);
+    /// porin then emits nothing for this selector (fail closed).
+    pub conflict: Option<String>,
+}
+
+/// The filters of one direction.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DirectionPolicy {
+    /// Whether the direction is enforced (some rule selects the subject).
+    pub enforced: bool,
+    /// Filters.
+    pub filters: BTreeMap<FilterKey, BTreeMap<SelectorId, SelectorPolicy>>,
+}
+
+impl DirectionPolicy {
+    /// Cilium's per-direction `policyFeatures`.
+    pub fn features(&self) -> PolicyFeatures {
+        let mut bits = PolicyFeatures::NONE;
+        for per_selector in self.filters.values() {
+            for policy in per_selector.values() {
+                if policy.deny {
+                    bits = bits | PolicyFeatures::DENY;
+                }
+                if policy.l7.parser != L7Parser::None {
+                    bits = bits | PolicyFeatures::REDIRECT;
+                }
+                if policy.auth.is_some() {
+                    bits = bits | PolicyFeatures::AUTH;
+                }
+            }
+        }
+        bits
+    }
+}
+
+/// The resolved L4 policy of one subject identity.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct L4Policy {
+    /// Ingress.
+    pub ingress: DirectionPolicy,
+    /// Egress.
+    pub egress: DirectionPolicy,
+}
+
+impl L4Policy {
+    /// The policy of a direction.
+    pub fn direction(&self, direction: Direction) -> &DirectionPolicy {
+        match direction {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
+
+    fn direction_mut(&mut self, direction: Direction) -> &mut DirectionPolicy {
+        match direction {
+            Direction::Ingress => &mut self.ingress,
+            Direction::Egress => &mut self.egress,
+        }
+    }
+}
+
+/// Selector interning and the identities each selects.
+#[derive(Debug, Default)]
+pub struct SelectorCache {
+    selectors: Vec<Selector>,
+    ids: HashMap<Selector, SelectorId>,
+    selections: Vec<Vec<u32>>,
+}
+
+impl SelectorCache {
+    /// Interns a selector, computing its selection against the table.
+    pub fn intern(&mut self, selector: &Selector, table: &IdentityTable) -> SelectorId {
+        if let Some(id) = self.ids.get(selector) {
+            return *id;
+        }
+        let selection = if selector.is_wildcard() {
+            vec![0]
+        } else {
+            table
+                .identities
+                .iter()
+                .filter(|info| selector.matches(&info.labels))
+                .map(|info| info.id)
+                .collect()
+        };
+        let id = self.selectors.len();
+        self.selectors.push(selector.clone());
+        self.selections.push(selection);
+        self.ids.insert(selector.clone(), id);
+        id
+    }
+
+    /// The selector of an id.
+    pub fn selector(&self, id: SelectorId) -> &Selector {
+        &self.selectors[id]
+    }
+
+    /// The identities a selector selects (`[0]` for the wildcard).
+    pub fn selection(&self, id: SelectorId) -> &[u32] {
+        &self.selections[id]
+    }
+}
+
+/// Parser promotion of `mergePortProto` (None → TLS → HTTP/Kafka/proxylib;
+/// DNS and CRD merge only with themselves or None).
+fn merge_parser(a: &L7, b: &L7) -> Result<L7, String> {
+    let (pa, pb) = (&a.parser, &b.parser);
+    let mut merged = if pa == pb {
+        a.clone()
+    } else if *pa == L7Parser::None {
+        b.clone()
+    } else if *pb == L7Parser::None {
+        a.clone()
+    } else if *pa == L7Parser::Tls
+        && matches!(pb, L7Parser::Http | L7Parser::Kafka | L7Parser::Proxylib(_))
+    {
+        b.clone()
+    } else if *pb == L7Parser::Tls
+        && matches!(pa, L7Parser::Http | L7Parser::Kafka | L7Parser::Proxylib(_))
+    {
+        a.clone()
+    } else {
+        return Err(format!(
+            "cannot merge conflicting L7 parsers ({}/{})",
+            pa.name(),
+            pb.name()
+        ));
+    };
+    if a.parser == L7Parser::Crd && b.parser == L7Parser::Crd && a.listener != b.listener {
+        // The listener with the higher priority (lower number) wins; a tie
+        // is a conflict.
+        let (prio_a, prio_b) = (
+            a.listener_priority().unwrap_or(126),
+            b.listener_priority().unwrap_or(126),
+        );
+        merged = match prio_a.cmp(&prio_b) {
+            std::cmp::Ordering::Less => a.clone(),
+            std::cmp::Ordering::Greater => b.clone(),
+            std::cmp::Ordering::Equal => {
+                return Err(format!(
+                    "cannot merge conflicting CiliumEnvoyConfig Listeners ({}/{}) with the same priority ({prio_a})",
+                    a.listener.clone().unwrap_or_default(),
+                    b.listener.clone().unwrap_or_default()
+                ));
+            }
+        };
+    }
+    merged.rule_count = a.rule_count + b.rule_count;
+    Ok(merged)
+}
+
+fn merge_selector_policy(existing: &mut SelectorPolicy, new: SelectorPolicy) {
+    match (existing.deny, new.deny) {
+        (true, false) => {}
+        (false, true) => *existing = new,
+        (true, true) => existing.origins.extend(new.origins),
+        (false, false) => {
+            existing.origins.extend(new.origins.iter().copied());
+            existing.cookie = match (existing.cookie, new.cookie) {
+                (0, c) | (c, 0) => c,
+                (a, b) => a.min(b),
+            };
+            if existing.conflict.is_none() {
+                existing.conflict = new.conflict.clone();
+            }
+            match merge_parser(&existing.l7, &new.l7) {
+                Ok(l7) => existing.l7 = l7,
+                Err(message) => existing.conflict = Some(message),
+            }
+            match (existing.auth, new.auth) {
+                (Some(a), Some(b)) if a != b => {
+                    existing.conflict = Some(format!(
+                        "cannot merge conflicting authentication types ({a:?}/{b:?})"
+                    ));
+                }
+                (None, Some(b)) => existing.auth = Some(b),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The subjects of rules: which rules select each endpoint identity.
+pub struct Resolver<'a> {
+    rules: &'a [PolicyRule],
+    table: &'a IdentityTable,
+    inventory: &'a Inventory,
+    /// The selector cache (peer selectors).
+    pub cache: SelectorCache,
+    rules_by_identity: BTreeMap<u32, Vec<usize>>,
+    peer_ids: Vec<Option<Vec<SelectorId>>>,
+    cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
+}
+
+impl<'a> Resolver<'a> {
+    /// Prepares resolution: matches subject selectors against endpoint
+    /// identities (once per distinct subject selector) and interns peers.
+    pub fn new(
+        rules: &'a [PolicyRule],
+        table: &'a IdentityTable,
+        inventory: &'a Inventory,
+    ) -> Self {
+        let endpoint_ids: BTreeSet<u32> = table.endpoint_identity.iter().copied().collect();
+        let mut subject_matches: HashMap<&Selector, Vec<u32>> = HashMap::new();
+        let mut rules_by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (index, rule) in rules.iter().enumerate() {
+            let selected = subject_matches.entry(&rule.subject).or_insert_with(|| {
+                endpoint_ids
+                    .iter()
+                    .copied()
+                    .filter(|id| {
+                        table
+                            .get(*id)
+                            .is_some_and(|info| rule.subject.matches(&info.labels))
+                    })
+                    .collect()
+            });
+            for id in selected.iter() {
+                rules_by_identity.entry(*id).or_default().push(index);
+            }
+        }
+        let mut cache = SelectorCache::default();
+        let peer_ids = rules
+            .iter()
+            .map(|rule| {
+                rule.peers
+                    .as_ref()
+                    .map(|list| list.iter().map(|s| cache.intern(s, table)).collect())
+            })
+            .collect();
+        let mut cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>> = BTreeMap::new();
+        for endpoint in &inventory.endpoints {
+            for port in &endpoint.ports {
+                cluster_ports
+                    .entry(port.name.clone())
+                    .or_default()
+                    .insert((port.port, port.proto));
+            }
+        }
+        Self {
+            rules,
+            table,
+            inventory,
+            cache,
+            rules_by_identity,
+            peer_ids,
+            cluster_ports,
+        }
+    }
+
+    /// The rules selecting an identity, in input order.
+    pub fn rules_of(&self, identity: u32) -> &[usize] {
+        self.rules_by_identity
+            .get(&identity)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Resolves the L4 policy of a subject identity (§3.3, §4.1 steps 1–3).
+    pub fn l4_policy(&mut self, identity: u32) -> L4Policy {
+        let mut policy = L4Policy::default();
+        let mut default_deny = [false, false];
+        let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
+        for index in rule_indices {
+            let rule = &self.rules[index];
+            let slot = usize::from(rule.direction == Direction::Egress);
+            let direction = policy.direction_mut(rule.direction);
+            direction.enforced = true;
+            default_deny[slot] |= rule.default_deny;
+            let Some(peers) = &self.peer_ids[index] else {
+                continue;
+            };
+            if peers.is_empty() {
+                continue;
+            }
+            let template = SelectorPolicy {
+                deny: rule.deny,
+                l7: L7::none(),
+                auth: if rule.deny { None } else { rule.auth },
+                cookie: rule.cookie,
+                origins: [rule.origin].into(),
+                conflict: None,
+            };
+            if rule.ports.is_empty() {
+                let key = FilterKey {
+                    port: PortRef::Number(0),
+                    end_port: 0,
+                    proto: proto::ANY,
+                };
+                add_to_filter(direction, key, peers, &template);
+                continue;
+            }
+            for spec in &rule.ports {
+                let protos: &[u8] = if spec.proto == proto::ANY {
+                    &proto::ANY_EXPANSION
+                } else {
+                    std::slice::from_ref(&spec.proto)
+                };
+                for &p in protos {
+                    let key = FilterKey {
+                        port: spec.port.clone(),
+                        end_port: spec.end_port,
+                        proto: p,
+                    };
+                    let mut per = template.clone();
+                    if !rule.deny {
+                        per.l7 = spec.l7.clone();
+                    }
+                    add_to_filter(direction, key, peers, &per);
+                }
+            }
+        }
+        // The synthetic wildcard allow of a direction whose rules all opted
+        // out of default deny (computePolicyEnforcementAndRules).
+        for (slot, direction) in Direction::ALL.into_iter().enumerate() {
+            let dir = policy.direction_mut(direction);
+            if dir.enforced && !default_deny[slot] {
+                let wildcard = self.cache.intern(&Selector::wildcard(), self.table);
+                let origin = if direction == Direction::Ingress {
+                    ORIGIN_ALLOW_ANY_INGRESS
+                } else {
+                    ORIGIN_ALLOW_ANY_EGRESS
+                };
+                let key = FilterKey {
+                    port: PortRef::Number(0),
+                    end_port: 0,
+                    proto: proto::ANY,
+                };
+                let template = SelectorPolicy {
+                    deny: false,
+                    l7: L7::none(),
+                    auth: None,
+                    cookie: 0,
+                    origins: [origin].into(),
+                    conflict: None,
+                };
+                add_to_filter(dir, key, &[wildcard], &template);
+            }
+        }
+        policy
+    }
+
+    /// `GetNamedPort` (`pkg/endpoint/policy.go`): ingress from the
+    /// endpoint's own container ports (`NamedPortMap.GetNamedPort`), egress
+    /// from every endpoint's ports (`namedPortMultiMap.GetNamedPort`,
+    /// `pkg/types/portmap.go`).
+    fn named_port(
+        &self,
+        direction: Direction,
+        endpoint: &Endpoint,
+        name: &str,
+        proto_number: u8,
+    ) -> Result<u16, &'static str> {
+        match direction {
+            Direction::Ingress => {
+                let found: Option<&NamedPort> = endpoint.ports.iter().find(|p| p.name == name);
+                let port = found.ok_or("unknown named port")?;
+                if port.proto != proto_number {
+                    return Err("incompatible protocol");
+                }
+                if port.port == 0 {
+                    return Err("named port is zero");
+                }
+                Ok(port.port)
+            }
+            Direction::Egress => {
+                let entries = self.cluster_ports.get(name).ok_or("unknown named port")?;
+                let mut result: Result<u16, &'static str> = Err("unknown named port");
+                let mut chosen = 0u16;
+                for (port, port_proto) in entries {
+                    if *port_proto != 0 && *port_proto != proto_number {
+                        result = Err("incompatible protocol");
+                        continue;
+                    }
+                    if *port == 0 {
+                        result = Err("named port is zero");
+                        continue;
+                    }
+                    if chosen != 0 && *port != chosen {
+                        return Err("duplicate named ports");
+                    }
+                    chosen = *port;
+                    result = Ok(*port);
+                }
+                result
+            }
+        }
+    }
+
+    /// Distills the map state of one endpoint from its identity's L4 policy
+    /// (§4.1 steps 4–5), with diagnostics for ports that yield no keys.
+    pub fn map_state(
+        &self,
+        endpoint: &Endpoint,
+        policy: &L4Policy,
+        origins_file: &dyn Fn(u32) -> String,
+    ) -> (MapState, Vec<Diagnostic>) {
+        let mut state = MapState::new();
+        let mut diagnostics = Vec::new();
+        // Proxy ports, per endpoint, in sorted filter order.
+        let mut proxy_ports: BTreeMap<(Direction, String, u8, PortRef, u16), u16> = BTreeMap::new();
+        for direction in Direction::ALL {
+            for (key, per_selector) in &policy.direction(direction).filters {
+                for sp in per_selector.values() {
+                    if !sp.deny && sp.l7.parser != L7Parser::None {
+                        proxy_ports.insert(
+                            (
+                                direction,
+                                sp.l7.parser.name(),
+                                key.proto,
+                                key.port.clone(),
+                                key.end_port,
+                            ),
+                            0,
+                        );
+                    }
+                }
+            }
+        }
+        for (offset, port) in proxy_ports.values_mut().enumerate() {
+            *port = PROXY_PORT_BASE.saturating_add(u16::try_from(offset).unwrap_or(u16::MAX));
+        }
+
+        for direction in Direction::ALL {
+            let dir = policy.direction(direction);
+            if !dir.enforced {
+                let origin = if direction == Direction::Ingress {
+                    ORIGIN_ALLOW_ANY_INGRESS
+                } else {
+                    ORIGIN_ALLOW_ANY_EGRESS
+                };
+                state.upsert(
+                    Key::for_direction(direction),
+                    Entry::allow().with_origin(origin),
+                );
+                continue;
+            }
+            let features = dir.features();
+            for (filter_key, per_selector) in &dir.filters {
+                let port = match &filter_key.port {
+                    PortRef::Number(n) => *n,
+                    PortRef::Named(name) => {
+                        match self.named_port(direction, endpoint, name, filter_key.proto) {
+                            Ok(port) => port,
+                            Err(reason) => {
+                                let origins: BTreeSet<u32> = per_selector
+                                    .values()
+                                    .flat_map(|p| p.origins.iter().copied())
+                                    .collect();
+                                let mut d = Diagnostic::new(
+                                    codes::NAMED_PORT,
+                                    Severity::Warning,
+                                    format!(
+                                        "{direction} named port `{name}`/{} of `{}`: {reason}; the rule yields no keys (as in Cilium)",
+                                        proto::name(filter_key.proto),
+                                        endpoint.display_name()
+                                    ),
+                                );
+                                for origin in origins {
+                                    d.notes.push(format!("from {}", origins_file(origin)));
+                                }
+                                diagnostics.push(d);
+                                continue;
+                            }
+                        }
+                    }
+                };
+                let masked = if filter_key.proto == proto::ANY {
+                    vec![crate::ports::MaskedPort::WILDCARD]
+                } else {
+                    port_range_to_masked_ports(port, filter_key.end_port)
+                };
+                // Entries per selector; the wildcard selector's first.
+                let mut entries: Vec<(SelectorId, Entry)> = Vec::new();
+                for (selector, sp) in per_selector {
+                    if let Some(conflict) = &sp.conflict {
+                        let mut d = Diagnostic::new(
+                            codes::MERGE_CONFLICT,
+                            Severity::Error,
+                            format!(
+                                "{conflict} on {direction} {}/{} for `{}`; porin allows nothing there (fail closed)",
+                                port,
+                                proto::name(filter_key.proto),
+                                endpoint.display_name()
+                            ),
+                        );
+                        for origin in &sp.origins {
+                            d.notes.push(format!("from {}", origins_file(*origin)));
+                        }
+                        diagnostics.push(d);
+                        continue;
+                    }
+                    let entry = if sp.deny {
+                        Entry::deny()
+                    } else {
+                        let proxy_port = if sp.l7.parser == L7Parser::None {
+                            0
+                        } else {
+                            proxy_ports
+                                .get(&(
+                                    direction,
+                                    sp.l7.parser.name(),
+                                    filter_key.proto,
+                                    filter_key.port.clone(),
+                                    filter_key.end_port,
+                                ))
+                                .copied()
+                                .unwrap_or(PROXY_PORT_BASE)
+                        };
+                        let listener =
+                            ListenerPriority::new(sp.l7.listener_priority().unwrap_or(0));
+                        let auth = match sp.auth {
+                            None => AuthRequirement::NONE,
+                            Some(mode) => AuthRequirement::explicit(
+                                AuthType::new(mode.auth_type()).unwrap_or(AuthType::DISABLED),
+                            ),
+                        };
+                        Entry::new(Priority::ZERO, false, proxy_port, listener, auth)
+                            .with_cookie(sp.cookie)
+                    };
+                    let mut entry = entry;
+                    entry.origins = sp.origins.clone();
+                    entries.push((*selector, entry));
+                }
+                entries.sort_by_key(|(selector, _)| !self.cache.selector(*selector).is_wildcard());
+                let wildcard_entry = entries
+                    .iter()
+                    .find(|(s, _)| self.cache.selector(*s).is_wildcard())
+                    .map(|(_, e)| e.clone());
+                for masked_port in &masked {
+                    let Ok(base) = Key::for_direction(direction)
+                        .with_masked_port(filter_key.proto, *masked_port)
+                    else {
+                        continue;
+                    };
+                    for (selector, entry) in &entries {
+                        let wildcard = self.cache.selector(*selector).is_wildcard();
+                        if !wildcard
+                            && port != 0
+                            && wildcard_entry
+                                .as_ref()
+                                .is_some_and(|w| w.datapath_eq(entry))
+                        {
+                            // toMapState: "identical L3L4 entry suppressed".
+                            continue;
+                        }
+                        for id in self.cache.selection(*selector) {
+                            let Ok(identity) = Identity::new(*id) else {
+                                continue;
+                            };
+                            let key = base.with_identity(identity);
+                            if let Err(error) =
+                                state.insert_with_features(key, entry.clone(), features)
+                            {
+                                diagnostics.push(Diagnostic::new(
+                                    codes::MERGE_CONFLICT,
+                                    Severity::Error,
+                                    format!("{error}"),
+                                ));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        (state, diagnostics)
+    }
+
+    /// The inventory this resolver works on.
+    pub fn inventory(&self) -> &Inventory {
+        self.inventory
+    }
+}
+
+fn add_to_filter(
+    direction: &mut DirectionPolicy,
+    key: FilterKey,
+    peers: &[SelectorId],
+    template: &SelectorPolicy,
+) {
+    let filter = direction.filters.entry(key).or_default();
+    for selector in peers {
+        match filter.get_mut(selector) {
+            Some(existing) => merge_selector_policy(existing, template.clone()),
+            None => {
+                filter.insert(*selector, template.clone());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn l7(parser: L7Parser) -> L7 {
+        L7 {
+            parser,
+            ..L7::none()
+        }
+    }
+
+    #[test]
+    fn parser_promotion_follows_merge_port_proto() {
+        assert_eq!(
+            merge_parser(&l7(L7Parser::None), &l7(L7Parser::Http))
+                .unwrap()
+                .parser,
+            L7Parser::Http
+        );
+        assert_eq!(
+            merge_parser(&l7(L7Parser::Tls), &l7(L7Parser::Http))
+                .unwrap()
+                .parser,
+            L7Parser::Http
+        );
+        assert!(merge_parser(&l7(L7Parser::Http), &l7(L7Parser::Kafka)).is_err());
+        assert!(merge_parser(&l7(L7Parser::Dns), &l7(L7Parser::Http)).is_err());
+    }
+
+    #[test]
+    fn deny_wins_at_same_priority_rule_go() {
+        let allow = SelectorPolicy {
+            deny: false,
+            l7: l7(L7Parser::Http),
+            auth: None,
+            cookie: 0,
+            origins: [5].into(),
+            conflict: None,
+        };
+        let deny = SelectorPolicy {
+            deny: true,
+            l7: L7::none(),
+            auth: None,
+            cookie: 0,
+            origins: [6].into(),
+            conflict: None,
+        };
+        let mut a = allow.clone();
+        merge_selector_policy(&mut a, deny.clone());
+        assert!(a.deny);
+        let mut d = deny;
+        merge_selector_policy(&mut d, allow);
+        assert!(d.deny);
+        assert_eq!(d.origins, [6].into());
+    }
+}

@@ -1,0 +1,314 @@
+//! Label selectors over identity labels.
+//!
+//! A [`Selector`] is Cilium's `EndpointSelector` after key extension: a
+//! conjunction of requirements on extended keys `source.key`
+//! (`labels.GetExtendedKeyFrom`, `pkg/labels/labels.go`). Matching follows
+//! the Kubernetes label-selector operators (In, NotIn, Exists,
+//! DoesNotExist) over [`LabelSet::find`], so `any` keys match every source
+//! and `cidr` keys match by prefix containment (§3.6).
+//!
+//! Every peer kind of a policy becomes a selector: endpoint selectors (with
+//! the namespace/cluster pinning of `ParseToCiliumRule`), entities
+//! (`pkg/policy/api/entity.go`), CIDR rules with excepts, FQDN answers. An
+//! empty selector is the wildcard (identity 0 in the policy map).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use ipnetwork::IpNetwork;
+use serde::{Serialize, Serializer};
+
+use crate::labels::{
+    LabelSet, SOURCE_ANY, SOURCE_CIDR, SOURCE_RESERVED, canonical_prefix, cidr_label_key,
+    parse_source,
+};
+
+/// A selector key in extended form: source and key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SelectorKey {
+    /// The label source the key requires, or `any`.
+    pub source: String,
+    /// The label key.
+    pub key: String,
+}
+
+impl SelectorKey {
+    /// A key with an explicit source.
+    pub fn new(source: &str, key: &str) -> Self {
+        Self {
+            source: source.to_owned(),
+            key: key.to_owned(),
+        }
+    }
+
+    /// Extends a user-written key (`GetExtendedKeyFrom`): `k8s:app` is
+    /// `k8s.app`, `app` is `any.app`, `$host` and `reserved:host` are
+    /// `reserved.host`.
+    pub fn extend(user_key: &str) -> Self {
+        let (source, key) = parse_source(user_key, ':');
+        let source = if source.is_empty() {
+            SOURCE_ANY
+        } else {
+            source
+        };
+        Self::new(source, key)
+    }
+
+    /// Whether this key names `key` in any of the given sources (`any`
+    /// always qualifies).
+    pub fn is(&self, sources: &[&str], key: &str) -> bool {
+        self.key == key && (self.source == SOURCE_ANY || sources.contains(&self.source.as_str()))
+    }
+}
+
+impl fmt::Display for SelectorKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.source, self.key)
+    }
+}
+
+/// A label-selector operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum Operator {
+    /// The label exists and its value is one of the values.
+    In,
+    /// The label is absent or its value is none of the values.
+    NotIn,
+    /// The label exists.
+    Exists,
+    /// The label is absent.
+    DoesNotExist,
+}
+
+/// One requirement of a selector.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Requirement {
+    /// The extended key.
+    pub key: SelectorKey,
+    /// The operator.
+    pub operator: Operator,
+    /// The values (In/NotIn), sorted and distinct.
+    pub values: BTreeSet<String>,
+}
+
+impl Requirement {
+    /// `key In (values)`.
+    pub fn is_in(key: SelectorKey, values: impl IntoIterator<Item = String>) -> Self {
+        Self {
+            key,
+            operator: Operator::In,
+            values: values.into_iter().collect(),
+        }
+    }
+
+    /// `key Exists`.
+    pub fn exists(key: SelectorKey) -> Self {
+        Self {
+            key,
+            operator: Operator::Exists,
+            values: BTreeSet::new(),
+        }
+    }
+
+    /// `key DoesNotExist`.
+    pub fn does_not_exist(key: SelectorKey) -> Self {
+        Self {
+            key,
+            operator: Operator::DoesNotExist,
+            values: BTreeSet::new(),
+        }
+    }
+
+    /// Whether the labels satisfy this requirement.
+    pub fn matches(&self, labels: &LabelSet) -> bool {
+        let found = labels.find(&self.key.source, &self.key.key);
+        match self.operator {
+            Operator::In => found.is_some_and(|l| self.values.contains(&l.value)),
+            Operator::NotIn => found.is_none_or(|l| !self.values.contains(&l.value)),
+            Operator::Exists => found.is_some(),
+            Operator::DoesNotExist => found.is_none(),
+        }
+    }
+}
+
+impl fmt::Display for Requirement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let values = || self.values.iter().cloned().collect::<Vec<_>>().join(",");
+        match self.operator {
+            Operator::In if self.values.len() == 1 => write!(f, "{}={}", self.key, values()),
+            Operator::In => write!(f, "{} in ({})", self.key, values()),
+            Operator::NotIn => write!(f, "{} notin ({})", self.key, values()),
+            Operator::Exists => write!(f, "{}", self.key),
+            Operator::DoesNotExist => write!(f, "!{}", self.key),
+        }
+    }
+}
+
+/// A conjunction of requirements; empty = wildcard (selects every identity).
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Selector {
+    requirements: BTreeSet<Requirement>,
+}
+
+impl Selector {
+    /// The wildcard selector.
+    pub fn wildcard() -> Self {
+        Self::default()
+    }
+
+    /// A selector from requirements.
+    pub fn from_requirements(requirements: impl IntoIterator<Item = Requirement>) -> Self {
+        Self {
+            requirements: requirements.into_iter().collect(),
+        }
+    }
+
+    /// A selector requiring one reserved label (`reserved:<name>`).
+    pub fn reserved(name: &str) -> Self {
+        Self::from_requirements([Requirement::exists(SelectorKey::new(SOURCE_RESERVED, name))])
+    }
+
+    /// A CIDR selector (`types.NewCIDRSelector`): requires a CIDR label
+    /// inside `prefix`, and none inside an excepted prefix. A `/0` prefix is
+    /// the family's world label instead (dual-stack: `world-ipv4` /
+    /// `world-ipv6`), which every CIDR identity of that family carries.
+    pub fn cidr(prefix: IpNetwork, except: &[IpNetwork]) -> Self {
+        let prefix = canonical_prefix(prefix);
+        let mut requirements = Vec::with_capacity(1 + except.len());
+        if prefix.prefix() == 0 {
+            let world = if prefix.is_ipv4() {
+                "world-ipv4"
+            } else {
+                "world-ipv6"
+            };
+            requirements.push(Requirement::exists(SelectorKey::new(
+                SOURCE_RESERVED,
+                world,
+            )));
+        } else {
+            requirements.push(Requirement::exists(SelectorKey::new(
+                SOURCE_CIDR,
+                &cidr_label_key(prefix),
+            )));
+        }
+        for excepted in except {
+            requirements.push(Requirement::does_not_exist(SelectorKey::new(
+                SOURCE_CIDR,
+                &cidr_label_key(*excepted),
+            )));
+        }
+        Self::from_requirements(requirements)
+    }
+
+    /// Adds a requirement.
+    pub fn push(&mut self, requirement: Requirement) {
+        self.requirements.insert(requirement);
+    }
+
+    /// The requirements, in a stable order.
+    pub fn requirements(&self) -> impl Iterator<Item = &Requirement> {
+        self.requirements.iter()
+    }
+
+    /// Whether this is the wildcard selector.
+    pub fn is_wildcard(&self) -> bool {
+        self.requirements.is_empty()
+    }
+
+    /// Whether some requirement's key satisfies `predicate`.
+    pub fn has_key(&self, predicate: impl Fn(&SelectorKey) -> bool) -> bool {
+        self.requirements.iter().any(|r| predicate(&r.key))
+    }
+
+    /// Whether the labels satisfy every requirement.
+    pub fn matches(&self, labels: &LabelSet) -> bool {
+        self.requirements.iter().all(|r| r.matches(labels))
+    }
+}
+
+impl fmt::Display for Selector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.requirements.is_empty() {
+            return f.write_str("{}");
+        }
+        f.write_str("{")?;
+        let mut first = true;
+        for requirement in &self.requirements {
+            if !first {
+                f.write_str(", ")?;
+            }
+            first = false;
+            write!(f, "{requirement}")?;
+        }
+        f.write_str("}")
+    }
+}
+
+impl Serialize for Selector {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::labels::Label;
+
+    fn labels(items: &[Label]) -> LabelSet {
+        items.iter().cloned().collect()
+    }
+
+    #[test]
+    fn extend_keys_like_get_extended_key_from() {
+        assert_eq!(SelectorKey::extend("k8s:app").to_string(), "k8s.app");
+        assert_eq!(SelectorKey::extend("app").to_string(), "any.app");
+        assert_eq!(SelectorKey::extend("$host").to_string(), "reserved.host");
+        assert_eq!(
+            SelectorKey::extend("reserved:host").to_string(),
+            "reserved.host"
+        );
+    }
+
+    #[test]
+    fn operators_follow_k8s_label_selector_semantics() {
+        let set = labels(&[Label::k8s("app", "web")]);
+        let key = SelectorKey::extend("app");
+        let other = SelectorKey::extend("tier");
+        assert!(Requirement::is_in(key.clone(), ["web".into()]).matches(&set));
+        assert!(!Requirement::is_in(key.clone(), ["db".into()]).matches(&set));
+        assert!(
+            Requirement {
+                key: other.clone(),
+                operator: Operator::NotIn,
+                values: ["x".to_owned()].into()
+            }
+            .matches(&set),
+            "NotIn matches an absent label"
+        );
+        assert!(Requirement::exists(key).matches(&set));
+        assert!(Requirement::does_not_exist(other).matches(&set));
+    }
+
+    #[test]
+    fn cidr_selector_with_except_types_new_cidr_selector() {
+        let sel = Selector::cidr(
+            "10.0.0.0/8".parse().unwrap(),
+            &["10.1.0.0/16".parse().unwrap()],
+        );
+        let inside = labels(&[
+            Label::cidr("10.2.0.0/16".parse().unwrap()),
+            Label::reserved("world-ipv4"),
+        ]);
+        let excepted = labels(&[
+            Label::cidr("10.1.2.0/24".parse().unwrap()),
+            Label::reserved("world-ipv4"),
+        ]);
+        assert!(sel.matches(&inside));
+        assert!(!sel.matches(&excepted));
+        let world = Selector::cidr("0.0.0.0/0".parse().unwrap(), &[]);
+        assert!(world.matches(&labels(&[Label::reserved("world-ipv4")])));
+        assert!(world.matches(&inside));
+        assert!(!world.matches(&labels(&[Label::reserved("world-ipv6")])));
+    }
+}
