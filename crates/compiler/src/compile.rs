@@ -234,13 +234,9 @@ pub fn compile(
     let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
-        if !l4_cache.contains_key(&identity) {
-            let policy = resolver.l4_policy(identity);
-            l4_cache.insert(identity, policy);
-        }
-        let Some(policy) = l4_cache.get(&identity) else {
-            continue;
-        };
+        let policy: &L4Policy = l4_cache
+            .entry(identity)
+            .or_insert_with(|| resolver.l4_policy(identity));
         let cache_key = (identity, endpoint.ports.clone());
         let (state, diagnostics) = match state_cache.get(&cache_key) {
             Some(hit) => hit.clone(),

@@ -27,7 +27,8 @@ use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory};
 use crate::labels::{
     CLUSTER_LABEL, Label, LabelSet, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL,
-    SERVICE_ACCOUNT_LABEL, SOURCE_K8S, SOURCE_UNSPEC, canonical_prefix, is_identity_label,
+    SERVICE_ACCOUNT_LABEL, SOURCE_K8S, SOURCE_RESERVED, SOURCE_UNSPEC, canonical_prefix,
+    is_identity_label,
 };
 
 /// First number allocated to endpoint label sets (`MinimalNumericIdentity`).
@@ -43,6 +44,13 @@ pub enum IdentityKind {
     Reserved {
         /// Its name.
         name: String,
+    },
+    /// A reserved identity that inventory endpoints carry (health, ...).
+    ReservedEndpoints {
+        /// Its labels.
+        name: String,
+        /// The endpoints (indices into the inventory).
+        endpoints: Vec<usize>,
     },
     /// The identity of one or more endpoints.
     Endpoints {
@@ -94,8 +102,12 @@ impl IdentityTable {
             .map(|e| endpoint_identity_labels(e, inventory))
             .collect();
 
-        // Given numbers first: they claim their label set.
-        let mut by_labels: BTreeMap<LabelSet, u32> = BTreeMap::new();
+        // Reserved label sets keep their reserved numbers; given numbers
+        // claim their label set next.
+        let mut by_labels: BTreeMap<LabelSet, u32> = identities
+            .iter()
+            .map(|info| (info.labels.clone(), info.id))
+            .collect();
         let mut taken: BTreeMap<u32, LabelSet> = BTreeMap::new();
         for (endpoint, labels) in inventory.endpoints.iter().zip(&label_sets) {
             let Some(id) = endpoint.identity else {
@@ -166,6 +178,15 @@ impl IdentityTable {
             };
             endpoint_identity.push(id);
             members.entry(id).or_default().push(index);
+        }
+        for info in &mut identities {
+            if let (IdentityKind::Reserved { .. }, Some(list)) = (&info.kind, members.get(&info.id))
+            {
+                info.kind = IdentityKind::ReservedEndpoints {
+                    name: info.labels.to_string(),
+                    endpoints: list.clone(),
+                };
+            }
         }
         for (id, labels) in &taken {
             identities.push(IdentityInfo {
@@ -285,6 +306,16 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
     } else {
         SOURCE_UNSPEC
     };
+    let parsed: Vec<Label> = endpoint
+        .labels
+        .iter()
+        .map(|(key, value)| Label::parse(&format!("{key}={value}"), default_source))
+        .collect();
+    if !parsed.is_empty() && parsed.iter().all(|l| l.source == SOURCE_RESERVED) {
+        // A reserved endpoint (health, ingress, init, ...): its identity is
+        // its reserved labels alone, as Cilium gives such endpoints.
+        return parsed.into_iter().collect();
+    }
     let mut labels = LabelSet::new();
     for (key, value) in &endpoint.labels {
         let label = Label::parse(&format!("{key}={value}"), default_source);

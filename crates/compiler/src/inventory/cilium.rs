@@ -78,7 +78,7 @@ fn add_identity(inventory: &mut Inventory, file: &str, item: &Value) -> Result<(
         .get("id")
         .and_then(Value::as_u64)
         .ok_or_else(|| invalid(file, "identity without a numeric `id`".into()))?;
-    if id < FIRST_CLUSTER_IDENTITY || id >= LOCAL_SCOPE {
+    if !(FIRST_CLUSTER_IDENTITY..LOCAL_SCOPE).contains(&id) {
         // Reserved, well-known and local (CIDR) identities are porin's own.
         return Ok(());
     }

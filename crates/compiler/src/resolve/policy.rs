@@ -82,13 +82,13 @@ impl DirectionPolicy {
         for per_selector in self.filters.values() {
             for policy in per_selector.values() {
                 if policy.deny {
-                    bits = bits | PolicyFeatures::DENY;
+                    bits |= PolicyFeatures::DENY;
                 }
                 if policy.l7.parser != L7Parser::None {
-                    bits = bits | PolicyFeatures::REDIRECT;
+                    bits |= PolicyFeatures::REDIRECT;
                 }
                 if policy.auth.is_some() {
-                    bits = bits | PolicyFeatures::AUTH;
+                    bits |= PolicyFeatures::AUTH;
                 }
             }
         }
