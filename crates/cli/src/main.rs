@@ -1,14 +1,26 @@
 //! `porin`: lint, compile, test and emit Cilium-compatible network policy.
+//!
+//! One module per subcommand under [`commands`]; output formats and exit
+//! codes are shared in [`output`].
+//!
+//! # Exit codes
+//!
+//! | code | meaning |
+//! |------|---------|
+//! | 0 | ran, and found no error (warnings and notes may be printed) |
+//! | 1 | ran, and found at least one error (invalid YAML, invalid policy, ...) |
+//! | 2 | could not run: bad arguments, unreadable path, output failure |
 
 mod commands;
+mod output;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-/// porin: Cilium-compatible network policy, compiled and proven.
+/// porin compiles Cilium-compatible network policy and proves what it compiled.
 #[derive(Debug, Parser)]
-#[command(name = "porin", version, about)]
+#[command(name = "porin", version, about, long_about = None)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -22,6 +34,10 @@ enum Command {
     Query(commands::query::Args),
     /// Run policy test files.
     Test(commands::test::Args),
+    /// Validate policy files the way a Cilium 1.19 cluster would.
+    Lint(commands::lint::LintArgs),
+    /// Print the JSON Schema of the policy model (for yaml-language-server).
+    Schema(commands::schema::SchemaArgs),
 }
 
 fn main() -> ExitCode {
@@ -30,12 +46,14 @@ fn main() -> ExitCode {
         Command::Compile(args) => commands::compile::run(args),
         Command::Query(args) => commands::query::run(args),
         Command::Test(args) => Ok(commands::test::run(args)),
+        Command::Lint(args) => commands::lint::run(args).map(ExitCode::from),
+        Command::Schema(args) => commands::schema::run(args).map(ExitCode::from),
     };
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
-            ExitCode::from(2)
+            eprintln!("porin: error: {error:#}");
+            output::Status::CouldNotRun.into()
         }
     }
 }

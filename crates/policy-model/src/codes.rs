@@ -93,16 +93,10 @@ codes! {
     LOG = "PM034", "invalid-log", "log.value: at most 32 printable characters (CRD).";
     /// NetworkPolicy specifics.
     NETWORK_POLICY = "PM035", "invalid-network-policy", "Kubernetes NetworkPolicy API validation: podSelector, peers, ipBlock, ports.";
-    /// toGroups provider.
-    GROUPS = "PM036", "invalid-groups", "toGroups/fromGroups need a registered provider (only `aws`).";
     /// Node selector labels flag.
     NODES_FLAG = "PM037", "nodes-need-flag", "fromNodes/toNodes only apply with enable-node-selector-labels=true (default false) — a warning.";
     /// Label / string patterns.
     PATTERN = "PM038", "invalid-string-format", "A string outside the CRD's pattern or length (cidrGroupRef, label values, listener names, ...).";
-    /// Authentication.
-    AUTHENTICATION = "PM039", "invalid-authentication", "authentication.mode must be one of disabled, required, test-always-fail.";
-    /// Statically uncompilable peers.
-    NEEDS_RUNTIME = "PM040", "needs-runtime-data", "toFQDNs, toGroups and CIDR groups need data from a cluster to compile — informational.";
     /// Obsolete field kept for compatibility.
     OBSOLETE_FIELD = "PM041", "obsolete-field", "A pre-1.14 field (`auth`) the 1.19 CRD does not define: the API server prunes it, so it has no effect — a warning.";
 }

@@ -179,9 +179,10 @@ fn render_snippet(
     location: &Location,
     marker: char,
     label: &str,
+    width: usize,
 ) {
-    let number = location.line.to_string();
-    let gutter = " ".repeat(number.len());
+    let number = format!("{:>width$}", location.line);
+    let gutter = " ".repeat(width);
     let _ = writeln!(
         out,
         "{gutter}--> {}:{}:{} (document {})",
@@ -207,13 +208,13 @@ fn render_snippet(
 /// Renders one diagnostic like a compiler does:
 ///
 /// ```text
-/// error[PM021]: unable to parse port: `99999` is out of range
-///  --> policy.yaml:12:19 (document 0)
-///   |
-/// 12 |           - port: "99999"
-///   |                   ^^^^^^^
-///   = at: spec.ingress[0].toPorts[0].ports[0].port
-///   = help: a port is a number 0-65535 or a port name
+/// error[PM021]: unable to parse port: ... value out of range
+///   --> policy.yaml:12:19 (document 0)
+///    |
+/// 12 |       - port: "99999"
+///    |               ^^^^^^^
+///    = at: spec.ingress[0].toPorts[0].ports[0].port
+///    = help: a port is a number 0-65535 or a port name
 /// ```
 pub fn render_human(diagnostic: &Diagnostic, sources: &SourceMap) -> String {
     let mut out = String::new();
@@ -224,17 +225,26 @@ pub fn render_human(diagnostic: &Diagnostic, sources: &SourceMap) -> String {
         diagnostic.code,
         diagnostic.message
     );
+    // One gutter width for the whole diagnostic, as wide as the widest line number.
+    let width = diagnostic
+        .primary
+        .iter()
+        .chain(diagnostic.related.iter().map(|(location, _)| location))
+        .map(|location| location.line.to_string().len())
+        .max()
+        .unwrap_or(1);
     if let Some(location) = &diagnostic.primary {
-        render_snippet(&mut out, sources, location, '^', "");
+        render_snippet(&mut out, sources, location, '^', "", width);
     }
     for (location, label) in &diagnostic.related {
-        render_snippet(&mut out, sources, location, '-', label);
+        render_snippet(&mut out, sources, location, '-', label, width);
     }
+    let gutter = " ".repeat(width);
     for note in &diagnostic.notes {
-        let _ = writeln!(out, "  = note: {note}");
+        let _ = writeln!(out, "{gutter} = note: {note}");
     }
     if let Some(help) = &diagnostic.help {
-        let _ = writeln!(out, "  = help: {help}");
+        let _ = writeln!(out, "{gutter} = help: {help}");
     }
     out
 }

@@ -41,6 +41,7 @@ pub mod limits;
 pub mod loader;
 pub mod model;
 pub mod route;
+pub mod schema;
 mod suggest;
 pub mod validate;
 pub mod yaml;

@@ -96,7 +96,7 @@ pub struct FileTree {
 #[non_exhaustive]
 pub enum LoadError {
     /// A path could not be read.
-    #[error("cannot read `{path}`: {source}")]
+    #[error("cannot read `{path}`")]
     Io {
         /// The path.
         path: PathBuf,
@@ -125,7 +125,15 @@ fn locate(file: &str, document: usize, root: &Node, route: &Route, at_key: bool)
         };
         match next {
             Some((key, value)) => {
-                pos = if at_key { key.pos } else { value.pos };
+                // A block mapping or sequence "starts" at its first entry,
+                // which reads as the wrong place; its key is where it is named.
+                let container = matches!(value.kind, NodeKind::Mapping(_) | NodeKind::Sequence(_));
+                let keyed = matches!(segment, Segment::Key(_));
+                pos = if at_key || (container && keyed) {
+                    key.pos
+                } else {
+                    value.pos
+                };
                 node = value;
             }
             None => break,
@@ -175,7 +183,12 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
             );
         }
         if let Some(root) = &document.root {
+            let before = outcome.documents.len();
             load_document(name, document.index, root, &mut outcome);
+            if !document.duplicate_keys.is_empty() {
+                // The repeated key makes the document invalid as a whole.
+                outcome.documents.truncate(before);
+            }
         }
         roots.push(document.root);
     }
@@ -403,6 +416,7 @@ fn load_object(
         let expected = unknown
             .expected
             .iter()
+            .filter(|field| !crate::yaml::de::HIDDEN_FIELDS.contains(field))
             .map(|f| format!("`{f}`"))
             .collect::<Vec<_>>()
             .join(", ");
@@ -457,11 +471,48 @@ fn de_error_diagnostic(
         DeErrorKind::UnknownField => codes::UNKNOWN_FIELD,
     };
     let route = error.route.clone().unwrap_or_else(|| prefix.clone());
-    let mut diagnostic = Diagnostic::new(code, Severity::Error, error.message)
+    let (code, message) = refine_enum_error(code, &route, error.message);
+    let mut diagnostic = Diagnostic::new(code, Severity::Error, message)
         .at(locate(file, index, root, &route, error.at_key))
         .note("the rest of this document was not checked");
     diagnostic.help = error.help;
+    if code == codes::PROTOCOL && diagnostic.message.to_ascii_uppercase().contains("\"ICMP") {
+        diagnostic.help = Some(
+            "ICMP is not a toPorts protocol; match ICMP types with an `icmps` block".to_owned(),
+        );
+    }
     diagnostic
+}
+
+/// Gives enum errors of well-known fields their own code and Cilium's wording.
+fn refine_enum_error(code: &'static str, route: &Route, message: String) -> (&'static str, String) {
+    if code != codes::INVALID_ENUM {
+        return (code, message);
+    }
+    let value = message
+        .strip_prefix("unknown value `")
+        .and_then(|rest| rest.strip_suffix('`'))
+        .unwrap_or_default()
+        .to_owned();
+    let segments = &route.0;
+    let last_key = segments.iter().rev().find_map(|segment| match segment {
+        Segment::Key(key) => Some(key.as_str()),
+        Segment::Index(_) => None,
+    });
+    match (segments.last(), last_key) {
+        (Some(Segment::Key(_)), Some("protocol")) => (
+            codes::PROTOCOL,
+            // L4Proto.Validate (pkg/policy/api/l4.go); the CRD enum is upper case only.
+            format!(
+                "invalid protocol \"{value}\", must be {{ TCP | UDP | SCTP | VRRP | IGMP | ANY }}"
+            ),
+        ),
+        (Some(Segment::Index(_)), Some("fromEntities" | "toEntities")) => {
+            (codes::ENTITY, format!("unsupported entity: {value}"))
+        }
+        (Some(Segment::Key(_)), Some("family")) => (codes::ICMP, format!("wrong family: {value}")),
+        _ => (code, message),
+    }
 }
 
 fn finding_diagnostic(

@@ -1,5 +1,7 @@
 //! One module per subcommand.
 
 pub mod compile;
+pub mod lint;
 pub mod query;
+pub mod schema;
 pub mod test;

@@ -838,3 +838,125 @@ impl<'de> Deserialize<'de> for IntOrString {
         deserializer.deserialize_any(IntOrStringVisitor)
     }
 }
+
+/// ICMPv4 type names (CRD pattern and Cilium `icmpIpv4TypeNameToCode`, icmp.go).
+const ICMPV4_TYPES: &[(&str, u8)] = &[
+    ("EchoReply", 0),
+    ("DestinationUnreachable", 3),
+    ("Redirect", 5),
+    ("Echo", 8),
+    ("EchoRequest", 8),
+    ("RouterAdvertisement", 9),
+    ("RouterSelection", 10),
+    ("TimeExceeded", 11),
+    ("ParameterProblem", 12),
+    ("Timestamp", 13),
+    ("TimestampReply", 14),
+    ("Photuris", 40),
+    ("ExtendedEchoRequest", 42),
+    ("ExtendedEchoReply", 43),
+];
+
+/// ICMPv6 type names (Cilium `icmpIpv6TypeNameToCode`, icmp.go).
+const ICMPV6_TYPES: &[(&str, u8)] = &[
+    ("DestinationUnreachable", 1),
+    ("PacketTooBig", 2),
+    ("TimeExceeded", 3),
+    ("ParameterProblem", 4),
+    ("EchoRequest", 128),
+    ("EchoReply", 129),
+    ("MulticastListenerQuery", 130),
+    ("MulticastListenerReport", 131),
+    ("MulticastListenerDone", 132),
+    ("RouterSolicitation", 133),
+    ("RouterAdvertisement", 134),
+    ("NeighborSolicitation", 135),
+    ("NeighborAdvertisement", 136),
+    ("RedirectMessage", 137),
+    ("RouterRenumbering", 138),
+    ("ICMPNodeInformationQuery", 139),
+    ("ICMPNodeInformationResponse", 140),
+    ("InverseNeighborDiscoverySolicitation", 141),
+    ("InverseNeighborDiscoveryAdvertisement", 142),
+    ("HomeAgentAddressDiscoveryRequest", 144),
+    ("HomeAgentAddressDiscoveryReply", 145),
+    ("MobilePrefixSolicitation", 146),
+    ("MobilePrefixAdvertisement", 147),
+    ("DuplicateAddressRequestCodeSuffix", 157),
+    ("DuplicateAddressConfirmationCodeSuffix", 158),
+    ("ExtendedEchoRequest", 160),
+    ("ExtendedEchoReply", 161),
+];
+
+fn icmp_table(family: IcmpFamily) -> &'static [(&'static str, u8)] {
+    match family {
+        IcmpFamily::IPv4 => ICMPV4_TYPES,
+        IcmpFamily::IPv6 => ICMPV6_TYPES,
+    }
+}
+
+/// The ICMP type number for a name or a decimal string (`"8"`) in a family,
+/// as Cilium resolves it; `None` if unknown. Numeric strings follow the CRD
+/// pattern (0-255, no leading zeros).
+pub fn icmp_type_number(family: IcmpFamily, name: &str) -> Option<u8> {
+    if !name.is_empty() && name.bytes().all(|b| b.is_ascii_digit()) {
+        if name.len() > 1 && name.starts_with('0') {
+            return None;
+        }
+        return name.parse().ok();
+    }
+    icmp_table(family)
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, number)| *number)
+}
+
+/// The ICMP type names of a family.
+pub fn icmp_type_names(family: IcmpFamily) -> Vec<&'static str> {
+    icmp_table(family).iter().map(|(name, _)| *name).collect()
+}
+
+impl IcmpField {
+    /// The family, defaulting to IPv4 as the CRD does.
+    pub fn family_or_default(&self) -> IcmpFamily {
+        self.family.unwrap_or(IcmpFamily::IPv4)
+    }
+
+    /// The ICMP type number (`None` only for values validation rejects).
+    pub fn type_number(&self) -> Option<u8> {
+        match &self.icmp_type {
+            IntOrString::Int(n) => u8::try_from(*n).ok(),
+            IntOrString::String(name) => icmp_type_number(self.family_or_default(), name),
+        }
+    }
+}
+
+/// A `ports[].port` value as Cilium reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortValue {
+    /// A number; `0` means every port of the protocol.
+    Number(u16),
+    /// A named port (IANA service name), lower-cased as Cilium normalises it.
+    Named(String),
+}
+
+impl PortProtocol {
+    /// The port as Cilium reads it (`PortProtocol.Validate`/`Sanitize`):
+    /// a service name (lower-cased) or `strconv.ParseUint(port, 0, 16)` —
+    /// so `"010"` is port 8 (semantics.md §10 q2). `None` when absent or
+    /// invalid (validation rejects those).
+    pub fn port_value(&self) -> Option<PortValue> {
+        let text = self.port.as_deref()?;
+        if crate::validate::text::is_iana_svc_name(text) {
+            return Some(PortValue::Named(text.to_ascii_lowercase()));
+        }
+        crate::validate::text::parse_go_uint16(text)
+            .ok()
+            .map(PortValue::Number)
+    }
+
+    /// The protocol, `ANY` when omitted.
+    pub fn protocol_or_any(&self) -> L4Proto {
+        self.protocol.unwrap_or(L4Proto::Any)
+    }
+}

@@ -6,6 +6,11 @@
 //! Checks run over the typed model and report [`Finding`]s by route; the
 //! loader resolves routes to lines and columns.
 
+mod cilium;
+mod k8s;
+pub mod selector;
+pub(crate) mod text;
+
 use crate::diagnostic::Severity;
 use crate::model::PolicyDocument;
 use crate::route::Route;
@@ -89,63 +94,22 @@ impl Finding {
 /// Validates one policy object.
 pub fn validate_document(doc: &PolicyDocument) -> Vec<Finding> {
     let mut findings = Findings::default();
-    for (prefix, rule) in doc.cilium_rules() {
-        let base = Route::root().key(&prefix);
-        let base = match prefix
-            .strip_prefix("specs[")
-            .and_then(|r| r.strip_suffix(']'))
-        {
-            Some(index) => Route::root().key("specs").index(index.parse().unwrap_or(0)),
-            None => base,
-        };
-        for (i, item) in rule.ingress.iter().flatten().enumerate() {
-            requires(
-                &mut findings,
-                base.key("ingress").index(i),
-                "fromRequires",
-                item.from_requires.as_ref(),
-            );
-        }
-        for (i, item) in rule.ingress_deny.iter().flatten().enumerate() {
-            requires(
-                &mut findings,
-                base.key("ingressDeny").index(i),
-                "fromRequires",
-                item.from_requires.as_ref(),
-            );
-        }
-        for (i, item) in rule.egress.iter().flatten().enumerate() {
-            requires(
-                &mut findings,
-                base.key("egress").index(i),
-                "toRequires",
-                item.to_requires.as_ref(),
-            );
-        }
-        for (i, item) in rule.egress_deny.iter().flatten().enumerate() {
-            requires(
-                &mut findings,
-                base.key("egressDeny").index(i),
-                "toRequires",
-                item.to_requires.as_ref(),
-            );
-        }
+    match doc {
+        PolicyDocument::CiliumNetworkPolicy(p) => cilium::validate_cilium_policy(
+            &mut findings,
+            cilium::Scope::Namespaced,
+            &p.metadata,
+            p.spec.as_ref(),
+            p.specs.as_ref(),
+        ),
+        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => cilium::validate_cilium_policy(
+            &mut findings,
+            cilium::Scope::Clusterwide,
+            &p.metadata,
+            p.spec.as_ref(),
+            p.specs.as_ref(),
+        ),
+        PolicyDocument::NetworkPolicy(p) => k8s::validate_network_policy(&mut findings, p),
     }
     findings.list
-}
-
-/// `fromRequires`/`toRequires`: removed in Cilium 1.19; the CRD keeps the
-/// field with `maxItems: 0` (Documentation/security/policy/language.rst).
-fn requires<T>(findings: &mut Findings, item: Route, field: &str, list: Option<&Vec<T>>) {
-    if list.is_some_and(|l| !l.is_empty()) {
-        findings
-            .error(
-                crate::codes::REQUIRES_REMOVED,
-                item.key(field),
-                format!("`{field}` was removed in Cilium 1.19"),
-            )
-            .at_key()
-            .note("the CRD keeps the field only with maxItems: 0, so the API server rejects any entry")
-            .help("express the requirement in the peer selector itself (add the label to fromEndpoints/toEndpoints), or use a deny rule");
-    }
 }

@@ -139,6 +139,10 @@ fn variant_help(variant: &str, expected: &[&str]) -> String {
     }
 }
 
+/// Fields the model accepts for compatibility but never suggests (`auth`,
+/// the obsolete spelling of `authentication`).
+pub const HIDDEN_FIELDS: &[&str] = &["auth"];
+
 /// An unknown field found while deserializing (not fatal).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownField {
@@ -618,7 +622,13 @@ impl<'de, 'a, I: Iterator<Item = &'a (Node, Node)>> MapAccess<'de> for Map<'a, I
                 self.ctx.unknown_fields.borrow_mut().push(UnknownField {
                     route,
                     field: text.to_owned(),
-                    suggestion: did_you_mean(text, fields.iter().copied()),
+                    suggestion: did_you_mean(
+                        text,
+                        fields
+                            .iter()
+                            .copied()
+                            .filter(|f| !HIDDEN_FIELDS.contains(f)),
+                    ),
                     expected: fields,
                 });
                 continue;
