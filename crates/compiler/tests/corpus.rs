@@ -4,6 +4,8 @@
 //! something to select. Outside CI the test is skipped when `shared/` is
 //! absent; in CI (`CI=true`) that is a failure.
 
+#![allow(clippy::unwrap_used, reason = "test helpers panic on broken fixtures")]
+
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 

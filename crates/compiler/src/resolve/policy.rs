@@ -491,7 +491,8 @@ impl<'a> Resolver<'a> {
                 } else {
                     ORIGIN_ALLOW_ANY_EGRESS
                 };
-                state.upsert(
+                // An allow entry is never a PASS; upsert cannot refuse it.
+                let _ = state.upsert(
                     Key::for_direction(direction),
                     Entry::allow().with_origin(origin),
                 );
