@@ -37,6 +37,8 @@
 
 pub mod codes;
 pub mod diagnostic;
+#[doc(hidden)]
+pub mod invariants;
 pub mod limits;
 pub mod loader;
 pub mod model;

@@ -10,13 +10,21 @@
 pub struct LoadLimits {
     /// Largest file (or stdin) accepted, in bytes. Default 8 MiB.
     pub max_file_bytes: u64,
-    /// Deepest nesting of mappings and sequences. Default 64.
+    /// Deepest nesting of mappings and sequences (aliases included). Default
+    /// 64; values above [`crate::yaml::tree::HARD_MAX_DEPTH`] (512) act as 512,
+    /// because deserialization recurses once per level.
     pub max_depth: usize,
     /// Most YAML nodes in one file, counting every node an alias expands to
     /// (this is what stops "billion laughs" alias bombs). Default 1,000,000.
     pub max_nodes: usize,
+    /// Most scalar bytes in one file, counting every copy an alias makes (an
+    /// alias to a large string costs its length each time). Default 64 MiB.
+    pub max_scalar_bytes: usize,
     /// Most documents in one file. Default 10,000.
     pub max_documents: usize,
+    /// Most findings recorded per file; the rest are counted in one closing
+    /// `PM002` error. Default 200.
+    pub max_diagnostics_per_file: usize,
     /// Most files read from the directories given. Default 100,000.
     pub max_files: usize,
 }
@@ -27,7 +35,9 @@ impl Default for LoadLimits {
             max_file_bytes: 8 * 1024 * 1024,
             max_depth: 64,
             max_nodes: 1_000_000,
+            max_scalar_bytes: 64 * 1024 * 1024,
             max_documents: 10_000,
+            max_diagnostics_per_file: 200,
             max_files: 100_000,
         }
     }

@@ -57,6 +57,8 @@ pub struct LoadOutcome {
     pub sources: SourceMap,
     /// The located trees, for resolving routes of later findings.
     pub trees: Vec<FileTree>,
+    /// Findings not recorded because a file hit `max_diagnostics_per_file`.
+    pub omitted: usize,
 }
 
 impl LoadOutcome {
@@ -74,7 +76,17 @@ impl LoadOutcome {
         Some(locate(file, document, root, route, false))
     }
 
+    /// Records a finding unless this file already has `cap` of them.
+    fn push_capped(&mut self, diagnostic: Diagnostic, cap: usize) {
+        if self.diagnostics.len() < cap {
+            self.diagnostics.push(diagnostic);
+        } else {
+            self.omitted += 1;
+        }
+    }
+
     fn extend(&mut self, other: LoadOutcome) {
+        self.omitted += other.omitted;
         self.documents.extend(other.documents);
         self.diagnostics.extend(other.diagnostics);
         self.sources.extend(other.sources);
@@ -172,7 +184,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
     let mut roots = Vec::new();
     for document in stream.documents {
         for (key, pos) in &document.duplicate_keys {
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(
                     codes::DUPLICATE_KEY,
                     Severity::Error,
@@ -180,11 +192,18 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
                 )
                 .at(position_location(name, document.index, *pos))
                 .help("remove one of the two entries; kubectl rejects repeated keys"),
+                limits.max_diagnostics_per_file,
             );
         }
         if let Some(root) = &document.root {
             let before = outcome.documents.len();
-            load_document(name, document.index, root, &mut outcome);
+            load_document(
+                name,
+                document.index,
+                root,
+                &mut outcome,
+                limits.max_diagnostics_per_file,
+            );
             if !document.duplicate_keys.is_empty() {
                 // The repeated key makes the document invalid as a whole.
                 outcome.documents.truncate(before);
@@ -209,6 +228,19 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
         file: name.to_owned(),
         roots,
     });
+    if outcome.omitted > 0 {
+        outcome.diagnostics.push(
+            Diagnostic::new(
+                codes::LIMIT_EXCEEDED,
+                Severity::Error,
+                format!(
+                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file is {})",
+                    outcome.omitted, limits.max_diagnostics_per_file
+                ),
+            )
+            .at(position_location(name, 0, Pos { line: 1, column: 1 })),
+        );
+    }
     outcome
 }
 
@@ -293,34 +325,36 @@ fn dispatch(root: &Node) -> Dispatch {
     }
 }
 
-fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcome) {
+fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcome, cap: usize) {
     if !matches!(root.kind, NodeKind::Mapping(_)) {
-        outcome.diagnostics.push(
+        outcome.push_capped(
             Diagnostic::new(
                 codes::BAD_RESOURCE,
                 Severity::Error,
                 "a document must be a mapping (a Kubernetes object)",
             )
             .at(locate(file, index, root, &Route::root(), false)),
+            cap,
         );
         return;
     }
     match dispatch(root) {
         Dispatch::List => {
             let Some(items) = root.get("items") else {
-                outcome.diagnostics.push(
+                outcome.push_capped(
                     Diagnostic::new(
                         codes::BAD_RESOURCE,
                         Severity::Error,
                         "a `List` needs `items`",
                     )
                     .at(locate(file, index, root, &Route::root(), false)),
+                    cap,
                 );
                 return;
             };
             let NodeKind::Sequence(entries) = &items.kind else {
                 if !items.is_null() {
-                    outcome.diagnostics.push(
+                    outcome.push_capped(
                         Diagnostic::new(
                             codes::BAD_RESOURCE,
                             Severity::Error,
@@ -333,19 +367,33 @@ fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcom
                             &Route::root().key("items"),
                             false,
                         )),
+                        cap,
                     );
                 }
                 return;
             };
             for (item_index, item) in entries.iter().enumerate() {
                 let prefix = Route::root().key("items").index(item_index);
-                load_object(file, index, Some(item_index), root, item, &prefix, outcome);
+                load_object(
+                    file,
+                    index,
+                    Some(item_index),
+                    root,
+                    item,
+                    &prefix,
+                    outcome,
+                    cap,
+                );
             }
         }
-        _ => load_object(file, index, None, root, root, &Route::root(), outcome),
+        _ => load_object(file, index, None, root, root, &Route::root(), outcome, cap),
     }
 }
 
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one document's context threaded through a private helper"
+)]
 fn load_object(
     file: &str,
     index: usize,
@@ -354,6 +402,7 @@ fn load_object(
     node: &Node,
     prefix: &Route,
     outcome: &mut LoadOutcome,
+    cap: usize,
 ) {
     let dispatched = if matches!(node.kind, NodeKind::Mapping(_)) {
         dispatch(node)
@@ -373,32 +422,35 @@ fn load_object(
             typed::<NetworkPolicy>(node, prefix, &ctx).map(PolicyDocument::NetworkPolicy)
         }
         Dispatch::List => {
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(
                     codes::BAD_RESOURCE,
                     Severity::Error,
                     "a `List` cannot contain another list",
                 )
                 .at(locate(file, index, root, prefix, false)),
+                cap,
             );
             return;
         }
         Dispatch::Skip(reason) => {
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(
                     codes::SKIPPED_DOCUMENT,
                     Severity::Info,
                     format!("skipped: {reason}"),
                 )
                 .at(locate(file, index, root, &prefix.key("kind"), false)),
+                cap,
             );
             return;
         }
         Dispatch::Bad(message, route) => {
             let full = Route(prefix.0.iter().chain(route.0.iter()).cloned().collect());
-            outcome.diagnostics.push(
+            outcome.push_capped(
                 Diagnostic::new(codes::BAD_RESOURCE, Severity::Error, message)
                     .at(locate(file, index, root, &full, false)),
+                cap,
             );
             return;
         }
@@ -420,10 +472,11 @@ fn load_object(
             .map(|f| format!("`{f}`"))
             .collect::<Vec<_>>()
             .join(", ");
-        outcome.diagnostics.push(
+        outcome.push_capped(
             Diagnostic::new(codes::UNKNOWN_FIELD, Severity::Error, message)
                 .at(locate(file, index, root, &unknown.route, true))
                 .help(format!("fields allowed here: {expected}")),
+            cap,
         );
     }
     let doc = match parsed {

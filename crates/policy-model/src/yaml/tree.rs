@@ -150,30 +150,71 @@ enum Frame {
     },
 }
 
+struct Anchored {
+    node: Node,
+    measure: Measure,
+}
+
 struct Builder<'l> {
     limits: &'l LoadLimits,
     stack: Vec<Frame>,
-    anchors: HashMap<usize, (Node, usize)>,
+    /// Anchored nodes with their size and height, for alias expansion.
+    anchors: HashMap<usize, Anchored>,
     nodes: usize,
+    bytes: usize,
     root: Option<Node>,
     duplicate_keys: Vec<(String, Pos)>,
 }
 
-/// Counts the nodes of a subtree (bounded by `max_depth`, so the recursion is too).
-fn count_nodes(node: &Node) -> usize {
+/// Size (node count), height and scalar bytes of a subtree. The recursion
+/// is bounded: every tree the builder makes respects `max_depth` (aliases
+/// included).
+fn measure(node: &Node) -> Measure {
     match &node.kind {
-        NodeKind::Scalar(..) => 1,
-        NodeKind::Sequence(items) => 1 + items.iter().map(count_nodes).sum::<usize>(),
-        NodeKind::Mapping(entries) => {
-            1 + entries
-                .iter()
-                .map(|(k, v)| count_nodes(k) + count_nodes(v))
-                .sum::<usize>()
+        NodeKind::Scalar(text, _) => Measure {
+            size: 1,
+            height: 1,
+            bytes: text.len(),
+        },
+        NodeKind::Sequence(items) => items
+            .iter()
+            .fold(Measure::container(), |total, item| total.add(measure(item))),
+        NodeKind::Mapping(entries) => entries.iter().fold(Measure::container(), |total, (k, v)| {
+            total.add(measure(k)).add(measure(v))
+        }),
+    }
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Measure {
+    size: usize,
+    height: usize,
+    bytes: usize,
+}
+
+impl Measure {
+    fn container() -> Measure {
+        Measure {
+            size: 1,
+            height: 1,
+            bytes: 0,
+        }
+    }
+
+    fn add(self, child: Measure) -> Measure {
+        Measure {
+            size: self.size.saturating_add(child.size),
+            height: self.height.max(child.height.saturating_add(1)),
+            bytes: self.bytes.saturating_add(child.bytes),
         }
     }
 }
 
 impl Builder<'_> {
+    fn max_depth(&self) -> usize {
+        self.limits.max_depth.min(HARD_MAX_DEPTH)
+    }
+
     fn charge(&mut self, count: usize, pos: Pos) -> Result<(), TreeError> {
         self.nodes = self.nodes.saturating_add(count);
         if self.nodes > self.limits.max_nodes {
@@ -189,12 +230,27 @@ impl Builder<'_> {
         Ok(())
     }
 
+    fn charge_bytes(&mut self, count: usize, pos: Pos) -> Result<(), TreeError> {
+        self.bytes = self.bytes.saturating_add(count);
+        if self.bytes > self.limits.max_scalar_bytes {
+            return Err(TreeError::Limit {
+                message: format!(
+                    "the file's scalars add up to more than {} bytes (counting alias expansions); \
+                     the limit is LoadLimits::max_scalar_bytes",
+                    self.limits.max_scalar_bytes
+                ),
+                pos,
+            });
+        }
+        Ok(())
+    }
+
     fn push(&mut self, frame: Frame, pos: Pos) -> Result<(), TreeError> {
-        if self.stack.len() >= self.limits.max_depth {
+        if self.stack.len() >= self.max_depth() {
             return Err(TreeError::Limit {
                 message: format!(
                     "nesting is deeper than {} levels; the limit is LoadLimits::max_depth",
-                    self.limits.max_depth
+                    self.max_depth()
                 ),
                 pos,
             });
@@ -207,8 +263,14 @@ impl Builder<'_> {
     /// Attaches a finished node to its parent, or makes it the root.
     fn complete(&mut self, node: Node, anchor: usize) {
         if anchor != 0 {
-            let size = count_nodes(&node);
-            self.anchors.insert(anchor, (node.clone(), size));
+            let measure = measure(&node);
+            self.anchors.insert(
+                anchor,
+                Anchored {
+                    node: node.clone(),
+                    measure,
+                },
+            );
         }
         match self.stack.last_mut() {
             None => self.root = Some(node),
@@ -239,6 +301,7 @@ impl Builder<'_> {
         match event {
             Event::Scalar(text, style, anchor, tag) => {
                 self.charge(1, pos)?;
+                self.charge_bytes(text.len(), pos)?;
                 let forced_string = tag
                     .as_ref()
                     .is_some_and(|t| t.handle == "tag:yaml.org,2002:" && t.suffix == "str");
@@ -298,16 +361,36 @@ impl Builder<'_> {
                 self.complete(node.0, node.1);
             }
             Event::Alias(id) => {
-                let Some((node, size)) = self.anchors.get(&id).map(|(n, s)| (n.clone(), *s)) else {
+                let Some(Measure {
+                    size,
+                    height,
+                    bytes,
+                }) = self.anchors.get(&id).map(|a| a.measure)
+                else {
                     return Err(TreeError::Syntax {
                         message: "alias to an unknown anchor".to_owned(),
                         pos,
                     });
                 };
-                // Charge before the copy is kept; the clone itself is bounded by
-                // the budget because the anchored node was charged when built.
+                // Budgets are checked before anything is copied: the copy
+                // counts as `size` new nodes (this is what stops alias bombs),
+                // and placed here it must not nest deeper than `max_depth`.
+                // A scalar has height 1 and adds no nesting level.
+                if self.stack.len().saturating_add(height) > self.max_depth().saturating_add(1) {
+                    return Err(TreeError::Limit {
+                        message: format!(
+                            "an alias expands to nesting deeper than {} levels; the limit is LoadLimits::max_depth",
+                            self.max_depth()
+                        ),
+                        pos,
+                    });
+                }
                 self.charge(size, pos)?;
-                self.complete(node, 0);
+                self.charge_bytes(bytes, pos)?;
+                if let Some(anchored) = self.anchors.get(&id) {
+                    let node = anchored.node.clone();
+                    self.complete(node, 0);
+                }
             }
             Event::Nothing
             | Event::StreamStart
@@ -319,7 +402,22 @@ impl Builder<'_> {
     }
 }
 
+/// Nesting is never allowed beyond this, whatever `LoadLimits::max_depth`
+/// says: the typed model is deserialized recursively and must not exhaust
+/// the thread's stack.
+pub const HARD_MAX_DEPTH: usize = 512;
+
 fn syntax_error(error: &ScanError) -> TreeError {
+    if error.info() == "recursion limit exceeded" {
+        // The scanner reads flow collections ahead of the events we count,
+        // so for `[[[[...` its own nesting bound can trip before ours.
+        return TreeError::Limit {
+            message: "nesting is deeper than the YAML parser accepts for flow collections \
+                      (its recursion limit, below LoadLimits::max_depth)"
+                .to_owned(),
+            pos: Pos::from_marker(error.marker()),
+        };
+    }
     TreeError::Syntax {
         message: error.info().to_owned(),
         pos: Pos::from_marker(error.marker()),
@@ -332,7 +430,8 @@ pub fn parse_stream(text: &str, limits: &LoadLimits) -> Stream {
     let mut parser = Parser::new_from_str(text);
     let mut documents = Vec::new();
     let mut builder: Option<Builder<'_>> = None;
-    let mut anchor_budget_used = 0usize;
+    let mut nodes_used = 0usize;
+    let mut bytes_used = 0usize;
     while let Some(next) = parser.next_event() {
         let (event, span) = match next {
             Ok(pair) => pair,
@@ -362,15 +461,17 @@ pub fn parse_stream(text: &str, limits: &LoadLimits) -> Stream {
                     limits,
                     stack: Vec::new(),
                     anchors: HashMap::new(),
-                    // The node budget is per file: carry what earlier documents used.
-                    nodes: anchor_budget_used,
+                    // The budgets are per file: carry what earlier documents used.
+                    nodes: nodes_used,
+                    bytes: bytes_used,
                     root: None,
                     duplicate_keys: Vec::new(),
                 });
             }
             Event::DocumentEnd => {
                 if let Some(done) = builder.take() {
-                    anchor_budget_used = done.nodes;
+                    nodes_used = done.nodes;
+                    bytes_used = done.bytes;
                     let root = done.root.filter(|root| !root.is_null());
                     documents.push(Document {
                         index: documents.len(),

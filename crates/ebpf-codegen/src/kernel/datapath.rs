@@ -1,0 +1,554 @@
+//! The datapath object as a whole, driven the way `DATAPATH.md` says an agent drives it.
+//!
+//! [`Datapath`] wraps a [`LoadedObject`] of porin's emitted object and checks at load time that
+//! the maps and programs the contract names exist with the contract's sizes, so a drift between
+//! the emitter and this code fails loudly instead of writing bytes into the wrong shape.
+
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use super::error::KernelError;
+use super::loader::LoadedObject;
+use super::map::Map;
+use super::program::{Program, SkBuff};
+use super::sys::MapType;
+use super::{TC_ACT_OK, TC_ACT_SHOT};
+
+/// `porin_ipcache4`: IPv4 LPM ipcache (DATAPATH.md §2.1).
+pub const IPCACHE4: &str = "porin_ipcache4";
+/// `porin_ipcache6`: IPv6 LPM ipcache.
+pub const IPCACHE6: &str = "porin_ipcache6";
+/// `porin_policy_a`: policy slot 0.
+pub const POLICY_A: &str = "porin_policy_a";
+/// `porin_policy_b`: policy slot 1.
+pub const POLICY_B: &str = "porin_policy_b";
+/// `porin_config`: the active-slot switch (§2.3).
+pub const CONFIG: &str = "porin_config";
+/// `porin_ct`: conntrack (§2.4).
+pub const CONNTRACK: &str = "porin_ct";
+/// `porin_verdicts`: per-CPU verdict counters (§2.5).
+pub const VERDICTS: &str = "porin_verdicts";
+/// The program on the endpoint's outbound path (policy direction egress).
+pub const FROM_ENDPOINT: &str = "porin_from_endpoint";
+/// The program on the endpoint's inbound path (policy direction ingress).
+pub const TO_ENDPOINT: &str = "porin_to_endpoint";
+
+/// `MARK_MAGIC_TO_PROXY` in the low 16 bits of `skb->mark` on an L7 redirect (§1).
+pub const MARK_MAGIC_TO_PROXY: u32 = 0x0200;
+
+/// (name, type, key size, value size) of every map the contract requires.
+const REQUIRED_MAPS: [(&str, MapType, u32, u32); 7] = [
+    (IPCACHE4, MapType::LPM_TRIE, 8, 8),
+    (IPCACHE6, MapType::LPM_TRIE, 20, 8),
+    (POLICY_A, MapType::LPM_TRIE, 12, 12),
+    (POLICY_B, MapType::LPM_TRIE, 12, 12),
+    (CONFIG, MapType::ARRAY, 4, 8),
+    (CONNTRACK, MapType::LRU_HASH, 40, 16),
+    (VERDICTS, MapType::PERCPU_ARRAY, 4, 16),
+];
+
+/// A map entry as raw (key, value) bytes.
+pub type RawEntry = (Vec<u8>, Vec<u8>);
+
+/// Which of the two programs sees the packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Direction {
+    /// `porin_from_endpoint`: packets the endpoint sends; policy direction egress, peer = dst.
+    FromEndpoint,
+    /// `porin_to_endpoint`: packets delivered to the endpoint; direction ingress, peer = src.
+    ToEndpoint,
+}
+
+impl Direction {
+    /// The ELF symbol name of the program.
+    pub fn program_name(self) -> &'static str {
+        match self {
+            Self::FromEndpoint => FROM_ENDPOINT,
+            Self::ToEndpoint => TO_ENDPOINT,
+        }
+    }
+
+    /// The policy-key direction byte (0 ingress, 1 egress).
+    pub fn policy_direction(self) -> u8 {
+        match self {
+            Self::FromEndpoint => 1,
+            Self::ToEndpoint => 0,
+        }
+    }
+}
+
+/// One of the two policy maps of the atomic replacement scheme.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PolicySlot {
+    /// `porin_policy_a` (`active_policy = 0`).
+    A,
+    /// `porin_policy_b` (`active_policy = 1`).
+    B,
+}
+
+impl PolicySlot {
+    /// The other slot.
+    pub fn other(self) -> Self {
+        match self {
+            Self::A => Self::B,
+            Self::B => Self::A,
+        }
+    }
+
+    /// The map name.
+    pub fn map_name(self) -> &'static str {
+        match self {
+            Self::A => POLICY_A,
+            Self::B => POLICY_B,
+        }
+    }
+
+    /// The `active_policy` value naming this slot.
+    pub fn config_value(self) -> u32 {
+        match self {
+            Self::A => 0,
+            Self::B => 1,
+        }
+    }
+}
+
+/// The verdict counters of DATAPATH.md §2.5, by index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum Counter {
+    /// 0: pass, policy allowed, conntrack entry created.
+    AllowedNew,
+    /// 1: pass, policy allowed, fresh entry for this direction existed.
+    AllowedEstablished,
+    /// 2: pass, reply of a tracked flow (no policy lookup).
+    AllowedReply,
+    /// 3: pass with the proxy redirect mark.
+    Redirected,
+    /// 4: drop, chosen entry has the deny flag.
+    DeniedByRule,
+    /// 5: drop, no policy entry matched.
+    DeniedByDefault,
+    /// 6: drop, auth required.
+    DeniedAuth,
+    /// 7: drop, malformed headers.
+    DroppedMalformed,
+    /// 8: drop, non-first fragment.
+    DroppedFragment,
+    /// 9: drop, IPv6 extension chain too long or No-Next-Header.
+    DroppedIpv6Extensions,
+    /// 10: drop, stacked VLAN / MPLS / PPPoE.
+    DroppedUnsupportedL2,
+    /// 11: pass, non-IP ethertype.
+    PassedNonIp,
+    /// 12: drop, bad `active_policy`.
+    DroppedBadConfig,
+    /// 13: pass, IPv4 ICMP fragmentation-needed.
+    AllowedIcmpFragNeeded,
+    /// 14: pass, IPv6 neighbour discovery.
+    PassedIpv6Ndp,
+}
+
+impl Counter {
+    /// Every counter, in index order.
+    pub const ALL: [Self; 15] = [
+        Self::AllowedNew,
+        Self::AllowedEstablished,
+        Self::AllowedReply,
+        Self::Redirected,
+        Self::DeniedByRule,
+        Self::DeniedByDefault,
+        Self::DeniedAuth,
+        Self::DroppedMalformed,
+        Self::DroppedFragment,
+        Self::DroppedIpv6Extensions,
+        Self::DroppedUnsupportedL2,
+        Self::PassedNonIp,
+        Self::DroppedBadConfig,
+        Self::AllowedIcmpFragNeeded,
+        Self::PassedIpv6Ndp,
+    ];
+
+    /// The counter's index in `porin_verdicts`.
+    pub fn index(self) -> usize {
+        Self::ALL.iter().position(|c| *c == self).unwrap_or(15)
+    }
+
+    /// Whether this counter belongs to a passing verdict.
+    pub fn is_pass(self) -> bool {
+        matches!(
+            self,
+            Self::AllowedNew
+                | Self::AllowedEstablished
+                | Self::AllowedReply
+                | Self::Redirected
+                | Self::PassedNonIp
+                | Self::AllowedIcmpFragNeeded
+                | Self::PassedIpv6Ndp
+        )
+    }
+}
+
+/// Packets and bytes of one counter, summed over CPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct CounterValue {
+    /// Packets.
+    pub packets: u64,
+    /// Bytes (`skb->len`).
+    pub bytes: u64,
+}
+
+/// All 16 counter slots.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Counters {
+    /// Indexed by [`Counter::index`]; slot 15 is reserved.
+    pub slots: [CounterValue; 16],
+}
+
+impl Counters {
+    /// The value of one counter.
+    pub fn get(&self, counter: Counter) -> CounterValue {
+        self.slots[counter.index()]
+    }
+
+    /// Total packets over all counters.
+    pub fn total_packets(&self) -> u64 {
+        self.slots.iter().map(|v| v.packets).sum()
+    }
+}
+
+/// Pass or drop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    /// `TC_ACT_OK`.
+    Pass,
+    /// `TC_ACT_SHOT`.
+    Drop,
+}
+
+/// What the kernel decided for one packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelVerdict {
+    /// Pass or drop.
+    pub verdict: Verdict,
+    /// `skb->mark` after the run.
+    pub mark: u32,
+    /// The proxy port when the mark is a porin redirect mark.
+    pub proxy_port: Option<u16>,
+    /// The one counter this packet incremented.
+    pub counter: Counter,
+}
+
+impl KernelVerdict {
+    /// True for [`Verdict::Pass`].
+    pub fn passed(&self) -> bool {
+        self.verdict == Verdict::Pass
+    }
+}
+
+/// Decodes porin's redirect mark: `(proxy_port << 16) | 0x0200` (DATAPATH.md §1).
+pub fn proxy_port_from_mark(mark: u32) -> Option<u16> {
+    let port = u16::try_from(mark >> 16).ok()?;
+    (mark & 0xffff == MARK_MAGIC_TO_PROXY && port != 0).then_some(port)
+}
+
+/// porin's object, loaded, with the agent-side operations of DATAPATH.md.
+#[derive(Debug)]
+pub struct Datapath {
+    object: LoadedObject,
+    /// When the active slot last changed: the now-inactive map may still be read by program
+    /// runs that started before, so it is not rewritten until [`RETIRE_GRACE`] has passed.
+    last_flip: Mutex<Option<Instant>>,
+}
+
+/// How long a retired policy map is left alone after a flip (DATAPATH.md §2.3: at least one RCU
+/// grace period; porin's agent waits 100 ms).
+pub const RETIRE_GRACE: Duration = Duration::from_millis(100);
+
+impl Datapath {
+    /// Loads porin's object with porin's loader and checks it against the contract.
+    pub fn load(bytes: &[u8]) -> Result<Self, KernelError> {
+        Self::from_object(LoadedObject::load(bytes)?)
+    }
+
+    /// Wraps an already loaded object after checking it against the contract.
+    pub fn from_object(object: LoadedObject) -> Result<Self, KernelError> {
+        for (name, map_type, key_size, value_size) in REQUIRED_MAPS {
+            let spec = object.map(name)?.spec();
+            if spec.map_type != map_type
+                || spec.key_size != key_size
+                || spec.value_size != value_size
+            {
+                return Err(KernelError::Contract(format!(
+                    "map `{name}` is {:?} with key {} / value {} bytes; DATAPATH.md says \
+                     {map_type:?} with {key_size} / {value_size}",
+                    spec.map_type, spec.key_size, spec.value_size
+                )));
+            }
+        }
+        object.program(FROM_ENDPOINT)?;
+        object.program(TO_ENDPOINT)?;
+        Ok(Self {
+            object,
+            last_flip: Mutex::new(None),
+        })
+    }
+
+    /// The loaded object (maps and programs by name).
+    pub fn object(&self) -> &LoadedObject {
+        &self.object
+    }
+
+    fn map(&self, name: &str) -> Result<&Map, KernelError> {
+        self.object.map(name)
+    }
+
+    /// The program for `direction`.
+    pub fn program(&self, direction: Direction) -> Result<&Program, KernelError> {
+        self.object.program(direction.program_name())
+    }
+
+    /// The slot the programs currently read.
+    pub fn active_slot(&self) -> Result<PolicySlot, KernelError> {
+        let value = self
+            .map(CONFIG)?
+            .lookup(&0u32.to_le_bytes())?
+            .ok_or_else(|| KernelError::Contract("`porin_config` has no key 0".to_owned()))?;
+        match value
+            .get(0..4)
+            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        {
+            Some(0) => Ok(PolicySlot::A),
+            Some(1) => Ok(PolicySlot::B),
+            other => Err(KernelError::Contract(format!(
+                "`porin_config.active_policy` is {other:?}, not 0 or 1"
+            ))),
+        }
+    }
+
+    /// Writes a raw `active_policy` value (tests of the bad-config fail-closed rule use this).
+    pub fn set_active_policy_raw(&self, active_policy: u32) -> Result<(), KernelError> {
+        let mut value = [0u8; 8];
+        value[0..4].copy_from_slice(&active_policy.to_le_bytes());
+        self.map(CONFIG)?.update(&0u32.to_le_bytes(), &value)
+    }
+
+    /// Step 1 of the atomic replacement: clears the inactive policy map and writes `entries`
+    /// (12-byte key, 12-byte value each) into it. Returns the slot written. The programs keep
+    /// reading the active slot meanwhile.
+    pub fn write_inactive_policy(
+        &self,
+        entries: &[([u8; 12], [u8; 12])],
+    ) -> Result<PolicySlot, KernelError> {
+        let slot = self.active_slot()?.other();
+        let map = self.map(slot.map_name())?;
+        // Wait out the grace period of the last flip before touching the retired map.
+        let last_flip = *self
+            .last_flip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(flipped) = last_flip {
+            let ready = flipped + RETIRE_GRACE;
+            let now = Instant::now();
+            if ready > now {
+                std::thread::sleep(ready - now);
+            }
+        }
+        map.clear()?;
+        for (key, value) in entries {
+            map.update(key, value)?;
+        }
+        Ok(slot)
+    }
+
+    /// Step 2: flips `porin_config` to `slot` with one 8-byte update.
+    pub fn activate(&self, slot: PolicySlot) -> Result<(), KernelError> {
+        self.set_active_policy_raw(slot.config_value())?;
+        *self
+            .last_flip
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(Instant::now());
+        Ok(())
+    }
+
+    /// Replaces the whole policy atomically (write the inactive slot, then flip). Returns the
+    /// new active slot.
+    pub fn install_policy(
+        &self,
+        entries: &[([u8; 12], [u8; 12])],
+    ) -> Result<PolicySlot, KernelError> {
+        let slot = self.write_inactive_policy(entries)?;
+        self.activate(slot)?;
+        Ok(slot)
+    }
+
+    /// The entries of one policy slot, sorted by key bytes.
+    pub fn policy_entries(&self, slot: PolicySlot) -> Result<Vec<RawEntry>, KernelError> {
+        let map = self.map(slot.map_name())?;
+        let mut entries = Vec::new();
+        for key in map.keys()? {
+            if let Some(value) = map.lookup(&key)? {
+                entries.push((key, value));
+            }
+        }
+        entries.sort();
+        Ok(entries)
+    }
+
+    /// Replaces the ipcache contents (both families) with the given LPM entries.
+    pub fn install_ipcache(
+        &self,
+        v4: &[([u8; 8], [u8; 8])],
+        v6: &[([u8; 20], [u8; 8])],
+    ) -> Result<(), KernelError> {
+        let map4 = self.map(IPCACHE4)?;
+        map4.clear()?;
+        for (key, value) in v4 {
+            map4.update(key, value)?;
+        }
+        let map6 = self.map(IPCACHE6)?;
+        map6.clear()?;
+        for (key, value) in v6 {
+            map6.update(key, value)?;
+        }
+        Ok(())
+    }
+
+    /// Empties the conntrack table; returns how many entries were removed.
+    pub fn reset_conntrack(&self) -> Result<usize, KernelError> {
+        self.map(CONNTRACK)?.clear()
+    }
+
+    /// The number of conntrack entries.
+    pub fn conntrack_len(&self) -> Result<usize, KernelError> {
+        Ok(self.map(CONNTRACK)?.keys()?.len())
+    }
+
+    /// The verdict counters, summed over CPUs.
+    pub fn read_counters(&self) -> Result<Counters, KernelError> {
+        let map = self.map(VERDICTS)?;
+        let mut counters = Counters::default();
+        for (index, slot) in counters.slots.iter_mut().enumerate() {
+            let key = u32::try_from(index).unwrap_or(0).to_le_bytes();
+            for cpu in map.lookup_per_cpu(&key)?.unwrap_or_default() {
+                let word = |at: usize| {
+                    cpu.get(at..at + 8)
+                        .and_then(|b| b.try_into().ok())
+                        .map_or(0, u64::from_le_bytes)
+                };
+                slot.packets += word(0);
+                slot.bytes += word(8);
+            }
+        }
+        Ok(counters)
+    }
+
+    /// Zeroes every counter.
+    pub fn reset_counters(&self) -> Result<(), KernelError> {
+        self.map(VERDICTS)?.clear().map(drop)
+    }
+
+    /// Runs the program for `direction` on `packet` once and reports the verdict, the mark and
+    /// the counter it incremented (checked: exactly one counter moves per packet). The counter
+    /// is found by reading the counters before and after, so this assumes no other traffic runs
+    /// through this object at the same time (true for test runs; not for an attached object).
+    /// Conntrack state carries over between calls; use [`Datapath::reset_conntrack`] or distinct
+    /// source ports to decide every packet as a new flow.
+    pub fn decide(
+        &self,
+        direction: Direction,
+        packet: &[u8],
+    ) -> Result<KernelVerdict, KernelError> {
+        self.decide_with_mark(direction, packet, 0)
+    }
+
+    /// As [`Datapath::decide`], with an incoming `skb->mark`.
+    pub fn decide_with_mark(
+        &self,
+        direction: Direction,
+        packet: &[u8],
+        mark: u32,
+    ) -> Result<KernelVerdict, KernelError> {
+        let before = self.read_counters()?;
+        let output = self.program(direction)?.test_run(
+            packet,
+            &SkBuff {
+                mark,
+                ..SkBuff::default()
+            },
+        )?;
+        let after = self.read_counters()?;
+        let moved: Vec<usize> = (0..16)
+            .filter(|&i| after.slots[i].packets != before.slots[i].packets)
+            .collect();
+        let counter = match moved.as_slice() {
+            [index] if after.slots[*index].packets == before.slots[*index].packets + 1 => {
+                Counter::ALL.get(*index).copied().ok_or_else(|| {
+                    KernelError::Contract(format!("reserved counter {index} was incremented"))
+                })?
+            }
+            _ => {
+                return Err(KernelError::Contract(format!(
+                    "one packet moved counters {moved:?}, expected exactly one by one"
+                )));
+            }
+        };
+        let verdict = match output.retval {
+            TC_ACT_OK => Verdict::Pass,
+            TC_ACT_SHOT => Verdict::Drop,
+            other => {
+                return Err(KernelError::Contract(format!(
+                    "program returned {other}, only 0 (TC_ACT_OK) and 2 (TC_ACT_SHOT) are allowed"
+                )));
+            }
+        };
+        if counter.is_pass() != (verdict == Verdict::Pass) {
+            return Err(KernelError::Contract(format!(
+                "verdict {verdict:?} disagrees with counter {counter:?}"
+            )));
+        }
+        Ok(KernelVerdict {
+            verdict,
+            mark: output.mark,
+            proxy_port: proxy_port_from_mark(output.mark),
+            counter,
+        })
+    }
+
+    /// Runs `packet` `repeat` times through `direction` and returns the kernel's average
+    /// nanoseconds per run (the counters and conntrack see every repetition).
+    pub fn bench(
+        &self,
+        direction: Direction,
+        packet: &[u8],
+        repeat: u32,
+    ) -> Result<u32, KernelError> {
+        Ok(self
+            .program(direction)?
+            .test_run_repeat(packet, &SkBuff::default(), repeat)?
+            .duration_ns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirect_marks_decode_only_with_the_magic() {
+        assert_eq!(proxy_port_from_mark(0x3a99_0200), Some(15001));
+        assert_eq!(proxy_port_from_mark(0x3a99_0300), None);
+        assert_eq!(proxy_port_from_mark(0x0000_0200), None);
+        assert_eq!(proxy_port_from_mark(0), None);
+    }
+
+    #[test]
+    fn counters_are_indexed_as_the_contract_lists_them() {
+        assert_eq!(Counter::AllowedNew.index(), 0);
+        assert_eq!(Counter::Redirected.index(), 3);
+        assert_eq!(Counter::DeniedByDefault.index(), 5);
+        assert_eq!(Counter::PassedNonIp.index(), 11);
+        assert_eq!(Counter::PassedIpv6Ndp.index(), 14);
+        assert!(Counter::AllowedReply.is_pass());
+        assert!(!Counter::DeniedAuth.is_pass());
+    }
+}

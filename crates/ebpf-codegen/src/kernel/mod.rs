@@ -1,0 +1,97 @@
+//! # The kernel side: run porin's object in the real kernel and read its verdicts
+//!
+//! porin proves its datapath by executing it, not by simulating it. This module is the narrow
+//! path from bytes to kernel objects:
+//!
+//! - [`sys`]: a safe wrapper over `bpf(2)` (maps, program load with the verifier log,
+//!   `BPF_PROG_TEST_RUN`, pinning, BTF load). The only `unsafe` code of the crate.
+//! - [`Map`] and [`Program`]: owned fds with typed, size-checked operations.
+//!   [`Program::test_run_repeat`] returns the kernel's own average nanoseconds per run, which
+//!   the benchmark example (`examples/testrun_bench.rs`) uses.
+//! - [`LoadedObject`]: porin's own minimal ELF loader (BTF-defined maps in `.maps`,
+//!   `R_BPF_64_64` map relocations on `ld_imm64`, `classifier` programs); [`ObjectFile`] is the
+//!   privilege-free parse step.
+//! - [`Datapath`]: the object as `DATAPATH.md` defines it: atomic policy replacement through
+//!   `porin_config`, ipcache fill, conntrack reset, verdict counters, and
+//!   [`Datapath::decide`], which runs one packet and returns pass/drop, the redirect mark and the
+//!   one counter it moved.
+//! - [`probe`]: tells whether this process may use eBPF at all, so tests can report
+//!   `SKIPPED` outside CI instead of failing.
+//!
+//! ```no_run
+//! use porin_ebpf::kernel::{Datapath, Direction};
+//! use porin_ebpf::packet::Packet;
+//! use std::net::Ipv4Addr;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let object = porin_ebpf::emit(&porin_ebpf::ObjectConfig::default())?;
+//! let datapath = Datapath::load(&object)?;
+//! // ipcache 10.0.2.0/24 -> identity 1000 (DATAPATH.md §2.1 bytes).
+//! let mut key = [0u8; 8];
+//! key[0..4].copy_from_slice(&24u32.to_le_bytes());
+//! key[4..8].copy_from_slice(&[10, 0, 2, 0]);
+//! let mut value = [0u8; 8];
+//! value[0..4].copy_from_slice(&1000u32.to_le_bytes());
+//! datapath.install_ipcache(&[(key, value)], &[])?;
+//! // Policy: identity 1000 may reach TCP 80 (ingress); written to the idle slot, then flipped.
+//! let mut policy_key = [0u8; 12];
+//! policy_key[0..4].copy_from_slice(&64u32.to_le_bytes());
+//! policy_key[4..8].copy_from_slice(&1000u32.to_le_bytes());
+//! policy_key[9] = 6;
+//! policy_key[10..12].copy_from_slice(&80u16.to_be_bytes());
+//! let mut entry = [0u8; 12];
+//! entry[2] = 24 << 3;
+//! entry[4..8].copy_from_slice(&0xFFFF_FF01u32.to_le_bytes());
+//! datapath.install_policy(&[(policy_key, entry)])?;
+//! let syn = Packet::tcp4(Ipv4Addr::new(10, 0, 2, 7), 40000, Ipv4Addr::new(10, 0, 1, 1), 80);
+//! let verdict = datapath.decide(Direction::ToEndpoint, &syn.build())?;
+//! assert!(verdict.passed());
+//! // Kernel-measured average ns per packet over 10,000 runs (established flow).
+//! let ns = datapath.bench(Direction::ToEndpoint, &syn.build(), 10_000)?;
+//! # let _ = ns;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Everything here needs `CAP_BPF` (in practice: root, as `unprivileged_bpf_disabled` is set on
+//! the machines porin targets). Nothing panics; every failure is a [`KernelError`] that names the
+//! `bpf(2)` command, the object and the errno.
+
+mod btf;
+pub mod datapath;
+mod error;
+mod loader;
+mod map;
+mod program;
+pub mod sys;
+
+pub use btf::MapDefinition;
+pub use datapath::{
+    Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,
+};
+pub use error::{BpfCommand, KernelError};
+pub use loader::{LoadedObject, MapRelocation, ObjectFile, ProgramDefinition};
+pub use map::Map;
+pub use program::{Program, SK_BUFF_SIZE, SkBuff, TestRunOutput};
+pub use sys::{BPF_F_NO_PREALLOC, MapSpec, MapType, ProgramType, UpdateFlags};
+
+/// TC verdict `TC_ACT_OK`: let the packet through.
+pub const TC_ACT_OK: u32 = 0;
+/// TC verdict `TC_ACT_SHOT`: drop the packet.
+pub const TC_ACT_SHOT: u32 = 2;
+
+/// Checks that this process can create eBPF objects, by creating (and closing) a one-entry
+/// array map. `Err` with [`KernelError::is_unavailable`] means "no permission or no bpf(2)".
+pub fn probe() -> Result<(), KernelError> {
+    Map::create(
+        "porin_probe",
+        MapSpec {
+            map_type: MapType::ARRAY,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            map_flags: 0,
+        },
+    )
+    .map(drop)
+}

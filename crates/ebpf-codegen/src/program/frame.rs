@@ -1,0 +1,45 @@
+//! The stack frame both programs use: fixed, 8-byte aligned slots below
+//! `r10`. The whole frame is zeroed on entry, so every map key built here
+//! is fully initialised (the verifier requires it) and unused key bytes are
+//! zero (the conntrack key's address padding relies on it).
+
+/// Conntrack key of this packet (40 bytes, `porin_ct_key`).
+pub const CT_KEY: i16 = -48;
+/// Conntrack key of the reversed tuple (40 bytes).
+pub const CT_REVERSED_KEY: i16 = -88;
+/// Header scratch buffer for `bpf_skb_load_bytes` (40 bytes: an IPv6 header).
+pub const HEADER: i16 = -128;
+/// Small scratch buffer (8 bytes: an L4 or extension header prefix).
+pub const SCRATCH: i16 = -136;
+/// Conntrack value for a new entry (16 bytes).
+pub const CT_VALUE: i16 = -152;
+/// Policy key (12 bytes used of 16).
+pub const POLICY_KEY: i16 = -168;
+/// ipcache key (20 bytes used of 24).
+pub const IPCACHE_KEY: i16 = -192;
+/// A u32 zero key (`porin_config` index 0).
+pub const ZERO_KEY: i16 = -200;
+/// Verdict counter index (u32).
+pub const COUNTER_INDEX: i16 = -208;
+/// Active policy slot (u32, 0 or 1).
+pub const POLICY_SLOT: i16 = -216;
+/// Offset of the L3 header in the packet (u32).
+pub const L3_OFFSET: i16 = -224;
+/// Offset of the L4 header (u32), advanced over IPv6 extension headers.
+pub const L4_OFFSET: i16 = -232;
+/// L4 protocol / IPv6 next header (u8).
+pub const PROTO: i16 = -240;
+/// IPv6 hop limit (u8).
+pub const HOP_LIMIT: i16 = -248;
+/// Peer identity (u32).
+pub const IDENTITY: i16 = -256;
+/// Proxy port of the verdict, host order (u32).
+pub const PROXY_PORT: i16 = -264;
+/// 1 when a fresh conntrack entry existed in this direction (u32).
+pub const ESTABLISHED: i16 = -272;
+/// `bpf_ktime_get_ns()` of this packet (u64).
+pub const NOW: i16 = -280;
+/// Conntrack lifetime for this protocol in ns (u64).
+pub const LIFETIME: i16 = -288;
+/// Bytes of stack used (all zeroed on entry).
+pub const SIZE: i16 = 288;

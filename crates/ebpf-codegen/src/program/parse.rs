@@ -1,0 +1,321 @@
+//! Packet parsing: Ethernet (+ one 802.1Q tag), IPv4, IPv6 with its
+//! extension headers, and the L4 fields policy needs. Every rule here is a
+//! line of `DATAPATH.md` §4.
+
+use super::{Gen, ethertype, frame};
+use crate::asm::Label;
+use crate::insn::{AluOp, Cond, Endian, Reg, Size, SwapBits};
+use crate::maps::{Direction, Verdict, names};
+
+/// IP protocol numbers.
+pub(super) mod proto {
+    pub const ICMP: i32 = 1;
+    pub const TCP: i32 = 6;
+    pub const UDP: i32 = 17;
+    pub const ICMPV6: i32 = 58;
+    pub const SCTP: i32 = 132;
+}
+
+/// IPv6 extension headers (Cilium `ipv6_hdrlen_offset`, `bpf/lib/ipv6.h`).
+mod nexthdr {
+    pub const HOP: i32 = 0;
+    pub const ROUTING: i32 = 43;
+    pub const FRAGMENT: i32 = 44;
+    pub const AUTH: i32 = 51;
+    pub const NONE: i32 = 59;
+    pub const DEST: i32 = 60;
+}
+
+/// Cilium's `IPV6_MAX_HEADERS`: iterations of the extension-header walk.
+/// Each iteration either finds the L4 header or skips one extension; after
+/// the last one the packet is dropped, so at most 3 extensions pass.
+const IPV6_MAX_HEADERS: usize = 4;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Family {
+    V4,
+    V6,
+}
+
+impl Gen<'_> {
+    /// Ethernet and VLAN: jumps to `ipv4` / `ipv6` with
+    /// `frame::L3_OFFSET` set, or ends in a verdict.
+    pub(super) fn ethernet(&mut self, ipv4: Label, ipv6: Label) {
+        let unsupported = self.verdict(Verdict::DroppedUnsupportedL2);
+        let non_ip = self.verdict(Verdict::PassedNonIp);
+        let untagged = self.a.new_label();
+
+        self.a.store_imm(Size::U32, Reg::R10, frame::L3_OFFSET, 14);
+        self.load_bytes(None, 12, frame::HEADER, 2);
+        self.ethertype_to_r7();
+        self.a.jmp_imm(Cond::Ne, Reg::R7, ethertype::VLAN, untagged);
+        // One 802.1Q tag: the inner ethertype follows the 4-byte tag.
+        self.a.store_imm(Size::U32, Reg::R10, frame::L3_OFFSET, 18);
+        self.load_bytes(None, 16, frame::HEADER, 2);
+        self.ethertype_to_r7();
+        self.a
+            .jmp_imm(Cond::Eq, Reg::R7, ethertype::VLAN, unsupported);
+
+        self.a.bind(untagged);
+        for stacked in [
+            ethertype::QINQ,
+            ethertype::MPLS_UC,
+            ethertype::MPLS_MC,
+            ethertype::PPPOE_SESSION,
+        ] {
+            self.a.jmp_imm(Cond::Eq, Reg::R7, stacked, unsupported);
+        }
+        self.a.jmp_imm(Cond::Eq, Reg::R7, ethertype::IPV4, ipv4);
+        self.a.jmp_imm(Cond::Eq, Reg::R7, ethertype::IPV6, ipv6);
+        self.a.ja(non_ip);
+    }
+
+    fn ethertype_to_r7(&mut self) {
+        self.a.load(Size::U16, Reg::R7, Reg::R10, frame::HEADER);
+        self.a.endian(Endian::Big, SwapBits::B16, Reg::R7);
+    }
+
+    /// IPv4 header, ipcache lookup, then L4; ends at `track`.
+    pub(super) fn ipv4(&mut self, track: Label) {
+        let malformed = self.verdict(Verdict::DroppedMalformed);
+        let fragment = self.verdict(Verdict::DroppedFragment);
+        const H: i16 = frame::HEADER;
+
+        self.load_bytes(Some(frame::L3_OFFSET), 0, H, 20);
+        let a = &mut self.a;
+        a.load(Size::U8, Reg::R1, Reg::R10, H);
+        a.mov64_reg(Reg::R2, Reg::R1);
+        a.alu64_imm(AluOp::Rsh, Reg::R2, 4);
+        a.jmp_imm(Cond::Ne, Reg::R2, 4, malformed);
+        a.alu64_imm(AluOp::And, Reg::R1, 0x0f);
+        a.jmp_imm(Cond::Lt, Reg::R1, 5, malformed);
+        a.alu64_imm(AluOp::Lsh, Reg::R1, 2);
+        a.load(Size::U32, Reg::R2, Reg::R10, frame::L3_OFFSET);
+        a.alu64_reg(AluOp::Add, Reg::R2, Reg::R1);
+        a.store(Size::U32, Reg::R10, frame::L4_OFFSET, Reg::R2);
+        // The options must be in the packet too: its last byte is loadable.
+        a.alu64_imm(AluOp::Sub, Reg::R2, 1);
+        a.store(Size::U32, Reg::R10, frame::SCRATCH, Reg::R2);
+        self.load_bytes(Some(frame::SCRATCH), 0, frame::SCRATCH, 1);
+
+        let a = &mut self.a;
+        // Fragment offset (13 bits after the flags) must be zero.
+        a.load(Size::U16, Reg::R1, Reg::R10, H + 6);
+        a.endian(Endian::Big, SwapBits::B16, Reg::R1);
+        a.alu64_imm(AluOp::And, Reg::R1, 0x1fff);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, fragment);
+
+        a.load(Size::U8, Reg::R1, Reg::R10, H + 9);
+        a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
+        a.store_imm(Size::U8, Reg::R10, frame::CT_KEY + 37, 4);
+        a.load(Size::U32, Reg::R1, Reg::R10, H + 12);
+        a.store(Size::U32, Reg::R10, frame::CT_KEY, Reg::R1);
+        a.load(Size::U32, Reg::R1, Reg::R10, H + 16);
+        a.store(Size::U32, Reg::R10, frame::CT_KEY + 16, Reg::R1);
+
+        let peer = match self.direction {
+            Direction::Egress => H + 16,
+            Direction::Ingress => H + 12,
+        };
+        self.a
+            .store_imm(Size::U32, Reg::R10, frame::IPCACHE_KEY, 32);
+        self.copy_stack(peer, frame::IPCACHE_KEY + 4, 4);
+        self.identity_from(names::IPCACHE4);
+        self.l4(Family::V4, track);
+    }
+
+    /// IPv6 header, ipcache lookup, extension headers, then L4; ends at
+    /// `track`.
+    pub(super) fn ipv6(&mut self, track: Label) {
+        let malformed = self.verdict(Verdict::DroppedMalformed);
+        let fragment = self.verdict(Verdict::DroppedFragment);
+        let extensions = self.verdict(Verdict::DroppedIpv6Extensions);
+        const H: i16 = frame::HEADER;
+
+        self.load_bytes(Some(frame::L3_OFFSET), 0, H, 40);
+        let a = &mut self.a;
+        a.load(Size::U8, Reg::R1, Reg::R10, H);
+        a.alu64_imm(AluOp::Rsh, Reg::R1, 4);
+        a.jmp_imm(Cond::Ne, Reg::R1, 6, malformed);
+        a.load(Size::U8, Reg::R1, Reg::R10, H + 7);
+        a.store(Size::U8, Reg::R10, frame::HOP_LIMIT, Reg::R1);
+        a.load(Size::U8, Reg::R1, Reg::R10, H + 6);
+        a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
+        a.store_imm(Size::U8, Reg::R10, frame::CT_KEY + 37, 6);
+        self.copy_stack(H + 8, frame::CT_KEY, 16);
+        self.copy_stack(H + 24, frame::CT_KEY + 16, 16);
+
+        let peer = match self.direction {
+            Direction::Egress => H + 24,
+            Direction::Ingress => H + 8,
+        };
+        self.a
+            .store_imm(Size::U32, Reg::R10, frame::IPCACHE_KEY, 128);
+        self.copy_stack(peer, frame::IPCACHE_KEY + 4, 16);
+        self.identity_from(names::IPCACHE6);
+
+        let a = &mut self.a;
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::L3_OFFSET);
+        a.alu64_imm(AluOp::Add, Reg::R1, 40);
+        a.store(Size::U32, Reg::R10, frame::L4_OFFSET, Reg::R1);
+
+        // The extension-header walk, unrolled.
+        let found = self.a.new_label();
+        for _ in 0..IPV6_MAX_HEADERS {
+            let options = self.a.new_label();
+            let auth = self.a.new_label();
+            let frag = self.a.new_label();
+            let advance = self.a.new_label();
+            let a = &mut self.a;
+            a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
+            a.jmp_imm(Cond::Eq, Reg::R1, nexthdr::NONE, extensions);
+            a.jmp_imm(Cond::Eq, Reg::R1, nexthdr::HOP, options);
+            a.jmp_imm(Cond::Eq, Reg::R1, nexthdr::ROUTING, options);
+            a.jmp_imm(Cond::Eq, Reg::R1, nexthdr::DEST, options);
+            a.jmp_imm(Cond::Eq, Reg::R1, nexthdr::AUTH, auth);
+            a.jmp_imm(Cond::Eq, Reg::R1, nexthdr::FRAGMENT, frag);
+            a.ja(found);
+
+            // Options-style headers: length in 8-byte units, excluding the first 8.
+            self.a.bind(options);
+            self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 2);
+            let a = &mut self.a;
+            a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + 1);
+            a.alu64_imm(AluOp::Add, Reg::R2, 1);
+            a.alu64_imm(AluOp::Lsh, Reg::R2, 3);
+            a.ja(advance);
+
+            // AH: length in 4-byte units, excluding the first 8 bytes.
+            self.a.bind(auth);
+            self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 2);
+            let a = &mut self.a;
+            a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + 1);
+            a.alu64_imm(AluOp::Add, Reg::R2, 2);
+            a.alu64_imm(AluOp::Lsh, Reg::R2, 2);
+            a.ja(advance);
+
+            // Fragment header: 8 bytes; a non-zero offset is a non-first fragment.
+            self.a.bind(frag);
+            self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 4);
+            let a = &mut self.a;
+            a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + 2);
+            a.endian(Endian::Big, SwapBits::B16, Reg::R1);
+            a.alu64_imm(AluOp::And, Reg::R1, 0xfff8);
+            a.jmp_imm(Cond::Ne, Reg::R1, 0, fragment);
+            a.mov64_imm(Reg::R2, 8);
+
+            // r2 = header length; the next header is the first byte.
+            a.bind(advance);
+            a.load(Size::U8, Reg::R1, Reg::R10, frame::SCRATCH);
+            a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
+            a.load(Size::U32, Reg::R1, Reg::R10, frame::L4_OFFSET);
+            a.alu64_reg(AluOp::Add, Reg::R1, Reg::R2);
+            a.store(Size::U32, Reg::R10, frame::L4_OFFSET, Reg::R1);
+        }
+        self.a.ja(extensions);
+        self.a.bind(found);
+        self.l4(Family::V6, track);
+    }
+
+    /// `frame::IDENTITY` = ipcache lookup of `frame::IPCACHE_KEY`, or world
+    /// (2) on a miss.
+    fn identity_from(&mut self, map: &str) {
+        let have = self.a.new_label();
+        self.lookup(map, frame::IPCACHE_KEY);
+        let a = &mut self.a;
+        a.mov64_imm(Reg::R1, 2);
+        a.jmp_imm(Cond::Eq, Reg::R0, 0, have);
+        a.load(Size::U32, Reg::R1, Reg::R0, 0);
+        a.bind(have);
+        a.store(Size::U32, Reg::R10, frame::IDENTITY, Reg::R1);
+    }
+
+    /// L4 fields: the policy dport (`POLICY_KEY + 10`, BE) and the
+    /// conntrack ports (`CT_KEY + 32/34`, BE). Protocols without ports keep
+    /// the zeroes of the prologue.
+    fn l4(&mut self, family: Family, track: Label) {
+        let ports = self.a.new_label();
+        let icmp = self.a.new_label();
+        let a = &mut self.a;
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
+        a.jmp_imm(Cond::Eq, Reg::R1, proto::TCP, ports);
+        a.jmp_imm(Cond::Eq, Reg::R1, proto::UDP, ports);
+        a.jmp_imm(Cond::Eq, Reg::R1, proto::SCTP, ports);
+        let icmp_proto = match family {
+            Family::V4 => proto::ICMP,
+            Family::V6 => proto::ICMPV6,
+        };
+        a.jmp_imm(Cond::Eq, Reg::R1, icmp_proto, icmp);
+        a.ja(track);
+
+        // TCP/UDP/SCTP: source and destination port, kept in network order.
+        self.a.bind(ports);
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 4);
+        let a = &mut self.a;
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH);
+        a.store(Size::U16, Reg::R10, frame::CT_KEY + 32, Reg::R1);
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + 2);
+        a.store(Size::U16, Reg::R10, frame::CT_KEY + 34, Reg::R1);
+        a.store(Size::U16, Reg::R10, frame::POLICY_KEY + 10, Reg::R1);
+        a.ja(track);
+
+        // ICMP / ICMPv6: the type is the policy "port" (bytes [0, type]).
+        // Cilium's `__policy_can_access` loads the whole 8-byte `icmphdr`
+        // for ICMPv4 (DROP_INVALID if short) and only the type byte for
+        // ICMPv6; echo identifiers need 8 bytes either way.
+        self.a.bind(icmp);
+        let header = match family {
+            Family::V4 => 8,
+            Family::V6 => 1,
+        };
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, header);
+        let echo = self.a.new_label();
+        let a = &mut self.a;
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::SCRATCH);
+        match family {
+            Family::V4 => {
+                if self.config.allow_icmp_frag_needed {
+                    let not_frag_needed = self.a.new_label();
+                    let allow = self.verdict(Verdict::AllowedIcmpFragNeeded);
+                    let a = &mut self.a;
+                    a.jmp_imm(Cond::Ne, Reg::R1, 3, not_frag_needed);
+                    a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + 1);
+                    a.jmp_imm(Cond::Eq, Reg::R2, 4, allow);
+                    a.bind(not_frag_needed);
+                }
+                self.a.jmp_imm(Cond::Eq, Reg::R1, 8, echo);
+                self.a.jmp_imm(Cond::Eq, Reg::R1, 0, echo);
+            }
+            Family::V6 => {
+                if self.config.allow_ipv6_ndp {
+                    let not_ndp = self.a.new_label();
+                    let pass = self.verdict(Verdict::PassedIpv6Ndp);
+                    let a = &mut self.a;
+                    a.jmp_imm(Cond::Lt, Reg::R1, 133, not_ndp);
+                    a.jmp_imm(Cond::Gt, Reg::R1, 137, not_ndp);
+                    a.load(Size::U8, Reg::R2, Reg::R10, frame::HOP_LIMIT);
+                    a.jmp_imm(Cond::Eq, Reg::R2, 255, pass);
+                    a.bind(not_ndp);
+                }
+                self.a.jmp_imm(Cond::Eq, Reg::R1, 128, echo);
+                self.a.jmp_imm(Cond::Eq, Reg::R1, 129, echo);
+            }
+        }
+        let a = &mut self.a;
+        // Not an echo: conntrack ports (0, type).
+        a.store(Size::U8, Reg::R10, frame::POLICY_KEY + 11, Reg::R1);
+        a.store(Size::U8, Reg::R10, frame::CT_KEY + 35, Reg::R1);
+        a.ja(track);
+
+        // Echo request/reply: both conntrack ports are the identifier, so
+        // the reversed tuple of a reply is the request's tuple.
+        a.bind(echo);
+        a.store(Size::U8, Reg::R10, frame::POLICY_KEY + 11, Reg::R1);
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 8);
+        let a = &mut self.a;
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + 4);
+        a.store(Size::U16, Reg::R10, frame::CT_KEY + 32, Reg::R1);
+        a.store(Size::U16, Reg::R10, frame::CT_KEY + 34, Reg::R1);
+        a.ja(track);
+    }
+}

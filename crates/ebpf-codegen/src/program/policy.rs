@@ -1,0 +1,271 @@
+//! Conntrack and the policy decision (`DATAPATH.md` §2.4 and §3).
+//!
+//! Cilium reference: `bpf/lib/policy.h` (`__policy_can_access`,
+//! `__policy_check`) for the two-lookup precedence, and `bpf/bpf_lxc.c`
+//! for the conntrack interplay: only replies (`CT_REPLY`) skip policy;
+//! every other packet, established or not, is checked.
+
+use super::{Gen, frame, parse::proto};
+use crate::asm::Label;
+use crate::insn::{AluOp, Cond, Endian, Helper, Reg, Size, SwapBits};
+use crate::maps::{Direction, MARK_MAGIC_TO_PROXY, Verdict, names};
+
+/// `MAX_PRECEDENCE`: a deny at priority 0, which short-circuits.
+const MAX_PRECEDENCE: u32 = 0xFFFF_FFFF;
+/// Offset of `mark` in `struct __sk_buff`.
+const SKB_MARK: i16 = 8;
+
+impl Gen<'_> {
+    /// From `track` on: conntrack reply check, policy, conntrack update.
+    pub(super) fn track_and_decide(&mut self) {
+        let policy = self.a.new_label();
+        self.fill_ct_keys();
+        self.now_and_lifetime();
+
+        // A reply: the reversed tuple was opened in the other direction.
+        let reply = self.verdict(Verdict::AllowedReply);
+        self.lookup(names::CONNTRACK, frame::CT_REVERSED_KEY);
+        self.a.jmp_imm(Cond::Eq, Reg::R0, 0, policy);
+        self.a.mov64_reg(Reg::R7, Reg::R0);
+        self.refresh_if_fresh(Reg::R7, policy);
+        let a = &mut self.a;
+        a.load(Size::U16, Reg::R1, Reg::R7, 8);
+        a.jmp_imm(Cond::Eq, Reg::R1, 0, reply);
+        self.set_mark_from_r1();
+        self.a.ja(reply);
+
+        self.a.bind(policy);
+        self.decide();
+    }
+
+    fn direction_byte(&self) -> u8 {
+        self.direction.byte()
+    }
+
+    fn fill_ct_keys(&mut self) {
+        let dir = self.direction_byte();
+        let reverse_dir = match self.direction {
+            Direction::Egress => Direction::Ingress.byte(),
+            Direction::Ingress => Direction::Egress.byte(),
+        };
+        let a = &mut self.a;
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
+        a.store(Size::U8, Reg::R10, frame::CT_KEY + 36, Reg::R1);
+        a.store(Size::U8, Reg::R10, frame::CT_REVERSED_KEY + 36, Reg::R1);
+        a.store_imm(Size::U8, Reg::R10, frame::CT_KEY + 38, dir);
+        a.store_imm(Size::U8, Reg::R10, frame::CT_REVERSED_KEY + 38, reverse_dir);
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::CT_KEY + 37);
+        a.store(Size::U8, Reg::R10, frame::CT_REVERSED_KEY + 37, Reg::R1);
+        // Swapped addresses and ports.
+        self.copy_stack(frame::CT_KEY, frame::CT_REVERSED_KEY + 16, 16);
+        self.copy_stack(frame::CT_KEY + 16, frame::CT_REVERSED_KEY, 16);
+        let a = &mut self.a;
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::CT_KEY + 32);
+        a.store(Size::U16, Reg::R10, frame::CT_REVERSED_KEY + 34, Reg::R1);
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::CT_KEY + 34);
+        a.store(Size::U16, Reg::R10, frame::CT_REVERSED_KEY + 32, Reg::R1);
+    }
+
+    fn now_and_lifetime(&mut self) {
+        let tcp = self.config.ct_lifetime_tcp_ns();
+        let other = self.config.ct_lifetime_other_ns();
+        let stored = self.a.new_label();
+        let a = &mut self.a;
+        a.call(Helper::KTIME_GET_NS);
+        a.store(Size::U64, Reg::R10, frame::NOW, Reg::R0);
+        a.ld_imm64(Reg::R1, other);
+        a.load(Size::U8, Reg::R2, Reg::R10, frame::PROTO);
+        a.jmp_imm(Cond::Ne, Reg::R2, proto::TCP, stored);
+        a.ld_imm64(Reg::R1, tcp);
+        a.bind(stored);
+        a.store(Size::U64, Reg::R10, frame::LIFETIME, Reg::R1);
+    }
+
+    /// If the conntrack value at `value` is fresh, refreshes its timestamp
+    /// and falls through; otherwise jumps to `stale`.
+    fn refresh_if_fresh(&mut self, value: Reg, stale: Label) {
+        let fresh = self.a.new_label();
+        let a = &mut self.a;
+        a.load(Size::U64, Reg::R1, value, 0);
+        a.load(Size::U64, Reg::R2, Reg::R10, frame::NOW);
+        // A timestamp from the future (another CPU) is fresh.
+        a.jmp_reg(Cond::Lt, Reg::R2, Reg::R1, fresh);
+        a.alu64_reg(AluOp::Sub, Reg::R2, Reg::R1);
+        a.load(Size::U64, Reg::R3, Reg::R10, frame::LIFETIME);
+        a.jmp_reg(Cond::Gt, Reg::R2, Reg::R3, stale);
+        a.bind(fresh);
+        a.load(Size::U64, Reg::R2, Reg::R10, frame::NOW);
+        a.store(Size::U64, value, 0, Reg::R2);
+    }
+
+    /// `skb->mark = r1 << 16 | MARK_MAGIC_TO_PROXY` (r1 = proxy port, host order).
+    fn set_mark_from_r1(&mut self) {
+        let a = &mut self.a;
+        a.alu64_imm(AluOp::Lsh, Reg::R1, 16);
+        a.alu64_imm(AluOp::Or, Reg::R1, MARK_MAGIC_TO_PROXY as i32);
+        a.store(Size::U32, Reg::R6, SKB_MARK, Reg::R1);
+    }
+
+    /// The two lookups and `__policy_check`; on allow, conntrack and the
+    /// mark.
+    fn decide(&mut self) {
+        let by_default = self.verdict(Verdict::DeniedByDefault);
+        let by_rule = self.verdict(Verdict::DeniedByRule);
+        let auth_required = self.verdict(Verdict::DeniedAuth);
+        let slot_b = self.a.new_label();
+        let have_map = self.a.new_label();
+        let l4_lookup = self.a.new_label();
+        let have_l3 = self.a.new_label();
+        let choose_l4 = self.a.new_label();
+        let check = self.a.new_label();
+        let auth_done = self.a.new_label();
+        let dir = self.direction_byte();
+
+        // Key: {64, identity, direction, proto, dport} (dport written by L4).
+        let a = &mut self.a;
+        a.store_imm(Size::U32, Reg::R10, frame::POLICY_KEY, 64);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::IDENTITY);
+        a.store(Size::U32, Reg::R10, frame::POLICY_KEY + 4, Reg::R1);
+        a.store_imm(Size::U8, Reg::R10, frame::POLICY_KEY + 8, dir);
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
+        a.store(Size::U8, Reg::R10, frame::POLICY_KEY + 9, Reg::R1);
+
+        // r9 = the active policy map, read once per packet.
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::POLICY_SLOT);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, slot_b);
+        a.ld_map(Reg::R9, names::POLICY_A);
+        a.ja(have_map);
+        a.bind(slot_b);
+        a.ld_map(Reg::R9, names::POLICY_B);
+        a.bind(have_map);
+
+        // L3 lookup (exact identity). r8 = l3 entry or NULL.
+        self.policy_lookup();
+        let a = &mut self.a;
+        a.mov64_reg(Reg::R8, Reg::R0);
+        a.jmp_imm(Cond::Eq, Reg::R8, 0, l4_lookup);
+        a.load(Size::U32, Reg::R1, Reg::R8, 4);
+        a.jmp32_imm(
+            Cond::Ne,
+            Reg::R1,
+            crate::insn::Imm32::from_bits(MAX_PRECEDENCE),
+            l4_lookup,
+        );
+        // MAX_PRECEDENCE: use the L3 entry alone.
+        a.mov64_imm(Reg::R7, 0);
+        a.ja(check);
+
+        // L4-only lookup (identity 0). r7 = l4 entry or NULL.
+        a.bind(l4_lookup);
+        a.store_imm(Size::U32, Reg::R10, frame::POLICY_KEY + 4, 0);
+        self.policy_lookup();
+        let a = &mut self.a;
+        a.mov64_reg(Reg::R7, Reg::R0);
+        a.jmp_imm(Cond::Ne, Reg::R8, 0, have_l3);
+        a.jmp_imm(Cond::Eq, Reg::R7, 0, by_default);
+        a.mov64_reg(Reg::R8, Reg::R7);
+        a.mov64_imm(Reg::R7, 0);
+        a.ja(check);
+
+        a.bind(have_l3);
+        a.jmp_imm(Cond::Eq, Reg::R7, 0, check);
+        // Both: L4 wins on higher precedence, or equal precedence and a
+        // longer proto/port prefix.
+        a.load(Size::U32, Reg::R1, Reg::R7, 4);
+        a.load(Size::U32, Reg::R2, Reg::R8, 4);
+        a.jmp_reg(Cond::Gt, Reg::R1, Reg::R2, choose_l4);
+        a.jmp_reg(Cond::Ne, Reg::R1, Reg::R2, check);
+        a.load(Size::U8, Reg::R1, Reg::R7, 2);
+        a.alu64_imm(AluOp::Rsh, Reg::R1, 3);
+        a.load(Size::U8, Reg::R2, Reg::R8, 2);
+        a.alu64_imm(AluOp::Rsh, Reg::R2, 3);
+        a.jmp_reg(Cond::Gt, Reg::R1, Reg::R2, choose_l4);
+        a.ja(check);
+        a.bind(choose_l4);
+        a.mov64_reg(Reg::R1, Reg::R8);
+        a.mov64_reg(Reg::R8, Reg::R7);
+        a.mov64_reg(Reg::R7, Reg::R1);
+
+        // __policy_check(chosen = r8, other = r7 or 0).
+        a.bind(check);
+        a.load(Size::U8, Reg::R1, Reg::R8, 2);
+        a.alu64_imm(AluOp::And, Reg::R1, 1);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, by_rule);
+        a.load(Size::U8, Reg::R3, Reg::R8, 3);
+        a.mov64_reg(Reg::R4, Reg::R3);
+        a.alu64_imm(AluOp::And, Reg::R4, 0x7f);
+        // Derived auth: the other entry's type if precedences are equal, the
+        // chosen one's is not explicit, and the other's is greater.
+        a.jmp_imm(Cond::Eq, Reg::R7, 0, auth_done);
+        a.alu64_imm(AluOp::And, Reg::R3, 0x80);
+        a.jmp_imm(Cond::Ne, Reg::R3, 0, auth_done);
+        a.load(Size::U32, Reg::R1, Reg::R7, 4);
+        a.load(Size::U32, Reg::R2, Reg::R8, 4);
+        a.jmp_reg(Cond::Ne, Reg::R1, Reg::R2, auth_done);
+        a.load(Size::U8, Reg::R1, Reg::R7, 3);
+        a.alu64_imm(AluOp::And, Reg::R1, 0x7f);
+        a.jmp_reg(Cond::Le, Reg::R1, Reg::R4, auth_done);
+        a.mov64_reg(Reg::R4, Reg::R1);
+        a.bind(auth_done);
+        a.jmp_imm(Cond::Ne, Reg::R4, 0, auth_required);
+
+        a.load(Size::U16, Reg::R1, Reg::R8, 0);
+        a.endian(Endian::Big, SwapBits::B16, Reg::R1);
+        a.store(Size::U32, Reg::R10, frame::PROXY_PORT, Reg::R1);
+        self.allowed();
+    }
+
+    fn policy_lookup(&mut self) {
+        let a = &mut self.a;
+        a.mov64_reg(Reg::R1, Reg::R9);
+        a.mov64_reg(Reg::R2, Reg::R10);
+        a.alu64_imm(AluOp::Add, Reg::R2, i32::from(frame::POLICY_KEY));
+        a.call(Helper::MAP_LOOKUP_ELEM);
+    }
+
+    /// Allowed: create or refresh this direction's conntrack entry, then
+    /// mark a redirect.
+    fn allowed(&mut self) {
+        let create = self.a.new_label();
+        let tracked = self.a.new_label();
+        let plain = self.a.new_label();
+        let redirected = self.verdict(Verdict::Redirected);
+        let new = self.verdict(Verdict::AllowedNew);
+        let established = self.verdict(Verdict::AllowedEstablished);
+
+        self.lookup(names::CONNTRACK, frame::CT_KEY);
+        self.a.jmp_imm(Cond::Eq, Reg::R0, 0, create);
+        self.a.mov64_reg(Reg::R7, Reg::R0);
+        self.refresh_if_fresh(Reg::R7, create);
+        let a = &mut self.a;
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
+        a.store(Size::U16, Reg::R7, 8, Reg::R1);
+        a.store_imm(Size::U32, Reg::R10, frame::ESTABLISHED, 1);
+        a.ja(tracked);
+
+        a.bind(create);
+        a.load(Size::U64, Reg::R1, Reg::R10, frame::NOW);
+        a.store(Size::U64, Reg::R10, frame::CT_VALUE, Reg::R1);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
+        a.store(Size::U16, Reg::R10, frame::CT_VALUE + 8, Reg::R1);
+        a.ld_map(Reg::R1, names::CONNTRACK);
+        a.mov64_reg(Reg::R2, Reg::R10);
+        a.alu64_imm(AluOp::Add, Reg::R2, i32::from(frame::CT_KEY));
+        a.mov64_reg(Reg::R3, Reg::R10);
+        a.alu64_imm(AluOp::Add, Reg::R3, i32::from(frame::CT_VALUE));
+        a.mov64_imm(Reg::R4, 0);
+        // A failed insert only means the reply will be policy-checked.
+        a.call(Helper::MAP_UPDATE_ELEM);
+
+        a.bind(tracked);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
+        a.jmp_imm(Cond::Eq, Reg::R1, 0, plain);
+        self.set_mark_from_r1();
+        self.a.ja(redirected);
+        let a = &mut self.a;
+        a.bind(plain);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::ESTABLISHED);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, established);
+        a.ja(new);
+    }
+}

@@ -1,0 +1,42 @@
+//! Replays every minimised fuzz input in `fuzz/regressions/` (each documented
+//! in `fuzz/regressions/README.md`) through the fuzz target's checks.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly on I/O errors")]
+
+use std::path::Path;
+
+use porin_model::invariants::check_loader_invariants;
+
+#[test]
+fn fuzz_regressions_stay_fixed() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    let mut replayed = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().is_some_and(|n| n == "README.md") {
+            continue;
+        }
+        let data = std::fs::read(&path).unwrap();
+        if let Err(violation) = check_loader_invariants(&data) {
+            panic!("{}: {violation}", path.display());
+        }
+        replayed += 1;
+    }
+    println!("replayed {replayed} fuzz regressions");
+}
+
+/// The invariants themselves hold on the bundled fixtures (so the fuzz
+/// target starts from inputs that pass).
+#[test]
+fn fixtures_satisfy_the_fuzz_invariants() {
+    for folder in ["fixtures/invalid", "fixtures/examples"] {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(folder);
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let data = std::fs::read(&path).unwrap();
+            check_loader_invariants(&data).unwrap_or_else(|v| panic!("{}: {v}", path.display()));
+        }
+    }
+}
