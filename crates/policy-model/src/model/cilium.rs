@@ -135,6 +135,7 @@ pub struct DefaultDenyConfig {
 pub struct LogConfig {
     /// The tag value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     pub value: Option<String>,
 }
 
@@ -148,6 +149,7 @@ pub struct IngressRule {
     pub from_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`); modelled so it can be rejected with a clear message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub from_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "fromCIDR", skip_serializing_if = "Option::is_none")]
@@ -195,6 +197,7 @@ pub struct IngressDenyRule {
     pub from_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub from_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "fromCIDR", skip_serializing_if = "Option::is_none")]
@@ -233,6 +236,7 @@ pub struct EgressRule {
     pub to_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub to_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "toCIDR", skip_serializing_if = "Option::is_none")]
@@ -282,6 +286,7 @@ pub struct EgressDenyRule {
     pub to_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub to_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "toCIDR", skip_serializing_if = "Option::is_none")]
@@ -320,6 +325,10 @@ pub struct CidrRule {
     pub cidr: Option<String>,
     /// Name of a CiliumCIDRGroup; needs the group's definition to compile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub cidr_group_ref: Option<String>,
     /// Selects CiliumCIDRGroups by label; needs their definitions to compile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -465,9 +474,11 @@ pub struct ServiceSelector {
 pub struct FqdnSelector {
     /// A literal DNS name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_]+[.]?)+$"))]
     pub match_name: Option<String>,
     /// A DNS name pattern with `*` wildcards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_*]+[.]?)+$"))]
     pub match_pattern: Option<String>,
 }
 
@@ -478,6 +489,7 @@ pub struct FqdnSelector {
 pub struct PortRule {
     /// Ports and protocols (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub ports: Option<Vec<PortProtocol>>,
     /// TLS context for connections terminated by the proxy.
     #[serde(
@@ -495,6 +507,7 @@ pub struct PortRule {
     pub originating_tls: Option<TlsContext>,
     /// Allowed TLS SNI values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1), inner(length(max = 255)))]
     pub server_names: Option<Vec<String>>,
     /// Custom Envoy listener to redirect to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -511,6 +524,7 @@ pub struct PortRule {
 pub struct PortDenyRule {
     /// Ports and protocols (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub ports: Option<Vec<PortProtocol>>,
 }
 
@@ -523,9 +537,11 @@ pub struct PortProtocol {
     /// string: the CRD types it as a string, so an unquoted YAML integer is
     /// rejected at admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})|([a-zA-Z0-9]-?)*[a-zA-Z](-?[a-zA-Z0-9])*$"))]
     pub port: Option<String>,
     /// Inclusive end of a port range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 65535))]
     pub end_port: Option<i32>,
     /// L4 protocol; omitted means `ANY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -609,9 +625,11 @@ pub struct Listener {
     /// The CiliumEnvoyConfig that defines the listener (required).
     pub envoy_config: EnvoyConfig,
     /// Listener name (required, non-empty).
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Priority 1..=100 among listeners on the same entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
     pub priority: Option<i64>,
 }
 
@@ -624,6 +642,7 @@ pub struct EnvoyConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<EnvoyConfigKind>,
     /// Resource name (required, non-empty).
+    #[schemars(length(min = 1))]
     pub name: String,
 }
 
@@ -689,6 +708,7 @@ pub struct HeaderMatch {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<MismatchAction>,
     /// Header name (required).
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Secret holding the value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -744,9 +764,11 @@ pub struct PortRuleKafka {
 pub struct PortRuleDns {
     /// A literal DNS name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_]+[.]?)+$"))]
     pub match_name: Option<String>,
     /// A DNS name pattern.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_*]+[.]?)+$"))]
     pub match_pattern: Option<String>,
 }
 
@@ -757,6 +779,7 @@ pub struct PortRuleDns {
 pub struct IcmpRule {
     /// The ICMP types (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub fields: Option<Vec<IcmpField>>,
 }
 
