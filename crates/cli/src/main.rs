@@ -41,6 +41,10 @@ enum Command {
     Schema(commands::schema::SchemaArgs),
     /// Print the documentation of a diagnostic code (`porin explain PR001`).
     Explain(commands::explain::ExplainArgs),
+    /// Write the allowed connectivity between workloads as Graphviz DOT.
+    Graph(commands::graph::GraphArgs),
+    /// Show how connectivity changes between two policy versions.
+    Diff(commands::diff::DiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +56,8 @@ fn main() -> ExitCode {
         Command::Lint(args) => commands::lint::run(args).map(ExitCode::from),
         Command::Schema(args) => commands::schema::run(args).map(ExitCode::from),
         Command::Explain(args) => commands::explain::run(args).map(ExitCode::from),
+        Command::Graph(args) => commands::graph::run(args),
+        Command::Diff(args) => commands::diff::run(args),
     };
     match result {
         Ok(code) => code,

@@ -21,6 +21,7 @@ pub mod analysis;
 pub mod codes;
 pub mod config;
 mod context;
+pub mod flows;
 pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
