@@ -31,6 +31,17 @@ pub struct Unit {
     pub state: MapState,
 }
 
+/// Who decides the flows a dead allow rule would allow (PR004/PR005).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Origins of deny entries deciding some of them.
+    pub denies: BTreeSet<u32>,
+    /// Origins of allow entries deciding some of them.
+    pub allows: BTreeSet<u32>,
+    /// Flow classes the rule would allow on its own.
+    pub flows: usize,
+}
+
 /// The shared state of one lint run.
 pub struct Context<'a> {
     /// The policies.
@@ -50,6 +61,8 @@ pub struct Context<'a> {
     /// The ipcache entry count.
     pub ipcache_len: usize,
     effects: RefCell<BTreeMap<(usize, usize), MapState>>,
+    /// Per rule, the PR004/PR005 coverage (computed on first use).
+    pub coverage: std::cell::OnceCell<Vec<Option<Coverage>>>,
 }
 
 impl<'a> Context<'a> {
@@ -114,6 +127,7 @@ impl<'a> Context<'a> {
             units,
             ipcache_len,
             effects: RefCell::new(BTreeMap::new()),
+            coverage: std::cell::OnceCell::new(),
         })
     }
 

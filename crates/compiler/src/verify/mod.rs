@@ -20,7 +20,7 @@
 pub mod analysis;
 pub mod codes;
 pub mod config;
-mod context;
+pub(crate) mod context;
 pub mod flows;
 pub mod rules;
 
@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 
-pub use context::{Context, Unit};
+pub use context::{Context, Coverage, Unit};
 
 use crate::error::CompileError;
 use crate::inventory::Inventory;

@@ -16,20 +16,20 @@ use super::is_user_rule;
 use crate::verify::analysis::{decide, flow_points};
 use crate::verify::{Context, codes};
 
-/// Who decides the flows a dead allow rule would allow.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Coverage {
-    /// Origins of deny entries deciding some of them.
-    pub denies: BTreeSet<u32>,
-    /// Origins of allow entries deciding some of them.
-    pub allows: BTreeSet<u32>,
-    /// Flow classes the rule would allow on its own.
-    pub flows: usize,
-}
+pub use crate::verify::context::Coverage;
 
 /// The coverage of a user allow rule that changes no verdict; `None` if the
 /// rule changes a verdict, selects nothing or would allow nothing alone.
+/// Computed once per run (PR004 and PR005 share it).
 pub fn coverage(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
+    cx.coverage
+        .get_or_init(|| (0..cx.rules().len()).map(|r| compute(cx, r)).collect())
+        .get(rule)
+        .cloned()
+        .flatten()
+}
+
+fn compute(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
     let policy_rule = cx.rules().get(rule)?;
     if policy_rule.deny || !is_user_rule(cx, rule) {
         return None;
