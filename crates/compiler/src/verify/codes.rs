@@ -88,6 +88,8 @@ pub const EGRESS_BLOCKS_DNS: &str = "PR014";
 pub const NAMED_PORT_UNRESOLVED: &str = "PR015";
 /// `unsupported-field`.
 pub const UNSUPPORTED_FIELD: &str = "PR016";
+/// `range-partly-covered`.
+pub const RANGE_PARTLY_COVERED: &str = "PR017";
 
 /// Every lint rule, in code order.
 pub const ALL: &[RuleInfo] = &[
@@ -340,6 +342,22 @@ ignored before 1.16).",
         example: "ciliumVersion: \"1.15\" with `endPort: 8100`.",
         instead: "Upgrade Cilium, or express the rule with supported fields.",
         references: "semantics.md §9 item 9; Cilium release notes.",
+    },
+    RuleInfo {
+        code: RANGE_PARTLY_COVERED,
+        name: "range-partly-covered",
+        severity: Severity::Warning,
+        needs_inventory: true,
+        summary: "Part of an allow rule's port range is already allowed, for every peer it names, by other rules.",
+        what: "For an allow rule with a port range, compares (exactly, per port class and \
+endpoint) the flows it allows on its own with the state compiled without it, and reports the \
+ports of its range that other rules already allow for every peer. A rule that is redundant as a \
+whole is PR005.",
+        why: "Overlapping ranges across rules hide which rule is responsible for a port; \
+narrowing one of them later does not close the port. They also cost policy-map entries.",
+        example: "ingress:\n- fromEndpoints: [{matchLabels: {app: api}}]\n  toPorts: [{ports: [{port: \"8080\", protocol: TCP}]}]\n- fromEndpoints: [{matchLabels: {app: api}}]\n  toPorts: [{ports: [{port: \"8000\", endPort: 8100, protocol: TCP}]}]",
+        instead: "Shrink the range to the ports nothing else allows, or drop the narrower rule.",
+        references: "semantics.md §4.5 (port ranges), §4.6.",
     },
 ];
 

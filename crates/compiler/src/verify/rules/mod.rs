@@ -12,6 +12,7 @@ pub mod map_capacity_near;
 pub mod named_port_unresolved;
 pub mod overlapping_ports;
 pub mod peer_selects_nothing;
+pub mod range_partly_covered;
 pub mod redundant_allow;
 pub mod rule_allows_nothing;
 pub mod subject_selects_nothing;
@@ -61,6 +62,10 @@ pub const CHECKS: &[(&str, Check)] = &[
         named_port_unresolved::check,
     ),
     (super::codes::UNSUPPORTED_FIELD, unsupported_field::check),
+    (
+        super::codes::RANGE_PARTLY_COVERED,
+        range_partly_covered::check,
+    ),
 ];
 
 /// Runs every enabled check (the ones needing an inventory only with one).
