@@ -53,3 +53,17 @@ fn routes_inside_list_items_resolve() {
     assert_eq!((location.line, location.column), (33, 18));
     assert_eq!(location.route, "items[0].spec.egress[0].ports[0].endPort");
 }
+
+/// The model types are strict with any serde format, not only through the
+/// loader: other stages (e.g. the C API reading JSON) cannot silently drop
+/// a misspelt field.
+#[test]
+fn model_types_reject_unknown_fields_with_serde_json() {
+    let json = r#"{"apiVersion":"cilium.io/v2","kind":"CiliumNetworkPolicy","metadata":{"name":"a"},
+        "spec":{"endpointSelector":{},"ingress":[{"fromEndpoint":[{}]}]}}"#;
+    let error = serde_json::from_str::<porin_model::CiliumNetworkPolicy>(json).expect_err("strict");
+    assert!(
+        error.to_string().contains("unknown field `fromEndpoint`"),
+        "{error}"
+    );
+}

@@ -44,6 +44,9 @@ pub fn run(args: &Args) -> ExitCode {
     for line in &report.lines {
         println!("{line}");
     }
+    for note in &report.notes {
+        eprintln!("note: {note}");
+    }
     for error in &report.errors {
         eprintln!("error: {error}");
     }

@@ -17,7 +17,7 @@ use super::selector::EndpointSelector;
 /// A namespaced `CiliumNetworkPolicy` (`cilium.io/v2`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct CiliumNetworkPolicy {
     /// Always `cilium.io/v2`.
     pub api_version: String,
@@ -43,7 +43,7 @@ pub struct CiliumNetworkPolicy {
 /// selectors are not confined to one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct CiliumClusterwideNetworkPolicy {
     /// Always `cilium.io/v2`.
     pub api_version: String,
@@ -66,7 +66,7 @@ pub struct CiliumClusterwideNetworkPolicy {
 /// One policy rule (`api.Rule`): a subject selector and the four direction lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Rule {
     /// Subject endpoints. Exactly one of `endpointSelector`/`nodeSelector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,7 +103,7 @@ pub struct Rule {
 /// A rule label `{key, value, source}` (`labels.Label`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Label {
     /// Label key (required).
     pub key: String,
@@ -118,7 +118,7 @@ pub struct Label {
 /// `enableDefaultDeny`: per-direction default-deny switch (semantics.md §3.3).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct DefaultDenyConfig {
     /// Ingress default deny; unset means "if the rule has ingress rules".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,7 +131,7 @@ pub struct DefaultDenyConfig {
 /// `log`: the policy-log tag (CRD: at most 32 printable characters).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// The tag value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,7 +142,7 @@ pub struct LogConfig {
 /// An ingress allow rule (`api.IngressRule`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IngressRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -190,7 +190,7 @@ pub struct IngressRule {
 /// An ingress deny rule (`api.IngressDenyRule`): no L7, no authentication.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IngressDenyRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -229,7 +229,7 @@ pub struct IngressDenyRule {
 /// An egress allow rule (`api.EgressRule`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct EgressRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,7 +279,7 @@ pub struct EgressRule {
 /// An egress deny rule (`api.EgressDenyRule`): no L7, no FQDNs, no authentication.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct EgressDenyRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -318,7 +318,7 @@ pub struct EgressDenyRule {
 /// Exactly one of `cidr`, `cidrGroupRef`, `cidrGroupSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct CidrRule {
     /// The allowed prefix, e.g. `10.0.0.0/8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -403,7 +403,7 @@ impl Entity {
 /// Cloud-provider groups (`api.Groups`); turned into CIDRs by a derivative policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Groups {
     /// AWS security groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -413,7 +413,7 @@ pub struct Groups {
 /// AWS group selection (`api.AWSGroup`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct AwsGroup {
     /// Instance tags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -432,7 +432,7 @@ pub struct AwsGroup {
 /// A Kubernetes service peer (`api.Service`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Service {
     /// A service by name and namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -445,7 +445,7 @@ pub struct Service {
 /// A service named by `serviceName` and `namespace`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct K8sServiceNamespace {
     /// Service name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -458,7 +458,7 @@ pub struct K8sServiceNamespace {
 /// Services chosen by a label selector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct ServiceSelector {
     /// Label selector over service labels (required).
     pub selector: EndpointSelector,
@@ -470,7 +470,7 @@ pub struct ServiceSelector {
 /// A DNS-name peer (`api.FQDNSelector`): exactly one of `matchName`/`matchPattern`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct FqdnSelector {
     /// A literal DNS name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -485,7 +485,7 @@ pub struct FqdnSelector {
 /// An allow rule's L4 entry (`api.PortRule`): ports plus optional TLS, SNI, listener and L7 rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRule {
     /// Ports and protocols (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -520,7 +520,7 @@ pub struct PortRule {
 /// A deny rule's L4 entry (`api.PortDenyRule`): ports only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortDenyRule {
     /// Ports and protocols (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -531,7 +531,7 @@ pub struct PortDenyRule {
 /// One port (or range) and protocol (`api.PortProtocol`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortProtocol {
     /// A port number 0-65535 or an IANA service name (named port), as a
     /// string: the CRD types it as a string, so an unquoted YAML integer is
@@ -590,7 +590,7 @@ impl L4Proto {
 /// A TLS context (`api.TLSContext`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct TlsContext {
     /// Secret holding the certificates (required).
     pub secret: Secret,
@@ -608,7 +608,7 @@ pub struct TlsContext {
 /// A reference to a Kubernetes secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Secret {
     /// Secret namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -620,7 +620,7 @@ pub struct Secret {
 /// A custom Envoy listener (`api.Listener`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Listener {
     /// The CiliumEnvoyConfig that defines the listener (required).
     pub envoy_config: EnvoyConfig,
@@ -636,7 +636,7 @@ pub struct Listener {
 /// Reference to a CiliumEnvoyConfig or CiliumClusterwideEnvoyConfig.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct EnvoyConfig {
     /// Resource kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -658,7 +658,7 @@ pub enum EnvoyConfigKind {
 /// L7 rules of a port rule (`api.L7Rules`); only one kind may be set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct L7Rules {
     /// HTTP rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -680,7 +680,7 @@ pub struct L7Rules {
 /// An HTTP rule (`api.PortRuleHTTP`); all fields are POSIX extended regexes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRuleHttp {
     /// Path regex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -702,7 +702,7 @@ pub struct PortRuleHttp {
 /// One header match of an HTTP rule (`api.HeaderMatch`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct HeaderMatch {
     /// What to do on a mismatch; default drop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -738,7 +738,7 @@ pub enum MismatchAction {
 /// A Kafka rule (`kafka.PortRule` from `cilium/proxy`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRuleKafka {
     /// `produce` or `consume`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -760,7 +760,7 @@ pub struct PortRuleKafka {
 /// A DNS rule (`api.PortRuleDNS`): one of `matchName`/`matchPattern`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRuleDns {
     /// A literal DNS name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -775,7 +775,7 @@ pub struct PortRuleDns {
 /// A list of ICMP fields (`api.ICMPRule`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IcmpRule {
     /// The ICMP types (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -786,7 +786,7 @@ pub struct IcmpRule {
 /// One ICMP type (`api.ICMPField`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IcmpField {
     /// IP family; default `IPv4`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -808,7 +808,7 @@ pub enum IcmpFamily {
 /// Mutual authentication (`api.Authentication`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Authentication {
     /// Required mode.
     pub mode: AuthenticationMode,
