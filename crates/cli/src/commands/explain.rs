@@ -38,6 +38,10 @@ pub fn explain(code: Option<&str>) -> anyhow::Result<String> {
                 info.code, info.name, info.summary
             ));
         }
+        text.push_str("\nCompilation (porin compile, porin lint --inventory):\n");
+        for (code, name, meaning) in porin_compiler::resolve::codes::ALL {
+            text.push_str(&format!("  {code} {name:<26} {meaning}\n"));
+        }
         text.push_str("\n`porin explain CODE` prints a rule's documentation.\n");
         return Ok(text);
     };
@@ -49,6 +53,12 @@ pub fn explain(code: Option<&str>) -> anyhow::Result<String> {
         .find(|c| c.code.eq_ignore_ascii_case(code) || c.name.eq_ignore_ascii_case(code))
     {
         return Ok(format!("{} {}\n\n{}\n", info.code, info.name, info.summary));
+    }
+    if let Some((code, name, meaning)) = porin_compiler::resolve::codes::ALL
+        .iter()
+        .find(|(c, n, _)| c.eq_ignore_ascii_case(code) || n.eq_ignore_ascii_case(code))
+    {
+        return Ok(format!("{code} {name}\n\n{meaning}\n"));
     }
     bail!("unknown code `{code}`; `porin explain` lists every code")
 }

@@ -3,10 +3,10 @@
 //! <https://docs.github.com/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning>).
 //!
 //! Decisions:
-//! - every porin rule (`PR0xx` with full documentation, `PM0xx` with its
-//!   summary) is a `reportingDescriptor` of the driver, in a fixed order, so
-//!   `ruleIndex` is stable across runs; codes without a table entry (the
-//!   compiler's `PC0xx`) are appended in code order;
+//! - every porin code (`PR0xx` with full documentation, `PM0xx` and
+//!   `PC0xx` with their summaries) is a `reportingDescriptor` of the driver,
+//!   in a fixed order, so `ruleIndex` is stable across runs; any other code
+//!   is appended in code order;
 //! - relative paths use `uriBaseId: "%SRCROOT%"` (the repository root when
 //!   run from it), absolute ones a `file://` URI;
 //! - `partialFingerprints["porinFingerprint/v1"]` hashes (code, file,
@@ -84,6 +84,15 @@ fn descriptors(extra: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, us
             "name": code.name,
             "shortDescription": {"text": code.summary},
             "defaultConfiguration": {"level": "error"},
+        }));
+    }
+    for (code, name, meaning) in porin_compiler::resolve::codes::ALL {
+        index.insert(code, rules.len());
+        rules.push(json!({
+            "id": code,
+            "name": name,
+            "shortDescription": {"text": meaning},
+            "defaultConfiguration": {"level": "warning"},
         }));
     }
     for code in extra {

@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
-use porin_model::diagnostic::Location;
+use porin_model::diagnostic::{Diagnostic, Location};
 
 use super::analysis;
 use super::config::LintConfig;
@@ -60,6 +60,8 @@ pub struct Context<'a> {
     pub units: Vec<Unit>,
     /// The ipcache entry count.
     pub ipcache_len: usize,
+    /// The compiler's diagnostics (lowering and map-state distillation).
+    pub compile_diagnostics: Vec<Diagnostic>,
     effects: RefCell<BTreeMap<(usize, usize), MapState>>,
     /// Per rule, the PR004/PR005 coverage (computed on first use).
     pub coverage: std::cell::OnceCell<Vec<Option<Coverage>>>,
@@ -76,6 +78,7 @@ impl<'a> Context<'a> {
         let lowered = lower(inputs, inventory);
         let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
         let mut units: Vec<Unit> = Vec::new();
+        let mut compile_diagnostics = lowered.diagnostics.clone();
         let mut ipcache_len = 0;
         if has_inventory {
             let mut resolver = Resolver::new(&lowered.rules, &table, inventory);
@@ -92,8 +95,14 @@ impl<'a> Context<'a> {
                     .entry(identity)
                     .or_insert_with(|| resolver.l4_policy(identity))
                     .clone();
-                let (state, _) =
-                    resolver.map_state(endpoint, &policy, &|id| format!("origin {id}"));
+                let describe = |id: u32| {
+                    usize::try_from(id)
+                        .ok()
+                        .and_then(|i| lowered.origins.get(i))
+                        .map_or_else(|| format!("origin {id}"), Origin::describe)
+                };
+                let (state, diagnostics) = resolver.map_state(endpoint, &policy, &describe);
+                compile_diagnostics.extend(diagnostics);
                 by_key.insert(key, units.len());
                 units.push(Unit {
                     endpoints: vec![index],
@@ -126,6 +135,7 @@ impl<'a> Context<'a> {
             table,
             units,
             ipcache_len,
+            compile_diagnostics,
             effects: RefCell::new(BTreeMap::new()),
             coverage: std::cell::OnceCell::new(),
         })

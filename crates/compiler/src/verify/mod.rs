@@ -80,6 +80,17 @@ pub fn verify(
         }
     }
     rules::run_all(&cx, &mut raw);
+    if cx.has_inventory {
+        // The compiler's own findings (merge conflicts, unresolvable peers,
+        // ...), except those a lint rule reports with locations: PC004
+        // (PR015) and PC008 (PR007).
+        raw.extend(
+            cx.compile_diagnostics
+                .iter()
+                .filter(|d| !matches!(d.code, "PC004" | "PC008"))
+                .cloned(),
+        );
+    }
     Ok(finish(&cx, raw, skipped, config))
 }
 
@@ -98,18 +109,15 @@ fn finish(
     };
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for mut d in raw {
-        match config.level(d.code) {
-            RuleLevel::Off => {
+        // Rules set their default severity themselves (the capacity
+        // rules pick error or warning); the configuration only overrides.
+        match config.rules.get(d.code) {
+            Some(RuleLevel::Off) => {
                 *report.suppressed.entry(d.code).or_default() += 1;
                 continue;
             }
-            RuleLevel::Severity(severity) => {
-                // The capacity rules pick their own severity (error over
-                // the limit, warning near it); an override replaces both.
-                if config.rules.contains_key(d.code) || !matches!(d.code, codes::IPCACHE_CAPACITY) {
-                    d.severity = severity;
-                }
-            }
+            Some(RuleLevel::Severity(severity)) => d.severity = *severity,
+            None => {}
         }
         if let Some(primary) = &d.primary
             && ignores
