@@ -334,9 +334,8 @@ are an error (\"duplicate named ports\").",
         needs_inventory: false,
         summary: "A field the chosen Cilium version (`ciliumVersion` in `.porin.yaml`) does not support.",
         what: "Compares the fields a policy uses with the Cilium minor version they appeared in \
-(`endPort` 1.16, `enableDefaultDeny` 1.15, `toPorts.ports.endPort` on KNP 1.16, `authentication` \
-1.14, `icmps` 1.10, `listener` 1.13, `log` 1.18) and deprecated fields (`fromRequires`, \
-`toRequires`, deprecated in 1.17).",
+(`endPort` 1.16, `enableDefaultDeny` 1.15, `authentication` 1.14). Fields removed by 1.19 \
+(`fromRequires`, `toRequires`) are model errors (PM0xx), not this rule.",
         why: "Older agents ignore fields they do not know, silently (cilium/cilium#28684: `endPort` \
 ignored before 1.16).",
         example: "ciliumVersion: \"1.15\" with `endPort: 8100`.",

@@ -8,11 +8,23 @@ use serde_json::Value;
 use crate::verify::{Context, codes};
 
 /// (JSON field, first Cilium version supporting it, note).
-pub const FIELD_VERSIONS: &[(&str, (u32, u32), &str)] = &[(
-    "endPort",
-    (1, 16),
-    "port ranges (cilium/cilium PR #32807); older agents ignore endPort silently (cilium/cilium#28684)",
-)];
+pub const FIELD_VERSIONS: &[(&str, (u32, u32), &str)] = &[
+    (
+        "endPort",
+        (1, 16),
+        "port ranges (cilium/cilium PR #32807); older agents ignore endPort silently (cilium/cilium#28684)",
+    ),
+    (
+        "enableDefaultDeny",
+        (1, 15),
+        "per-policy default-deny opt-out (cilium/cilium PR #30572); older API servers reject the unknown field",
+    ),
+    (
+        "authentication",
+        (1, 14),
+        "mutual authentication (beta in Cilium 1.14); older API servers reject the unknown field",
+    ),
+];
 
 fn walk(
     value: &Value,
