@@ -87,8 +87,9 @@ struct EndpointDiff {
     changes: Vec<Change>,
 }
 
-/// Materialises `REV:PATH` from git into a temporary directory.
-fn from_git(spec: &str) -> anyhow::Result<PathBuf> {
+/// Materialises `REV:PATH` from git into a temporary directory; returns
+/// the path to load and the directory to remove afterwards.
+fn from_git(spec: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
     let Some((rev, path)) = spec.split_once(':') else {
         bail!("`{spec}` is neither an existing path nor REV:PATH");
     };
@@ -128,17 +129,29 @@ fn from_git(spec: &str) -> anyhow::Result<PathBuf> {
         count += 1;
     }
     if count == 0 {
+        let _ = std::fs::remove_dir_all(&root);
         bail!("no policy files under `{path}` at `{rev}`");
     }
-    Ok(root.join(path))
+    Ok((root.join(path), root))
 }
 
-fn resolve(spec: &str) -> anyhow::Result<PathBuf> {
+/// The path to load, and a temporary directory to remove after loading.
+fn resolve(spec: &str) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
     if Path::new(spec).exists() {
-        Ok(PathBuf::from(spec))
+        Ok((PathBuf::from(spec), None))
     } else {
-        from_git(spec)
+        from_git(spec).map(|(path, root)| (path, Some(root)))
     }
+}
+
+/// Loads and compiles one side, removing its temporary checkout after.
+fn compile_side(spec: &str, inventory: &Path) -> anyhow::Result<Option<Compiled>> {
+    let (path, temporary) = resolve(spec)?;
+    let result = load_and_compile(&[path], inventory);
+    if let Some(root) = temporary {
+        let _ = std::fs::remove_dir_all(root);
+    }
+    Ok(result?.ok().map(|(compiled, _)| compiled))
 }
 
 fn peers(compiled: &Compiled) -> BTreeMap<Peer, u32> {
@@ -372,12 +385,10 @@ fn to_json(diffs: &[EndpointDiff]) -> String {
 
 /// Runs `porin diff`.
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
-    let old_path = resolve(&args.old)?;
-    let new_path = resolve(&args.new)?;
-    let Ok((old, _)) = load_and_compile(&[old_path], &args.inventory)? else {
+    let Some(old) = compile_side(&args.old, &args.inventory)? else {
         return Ok(ExitCode::from(2));
     };
-    let Ok((new, _)) = load_and_compile(&[new_path], &args.inventory)? else {
+    let Some(new) = compile_side(&args.new, &args.inventory)? else {
         return Ok(ExitCode::from(2));
     };
     let diffs = diff(&old, &new);
