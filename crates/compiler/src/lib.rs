@@ -19,6 +19,7 @@
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]);
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`policytest`]: the `porin test` runner;
+//! - [`verify`]: the lint rules (`porin lint`) over the compiled state;
 //! - [`error`]: the stage's errors.
 
 pub mod compile;
@@ -36,3 +37,4 @@ pub mod ports;
 pub mod resolve;
 pub mod selector;
 pub mod session;
+pub mod verify;
