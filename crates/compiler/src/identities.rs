@@ -283,11 +283,16 @@ fn reserved_identities() -> Vec<IdentityInfo> {
     list
 }
 
+/// `k8sconst.LabelPrefix` (`pkg/k8s/apis/cilium.io/const.go`): the label
+/// keys Cilium owns and strips from pod labels.
+const CILIUM_OWNED_LABEL_PREFIX: &str = "io.cilium.k8s";
+
 /// The identity labels of an endpoint (Cilium's pod label extraction plus
 /// `pkg/labelsfilter`):
 /// - the workload labels that pass the default label filter, with source
 ///   `k8s` for Kubernetes endpoints and `unspec` otherwise (a `source:`
-///   prefix in the key is kept);
+///   prefix in the key is kept); a pod's own `io.cilium.k8s*` labels are
+///   dropped (`SanitizePodLabels`);
 /// - for a namespaced endpoint: `k8s:io.kubernetes.pod.namespace=<ns>`,
 ///   `k8s:io.cilium.k8s.namespace.labels.<k>=<v>` for every namespace label
 ///   (including `kubernetes.io/metadata.name`), and
@@ -319,6 +324,13 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
     let mut labels = LabelSet::new();
     for (key, value) in &endpoint.labels {
         let label = Label::parse(&format!("{key}={value}"), default_source);
+        // pkg/k8s/utils/utils.go SanitizePodLabels/filterPodLabels: a pod's
+        // own labels under `io.cilium.k8s` (namespace labels, service
+        // account, cluster) are dropped; Cilium sets them itself below, so
+        // a pod cannot claim a namespace label or service account it lacks.
+        if endpoint.namespace.is_some() && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX) {
+            continue;
+        }
         if is_identity_label(&label) {
             labels.insert(label);
         }
