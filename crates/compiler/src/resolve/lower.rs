@@ -28,8 +28,8 @@ use super::rule::{
 };
 use crate::inventory::Inventory;
 use crate::labels::{
-    CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED,
-    canonical_prefix, host_prefix,
+    CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_ANY, SOURCE_K8S,
+    SOURCE_RESERVED, canonical_prefix, host_prefix,
 };
 use crate::mapstate::Direction;
 use crate::selector::{Operator, Requirement, Selector, SelectorKey};
@@ -283,8 +283,13 @@ fn is_pod_namespace_key(key: &SelectorKey) -> bool {
     key.is(&[SOURCE_K8S], POD_NAMESPACE_LABEL)
 }
 
+/// `getEndpointSelector` tests `HasKeyPrefix` with
+/// `k8s.io.cilium.k8s.namespace.labels` and `any.io.cilium.k8s.namespace.labels`:
+/// only those two sources count (a `container:` key does not stop the
+/// namespace pinning), and the prefix has no trailing dot.
 fn is_namespace_labels_key(key: &SelectorKey) -> bool {
-    key.key.starts_with(&format!("{NAMESPACE_LABELS_PREFIX}."))
+    (key.source == SOURCE_K8S || key.source == SOURCE_ANY)
+        && key.key.starts_with(NAMESPACE_LABELS_PREFIX)
 }
 
 fn is_cluster_key(key: &SelectorKey) -> bool {
@@ -948,23 +953,26 @@ impl Ctx<'_> {
             return;
         };
         let mut subject = convert_selector(endpoint_selector);
+        // matchesPodInit: `HasKey("reserved.init")`, the exact key with any
+        // operator; `any.init` does not count.
+        let subject_selects_init =
+            subject.has_key(|k| k.source == SOURCE_RESERVED && k.key == "init");
         if let Some(ns) = namespace {
-            // getEndpointSelector: the policy namespace overrides a
-            // namespace the user put in matchLabels (an `In` of one value);
-            // other expressions on the key stay and are ANDed.
-            let kept: Vec<Requirement> = subject
-                .requirements()
-                .filter(|r| {
-                    !(is_pod_namespace_key(&r.key)
-                        && r.operator == Operator::In
-                        && r.values.len() == 1)
-                })
-                .cloned()
-                .collect();
-            subject = Selector::from_requirements(kept);
+            // ParseToCiliumRule: `AddMatch(k8s.io.kubernetes.pod.namespace, ns)`
+            // replaces only the matchLabels entry with exactly that extended
+            // key. An `any.` namespace key or a matchExpression on the
+            // namespace stays and is ANDed (then the subject may select
+            // nothing).
+            let mut user = endpoint_selector.clone();
+            if let Some(labels) = user.match_labels.as_mut() {
+                labels.retain(|key, _| {
+                    let key = SelectorKey::extend(key);
+                    !(key.source == SOURCE_K8S && key.key == POD_NAMESPACE_LABEL)
+                });
+            }
+            subject = convert_selector(&user);
             subject.push(namespace_pin(ns));
         }
-        let subject_selects_init = subject.has_key(|k| k.is(&[SOURCE_RESERVED], "init"));
         let default_deny = rule.enable_default_deny.as_ref();
         let ingress_dd = default_deny.and_then(|d| d.ingress).unwrap_or(true);
         let egress_dd = default_deny.and_then(|d| d.egress).unwrap_or(true);
