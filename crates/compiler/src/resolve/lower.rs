@@ -272,6 +272,17 @@ fn k8s_selector(selector: &LabelSelector, prefix: &str, into: &mut Selector) {
     }
 }
 
+/// A KNP pod selector without its `io.kubernetes.pod.namespace` matchLabels
+/// entry: `parsePodSelector` (`pkg/k8s/network_policy.go`) overwrites that
+/// entry with the policy namespace (matchExpressions are kept and ANDed).
+fn without_namespace_match(selector: &LabelSelector) -> LabelSelector {
+    let mut out = selector.clone();
+    if let Some(labels) = out.match_labels.as_mut() {
+        labels.remove(POD_NAMESPACE_LABEL);
+    }
+    out
+}
+
 fn namespace_pin(namespace: &str) -> Requirement {
     Requirement::is_in(
         SelectorKey::new(SOURCE_K8S, POD_NAMESPACE_LABEL),
@@ -1080,7 +1091,7 @@ impl Ctx<'_> {
         let spec = knp.spec.clone().unwrap_or_default();
         let mut subject = Selector::wildcard();
         if let Some(pod_selector) = &spec.pod_selector {
-            k8s_selector(pod_selector, "", &mut subject);
+            k8s_selector(&without_namespace_match(pod_selector), "", &mut subject);
         }
         subject.push(namespace_pin(&namespace));
         let policy_types = spec.policy_types.clone().unwrap_or_default();
@@ -1271,7 +1282,7 @@ impl Ctx<'_> {
                 selectors.push(sel);
             } else if let Some(p) = &pod {
                 let mut sel = Selector::wildcard();
-                k8s_selector(p, "", &mut sel);
+                k8s_selector(&without_namespace_match(p), "", &mut sel);
                 sel.push(namespace_pin(namespace));
                 if peer.pod_selector.is_none() && peer.ip_block.is_some() {
                     self.diag(
