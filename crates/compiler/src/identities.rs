@@ -311,10 +311,22 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
     } else {
         SOURCE_UNSPEC
     };
+    // A pod's labels are `k8s:<key>` verbatim (`labels.Map2Labels(podLabels,
+    // LabelSourceK8s)`): a pod key such as `reserved.host` never makes a
+    // reserved label, so a pod cannot take the host (or any reserved)
+    // identity. Reserved endpoints (health, ingress, init) have no namespace.
+    let workload_label = |key: &str, value: &str| {
+        let label = Label::parse(&format!("{key}={value}"), default_source);
+        if endpoint.namespace.is_some() && label.source == SOURCE_RESERVED {
+            Label::new(SOURCE_K8S, key, value)
+        } else {
+            label
+        }
+    };
     let parsed: Vec<Label> = endpoint
         .labels
         .iter()
-        .map(|(key, value)| Label::parse(&format!("{key}={value}"), default_source))
+        .map(|(key, value)| workload_label(key, value))
         .collect();
     if !parsed.is_empty() && parsed.iter().all(|l| l.source == SOURCE_RESERVED) {
         // A reserved endpoint (health, ingress, init, ...): its identity is
@@ -323,7 +335,7 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
     }
     let mut labels = LabelSet::new();
     for (key, value) in &endpoint.labels {
-        let label = Label::parse(&format!("{key}={value}"), default_source);
+        let label = workload_label(key, value);
         // pkg/k8s/utils/utils.go SanitizePodLabels/filterPodLabels: a pod's
         // own labels under `io.cilium.k8s` (namespace labels, service
         // account, cluster) are dropped; Cilium sets them itself below, so
