@@ -801,7 +801,7 @@ impl Ctx<'_> {
             let l7 = l7_of(port_rule);
             for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
                 let r = format!("{route}.toPorts[{i}].ports[{j}]");
-                if let Some(spec) = self.port_spec(input, &r, pp, l7.clone()) {
+                if let Some(spec) = self.port_spec(input, &r, pp, l7.clone(), false) {
                     specs.push(spec);
                 }
             }
@@ -821,7 +821,7 @@ impl Ctx<'_> {
         for (i, port_rule) in to_ports.iter().flat_map(|l| l.iter()).enumerate() {
             for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
                 let r = format!("{route}.toPorts[{i}].ports[{j}]");
-                if let Some(spec) = self.port_spec(input, &r, pp, L7::none()) {
+                if let Some(spec) = self.port_spec(input, &r, pp, L7::none(), true) {
                     specs.push(spec);
                 }
             }
@@ -895,6 +895,7 @@ impl Ctx<'_> {
         route: &str,
         pp: &PortProtocol,
         l7: L7,
+        deny: bool,
     ) -> Option<PortSpec> {
         let proto = match pp.protocol {
             None | Some(L4Proto::Any) => proto::ANY,
@@ -921,20 +922,33 @@ impl Ctx<'_> {
         } else {
             PortRef::Named(text.to_ascii_lowercase())
         };
-        let end_port = pp
+        let mut end_port = pp
             .end_port
             .map(|e| u16::try_from(e.clamp(0, 65_535)).unwrap_or(u16::MAX))
             .unwrap_or(0);
         if port == PortRef::Number(0) && end_port != 0 && end_port != u16::MAX {
+            // policymap.go NewKeyFromPolicyKey adds port prefix bits only
+            // when DestPort != 0, so the masked port 0/n of such a range is
+            // an all-ports key in the datapath. Failing closed means the
+            // narrow range for an allow, but every port for a deny (keeping
+            // the range would allow what Cilium denies).
+            let consequence = if deny {
+                "porin denies every port of the protocol, like Cilium's datapath"
+            } else {
+                "porin keeps the range (fail closed)"
+            };
             self.diag(
                 input,
                 codes::PORT_ZERO_RANGE,
                 Severity::Warning,
                 route,
                 format!(
-                    "port \"0\" with endPort {end_port}: Cilium writes this as an all-ports key in the datapath (semantics.md §4.5); porin keeps the range 0-{end_port} (fail closed)"
+                    "port \"0\" with endPort {end_port}: Cilium writes this as an all-ports key in the datapath (semantics.md §4.5); {consequence}"
                 ),
             );
+            if deny {
+                end_port = 0;
+            }
         }
         Some(PortSpec {
             port,
