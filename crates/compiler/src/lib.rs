@@ -19,6 +19,7 @@
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]);
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`policytest`]: the `porin test` runner;
+//! - [`verify`]: the lint rules (`porin lint`) over the compiled state;
 //! - [`error`]: the stage's errors.
 
 pub mod compile;
@@ -34,3 +35,4 @@ pub mod policytest;
 pub mod ports;
 pub mod resolve;
 pub mod selector;
+pub mod verify;
