@@ -214,9 +214,11 @@ impl Inventory {
             }
         }
         for (name, labels) in &mut self.namespaces {
-            labels
-                .entry(crate::labels::NAMESPACE_NAME_LABEL.to_owned())
-                .or_insert_with(|| name.clone());
+            // The API server always sets `kubernetes.io/metadata.name` to
+            // the namespace's name (NamespaceDefaultLabelName, GA in 1.22),
+            // overwriting any other value: an inventory cannot make one
+            // namespace look like another to a namespaceSelector.
+            labels.insert(crate::labels::NAMESPACE_NAME_LABEL.to_owned(), name.clone());
         }
         self.endpoints.sort_by(|a, b| {
             (&a.namespace, &a.name, &a.location).cmp(&(&b.namespace, &b.name, &b.location))

@@ -40,7 +40,8 @@ pub mod codes {
     /// ICMP type 0 read as every ICMP type (cilium/cilium#41304).
     pub const CILIUM_QUIRK: &str = "PC011";
     /// `port: "0"` with an `endPort`: Cilium's datapath key would cover all
-    /// ports; porin keeps the range (fail closed).
+    /// ports; porin keeps the range for allows and widens denies to every
+    /// port (fail closed).
     pub const PORT_ZERO_RANGE: &str = "PC012";
 
     /// Every code with a kebab-case name and a one-line meaning, in code
@@ -104,7 +105,7 @@ pub mod codes {
         (
             PORT_ZERO_RANGE,
             "port-zero-range",
-            "port \"0\" with an endPort: Cilium's datapath key covers every port; porin keeps the range 0-endPort (fail closed).",
+            "port \"0\" with an endPort: Cilium's datapath key covers every port; porin keeps the range 0-endPort for allows and denies every port for denies (fail closed both ways).",
         ),
     ];
 }
