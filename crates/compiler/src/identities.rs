@@ -283,11 +283,16 @@ fn reserved_identities() -> Vec<IdentityInfo> {
     list
 }
 
+/// `k8sconst.LabelPrefix` (`pkg/k8s/apis/cilium.io/const.go`): the label
+/// keys Cilium owns and strips from pod labels.
+const CILIUM_OWNED_LABEL_PREFIX: &str = "io.cilium.k8s";
+
 /// The identity labels of an endpoint (Cilium's pod label extraction plus
 /// `pkg/labelsfilter`):
 /// - the workload labels that pass the default label filter, with source
 ///   `k8s` for Kubernetes endpoints and `unspec` otherwise (a `source:`
-///   prefix in the key is kept);
+///   prefix in the key is kept); a pod's own `io.cilium.k8s*` labels are
+///   dropped (`SanitizePodLabels`);
 /// - for a namespaced endpoint: `k8s:io.kubernetes.pod.namespace=<ns>`,
 ///   `k8s:io.cilium.k8s.namespace.labels.<k>=<v>` for every namespace label
 ///   (including `kubernetes.io/metadata.name`), and
@@ -306,10 +311,22 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
     } else {
         SOURCE_UNSPEC
     };
+    // A pod's labels are `k8s:<key>` verbatim (`labels.Map2Labels(podLabels,
+    // LabelSourceK8s)`): a pod key such as `reserved.host` never makes a
+    // reserved label, so a pod cannot take the host (or any reserved)
+    // identity. Reserved endpoints (health, ingress, init) have no namespace.
+    let workload_label = |key: &str, value: &str| {
+        let label = Label::parse(&format!("{key}={value}"), default_source);
+        if endpoint.namespace.is_some() && label.source == SOURCE_RESERVED {
+            Label::new(SOURCE_K8S, key, value)
+        } else {
+            label
+        }
+    };
     let parsed: Vec<Label> = endpoint
         .labels
         .iter()
-        .map(|(key, value)| Label::parse(&format!("{key}={value}"), default_source))
+        .map(|(key, value)| workload_label(key, value))
         .collect();
     if !parsed.is_empty() && parsed.iter().all(|l| l.source == SOURCE_RESERVED) {
         // A reserved endpoint (health, ingress, init, ...): its identity is
@@ -318,7 +335,14 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
     }
     let mut labels = LabelSet::new();
     for (key, value) in &endpoint.labels {
-        let label = Label::parse(&format!("{key}={value}"), default_source);
+        let label = workload_label(key, value);
+        // pkg/k8s/utils/utils.go SanitizePodLabels/filterPodLabels: a pod's
+        // own labels under `io.cilium.k8s` (namespace labels, service
+        // account, cluster) are dropped; Cilium sets them itself below, so
+        // a pod cannot claim a namespace label or service account it lacks.
+        if endpoint.namespace.is_some() && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX) {
+            continue;
+        }
         if is_identity_label(&label) {
             labels.insert(label);
         }

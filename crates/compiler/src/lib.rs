@@ -19,9 +19,11 @@
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]);
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`policytest`]: the `porin test` runner;
+//! - [`verify`]: the lint rules (`porin lint`) over the compiled state;
 //! - [`error`]: the stage's errors.
 
 pub mod compile;
+pub mod diff;
 pub mod error;
 pub mod explain;
 pub mod identities;
@@ -34,3 +36,5 @@ pub mod policytest;
 pub mod ports;
 pub mod resolve;
 pub mod selector;
+pub mod session;
+pub mod verify;

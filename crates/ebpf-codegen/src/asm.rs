@@ -9,7 +9,8 @@
 use thiserror::Error;
 
 use crate::insn::{
-    AluOp, Cond, Endian, Helper, Imm32, Insn, Off16, Operand, Reg, Size, SwapBits, Width,
+    AluOp, Cond, Endian, Helper, Imm32, Insn, Off16, Operand, PacketSize, Reg, Size, SwapBits,
+    Width,
 };
 
 /// A jump target. Create with [`Assembler::new_label`], place with
@@ -205,6 +206,23 @@ impl Assembler {
     /// `dst = imm64 ll`.
     pub fn ld_imm64(&mut self, dst: Reg, imm: i64) {
         self.emit(Insn::LoadImm64 { dst, imm });
+    }
+
+    /// `r0 = *(size *)skb[imm]` (legacy absolute packet load).
+    pub fn ld_abs(&mut self, size: PacketSize, imm: impl Into<Imm32>) {
+        self.emit(Insn::PacketLoadAbs {
+            size,
+            imm: imm.into(),
+        });
+    }
+
+    /// `r0 = *(size *)skb[src + imm]` (legacy indirect packet load).
+    pub fn ld_ind(&mut self, size: PacketSize, src: Reg, imm: impl Into<Imm32>) {
+        self.emit(Insn::PacketLoadInd {
+            size,
+            src,
+            imm: imm.into(),
+        });
     }
 
     /// `dst = <map> ll` with an `R_BPF_64_64` relocation against `map`.

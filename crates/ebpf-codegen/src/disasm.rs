@@ -126,6 +126,14 @@ pub fn insn_text(insn: &Insn) -> String {
                 src.index()
             )
         }
+        Insn::PacketLoadAbs { size, imm } => format!("r0 = {}skb[{}]", mem(size.size()), imm.0),
+        Insn::PacketLoadInd { size, src, imm } => {
+            if imm.0 == 0 {
+                format!("r0 = {}skb[r{}]", mem(size.size()), src.index())
+            } else {
+                format!("r0 = {}skb[r{} + {}]", mem(size.size()), src.index(), imm.0)
+            }
+        }
         Insn::LoadImm64 { dst, imm } => format!("r{} = {} ll", dst.index(), imm),
         Insn::LoadMapRef { dst } => format!("r{} = 0 ll", dst.index()),
     }

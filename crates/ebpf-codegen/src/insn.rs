@@ -158,6 +158,32 @@ impl Size {
     }
 }
 
+/// Width of a legacy packet load (`BPF_LD | BPF_ABS/BPF_IND`), which has
+/// no 64-bit form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PacketSize {
+    /// 1 byte.
+    U8,
+    /// 2 bytes (converted to host order by the kernel).
+    U16,
+    /// 4 bytes (converted to host order by the kernel).
+    U32,
+}
+
+impl PacketSize {
+    /// All sizes.
+    pub const ALL: [PacketSize; 3] = [PacketSize::U8, PacketSize::U16, PacketSize::U32];
+
+    /// The equivalent memory access size.
+    pub const fn size(self) -> Size {
+        match self {
+            PacketSize::U8 => Size::U8,
+            PacketSize::U16 => Size::U16,
+            PacketSize::U32 => Size::U32,
+        }
+    }
+}
+
 /// 32-bit (`w` registers, upper half zeroed) or 64-bit operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Width {
@@ -493,6 +519,25 @@ pub enum Insn {
         /// Addend.
         src: Reg,
     },
+    /// `r0 = *(size *)skb[imm]`: legacy absolute packet load (`BPF_LD |
+    /// BPF_ABS`; context implicitly in r6, result in r0, byte-swapped to
+    /// host order).
+    PacketLoadAbs {
+        /// Width.
+        size: PacketSize,
+        /// Packet offset.
+        imm: Imm32,
+    },
+    /// `r0 = *(size *)skb[src + imm]`: legacy indirect packet load
+    /// (`BPF_LD | BPF_IND`).
+    PacketLoadInd {
+        /// Width.
+        size: PacketSize,
+        /// Offset register.
+        src: Reg,
+        /// Added offset.
+        imm: Imm32,
+    },
     /// `dst = imm64 ll` (two slots).
     LoadImm64 {
         /// Destination.
@@ -518,6 +563,8 @@ const CLASS_JMP: u8 = 0x05;
 const CLASS_JMP32: u8 = 0x06;
 const CLASS_ALU64: u8 = 0x07;
 const MODE_IMM: u8 = 0x00;
+const MODE_ABS: u8 = 0x20;
+const MODE_IND: u8 = 0x40;
 const MODE_MEM: u8 = 0x60;
 const MODE_ATOMIC: u8 = 0xc0;
 const SRC_X: u8 = 0x08;
@@ -735,6 +782,20 @@ impl Insn {
                     ATOMIC_ADD,
                 ))
             }
+            Insn::PacketLoadAbs { size, imm } => one(RawSlot::new(
+                CLASS_LD | MODE_ABS | size.size().code(),
+                R0,
+                R0,
+                0,
+                imm.0,
+            )),
+            Insn::PacketLoadInd { size, src, imm } => one(RawSlot::new(
+                CLASS_LD | MODE_IND | size.size().code(),
+                R0,
+                src,
+                0,
+                imm.0,
+            )),
             Insn::LoadImm64 { dst, imm } => {
                 // Low half in the first slot, high half in the second.
                 let low = imm as u64 as u32 as i32;
@@ -915,6 +976,33 @@ impl Insn {
                     off,
                     src: reg(raw.src)?,
                 })
+            }
+            CLASS_LD
+                if matches!(raw.code & 0xe0, MODE_ABS | MODE_IND)
+                    && raw.dst == 0
+                    && raw.off == 0 =>
+            {
+                let size = match Size::from_code(raw.code) {
+                    Size::U8 => PacketSize::U8,
+                    Size::U16 => PacketSize::U16,
+                    Size::U32 => PacketSize::U32,
+                    Size::U64 => return Err(unsupported),
+                };
+                if raw.code & 0xe0 == MODE_ABS {
+                    if !no_src {
+                        return Err(unsupported);
+                    }
+                    Ok(Insn::PacketLoadAbs {
+                        size,
+                        imm: Imm32(raw.imm),
+                    })
+                } else {
+                    Ok(Insn::PacketLoadInd {
+                        size,
+                        src: reg(raw.src)?,
+                        imm: Imm32(raw.imm),
+                    })
+                }
             }
             CLASS_LD
                 if raw.code == (CLASS_LD | MODE_IMM | Size::U64.code())

@@ -11,7 +11,8 @@
 use porin_ebpf::asm::{AsmError, Assembler};
 use porin_ebpf::disasm::{insn_text, listing};
 use porin_ebpf::insn::{
-    AluOp, Cond, Endian, Helper, Imm32, Insn, Off16, Operand, Reg, Size, SwapBits, Width,
+    AluOp, Cond, Endian, Helper, Imm32, Insn, Off16, Operand, PacketSize, Reg, Size, SwapBits,
+    Width,
 };
 use proptest::prelude::*;
 
@@ -95,6 +96,26 @@ fn insn() -> impl Strategy<Value = Insn> {
             off: Off16(off),
             src
         }),
+        (
+            proptest::sample::select(PacketSize::ALL.to_vec()),
+            any::<i32>()
+        )
+            .prop_map(|(size, imm)| Insn::PacketLoadAbs {
+                size,
+                imm: Imm32(imm)
+            }),
+        (
+            proptest::sample::select(PacketSize::ALL.to_vec()),
+            reg(),
+            any::<i32>()
+        )
+            .prop_map(|(size, src, imm)| {
+                Insn::PacketLoadInd {
+                    size,
+                    src,
+                    imm: Imm32(imm),
+                }
+            }),
         (reg(), any::<i64>()).prop_map(|(dst, imm)| Insn::LoadImm64 { dst, imm }),
     ]
 }
@@ -223,8 +244,9 @@ fn decode_rejects_what_it_does_not_model() {
 /// The fuzz-style oracle check: thousands of random instructions written
 /// into an ELF by our writer, disassembled by llvm-objdump 14 (independent
 /// of us), must read back as our disassembler prints them. Forms llvm 14
-/// cannot decode (MOD, JSET, ST imm) are left out; the encoding table covers
-/// their bytes.
+/// cannot decode (MOD, JSET, ST imm) are left out, and so are indirect
+/// packet loads with an immediate, which llvm 14 prints without it
+/// (`skb[r3]`); the encoding table and the decoder round trip cover those.
 #[test]
 fn random_instructions_agree_with_llvm_objdump() {
     use proptest::strategy::ValueTree;
@@ -251,7 +273,7 @@ fn random_instructions_agree_with_llvm_objdump() {
                     ..
                 }
                 | Insn::StoreImm { .. }
-        )
+        ) && !matches!(i, Insn::PacketLoadInd { imm, .. } if imm.0 != 0)
     };
     let mut runner = TestRunner::new_with_rng(
         Config::default(),

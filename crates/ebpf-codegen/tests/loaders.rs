@@ -514,10 +514,22 @@ fn verdict_script() -> String {
     // AH: length field 1 means (1 + 2) * 4 = 12 bytes.
     let mut ah = vec![6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 1];
     ah.extend_from_slice(&tcp(41005, 80));
-    s.run(FROM, eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah)), Verdict::AllowedNew, 0, "authentication header");
+    s.run(
+        FROM,
+        eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah)),
+        Verdict::AllowedNew,
+        0,
+        "authentication header",
+    );
     let mut ah_wrong = vec![6, 1, 0, 0, 0, 0, 0, 1, 0, 0, 0, 80]; // port 80 if AH were 8 bytes
     ah_wrong.extend_from_slice(&tcp(41006, 81));
-    s.run(FROM, eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah_wrong)), Verdict::DeniedByDefault, 0, "AH length is in 4-byte units");
+    s.run(
+        FROM,
+        eth(ETH_IPV6, &ipv6(ep6, web6, 51, 64, &ah_wrong)),
+        Verdict::DeniedByDefault,
+        0,
+        "AH length is in 4-byte units",
+    );
     let four = ext8(60, &ext8(43, &ext8(60, &ext8(6, &tcp(41003, 80)))));
     s.run(
         FROM,
@@ -572,6 +584,16 @@ fn verdict_script() -> String {
         Verdict::DeniedByDefault,
         0,
         "ndp with hop limit != 255 goes to policy",
+    );
+    let na = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 255, &icmp(136, 0, 0)));
+    s.run(TO, na, Verdict::PassedIpv6Ndp, 0, "neighbour advertisement");
+    let ra = eth(ETH_IPV6, &ipv6(web6, ep6, 58, 255, &icmp(134, 0, 0)));
+    s.run(
+        TO,
+        ra,
+        Verdict::DeniedByDefault,
+        0,
+        "router advertisements go to policy (Cilium is_icmp6_ndp)",
     );
     let mut type_only = eth(ETH_IPV6, &ipv6(ep6, web6, 58, 64, &icmp(1, 0, 0)));
     type_only.truncate(14 + 40 + 1);
@@ -733,9 +755,11 @@ fn aya_loads_both_programs() {
         .unwrap();
 }
 
+/// `tc ... sec classifier` attaches the first program (`porin_from_endpoint`),
+/// and `program NAME` selects either, on a veth and on a tap device.
 #[test]
 fn tc_attaches_from_a_namespace() {
-    if !require("tc attach", &["tc", "ip"]) {
+    if !require("tc attach", &["tc", "ip", "nsenter"]) {
         return;
     }
     let object = object_file("tc");
@@ -750,7 +774,20 @@ fn tc_attaches_from_a_namespace() {
         let (ok1, log1) = sh(&format!(
             "{nsenter} tc qdisc add dev pa clsact && {nsenter} tc filter add dev pa ingress bpf da obj {obj} sec classifier && {nsenter} tc filter show dev pa ingress"
         ));
-        (ok1 && log1.contains("porin_from_endp"), log1)
+        // A tap device (the host side of a VM's NIC) takes both programs too.
+        let (ok2, log2) = sh(&format!(
+            "ip -n {ns} tuntap add dev porintap mode tap && {nsenter} tc qdisc add dev porintap clsact && \
+             {nsenter} tc filter add dev porintap ingress bpf da obj {obj} program porin_from_endpoint && \
+             {nsenter} tc filter add dev porintap egress bpf da obj {obj} program porin_to_endpoint && \
+             {nsenter} tc filter show dev porintap ingress && {nsenter} tc filter show dev porintap egress"
+        ));
+        (
+            ok1 && log1.contains("porin_from_endp")
+                && ok2
+                && log2.contains("porin_from_endp")
+                && log2.contains("porin_to_endpoi"),
+            format!("{log1}\n{log2}"),
+        )
     } else {
         (false, log)
     };

@@ -28,8 +28,8 @@ use super::rule::{
 };
 use crate::inventory::Inventory;
 use crate::labels::{
-    CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED,
-    canonical_prefix, host_prefix,
+    CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_ANY, SOURCE_K8S,
+    SOURCE_RESERVED, canonical_prefix, host_prefix,
 };
 use crate::mapstate::Direction;
 use crate::selector::{Operator, Requirement, Selector, SelectorKey};
@@ -272,6 +272,17 @@ fn k8s_selector(selector: &LabelSelector, prefix: &str, into: &mut Selector) {
     }
 }
 
+/// A KNP pod selector without its `io.kubernetes.pod.namespace` matchLabels
+/// entry: `parsePodSelector` (`pkg/k8s/network_policy.go`) overwrites that
+/// entry with the policy namespace (matchExpressions are kept and ANDed).
+fn without_namespace_match(selector: &LabelSelector) -> LabelSelector {
+    let mut out = selector.clone();
+    if let Some(labels) = out.match_labels.as_mut() {
+        labels.remove(POD_NAMESPACE_LABEL);
+    }
+    out
+}
+
 fn namespace_pin(namespace: &str) -> Requirement {
     Requirement::is_in(
         SelectorKey::new(SOURCE_K8S, POD_NAMESPACE_LABEL),
@@ -283,8 +294,13 @@ fn is_pod_namespace_key(key: &SelectorKey) -> bool {
     key.is(&[SOURCE_K8S], POD_NAMESPACE_LABEL)
 }
 
+/// `getEndpointSelector` tests `HasKeyPrefix` with
+/// `k8s.io.cilium.k8s.namespace.labels` and `any.io.cilium.k8s.namespace.labels`:
+/// only those two sources count (a `container:` key does not stop the
+/// namespace pinning), and the prefix has no trailing dot.
 fn is_namespace_labels_key(key: &SelectorKey) -> bool {
-    key.key.starts_with(&format!("{NAMESPACE_LABELS_PREFIX}."))
+    (key.source == SOURCE_K8S || key.source == SOURCE_ANY)
+        && key.key.starts_with(NAMESPACE_LABELS_PREFIX)
 }
 
 fn is_cluster_key(key: &SelectorKey) -> bool {
@@ -785,7 +801,7 @@ impl Ctx<'_> {
             let l7 = l7_of(port_rule);
             for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
                 let r = format!("{route}.toPorts[{i}].ports[{j}]");
-                if let Some(spec) = self.port_spec(input, &r, pp, l7.clone()) {
+                if let Some(spec) = self.port_spec(input, &r, pp, l7.clone(), false) {
                     specs.push(spec);
                 }
             }
@@ -805,7 +821,7 @@ impl Ctx<'_> {
         for (i, port_rule) in to_ports.iter().flat_map(|l| l.iter()).enumerate() {
             for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
                 let r = format!("{route}.toPorts[{i}].ports[{j}]");
-                if let Some(spec) = self.port_spec(input, &r, pp, L7::none()) {
+                if let Some(spec) = self.port_spec(input, &r, pp, L7::none(), true) {
                     specs.push(spec);
                 }
             }
@@ -829,6 +845,29 @@ impl Ctx<'_> {
                     IntOrString::String(s) => s.clone(),
                 };
                 match icmp_type(&text, ipv6) {
+                    Some(0) => {
+                        let r = format!("{route}.icmps[{i}].fields[{j}].type");
+                        let index = self.diag(
+                            input,
+                            codes::CILIUM_QUIRK,
+                            Severity::Warning,
+                            &r,
+                            format!(
+                                "ICMP type 0 ({}) becomes port \"0\" in Cilium 1.19, which means every {} type; porin mirrors this",
+                                if ipv6 { "0" } else { "EchoReply" },
+                                if ipv6 { "ICMPv6" } else { "ICMP" }
+                            ),
+                        );
+                        if let Some(d) = self.out.diagnostics.get_mut(index) {
+                            d.notes.push("pkg/policy/api/icmp.go ICMPField.PortProtocol; cilium/cilium#41304, fixed after 1.19 by PR #44338".to_owned());
+                        }
+                        specs.push(PortSpec {
+                            port: PortRef::Number(0),
+                            end_port: 0,
+                            proto: if ipv6 { proto::ICMPV6 } else { proto::ICMP },
+                            l7: L7::none(),
+                        });
+                    }
                     Some(code) => specs.push(PortSpec {
                         port: PortRef::Number(u16::from(code)),
                         end_port: 0,
@@ -856,6 +895,7 @@ impl Ctx<'_> {
         route: &str,
         pp: &PortProtocol,
         l7: L7,
+        deny: bool,
     ) -> Option<PortSpec> {
         let proto = match pp.protocol {
             None | Some(L4Proto::Any) => proto::ANY,
@@ -882,10 +922,34 @@ impl Ctx<'_> {
         } else {
             PortRef::Named(text.to_ascii_lowercase())
         };
-        let end_port = pp
+        let mut end_port = pp
             .end_port
             .map(|e| u16::try_from(e.clamp(0, 65_535)).unwrap_or(u16::MAX))
             .unwrap_or(0);
+        if port == PortRef::Number(0) && end_port != 0 && end_port != u16::MAX {
+            // policymap.go NewKeyFromPolicyKey adds port prefix bits only
+            // when DestPort != 0, so the masked port 0/n of such a range is
+            // an all-ports key in the datapath. Failing closed means the
+            // narrow range for an allow, but every port for a deny (keeping
+            // the range would allow what Cilium denies).
+            let consequence = if deny {
+                "porin denies every port of the protocol, like Cilium's datapath"
+            } else {
+                "porin keeps the range (fail closed)"
+            };
+            self.diag(
+                input,
+                codes::PORT_ZERO_RANGE,
+                Severity::Warning,
+                route,
+                format!(
+                    "port \"0\" with endPort {end_port}: Cilium writes this as an all-ports key in the datapath (semantics.md §4.5); {consequence}"
+                ),
+            );
+            if deny {
+                end_port = 0;
+            }
+        }
         Some(PortSpec {
             port,
             end_port,
@@ -914,17 +978,26 @@ impl Ctx<'_> {
             return;
         };
         let mut subject = convert_selector(endpoint_selector);
+        // matchesPodInit: `HasKey("reserved.init")`, the exact key with any
+        // operator; `any.init` does not count.
+        let subject_selects_init =
+            subject.has_key(|k| k.source == SOURCE_RESERVED && k.key == "init");
         if let Some(ns) = namespace {
-            // ParseToCiliumRule: the policy namespace always wins.
-            let kept: Vec<Requirement> = subject
-                .requirements()
-                .filter(|r| !is_pod_namespace_key(&r.key))
-                .cloned()
-                .collect();
-            subject = Selector::from_requirements(kept);
+            // ParseToCiliumRule: `AddMatch(k8s.io.kubernetes.pod.namespace, ns)`
+            // replaces only the matchLabels entry with exactly that extended
+            // key. An `any.` namespace key or a matchExpression on the
+            // namespace stays and is ANDed (then the subject may select
+            // nothing).
+            let mut user = endpoint_selector.clone();
+            if let Some(labels) = user.match_labels.as_mut() {
+                labels.retain(|key, _| {
+                    let key = SelectorKey::extend(key);
+                    !(key.source == SOURCE_K8S && key.key == POD_NAMESPACE_LABEL)
+                });
+            }
+            subject = convert_selector(&user);
             subject.push(namespace_pin(ns));
         }
-        let subject_selects_init = subject.has_key(|k| k.is(&[SOURCE_RESERVED], "init"));
         let default_deny = rule.enable_default_deny.as_ref();
         let ingress_dd = default_deny.and_then(|d| d.ingress).unwrap_or(true);
         let egress_dd = default_deny.and_then(|d| d.egress).unwrap_or(true);
@@ -939,6 +1012,7 @@ impl Ctx<'_> {
                     section: Section,
                     index: usize,
                     peers: Peers<'_>,
+                    l4_present: bool,
                     ports: &dyn Fn(&mut Self, &str) -> Vec<PortSpec>,
                     auth: Option<AuthMode>,
                     dd: bool| {
@@ -953,7 +1027,7 @@ impl Ctx<'_> {
                 deny: section.deny,
                 direction: section.direction,
             };
-            let peers = ctx.peers(&item, &peers, !ports.is_empty());
+            let peers = ctx.peers(&item, &peers, l4_present);
             ctx.out.rules.push(PolicyRule {
                 origin,
                 subject: subject.clone(),
@@ -961,6 +1035,7 @@ impl Ctx<'_> {
                 deny: section.deny,
                 default_deny: dd,
                 peers,
+                l3_only: !l4_present,
                 ports,
                 auth,
                 cookie,
@@ -974,6 +1049,7 @@ impl Ctx<'_> {
                 INGRESS,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 auth_of(item.authentication.as_ref().map(|a| a.mode)),
                 ingress_dd,
@@ -986,6 +1062,7 @@ impl Ctx<'_> {
                 INGRESS_DENY,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 None,
                 ingress_dd,
@@ -998,6 +1075,7 @@ impl Ctx<'_> {
                 EGRESS,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 auth_of(item.authentication.as_ref().map(|a| a.mode)),
                 egress_dd,
@@ -1010,6 +1088,7 @@ impl Ctx<'_> {
                 EGRESS_DENY,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 None,
                 egress_dd,
@@ -1026,7 +1105,7 @@ impl Ctx<'_> {
         let spec = knp.spec.clone().unwrap_or_default();
         let mut subject = Selector::wildcard();
         if let Some(pod_selector) = &spec.pod_selector {
-            k8s_selector(pod_selector, "", &mut subject);
+            k8s_selector(&without_namespace_match(pod_selector), "", &mut subject);
         }
         subject.push(namespace_pin(&namespace));
         let policy_types = spec.policy_types.clone().unwrap_or_default();
@@ -1086,6 +1165,7 @@ impl Ctx<'_> {
                         deny: false,
                         default_deny: true,
                         peers: Some(selectors),
+                        l3_only: ports.is_none_or(|p| p.is_empty()),
                         ports: port_specs.clone(),
                         auth: None,
                         cookie: 0,
@@ -1105,6 +1185,7 @@ impl Ctx<'_> {
                 deny: false,
                 default_deny: true,
                 peers: None,
+                l3_only: true,
                 ports: Vec::new(),
                 auth: None,
                 cookie: 0,
@@ -1215,7 +1296,7 @@ impl Ctx<'_> {
                 selectors.push(sel);
             } else if let Some(p) = &pod {
                 let mut sel = Selector::wildcard();
-                k8s_selector(p, "", &mut sel);
+                k8s_selector(&without_namespace_match(p), "", &mut sel);
                 sel.push(namespace_pin(namespace));
                 if peer.pod_selector.is_none() && peer.ip_block.is_some() {
                     self.diag(
@@ -1254,6 +1335,14 @@ impl Ctx<'_> {
         }
         selectors
     }
+}
+
+/// Whether a rule item has an L4 part (`toPorts` or `icmps` non-empty, as
+/// `len(ToPorts) > 0 || len(ICMPs) > 0` in `pkg/policy/rule.go`). An item
+/// whose ports all fail to parse is still an L4 rule: it allows nothing
+/// rather than everything.
+fn has_l4<P, I>(to_ports: Option<&Vec<P>>, icmps: Option<&Vec<I>>) -> bool {
+    to_ports.is_some_and(|l| !l.is_empty()) || icmps.is_some_and(|l| !l.is_empty())
 }
 
 fn auth_of(mode: Option<AuthenticationMode>) -> Option<AuthMode> {

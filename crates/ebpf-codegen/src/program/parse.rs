@@ -291,8 +291,11 @@ impl Gen<'_> {
                     let not_ndp = self.a.new_label();
                     let pass = self.verdict(Verdict::PassedIpv6Ndp);
                     let a = &mut self.a;
-                    a.jmp_imm(Cond::Lt, Reg::R1, 133, not_ndp);
-                    a.jmp_imm(Cond::Gt, Reg::R1, 137, not_ndp);
+                    // Neighbour solicitation/advertisement only, as Cilium's
+                    // `is_icmp6_ndp` (bpf/lib/icmp6.h); RS, RA and redirects go
+                    // through policy.
+                    a.jmp_imm(Cond::Lt, Reg::R1, 135, not_ndp);
+                    a.jmp_imm(Cond::Gt, Reg::R1, 136, not_ndp);
                     a.load(Size::U8, Reg::R2, Reg::R10, frame::HOP_LIMIT);
                     a.jmp_imm(Cond::Eq, Reg::R2, 255, pass);
                     a.bind(not_ndp);

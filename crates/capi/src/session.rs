@@ -1,0 +1,542 @@
+//! `porin_session`: policies and inventory, edited and compiled by an agent.
+
+use std::ffi::c_char;
+use std::net::IpAddr;
+use std::path::Path;
+
+use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::session::{IncrementalCompiler, IncrementalStats, pin_identities};
+use porin_model::limits::LoadLimits;
+use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
+
+use crate::compilation::{Compilation, porin_compilation};
+use crate::diagnostics::{Diagnostics, porin_diagnostics};
+use crate::ffi::{
+    array, boundary, boundary_value, bytes, free_handle, handle_mut, handle_ref, into_handle,
+    out_ptr, string, write_out,
+};
+use crate::result::porin_result;
+
+/// A string argument: `len` bytes of UTF-8 at `ptr` (no terminator
+/// needed). `ptr` may be NULL only when `len` is 0.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]
+pub struct porin_str {
+    /// First byte.
+    pub ptr: *const c_char,
+    /// Length in bytes.
+    pub len: usize,
+}
+
+/// One label `key=value` of an endpoint. The key may carry a source prefix
+/// (`k8s:app`); without one, endpoints with a namespace get `k8s`, others
+/// `unspec` (as in inventory files).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]
+pub struct porin_label {
+    /// The key.
+    pub key: porin_str,
+    /// The value (may be empty).
+    pub value: porin_str,
+}
+
+/// A session: policy documents, an inventory, and the cache of the last
+/// compilation. Opaque.
+///
+/// Ownership: created by `porin_session_new`, freed by `porin_session_free`.
+/// Threading: a session is mutable; call it from one thread at a time (it
+/// may move between threads). Compilations it returns are independent of
+/// it and may outlive it.
+#[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]
+pub struct porin_session {
+    _private: [u8; 0],
+}
+
+/// The Rust side of a session.
+pub(crate) struct Session {
+    policies: LoadOutcome,
+    inventory: Inventory,
+    compiler: IncrementalCompiler,
+    stats: IncrementalStats,
+    last_error: String,
+}
+
+fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin_result> {
+    handle_mut(session.cast::<Session>())
+}
+
+fn session_ref<'a>(session: *const porin_session) -> Result<&'a Session, porin_result> {
+    handle_ref(session.cast::<Session>())
+}
+
+/// Runs a session call; on failure the message is kept for
+/// `porin_session_last_error`.
+fn with_session(
+    session: *mut porin_session,
+    body: impl FnOnce(&mut Session) -> Result<(), (porin_result, String)>,
+) -> porin_result {
+    boundary(|| {
+        let state = session_mut(session)?;
+        match body(state) {
+            Ok(()) => {
+                state.last_error.clear();
+                Ok(())
+            }
+            Err((code, message)) => {
+                state.last_error = message;
+                Err(code)
+            }
+        }
+    })
+}
+
+fn plain(code: porin_result) -> (porin_result, String) {
+    (code, code.message().to_owned())
+}
+
+fn merge(into: &mut LoadOutcome, other: LoadOutcome) {
+    into.omitted += other.omitted;
+    into.documents.extend(other.documents);
+    into.diagnostics.extend(other.diagnostics);
+    into.sources.extend(other.sources);
+    into.trees.extend(other.trees);
+}
+
+fn load_error(error: &LoadError) -> (porin_result, String) {
+    match error {
+        LoadError::Io { .. } => (porin_result::Io, error.to_string()),
+        _ => (porin_result::PolicyTooLarge, error.to_string()),
+    }
+}
+
+/// A path argument; `-` (standard input for the CLI) is refused.
+fn path_arg<'a>(path: *const c_char, len: usize) -> Result<&'a Path, (porin_result, String)> {
+    let text = string(path, len).map_err(plain)?;
+    if text.is_empty() || text == "-" || text.contains('\0') {
+        return Err((
+            porin_result::InvalidParameter,
+            format!("invalid path `{text}`"),
+        ));
+    }
+    Ok(Path::new(text))
+}
+
+/// Creates an empty session (no policies, empty inventory of cluster
+/// `default`) and writes it to `*out`.
+///
+/// Ownership: the caller owns `*out` and frees it with `porin_session_free`.
+/// Returns OK, NULL_PARAMETER (`out` NULL), PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_result {
+    boundary(|| {
+        out_ptr(out)?;
+        let session = Session {
+            policies: LoadOutcome::default(),
+            inventory: Inventory::new(),
+            compiler: IncrementalCompiler::new(),
+            stats: IncrementalStats::default(),
+            last_error: String::new(),
+        };
+        write_out(out, into_handle(session).cast::<porin_session>());
+        Ok(())
+    })
+}
+
+/// Frees a session. NULL is a no-op; a handle freed before is ignored
+/// (detected through porin's registry of live handles).
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_free(session: *mut porin_session) {
+    boundary_value((), || free_handle(session.cast::<Session>()));
+}
+
+/// Adds policy documents from memory (YAML or JSON, one or more documents).
+///
+/// - `name`, `name_len`: display name used in diagnostics (UTF-8).
+/// - `data`, `len`: the text (UTF-8); copied, the caller keeps ownership.
+///
+/// Findings (including errors) are reported by `porin_session_compile`.
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_add_policy_bytes(
+    session: *mut porin_session,
+    name: *const c_char,
+    name_len: usize,
+    data: *const u8,
+    len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let name = string(name, name_len).map_err(plain)?;
+        let raw = bytes(data, len).map_err(plain)?;
+        let text = std::str::from_utf8(raw)
+            .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
+        merge(
+            &mut state.policies,
+            load_str(name, text, &LoadLimits::default()),
+        );
+        Ok(())
+    })
+}
+
+/// Removes every policy document added so far (the inventory stays), so
+/// that a changed policy set can be added and compiled; the next compile
+/// then recomputes every map state. Returns OK, NULL_PARAMETER,
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_clear_policies(session: *mut porin_session) -> porin_result {
+    with_session(session, |state| {
+        state.policies = LoadOutcome::default();
+        Ok(())
+    })
+}
+
+/// Adds policy documents from a file or a directory (read recursively:
+/// `.yaml`, `.yml`, `.json`), read now.
+///
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER (empty path
+/// or `-`), IO, POLICY_TOO_LARGE, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_add_policy_path(
+    session: *mut porin_session,
+    path: *const c_char,
+    path_len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let path = path_arg(path, path_len)?;
+        let outcome = load_path(path, &LoadLimits::default()).map_err(|e| load_error(&e))?;
+        merge(&mut state.policies, outcome);
+        Ok(())
+    })
+}
+
+/// Adds inventory content from memory: porin inventory YAML, Kubernetes
+/// manifests, or a `cilium-dbg identity/endpoint list -o json` dump.
+///
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVENTORY_INVALID (message in
+/// `porin_session_last_error`; the session is unchanged), INVALID_HANDLE,
+/// PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_add_inventory_bytes(
+    session: *mut porin_session,
+    name: *const c_char,
+    name_len: usize,
+    data: *const u8,
+    len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let name = string(name, name_len).map_err(plain)?;
+        let raw = bytes(data, len).map_err(plain)?;
+        let text = std::str::from_utf8(raw)
+            .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
+        let mut next = state.inventory.clone();
+        next.add_text(name, text)
+            .map_err(|e| (porin_result::InventoryInvalid, e.to_string()))?;
+        state.inventory = next;
+        Ok(())
+    })
+}
+
+/// Adds inventory content from a file or a directory (read now).
+///
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER, IO,
+/// INVENTORY_INVALID, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_add_inventory_path(
+    session: *mut porin_session,
+    path: *const c_char,
+    path_len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let path = path_arg(path, path_len)?;
+        if let Err(e) = std::fs::metadata(path) {
+            return Err((porin_result::Io, format!("{}: {e}", path.display())));
+        }
+        let loaded = Inventory::load(path).map_err(|e| match e {
+            porin_compiler::error::InventoryError::Read { .. } => (porin_result::Io, e.to_string()),
+            _ => (porin_result::InventoryInvalid, e.to_string()),
+        })?;
+        let inventory = &mut state.inventory;
+        if loaded.cluster != porin_compiler::inventory::DEFAULT_CLUSTER {
+            inventory.cluster = loaded.cluster;
+        }
+        inventory.namespaces.extend(loaded.namespaces);
+        inventory.endpoints.extend(loaded.endpoints);
+        inventory.fqdns.extend(loaded.fqdns);
+        inventory.services.extend(loaded.services);
+        Ok(())
+    })
+}
+
+fn optional_namespace(
+    namespace: *const c_char,
+    namespace_len: usize,
+) -> Result<Option<String>, (porin_result, String)> {
+    let text = string(namespace, namespace_len).map_err(plain)?;
+    Ok((!text.is_empty()).then(|| text.to_owned()))
+}
+
+fn labels_arg(
+    labels: *const porin_label,
+    count: usize,
+) -> Result<std::collections::BTreeMap<String, String>, (porin_result, String)> {
+    let mut out = std::collections::BTreeMap::new();
+    for label in array(labels, count).map_err(plain)? {
+        let key = string(label.key.ptr, label.key.len).map_err(plain)?;
+        let value = string(label.value.ptr, label.value.len).map_err(plain)?;
+        if key.is_empty() {
+            return Err((porin_result::InvalidParameter, "empty label key".to_owned()));
+        }
+        out.insert(key.to_owned(), value.to_owned());
+    }
+    Ok(out)
+}
+
+fn find(inventory: &Inventory, namespace: &Option<String>, name: &str) -> Option<usize> {
+    inventory
+        .endpoints
+        .iter()
+        .position(|e| &e.namespace == namespace && e.name == name)
+}
+
+/// Adds one endpoint.
+///
+/// - `namespace`, `namespace_len`: Kubernetes namespace; length 0 for an
+///   endpoint outside Kubernetes (then `namespace` may be NULL).
+/// - `name`, `name_len`: non-empty, unique within the namespace.
+/// - `labels`, `label_count`: the workload's labels (copied).
+/// - `ips`, `ip_count`: its addresses as text (`10.0.0.5`, `fd00::5`);
+///   none: porin assigns deterministic ones at the next compile.
+///
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER (empty name
+/// or key, bad address), ALREADY_EXISTS, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "C API: every buffer has its length"
+)]
+pub extern "C" fn porin_session_endpoint_add(
+    session: *mut porin_session,
+    namespace: *const c_char,
+    namespace_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    labels: *const porin_label,
+    label_count: usize,
+    ips: *const porin_str,
+    ip_count: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let namespace = optional_namespace(namespace, namespace_len)?;
+        let name = string(name, name_len).map_err(plain)?;
+        if name.is_empty() || name.contains('/') {
+            return Err((
+                porin_result::InvalidParameter,
+                format!("invalid endpoint name `{name}`"),
+            ));
+        }
+        let labels = labels_arg(labels, label_count)?;
+        let mut addresses: Vec<IpAddr> = Vec::new();
+        for ip in array(ips, ip_count).map_err(plain)? {
+            let text = string(ip.ptr, ip.len).map_err(plain)?;
+            let address = text.trim().parse::<IpAddr>().map_err(|_| {
+                (
+                    porin_result::InvalidParameter,
+                    format!("`{text}` is not an IP address"),
+                )
+            })?;
+            addresses.push(address);
+        }
+        if find(&state.inventory, &namespace, name).is_some() {
+            return Err((
+                porin_result::AlreadyExists,
+                format!("endpoint `{name}` already exists"),
+            ));
+        }
+        state.inventory.endpoints.push(Endpoint {
+            name: name.to_owned(),
+            namespace,
+            labels,
+            ips: addresses,
+            service_account: None,
+            ports: Vec::new(),
+            identity: None,
+            identity_labels: None,
+            location: SourceLocation {
+                file: "<porin_session_endpoint_add>".to_owned(),
+                line: 0,
+            },
+        });
+        Ok(())
+    })
+}
+
+/// Removes one endpoint (its identity disappears when no other endpoint
+/// has its labels). Returns OK, NOT_FOUND, NULL_PARAMETER, INVALID_UTF8,
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_endpoint_remove(
+    session: *mut porin_session,
+    namespace: *const c_char,
+    namespace_len: usize,
+    name: *const c_char,
+    name_len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let namespace = optional_namespace(namespace, namespace_len)?;
+        let name = string(name, name_len).map_err(plain)?;
+        let index = find(&state.inventory, &namespace, name)
+            .ok_or_else(|| (porin_result::NotFound, format!("no endpoint `{name}`")))?;
+        state.inventory.endpoints.remove(index);
+        Ok(())
+    })
+}
+
+/// Replaces the labels of one endpoint (its identity is recomputed at the
+/// next compile; a given identity number or label set from a cluster dump
+/// is dropped). Returns OK, NOT_FOUND, NULL_PARAMETER, INVALID_UTF8,
+/// INVALID_PARAMETER, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_endpoint_set_labels(
+    session: *mut porin_session,
+    namespace: *const c_char,
+    namespace_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    labels: *const porin_label,
+    label_count: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        let namespace = optional_namespace(namespace, namespace_len)?;
+        let name = string(name, name_len).map_err(plain)?;
+        let labels = labels_arg(labels, label_count)?;
+        let index = find(&state.inventory, &namespace, name)
+            .ok_or_else(|| (porin_result::NotFound, format!("no endpoint `{name}`")))?;
+        if let Some(endpoint) = state.inventory.endpoints.get_mut(index) {
+            endpoint.labels = labels;
+            endpoint.identity = None;
+            endpoint.identity_labels = None;
+        }
+        Ok(())
+    })
+}
+
+/// Compiles the session's policies against its inventory.
+///
+/// Incremental: identity numbers of the previous compile are kept for
+/// endpoints whose labels did not change (as Cilium's allocator does), and
+/// an endpoint's policy-map state is reused when its identity, its resolved
+/// L4 policy, its named ports and the selections of every selector it
+/// references are unchanged (`porin_session_compile_stats` says how many).
+/// Lowering, identity allocation, the ipcache and diagnostics are
+/// recomputed every time.
+///
+/// - `*out`: the compilation, written only on OK; free with
+///   `porin_compilation_free`. It does not borrow the session.
+/// - `out_diagnostics`: may be NULL. Otherwise `*out_diagnostics` receives
+///   the findings (free with `porin_diagnostics_free`) when the result is
+///   OK or POLICY_INVALID: that is the one output written on failure,
+///   since it explains the failure.
+///
+/// Returns OK, POLICY_INVALID (a document has an error), INVENTORY_INVALID,
+/// COMPILE_FAILED, EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
+/// PANIC. Messages of failures: `porin_session_last_error`.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_compile(
+    session: *mut porin_session,
+    out: *mut *mut porin_compilation,
+    out_diagnostics: *mut *mut porin_diagnostics,
+) -> porin_result {
+    with_session(session, |state| {
+        out_ptr(out).map_err(plain)?;
+        if !out_diagnostics.is_null() {
+            out_ptr(out_diagnostics).map_err(plain)?;
+        }
+        let give_diagnostics = |diagnostics: Diagnostics| {
+            if !out_diagnostics.is_null() {
+                write_out(
+                    out_diagnostics,
+                    into_handle(diagnostics).cast::<porin_diagnostics>(),
+                );
+            }
+        };
+        if state.policies.has_errors() {
+            give_diagnostics(Diagnostics::new(
+                state.policies.diagnostics.clone(),
+                &state.policies.sources,
+            ));
+            let count = state
+                .policies
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .count();
+            return Err((
+                porin_result::PolicyInvalid,
+                format!("{count} error(s) in the policy documents"),
+            ));
+        }
+        let mut inventory = state.inventory.clone();
+        inventory
+            .finish()
+            .map_err(|e| (porin_result::InventoryInvalid, e.to_string()))?;
+        let inputs = PolicyInput::from_outcome(&state.policies);
+        let (compiled, stats) = state
+            .compiler
+            .compile(&inputs, &inventory)
+            .map_err(|e| (porin_result::CompileFailed, e.to_string()))?;
+        let mut findings = state.policies.diagnostics.clone();
+        findings.extend(compiled.diagnostics.iter().cloned());
+        for endpoint in &compiled.endpoints {
+            findings.extend(endpoint.diagnostics.iter().cloned());
+        }
+        let compilation =
+            Compilation::new(compiled).map_err(|e| (porin_result::EmitFailed, e.to_string()))?;
+        // Success: keep the assigned addresses and identity numbers.
+        pin_identities(&mut inventory, &compilation.compiled);
+        state.inventory = inventory;
+        state.stats = stats;
+        give_diagnostics(Diagnostics::new(findings, &state.policies.sources));
+        write_out(out, into_handle(compilation).cast::<porin_compilation>());
+        Ok(())
+    })
+}
+
+/// What the last successful compile reused: `*out_reused` map states taken
+/// from the cache, `*out_computed` distilled again. Returns OK,
+/// NULL_PARAMETER, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_compile_stats(
+    session: *const porin_session,
+    out_reused: *mut usize,
+    out_computed: *mut usize,
+) -> porin_result {
+    boundary(|| {
+        let state = session_ref(session)?;
+        out_ptr(out_reused)?;
+        out_ptr(out_computed)?;
+        write_out(out_reused, state.stats.map_states_reused);
+        write_out(out_computed, state.stats.map_states_computed);
+        Ok(())
+    })
+}
+
+/// The message of the session's last failed call (empty after a success),
+/// borrowed: valid until the next call on this session. Not
+/// NUL-terminated. Returns OK, NULL_PARAMETER, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_last_error(
+    session: *const porin_session,
+    out: *mut *const c_char,
+    out_len: *mut usize,
+) -> porin_result {
+    boundary(|| {
+        let state = session_ref(session)?;
+        out_ptr(out)?;
+        out_ptr(out_len)?;
+        write_out(out, state.last_error.as_ptr().cast::<c_char>());
+        write_out(out_len, state.last_error.len());
+        Ok(())
+    })
+}

@@ -1,0 +1,41 @@
+/* Second translation unit: includes the header twice and checks every
+ * macro's value and the version string. */
+#include "porin.h"
+#include "porin.h"
+#include "suite.h"
+
+int second_tu_checks(void) {
+    int before = suite_failures;
+    char expected[64];
+    snprintf(expected, sizeof expected, "%d.%d.%d", PORIN_VERSION_MAJOR, PORIN_VERSION_MINOR,
+             PORIN_VERSION_PATCH);
+    CHECK(strcmp(expected, PORIN_VERSION) == 0);
+    CHECK(strcmp(porin_version(), PORIN_VERSION) == 0);
+    CHECK(PORIN_POLICY_KEY_SIZE == 12);
+    CHECK(PORIN_POLICY_VALUE_SIZE == 12);
+    CHECK(PORIN_IPCACHE4_KEY_SIZE == 8);
+    CHECK(PORIN_IPCACHE6_KEY_SIZE == 20);
+    CHECK(PORIN_IPCACHE_VALUE_SIZE == 8);
+    CHECK(PORIN_RESULT_MESSAGE_MAX == 128);
+    CHECK(PORIN_RESULT_OK == 0);
+    CHECK(PORIN_RESULT_NULL_PARAMETER == 1);
+    CHECK(PORIN_RESULT_INVALID_PARAMETER == 2);
+    CHECK(PORIN_RESULT_INVALID_UTF8 == 3);
+    CHECK(PORIN_RESULT_BUFFER_TOO_SMALL == 4);
+    CHECK(PORIN_RESULT_NOT_FOUND == 5);
+    CHECK(PORIN_RESULT_INVALID_HANDLE == 6);
+    CHECK(PORIN_RESULT_IO == 7);
+    CHECK(PORIN_RESULT_PANIC == 8);
+    CHECK(PORIN_RESULT_ALREADY_EXISTS == 9);
+    CHECK(PORIN_RESULT_POLICY_INVALID == 100);
+    CHECK(PORIN_RESULT_POLICY_TOO_LARGE == 101);
+    CHECK(PORIN_RESULT_INVENTORY_INVALID == 200);
+    CHECK(PORIN_RESULT_COMPILE_FAILED == 201);
+    CHECK(PORIN_RESULT_UNKNOWN_PEER == 202);
+    CHECK(PORIN_RESULT_EMIT_FAILED == 300);
+    CHECK(PORIN_VERDICT_ALLOW == 0 && PORIN_VERDICT_DENY == 1 && PORIN_VERDICT_REDIRECT == 2);
+    CHECK(PORIN_CHANGE_KIND_ADD == 0 && PORIN_CHANGE_KIND_CHANGE == 1 &&
+          PORIN_CHANGE_KIND_DELETE == 2);
+    CHECK(PORIN_SEVERITY_ERROR == 0 && PORIN_SEVERITY_WARNING == 1 && PORIN_SEVERITY_INFO == 2);
+    return suite_failures - before;
+}

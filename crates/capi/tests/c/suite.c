@@ -1,0 +1,498 @@
+/* The C test suite of porin's C API: every function, every misuse.
+ * Built with -std=c11 -Wall -Wextra -Werror -pedantic and run under
+ * valgrind by crates/capi/tests/c_suite.rs. argv[1]: a directory of
+ * policy files (the repository's fixtures/examples). Exit 0 = pass. */
+#include <stdint.h>
+
+#include "suite.h"
+
+int suite_failures = 0;
+
+static const char POLICY[] =
+    "apiVersion: cilium.io/v2\n"
+    "kind: CiliumNetworkPolicy\n"
+    "metadata: {name: payment, namespace: prod}\n"
+    "spec:\n"
+    "  endpointSelector: {matchLabels: {app: payment}}\n"
+    "  ingress:\n"
+    "    - fromEndpoints: [{matchLabels: {tier: web}}]\n"
+    "      toPorts: [{ports: [{port: \"8080\", protocol: TCP}]}]\n";
+
+/* The same policy, narrowed: port 8080 becomes 9090. */
+static const char POLICY_V2[] =
+    "apiVersion: cilium.io/v2\n"
+    "kind: CiliumNetworkPolicy\n"
+    "metadata: {name: payment, namespace: prod}\n"
+    "spec:\n"
+    "  endpointSelector: {matchLabels: {app: payment}}\n"
+    "  ingress:\n"
+    "    - fromEndpoints: [{matchLabels: {tier: web}}]\n"
+    "      toPorts: [{ports: [{port: \"9090\", protocol: TCP}]}]\n";
+
+/* Fails to compile: an unknown field (PM003) in line 5. */
+static const char BAD_POLICY[] =
+    "apiVersion: cilium.io/v2\n"
+    "kind: CiliumNetworkPolicy\n"
+    "metadata: {name: bad, namespace: prod}\n"
+    "spec:\n"
+    "  endpointSelectr: {matchLabels: {app: payment}}\n"
+    "  ingress:\n"
+    "    - fromEndpoints: [{matchLabels: {tier: web}}]\n";
+
+static const char INVENTORY[] =
+    "kind: Inventory\n"
+    "endpoints:\n"
+    "  - {name: frontend, namespace: prod, labels: {app: frontend, tier: web}, ips: [10.0.1.10]}\n"
+    "  - {name: payment, namespace: prod, labels: {app: payment}, ips: [10.0.1.20, fd00::20]}\n";
+
+static const char INVALID_UTF8[] = "ab\xff\xfe";
+
+static void check_result_messages(void) {
+    char buf[PORIN_RESULT_MESSAGE_MAX];
+    size_t n = 12345;
+    const uint32_t codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 101, 200, 201, 202, 300};
+    size_t i;
+    for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
+        n = 0;
+        CHECK_RESULT(porin_result_message(codes[i], buf, sizeof buf, &n), PORIN_RESULT_OK);
+        CHECK(n > 0 && n == strlen(buf));
+    }
+    n = 777;
+    CHECK_RESULT(porin_result_message(77, buf, sizeof buf, &n), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK(n == 777); /* outputs only on success */
+    CHECK_RESULT(porin_result_message(0, NULL, sizeof buf, &n), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_result_message(0, buf, sizeof buf, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_result_message(0, buf, 3, &n), PORIN_RESULT_BUFFER_TOO_SMALL);
+    CHECK(n == 777);
+    CHECK_RESULT(porin_result_message(0, buf, 0, &n), PORIN_RESULT_BUFFER_TOO_SMALL);
+}
+
+static porin_session *new_session(void) {
+    porin_session *session = NULL;
+    CHECK_RESULT(porin_session_new(&session), PORIN_RESULT_OK);
+    CHECK(session != NULL);
+    return session;
+}
+
+static void check_session_misuse(const char *fixtures) {
+    porin_session *session = new_session();
+    const char *error = NULL;
+    size_t error_len = 0;
+    porin_label label = {{S("app")}, {S("x")}};
+    porin_label bad_label = {{INVALID_UTF8, sizeof INVALID_UTF8 - 1}, {S("x")}};
+    porin_label empty_key = {{NULL, 0}, {S("x")}};
+    porin_str ip = {S("10.9.9.9")};
+    porin_str bad_ip = {S("10.9.9.999")};
+
+    CHECK_RESULT(porin_session_new(NULL), PORIN_RESULT_NULL_PARAMETER);
+    /* NULL handles and NULL buffers with a length. */
+    CHECK_RESULT(porin_session_add_policy_bytes(NULL, S("p"), (const uint8_t *)POLICY, 3),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("p"), NULL, 3),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, NULL, 1, (const uint8_t *)POLICY, 3),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_last_error(session, &error, &error_len), PORIN_RESULT_OK);
+    CHECK(error_len > 0);
+    CHECK_RESULT(porin_session_last_error(session, NULL, &error_len),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_last_error(NULL, &error, &error_len),
+                 PORIN_RESULT_NULL_PARAMETER);
+    /* Invalid UTF-8 in data and in names. */
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("p"), (const uint8_t *)INVALID_UTF8,
+                                                sizeof INVALID_UTF8 - 1),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, INVALID_UTF8, sizeof INVALID_UTF8 - 1,
+                                                (const uint8_t *)POLICY, sizeof POLICY - 1),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("i"), (const uint8_t *)INVALID_UTF8,
+                                                   sizeof INVALID_UTF8 - 1),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_session_add_inventory_bytes(NULL, S("i"), (const uint8_t *)INVENTORY, 1),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("i"), (const uint8_t *)S("{[")),
+                 PORIN_RESULT_INVENTORY_INVALID);
+    CHECK_RESULT(porin_session_last_error(session, &error, &error_len), PORIN_RESULT_OK);
+    CHECK(error_len > 0);
+    /* Paths: missing, stdin, empty, invalid UTF-8, a real directory. */
+    CHECK_RESULT(porin_session_add_policy_path(session, S("/nonexistent/porin")), PORIN_RESULT_IO);
+    CHECK_RESULT(porin_session_add_policy_path(session, S("-")), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_add_policy_path(session, "", 0), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_add_policy_path(session, NULL, 4), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_add_policy_path(NULL, S("/")), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_add_policy_path(session, INVALID_UTF8, sizeof INVALID_UTF8 - 1),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_session_add_policy_path(session, fixtures, strlen(fixtures)),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_inventory_path(session, S("/nonexistent/porin")),
+                 PORIN_RESULT_IO);
+    CHECK_RESULT(porin_session_add_inventory_path(session, S("-")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_add_inventory_path(NULL, S("/")), PORIN_RESULT_NULL_PARAMETER);
+    /* Endpoints. */
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("a"), &label, 1, &ip, 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("a"), &label, 1, NULL, 0),
+                 PORIN_RESULT_ALREADY_EXISTS);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("b"), &label, 1, &bad_ip, 1),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), "", 0, &label, 1, NULL, 0),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("c"), NULL, 2, NULL, 0),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("c"), &label, 1, NULL, 1),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("c"), &bad_label, 1, NULL, 0),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_session_endpoint_add(session, S("ns"), S("c"), &empty_key, 1, NULL, 0),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_add(NULL, S("ns"), S("c"), NULL, 0, NULL, 0),
+                 PORIN_RESULT_NULL_PARAMETER);
+    /* No namespace: an endpoint outside Kubernetes. */
+    CHECK_RESULT(porin_session_endpoint_add(session, NULL, 0, S("vm1"), &label, 1, NULL, 0),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_endpoint_set_labels(session, S("ns"), S("zzz"), &label, 1),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_session_endpoint_set_labels(session, S("ns"), S("a"), NULL, 1),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_set_labels(NULL, S("ns"), S("a"), NULL, 0),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_remove(session, S("ns"), S("zzz")), PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_session_endpoint_remove(session, NULL, 0, S("vm1")), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_endpoint_remove(NULL, NULL, 0, S("vm1")),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_remove(session, S("ns"), INVALID_UTF8, 3),
+                 PORIN_RESULT_INVALID_UTF8);
+    /* Compile with NULL outputs. */
+    CHECK_RESULT(porin_session_compile(session, NULL, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_compile(NULL, NULL, NULL), PORIN_RESULT_NULL_PARAMETER);
+    {
+        size_t reused = 99, computed = 99;
+        CHECK_RESULT(porin_session_compile_stats(session, NULL, &computed),
+                     PORIN_RESULT_NULL_PARAMETER);
+        CHECK_RESULT(porin_session_compile_stats(NULL, &reused, &computed),
+                     PORIN_RESULT_NULL_PARAMETER);
+        CHECK_RESULT(porin_session_compile_stats(session, &reused, &computed), PORIN_RESULT_OK);
+        CHECK(reused == 0 && computed == 0);
+    }
+    /* The fixtures compile (no diagnostics pointer: allowed). */
+    {
+        porin_compilation *compilation = NULL;
+        CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_OK);
+        CHECK(compilation != NULL);
+        CHECK(porin_compilation_endpoint_count(compilation) == 1);
+        porin_compilation_free(compilation);
+    }
+    porin_session_free(session);
+    /* Double free and use after free: detected, no-op / INVALID_HANDLE. */
+    porin_session_free(session);
+    CHECK_RESULT(porin_session_endpoint_remove(session, S("ns"), S("a")),
+                 PORIN_RESULT_INVALID_HANDLE);
+    porin_session_free(NULL);
+}
+
+static void check_failing_policy(void) {
+    porin_session *session = new_session();
+    porin_compilation *compilation = (porin_compilation *)0x1;
+    porin_diagnostics *diagnostics = NULL;
+    porin_diagnostic d;
+    size_t i, errors = 0;
+    int unknown_field_found = 0;
+    const char *error = NULL;
+    size_t error_len = 0;
+    porin_str rendered;
+
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("bad.yaml"),
+                                                (const uint8_t *)BAD_POLICY, sizeof BAD_POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_compile(session, &compilation, &diagnostics),
+                 PORIN_RESULT_POLICY_INVALID);
+    CHECK(compilation == (porin_compilation *)0x1); /* not written on failure */
+    CHECK(diagnostics != NULL);
+    CHECK(porin_diagnostics_count(diagnostics) >= 1);
+    for (i = 0; i < porin_diagnostics_count(diagnostics); i++) {
+        CHECK_RESULT(porin_diagnostics_get(diagnostics, i, &d), PORIN_RESULT_OK);
+        if (d.severity == PORIN_SEVERITY_ERROR) {
+            errors++;
+            CHECK(d.code.len == 5 && memcmp(d.code.ptr, "PM", 2) == 0);
+            CHECK(d.file.len == 8 && memcmp(d.file.ptr, "bad.yaml", 8) == 0);
+            CHECK(d.line >= 1 && d.column >= 1);
+            if (memcmp(d.code.ptr, "PM003", 5) == 0 && d.line == 5 && d.column == 3 &&
+                d.route.len == 20 && memcmp(d.route.ptr, "spec.endpointSelectr", 20) == 0)
+                unknown_field_found = 1;
+            CHECK(d.message.len > 0);
+        }
+    }
+    CHECK(errors >= 1);
+    CHECK(unknown_field_found);
+    CHECK_RESULT(porin_diagnostics_get(diagnostics, 1000, &d), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_diagnostics_get(diagnostics, 0, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_diagnostics_get(NULL, 0, &d), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_diagnostics_render(diagnostics, &rendered), PORIN_RESULT_OK);
+    CHECK(rendered.len > 0 && memcmp(rendered.ptr, "error[", 6) == 0);
+    CHECK_RESULT(porin_diagnostics_render(diagnostics, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_diagnostics_render(NULL, &rendered), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_last_error(session, &error, &error_len), PORIN_RESULT_OK);
+    CHECK(error_len > 0);
+    porin_diagnostics_free(diagnostics);
+    porin_diagnostics_free(diagnostics); /* detected */
+    CHECK(porin_diagnostics_count(diagnostics) == 0);
+    CHECK_RESULT(porin_diagnostics_render(diagnostics, &rendered), PORIN_RESULT_INVALID_HANDLE);
+    porin_diagnostics_free(NULL);
+    CHECK(porin_diagnostics_count(NULL) == 0);
+    porin_session_free(session);
+}
+
+static porin_compilation *compile_ok(porin_session *session) {
+    porin_compilation *compilation = NULL;
+    porin_diagnostics *diagnostics = NULL;
+    porin_str rendered;
+    CHECK_RESULT(porin_session_compile(session, &compilation, &diagnostics), PORIN_RESULT_OK);
+    CHECK(compilation != NULL && diagnostics != NULL);
+    CHECK_RESULT(porin_diagnostics_render(diagnostics, &rendered), PORIN_RESULT_OK);
+    porin_diagnostics_free(diagnostics);
+    return compilation;
+}
+
+static porin_verdict decide(const porin_compilation *c, const char *from, const char *to,
+                            uint8_t proto, uint16_t port) {
+    porin_decision *decision = NULL;
+    porin_str explanation;
+    porin_verdict verdict;
+    CHECK_RESULT(porin_compilation_decide(c, from, strlen(from), to, strlen(to), proto, port,
+                                          &decision),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_decision_explanation(decision, &explanation), PORIN_RESULT_OK);
+    CHECK(explanation.len > 0);
+    verdict = porin_decision_verdict(decision);
+    porin_decision_free(decision);
+    return verdict;
+}
+
+static void check_compilation(void) {
+    porin_session *session = new_session();
+    porin_compilation *c1, *c2, *c3;
+    const uint8_t *object = NULL;
+    size_t object_len = 0, i, reused = 0, computed = 0;
+    porin_str name;
+    uint32_t identity = 0, frontend_identity = 0;
+    porin_map_entries entries;
+    porin_decision *decision = NULL;
+    porin_diff *diff = NULL;
+    porin_change change;
+    porin_label web[] = {{{S("app")}, {S("canary")}}, {{S("tier")}, {S("web")}}};
+    porin_str canary_ip = {S("10.0.1.30")};
+    porin_str explanation;
+
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy.yaml"),
+                                                (const uint8_t *)POLICY, sizeof POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("inventory.yaml"),
+                                                   (const uint8_t *)INVENTORY,
+                                                   sizeof INVENTORY - 1),
+                 PORIN_RESULT_OK);
+    c1 = compile_ok(session);
+
+    /* Object bytes: an ELF file. */
+    CHECK_RESULT(porin_compilation_object(c1, &object, &object_len), PORIN_RESULT_OK);
+    CHECK(object_len > 64 && memcmp(object, "\177ELF", 4) == 0);
+    CHECK_RESULT(porin_compilation_object(c1, NULL, &object_len), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_object(c1, &object, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_object(NULL, &object, &object_len),
+                 PORIN_RESULT_NULL_PARAMETER);
+
+    /* Endpoints. */
+    CHECK(porin_compilation_endpoint_count(c1) == 2);
+    CHECK(porin_compilation_endpoint_count(NULL) == 0);
+    CHECK_RESULT(porin_compilation_endpoint_name(c1, 0, &name), PORIN_RESULT_OK);
+    CHECK(name.len == 13 && memcmp(name.ptr, "prod/frontend", 13) == 0);
+    CHECK_RESULT(porin_compilation_endpoint_name(c1, 2, &name), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_name(c1, 0, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_name(NULL, 0, &name), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_identity(c1, S("prod/payment"), &identity),
+                 PORIN_RESULT_OK);
+    CHECK(identity >= 256);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("fd00::20"), &name),
+                 PORIN_RESULT_OK);
+    CHECK(name.len == 12 && memcmp(name.ptr, "prod/payment", 12) == 0);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("10.0.1.99"), &name),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("10.0.1"), &name),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(c1, S("10.0.1.20"), NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_by_address(NULL, S("10.0.1.20"), &name),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_identity(c1, S("prod/frontend"), &frontend_identity),
+                 PORIN_RESULT_OK);
+    CHECK(frontend_identity >= 256 && frontend_identity != identity);
+    CHECK_RESULT(porin_compilation_endpoint_identity(c1, S("prod/nope"), &identity),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_compilation_endpoint_identity(c1, INVALID_UTF8, 3, &identity),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_compilation_endpoint_identity(c1, NULL, 3, &identity),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_endpoint_identity(c1, S("prod/payment"), NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+
+    /* Policy-map entries: payment allows frontend's identity on TCP/8080. */
+    CHECK_RESULT(porin_compilation_policy_entries(c1, S("prod/payment"), &entries),
+                 PORIN_RESULT_OK);
+    CHECK(entries.count >= 1 && entries.key_size == 12 && entries.value_size == 12);
+    {
+        int found = 0;
+        for (i = 0; i < entries.count; i++) {
+            const uint8_t *k = entries.keys + i * entries.key_size;
+            uint32_t prefixlen = (uint32_t)k[0] | (uint32_t)k[1] << 8 | (uint32_t)k[2] << 16 |
+                                 (uint32_t)k[3] << 24;
+            uint32_t id = (uint32_t)k[4] | (uint32_t)k[5] << 8 | (uint32_t)k[6] << 16 |
+                          (uint32_t)k[7] << 24;
+            if (prefixlen == 64 && id == frontend_identity && k[8] == 0 && k[9] == 6 &&
+                k[10] == 0x1f && k[11] == 0x90)
+                found = 1;
+        }
+        CHECK(found);
+    }
+    CHECK_RESULT(porin_compilation_policy_entries(c1, S("nope"), &entries),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_compilation_policy_entries(c1, S("prod/payment"), NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_policy_entries(NULL, S("prod/payment"), &entries),
+                 PORIN_RESULT_NULL_PARAMETER);
+
+    /* ipcache: 10.0.1.20/32 -> payment, 0.0.0.0/0 -> 9, ::/0 -> 10. */
+    CHECK_RESULT(porin_compilation_ipcache_entries(c1, 4, &entries), PORIN_RESULT_OK);
+    CHECK(entries.count == 3 && entries.key_size == 8 && entries.value_size == 8);
+    CHECK_RESULT(porin_compilation_ipcache_entries(c1, 6, &entries), PORIN_RESULT_OK);
+    CHECK(entries.count == 2 && entries.key_size == 20);
+    CHECK_RESULT(porin_compilation_ipcache_entries(c1, 5, &entries),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_compilation_ipcache_entries(c1, 4, NULL), PORIN_RESULT_NULL_PARAMETER);
+
+    /* Decisions (reference evaluator). */
+    CHECK(decide(c1, "prod/frontend", "prod/payment", 6, 8080) == PORIN_VERDICT_ALLOW);
+    CHECK(decide(c1, "prod/frontend", "prod/payment", 6, 8081) == PORIN_VERDICT_DENY);
+    CHECK(decide(c1, "10.0.1.10", "10.0.1.20", 6, 8080) == PORIN_VERDICT_ALLOW);
+    CHECK(decide(c1, "world", "prod/payment", 6, 8080) == PORIN_VERDICT_DENY);
+    CHECK_RESULT(porin_compilation_decide(c1, S("nobody/x"), S("prod/payment"), 6, 80, &decision),
+                 PORIN_RESULT_UNKNOWN_PEER);
+    CHECK_RESULT(porin_compilation_decide(c1, S("world"), S("prod/payment"), 6, 80, NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_decide(c1, INVALID_UTF8, 3, S("prod/payment"), 6, 80,
+                                          &decision),
+                 PORIN_RESULT_INVALID_UTF8);
+    CHECK_RESULT(porin_compilation_decide(NULL, S("world"), S("prod/payment"), 6, 80, &decision),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK(porin_decision_verdict(NULL) == PORIN_VERDICT_DENY);
+    CHECK_RESULT(porin_decision_explanation(NULL, &explanation), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_decide(c1, S("world"), S("prod/payment"), 6, 80, &decision),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_decision_explanation(decision, NULL), PORIN_RESULT_NULL_PARAMETER);
+    porin_decision_free(decision);
+    porin_decision_free(decision); /* detected */
+    CHECK(porin_decision_verdict(decision) == PORIN_VERDICT_DENY);
+    porin_decision_free(NULL);
+
+    /* Incremental: a new web endpoint; payment's map gains its identity. */
+    CHECK_RESULT(porin_session_endpoint_add(session, S("prod"), S("canary"), web, 2, &canary_ip, 1),
+                 PORIN_RESULT_OK);
+    c2 = compile_ok(session);
+    CHECK_RESULT(porin_session_compile_stats(session, &reused, &computed), PORIN_RESULT_OK);
+    CHECK(reused + computed >= 2);
+    CHECK(reused >= 1); /* frontend's state is reused */
+    CHECK_RESULT(porin_compilation_endpoint_identity(c2, S("prod/frontend"), &identity),
+                 PORIN_RESULT_OK);
+    CHECK(identity == frontend_identity); /* identities are stable */
+    CHECK(decide(c2, "prod/canary", "prod/payment", 6, 8080) == PORIN_VERDICT_ALLOW);
+    CHECK(decide(c1, "10.0.1.30", "prod/payment", 6, 8080) == PORIN_VERDICT_DENY);
+
+    CHECK_RESULT(porin_compilation_policy_diff(c1, c2, S("prod/payment"), &diff), PORIN_RESULT_OK);
+    CHECK(porin_diff_count(diff) >= 1);
+    for (i = 0; i < porin_diff_count(diff); i++) {
+        CHECK_RESULT(porin_diff_get(diff, i, &change), PORIN_RESULT_OK);
+        CHECK(change.key_size == 12);
+        CHECK(change.kind == PORIN_CHANGE_KIND_DELETE ? change.value == NULL
+                                                      : change.value_size == 12);
+    }
+    CHECK_RESULT(porin_diff_get(diff, porin_diff_count(diff), &change),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_diff_get(diff, 0, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_diff_get(NULL, 0, &change), PORIN_RESULT_NULL_PARAMETER);
+    porin_diff_free(diff);
+    porin_diff_free(diff); /* detected */
+    CHECK(porin_diff_count(diff) == 0);
+    CHECK(porin_diff_count(NULL) == 0);
+    porin_diff_free(NULL);
+    /* Same compilation: nothing to write. */
+    CHECK_RESULT(porin_compilation_policy_diff(c1, c1, S("prod/payment"), &diff), PORIN_RESULT_OK);
+    CHECK(porin_diff_count(diff) == 0);
+    porin_diff_free(diff);
+    CHECK_RESULT(porin_compilation_policy_diff(c1, c2, S("prod/nope"), &diff),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_compilation_policy_diff(c1, NULL, S("prod/payment"), &diff),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_policy_diff(c1, c2, S("prod/payment"), NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    /* ipcache difference: the canary's address is added. */
+    CHECK_RESULT(porin_compilation_ipcache_diff(c1, c2, 4, &diff), PORIN_RESULT_OK);
+    CHECK(porin_diff_count(diff) == 1);
+    CHECK_RESULT(porin_diff_get(diff, 0, &change), PORIN_RESULT_OK);
+    CHECK(change.kind == PORIN_CHANGE_KIND_ADD && change.key_size == 8 && change.key[0] == 32 &&
+          change.key[4] == 10 && change.key[7] == 30 && change.value_size == 8);
+    porin_diff_free(diff);
+    CHECK_RESULT(porin_compilation_ipcache_diff(c1, c2, 7, &diff), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_compilation_ipcache_diff(NULL, c2, 4, &diff), PORIN_RESULT_NULL_PARAMETER);
+
+    /* Labels change and removal; then a policy change. */
+    CHECK_RESULT(porin_session_endpoint_set_labels(session, S("prod"), S("canary"), web, 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_endpoint_remove(session, S("prod"), S("frontend")),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_clear_policies(NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_clear_policies(session), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy-v2.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_OK);
+    c3 = compile_ok(session);
+    CHECK(porin_compilation_endpoint_count(c3) == 2);
+    CHECK(decide(c3, "prod/canary", "prod/payment", 6, 8080) == PORIN_VERDICT_DENY);
+    CHECK_RESULT(porin_compilation_policy_diff(c2, c3, S("prod/frontend"), &diff),
+                 PORIN_RESULT_OK); /* only in the old one: everything deleted */
+    for (i = 0; i < porin_diff_count(diff); i++) {
+        CHECK_RESULT(porin_diff_get(diff, i, &change), PORIN_RESULT_OK);
+        if (change.kind != PORIN_CHANGE_KIND_DELETE)
+            CHECK(change.value != NULL);
+    }
+    porin_diff_free(diff);
+
+    /* A session freed before its compilations: they stay valid. */
+    porin_session_free(session);
+    CHECK(porin_compilation_endpoint_count(c2) == 3);
+    /* Wrong handle type: a compilation passed as a session. */
+    CHECK_RESULT(porin_session_compile_stats((const porin_session *)c1, &reused, &computed),
+                 PORIN_RESULT_INVALID_HANDLE);
+    porin_compilation_free(c1);
+    porin_compilation_free(c1); /* detected */
+    CHECK_RESULT(porin_compilation_object(c1, &object, &object_len), PORIN_RESULT_INVALID_HANDLE);
+    porin_compilation_free(c2);
+    porin_compilation_free(c3);
+    porin_compilation_free(NULL);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 2) {
+        fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
+        return 2;
+    }
+    CHECK(second_tu_checks() == 0);
+    check_result_messages();
+    check_session_misuse(argv[1]);
+    check_failing_policy();
+    check_compilation();
+    if (suite_failures) {
+        fprintf(stderr, "%d check(s) failed\n", suite_failures);
+        return 1;
+    }
+    printf("porin C suite: all checks passed\n");
+    return 0;
+}

@@ -1,0 +1,421 @@
+//! Incremental recompilation for long-lived agents (the C API's sessions).
+//!
+//! [`crate::compile::compile`] recomputes everything. An agent that watches
+//! its inventory change one endpoint at a time wants two more things:
+//!
+//! 1. **Stable identity numbers.** The batch compiler numbers label sets in
+//!    sort order, so a new label set that sorts first would renumber every
+//!    other identity (and churn every map and the ipcache). Cilium's
+//!    allocator never renumbers a live identity. [`pin_identities`] writes
+//!    the numbers of a compilation back into the inventory as given numbers
+//!    (`Endpoint::identity`), which the allocator honours; new label sets
+//!    get free numbers, numbers of vanished label sets become free.
+//! 2. **No redundant distillation.** [`IncrementalCompiler::compile`] runs
+//!    the cheap stages again (lowering, identity allocation, rule selection,
+//!    the per-identity L4 policy) and reuses an endpoint's *map state*
+//!    (the expensive insertion algebra, `Resolver::map_state`) when every
+//!    input of that function is unchanged. Those inputs are exactly: the
+//!    subject identity number, its resolved [`L4Policy`], the endpoint's
+//!    named ports, the cluster-wide named-port table (egress named ports),
+//!    each referenced selector with the identities it currently selects, and
+//!    the rule origins (entry origin ids and their descriptions). All of
+//!    them form a [`Fingerprint`]; equality means the map state would be
+//!    recomputed byte for byte, so reusing it is exact, not approximate.
+//!
+//! So: endpoints whose identity, selection or ports did not change keep
+//! their map state; endpoints whose identity's L4 policy or whose peers'
+//! selections changed (for example because a new identity matches one of
+//! their peer selectors) are distilled again. The ipcache and diagnostics
+//! are rebuilt every time (they are linear). The tests compare the
+//! incremental result with a batch compile after every step.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use ipnetwork::IpNetwork;
+use porin_model::diagnostic::{Diagnostic, Severity};
+
+use crate::compile::{Compiled, EndpointPolicy, Enforcement, IpcacheEntry};
+use crate::error::CompileError;
+use crate::identities::{FIRST_ALLOCATED, IdentityTable, LAST_ALLOCATED};
+use crate::identity::Identity;
+use crate::inventory::{Inventory, NamedPort};
+use crate::labels::host_prefix;
+use crate::mapstate::MapState;
+use crate::resolve::codes;
+use crate::resolve::lower::{Origin, PolicyInput, lower};
+use crate::resolve::policy::{L4Policy, SelectorId};
+use crate::selector::Selector;
+
+/// Everything `Resolver::map_state` reads for one endpoint; equal
+/// fingerprints give equal map states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fingerprint {
+    identity: u32,
+    policy: L4Policy,
+    ports: Vec<NamedPort>,
+    cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
+    selectors: Vec<(SelectorId, Selector, Vec<u32>)>,
+}
+
+/// Cached map states by (identity, named ports), with their fingerprint.
+type StateCache = HashMap<(u32, Vec<NamedPort>), (Fingerprint, Arc<MapState>, Vec<Diagnostic>)>;
+
+/// What the last [`IncrementalCompiler::compile`] did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IncrementalStats {
+    /// Endpoints compiled.
+    pub endpoints: usize,
+    /// Map states taken from the cache (fingerprint unchanged).
+    pub map_states_reused: usize,
+    /// Map states distilled again.
+    pub map_states_computed: usize,
+}
+
+/// A compiler that remembers map states between compilations.
+#[derive(Debug, Default)]
+pub struct IncrementalCompiler {
+    origins: Vec<Origin>,
+    cache: StateCache,
+}
+
+impl IncrementalCompiler {
+    /// An empty cache: the first compilation distills everything.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Compiles like [`crate::compile::compile`] (same result for the same
+    /// inputs), reusing cached map states whose fingerprint is unchanged.
+    pub fn compile(
+        &mut self,
+        policies: &[PolicyInput<'_>],
+        inventory: &Inventory,
+    ) -> Result<(Compiled, IncrementalStats), CompileError> {
+        let lowered = lower(policies, inventory);
+        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        let mut resolver = crate::resolve::policy::Resolver::new(&lowered.rules, &table, inventory);
+        if self.origins != lowered.origins {
+            // Entry origins (and their descriptions in diagnostics) come from
+            // here: a different policy set invalidates every map state.
+            self.cache.clear();
+            self.origins = lowered.origins.clone();
+        }
+        let origins = lowered.origins.clone();
+        let describe = |id: u32| {
+            usize::try_from(id)
+                .ok()
+                .and_then(|i| origins.get(i))
+                .map_or_else(|| format!("origin {id}"), Origin::describe)
+        };
+        let mut cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>> = BTreeMap::new();
+        for endpoint in &inventory.endpoints {
+            for port in &endpoint.ports {
+                cluster_ports
+                    .entry(port.name.clone())
+                    .or_default()
+                    .insert((port.port, port.proto));
+            }
+        }
+
+        let mut stats = IncrementalStats::default();
+        let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
+        let mut fresh: StateCache = HashMap::new();
+        let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
+        for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+            stats.endpoints += 1;
+            let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
+            let policy = l4_cache
+                .entry(identity)
+                .or_insert_with(|| resolver.l4_policy(identity))
+                .clone();
+            let cache_key = (identity, endpoint.ports.clone());
+            let (state, diagnostics) = if let Some((_, state, diags)) = fresh.get(&cache_key) {
+                (state.clone(), diags.clone())
+            } else {
+                let fingerprint = Fingerprint {
+                    identity,
+                    selectors: referenced_selectors(&policy, &resolver.cache),
+                    policy: policy.clone(),
+                    ports: endpoint.ports.clone(),
+                    cluster_ports: cluster_ports.clone(),
+                };
+                let computed = match self.cache.get(&cache_key) {
+                    Some((cached, state, diags)) if *cached == fingerprint => {
+                        stats.map_states_reused += 1;
+                        (state.clone(), diags.clone())
+                    }
+                    _ => {
+                        stats.map_states_computed += 1;
+                        let (state, diags) = resolver.map_state(endpoint, &policy, &describe);
+                        (Arc::new(state), diags)
+                    }
+                };
+                fresh.insert(
+                    cache_key,
+                    (fingerprint, computed.0.clone(), computed.1.clone()),
+                );
+                computed
+            };
+            endpoints.push(EndpointPolicy {
+                name: endpoint.name.clone(),
+                namespace: endpoint.namespace.clone(),
+                identity,
+                labels: table
+                    .get(identity)
+                    .map(|i| i.labels.clone())
+                    .unwrap_or_default(),
+                ips: endpoint.ips.clone(),
+                enforcement: Enforcement {
+                    ingress: policy.ingress.enforced,
+                    egress: policy.egress.enforced,
+                },
+                diagnostics,
+                state,
+            });
+        }
+        // Only states of endpoints that still exist stay cached.
+        self.cache = fresh;
+
+        let mut diagnostics = lowered.diagnostics.clone();
+        let mut selecting: BTreeSet<u32> = BTreeSet::new();
+        for id in table.endpoint_identity.iter().collect::<BTreeSet<_>>() {
+            for rule in resolver.rules_of(*id) {
+                selecting.insert(lowered.rules[*rule].origin);
+            }
+        }
+        diagnostics.extend(selects_nothing(&lowered, &selecting));
+        let ipcache = build_ipcache(inventory, &table);
+        Ok((
+            Compiled {
+                cluster: inventory.cluster.clone(),
+                identities: table.identities.clone(),
+                endpoints,
+                ipcache,
+                origins: lowered.origins,
+                diagnostics,
+            },
+            stats,
+        ))
+    }
+}
+
+/// Every selector the L4 policy references, with its current selection.
+fn referenced_selectors(
+    policy: &L4Policy,
+    cache: &crate::resolve::policy::SelectorCache,
+) -> Vec<(SelectorId, Selector, Vec<u32>)> {
+    let mut ids: BTreeSet<SelectorId> = BTreeSet::new();
+    for direction in [&policy.ingress, &policy.egress] {
+        for per_selector in direction.filters.values() {
+            ids.extend(per_selector.keys().copied());
+        }
+    }
+    ids.into_iter()
+        .map(|id| (id, cache.selector(id).clone(), cache.selection(id).to_vec()))
+        .collect()
+}
+
+/// The "policy selects no endpoint" findings, as the batch driver makes them.
+fn selects_nothing(
+    lowered: &crate::resolve::lower::Lowered,
+    selecting: &BTreeSet<u32>,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let mut policy_selects: BTreeMap<(String, Option<String>, String, String), bool> =
+        BTreeMap::new();
+    for rule in &lowered.rules {
+        if let Some(origin) = usize::try_from(rule.origin)
+            .ok()
+            .and_then(|i| lowered.origins.get(i))
+        {
+            let key = (
+                origin.kind.clone(),
+                origin.namespace.clone(),
+                origin.name.clone(),
+                origin.file.clone(),
+            );
+            *policy_selects.entry(key).or_default() |= selecting.contains(&rule.origin);
+        }
+    }
+    let mut reported: BTreeSet<(String, Option<String>, String)> = BTreeSet::new();
+    for ((kind, namespace, name, file), selects) in policy_selects {
+        if !selects && reported.insert((kind.clone(), namespace.clone(), name.clone())) {
+            let label = match &namespace {
+                Some(ns) => format!("{ns}/{name}"),
+                None => name.clone(),
+            };
+            out.push(
+                Diagnostic::new(
+                    codes::SELECTS_NOTHING,
+                    Severity::Info,
+                    format!("{kind} `{label}` selects no endpoint of the inventory"),
+                )
+                .note(format!("defined in {file}")),
+            );
+        }
+    }
+    out
+}
+
+/// The batch driver's ipcache (endpoint addresses, policy prefixes, world).
+fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
+    let mut map: BTreeMap<IpNetwork, u32> = BTreeMap::new();
+    for (prefix, id) in &table.cidr_identity {
+        map.insert(*prefix, *id);
+    }
+    for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+        let id = table.endpoint_identity.get(index).copied().unwrap_or(0);
+        for ip in &endpoint.ips {
+            map.insert(host_prefix(*ip), id);
+        }
+    }
+    if let Ok(v4) = "0.0.0.0/0".parse() {
+        map.insert(v4, Identity::WORLD_IPV4.get());
+    }
+    if let Ok(v6) = "::/0".parse() {
+        map.insert(v6, Identity::WORLD_IPV6.get());
+    }
+    let mut entries: Vec<IpcacheEntry> = map
+        .into_iter()
+        .map(|(prefix, identity)| IpcacheEntry { prefix, identity })
+        .collect();
+    entries.sort_by_key(|e| (e.prefix.is_ipv6(), e.prefix.network(), e.prefix.prefix()));
+    entries
+}
+
+/// Writes the allocated identity numbers of `compiled` back into
+/// `inventory` as given numbers, so the next compilation keeps them
+/// (Cilium never renumbers a live identity). Reserved and given numbers are
+/// left alone; endpoints are matched by namespace and name.
+pub fn pin_identities(inventory: &mut Inventory, compiled: &Compiled) {
+    for endpoint in &mut inventory.endpoints {
+        if endpoint.identity.is_some() {
+            continue;
+        }
+        if let Some(policy) = compiled
+            .endpoints
+            .iter()
+            .find(|e| e.namespace == endpoint.namespace && e.name == endpoint.name)
+            && (FIRST_ALLOCATED..=LAST_ALLOCATED).contains(&policy.identity)
+        {
+            endpoint.identity = Some(policy.identity);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compile::compile;
+    use porin_model::limits::LoadLimits;
+    use porin_model::loader::load_str;
+
+    const POLICY: &str = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: allow-frontend, namespace: prod}
+spec:
+  endpointSelector: {matchLabels: {app: payment}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {tier: web}}]
+      toPorts: [{ports: [{port: "8080", protocol: TCP}]}]
+  egress:
+    - toEndpoints: [{matchLabels: {app: db}}]
+      toPorts: [{ports: [{port: "5432", protocol: TCP}]}]
+---
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: db, namespace: prod}
+spec:
+  endpointSelector: {matchLabels: {app: db}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: payment}}]
+"#;
+
+    const INVENTORY: &str = r#"
+kind: Inventory
+endpoints:
+  - {name: frontend, namespace: prod, labels: {app: frontend, tier: web}, ips: [10.0.1.10]}
+  - {name: payment, namespace: prod, labels: {app: payment}, ips: [10.0.1.20]}
+  - {name: db, namespace: prod, labels: {app: db}, ips: [10.0.1.30]}
+"#;
+
+    fn endpoint(name: &str, labels: &[(&str, &str)], ip: &str) -> crate::inventory::Endpoint {
+        crate::inventory::Endpoint {
+            name: name.to_owned(),
+            namespace: Some("prod".to_owned()),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+            ips: vec![ip.parse().unwrap()],
+            service_account: None,
+            ports: Vec::new(),
+            identity: None,
+            identity_labels: None,
+            location: crate::inventory::SourceLocation::default(),
+        }
+    }
+
+    /// Each step: incremental result == batch result on the same (pinned)
+    /// inventory, identities of untouched endpoints never change, and only
+    /// endpoints whose policy inputs changed are distilled again.
+    #[test]
+    fn incremental_equals_batch_and_reuses_unchanged_endpoints() {
+        let outcome = load_str("p.yaml", POLICY, &LoadLimits::default());
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        let inputs = PolicyInput::from_outcome(&outcome);
+        let mut inventory = Inventory::new();
+        inventory.add_text("inv.yaml", INVENTORY).unwrap();
+        inventory.finish().unwrap();
+        let mut compiler = IncrementalCompiler::new();
+
+        let (first, stats) = compiler.compile(&inputs, &inventory).unwrap();
+        assert_eq!(first, compile(&inputs, &inventory).unwrap());
+        assert_eq!(stats.map_states_computed, 3);
+        pin_identities(&mut inventory, &first);
+        let db_identity = first.endpoint("prod/db").unwrap().identity;
+
+        // Same label set as `db`: nobody's inputs change (db2 shares db's
+        // cached state; the ipcache gains one address).
+        inventory
+            .endpoints
+            .push(endpoint("db2", &[("app", "db")], "10.0.1.31"));
+        inventory.finish().unwrap();
+        let (second, stats) = compiler.compile(&inputs, &inventory).unwrap();
+        assert_eq!(second, compile(&inputs, &inventory).unwrap());
+        assert_eq!((stats.map_states_reused, stats.map_states_computed), (3, 0));
+        assert_eq!(second.endpoint("prod/db2").unwrap().identity, db_identity);
+
+        // A new label set selected by payment's ingress (tier=web) whose
+        // labels sort before every other: payment is distilled again, the
+        // others are not, and no identity is renumbered.
+        inventory.endpoints.push(endpoint(
+            "aaa",
+            &[("aaa", "1"), ("tier", "web")],
+            "10.0.1.40",
+        ));
+        inventory.finish().unwrap();
+        pin_identities(&mut inventory, &second);
+        let (third, stats) = compiler.compile(&inputs, &inventory).unwrap();
+        assert_eq!(third, compile(&inputs, &inventory).unwrap());
+        assert_eq!(third.endpoint("prod/db").unwrap().identity, db_identity);
+        assert!(stats.map_states_computed >= 2, "{stats:?}");
+        assert!(stats.map_states_reused >= 2, "{stats:?}");
+        let payment = third.endpoint("prod/payment").unwrap();
+        assert_ne!(
+            payment.entries(),
+            second.endpoint("prod/payment").unwrap().entries()
+        );
+
+        // Removing it restores the earlier map state of payment.
+        inventory.endpoints.retain(|e| e.name != "aaa");
+        let (fourth, _) = compiler.compile(&inputs, &inventory).unwrap();
+        assert_eq!(fourth, compile(&inputs, &inventory).unwrap());
+        assert_eq!(
+            fourth.endpoint("prod/payment").unwrap().entries(),
+            second.endpoint("prod/payment").unwrap().entries()
+        );
+    }
+}
