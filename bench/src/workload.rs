@@ -169,7 +169,7 @@ pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
 
 /// Above this many rules the policy is not compiled but synthesised ([`synthesise_rules`]):
 /// porin's compiler did not finish 65,535 CIDR rules within 13 minutes on the benchmark machine
-/// (resolving N CIDR selectors against N CIDR identities grows with N²; see RESULTS.md).
+/// (resolving N CIDR selectors against N CIDR identities grows with N²; see BENCHMARKS.md).
 pub const COMPILE_LIMIT_RULES: usize = 10_000;
 
 /// Compiles the rules with porin, or above [`COMPILE_LIMIT_RULES`] synthesises them.
@@ -295,7 +295,7 @@ mod tests {
         // ipcache: the 10 peers, the server, 0.0.0.0/0.
         assert_eq!(compiled.ipcache4.len(), 12);
         // Egress is not enforced (no egress rules): the one other entry is an L3-only egress
-        // allow for every peer (identity 0), which RESULTS.md's "skip the egress program" relies on.
+        // allow for every peer (identity 0), which BENCHMARKS.md's "skip the egress program" relies on.
         let others: Vec<_> = compiled.policy.iter().filter(|(k, _)| k[8] != 0).collect();
         assert_eq!(others.len(), 1, "{others:?}");
         let (key, entry) = others[0];
