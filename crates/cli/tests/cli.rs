@@ -41,7 +41,7 @@ fn invalid_policy_exits_one_with_located_error() {
     14 |       - port: 8080
        |               ^^^^
        = at: spec.ingress[0].toPorts[0].ports[0].port
-       = note: the rest of this document was not checked
+       = note: Cilium's rule checks were not run on this document: fix its structure first
        = help: the field is a string; quote the value: "8080"
 
     1 error, 0 warnings

@@ -10,6 +10,7 @@ pub mod synthetic;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use ipnetwork::IpNetwork;
 use porin_model::diagnostic::{Diagnostic, Severity};
@@ -19,6 +20,7 @@ use crate::error::CompileError;
 use crate::identities::{IdentityInfo, IdentityTable};
 use crate::identity::Identity;
 use crate::inventory::Inventory;
+use crate::ipcache::Ipcache;
 use crate::labels::{LabelSet, host_prefix};
 use crate::mapstate::{Direction, Entry, Key, MapState};
 use crate::resolve::codes;
@@ -39,11 +41,11 @@ pub struct Enforcement {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EntryOut {
     /// `ingress` or `egress`.
-    pub direction: String,
+    pub direction: &'static str,
     /// Peer identity (0 = any).
     pub identity: u32,
     /// Protocol name (`ANY` for L3-only keys).
-    pub proto: String,
+    pub proto: &'static str,
     /// First port (or ICMP type) covered.
     pub port: u16,
     /// Last port covered.
@@ -51,7 +53,7 @@ pub struct EntryOut {
     /// Port prefix length (0..=16).
     pub port_prefix_len: u8,
     /// `allow`, `deny` or `redirect`.
-    pub verdict: String,
+    pub verdict: &'static str,
     /// Precedence (§4.3).
     pub precedence: u32,
     /// Proxy port of a redirect (0 = none).
@@ -67,7 +69,8 @@ pub struct EntryOut {
 }
 
 impl EntryOut {
-    fn new(key: &Key, entry: &Entry) -> Self {
+    /// The output form of one map entry.
+    pub fn new(key: &Key, entry: &Entry) -> Self {
         let verdict = if entry.is_deny() {
             "deny"
         } else if entry.is_redirect() {
@@ -76,13 +79,16 @@ impl EntryOut {
             "allow"
         };
         Self {
-            direction: key.direction().to_string(),
+            direction: match key.direction() {
+                Direction::Ingress => "ingress",
+                Direction::Egress => "egress",
+            },
             identity: key.identity().get(),
-            proto: proto::name(key.proto()),
+            proto: proto::static_name(key.proto()),
             port: key.port(),
             end_port: key.end_port(),
             port_prefix_len: key.port_prefix_len(),
-            verdict: verdict.to_owned(),
+            verdict,
             precedence: entry.precedence.get(),
             proxy_port: entry.proxy_port,
             auth_type: entry.auth.auth_type().get(),
@@ -108,16 +114,31 @@ pub struct EndpointPolicy {
     pub ips: Vec<IpAddr>,
     /// Enforcement per direction.
     pub enforcement: Enforcement,
-    /// Map entries in key order.
-    pub entries: Vec<EntryOut>,
     /// Findings about this endpoint.
     pub diagnostics: Vec<Diagnostic>,
-    /// The map state (for evaluation and code generation).
-    #[serde(skip)]
-    pub state: MapState,
+    /// The map state (for evaluation and code generation); shared between
+    /// endpoints with the same identity and named ports. Serialised as
+    /// `entries`, one [`EntryOut`] per key in key order.
+    #[serde(rename = "entries", serialize_with = "serialize_entries")]
+    pub state: Arc<MapState>,
+}
+
+fn serialize_entries<S: serde::Serializer>(
+    state: &Arc<MapState>,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_seq(state.iter().map(|(k, e)| EntryOut::new(k, e)))
 }
 
 impl EndpointPolicy {
+    /// The map entries in output form, in key order.
+    pub fn entries(&self) -> Vec<EntryOut> {
+        self.state
+            .iter()
+            .map(|(k, e)| EntryOut::new(k, e))
+            .collect()
+    }
+
     /// `namespace/name` or `name`.
     pub fn display_name(&self) -> String {
         match &self.namespace {
@@ -189,6 +210,17 @@ impl Compiled {
             )
     }
 
+    /// The ipcache as core's [`Ipcache`] table (for the datapath encoding).
+    pub fn ipcache_table(&self) -> Ipcache {
+        let mut table = Ipcache::new();
+        for entry in &self.ipcache {
+            if let Ok(identity) = Identity::new(entry.identity) {
+                table.insert(entry.prefix, identity);
+            }
+        }
+        table
+    }
+
     /// The origin of an id.
     pub fn origin(&self, id: u32) -> Option<&Origin> {
         usize::try_from(id).ok().and_then(|i| self.origins.get(i))
@@ -227,10 +259,9 @@ pub fn compile(
     };
 
     let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
-    let mut state_cache: HashMap<
-        (u32, Vec<crate::inventory::NamedPort>),
-        (MapState, Vec<Diagnostic>),
-    > = HashMap::new();
+    type Distilled = (Arc<MapState>, Vec<Diagnostic>);
+    let mut state_cache: HashMap<(u32, Vec<crate::inventory::NamedPort>), Distilled> =
+        HashMap::new();
     let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
@@ -241,12 +272,12 @@ pub fn compile(
         let (state, diagnostics) = match state_cache.get(&cache_key) {
             Some(hit) => hit.clone(),
             None => {
-                let computed = resolver.map_state(endpoint, policy, &describe);
+                let (state, diagnostics) = resolver.map_state(endpoint, policy, &describe);
+                let computed = (Arc::new(state), diagnostics);
                 state_cache.insert(cache_key, computed.clone());
                 computed
             }
         };
-        let entries = state.iter().map(|(k, e)| EntryOut::new(k, e)).collect();
         endpoints.push(EndpointPolicy {
             name: endpoint.name.clone(),
             namespace: endpoint.namespace.clone(),
@@ -260,7 +291,6 @@ pub fn compile(
                 ingress: policy.ingress.enforced,
                 egress: policy.egress.enforced,
             },
-            entries,
             diagnostics,
             state,
         });

@@ -57,55 +57,75 @@ fn diagnostics_text(diagnostics: &[Diagnostic]) -> String {
     text
 }
 
-/// A compact, stable view: diagnostics, then each enforced endpoint with
-/// its entries and their origins, then the CIDR identities.
+/// The `porin compile` JSON, trimmed to what the example changes: the
+/// diagnostics, the endpoints with an enforced direction, the CIDR
+/// identities and the ipcache entries of policy prefixes, and the origins.
 fn render(compiled: &Compiled) -> String {
-    let mut text = diagnostics_text(&compiled.diagnostics);
-    for endpoint in &compiled.endpoints {
-        if !endpoint.enforcement.ingress && !endpoint.enforcement.egress {
-            continue;
-        }
-        let _ = writeln!(
-            text,
-            "endpoint {} identity {} ingress={} egress={}",
-            endpoint.display_name(),
-            endpoint.identity,
-            endpoint.enforcement.ingress,
-            endpoint.enforcement.egress
-        );
-        text.push_str(&diagnostics_text(&endpoint.diagnostics));
-        for e in &endpoint.entries {
-            let origins: Vec<String> = e
-                .origins
-                .iter()
-                .filter_map(|id| compiled.origin(*id))
-                .map(|o| format!("{}:{}", o.name, o.route))
-                .collect();
-            let _ = writeln!(
-                text,
-                "  {} id={} {} {}-{}/{} {} prec={:#x} proxy={} auth={}{} cookie={} <- {}",
-                e.direction,
-                e.identity,
-                e.proto,
-                e.port,
-                e.end_port,
-                e.port_prefix_len,
-                e.verdict,
-                e.precedence,
-                e.proxy_port,
-                e.auth_type,
-                if e.auth_explicit { "!" } else { "" },
-                e.cookie,
-                origins.join(", ")
-            );
+    let mut value: serde_json::Value = serde_json::from_str(&compiled.to_json()).unwrap();
+    let object = value.as_object_mut().unwrap();
+    if let Some(serde_json::Value::Array(endpoints)) = object.get_mut("endpoints") {
+        endpoints.retain(|e| {
+            e["enforcement"]["ingress"].as_bool() == Some(true)
+                || e["enforcement"]["egress"].as_bool() == Some(true)
+        });
+        for endpoint in endpoints.iter_mut() {
+            if let Some(map) = endpoint.as_object_mut() {
+                // The labels are the inventory's; the identity number names them.
+                map.remove("labels");
+                map.remove("ips");
+            }
         }
     }
-    for identity in &compiled.identities {
-        if identity.id >= 0x0100_0000 {
-            let _ = writeln!(text, "cidr identity {} = {}", identity.id, identity.labels);
-        }
+    if let Some(serde_json::Value::Array(identities)) = object.get_mut("identities") {
+        identities.retain(|i| i["id"].as_u64().is_some_and(|id| id >= 0x0100_0000));
     }
+    if let Some(serde_json::Value::Array(ipcache)) = object.get_mut("ipcache") {
+        ipcache.retain(|e| e["identity"].as_u64().is_some_and(|id| id >= 0x0100_0000));
+    }
+    let mut text = String::new();
+    write_json(&value, 0, &mut text);
     text
+}
+
+/// Pretty JSON with one line per "flat" object (all fields scalars or
+/// lists of scalars), so each map entry is one line in the snapshot.
+fn write_json(value: &serde_json::Value, indent: usize, out: &mut String) {
+    use serde_json::Value;
+    let flat = |v: &Value| match v {
+        Value::Object(map) => map.values().all(|f| match f {
+            Value::Array(items) => items.iter().all(|i| !i.is_object() && !i.is_array()),
+            Value::Object(_) => false,
+            _ => true,
+        }),
+        Value::Array(items) => items.iter().all(|i| !i.is_object() && !i.is_array()),
+        _ => true,
+    };
+    if flat(value) {
+        out.push_str(&serde_json::to_string(value).unwrap());
+        return;
+    }
+    let pad = "  ".repeat(indent + 1);
+    match value {
+        Value::Object(map) => {
+            out.push_str("{\n");
+            for (i, (key, field)) in map.iter().enumerate() {
+                let _ = write!(out, "{pad}{}: ", serde_json::to_string(key).unwrap());
+                write_json(field, indent + 1, out);
+                out.push_str(if i + 1 < map.len() { ",\n" } else { "\n" });
+            }
+            let _ = write!(out, "{}}}", "  ".repeat(indent));
+        }
+        Value::Array(items) => {
+            out.push_str("[\n");
+            for (i, item) in items.iter().enumerate() {
+                out.push_str(&pad);
+                write_json(item, indent + 1, out);
+                out.push_str(if i + 1 < items.len() { ",\n" } else { "\n" });
+            }
+            let _ = write!(out, "{}]", "  ".repeat(indent));
+        }
+        other => out.push_str(&serde_json::to_string(other).unwrap()),
+    }
 }
 
 #[test]

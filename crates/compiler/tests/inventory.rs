@@ -16,7 +16,11 @@ fn fixtures() -> PathBuf {
 #[test]
 fn kubernetes_manifests_directory_becomes_endpoints() {
     let inventory = Inventory::load(&fixtures().join("k8s-manifests")).unwrap();
-    let names: Vec<String> = inventory.endpoints.iter().map(|e| e.display_name()).collect();
+    let names: Vec<String> = inventory
+        .endpoints
+        .iter()
+        .map(|e| e.display_name())
+        .collect();
     assert_eq!(names, ["shop/backup", "shop/db", "shop/frontend"]);
     let frontend = &inventory.endpoints[inventory.endpoint("shop/frontend").unwrap()];
     assert_eq!(frontend.service_account.as_deref(), Some("web"));
@@ -26,8 +30,14 @@ fn kubernetes_manifests_directory_becomes_endpoints() {
     // pod-template-hash is not an identity label (pkg/labelsfilter).
     let labels = endpoint_identity_labels(frontend, &inventory).to_string();
     assert!(!labels.contains("pod-template-hash"), "{labels}");
-    assert!(labels.contains("k8s:io.cilium.k8s.namespace.labels.team=web"), "{labels}");
-    assert!(labels.contains("k8s:io.cilium.k8s.policy.serviceaccount=web"), "{labels}");
+    assert!(
+        labels.contains("k8s:io.cilium.k8s.namespace.labels.team=web"),
+        "{labels}"
+    );
+    assert!(
+        labels.contains("k8s:io.cilium.k8s.policy.serviceaccount=web"),
+        "{labels}"
+    );
     assert_eq!(inventory.services.len(), 1);
     assert_eq!(inventory.namespaces["shop"]["team"], "web");
 }
@@ -46,7 +56,10 @@ fn cilium_identity_and_endpoint_dumps_keep_given_numbers() {
     assert_eq!(inventory.endpoints[api].ips[0].to_string(), "10.0.5.17");
     let worker = inventory.endpoint("prod/identity-40000").unwrap();
     assert_eq!(table.endpoint_identity[worker], 40000);
-    assert!(inventory.endpoint("identity-2").is_none(), "reserved identities are porin's own");
+    assert!(
+        inventory.endpoint("identity-2").is_none(),
+        "reserved identities are porin's own"
+    );
 }
 
 #[test]
@@ -65,16 +78,25 @@ fn errors_are_located() {
     let mut inventory = Inventory::new();
     let text = "kind: Inventory\nendpoints:\n  - {name: a, namespace: x}\n  - {name: b, namespace: x, ips: [not-an-ip]}\n";
     let error = inventory.add_text("bad.yaml", text).unwrap_err();
-    assert!(matches!(error, InventoryError::Invalid { line: 4, .. }), "{error}");
-    assert_eq!(error.to_string(), "bad.yaml:4: `not-an-ip` is not an IP address");
+    assert!(
+        matches!(error, InventoryError::Invalid { line: 4, .. }),
+        "{error}"
+    );
+    assert_eq!(
+        error.to_string(),
+        "bad.yaml:4: `not-an-ip` is not an IP address"
+    );
 
     let mut inventory = Inventory::new();
-    let text = "kind: Inventory\nendpoints:\n  - {name: a, namespace: x}\n  - {name: a, namespace: x}\n";
+    let text =
+        "kind: Inventory\nendpoints:\n  - {name: a, namespace: x}\n  - {name: a, namespace: x}\n";
     inventory.add_text("dup.yaml", text).unwrap();
     let error = inventory.finish().unwrap_err();
     assert_eq!(error.line(), 4, "{error}");
 
     let mut inventory = Inventory::new();
-    let error = inventory.add_text("syntax.yaml", "kind: Inventory\nendpoints: [\n").unwrap_err();
+    let error = inventory
+        .add_text("syntax.yaml", "kind: Inventory\nendpoints: [\n")
+        .unwrap_err();
     assert!(matches!(error, InventoryError::Syntax { .. }), "{error}");
 }

@@ -5,6 +5,7 @@
 //! deserialize the typed model from the tree, then validate it. Every problem
 //! becomes a [`Diagnostic`] located through the tree; nothing panics.
 
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -19,7 +20,7 @@ use crate::model::{
 };
 use crate::route::{Route, Segment};
 use crate::validate::{self, Finding};
-use crate::yaml::de::{Ctx, DeError, DeErrorKind, NodeDeserializer};
+use crate::yaml::de::{Ctx, DeError, DeErrorKind, NodeDeserializer, UnknownField};
 use crate::yaml::tree::{self, Node, NodeKind, Pos, TreeError};
 
 /// A policy document that loaded and validated.
@@ -74,6 +75,20 @@ impl LoadOutcome {
         let tree = self.trees.iter().find(|t| t.file == file)?;
         let root = tree.roots.get(document)?.as_ref()?;
         Some(locate(file, document, root, route, false))
+    }
+
+    /// Resolves a route relative to a loaded policy (e.g. `spec.ingress[0]`,
+    /// without a `List`'s `items[i]` prefix) to a location.
+    pub fn locate_in(&self, document: &LoadedDocument, route: &Route) -> Option<Location> {
+        let full = Route(
+            document
+                .route_prefix()
+                .0
+                .into_iter()
+                .chain(route.0.iter().cloned())
+                .collect(),
+        );
+        self.locate(&document.file, document.index, &full)
     }
 
     /// Records a finding unless this file already has `cap` of them.
@@ -412,15 +427,17 @@ fn load_object(
             Route::root(),
         )
     };
-    let ctx = Ctx::default();
-    let parsed: Result<PolicyDocument, DeError> = match dispatched {
-        Dispatch::Cnp => typed::<CiliumNetworkPolicy>(node, prefix, &ctx)
-            .map(PolicyDocument::CiliumNetworkPolicy),
-        Dispatch::Ccnp => typed::<CiliumClusterwideNetworkPolicy>(node, prefix, &ctx)
-            .map(PolicyDocument::CiliumClusterwideNetworkPolicy),
-        Dispatch::Knp => {
-            typed::<NetworkPolicy>(node, prefix, &ctx).map(PolicyDocument::NetworkPolicy)
-        }
+    let deserialize: fn(&Node, &Route, &Ctx) -> Result<PolicyDocument, DeError> = match dispatched {
+        Dispatch::Cnp => |node, prefix, ctx| {
+            typed::<CiliumNetworkPolicy>(node, prefix, ctx).map(PolicyDocument::CiliumNetworkPolicy)
+        },
+        Dispatch::Ccnp => |node, prefix, ctx| {
+            typed::<CiliumClusterwideNetworkPolicy>(node, prefix, ctx)
+                .map(PolicyDocument::CiliumClusterwideNetworkPolicy)
+        },
+        Dispatch::Knp => |node, prefix, ctx| {
+            typed::<NetworkPolicy>(node, prefix, ctx).map(PolicyDocument::NetworkPolicy)
+        },
         Dispatch::List => {
             outcome.push_capped(
                 Diagnostic::new(
@@ -455,9 +472,9 @@ fn load_object(
             return;
         }
     };
-    let mut errors = 0usize;
-    for unknown in ctx.unknown_fields.take() {
-        errors += 1;
+    let (parsed, unknown_fields, de_errors) = deserialize_all(node, prefix, deserialize);
+    let mut found: Vec<Diagnostic> = Vec::new();
+    for unknown in unknown_fields {
         let message = match unknown.suggestion {
             Some(suggestion) => format!(
                 "unknown field \"{}\", did you mean \"{suggestion}\"?",
@@ -472,30 +489,45 @@ fn load_object(
             .map(|f| format!("`{f}`"))
             .collect::<Vec<_>>()
             .join(", ");
-        outcome.push_capped(
+        found.push(
             Diagnostic::new(codes::UNKNOWN_FIELD, Severity::Error, message)
                 .at(locate(file, index, root, &unknown.route, true))
                 .help(format!("fields allowed here: {expected}")),
-            cap,
         );
     }
+    let had_de_errors = !de_errors.is_empty();
+    for error in de_errors {
+        found.push(de_error_diagnostic(file, index, root, prefix, error));
+    }
     let doc = match parsed {
-        Ok(doc) => doc,
-        Err(error) => {
-            outcome
-                .diagnostics
-                .push(de_error_diagnostic(file, index, root, prefix, error));
-            return;
+        Some(doc) if !had_de_errors => {
+            for finding in validate::validate_document(&doc) {
+                found.push(finding_diagnostic(file, index, root, prefix, finding));
+            }
+            Some(doc)
+        }
+        _ => {
+            // Cilium's semantic checks need the whole document; say so once.
+            if let Some(last) = found
+                .iter_mut()
+                .rev()
+                .find(|d| d.code != codes::UNKNOWN_FIELD)
+            {
+                last.notes.push(
+                    "Cilium's rule checks were not run on this document: fix its structure first"
+                        .to_owned(),
+                );
+            }
+            None
         }
     };
-    for finding in validate::validate_document(&doc) {
-        if finding.severity == Severity::Error {
-            errors += 1;
-        }
-        outcome
-            .diagnostics
-            .push(finding_diagnostic(file, index, root, prefix, finding));
+    // Report in source order, whichever phase found them.
+    found.sort_by_key(|d| d.primary.as_ref().map(|p| (p.line, p.column)));
+    let errors = found.iter().filter(|d| d.is_error()).count();
+    for diagnostic in found {
+        outcome.push_capped(diagnostic, cap);
     }
+    let Some(doc) = doc else { return };
     if errors == 0 {
         outcome.documents.push(LoadedDocument {
             file: file.to_owned(),
@@ -503,6 +535,163 @@ fn load_object(
             item,
             doc,
         });
+    }
+}
+
+/// At most this many structural errors are collected per document.
+const MAX_STRUCTURAL_ERRORS: usize = 20;
+
+type Deserialize = fn(&Node, &Route, &Ctx) -> Result<PolicyDocument, DeError>;
+
+/// Deserializes a policy, collecting every structural error rather than the
+/// first: after an error, the offending node is cut from a copy of the tree
+/// and deserialization is retried. Each retry removes at least one node, so
+/// this ends; the model is returned only when no error occurred.
+fn deserialize_all(
+    node: &Node,
+    prefix: &Route,
+    deserialize: Deserialize,
+) -> (Option<PolicyDocument>, Vec<UnknownField>, Vec<DeError>) {
+    let mut unknown: BTreeMap<Route, UnknownField> = BTreeMap::new();
+    let mut errors: Vec<DeError> = Vec::new();
+    let mut repaired: Option<Node> = None;
+    // Sequence items cut so far, in original coordinates, so that routes
+    // found in the repaired copy can be mapped back to the source.
+    let mut cut: Vec<(Vec<Segment>, usize)> = Vec::new();
+    // The last key cut (its parent's source route and the key), to recognise
+    // the "missing field" error the cut itself causes.
+    let mut last_cut: Option<(Route, String)> = None;
+    let to_source = |route: &Route, cut: &[(Vec<Segment>, usize)]| -> Option<Route> {
+        let relative = route.0.strip_prefix(prefix.0.as_slice())?;
+        let mut original = prefix.0.clone();
+        let mut path: Vec<Segment> = Vec::new();
+        for segment in relative {
+            let mapped = match segment {
+                Segment::Index(index) => {
+                    let mut gone: Vec<usize> = cut
+                        .iter()
+                        .filter(|(parent, _)| *parent == path)
+                        .map(|(_, i)| *i)
+                        .collect();
+                    gone.sort_unstable();
+                    let mut source_index = *index;
+                    for removed in gone {
+                        if removed <= source_index {
+                            source_index += 1;
+                        }
+                    }
+                    Segment::Index(source_index)
+                }
+                key => key.clone(),
+            };
+            path.push(mapped.clone());
+            original.push(mapped);
+        }
+        Some(Route(original))
+    };
+    let mut attempts = 0usize;
+    loop {
+        attempts += 1;
+        let ctx = Ctx::default();
+        let current = repaired.as_ref().unwrap_or(node);
+        let result = deserialize(current, prefix, &ctx);
+        for mut field in ctx.unknown_fields.take() {
+            if let Some(route) = to_source(&field.route, &cut) {
+                field.route = route;
+            }
+            unknown.entry(field.route.clone()).or_insert(field);
+        }
+        let mut error = match result {
+            Ok(doc) => return (Some(doc), unknown.into_values().collect(), errors),
+            Err(error) => error,
+        };
+        let relative = error
+            .route
+            .as_ref()
+            .and_then(|route| route.0.strip_prefix(prefix.0.as_slice()))
+            .map(<[Segment]>::to_vec);
+        let source = error
+            .route
+            .as_ref()
+            .and_then(|route| to_source(route, &cut));
+        if let Some(source) = &source {
+            error.route = Some(source.clone());
+        }
+        // Cutting a required field's bad value makes its parent miss the
+        // field: that is the same defect again, so it is not reported twice.
+        let cascade = error.kind == DeErrorKind::Missing
+            && last_cut.as_ref().is_some_and(|(parent, key)| {
+                error.route.as_ref() == Some(parent)
+                    && error.message == format!("missing required field `{key}`")
+            });
+        last_cut = match (
+            &error.route,
+            relative.as_deref().and_then(<[Segment]>::last),
+        ) {
+            (Some(route), Some(Segment::Key(key))) => Some((
+                Route(route.0[..route.0.len().saturating_sub(1)].to_vec()),
+                key.clone(),
+            )),
+            _ => None,
+        };
+        if !cascade {
+            errors.push(error);
+        }
+        let mut copy = current.clone();
+        let removed = relative
+            .as_deref()
+            .is_some_and(|segments| remove_at(&mut copy, segments));
+        if !removed
+            || errors.len() >= MAX_STRUCTURAL_ERRORS
+            || attempts >= 4 * MAX_STRUCTURAL_ERRORS
+        {
+            return (None, unknown.into_values().collect(), errors);
+        }
+        if let Some(source) = source
+            && let Some((Segment::Index(index), parent)) = source.0.split_last()
+        {
+            let parent = parent
+                .strip_prefix(prefix.0.as_slice())
+                .unwrap_or_default()
+                .to_vec();
+            cut.push((parent, *index));
+        }
+        repaired = Some(copy);
+    }
+}
+
+/// Removes the node at `segments` (relative to `node`); false when the route
+/// is empty or names nothing.
+fn remove_at(node: &mut Node, segments: &[Segment]) -> bool {
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut current = node;
+    for segment in parents {
+        let next = match (segment, &mut current.kind) {
+            (Segment::Key(key), NodeKind::Mapping(entries)) => entries
+                .iter_mut()
+                .find(|(k, _)| k.as_scalar() == Some(key.as_str()))
+                .map(|(_, v)| v),
+            (Segment::Index(i), NodeKind::Sequence(items)) => items.get_mut(*i),
+            _ => None,
+        };
+        match next {
+            Some(next) => current = next,
+            None => return false,
+        }
+    }
+    match (last, &mut current.kind) {
+        (Segment::Key(key), NodeKind::Mapping(entries)) => {
+            let before = entries.len();
+            entries.retain(|(k, _)| k.as_scalar() != Some(key.as_str()));
+            entries.len() < before
+        }
+        (Segment::Index(i), NodeKind::Sequence(items)) if *i < items.len() => {
+            items.remove(*i);
+            true
+        }
+        _ => false,
     }
 }
 
@@ -525,9 +714,13 @@ fn de_error_diagnostic(
     };
     let route = error.route.clone().unwrap_or_else(|| prefix.clone());
     let (code, message) = refine_enum_error(code, &route, error.message);
-    let mut diagnostic = Diagnostic::new(code, Severity::Error, message)
-        .at(locate(file, index, root, &route, error.at_key))
-        .note("the rest of this document was not checked");
+    let mut diagnostic = Diagnostic::new(code, Severity::Error, message).at(locate(
+        file,
+        index,
+        root,
+        &route,
+        error.at_key,
+    ));
     diagnostic.help = error.help;
     if code == codes::PROTOCOL && diagnostic.message.to_ascii_uppercase().contains("\"ICMP") {
         diagnostic.help = Some(

@@ -119,7 +119,7 @@ pub fn table(compiled: &Compiled) -> String {
             "  {:<8} {:>10} {:<6} {:>11} {:<8} {:>10} {:>5} {:>4} {:>6}  origins",
             "DIR", "IDENTITY", "PROTO", "PORTS", "VERDICT", "PRECEDENCE", "PROXY", "AUTH", "COOKIE"
         );
-        for entry in &endpoint.entries {
+        for entry in &endpoint.entries() {
             let ports = if entry.proto == "ANY" || entry.port_prefix_len == 0 {
                 "*".to_owned()
             } else if entry.port == entry.end_port {

@@ -166,6 +166,6 @@ mod tests {
         let compiled = cluster.compile().unwrap();
         assert_eq!(compiled.endpoints.len(), 200);
         assert!(compiled.endpoints.iter().any(|e| e.enforcement.ingress));
-        assert!(compiled.endpoints.iter().all(|e| !e.entries.is_empty()));
+        assert!(compiled.endpoints.iter().all(|e| !e.state.is_empty()));
     }
 }

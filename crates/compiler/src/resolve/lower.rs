@@ -829,6 +829,29 @@ impl Ctx<'_> {
                     IntOrString::String(s) => s.clone(),
                 };
                 match icmp_type(&text, ipv6) {
+                    Some(0) => {
+                        let r = format!("{route}.icmps[{i}].fields[{j}].type");
+                        let index = self.diag(
+                            input,
+                            codes::CILIUM_QUIRK,
+                            Severity::Warning,
+                            &r,
+                            format!(
+                                "ICMP type 0 ({}) becomes port \"0\" in Cilium 1.19, which means every {} type; porin mirrors this",
+                                if ipv6 { "0" } else { "EchoReply" },
+                                if ipv6 { "ICMPv6" } else { "ICMP" }
+                            ),
+                        );
+                        if let Some(d) = self.out.diagnostics.get_mut(index) {
+                            d.notes.push("pkg/policy/api/icmp.go ICMPField.PortProtocol; cilium/cilium#41304, fixed after 1.19 by PR #44338".to_owned());
+                        }
+                        specs.push(PortSpec {
+                            port: PortRef::Number(0),
+                            end_port: 0,
+                            proto: if ipv6 { proto::ICMPV6 } else { proto::ICMP },
+                            l7: L7::none(),
+                        });
+                    }
                     Some(code) => specs.push(PortSpec {
                         port: PortRef::Number(u16::from(code)),
                         end_port: 0,
@@ -886,6 +909,17 @@ impl Ctx<'_> {
             .end_port
             .map(|e| u16::try_from(e.clamp(0, 65_535)).unwrap_or(u16::MAX))
             .unwrap_or(0);
+        if port == PortRef::Number(0) && end_port != 0 && end_port != u16::MAX {
+            self.diag(
+                input,
+                codes::PORT_ZERO_RANGE,
+                Severity::Warning,
+                route,
+                format!(
+                    "port \"0\" with endPort {end_port}: Cilium writes this as an all-ports key in the datapath (semantics.md §4.5); porin keeps the range 0-{end_port} (fail closed)"
+                ),
+            );
+        }
         Some(PortSpec {
             port,
             end_port,
@@ -915,10 +949,16 @@ impl Ctx<'_> {
         };
         let mut subject = convert_selector(endpoint_selector);
         if let Some(ns) = namespace {
-            // ParseToCiliumRule: the policy namespace always wins.
+            // getEndpointSelector: the policy namespace overrides a
+            // namespace the user put in matchLabels (an `In` of one value);
+            // other expressions on the key stay and are ANDed.
             let kept: Vec<Requirement> = subject
                 .requirements()
-                .filter(|r| !is_pod_namespace_key(&r.key))
+                .filter(|r| {
+                    !(is_pod_namespace_key(&r.key)
+                        && r.operator == Operator::In
+                        && r.values.len() == 1)
+                })
                 .cloned()
                 .collect();
             subject = Selector::from_requirements(kept);
@@ -939,6 +979,7 @@ impl Ctx<'_> {
                     section: Section,
                     index: usize,
                     peers: Peers<'_>,
+                    l4_present: bool,
                     ports: &dyn Fn(&mut Self, &str) -> Vec<PortSpec>,
                     auth: Option<AuthMode>,
                     dd: bool| {
@@ -953,7 +994,7 @@ impl Ctx<'_> {
                 deny: section.deny,
                 direction: section.direction,
             };
-            let peers = ctx.peers(&item, &peers, !ports.is_empty());
+            let peers = ctx.peers(&item, &peers, l4_present);
             ctx.out.rules.push(PolicyRule {
                 origin,
                 subject: subject.clone(),
@@ -961,6 +1002,7 @@ impl Ctx<'_> {
                 deny: section.deny,
                 default_deny: dd,
                 peers,
+                l3_only: !l4_present,
                 ports,
                 auth,
                 cookie,
@@ -974,6 +1016,7 @@ impl Ctx<'_> {
                 INGRESS,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 auth_of(item.authentication.as_ref().map(|a| a.mode)),
                 ingress_dd,
@@ -986,6 +1029,7 @@ impl Ctx<'_> {
                 INGRESS_DENY,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 None,
                 ingress_dd,
@@ -998,6 +1042,7 @@ impl Ctx<'_> {
                 EGRESS,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 auth_of(item.authentication.as_ref().map(|a| a.mode)),
                 egress_dd,
@@ -1010,6 +1055,7 @@ impl Ctx<'_> {
                 EGRESS_DENY,
                 i,
                 peers,
+                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
                 &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
                 None,
                 egress_dd,
@@ -1086,6 +1132,7 @@ impl Ctx<'_> {
                         deny: false,
                         default_deny: true,
                         peers: Some(selectors),
+                        l3_only: ports.is_none_or(|p| p.is_empty()),
                         ports: port_specs.clone(),
                         auth: None,
                         cookie: 0,
@@ -1105,6 +1152,7 @@ impl Ctx<'_> {
                 deny: false,
                 default_deny: true,
                 peers: None,
+                l3_only: true,
                 ports: Vec::new(),
                 auth: None,
                 cookie: 0,
@@ -1254,6 +1302,14 @@ impl Ctx<'_> {
         }
         selectors
     }
+}
+
+/// Whether a rule item has an L4 part (`toPorts` or `icmps` non-empty, as
+/// `len(ToPorts) > 0 || len(ICMPs) > 0` in `pkg/policy/rule.go`). An item
+/// whose ports all fail to parse is still an L4 rule: it allows nothing
+/// rather than everything.
+fn has_l4<P, I>(to_ports: Option<&Vec<P>>, icmps: Option<&Vec<I>>) -> bool {
+    to_ports.is_some_and(|l| !l.is_empty()) || icmps.is_some_and(|l| !l.is_empty())
 }
 
 fn auth_of(mode: Option<AuthenticationMode>) -> Option<AuthMode> {

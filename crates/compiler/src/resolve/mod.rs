@@ -36,4 +36,10 @@ pub mod codes {
     pub const INVALID_PEER: &str = "PC009";
     /// A port or ICMP type that does not parse.
     pub const INVALID_PORT: &str = "PC010";
+    /// A Cilium 1.19 quirk that porin mirrors and the user should know:
+    /// ICMP type 0 read as every ICMP type (cilium/cilium#41304).
+    pub const CILIUM_QUIRK: &str = "PC011";
+    /// `port: "0"` with an `endPort`: Cilium's datapath key would cover all
+    /// ports; porin keeps the range (fail closed).
+    pub const PORT_ZERO_RANGE: &str = "PC012";
 }

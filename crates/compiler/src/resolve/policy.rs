@@ -263,7 +263,14 @@ impl<'a> Resolver<'a> {
         table: &'a IdentityTable,
         inventory: &'a Inventory,
     ) -> Self {
-        let endpoint_ids: BTreeSet<u32> = table.endpoint_identity.iter().copied().collect();
+        // The host identity is a subject of node rules only (host firewall,
+        // `rule.matchesSubject`), which porin does not compile.
+        let endpoint_ids: BTreeSet<u32> = table
+            .endpoint_identity
+            .iter()
+            .copied()
+            .filter(|id| *id != Identity::HOST.get())
+            .collect();
         let mut subject_matches: HashMap<&Selector, Vec<u32>> = HashMap::new();
         let mut rules_by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (index, rule) in rules.iter().enumerate() {
@@ -322,6 +329,13 @@ impl<'a> Resolver<'a> {
     pub fn l4_policy(&mut self, identity: u32) -> L4Policy {
         let mut policy = L4Policy::default();
         let mut default_deny = [false, false];
+        if identity == Identity::INIT.get() {
+            // computePolicyEnforcementAndRules: an endpoint still being
+            // initialised is in default deny both ways.
+            policy.ingress.enforced = true;
+            policy.egress.enforced = true;
+            default_deny = [true, true];
+        }
         let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
         for index in rule_indices {
             let rule = &self.rules[index];
@@ -343,7 +357,7 @@ impl<'a> Resolver<'a> {
                 origins: [rule.origin].into(),
                 conflict: None,
             };
-            if rule.ports.is_empty() {
+            if rule.l3_only {
                 let key = FilterKey {
                     port: PortRef::Number(0),
                     end_port: 0,

@@ -30,6 +30,22 @@ pub mod proto {
     /// `api.SupportedProtocols()`: what `ANY` in `toPorts` expands to.
     pub const ANY_EXPANSION: [u8; 3] = [TCP, UDP, SCTP];
 
+    /// The name of a protocol number, without allocating (`?` for numbers
+    /// porin never puts in a key).
+    pub fn static_name(proto: u8) -> &'static str {
+        match proto {
+            ANY => "ANY",
+            ICMP => "ICMP",
+            IGMP => "IGMP",
+            TCP => "TCP",
+            UDP => "UDP",
+            ICMPV6 => "ICMPv6",
+            VRRP => "VRRP",
+            SCTP => "SCTP",
+            _ => "?",
+        }
+    }
+
     /// The name of a protocol number for output.
     pub fn name(proto: u8) -> String {
         match proto {
@@ -189,7 +205,11 @@ pub struct PolicyRule {
     /// Peers: `None` selects nothing (Cilium's nil L3), `Some(list)` the
     /// union of the selectors (an empty list selects nothing).
     pub peers: Option<Vec<Selector>>,
-    /// Ports; empty = L3-only (any protocol, any port).
+    /// Whether the item has no L4 part at all (no `toPorts`, no `icmps`):
+    /// then it is L3-only (any protocol, any port). An item with an L4 part
+    /// whose ports are empty allows nothing.
+    pub l3_only: bool,
+    /// Ports (used unless `l3_only`).
     pub ports: Vec<PortSpec>,
     /// Authentication requirement.
     pub auth: Option<AuthMode>,

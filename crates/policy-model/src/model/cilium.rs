@@ -17,7 +17,7 @@ use super::selector::EndpointSelector;
 /// A namespaced `CiliumNetworkPolicy` (`cilium.io/v2`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct CiliumNetworkPolicy {
     /// Always `cilium.io/v2`.
     pub api_version: String,
@@ -43,7 +43,7 @@ pub struct CiliumNetworkPolicy {
 /// selectors are not confined to one namespace.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct CiliumClusterwideNetworkPolicy {
     /// Always `cilium.io/v2`.
     pub api_version: String,
@@ -66,7 +66,7 @@ pub struct CiliumClusterwideNetworkPolicy {
 /// One policy rule (`api.Rule`): a subject selector and the four direction lists.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Rule {
     /// Subject endpoints. Exactly one of `endpointSelector`/`nodeSelector`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -103,7 +103,7 @@ pub struct Rule {
 /// A rule label `{key, value, source}` (`labels.Label`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Label {
     /// Label key (required).
     pub key: String,
@@ -118,7 +118,7 @@ pub struct Label {
 /// `enableDefaultDeny`: per-direction default-deny switch (semantics.md §3.3).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct DefaultDenyConfig {
     /// Ingress default deny; unset means "if the rule has ingress rules".
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -131,23 +131,25 @@ pub struct DefaultDenyConfig {
 /// `log`: the policy-log tag (CRD: at most 32 printable characters).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LogConfig {
     /// The tag value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32))]
     pub value: Option<String>,
 }
 
 /// An ingress allow rule (`api.IngressRule`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IngressRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`); modelled so it can be rejected with a clear message.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub from_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "fromCIDR", skip_serializing_if = "Option::is_none")]
@@ -188,13 +190,14 @@ pub struct IngressRule {
 /// An ingress deny rule (`api.IngressDenyRule`): no L7, no authentication.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IngressDenyRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub from_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "fromCIDR", skip_serializing_if = "Option::is_none")]
@@ -226,13 +229,14 @@ pub struct IngressDenyRule {
 /// An egress allow rule (`api.EgressRule`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct EgressRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub to_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "toCIDR", skip_serializing_if = "Option::is_none")]
@@ -275,13 +279,14 @@ pub struct EgressRule {
 /// An egress deny rule (`api.EgressDenyRule`): no L7, no FQDNs, no authentication.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct EgressDenyRule {
     /// Peer endpoints by label.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub to_endpoints: Option<Vec<EndpointSelector>>,
     /// Removed in Cilium 1.19 (CRD `maxItems: 0`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 0))]
     pub to_requires: Option<Vec<EndpointSelector>>,
     /// Peer IP blocks in prefix notation.
     #[serde(default, rename = "toCIDR", skip_serializing_if = "Option::is_none")]
@@ -313,13 +318,17 @@ pub struct EgressDenyRule {
 /// Exactly one of `cidr`, `cidrGroupRef`, `cidrGroupSelector`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct CidrRule {
     /// The allowed prefix, e.g. `10.0.0.0/8`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cidr: Option<String>,
     /// Name of a CiliumCIDRGroup; needs the group's definition to compile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 253),
+        pattern(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    )]
     pub cidr_group_ref: Option<String>,
     /// Selects CiliumCIDRGroups by label; needs their definitions to compile.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -394,7 +403,7 @@ impl Entity {
 /// Cloud-provider groups (`api.Groups`); turned into CIDRs by a derivative policy.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Groups {
     /// AWS security groups.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -404,7 +413,7 @@ pub struct Groups {
 /// AWS group selection (`api.AWSGroup`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct AwsGroup {
     /// Instance tags.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -423,7 +432,7 @@ pub struct AwsGroup {
 /// A Kubernetes service peer (`api.Service`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Service {
     /// A service by name and namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -436,7 +445,7 @@ pub struct Service {
 /// A service named by `serviceName` and `namespace`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct K8sServiceNamespace {
     /// Service name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -449,7 +458,7 @@ pub struct K8sServiceNamespace {
 /// Services chosen by a label selector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct ServiceSelector {
     /// Label selector over service labels (required).
     pub selector: EndpointSelector,
@@ -461,23 +470,26 @@ pub struct ServiceSelector {
 /// A DNS-name peer (`api.FQDNSelector`): exactly one of `matchName`/`matchPattern`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct FqdnSelector {
     /// A literal DNS name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_]+[.]?)+$"))]
     pub match_name: Option<String>,
     /// A DNS name pattern with `*` wildcards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_*]+[.]?)+$"))]
     pub match_pattern: Option<String>,
 }
 
 /// An allow rule's L4 entry (`api.PortRule`): ports plus optional TLS, SNI, listener and L7 rules.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRule {
     /// Ports and protocols (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub ports: Option<Vec<PortProtocol>>,
     /// TLS context for connections terminated by the proxy.
     #[serde(
@@ -495,6 +507,7 @@ pub struct PortRule {
     pub originating_tls: Option<TlsContext>,
     /// Allowed TLS SNI values.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1), inner(length(max = 255)))]
     pub server_names: Option<Vec<String>>,
     /// Custom Envoy listener to redirect to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -507,25 +520,28 @@ pub struct PortRule {
 /// A deny rule's L4 entry (`api.PortDenyRule`): ports only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortDenyRule {
     /// Ports and protocols (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub ports: Option<Vec<PortProtocol>>,
 }
 
 /// One port (or range) and protocol (`api.PortProtocol`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortProtocol {
     /// A port number 0-65535 or an IANA service name (named port), as a
     /// string: the CRD types it as a string, so an unquoted YAML integer is
     /// rejected at admission.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(pattern(r"^(6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[0-9]{1,4})|([a-zA-Z0-9]-?)*[a-zA-Z](-?[a-zA-Z0-9])*$"))]
     pub port: Option<String>,
     /// Inclusive end of a port range.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 65535))]
     pub end_port: Option<i32>,
     /// L4 protocol; omitted means `ANY`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -574,7 +590,7 @@ impl L4Proto {
 /// A TLS context (`api.TLSContext`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct TlsContext {
     /// Secret holding the certificates (required).
     pub secret: Secret,
@@ -592,7 +608,7 @@ pub struct TlsContext {
 /// A reference to a Kubernetes secret.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Secret {
     /// Secret namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -604,26 +620,29 @@ pub struct Secret {
 /// A custom Envoy listener (`api.Listener`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Listener {
     /// The CiliumEnvoyConfig that defines the listener (required).
     pub envoy_config: EnvoyConfig,
     /// Listener name (required, non-empty).
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Priority 1..=100 among listeners on the same entry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 100))]
     pub priority: Option<i64>,
 }
 
 /// Reference to a CiliumEnvoyConfig or CiliumClusterwideEnvoyConfig.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct EnvoyConfig {
     /// Resource kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<EnvoyConfigKind>,
     /// Resource name (required, non-empty).
+    #[schemars(length(min = 1))]
     pub name: String,
 }
 
@@ -639,7 +658,7 @@ pub enum EnvoyConfigKind {
 /// L7 rules of a port rule (`api.L7Rules`); only one kind may be set.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct L7Rules {
     /// HTTP rules.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -661,7 +680,7 @@ pub struct L7Rules {
 /// An HTTP rule (`api.PortRuleHTTP`); all fields are POSIX extended regexes.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRuleHttp {
     /// Path regex.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -683,12 +702,13 @@ pub struct PortRuleHttp {
 /// One header match of an HTTP rule (`api.HeaderMatch`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct HeaderMatch {
     /// What to do on a mismatch; default drop.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<MismatchAction>,
     /// Header name (required).
+    #[schemars(length(min = 1))]
     pub name: String,
     /// Secret holding the value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -718,7 +738,7 @@ pub enum MismatchAction {
 /// A Kafka rule (`kafka.PortRule` from `cilium/proxy`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRuleKafka {
     /// `produce` or `consume`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -740,30 +760,33 @@ pub struct PortRuleKafka {
 /// A DNS rule (`api.PortRuleDNS`): one of `matchName`/`matchPattern`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct PortRuleDns {
     /// A literal DNS name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_]+[.]?)+$"))]
     pub match_name: Option<String>,
     /// A DNS name pattern.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255), pattern(r"^([-a-zA-Z0-9_*]+[.]?)+$"))]
     pub match_pattern: Option<String>,
 }
 
 /// A list of ICMP fields (`api.ICMPRule`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IcmpRule {
     /// The ICMP types (at most 40).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 40))]
     pub fields: Option<Vec<IcmpField>>,
 }
 
 /// One ICMP type (`api.ICMPField`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IcmpField {
     /// IP family; default `IPv4`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -785,7 +808,7 @@ pub enum IcmpFamily {
 /// Mutual authentication (`api.Authentication`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct Authentication {
     /// Required mode.
     pub mode: AuthenticationMode,

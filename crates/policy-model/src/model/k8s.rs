@@ -12,7 +12,7 @@ use super::selector::LabelSelector;
 /// A Kubernetes `NetworkPolicy`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkPolicy {
     /// Always `networking.k8s.io/v1`.
     pub api_version: String,
@@ -32,7 +32,7 @@ pub struct NetworkPolicy {
 /// `NetworkPolicySpec`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkPolicySpec {
     /// Subject pods in the policy's namespace; `{}` selects all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -60,7 +60,7 @@ pub enum PolicyType {
 /// `NetworkPolicyIngressRule`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkPolicyIngressRule {
     /// Allowed ports; empty or missing means all ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -73,7 +73,7 @@ pub struct NetworkPolicyIngressRule {
 /// `NetworkPolicyEgressRule`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkPolicyEgressRule {
     /// Allowed ports; empty or missing means all ports.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -86,7 +86,7 @@ pub struct NetworkPolicyEgressRule {
 /// `NetworkPolicyPeer`: pods and/or namespaces, or an IP block.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkPolicyPeer {
     /// Pods (in the policy's namespace unless `namespaceSelector` is set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -102,7 +102,7 @@ pub struct NetworkPolicyPeer {
 /// `IPBlock`: a CIDR with exceptions.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct IpBlock {
     /// The prefix (required).
     pub cidr: String,
@@ -114,7 +114,7 @@ pub struct IpBlock {
 /// `NetworkPolicyPort`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct NetworkPolicyPort {
     /// Protocol; default TCP.
     #[serde(default, skip_serializing_if = "Option::is_none")]

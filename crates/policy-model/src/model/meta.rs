@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// manifests exported from a cluster (`kubectl get -o yaml`) load unchanged.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct ObjectMeta {
     /// Object name; required by Cilium (`CiliumNetworkPolicy must have name`).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 /// carry a Cilium source prefix (`k8s:app`, `reserved:host`, `any:app`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LabelSelector {
     /// `{key: value}` pairs; each is equivalent to an `In` requirement with one value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -37,7 +37,7 @@ impl LabelSelector {
 /// One set-based requirement of a label selector.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(deny_unknown_fields)]
+#[serde(deny_unknown_fields)]
 pub struct LabelSelectorRequirement {
     /// The label key the requirement applies to.
     pub key: String,

@@ -351,7 +351,7 @@ impl Builder<'_> {
                         ..
                     }) => (
                         Node {
-                            kind: NodeKind::Mapping(entries),
+                            kind: NodeKind::Mapping(apply_merge_keys(entries)),
                             pos,
                         },
                         anchor,
@@ -400,6 +400,49 @@ impl Builder<'_> {
         }
         Ok(())
     }
+}
+
+/// YAML merge keys (`<<: *defaults`, `<<: [*a, *b]`), which kubectl's
+/// go-yaml applies: entries of the merged mappings are added unless the
+/// mapping already has the key (its own entries, then earlier sources, win).
+/// A `<<` whose value is not a mapping (or a list of them) stays an ordinary
+/// key, so it is reported as an unknown field.
+fn apply_merge_keys(entries: Vec<(Node, Node)>) -> Vec<(Node, Node)> {
+    let is_merge =
+        |key: &Node| matches!(&key.kind, NodeKind::Scalar(text, Style::Plain) if text == "<<");
+    let mergeable = |value: &Node| match &value.kind {
+        NodeKind::Mapping(_) => true,
+        NodeKind::Sequence(items) => items.iter().all(|i| matches!(i.kind, NodeKind::Mapping(_))),
+        NodeKind::Scalar(..) => false,
+    };
+    if !entries.iter().any(|(k, v)| is_merge(k) && mergeable(v)) {
+        return entries;
+    }
+    let mut own = Vec::with_capacity(entries.len());
+    let mut sources = Vec::new();
+    for (key, value) in entries {
+        if is_merge(&key) && mergeable(&value) {
+            match value.kind {
+                NodeKind::Sequence(items) => sources.extend(items),
+                _ => sources.push(value),
+            }
+        } else {
+            own.push((key, value));
+        }
+    }
+    for source in sources {
+        if let NodeKind::Mapping(merged) = source.kind {
+            for (key, value) in merged {
+                let present = own.iter().any(|(existing, _)| {
+                    existing.as_scalar().is_some() && existing.as_scalar() == key.as_scalar()
+                });
+                if !present {
+                    own.push((key, value));
+                }
+            }
+        }
+    }
+    own
 }
 
 /// Nesting is never allowed beyond this, whatever `LoadLimits::max_depth`

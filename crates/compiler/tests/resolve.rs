@@ -1,0 +1,380 @@
+//! Resolution decisions that need a whole compilation: fail-closed peers,
+//! Cilium quirks porin mirrors, merge conflicts, and the explanation text.
+//! Each test names the Cilium source it follows.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use porin_compiler::compile::{Compiled, compile};
+use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
+use porin_compiler::inventory::Inventory;
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::resolve::rule::proto;
+use porin_model::limits::LoadLimits;
+use porin_model::loader::load_str;
+
+const INVENTORY: &str = r#"
+kind: Inventory
+endpoints:
+  - {name: a, namespace: default, labels: {app: a}, ips: [10.0.0.1]}
+  - {name: b, namespace: default, labels: {app: b}, ips: [10.0.0.2], ports: [{name: web, port: 8080}]}
+  - {name: c, namespace: other, labels: {app: c}, ips: [10.0.0.3]}
+fqdns:
+  api.example.com: [192.0.2.10]
+services:
+  - {name: db, namespace: default, selector: {app: b}}
+"#;
+
+fn compile_yaml(policies: &str) -> Compiled {
+    let mut inventory = Inventory::new();
+    inventory.add_text("inventory.yaml", INVENTORY).unwrap();
+    inventory.finish().unwrap();
+    let outcome = load_str("policy.yaml", policies, &LoadLimits::default());
+    assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+    let inputs = PolicyInput::from_outcome(&outcome);
+    compile(&inputs, &inventory).unwrap()
+}
+
+fn verdict(compiled: &Compiled, from: &str, to: &str, proto_number: u8, port: u16) -> FlowVerdict {
+    let flow = Flow {
+        from: Peer::parse(from, compiled).unwrap(),
+        to: Peer::parse(to, compiled).unwrap(),
+        proto: proto_number,
+        port,
+    };
+    evaluate(compiled, &flow).verdict
+}
+
+fn codes(compiled: &Compiled) -> Vec<&'static str> {
+    let mut all: Vec<&'static str> = compiled.diagnostics.iter().map(|d| d.code).collect();
+    for e in &compiled.endpoints {
+        all.extend(e.diagnostics.iter().map(|d| d.code));
+    }
+    all
+}
+
+#[test]
+fn fqdn_answers_from_the_inventory_and_missing_ones_fail_closed() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: fqdn, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  egress:
+    - toFQDNs: [{matchName: api.example.com}, {matchName: unknown.example.com}]
+"#,
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "192.0.2.10", proto::TCP, 443),
+        FlowVerdict::Allow
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "192.0.2.11", proto::TCP, 443),
+        FlowVerdict::Deny
+    );
+    assert!(codes(&compiled).contains(&"PC002"));
+}
+
+#[test]
+fn unresolvable_peer_in_a_deny_rule_denies_every_peer() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: deny-svc, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  egress:
+    - toEntities: [all]
+  egressDeny:
+    - toServices: [{k8sService: {serviceName: missing, namespace: default}}]
+      toPorts: [{ports: [{port: "5432", protocol: TCP}]}]
+"#,
+    );
+    assert!(codes(&compiled).contains(&"PC003"));
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 5432),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 80),
+        FlowVerdict::Allow
+    );
+}
+
+#[test]
+fn services_with_selectors_become_endpoint_selectors_pkg_policy_k8s_service_go() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: svc, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  egress:
+    - toServices: [{k8sService: {serviceName: db, namespace: default}}]
+"#,
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 5432),
+        FlowVerdict::Allow
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "other/c", proto::TCP, 5432),
+        FlowVerdict::Deny
+    );
+}
+
+#[test]
+fn from_nodes_compiles_to_nothing_with_a_diagnostic() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: nodes, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromNodes: [{matchLabels: {role: worker}}]
+"#,
+    );
+    assert!(codes(&compiled).contains(&"PC001"));
+    assert_eq!(
+        verdict(&compiled, "remote-node", "default/b", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+}
+
+#[test]
+fn conflicting_l7_parsers_fail_closed_rule_go_merge_port_proto() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: conflict, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      toPorts: [{ports: [{port: "9092", protocol: TCP}], rules: {http: [{method: GET}]}}]
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      toPorts: [{ports: [{port: "9092", protocol: TCP}], rules: {kafka: [{role: produce}]}}]
+"#,
+    );
+    assert!(codes(&compiled).contains(&"PC006"));
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 9092),
+        FlowVerdict::Deny
+    );
+}
+
+#[test]
+fn named_port_failures_yield_no_keys_pkg_policy_l4_go_to_map_state() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: named, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      toPorts: [{ports: [{port: web, protocol: TCP}, {port: web, protocol: UDP}, {port: nope, protocol: TCP}]}]
+"#,
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 8080),
+        FlowVerdict::Allow
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::UDP, 8080),
+        FlowVerdict::Deny
+    );
+    let named: Vec<_> = compiled
+        .endpoints
+        .iter()
+        .flat_map(|e| &e.diagnostics)
+        .filter(|d| d.code == "PC004")
+        .collect();
+    assert_eq!(named.len(), 2, "{named:?}");
+}
+
+#[test]
+fn icmp_type_zero_is_every_type_in_cilium_1_19_and_porin_says_so() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: icmp0, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      icmps: [{fields: [{type: EchoReply}]}]
+"#,
+    );
+    assert!(codes(&compiled).contains(&"PC011"));
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::ICMP, 8),
+        FlowVerdict::Allow
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 8),
+        FlowVerdict::Deny
+    );
+}
+
+#[test]
+fn knp_ingress_ip_block_quirk_is_mirrored_and_reported_network_policy_go() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: ipblock, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: b}}
+  ingress:
+    - from: [{ipBlock: {cidr: 192.0.2.0/24}}]
+  egress:
+    - to: [{ipBlock: {cidr: 192.0.2.0/24}}]
+  policyTypes: [Ingress, Egress]
+"#,
+    );
+    assert!(codes(&compiled).contains(&"PC005"));
+    // Ingress: the namespace's own pods are admitted too (the quirk).
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 80),
+        FlowVerdict::Allow
+    );
+    assert_eq!(
+        verdict(&compiled, "other/c", "default/b", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+    // Egress has no such quirk.
+    assert_eq!(
+        verdict(&compiled, "default/b", "default/a", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "default/b", "192.0.2.7", proto::TCP, 80),
+        FlowVerdict::Allow
+    );
+}
+
+#[test]
+fn explanations_name_the_rule_and_location() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: explain, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      toPorts: [{ports: [{port: "80", protocol: TCP}]}]
+"#,
+    );
+    let flow = Flow {
+        from: Peer::parse("default/a", &compiled).unwrap(),
+        to: Peer::parse("default/b", &compiled).unwrap(),
+        proto: proto::TCP,
+        port: 80,
+    };
+    let text = explain(&compiled, &evaluate(&compiled, &flow));
+    assert!(
+        text.contains("CiliumNetworkPolicy default/explain spec.ingress[0] (policy.yaml:8)"),
+        "{text}"
+    );
+    let flow = Flow { port: 81, ..flow };
+    let text = explain(&compiled, &evaluate(&compiled, &flow));
+    assert!(text.contains("default deny"), "{text}");
+}
+
+#[test]
+fn log_cookies_are_numbered_by_sorted_log_value() {
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: logs, namespace: default}
+specs:
+  - endpointSelector: {matchLabels: {app: b}}
+    log: {value: zeta}
+    ingress: [{fromEndpoints: [{matchLabels: {app: a}}]}]
+  - endpointSelector: {matchLabels: {app: a}}
+    log: {value: alpha}
+    ingress: [{fromEndpoints: [{matchLabels: {app: b}}]}]
+"#,
+    );
+    let cookie = |name: &str| {
+        let e = compiled.endpoint(name).unwrap();
+        e.entries()
+            .iter()
+            .find(|x| x.direction == "ingress")
+            .unwrap()
+            .cookie
+    };
+    assert_eq!(cookie("default/a"), 1, "alpha");
+    assert_eq!(cookie("default/b"), 2, "zeta");
+}
+
+#[test]
+fn init_identity_is_default_deny_both_ways_repository_go() {
+    let mut inventory = Inventory::new();
+    inventory
+        .add_text(
+            "inv.yaml",
+            "kind: Inventory\nendpoints:\n  - {name: starting, labels: {\"reserved:init\": \"\"}}\n  - {name: h, labels: {\"reserved:host\": \"\"}}\n",
+        )
+        .unwrap();
+    inventory.finish().unwrap();
+    let outcome = load_str(
+        "p.yaml",
+        "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {name: all}\nspec:\n  endpointSelector: {}\n  ingress: [{fromEntities: [world]}]\n",
+        &LoadLimits::default(),
+    );
+    let compiled = compile(&PolicyInput::from_outcome(&outcome), &inventory).unwrap();
+    let init = compiled.endpoint("starting").unwrap();
+    assert_eq!(init.identity, 5);
+    assert!(init.enforcement.ingress && init.enforcement.egress);
+    assert_eq!(
+        verdict(&compiled, "starting", "198.51.100.1", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "198.51.100.1", "starting", proto::TCP, 80),
+        FlowVerdict::Allow
+    );
+    // The host is not a subject of endpointSelector rules.
+    let host = compiled.endpoint("h").unwrap();
+    assert_eq!(host.identity, 1);
+    assert!(!host.enforcement.ingress);
+}
+
+#[test]
+fn to_ports_without_ports_allows_nothing_rule_go_merge_l4_filter() {
+    // An item with toPorts is an L4 rule even when no port survives: it
+    // must never become an L3-only (all ports) allow.
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: empty-ports, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+    - fromEndpoints: [{matchLabels: {app: a}}]
+      toPorts: [{}]
+"#,
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::ICMP, 8),
+        FlowVerdict::Deny
+    );
+}
