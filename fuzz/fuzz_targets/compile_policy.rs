@@ -247,6 +247,15 @@ fn inventory(cluster: &Cluster) -> Option<Inventory> {
     Some(inventory)
 }
 
+/// The input index of endpoint `ep<index>` (the compiler orders endpoints
+/// by namespace and name, not by input position).
+fn input_index(name: &str) -> usize {
+    match name.strip_prefix("ep").and_then(|n| n.parse().ok()) {
+        Some(index) => index,
+        None => panic!("endpoint `{name}` is not one the fuzz input made"),
+    }
+}
+
 /// The fuzz side's view of the compiled cluster, for peer selection.
 struct View<'a> {
     cluster: &'a Cluster,
@@ -259,8 +268,8 @@ struct View<'a> {
 impl<'a> View<'a> {
     fn new(cluster: &'a Cluster, compiled: &'a Compiled) -> Self {
         let mut endpoint_identities: BTreeMap<u32, BTreeSet<(String, String)>> = BTreeMap::new();
-        for (index, out) in compiled.endpoints.iter().enumerate() {
-            let input = &cluster.endpoints[index];
+        for out in &compiled.endpoints {
+            let input = &cluster.endpoints[input_index(&out.name)];
             endpoint_identities
                 .entry(out.identity)
                 .or_default()
@@ -407,9 +416,9 @@ fn check_compiled(cluster: &Cluster, compiled: &Compiled) {
     let view = View::new(cluster, compiled);
     let mut identities: BTreeSet<u32> = compiled.identities.iter().map(|i| i.id).collect();
     identities.extend([1, 2, 9, 10]);
-    for (index, endpoint) in compiled.endpoints.iter().enumerate() {
+    for endpoint in &compiled.endpoints {
         for direction in Direction::ALL {
-            let rules = view.rules_of(index, direction);
+            let rules = view.rules_of(input_index(&endpoint.name), direction);
             let enforced = match direction {
                 Direction::Ingress => endpoint.enforcement.ingress,
                 Direction::Egress => endpoint.enforcement.egress,

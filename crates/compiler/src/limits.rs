@@ -107,7 +107,7 @@ impl Limit {
                 "policy-map entries of one endpoint (raise with `--max-entries-per-endpoint`, at most the policy map size)"
             }
             Limit::TotalEntries => {
-                "policy-map entries of all endpoints together (raise with `--max-total-entries`)"
+                "policy-map entries of all distinct map states together (raise with `--max-total-entries`)"
             }
         }
     }
@@ -169,8 +169,9 @@ pub struct CompileLimits {
     /// `bpf-policy-map-max` bound); a state that cannot fit the map is
     /// refused, never truncated.
     pub max_entries_per_endpoint: usize,
-    /// Entries of all endpoints' map states together (each endpoint's
-    /// output holds its own copy). Default 5,000,000 (about 1 GiB of output).
+    /// Entries of all distinct map states together (endpoints with the
+    /// same identity and named ports share one state, which is charged
+    /// once). Default 5,000,000 (well under 1 GiB).
     pub max_total_entries: usize,
 }
 
@@ -347,8 +348,9 @@ pub fn insertion_bound(policy: &L4Policy, cache: &SelectorCache) -> u64 {
 }
 
 /// Counts output entries as endpoints are compiled; the driver charges each
-/// endpoint's map state as soon as it exists, so an oversized output stops
-/// at the first endpoint that crosses a limit.
+/// newly computed map state as soon as it exists (a state shared through the
+/// driver's cache is charged once), so an oversized output stops at the
+/// first endpoint that crosses a limit.
 #[derive(Debug)]
 pub struct EntryBudget<'a> {
     limits: &'a CompileLimits,
