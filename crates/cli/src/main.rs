@@ -13,6 +13,7 @@
 
 mod commands;
 mod output;
+mod render;
 
 use std::process::ExitCode;
 
@@ -38,6 +39,12 @@ enum Command {
     Lint(commands::lint::LintArgs),
     /// Print the JSON Schema of the policy model (for yaml-language-server).
     Schema(commands::schema::SchemaArgs),
+    /// Print the documentation of a diagnostic code (`porin explain PR001`).
+    Explain(commands::explain::ExplainArgs),
+    /// Write the allowed connectivity between workloads as Graphviz DOT.
+    Graph(commands::graph::GraphArgs),
+    /// Show how connectivity changes between two policy versions.
+    Diff(commands::diff::DiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -48,6 +55,9 @@ fn main() -> ExitCode {
         Command::Test(args) => Ok(commands::test::run(args)),
         Command::Lint(args) => commands::lint::run(args).map(ExitCode::from),
         Command::Schema(args) => commands::schema::run(args).map(ExitCode::from),
+        Command::Explain(args) => commands::explain::run(args).map(ExitCode::from),
+        Command::Graph(args) => commands::graph::run(args),
+        Command::Diff(args) => commands::diff::run(args),
     };
     match result {
         Ok(code) => code,

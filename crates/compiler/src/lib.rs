@@ -20,6 +20,7 @@
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`policytest`]: the `porin test` runner;
 //! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
+//! - [`verify`]: the lint rules (`porin lint`) over the compiled state;
 //! - [`error`]: the stage's errors.
 
 pub mod compile;
@@ -36,3 +37,4 @@ pub mod policytest;
 pub mod ports;
 pub mod resolve;
 pub mod selector;
+pub mod verify;

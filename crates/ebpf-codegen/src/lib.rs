@@ -9,8 +9,10 @@
 
 pub mod asm;
 pub mod btf;
+pub mod compiled;
 pub mod disasm;
 pub mod elf;
+pub mod engine;
 pub mod insn;
 pub mod kernel;
 pub mod maps;

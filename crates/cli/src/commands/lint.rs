@@ -1,14 +1,27 @@
-//! `porin lint PATH...`: load and validate policies, print the findings.
+//! `porin lint PATH... [--inventory FILE_OR_DIR] [--config FILE]
+//! [--format human|json|sarif|junit|github] [--fail-on error|warning|never]`:
+//! load and validate policies, run the verifier's lint rules
+//! (`porin_compiler::verify`), print the findings.
+//!
+//! Without `--inventory`, the rules that need one (capacity, shadowing,
+//! deny bypass, selectors that select nothing, DNS, named ports) are
+//! skipped, with a note on standard error. The configuration is `--config`,
+//! else `.porin.yaml` in the current directory if present.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
+use porin_compiler::inventory::Inventory;
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::verify::config::LintConfig;
+use porin_compiler::verify::{Report, verify};
 use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::{Diagnostic, LoadLimits, Severity, load_paths};
 
-use crate::output::{Format, Status};
+use crate::output::Status;
+use crate::render::{self, FailOn, LintFormat};
 
 /// Arguments of `porin lint`.
 #[derive(Debug, Args)]
@@ -17,50 +30,114 @@ pub struct LintArgs {
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Human)]
-    pub format: Format,
+    #[arg(long, value_enum, default_value_t = LintFormat::Human)]
+    pub format: LintFormat,
     /// Also print notes (e.g. documents skipped because they are not policies).
     #[arg(short, long)]
     pub verbose: bool,
     /// Largest input file, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = LoadLimits::default().max_file_bytes)]
     pub max_file_bytes: u64,
+    /// Inventory (porin inventory, Kubernetes manifests or a Cilium dump;
+    /// file or directory): enables the rules that need endpoints.
+    #[arg(long, value_name = "FILE_OR_DIR")]
+    pub inventory: Option<PathBuf>,
+    /// Lint configuration (default: `.porin.yaml` in the current directory, if any).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Which findings fail the run (exit 1).
+    #[arg(long, value_enum, default_value_t = FailOn::Error)]
+    pub fail_on: FailOn,
 }
 
-/// Runs the lint: exit 0 when no error was found, 1 otherwise, 2 when a path
-/// cannot be read.
+/// The default configuration file name.
+pub const CONFIG_FILE: &str = ".porin.yaml";
+
+fn load_config(path: Option<&Path>) -> anyhow::Result<LintConfig> {
+    let path = match path {
+        Some(path) => path.to_owned(),
+        None => {
+            let default = PathBuf::from(CONFIG_FILE);
+            if !default.is_file() {
+                return Ok(LintConfig::default());
+            }
+            default
+        }
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(LintConfig::parse(&path.display().to_string(), &text)?)
+}
+
+/// Runs the lint: exit 0 when nothing fails the run, 1 otherwise, 2 when a
+/// path, the inventory or the configuration cannot be read.
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let limits = LoadLimits {
         max_file_bytes: args.max_file_bytes,
         ..LoadLimits::default()
     };
+    let config = load_config(args.config.as_deref())?;
     let outcome = load_paths(&args.paths, &limits)?;
-    let status = if outcome.has_errors() {
+    let inventory = match &args.inventory {
+        Some(path) => Some(
+            Inventory::load(path)
+                .with_context(|| format!("cannot load the inventory {}", path.display()))?,
+        ),
+        None => None,
+    };
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let report: Report = verify(&inputs, inventory.as_ref(), &config)?;
+
+    let mut diagnostics: Vec<Diagnostic> = outcome.diagnostics.clone();
+    diagnostics.extend(report.findings.iter().cloned());
+    if !args.verbose {
+        diagnostics.retain(|d| d.severity != Severity::Info || args.format != LintFormat::Human);
+    }
+    let fails = outcome.has_errors() || diagnostics.iter().any(|d| args.fail_on.fails(d.severity));
+    let status = if fails {
         Status::Findings
     } else {
         Status::Clean
     };
+    if !report.skipped.is_empty() && args.format == LintFormat::Human {
+        eprintln!(
+            "note: {} rules need --inventory and were skipped ({})",
+            report.skipped.len(),
+            report.skipped.join(", ")
+        );
+    }
     let text = match args.format {
-        Format::Json => {
-            let mut text = render_json(&outcome.diagnostics);
+        LintFormat::Json => {
+            let mut text = render_json(&diagnostics);
             text.push('\n');
             text
         }
-        Format::Human => {
-            let shown: Vec<Diagnostic> = outcome
-                .diagnostics
-                .iter()
-                .filter(|d| args.verbose || d.severity != Severity::Info)
-                .cloned()
-                .collect();
-            let mut text = render_human_all(&shown, &outcome.sources);
+        LintFormat::Human => {
+            let mut text = render_human_all(&diagnostics, &outcome.sources);
             let policies = outcome.documents.len();
             text.push_str(&format!(
                 "{policies} valid {} loaded\n",
                 if policies == 1 { "policy" } else { "policies" }
             ));
-            text
+            if render::use_colour() {
+                render::colourise(&text)
+            } else {
+                text
+            }
         }
+        LintFormat::Sarif => render::sarif::render(
+            &diagnostics,
+            &render::sarif::RunInfo {
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                fallback_file: args
+                    .inventory
+                    .as_ref()
+                    .map(|p| p.display().to_string())
+                    .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
+            },
+        ),
+        LintFormat::Junit => render::junit::render(&diagnostics, &report.skipped, args.fail_on),
+        LintFormat::Github => render::github::render(&diagnostics),
     };
     std::io::stdout()
         .lock()

@@ -1,6 +1,9 @@
 //! One module per subcommand.
 
 pub mod compile;
+pub mod diff;
+pub mod explain;
+pub mod graph;
 pub mod lint;
 pub mod query;
 pub mod schema;

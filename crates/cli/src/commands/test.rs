@@ -40,9 +40,17 @@ pub fn run(args: &Args) -> ExitCode {
         EngineArg::Kernel => Engine::Kernel,
         EngineArg::Both => Engine::Both,
     };
-    let report = run_tests(&args.paths, engine);
+    // The kernel engine lives in porin-ebpf (it loads porin's object);
+    // the reference engine is the compiler's runner.
+    let report = match engine {
+        Engine::Reference => run_tests(&args.paths, engine),
+        Engine::Kernel | Engine::Both => porin_ebpf::engine::run(&args.paths, engine),
+    };
     for line in &report.lines {
         println!("{line}");
+    }
+    for note in &report.notes {
+        eprintln!("note: {note}");
     }
     for error in &report.errors {
         eprintln!("error: {error}");

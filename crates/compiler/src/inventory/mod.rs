@@ -168,9 +168,20 @@ impl Inventory {
     pub fn add_text(&mut self, file: &str, text: &str) -> Result<(), InventoryError> {
         let trimmed = text.trim_start();
         if trimmed.starts_with('[') {
-            return cilium::add_dump(self, file, text);
+            // A JSON list: a Cilium dump unless its items are Kubernetes
+            // objects (they carry a `kind`), which are not inventory.
+            let is_dump = serde_json::from_str::<Vec<serde_json::Value>>(text)
+                .map_or(true, |items| items.iter().all(|i| i.get("kind").is_none()));
+            if is_dump {
+                return cilium::add_dump(self, file, text);
+            }
+            return Ok(());
         }
-        if trimmed.starts_with('{') && text.contains("\"identity\"") {
+        if trimmed.starts_with('{')
+            && serde_json::from_str::<serde_json::Value>(text)
+                .is_ok_and(|v| v.get("kind").is_none() && v.get("status").is_some())
+        {
+            // One endpoint object of `cilium-dbg endpoint get -o json`.
             return cilium::add_dump(self, file, text);
         }
         let documents = yaml::parse_documents(file, text)?;

@@ -104,6 +104,10 @@ pub struct TestReport {
     /// Files that could not be read, parsed or validated, with the reason
     /// (already rendered, may span lines).
     pub errors: Vec<String>,
+    /// Compiler findings (warnings, errors) about the files that ran, one
+    /// line each: peers porin could not resolve, named ports that yield no
+    /// keys, Cilium quirks in effect. They explain surprising verdicts.
+    pub notes: Vec<String>,
 }
 
 impl TestReport {
@@ -352,6 +356,30 @@ fn run_file(path: &Path, report: &mut TestReport) {
             return;
         }
     };
+    let mut findings: Vec<&porin_model::diagnostic::Diagnostic> =
+        prepared.compiled.diagnostics.iter().collect();
+    for endpoint in &prepared.compiled.endpoints {
+        findings.extend(endpoint.diagnostics.iter());
+    }
+    for finding in findings {
+        if finding.severity == porin_model::diagnostic::Severity::Info {
+            continue;
+        }
+        let at = finding
+            .primary
+            .as_ref()
+            .map(|l| format!("{}:{}: ", l.file, l.line))
+            .unwrap_or_else(|| format!("{}: ", prepared.file));
+        let line = format!(
+            "{at}{}[{}]: {}",
+            finding.severity.as_str(),
+            finding.code,
+            finding.message
+        );
+        if !report.notes.contains(&line) {
+            report.notes.push(line);
+        }
+    }
     let mut resolved = Vec::new();
     for (index, case) in prepared.spec.cases.iter().enumerate() {
         match resolve_case(&prepared.file, index, case, &prepared.compiled) {

@@ -42,4 +42,69 @@ pub mod codes {
     /// `port: "0"` with an `endPort`: Cilium's datapath key would cover all
     /// ports; porin keeps the range (fail closed).
     pub const PORT_ZERO_RANGE: &str = "PC012";
+
+    /// Every code with a kebab-case name and a one-line meaning, in code
+    /// order (the source of `crates/compiler/CODES.md`).
+    pub const ALL: &[(&str, &str, &str)] = &[
+        (
+            UNSUPPORTED_PEER,
+            "unsupported-peer",
+            "A peer porin cannot resolve offline (fromNodes/toNodes, fromGroups/toGroups, cidrGroupRef/cidrGroupSelector): allow rules allow nothing for it, deny rules deny every peer on those ports (fail closed).",
+        ),
+        (
+            UNKNOWN_FQDN,
+            "unknown-fqdn",
+            "toFQDNs has no DNS answers in the inventory (`fqdns`): nothing is allowed for that selector (fail closed).",
+        ),
+        (
+            UNKNOWN_SERVICE,
+            "unknown-service",
+            "toServices names a service the inventory does not define: allow rules allow nothing, deny rules deny every peer (fail closed).",
+        ),
+        (
+            NAMED_PORT,
+            "named-port",
+            "A named port does not resolve (unknown, incompatible protocol, zero, duplicate numbers cluster-wide for egress): the rule yields no keys, as in Cilium (`GetNamedPort`, pkg/types/portmap.go).",
+        ),
+        (
+            KNP_IPBLOCK_QUIRK,
+            "knp-ipblock-quirk",
+            "A KNP ingress peer with only an ipBlock also admits every pod of the policy namespace in Cilium (parseNetworkPolicyPeer); porin mirrors it.",
+        ),
+        (
+            MERGE_CONFLICT,
+            "merge-conflict",
+            "Rules Cilium cannot merge on one port and selector (L7 parsers, listeners with the same priority, authentication types): nothing is allowed there (fail closed).",
+        ),
+        (
+            HOST_POLICY,
+            "host-policy",
+            "A rule with a nodeSelector applies to nodes (host firewall), not to inventory endpoints; porin skips it.",
+        ),
+        (
+            SELECTS_NOTHING,
+            "selects-nothing",
+            "A policy selects no endpoint of the inventory (incomplete inventory, or a wrong selector).",
+        ),
+        (
+            INVALID_PEER,
+            "invalid-peer",
+            "A peer that does not parse (a CIDR): compiled like an unresolvable peer (fail closed).",
+        ),
+        (
+            INVALID_PORT,
+            "invalid-port",
+            "A port or ICMP type that does not parse: that port is left out; the rule never widens to all ports.",
+        ),
+        (
+            CILIUM_QUIRK,
+            "cilium-quirk",
+            "ICMP type 0 in icmps means every ICMP type in Cilium 1.19 (cilium/cilium#41304); porin mirrors it and says so.",
+        ),
+        (
+            PORT_ZERO_RANGE,
+            "port-zero-range",
+            "port \"0\" with an endPort: Cilium's datapath key covers every port; porin keeps the range 0-endPort (fail closed).",
+        ),
+    ];
 }

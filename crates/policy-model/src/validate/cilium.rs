@@ -920,13 +920,15 @@ fn validate_services(
     }
 }
 
-/// `countL7Rules`: whether any port rule carries HTTP, Kafka or DNS rules.
+/// Whether `countL7Rules` returns a non-empty map: it inserts its keys for
+/// every port rule whose L7 rules are not `IsEmpty`, even with zero rules
+/// (so `http: []` or an `l7proto` list counts), and `IngressRule.Validate`
+/// tests the map's length for host policies.
 fn has_l7(port_rules: Option<&Vec<PortRule>>) -> bool {
-    port_rules.into_iter().flatten().any(|p| {
-        p.rules.as_ref().is_some_and(|r| {
-            non_empty(r.http.as_ref()) || non_empty(r.kafka.as_ref()) || non_empty(r.dns.as_ref())
-        })
-    })
+    port_rules
+        .into_iter()
+        .flatten()
+        .any(|p| !l7_is_empty(p.rules.as_ref()))
 }
 
 /// `L7Rules.IsEmpty`: no http/kafka/dns/l7 list at all (an `l7proto` alone is "empty").

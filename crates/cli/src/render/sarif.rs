@@ -1,0 +1,189 @@
+//! SARIF 2.1.0 (OASIS), the format GitHub code scanning ingests
+//! (<https://docs.oasis-open.org/sarif/sarif/v2.1.0/sarif-v2.1.0.html>,
+//! <https://docs.github.com/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning>).
+//!
+//! Decisions:
+//! - every porin code (`PR0xx` with full documentation, `PM0xx` and
+//!   `PC0xx` with their summaries) is a `reportingDescriptor` of the driver,
+//!   in a fixed order, so `ruleIndex` is stable across runs; any other code
+//!   is appended in code order;
+//! - relative paths use `uriBaseId: "%SRCROOT%"` (the repository root when
+//!   run from it), absolute ones a `file://` URI;
+//! - `partialFingerprints["porinFingerprint/v1"]` hashes (code, file,
+//!   document, field path, occurrence) and *not* the line, so a finding
+//!   keeps its identity when lines above it move;
+//! - a finding with no location (e.g. PR003 about the whole ipcache) is
+//!   attached to line 1 of a fallback file (the inventory or the first
+//!   policy file), since code scanning drops location-less results.
+
+use std::collections::BTreeMap;
+
+use porin_compiler::verify::codes as lint_codes;
+use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use serde_json::{Value, json};
+
+use super::fnv1a64;
+
+/// What the run needs besides the findings.
+#[derive(Debug, Clone, Default)]
+pub struct RunInfo {
+    /// porin's version.
+    pub version: String,
+    /// Where location-less findings are attached.
+    pub fallback_file: Option<String>,
+}
+
+/// The SARIF `$schema` URI.
+pub const SCHEMA_URI: &str = "https://json.schemastore.org/sarif-2.1.0.json";
+
+fn level(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "note",
+    }
+}
+
+fn artifact(file: &str) -> Value {
+    let file = file.strip_prefix("./").unwrap_or(file);
+    let encoded = file.replace('%', "%25").replace(' ', "%20");
+    if file.starts_with('/') {
+        json!({"uri": format!("file://{encoded}")})
+    } else {
+        json!({"uri": encoded, "uriBaseId": "%SRCROOT%"})
+    }
+}
+
+fn physical(location: &Location) -> Value {
+    let mut region = json!({"startLine": location.line.max(1)});
+    if location.column > 0 {
+        region["startColumn"] = json!(location.column);
+    }
+    json!({"artifactLocation": artifact(&location.file), "region": region})
+}
+
+fn descriptors(extra: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, usize>) {
+    let mut rules = Vec::new();
+    let mut index = BTreeMap::new();
+    for rule in lint_codes::ALL {
+        index.insert(rule.code, rules.len());
+        rules.push(json!({
+            "id": rule.code,
+            "name": rule.name,
+            "shortDescription": {"text": rule.summary},
+            "fullDescription": {"text": rule.what.replace('\n', " ")},
+            "help": {"text": rule.document(), "markdown": rule.document()},
+            "defaultConfiguration": {"level": level(rule.severity)},
+            "properties": {"tags": ["porin", "network-policy"]},
+        }));
+    }
+    for code in porin_model::codes::ALL {
+        index.insert(code.code, rules.len());
+        rules.push(json!({
+            "id": code.code,
+            "name": code.name,
+            "shortDescription": {"text": code.summary},
+            "defaultConfiguration": {"level": "error"},
+        }));
+    }
+    for (code, name, meaning) in porin_compiler::resolve::codes::ALL {
+        index.insert(code, rules.len());
+        rules.push(json!({
+            "id": code,
+            "name": name,
+            "shortDescription": {"text": meaning},
+            "defaultConfiguration": {"level": "warning"},
+        }));
+    }
+    for code in extra {
+        if !index.contains_key(code) {
+            index.insert(code, rules.len());
+            rules.push(json!({"id": code}));
+        }
+    }
+    (rules, index)
+}
+
+/// Renders findings as one SARIF log with one run.
+pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
+    let mut extra: Vec<&'static str> = diagnostics.iter().map(|d| d.code).collect();
+    extra.sort_unstable();
+    extra.dedup();
+    let (rules, index) = descriptors(&extra);
+    let mut occurrences: BTreeMap<String, usize> = BTreeMap::new();
+    let mut results = Vec::new();
+    for d in diagnostics {
+        let mut text = d.message.clone();
+        for note in &d.notes {
+            text.push_str("\nnote: ");
+            text.push_str(note);
+        }
+        if let Some(help) = &d.help {
+            text.push_str("\nhelp: ");
+            text.push_str(help);
+        }
+        let primary = d.primary.clone().or_else(|| {
+            info.fallback_file.as_ref().map(|file| Location {
+                file: file.clone(),
+                document: 0,
+                line: 1,
+                column: 1,
+                route: String::new(),
+            })
+        });
+        let identity = match &primary {
+            Some(l) => format!("{}|{}|{}|{}", d.code, l.file, l.document, l.route),
+            None => format!("{}|{}", d.code, d.message),
+        };
+        let occurrence = occurrences.entry(identity.clone()).or_default();
+        *occurrence += 1;
+        let fingerprint = format!("{:016x}:{}", fnv1a64(identity.as_bytes()), occurrence);
+        let mut result = json!({
+            "ruleId": d.code,
+            "level": level(d.severity),
+            "message": {"text": text},
+            "partialFingerprints": {"porinFingerprint/v1": fingerprint},
+        });
+        if let Some(i) = index.get(d.code) {
+            result["ruleIndex"] = json!(i);
+        }
+        if let Some(location) = &primary {
+            let mut loc = json!({"physicalLocation": physical(location)});
+            if !location.route.is_empty() {
+                loc["logicalLocations"] =
+                    json!([{"fullyQualifiedName": location.route, "kind": "member"}]);
+            }
+            result["locations"] = json!([loc]);
+        }
+        if !d.related.is_empty() {
+            let related: Vec<Value> = d
+                .related
+                .iter()
+                .enumerate()
+                .map(|(i, (location, label))| {
+                    json!({"id": i, "physicalLocation": physical(location), "message": {"text": label}})
+                })
+                .collect();
+            result["relatedLocations"] = json!(related);
+        }
+        results.push(result);
+    }
+    let log = json!({
+        "$schema": SCHEMA_URI,
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "porin",
+                "semanticVersion": info.version,
+                "informationUri": "https://example.invalid/porin",
+                "rules": rules,
+            }},
+            "columnKind": "unicodeCodePoints",
+            "originalUriBaseIds": {"%SRCROOT%": {"description": {"text": "the directory porin ran in"}}},
+            "results": results,
+        }],
+    });
+    let mut text = serde_json::to_string_pretty(&log).unwrap_or_else(|_| "{}".to_owned());
+    text.push('\n');
+    text
+}

@@ -1,0 +1,176 @@
+//! Compile time and peak memory of porin's compiler on synthetic clusters,
+//! printed as a Markdown table.
+//!
+//! Run: `cargo run --release -p porin-compiler --example compile_bench`
+//! (optionally `-- P,E P,E ...` for other sizes; default 10,100 100,1000
+//! 1000,10000).
+//!
+//! Each size runs in a fresh child process (this program re-executes
+//! itself with `--child P E`), so the peak resident set size (`VmHWM` from
+//! `/proc/self/status`) belongs to that size alone. The child generates the
+//! cluster with `porin_compiler::compile::synthetic::cluster(P, E)`
+//! (P CiliumNetworkPolicies over E endpoints), then three times loads the
+//! policy YAML (parse + validate) and compiles it; the table shows the
+//! median of the three wall times (load and compile separately and
+//! together), the peak RSS of the child (which includes the generated YAML
+//! and inventory), and the size of the output.
+
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use porin_compiler::compile::synthetic::cluster;
+use porin_compiler::resolve::lower::PolicyInput;
+
+const DEFAULT_SIZES: [(usize, usize); 3] = [(10, 100), (100, 1_000), (1_000, 10_000)];
+const RUNS: usize = 3;
+
+fn vm_hwm_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort_unstable();
+    values.get(values.len() / 2).copied().unwrap_or_default()
+}
+
+/// One size, in this process: prints one tab-separated result line.
+fn child(policies: usize, endpoints: usize) -> Result<(), String> {
+    let generated = Instant::now();
+    let synthetic = cluster(policies, endpoints);
+    let generate = generated.elapsed();
+    let mut load_times = Vec::new();
+    let mut compile_times = Vec::new();
+    let mut total_times = Vec::new();
+    let mut entries = 0usize;
+    let mut identities = 0usize;
+    let mut ipcache = 0usize;
+    for _ in 0..RUNS {
+        let start = Instant::now();
+        let outcome = synthetic.load();
+        let loaded = start.elapsed();
+        if outcome.has_errors() {
+            return Err(format!(
+                "the synthetic policies do not validate: {:?}",
+                outcome.diagnostics.first()
+            ));
+        }
+        let inputs = PolicyInput::from_outcome(&outcome);
+        let compile_start = Instant::now();
+        let compiled = porin_compiler::compile::compile(&inputs, &synthetic.inventory)
+            .map_err(|e| e.to_string())?;
+        let compiled_in = compile_start.elapsed();
+        total_times.push(start.elapsed());
+        load_times.push(loaded);
+        compile_times.push(compiled_in);
+        entries = compiled.endpoints.iter().map(|e| e.state.len()).sum();
+        identities = compiled.identities.len();
+        ipcache = compiled.ipcache.len();
+        if compiled.endpoints.len() != endpoints {
+            return Err(format!(
+                "compiled {} endpoints, expected {endpoints}",
+                compiled.endpoints.len()
+            ));
+        }
+    }
+    let hwm = vm_hwm_kib().ok_or("cannot read VmHWM from /proc/self/status")?;
+    println!(
+        "{policies}\t{endpoints}\t{}\t{}\t{}\t{}\t{hwm}\t{entries}\t{identities}\t{ipcache}",
+        generate.as_micros(),
+        median(load_times).as_micros(),
+        median(compile_times).as_micros(),
+        median(total_times).as_micros(),
+    );
+    Ok(())
+}
+
+fn millis(micros: &str) -> String {
+    micros
+        .parse::<f64>()
+        .map_or_else(|_| micros.to_owned(), |us| format!("{:.1}", us / 1000.0))
+}
+
+fn parse_sizes(args: &[String]) -> Result<Vec<(usize, usize)>, String> {
+    if args.is_empty() {
+        return Ok(DEFAULT_SIZES.to_vec());
+    }
+    args.iter()
+        .map(|a| {
+            let (p, e) = a
+                .split_once(',')
+                .ok_or_else(|| format!("`{a}`: expected POLICIES,ENDPOINTS"))?;
+            Ok((
+                p.parse().map_err(|_| format!("`{p}` is not a number"))?,
+                e.parse().map_err(|_| format!("`{e}` is not a number"))?,
+            ))
+        })
+        .collect()
+}
+
+fn parent(sizes: &[(usize, usize)]) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    println!(
+        "| policies | endpoints | load (ms) | compile (ms) | load + compile (ms, median of {RUNS}) | peak RSS (MiB) | map entries (all endpoints) | identities | ipcache entries |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (policies, endpoints) in sizes {
+        let output = Command::new(&exe)
+            .args(["--child", &policies.to_string(), &endpoints.to_string()])
+            .output()
+            .map_err(|e| format!("running the child: {e}"))?;
+        if !output.status.success() {
+            return Err(format!(
+                "size ({policies}, {endpoints}) failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            ));
+        }
+        let text = String::from_utf8_lossy(&output.stdout);
+        let fields: Vec<&str> = text.trim().split('\t').collect();
+        let [
+            p,
+            e,
+            _generate,
+            load,
+            compile,
+            total,
+            hwm,
+            entries,
+            identities,
+            ipcache,
+        ] = fields.as_slice()
+        else {
+            return Err(format!("unexpected child output: {text}"));
+        };
+        let rss = hwm
+            .parse::<f64>()
+            .map_or_else(|_| (*hwm).to_owned(), |k| format!("{:.1}", k / 1024.0));
+        println!(
+            "| {p} | {e} | {} | {} | {} | {rss} | {entries} | {identities} | {ipcache} |",
+            millis(load),
+            millis(compile),
+            millis(total)
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.as_slice() {
+        [flag, p, e] if flag == "--child" => match (p.parse(), e.parse()) {
+            (Ok(p), Ok(e)) => child(p, e),
+            _ => Err("--child needs two numbers".to_owned()),
+        },
+        other => parse_sizes(other).and_then(|sizes| parent(&sizes)),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("compile_bench: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,283 @@
+//! Everything the rules share: the lowered rules, identities, each
+//! endpoint's compiled state, and the exact per-rule effect analysis.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+
+use porin_model::diagnostic::{Diagnostic, Location};
+
+use super::analysis;
+use super::config::LintConfig;
+use crate::error::CompileError;
+use crate::identities::{IdentityKind, IdentityTable};
+use crate::inventory::{Inventory, NamedPort};
+use crate::mapstate::MapState;
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
+use crate::resolve::policy::{L4Policy, Resolver};
+use crate::resolve::rule::PolicyRule;
+
+/// Endpoints that share an identity and named ports, hence a map state.
+#[derive(Debug, Clone)]
+pub struct Unit {
+    /// Indices into the inventory's endpoints.
+    pub endpoints: Vec<usize>,
+    /// The shared identity.
+    pub identity: u32,
+    /// Indices of the rules selecting the identity, in input order.
+    pub rules: Vec<usize>,
+    /// The resolved L4 policy.
+    pub policy: L4Policy,
+    /// The compiled map state.
+    pub state: MapState,
+}
+
+/// Who decides the flows a dead allow rule would allow (PR004/PR005).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Coverage {
+    /// Origins of deny entries deciding some of them.
+    pub denies: BTreeSet<u32>,
+    /// Origins of allow entries deciding some of them.
+    pub allows: BTreeSet<u32>,
+    /// Flow classes the rule would allow on its own.
+    pub flows: usize,
+}
+
+/// The shared state of one lint run.
+pub struct Context<'a> {
+    /// The policies.
+    pub inputs: &'a [PolicyInput<'a>],
+    /// The inventory (empty when none was given).
+    pub inventory: &'a Inventory,
+    /// Whether an inventory was given.
+    pub has_inventory: bool,
+    /// The configuration.
+    pub config: &'a LintConfig,
+    /// Lowered rules and origins.
+    pub lowered: Lowered,
+    /// Identities.
+    pub table: IdentityTable,
+    /// Endpoint units (empty without inventory).
+    pub units: Vec<Unit>,
+    /// The ipcache entry count.
+    pub ipcache_len: usize,
+    /// The compiler's diagnostics (lowering and map-state distillation).
+    pub compile_diagnostics: Vec<Diagnostic>,
+    effects: RefCell<BTreeMap<(usize, usize), MapState>>,
+    /// Per rule, the PR004/PR005 coverage (computed on first use).
+    pub coverage: std::cell::OnceCell<Vec<Option<Coverage>>>,
+}
+
+impl<'a> Context<'a> {
+    /// Lowers and compiles everything once.
+    pub fn new(
+        inputs: &'a [PolicyInput<'a>],
+        inventory: &'a Inventory,
+        has_inventory: bool,
+        config: &'a LintConfig,
+    ) -> Result<Self, CompileError> {
+        let lowered = lower(inputs, inventory);
+        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        let mut units: Vec<Unit> = Vec::new();
+        let mut compile_diagnostics = lowered.diagnostics.clone();
+        let mut ipcache_len = 0;
+        if has_inventory {
+            let mut resolver = Resolver::new(&lowered.rules, &table, inventory);
+            let mut by_key: BTreeMap<(u32, Vec<NamedPort>), usize> = BTreeMap::new();
+            let mut policies: BTreeMap<u32, L4Policy> = BTreeMap::new();
+            for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+                let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
+                let key = (identity, endpoint.ports.clone());
+                if let Some(&unit) = by_key.get(&key) {
+                    units[unit].endpoints.push(index);
+                    continue;
+                }
+                let policy = policies
+                    .entry(identity)
+                    .or_insert_with(|| resolver.l4_policy(identity))
+                    .clone();
+                let describe = |id: u32| {
+                    usize::try_from(id)
+                        .ok()
+                        .and_then(|i| lowered.origins.get(i))
+                        .map_or_else(|| format!("origin {id}"), Origin::describe)
+                };
+                let (state, diagnostics) = resolver.map_state(endpoint, &policy, &describe);
+                compile_diagnostics.extend(diagnostics);
+                by_key.insert(key, units.len());
+                units.push(Unit {
+                    endpoints: vec![index],
+                    identity,
+                    rules: resolver.rules_of(identity).to_vec(),
+                    policy,
+                    state,
+                });
+            }
+            let mut prefixes: BTreeSet<String> = table
+                .cidr_identity
+                .keys()
+                .map(ToString::to_string)
+                .collect();
+            for endpoint in &inventory.endpoints {
+                for ip in &endpoint.ips {
+                    prefixes.insert(crate::labels::host_prefix(*ip).to_string());
+                }
+            }
+            prefixes.insert("0.0.0.0/0".to_owned());
+            prefixes.insert("::/0".to_owned());
+            ipcache_len = prefixes.len();
+        }
+        Ok(Self {
+            inputs,
+            inventory,
+            has_inventory,
+            config,
+            lowered,
+            table,
+            units,
+            ipcache_len,
+            compile_diagnostics,
+            effects: RefCell::new(BTreeMap::new()),
+            coverage: std::cell::OnceCell::new(),
+        })
+    }
+
+    /// The rules.
+    pub fn rules(&self) -> &[PolicyRule] {
+        &self.lowered.rules
+    }
+
+    /// The origin of a rule.
+    pub fn origin(&self, rule: usize) -> Option<&Origin> {
+        self.rules()
+            .get(rule)
+            .and_then(|r| self.origin_by_id(r.origin))
+    }
+
+    /// An origin by id.
+    pub fn origin_by_id(&self, id: u32) -> Option<&Origin> {
+        usize::try_from(id)
+            .ok()
+            .and_then(|i| self.lowered.origins.get(i))
+    }
+
+    /// The input a rule came from.
+    pub fn input_of(&self, origin: &Origin) -> Option<&PolicyInput<'a>> {
+        self.inputs.iter().find(|input| {
+            input.file == origin.file
+                && input.document == origin.document
+                && input.policy.name() == origin.name
+                && input.policy.kind() == origin.kind
+        })
+    }
+
+    /// The location of a field path (relative to an origin's policy).
+    pub fn location(&self, origin: &Origin, route: &str) -> Location {
+        let (line, column) = self
+            .input_of(origin)
+            .map_or((origin.line, 1), |input| input.locate(route));
+        let (line, column) = if line == 0 {
+            (origin.line, 1)
+        } else {
+            (line, column)
+        };
+        Location {
+            file: origin.file.clone(),
+            document: origin.document,
+            line,
+            column,
+            route: route.to_owned(),
+        }
+    }
+
+    /// The location of a rule item.
+    pub fn rule_location(&self, origin: &Origin) -> Location {
+        self.location(origin, &origin.route)
+    }
+
+    /// `Kind ns/name section[i]` for messages.
+    pub fn describe(&self, origin: &Origin) -> String {
+        if origin.kind == "Synthetic" {
+            return format!(
+                "the allow-all of {} (the direction is not enforced without this rule, or every rule selecting the endpoint sets `enableDefaultDeny: false`)",
+                origin.direction
+            );
+        }
+        let name = match &origin.namespace {
+            Some(ns) => format!("{ns}/{}", origin.name),
+            None => origin.name.clone(),
+        };
+        format!("{} `{name}` {}", origin.kind, origin.route)
+    }
+
+    /// The display name of a unit (its first endpoint, `+N` for more).
+    pub fn unit_name(&self, unit: &Unit) -> String {
+        let first = unit
+            .endpoints
+            .first()
+            .and_then(|i| self.inventory.endpoints.get(*i))
+            .map_or_else(String::new, |e| e.display_name());
+        match unit.endpoints.len() {
+            0 | 1 => first,
+            n => format!("{first} (+{} more with identity {})", n - 1, unit.identity),
+        }
+    }
+
+    /// The map state of a unit with some of its rules removed (exact
+    /// recompilation: the same resolver over the remaining rules).
+    pub fn state_without(&self, unit: &Unit, removed: &BTreeSet<usize>) -> MapState {
+        let rules: Vec<PolicyRule> = unit
+            .rules
+            .iter()
+            .filter(|r| !removed.contains(r))
+            .filter_map(|r| self.rules().get(*r).cloned())
+            .collect();
+        self.state_of_rules(unit, &rules)
+    }
+
+    /// The map state of a unit under exactly `rules`.
+    pub fn state_of_rules(&self, unit: &Unit, rules: &[PolicyRule]) -> MapState {
+        let mut resolver = Resolver::new(rules, &self.table, self.inventory);
+        let policy = resolver.l4_policy(unit.identity);
+        let Some(endpoint) = unit
+            .endpoints
+            .first()
+            .and_then(|i| self.inventory.endpoints.get(*i))
+        else {
+            return MapState::new();
+        };
+        resolver
+            .map_state(endpoint, &policy, &|id| format!("origin {id}"))
+            .0
+    }
+
+    /// The state of unit `u` without rule `rule` (cached).
+    pub fn state_without_rule(&self, u: usize, rule: usize) -> MapState {
+        if let Some(state) = self.effects.borrow().get(&(u, rule)) {
+            return state.clone();
+        }
+        let Some(unit) = self.units.get(u) else {
+            return MapState::new();
+        };
+        let state = self.state_without(unit, &[rule].into());
+        self.effects.borrow_mut().insert((u, rule), state.clone());
+        state
+    }
+
+    /// Whether removing `rule` changes any verdict of any endpoint it
+    /// selects (exact; see [`analysis`]).
+    pub fn rule_changes_verdicts(&self, rule: usize) -> bool {
+        self.units
+            .iter()
+            .enumerate()
+            .filter(|(_, unit)| unit.rules.contains(&rule))
+            .any(|(u, unit)| !analysis::equivalent(&unit.state, &self.state_without_rule(u, rule)))
+    }
+
+    /// Prefixes of CIDR identities, by identity.
+    pub fn cidr_prefix(&self, identity: u32) -> Option<ipnetwork::IpNetwork> {
+        self.table.get(identity).and_then(|info| match &info.kind {
+            IdentityKind::Cidr { prefix } => Some(*prefix),
+            _ => None,
+        })
+    }
+}

@@ -1,0 +1,210 @@
+//! The verifier: lint rules over policies and their compiled map state
+//! (`porin lint`, issue #5).
+//!
+//! Findings are [`Diagnostic`]s with `PR0xx` codes from the registry in
+//! [`codes`]; each rule's check is one module under `rules/`. Rules that
+//! need an inventory are skipped without one (the report says which).
+//!
+//! The shadowing rules (PR004, PR005, PR009) are exact: for each allow rule
+//! and each endpoint it selects, the verifier recompiles that endpoint's
+//! map state without the rule and compares every flow class
+//! ([`analysis`]): "the rule changes no verdict" is a theorem about the
+//! compiled state, not a sample.
+//!
+//! Deny rules that change no verdict are deliberately *not* reported:
+//! Cilium keeps covered CIDR denies in the map because the ipcache may give
+//! an address inside the covered range the narrower identity (semantics.md
+//! §4.6, cilium/cilium#33719), and a redundant deny can only ever fail
+//! closed.
+
+pub mod analysis;
+pub mod codes;
+pub mod config;
+pub(crate) mod context;
+pub mod flows;
+pub mod rules;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use porin_model::diagnostic::{Diagnostic, Location, Severity};
+
+pub use context::{Context, Coverage, Unit};
+
+use crate::error::CompileError;
+use crate::inventory::Inventory;
+use crate::resolve::lower::PolicyInput;
+use config::{IGNORE_ANNOTATION, LintConfig, RuleLevel, parse_ignore};
+
+/// The outcome of a lint run.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Report {
+    /// Findings after configuration and annotations, sorted by location
+    /// then code.
+    pub findings: Vec<Diagnostic>,
+    /// Codes skipped because no inventory was given.
+    pub skipped: Vec<&'static str>,
+    /// Findings suppressed by configuration or annotation, per code.
+    pub suppressed: BTreeMap<&'static str, usize>,
+}
+
+impl Report {
+    /// The worst severity among the findings.
+    pub fn worst(&self) -> Option<Severity> {
+        self.findings.iter().map(|d| d.severity).min()
+    }
+}
+
+/// Runs every lint rule. `inventory` must be finished
+/// ([`Inventory::finish`]); without one, the rules that need it are
+/// skipped and listed in [`Report::skipped`].
+pub fn verify(
+    inputs: &[PolicyInput<'_>],
+    inventory: Option<&Inventory>,
+    config: &LintConfig,
+) -> Result<Report, CompileError> {
+    let empty = Inventory::new();
+    let cx = Context::new(
+        inputs,
+        inventory.unwrap_or(&empty),
+        inventory.is_some(),
+        config,
+    )?;
+    let mut raw: Vec<Diagnostic> = Vec::new();
+    let mut skipped = Vec::new();
+    for info in codes::ALL {
+        if config.level(info.code) == RuleLevel::Off {
+            continue;
+        }
+        if info.needs_inventory && !cx.has_inventory {
+            skipped.push(info.code);
+        }
+    }
+    rules::run_all(&cx, &mut raw);
+    if cx.has_inventory {
+        // The compiler's own findings (merge conflicts, unresolvable peers,
+        // ...), except those a lint rule reports with locations: PC004
+        // (PR015) and PC008 (PR007).
+        raw.extend(
+            cx.compile_diagnostics
+                .iter()
+                .filter(|d| !matches!(d.code, "PC004" | "PC008"))
+                .cloned(),
+        );
+    }
+    Ok(finish(&cx, raw, skipped, config))
+}
+
+/// Applies configuration levels and `porin.dev/ignore` annotations, then
+/// sorts.
+fn finish(
+    cx: &Context<'_>,
+    raw: Vec<Diagnostic>,
+    skipped: Vec<&'static str>,
+    config: &LintConfig,
+) -> Report {
+    let ignores = annotation_ignores(cx.inputs);
+    let mut report = Report {
+        skipped,
+        ..Report::default()
+    };
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for mut d in raw {
+        // Rules set their default severity themselves (the capacity
+        // rules pick error or warning); the configuration only overrides.
+        match config.rules.get(d.code) {
+            Some(RuleLevel::Off) => {
+                *report.suppressed.entry(d.code).or_default() += 1;
+                continue;
+            }
+            Some(RuleLevel::Severity(severity)) => d.severity = *severity,
+            None => {}
+        }
+        if let Some(primary) = &d.primary
+            && ignores
+                .get(&(primary.file.clone(), primary.document))
+                .is_some_and(|codes| codes.contains(d.code))
+        {
+            *report.suppressed.entry(d.code).or_default() += 1;
+            continue;
+        }
+        // The same finding for several endpoints sharing a rule is
+        // reported once.
+        let fingerprint = format!("{}|{:?}|{}", d.code, d.primary, d.message);
+        if seen.insert(fingerprint) {
+            report.findings.push(d);
+        }
+    }
+    report.findings.sort_by(|a, b| {
+        let key = |d: &Diagnostic| {
+            d.primary
+                .as_ref()
+                .map(|l| (l.file.clone(), l.document, l.line, l.column))
+        };
+        key(a)
+            .cmp(&key(b))
+            .then(a.code.cmp(b.code))
+            .then(a.message.cmp(&b.message))
+    });
+    report
+}
+
+/// `porin.dev/ignore` per (file, document).
+fn annotation_ignores(
+    inputs: &[PolicyInput<'_>],
+) -> BTreeMap<(String, usize), BTreeSet<&'static str>> {
+    let mut map: BTreeMap<(String, usize), BTreeSet<&'static str>> = BTreeMap::new();
+    for input in inputs {
+        let Some(value) = input
+            .policy
+            .metadata()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(IGNORE_ANNOTATION))
+        else {
+            continue;
+        };
+        let (codes, _) = parse_ignore(value);
+        map.entry((input.file.to_owned(), input.document))
+            .or_default()
+            .extend(codes);
+    }
+    map
+}
+
+/// Unknown codes in `porin.dev/ignore` annotations, as diagnostics (the
+/// annotation is otherwise silently useless).
+pub fn annotation_problems(inputs: &[PolicyInput<'_>]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let Some(value) = input
+            .policy
+            .metadata()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(IGNORE_ANNOTATION))
+        else {
+            continue;
+        };
+        let (_, unknown) = parse_ignore(value);
+        for name in unknown {
+            let route = "metadata.annotations";
+            let (line, column) = input.locate(route);
+            out.push(
+                Diagnostic::new(
+                    "PR000",
+                    Severity::Warning,
+                    format!("`{IGNORE_ANNOTATION}` names unknown lint rule `{name}`"),
+                )
+                .at(Location {
+                    file: input.file.to_owned(),
+                    document: input.document,
+                    line,
+                    column,
+                    route: route.to_owned(),
+                })
+                .help("use codes like PR005 or names like redundant-allow (`porin explain`)"),
+            );
+        }
+    }
+    out
+}

@@ -1,0 +1,140 @@
+//! PR001 `map-capacity-exceeded`: an endpoint's policy map overflows.
+//! The contributor analysis is shared with PR002.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use porin_model::diagnostic::{Diagnostic, Severity};
+
+use super::thousands;
+use crate::mapstate::MapState;
+use crate::resolve::rule::proto;
+use crate::verify::codes;
+use crate::verify::{Context, Unit};
+
+/// How many entries one rule contributes to one endpoint's map.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Contribution {
+    /// Entries carrying the rule's origin.
+    pub entries: usize,
+    /// Distinct peer identities.
+    pub identities: BTreeSet<u32>,
+    /// Distinct (protocol, port, prefix length) port prefixes.
+    pub port_prefixes: BTreeSet<(u16, u8)>,
+    /// Distinct protocols.
+    pub protos: BTreeSet<u8>,
+}
+
+/// Contributions per origin id, largest first.
+pub fn contributions(state: &MapState) -> Vec<(u32, Contribution)> {
+    let mut by_origin: BTreeMap<u32, Contribution> = BTreeMap::new();
+    for (key, entry) in state.iter() {
+        for origin in &entry.origins {
+            let c = by_origin.entry(*origin).or_default();
+            c.entries += 1;
+            c.identities.insert(key.identity().get());
+            c.port_prefixes.insert((key.port(), key.port_prefix_len()));
+            c.protos.insert(key.proto());
+        }
+    }
+    let mut list: Vec<(u32, Contribution)> = by_origin.into_iter().collect();
+    list.sort_by(|a, b| b.1.entries.cmp(&a.1.entries).then(a.0.cmp(&b.0)));
+    list
+}
+
+/// The finding for one unit at `limit`, with `code` and `severity`.
+pub fn finding(
+    cx: &Context<'_>,
+    unit: &Unit,
+    code: &'static str,
+    severity: Severity,
+    limit: usize,
+) -> Diagnostic {
+    let count = unit.state.len();
+    let percent = count * 100 / limit.max(1);
+    let mut d = Diagnostic::new(
+        code,
+        severity,
+        format!(
+            "endpoint `{}` needs {} policy-map entries; the map holds {} ({percent}%)",
+            cx.unit_name(unit),
+            thousands(count),
+            thousands(limit)
+        ),
+    );
+    let mut hints: BTreeSet<&'static str> = BTreeSet::new();
+    for (rank, (origin_id, c)) in contributions(&unit.state).into_iter().take(3).enumerate() {
+        let Some(origin) = cx.origin_by_id(origin_id) else {
+            continue;
+        };
+        let protos: Vec<String> = c.protos.iter().map(|p| proto::name(*p)).collect();
+        let ports_per_proto = c.port_prefixes.len();
+        let product = c.identities.len() * ports_per_proto * c.protos.len();
+        let mut text = format!(
+            "1 rule × {} × {} × {} ({}) = {} entries",
+            plural(c.identities.len(), "identity", "identities"),
+            plural(ports_per_proto, "port prefix", "port prefixes"),
+            plural(c.protos.len(), "protocol", "protocols"),
+            protos.join(", "),
+            thousands(product)
+        );
+        if product != c.entries {
+            text.push_str(&format!(
+                " ({} after merging with other rules)",
+                thousands(c.entries)
+            ));
+        }
+        let location = cx.rule_location(origin);
+        if rank == 0 && origin.kind != "Synthetic" {
+            d.primary = Some(location);
+            d.notes.push(format!(
+                "largest contributor {}: {text}",
+                cx.describe(origin)
+            ));
+        } else if origin.kind != "Synthetic" {
+            d.related.push((location, text));
+        } else {
+            d.notes.push(format!("{}: {text}", cx.describe(origin)));
+        }
+        if c.identities.len() >= 16 {
+            hints.insert(
+                "select the peers with a wider selector (an entity, a namespace selector or one covering CIDR): a selector that matches every identity costs one identity-0 entry per port",
+            );
+        }
+        if ports_per_proto > 1 {
+            hints.insert(
+                "align port ranges to power-of-two prefixes (e.g. 1024-2047 is 1 entry, 1000-1999 is 6)",
+            );
+        }
+        if c.protos.len() >= 3 {
+            hints.insert("name the protocol instead of `ANY`, which expands to TCP, UDP and SCTP");
+        }
+    }
+    if !hints.is_empty() {
+        d.help = Some(hints.into_iter().collect::<Vec<_>>().join("; "));
+    }
+    d.notes.push(format!(
+        "the limit is `policyMapMax` ({}), Cilium's `bpf-policy-map-max`",
+        thousands(limit)
+    ));
+    d
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(n), if n == 1 { one } else { many })
+}
+
+/// Reports every endpoint whose map overflows.
+pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    let limit = usize::try_from(cx.config.policy_map_max).unwrap_or(usize::MAX);
+    for unit in &cx.units {
+        if unit.state.len() > limit {
+            out.push(finding(
+                cx,
+                unit,
+                codes::MAP_CAPACITY_EXCEEDED,
+                Severity::Error,
+                limit,
+            ));
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! PR017 `range-partly-covered`: part of an allow rule's port range is
+//! already allowed, for every peer the rule names, by other rules.
+//!
+//! Exact like PR004/PR005: per endpoint the rule selects, the flows the
+//! rule allows on its own are compared with the state compiled without
+//! it, per port class. A rule that is redundant as a whole is PR005's.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use porin_model::diagnostic::{Diagnostic, Severity};
+
+use super::allow_shadowed_by_deny::coverage;
+use super::is_user_rule;
+use crate::mapstate::Direction;
+use crate::resolve::rule::PortRef;
+use crate::verify::analysis::{comparable, decide, flow_points};
+use crate::verify::flows::{describe, merge};
+use crate::verify::{Context, codes};
+
+/// A flow class: (direction, protocol, first port, last port).
+type Class = (Direction, u8, u16, u16);
+
+/// Reports allow rules with a port range partly allowed by other rules.
+pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    for (index, rule) in cx.rules().iter().enumerate() {
+        if rule.deny || !is_user_rule(cx, index) {
+            continue;
+        }
+        let has_range = rule
+            .ports
+            .iter()
+            .any(|p| matches!(p.port, PortRef::Number(n) if n != 0 && p.end_port > n));
+        if !has_range || coverage(cx, index).is_some() {
+            continue;
+        }
+        // (direction, proto, lo, hi) → (covered for every granted peer, covering origins)
+        let mut classes: BTreeMap<Class, (bool, BTreeSet<u32>)> = BTreeMap::new();
+        let mut selected = false;
+        for (u, unit) in cx.units.iter().enumerate() {
+            if !unit.rules.contains(&index) {
+                continue;
+            }
+            selected = true;
+            let alone = cx.state_of_rules(unit, std::slice::from_ref(rule));
+            let without = cx.state_without_rule(u, index);
+            for point in flow_points(&[&alone, &without]) {
+                let own = decide(&alone, &point);
+                let granted = own.verdict.is_allowed()
+                    && own
+                        .chosen
+                        .as_ref()
+                        .is_some_and(|c| c.entry.origins.contains(&rule.origin));
+                if !granted {
+                    continue;
+                }
+                let other = decide(&without, &point);
+                let covered = comparable(other.verdict) == comparable(own.verdict);
+                let slot = classes
+                    .entry((point.direction, point.proto, point.port, point.end_port))
+                    .or_insert((true, BTreeSet::new()));
+                slot.0 &= covered;
+                if covered && let Some(chosen) = &other.chosen {
+                    slot.1.extend(chosen.entry.origins.iter().copied());
+                }
+            }
+        }
+        if !selected {
+            continue;
+        }
+        let covered: Vec<(u8, u16, u16)> = classes
+            .iter()
+            .filter(|(_, (all, _))| *all)
+            .map(|((_, p, lo, hi), _)| (*p, *lo, *hi))
+            .collect();
+        if covered.is_empty() || covered.len() == classes.len() {
+            continue;
+        }
+        // Only the parts inside the rule's own ranges are interesting.
+        let in_range: Vec<(u8, u16, u16)> = covered
+            .into_iter()
+            .filter(|(_, lo, hi)| {
+                rule.ports.iter().any(|spec| match spec.port {
+                    PortRef::Number(n) if n != 0 && spec.end_port > n => {
+                        *lo >= n && *hi <= spec.end_port
+                    }
+                    _ => false,
+                })
+            })
+            .collect();
+        if in_range.is_empty() {
+            continue;
+        }
+        let origins: BTreeSet<u32> = classes
+            .values()
+            .filter(|(all, _)| *all)
+            .flat_map(|(_, o)| o.iter().copied())
+            .filter(|o| *o != rule.origin)
+            .collect();
+        let Some(origin) = cx.origin(index) else {
+            continue;
+        };
+        let mut d = Diagnostic::new(
+            codes::RANGE_PARTLY_COVERED,
+            Severity::Warning,
+            format!(
+                "{}: ports {} of its range are already allowed by other rules for every peer it names",
+                cx.describe(origin),
+                describe(&merge(in_range))
+            ),
+        )
+        .at(cx.location(origin, &format!("{}.toPorts", origin.route)));
+        for id in origins {
+            if let Some(other) = cx.origin_by_id(id) {
+                if other.kind == "Synthetic" {
+                    d.notes
+                        .push(format!("already allowed by {}", cx.describe(other)));
+                } else {
+                    d.related.push((
+                        cx.rule_location(other),
+                        "already allows part of the range".to_owned(),
+                    ));
+                }
+            }
+        }
+        out.push(
+            d.help("shrink the range to the ports nothing else allows, or drop the narrower rule"),
+        );
+    }
+}

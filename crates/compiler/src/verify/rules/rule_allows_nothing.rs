@@ -1,0 +1,107 @@
+//! PR012 `rule-allows-nothing`: `ingress: [{}]` (no peer, no port) and
+//! explicitly empty peer lists (`fromEndpoints: []`) in Cilium policies:
+//! they select nothing yet put the subject in default deny (semantics.md
+//! §3.2). Kubernetes NetworkPolicy is different (`ingress: [{}]` allows
+//! all there) and is not checked.
+
+use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use serde_json::Value;
+
+use crate::verify::{Context, codes};
+
+/// Peer fields of Cilium rule items (JSON names).
+const PEER_FIELDS: &[&str] = &[
+    "fromEndpoints",
+    "fromCIDR",
+    "fromCIDRSet",
+    "fromEntities",
+    "fromGroups",
+    "fromNodes",
+    "toEndpoints",
+    "toCIDR",
+    "toCIDRSet",
+    "toEntities",
+    "toServices",
+    "toFQDNs",
+    "toGroups",
+    "toNodes",
+];
+
+/// Fields that make an item non-empty besides peers.
+const PORT_FIELDS: &[&str] = &["toPorts", "icmps"];
+
+/// Reports empty items and explicitly empty peer lists.
+pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    for input in cx.inputs {
+        for (prefix, rule) in input.policy.cilium_rules() {
+            let Ok(Value::Object(rule_json)) = serde_json::to_value(rule) else {
+                continue;
+            };
+            for section in ["ingress", "egress", "ingressDeny", "egressDeny"] {
+                let Some(Value::Array(items)) = rule_json.get(section) else {
+                    continue;
+                };
+                for (i, item) in items.iter().enumerate() {
+                    let Value::Object(fields) = item else {
+                        continue;
+                    };
+                    let route = format!("{prefix}.{section}[{i}]");
+                    let deny = section.ends_with("Deny");
+                    let present = |name: &str| fields.get(name).is_some_and(|v| !v.is_null());
+                    let has_peer = PEER_FIELDS.iter().any(|f| present(f));
+                    let has_port = PORT_FIELDS.iter().any(|f| present(f));
+                    let location = |route: &str| {
+                        let (line, column) = input.locate(route);
+                        Location {
+                            file: input.file.to_owned(),
+                            document: input.document,
+                            line,
+                            column,
+                            route: route.to_owned(),
+                        }
+                    };
+                    if !has_peer && !has_port {
+                        let direction = if section.starts_with("ingress") {
+                            "ingress"
+                        } else {
+                            "egress"
+                        };
+                        let message = if deny {
+                            format!(
+                                "`{section}: [{{}}]` denies nothing, but puts the endpoint's {direction} into default deny"
+                            )
+                        } else {
+                            format!(
+                                "`{section}: [{{}}]` allows nothing, but puts the endpoint's {direction} into default deny: all {direction} traffic is dropped. Intended?"
+                            )
+                        };
+                        out.push(
+                            Diagnostic::new(codes::RULE_ALLOWS_NOTHING, Severity::Warning, message)
+                                .at(location(&route))
+                                .note("an item with no peer and no port selects nothing in Cilium (semantics.md §3.2); in a Kubernetes NetworkPolicy the same item would allow everything")
+                                .help(format!("to allow all, write `{section}: [{{{}: [all]}}]`; to deny all on purpose, annotate the policy with `porin.dev/ignore: PR012`", if section.starts_with("ingress") { "fromEntities" } else { "toEntities" })),
+                        );
+                        continue;
+                    }
+                    for field in PEER_FIELDS {
+                        if let Some(Value::Array(list)) = fields.get(*field)
+                            && list.is_empty()
+                        {
+                            let verb = if deny { "denies" } else { "allows" };
+                            out.push(
+                                Diagnostic::new(
+                                    codes::RULE_ALLOWS_NOTHING,
+                                    Severity::Warning,
+                                    format!("`{field}: []` selects no peer: this item {verb} nothing{}", if has_port { ", even with `toPorts`" } else { "" }),
+                                )
+                                .at(location(&format!("{route}.{field}")))
+                                .note("an explicitly empty peer list selects nothing (`mergeEndpointSelectors` returns nil), unlike an omitted field (semantics.md §3.2)")
+                                .help(format!("remove `{field}` to apply the ports to every peer, or list the peers")),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Every policy test under `fixtures/policy-tests/` through both engines of
+//! `porin test` (`shared/docs/policy-test-format.md`, `--engine both`): the
+//! kernel engine (porin's object in the running kernel, one
+//! `BPF_PROG_TEST_RUN` per check) must agree with the reference evaluator
+//! on every case — the same deny reason and proxy port per check, and the
+//! same checks in IPv4 and IPv6 — and every case must pass.
+//!
+//! Needs root (eBPF). In CI (`CI=true`) an unusable kernel fails the test;
+//! elsewhere it prints `SKIPPED: <reason>`.
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+use porin_compiler::policytest::{Engine, TestReport};
+use porin_ebpf::{engine, kernel};
+
+fn kernel_available(test: &str) -> bool {
+    match kernel::probe() {
+        Ok(()) => true,
+        Err(error) => {
+            let in_ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+            assert!(
+                !in_ci,
+                "{test}: CI=true but eBPF is unavailable: {error} (run CI as root)"
+            );
+            println!("SKIPPED: {test}: eBPF unavailable ({error})");
+            false
+        }
+    }
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/policy-tests")
+}
+
+/// One `--engine both` run over all fixtures, shared by the tests.
+fn report() -> &'static TestReport {
+    static REPORT: OnceLock<TestReport> = OnceLock::new();
+    REPORT.get_or_init(|| {
+        let dir = fixtures();
+        assert!(dir.is_dir(), "{} is missing", dir.display());
+        engine::run(&[dir], Engine::Both)
+    })
+}
+
+/// A FAIL line caused by the kernel engine itself: the engines disagree,
+/// the families disagree, or the kernel engine could not run the case.
+fn is_engine_failure(line: &str) -> bool {
+    line.starts_with("FAIL")
+        && (line.contains("engines disagree")
+            || line.contains("IPv4 and IPv6 disagree")
+            || line.contains("kernel engine error"))
+}
+
+#[test]
+fn kernel_engine_agrees_with_the_reference_on_every_fixture() {
+    if !kernel_available("kernel_engine_agrees_with_the_reference_on_every_fixture") {
+        return;
+    }
+    let report = report();
+    assert!(
+        report.errors.is_empty(),
+        "files failed to load:\n{}",
+        report.errors.join("\n")
+    );
+    // Enough cases ran that the suite is really there (1,000+ at the time
+    // of writing; a broken discovery would give 0).
+    assert!(
+        report.passed + report.failed >= 100,
+        "only {} cases ran",
+        report.passed + report.failed
+    );
+    let disagreements: Vec<&String> = report
+        .lines
+        .iter()
+        .filter(|l| is_engine_failure(l))
+        .collect();
+    println!(
+        "fixtures, both engines: {} cases, {} engine disagreements",
+        report.lines.len(),
+        disagreements.len()
+    );
+    assert!(
+        disagreements.is_empty(),
+        "the kernel and the reference disagree on {} cases:\n{}",
+        disagreements.len(),
+        disagreements
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn every_fixture_passes_with_the_kernel_engine() {
+    if !kernel_available("every_fixture_passes_with_the_kernel_engine") {
+        return;
+    }
+    let report = report();
+    let failures: Vec<&String> = report
+        .lines
+        .iter()
+        .filter(|l| l.starts_with("FAIL"))
+        .collect();
+    println!("fixtures, both engines: {}", report.summary());
+    assert!(
+        failures.is_empty() && report.errors.is_empty(),
+        "{} cases failed (a failure that is not an engine disagreement means both engines \
+         agree and the compiled policy differs from the fixture's expectation):\n{}\n{}",
+        failures.len(),
+        failures
+            .iter()
+            .map(|s| s.as_str())
+            .collect::<Vec<_>>()
+            .join("\n"),
+        report.errors.join("\n")
+    );
+}
