@@ -66,7 +66,12 @@ fn policy_with_rules(rules: usize) -> String {
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: huge, namespace: default}\nspec:\n  endpointSelector: {}\n  ingress:\n",
     );
     for i in 0..rules {
-        let _ = writeln!(text, "  - fromCIDR: [\"10.{}.{}.0/24\"]", (i >> 8) & 255, i & 255);
+        let _ = writeln!(
+            text,
+            "  - fromCIDR: [\"10.{}.{}.0/24\"]",
+            (i >> 8) & 255,
+            i & 255
+        );
     }
     text
 }
@@ -76,7 +81,7 @@ fn alias_bomb() -> String {
     let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
     for level in 1..9 {
         let prev = format!("*a{}", level - 1);
-        let items = vec![prev.as_str(); 10].join(", ");
+        let items = [prev.as_str(); 10].join(", ");
         let _ = writeln!(text, "a{level}: &a{level} [{items}]");
     }
     text.push_str("spec: *a8\n");
