@@ -22,6 +22,7 @@ use crate::identity::Identity;
 use crate::inventory::Inventory;
 use crate::ipcache::Ipcache;
 use crate::labels::{LabelSet, host_prefix};
+use crate::limits::CompileLimits;
 use crate::mapstate::{Direction, Entry, Key, MapState};
 use crate::resolve::codes;
 use crate::resolve::lower::{Origin, PolicyInput, lower};
@@ -247,8 +248,23 @@ pub fn compile(
     policies: &[PolicyInput<'_>],
     inventory: &Inventory,
 ) -> Result<Compiled, CompileError> {
+    compile_with_limits(policies, inventory, &CompileLimits::default())
+}
+
+/// [`compile`] under explicit resource limits ([`crate::limits`]): each
+/// check runs before the work it bounds, and exceeding one is a
+/// [`CompileError::Capacity`], never a truncated map state.
+pub fn compile_with_limits(
+    policies: &[PolicyInput<'_>],
+    inventory: &Inventory,
+    limits: &CompileLimits,
+) -> Result<Compiled, CompileError> {
+    limits.check_endpoints(inventory.endpoints.len())?;
     let lowered = lower(policies, inventory);
+    limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
     let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+    limits.check_identities(&lowered.rules, table.identities.len())?;
+    let mut budget = limits.budget();
     let mut resolver = Resolver::new(&lowered.rules, &table, inventory);
     let origins = lowered.origins.clone();
     let describe = |id: u32| {
@@ -272,7 +288,9 @@ pub fn compile(
         let (state, diagnostics) = match state_cache.get(&cache_key) {
             Some(hit) => hit.clone(),
             None => {
+                limits.check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
                 let (state, diagnostics) = resolver.map_state(endpoint, policy, &describe);
+                budget.charge(&endpoint.display_name(), state.len())?;
                 let computed = (Arc::new(state), diagnostics);
                 state_cache.insert(cache_key, computed.clone());
                 computed

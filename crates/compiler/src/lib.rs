@@ -19,6 +19,7 @@
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]);
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`policytest`]: the `porin test` runner;
+//! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
 //! - [`verify`]: the lint rules (`porin lint`) over the compiled state;
 //! - [`error`]: the stage's errors.
 
@@ -31,6 +32,7 @@ pub mod identity;
 pub mod inventory;
 pub mod ipcache;
 pub mod labels;
+pub mod limits;
 pub mod mapstate;
 pub mod policytest;
 pub mod ports;

@@ -1,0 +1,124 @@
+//! Every `CompileLimits` limit refuses with a clear `CompileError::Capacity`
+//! naming the limit, the amount, and the flag that raises it; the same input
+//! compiles under the defaults, so each refusal is the limit's doing.
+
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
+use porin_compiler::compile::{Compiled, compile_with_limits, synthetic};
+use porin_compiler::error::CompileError;
+use porin_compiler::limits::{CompileLimits, Limit};
+use porin_compiler::resolve::lower::PolicyInput;
+
+fn compile_synthetic(limits: &CompileLimits) -> Result<Compiled, CompileError> {
+    let cluster = synthetic::cluster(20, 200);
+    let outcome = cluster.load();
+    assert!(!outcome.has_errors());
+    let inputs = PolicyInput::from_outcome(&outcome);
+    compile_with_limits(&inputs, &cluster.inventory, limits)
+}
+
+/// Compiles with only `limit` set to `value` and checks the refusal.
+fn refused_by(limit: Limit, value: u64) -> String {
+    let mut limits = CompileLimits::default();
+    limits.set(limit, value);
+    let error = match compile_synthetic(&limits) {
+        Ok(_) => panic!("{limit:?} = {value}: compiled"),
+        Err(error) => error,
+    };
+    let message = error.to_string();
+    match &error {
+        CompileError::Capacity {
+            what,
+            given,
+            limit: max,
+        } => {
+            assert_eq!(*what, limit.description(), "{message}");
+            assert_eq!(u64::try_from(*max).unwrap(), value, "{message}");
+            assert!(u64::try_from(*given).unwrap() > value, "{message}");
+        }
+        other => panic!("{limit:?}: expected Capacity, got {other:?}"),
+    }
+    assert!(message.contains(limit.flag()), "{message}");
+    message
+}
+
+#[test]
+fn the_synthetic_cluster_fits_the_defaults() {
+    let compiled = compile_synthetic(&CompileLimits::default()).unwrap();
+    assert_eq!(compiled.endpoints.len(), 200);
+}
+
+#[test]
+fn too_many_endpoints() {
+    let message = refused_by(Limit::Endpoints, 199);
+    assert!(message.contains("200 needed"), "{message}");
+}
+
+#[test]
+fn too_many_rules() {
+    refused_by(Limit::Rules, 10);
+}
+
+#[test]
+fn too_many_peer_selectors() {
+    refused_by(Limit::PeerSelectors, 10);
+}
+
+#[test]
+fn too_many_cidr_prefixes() {
+    refused_by(Limit::CidrPrefixes, 1);
+}
+
+#[test]
+fn too_many_identities() {
+    refused_by(Limit::Identities, 5);
+}
+
+#[test]
+fn too_much_selector_evaluation() {
+    refused_by(Limit::SelectorEvaluations, 100);
+}
+
+#[test]
+fn too_many_insertions_for_one_endpoint() {
+    refused_by(Limit::InsertionsPerEndpoint, 3);
+}
+
+#[test]
+fn too_many_entries_for_one_endpoint() {
+    refused_by(Limit::EntriesPerEndpoint, 2);
+}
+
+#[test]
+fn too_many_entries_in_total() {
+    let compiled = compile_synthetic(&CompileLimits::default()).unwrap();
+    let total: usize = compiled.endpoints.iter().map(|e| e.state.len()).sum();
+    let first = compiled.endpoints[0].state.len();
+    // Room for the first endpoint, not for all of them.
+    let message = refused_by(Limit::TotalEntries, u64::try_from(first).unwrap());
+    assert!(
+        total > first,
+        "the cluster has more than one endpoint's entries"
+    );
+    assert!(message.contains("--max-total-entries"), "{message}");
+}
+
+#[test]
+fn limits_exactly_at_the_need_accept() {
+    let compiled = compile_synthetic(&CompileLimits::default()).unwrap();
+    let total: usize = compiled.endpoints.iter().map(|e| e.state.len()).sum();
+    let largest = compiled
+        .endpoints
+        .iter()
+        .map(|e| e.state.len())
+        .max()
+        .unwrap();
+    let limits = CompileLimits {
+        max_endpoints: 200,
+        max_total_entries: total,
+        max_entries_per_endpoint: largest,
+        ..CompileLimits::default()
+    };
+    let again = compile_synthetic(&limits).unwrap();
+    assert_eq!(again.to_json(), compiled.to_json());
+}

@@ -1,0 +1,32 @@
+#!/bin/sh
+# Seeds fuzz/corpus/<target>/ from the repository's fixtures (corpus/ is
+# gitignored; libFuzzer grows it in place). Run from anywhere:
+#   fuzz/seed.sh            # all targets
+#   fuzz/seed.sh compile_policy
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+targets=${*:-parse_policy_yaml compile_policy}
+
+seed_yaml() {
+    # $1 = target; copies every fixture policy file, named after its path so
+    # reruns overwrite instead of duplicating.
+    dir="$here/corpus/$1"
+    mkdir -p "$dir"
+    find "$root/fixtures/examples" "$root/fixtures/invalid" "$root/fixtures/policy-tests" \
+        -type f \( -name '*.yaml' -o -name '*.yml' \) | while read -r file; do
+        name=$(printf '%s' "${file#"$root"/}" | tr '/' '_')
+        cp "$file" "$dir/$name"
+    done
+}
+
+for target in $targets; do
+    case "$target" in
+    parse_policy_yaml | compile_policy) seed_yaml "$target" ;;
+    # Structured (Arbitrary) targets start from libFuzzer's own inputs:
+    # fixture text would not decode into their input types meaningfully.
+    emit_roundtrip | insn_roundtrip) mkdir -p "$here/corpus/$target" ;;
+    *) echo "seed.sh: unknown target \`$target\`" >&2; exit 2 ;;
+    esac
+    echo "seeded $here/corpus/$target: $(ls "$here/corpus/$target" | wc -l) files"
+done
