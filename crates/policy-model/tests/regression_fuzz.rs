@@ -9,13 +9,25 @@ use porin_model::invariants::check_loader_invariants;
 
 #[test]
 fn fuzz_regressions_stay_fixed() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
-    let mut replayed = 0;
-    for entry in std::fs::read_dir(&dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.file_name().is_some_and(|n| n == "README.md") {
+    // Loader inputs live directly in `fuzz/regressions/` or in its
+    // `parse_policy_yaml/` folder; other targets' folders are replayed by
+    // their own crates' tests.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/regressions");
+    let mut files = Vec::new();
+    for dir in [root.clone(), root.join("parse_policy_yaml")] {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
             continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            if path.is_file() && path.file_name().is_some_and(|n| n != "README.md") {
+                files.push(path);
+            }
         }
+    }
+    files.sort();
+    let mut replayed = 0;
+    for path in files {
         let data = std::fs::read(&path).unwrap();
         if let Err(violation) = check_loader_invariants(&data) {
             panic!("{}: {violation}", path.display());
