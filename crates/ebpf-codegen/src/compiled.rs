@@ -399,7 +399,12 @@ cases: []
 "#;
 
     fn compiled() -> Compiled {
-        let dir = std::env::temp_dir().join(format!("porin-compiled-{}", std::process::id()));
+        // Tests run in parallel threads of one process: each call gets its own
+        // folder, or one test would delete the file another is reading.
+        static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("porin-compiled-{}-{call}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("test.yaml");
         std::fs::write(&path, TEST).unwrap();
