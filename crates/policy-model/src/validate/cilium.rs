@@ -11,9 +11,9 @@ use super::text::{is_dns1123_subdomain, is_iana_svc_name, parse_go_uint16, parse
 use crate::codes;
 use crate::diagnostic::Severity;
 use crate::model::{
-    CidrRule, EgressDenyRule, EgressRule, EndpointSelector, FqdnSelector, IcmpFamily, IcmpRule,
-    IngressDenyRule, IngressRule, IntOrString, L4Proto, L7Rules, ObjectMeta, PortProtocol,
-    PortRule, PortRuleDns, PortRuleHttp, PortRuleKafka, Rule,
+    CidrRule, EgressDenyRule, EgressRule, EndpointSelector, Entity, FqdnSelector, Groups,
+    IcmpFamily, IcmpRule, IngressDenyRule, IngressRule, IntOrString, L4Proto, L7Rules, ObjectMeta,
+    PortProtocol, PortRule, PortRuleDns, PortRuleHttp, PortRuleKafka, Rule, Service,
 };
 use crate::route::Route;
 
@@ -621,7 +621,20 @@ fn validate_icmps(
     }
 }
 
-fn validate_ingress(findings: &mut Findings, at: &Route, item: &IngressRule, host: bool) {
+/// The peer fields an ingress allow rule and an ingress deny rule share
+/// (Cilium's `IngressCommonRule`, `pkg/policy/api/ingress.go`): both are
+/// checked by [`validate_ingress_peers`], in the same order.
+struct IngressPeers<'a> {
+    from_endpoints: Option<&'a Vec<EndpointSelector>>,
+    from_requires: Option<&'a Vec<EndpointSelector>>,
+    from_cidr: Option<&'a Vec<String>>,
+    from_cidr_set: Option<&'a Vec<CidrRule>>,
+    from_entities: Option<&'a Vec<Entity>>,
+    from_nodes: Option<&'a Vec<EndpointSelector>>,
+    from_groups: Option<&'a Vec<Groups>>,
+}
+
+fn validate_ingress_peers(findings: &mut Findings, at: &Route, peers: &IngressPeers<'_>) {
     check_l3_mixing(
         findings,
         at,
@@ -629,41 +642,130 @@ fn validate_ingress(findings: &mut Findings, at: &Route, item: &IngressRule, hos
             L3Kind {
                 name: "FromEndpoints",
                 key: "fromEndpoints",
-                present: non_empty(item.from_endpoints.as_ref()),
+                present: non_empty(peers.from_endpoints),
             },
             L3Kind {
                 name: "FromCIDR",
                 key: "fromCIDR",
-                present: non_empty(item.from_cidr.as_ref()),
+                present: non_empty(peers.from_cidr),
             },
             L3Kind {
                 name: "FromCIDRSet",
                 key: "fromCIDRSet",
-                present: non_empty(item.from_cidr_set.as_ref()),
+                present: non_empty(peers.from_cidr_set),
             },
             L3Kind {
                 name: "FromEntities",
                 key: "fromEntities",
-                present: non_empty(item.from_entities.as_ref()),
+                present: non_empty(peers.from_entities),
             },
             L3Kind {
                 name: "FromNodes",
                 key: "fromNodes",
-                present: non_empty(item.from_nodes.as_ref()),
+                present: non_empty(peers.from_nodes),
             },
             L3Kind {
                 name: "FromGroups",
                 key: "fromGroups",
-                present: non_empty(item.from_groups.as_ref()),
+                present: non_empty(peers.from_groups),
             },
         ],
     );
-    requires_removed(findings, at, "fromRequires", item.from_requires.as_ref());
-    nodes_need_flag(findings, at, "fromNodes", item.from_nodes.as_ref());
-    validate_endpoint_selectors(findings, at, "fromEndpoints", item.from_endpoints.as_ref());
-    validate_endpoint_selectors(findings, at, "fromNodes", item.from_nodes.as_ref());
-    validate_cidrs(findings, at, "fromCIDR", item.from_cidr.as_ref());
-    validate_cidr_rules(findings, at, "fromCIDRSet", item.from_cidr_set.as_ref());
+    requires_removed(findings, at, "fromRequires", peers.from_requires);
+    nodes_need_flag(findings, at, "fromNodes", peers.from_nodes);
+    validate_endpoint_selectors(findings, at, "fromEndpoints", peers.from_endpoints);
+    validate_endpoint_selectors(findings, at, "fromNodes", peers.from_nodes);
+    validate_cidrs(findings, at, "fromCIDR", peers.from_cidr);
+    validate_cidr_rules(findings, at, "fromCIDRSet", peers.from_cidr_set);
+}
+
+/// The peer fields an egress allow rule and an egress deny rule share
+/// (Cilium's `EgressCommonRule`, `pkg/policy/api/egress.go`); `toFQDNs`
+/// exists only on allow rules, so deny rules pass `None`.
+struct EgressPeers<'a> {
+    to_endpoints: Option<&'a Vec<EndpointSelector>>,
+    to_requires: Option<&'a Vec<EndpointSelector>>,
+    to_cidr: Option<&'a Vec<String>>,
+    to_cidr_set: Option<&'a Vec<CidrRule>>,
+    to_entities: Option<&'a Vec<Entity>>,
+    to_services: Option<&'a Vec<Service>>,
+    to_fqdns: Option<&'a Vec<FqdnSelector>>,
+    to_groups: Option<&'a Vec<Groups>>,
+    to_nodes: Option<&'a Vec<EndpointSelector>>,
+}
+
+fn validate_egress_peers(findings: &mut Findings, at: &Route, peers: &EgressPeers<'_>) {
+    // A kind that is absent (toFQDNs on a deny rule) is never present, so it
+    // cannot take part in a mixing error.
+    check_l3_mixing(
+        findings,
+        at,
+        &[
+            L3Kind {
+                name: "ToCIDR",
+                key: "toCIDR",
+                present: non_empty(peers.to_cidr),
+            },
+            L3Kind {
+                name: "ToCIDRSet",
+                key: "toCIDRSet",
+                present: non_empty(peers.to_cidr_set),
+            },
+            L3Kind {
+                name: "ToEndpoints",
+                key: "toEndpoints",
+                present: non_empty(peers.to_endpoints),
+            },
+            L3Kind {
+                name: "ToEntities",
+                key: "toEntities",
+                present: non_empty(peers.to_entities),
+            },
+            L3Kind {
+                name: "ToServices",
+                key: "toServices",
+                present: non_empty(peers.to_services),
+            },
+            L3Kind {
+                name: "ToFQDNs",
+                key: "toFQDNs",
+                present: non_empty(peers.to_fqdns),
+            },
+            L3Kind {
+                name: "ToGroups",
+                key: "toGroups",
+                present: non_empty(peers.to_groups),
+            },
+            L3Kind {
+                name: "ToNodes",
+                key: "toNodes",
+                present: non_empty(peers.to_nodes),
+            },
+        ],
+    );
+    requires_removed(findings, at, "toRequires", peers.to_requires);
+    nodes_need_flag(findings, at, "toNodes", peers.to_nodes);
+    validate_endpoint_selectors(findings, at, "toEndpoints", peers.to_endpoints);
+    validate_endpoint_selectors(findings, at, "toNodes", peers.to_nodes);
+    validate_cidrs(findings, at, "toCIDR", peers.to_cidr);
+    validate_cidr_rules(findings, at, "toCIDRSet", peers.to_cidr_set);
+    validate_services(findings, at, peers.to_services);
+}
+
+fn validate_ingress(findings: &mut Findings, at: &Route, item: &IngressRule, host: bool) {
+    validate_ingress_peers(
+        findings,
+        at,
+        &IngressPeers {
+            from_endpoints: item.from_endpoints.as_ref(),
+            from_requires: item.from_requires.as_ref(),
+            from_cidr: item.from_cidr.as_ref(),
+            from_cidr_set: item.from_cidr_set.as_ref(),
+            from_entities: item.from_entities.as_ref(),
+            from_nodes: item.from_nodes.as_ref(),
+            from_groups: item.from_groups.as_ref(),
+        },
+    );
     obsolete_auth(findings, at, item.auth.as_ref());
     if host && has_l7(item.to_ports.as_ref()) {
         findings
@@ -687,48 +789,19 @@ fn validate_ingress(findings: &mut Findings, at: &Route, item: &IngressRule, hos
 }
 
 fn validate_ingress_deny(findings: &mut Findings, at: &Route, item: &IngressDenyRule) {
-    check_l3_mixing(
+    validate_ingress_peers(
         findings,
         at,
-        &[
-            L3Kind {
-                name: "FromEndpoints",
-                key: "fromEndpoints",
-                present: non_empty(item.from_endpoints.as_ref()),
-            },
-            L3Kind {
-                name: "FromCIDR",
-                key: "fromCIDR",
-                present: non_empty(item.from_cidr.as_ref()),
-            },
-            L3Kind {
-                name: "FromCIDRSet",
-                key: "fromCIDRSet",
-                present: non_empty(item.from_cidr_set.as_ref()),
-            },
-            L3Kind {
-                name: "FromEntities",
-                key: "fromEntities",
-                present: non_empty(item.from_entities.as_ref()),
-            },
-            L3Kind {
-                name: "FromNodes",
-                key: "fromNodes",
-                present: non_empty(item.from_nodes.as_ref()),
-            },
-            L3Kind {
-                name: "FromGroups",
-                key: "fromGroups",
-                present: non_empty(item.from_groups.as_ref()),
-            },
-        ],
+        &IngressPeers {
+            from_endpoints: item.from_endpoints.as_ref(),
+            from_requires: item.from_requires.as_ref(),
+            from_cidr: item.from_cidr.as_ref(),
+            from_cidr_set: item.from_cidr_set.as_ref(),
+            from_entities: item.from_entities.as_ref(),
+            from_nodes: item.from_nodes.as_ref(),
+            from_groups: item.from_groups.as_ref(),
+        },
     );
-    requires_removed(findings, at, "fromRequires", item.from_requires.as_ref());
-    nodes_need_flag(findings, at, "fromNodes", item.from_nodes.as_ref());
-    validate_endpoint_selectors(findings, at, "fromEndpoints", item.from_endpoints.as_ref());
-    validate_endpoint_selectors(findings, at, "fromNodes", item.from_nodes.as_ref());
-    validate_cidrs(findings, at, "fromCIDR", item.from_cidr.as_ref());
-    validate_cidr_rules(findings, at, "fromCIDRSet", item.from_cidr_set.as_ref());
     validate_icmps(
         findings,
         at,
@@ -746,59 +819,21 @@ fn validate_ingress_deny(findings: &mut Findings, at: &Route, item: &IngressDeny
 }
 
 fn validate_egress(findings: &mut Findings, at: &Route, item: &EgressRule, host: bool) {
-    check_l3_mixing(
+    validate_egress_peers(
         findings,
         at,
-        &[
-            L3Kind {
-                name: "ToCIDR",
-                key: "toCIDR",
-                present: non_empty(item.to_cidr.as_ref()),
-            },
-            L3Kind {
-                name: "ToCIDRSet",
-                key: "toCIDRSet",
-                present: non_empty(item.to_cidr_set.as_ref()),
-            },
-            L3Kind {
-                name: "ToEndpoints",
-                key: "toEndpoints",
-                present: non_empty(item.to_endpoints.as_ref()),
-            },
-            L3Kind {
-                name: "ToEntities",
-                key: "toEntities",
-                present: non_empty(item.to_entities.as_ref()),
-            },
-            L3Kind {
-                name: "ToServices",
-                key: "toServices",
-                present: non_empty(item.to_services.as_ref()),
-            },
-            L3Kind {
-                name: "ToFQDNs",
-                key: "toFQDNs",
-                present: non_empty(item.to_fqdns.as_ref()),
-            },
-            L3Kind {
-                name: "ToGroups",
-                key: "toGroups",
-                present: non_empty(item.to_groups.as_ref()),
-            },
-            L3Kind {
-                name: "ToNodes",
-                key: "toNodes",
-                present: non_empty(item.to_nodes.as_ref()),
-            },
-        ],
+        &EgressPeers {
+            to_endpoints: item.to_endpoints.as_ref(),
+            to_requires: item.to_requires.as_ref(),
+            to_cidr: item.to_cidr.as_ref(),
+            to_cidr_set: item.to_cidr_set.as_ref(),
+            to_entities: item.to_entities.as_ref(),
+            to_services: item.to_services.as_ref(),
+            to_fqdns: item.to_fqdns.as_ref(),
+            to_groups: item.to_groups.as_ref(),
+            to_nodes: item.to_nodes.as_ref(),
+        },
     );
-    requires_removed(findings, at, "toRequires", item.to_requires.as_ref());
-    nodes_need_flag(findings, at, "toNodes", item.to_nodes.as_ref());
-    validate_endpoint_selectors(findings, at, "toEndpoints", item.to_endpoints.as_ref());
-    validate_endpoint_selectors(findings, at, "toNodes", item.to_nodes.as_ref());
-    validate_cidrs(findings, at, "toCIDR", item.to_cidr.as_ref());
-    validate_cidr_rules(findings, at, "toCIDRSet", item.to_cidr_set.as_ref());
-    validate_services(findings, at, item.to_services.as_ref());
     validate_fqdns(findings, at, item.to_fqdns.as_ref());
     obsolete_auth(findings, at, item.auth.as_ref());
     if host {
@@ -836,54 +871,21 @@ fn validate_egress(findings: &mut Findings, at: &Route, item: &EgressRule, host:
 }
 
 fn validate_egress_deny(findings: &mut Findings, at: &Route, item: &EgressDenyRule) {
-    check_l3_mixing(
+    validate_egress_peers(
         findings,
         at,
-        &[
-            L3Kind {
-                name: "ToCIDR",
-                key: "toCIDR",
-                present: non_empty(item.to_cidr.as_ref()),
-            },
-            L3Kind {
-                name: "ToCIDRSet",
-                key: "toCIDRSet",
-                present: non_empty(item.to_cidr_set.as_ref()),
-            },
-            L3Kind {
-                name: "ToEndpoints",
-                key: "toEndpoints",
-                present: non_empty(item.to_endpoints.as_ref()),
-            },
-            L3Kind {
-                name: "ToEntities",
-                key: "toEntities",
-                present: non_empty(item.to_entities.as_ref()),
-            },
-            L3Kind {
-                name: "ToServices",
-                key: "toServices",
-                present: non_empty(item.to_services.as_ref()),
-            },
-            L3Kind {
-                name: "ToGroups",
-                key: "toGroups",
-                present: non_empty(item.to_groups.as_ref()),
-            },
-            L3Kind {
-                name: "ToNodes",
-                key: "toNodes",
-                present: non_empty(item.to_nodes.as_ref()),
-            },
-        ],
+        &EgressPeers {
+            to_endpoints: item.to_endpoints.as_ref(),
+            to_requires: item.to_requires.as_ref(),
+            to_cidr: item.to_cidr.as_ref(),
+            to_cidr_set: item.to_cidr_set.as_ref(),
+            to_entities: item.to_entities.as_ref(),
+            to_services: item.to_services.as_ref(),
+            to_fqdns: None,
+            to_groups: item.to_groups.as_ref(),
+            to_nodes: item.to_nodes.as_ref(),
+        },
     );
-    requires_removed(findings, at, "toRequires", item.to_requires.as_ref());
-    nodes_need_flag(findings, at, "toNodes", item.to_nodes.as_ref());
-    validate_endpoint_selectors(findings, at, "toEndpoints", item.to_endpoints.as_ref());
-    validate_endpoint_selectors(findings, at, "toNodes", item.to_nodes.as_ref());
-    validate_cidrs(findings, at, "toCIDR", item.to_cidr.as_ref());
-    validate_cidr_rules(findings, at, "toCIDRSet", item.to_cidr_set.as_ref());
-    validate_services(findings, at, item.to_services.as_ref());
     validate_icmps(
         findings,
         at,
