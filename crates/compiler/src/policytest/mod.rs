@@ -302,6 +302,7 @@ pub fn resolve_case(
             ));
         }
     };
+    check_families(&from, &to, proto_number, compiled).map_err(|e| format!("{at}: {e}"))?;
     let icmp = matches!(proto_number, proto::ICMP | proto::ICMPV6);
     let port = if icmp {
         let text = spec
@@ -346,6 +347,55 @@ pub fn resolve_case(
         },
         expect,
     })
+}
+
+/// The address families a peer can send from or receive on, as
+/// `(IPv4, IPv6)`: an endpoint's are those of its addresses, an IP's its
+/// own, an entity word's both (it stands for any address of its identity).
+fn peer_families(peer: &Peer, compiled: &Compiled) -> (bool, bool) {
+    match peer {
+        Peer::Endpoint(index) => compiled.endpoints.get(*index).map_or((false, false), |e| {
+            (
+                e.ips.iter().any(std::net::IpAddr::is_ipv4),
+                e.ips.iter().any(std::net::IpAddr::is_ipv6),
+            )
+        }),
+        Peer::Address(ip, _) => (ip.is_ipv4(), ip.is_ipv6()),
+        Peer::Reserved(..) => (true, true),
+    }
+}
+
+/// A case must describe a packet that can exist: both ends need an address
+/// family in common, ICMP (IP protocol 1) travels only in IPv4 and ICMPv6
+/// (58) only in IPv6. Deciding an impossible flow would give a verdict the
+/// datapath can never produce (the kernel engine cannot even build the
+/// packet), so such a case is an error of the file, for both engines.
+fn check_families(
+    from: &Peer,
+    to: &Peer,
+    proto_number: u8,
+    compiled: &Compiled,
+) -> Result<(), String> {
+    let (from_v4, from_v6) = peer_families(from, compiled);
+    let (to_v4, to_v6) = peer_families(to, compiled);
+    let (v4, v6) = (from_v4 && to_v4, from_v6 && to_v6);
+    match proto_number {
+        proto::ICMP if !v4 => Err(
+            "ICMP travels only over IPv4 and the two ends have no IPv4 address in common; \
+             use `protocol: ICMPv6` between IPv6 peers"
+                .to_owned(),
+        ),
+        proto::ICMPV6 if !v6 => Err(
+            "ICMPv6 travels only over IPv6 and the two ends have no IPv6 address in common; \
+             use `protocol: ICMP` between IPv4 peers"
+                .to_owned(),
+        ),
+        _ if !v4 && !v6 => Err(
+            "the two ends have no address family in common; no packet can carry this flow"
+                .to_owned(),
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn run_file(path: &Path, report: &mut TestReport) {
