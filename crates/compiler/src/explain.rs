@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::compile::{Compiled, EndpointPolicy};
 use crate::identity::Identity;
 use crate::mapstate::{Decision, DenyReason, Direction, MatchedEntry, Verdict};
+use crate::resolve::lower::{LOCALHOST_ORIGIN_NAME, Origin};
 use crate::resolve::rule::proto;
 
 /// A flow end.
@@ -276,11 +277,33 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
             auth_type.get()
         ),
     };
-    format!(
+    let mut sentence = format!(
         "{subject}: {what} by {} from {}",
         describe_key(chosen),
         origins.join("; ")
-    )
+    );
+    if chosen
+        .entry
+        .origins
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+        .any(is_localhost_origin)
+    {
+        sentence.push_str(" (");
+        sentence.push_str(LOCALHOST_REASON);
+        sentence.push(')');
+    }
+    sentence
+}
+
+/// Why the host reaches an endpoint its ingress policy does not allow it
+/// into (`determineAllowLocalhostIngress`, `pkg/policy/mapstate.go`;
+/// `daemon/cmd/daemon.go` turns `allow-localhost=auto` into `always` in
+/// Kubernetes mode).
+pub const LOCALHOST_REASON: &str = "allow-localhost: Cilium in Kubernetes mode (allow-localhost=auto) or with allow-localhost=always lets the host reach local endpoints whatever their ingress policy; set `allowLocalhost: policy` in the inventory or test file if the agent runs with --allow-localhost=policy";
+
+fn is_localhost_origin(origin: &Origin) -> bool {
+    origin.kind == "Synthetic" && origin.name == LOCALHOST_ORIGIN_NAME
 }
 
 /// Explains an evaluation: one sentence per check.
