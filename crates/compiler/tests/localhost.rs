@@ -294,3 +294,84 @@ fn incremental_session_follows_a_changed_option() {
             .to_json()
     );
 }
+
+#[test]
+fn host_on_an_l7_port_is_redirected_and_the_note_says_why_l4_go_host_wildcard_l7() {
+    let compiled = compile_with(
+        None,
+        &web_ccnp(
+            "web-http",
+            "  ingress:\n    - toPorts:\n        - ports: [{port: \"80\", protocol: TCP}]\n          rules: {http: [{method: GET, path: /good}]}\n",
+        ),
+    );
+    // The identity-0 redirect (0xFFFFFF9A) outranks the host's L3 allow.
+    assert_eq!(
+        verdict(&compiled, "host", "prod/web", 80),
+        FlowVerdict::Redirect
+    );
+    assert_eq!(
+        verdict(&compiled, "host", "prod/web", 81),
+        FlowVerdict::Allow
+    );
+    let text = explain(
+        &compiled,
+        &evaluate(&compiled, &tcp_flow(&compiled, "host", "prod/web", 80)),
+    );
+    assert!(
+        text.contains("proxy lets every request from the host"),
+        "{text}"
+    );
+    // No localhost entry outside Kubernetes: redirected, and no note.
+    assert_eq!(
+        verdict(&compiled, "host", "vm-web", 80),
+        FlowVerdict::Redirect
+    );
+    let text = explain(
+        &compiled,
+        &evaluate(&compiled, &tcp_flow(&compiled, "host", "vm-web", 80)),
+    );
+    assert!(!text.contains("allow-localhost"), "{text}");
+}
+
+#[test]
+fn reserved_endpoints_follow_the_inventory_daemon_go() {
+    let outcome = load(WEB_POLICY);
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let compile_beside_health = |other: &str| {
+        let mut inventory = Inventory::new();
+        let text = format!(
+            "kind: Inventory\nendpoints:\n  - {{name: health, labels: {{\"reserved:health\": \"\"}}}}\n  - {other}\n"
+        );
+        inventory.add_text("inv.yaml", &text).unwrap();
+        inventory.finish().unwrap();
+        compile(&inputs, &inventory).unwrap()
+    };
+    let with_pods = compile_beside_health("{name: web, namespace: prod, labels: {app: web}}");
+    assert!(localhost_entry(&with_pods, "health").is_some());
+    let vms_only = compile_beside_health("{name: vm, labels: {app: web}}");
+    assert!(localhost_entry(&vms_only, "health").is_none());
+    assert!(localhost_entry(&vms_only, "vm").is_none());
+}
+
+#[test]
+fn cilium_identity_dumps_keep_auto_and_their_pods_get_the_entry_daemon_go() {
+    let dump = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/inventories/cilium-identities.json");
+    let inventory = Inventory::load(&dump).unwrap();
+    assert_eq!(inventory.allow_localhost, AllowLocalhost::Auto);
+    let outcome = load(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: api, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: api}}\n  ingress: [{fromEntities: [world]}]\n",
+    );
+    let compiled = compile(&PolicyInput::from_outcome(&outcome), &inventory).unwrap();
+    let api = compiled
+        .endpoints
+        .iter()
+        .find(|e| e.identity == 31337)
+        .expect("identity 31337 of the dump");
+    assert!(api.enforcement.ingress);
+    assert!(
+        api.entries()
+            .iter()
+            .any(|e| e.direction == "ingress" && e.identity == 1 && e.proto == "ANY")
+    );
+}
