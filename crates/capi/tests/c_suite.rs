@@ -10,11 +10,8 @@ use std::process::Command;
 
 #[test]
 fn c_suite_passes_under_valgrind() {
-    for tool in ["gcc", "valgrind"] {
-        if !common::have(tool) {
-            common::skip(&format!("{tool} is not installed"));
-            return;
-        }
+    if !common::have_all(&["gcc", "valgrind"]) {
+        return;
     }
     let lib = common::build_libporin();
     let root = common::workspace_root();

@@ -35,6 +35,18 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// True when every program of `tools` is on PATH; otherwise reports the
+/// first missing one through [`skip`] (fails in CI) and returns false.
+pub fn have_all(tools: &[&str]) -> bool {
+    match tools.iter().find(|tool| !have(tool)) {
+        Some(missing) => {
+            skip(&format!("{missing} is not installed"));
+            false
+        }
+        None => true,
+    }
+}
+
 /// The target directory and profile of the running test binary
 /// (`<target>/<profile>/deps/<test>-<hash>`).
 fn target_and_profile() -> (PathBuf, String) {
