@@ -18,34 +18,6 @@ use std::process::{Command, Output};
 /// valgrind's exit status when it found an error (`--error-exitcode`).
 const RACE_EXIT: i32 = 9;
 
-fn gcc(sources: &[PathBuf], extra: &[&Path], binary: &Path) {
-    let root = common::workspace_root();
-    let output = Command::new("gcc")
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-g",
-            "-pthread",
-            "-I",
-        ])
-        .arg(root.join("include"))
-        .args(sources)
-        .args(extra)
-        .args(common::NATIVE_LIBS)
-        .arg("-o")
-        .arg(binary)
-        .output()
-        .expect("run gcc");
-    assert!(
-        output.status.success(),
-        "gcc failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-}
-
 fn valgrind(tool: &str, binary: &Path, args: &[PathBuf]) -> Output {
     let suppressions = common::workspace_root().join("crates/capi/tests/c/threads.supp");
     Command::new("valgrind")
@@ -78,8 +50,8 @@ fn shared_handles_have_no_race_under_helgrind_and_drd() {
     let scratch = common::scratch("c-threads");
     let threads = scratch.join("threads");
     let racy = scratch.join("racy");
-    gcc(&[c_dir.join("threads.c")], &[&lib], &threads);
-    gcc(&[c_dir.join("racy.c")], &[], &racy);
+    common::compile_c(&[c_dir.join("threads.c")], &[&lib], &threads);
+    common::compile_c(&[c_dir.join("racy.c")], &[], &racy);
     let data = vec![common::example_data()];
 
     // Natively first: a wrong result is reported without valgrind's noise.

@@ -96,6 +96,53 @@ pub const NATIVE_LIBS: [&str; 7] = [
     "-lc",
 ];
 
+/// Compiles C `sources` (plus `extra` objects or libraries) against
+/// `include/porin.h` with `-std=c11 -Wall -Wextra -Werror -pedantic -g
+/// -pthread` and the system libraries of the staticlib; panics with gcc's
+/// output on failure.
+pub fn compile_c(sources: &[PathBuf], extra: &[&Path], binary: &Path) {
+    let output = Command::new("gcc")
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-g",
+            "-pthread",
+            "-I",
+        ])
+        .arg(workspace_root().join("include"))
+        .args(sources)
+        .args(extra)
+        .args(NATIVE_LIBS)
+        .arg("-o")
+        .arg(binary)
+        .output()
+        .expect("run gcc");
+    assert!(
+        output.status.success(),
+        "gcc failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Runs `binary` under valgrind's memcheck: exit 9 on any error or on a
+/// definite or indirect leak.
+pub fn run_memcheck(binary: &Path, args: &[PathBuf]) -> std::process::Output {
+    Command::new("valgrind")
+        .args([
+            "-q",
+            "--error-exitcode=9",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite,indirect",
+        ])
+        .arg(binary)
+        .args(args)
+        .output()
+        .expect("run valgrind")
+}
+
 /// A scratch directory under the target dir.
 pub fn scratch(name: &str) -> PathBuf {
     let (target, _) = target_and_profile();
