@@ -270,6 +270,7 @@ fn ab_switch_into_a_too_small_map_keeps_the_old_policy_enforced() {
         &format!("entry {} of {count}", SMALL_POLICY_MAP),
         "previously enforced policy stays in force",
         "BPF_MAP_UPDATE_ELEM",
+        "os error 28",
     ] {
         assert!(message.contains(needle), "`{needle}` not in: {message}");
     }
@@ -360,7 +361,9 @@ fn diff_fails_everywhere(dp: &Datapath, old: &MapState, new: &MapState, context:
         let message = error.to_string();
         assert!(
             message.contains(&format!("write {fail_at} of {}", changes.len()))
-                && message.contains("rolled back"),
+                && message.contains(slot.map_name())
+                && message.contains("rolled back")
+                && message.contains("os error 12"),
             "{message}"
         );
         assert_eq!(dp.active_slot().unwrap(), slot);
