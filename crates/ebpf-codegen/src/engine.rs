@@ -311,19 +311,12 @@ impl KernelEngine {
             .endpoint_policy(endpoint)
             .ok_or(EngineError::NoSuchEndpoint(endpoint))?;
         self.installed = None;
-        // The atomic switch of DATAPATH.md §2.3, without the grace period
-        // of `Datapath::install_policy` (step 3, 100 ms per flip): here no
-        // program is attached anywhere and every run is a synchronous
-        // `BPF_PROG_TEST_RUN` from this thread, so when a run returns, no
-        // program still reads the retired map. Waiting would make a test
-        // run switch policies ~10 times a second.
-        let slot = self.datapath.active_slot()?.other();
-        let map = self.datapath.object().map(slot.map_name())?;
-        map.clear()?;
-        for (key, value) in policy {
-            map.update(key, value)?;
-        }
-        self.datapath.activate(slot)?;
+        // The atomic switch of DATAPATH.md §2.3 without the retire grace
+        // period (100 ms per flip): no program is attached anywhere and
+        // every run is a synchronous `BPF_PROG_TEST_RUN` from this thread,
+        // so when a run returns, no program still reads the retired map.
+        // Waiting would make a test run switch policies ~10 times a second.
+        self.datapath.install_policy_unattached(policy)?;
         self.installed = Some(endpoint);
         Ok(())
     }
