@@ -417,21 +417,7 @@ pub fn unsupported(rule: &Value, kinds: Kinds, wanted: (u32, u32)) -> Vec<Findin
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let wanted = cx.config.cilium_version;
     for input in cx.inputs {
-        // (route prefix of the rule, the rule as JSON, its kind)
-        let mut rules: Vec<(String, Value, Kinds)> = Vec::new();
-        match input.policy {
-            PolicyDocument::CiliumNetworkPolicy(p) => {
-                collect(&mut rules, p.spec.as_ref(), p.specs.as_deref());
-            }
-            PolicyDocument::CiliumClusterwideNetworkPolicy(p) => {
-                collect(&mut rules, p.spec.as_ref(), p.specs.as_deref());
-            }
-            PolicyDocument::NetworkPolicy(p) => {
-                if let Some(json) = p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()) {
-                    rules.push(("spec".to_owned(), json, Kinds::Kubernetes));
-                }
-            }
-        }
+        let rules = rules_of(input.policy);
         for (prefix, rule, kinds) in rules {
             for finding in unsupported(&rule, kinds, wanted) {
                 let route = format!("{prefix}.{}", finding.route);
@@ -454,6 +440,26 @@ rule with fields that version supports",
             }
         }
     }
+}
+
+/// The rules of a policy document as JSON, with the route of each
+/// (`spec`, `specs[i]`) and its kind.
+fn rules_of(policy: &PolicyDocument) -> Vec<(String, Value, Kinds)> {
+    let mut rules = Vec::new();
+    match policy {
+        PolicyDocument::CiliumNetworkPolicy(p) => {
+            collect(&mut rules, p.spec.as_ref(), p.specs.as_deref());
+        }
+        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => {
+            collect(&mut rules, p.spec.as_ref(), p.specs.as_deref());
+        }
+        PolicyDocument::NetworkPolicy(p) => {
+            if let Some(json) = p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()) {
+                rules.push(("spec".to_owned(), json, Kinds::Kubernetes));
+            }
+        }
+    }
+    rules
 }
 
 fn collect<T: serde::Serialize>(
@@ -559,22 +565,7 @@ mod tests {
         assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
         let mut hit = std::collections::BTreeSet::new();
         for doc in &outcome.documents {
-            let mut rules = Vec::new();
-            match &doc.doc {
-                PolicyDocument::CiliumNetworkPolicy(p) => {
-                    collect(&mut rules, p.spec.as_ref(), p.specs.as_deref());
-                }
-                PolicyDocument::CiliumClusterwideNetworkPolicy(p) => {
-                    collect(&mut rules, p.spec.as_ref(), p.specs.as_deref());
-                }
-                PolicyDocument::NetworkPolicy(p) => {
-                    rules.push((
-                        "spec".to_owned(),
-                        serde_json::to_value(p.spec.as_ref().unwrap()).unwrap(),
-                        Kinds::Kubernetes,
-                    ));
-                }
-            }
+            let rules = rules_of(&doc.doc);
             for (_, rule, kinds) in rules {
                 for finding in unsupported(&rule, kinds, (1, 11)) {
                     hit.insert((finding.entry, kinds == Kinds::Cilium));
