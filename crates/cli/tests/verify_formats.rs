@@ -237,6 +237,42 @@ fn sarif_of_every_lint_fixture_validates_against_the_schema() {
     );
 }
 
+/// The other shapes of a run are valid SARIF too: no inventory (rules
+/// skipped), invalid policies (model errors, exit 1), several files at once.
+#[test]
+fn sarif_of_other_runs_validates_against_the_schema() {
+    let runs: [&[&str]; 3] = [
+        &["lint", "fixtures/lint/PR010_overlapping_ports/trigger.yaml"],
+        &[
+            "lint",
+            "fixtures/invalid/PM003-unknown-field-did-you-mean.yaml",
+            "fixtures/invalid/PM001-yaml-syntax.yaml",
+        ],
+        &[
+            "lint",
+            "fixtures/lint/PR004_allow_shadowed_by_deny/trigger.yaml",
+            "fixtures/lint/PR014_egress_blocks_dns/trigger.yaml",
+            "--inventory",
+            "fixtures/lint/inventory.yaml",
+        ],
+    ];
+    for args in runs {
+        let mut args = args.to_vec();
+        args.extend(["--format", "sarif"]);
+        let output = porin(&args);
+        let log: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: SARIF is not JSON: {e}"));
+        assert!(
+            log["runs"][0]["results"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty()),
+            "{args:?}: no results"
+        );
+        let errors = validate_sarif(&log);
+        assert!(errors.is_empty(), "{args:?}: {errors:#?}");
+    }
+}
+
 #[test]
 fn every_fixture_in_every_format() {
     for dir in rule_dirs() {
