@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_compiler::policytest::{
-    CaseOutcome, CaseResult, Engine, FileResult, TestReport, discover, run as run_tests,
+    CaseOutcome, CaseResult, Engine, FileResult, TestReport, run as run_tests,
 };
 
 use crate::render::junit::{self, Case, Problem, Suite};
@@ -77,11 +77,7 @@ pub fn run(args: &Args) -> ExitCode {
             }
         }
         TestFormat::Junit => {
-            let files = if report.files.is_empty() {
-                files_from_lines(&report, &discover(&args.paths).unwrap_or_default())
-            } else {
-                report.files.clone()
-            };
+            let files = files_with_every_error(&report);
             print!("{}", junit::write("porin test", &junit_suites(&files)));
         }
     }
@@ -194,69 +190,18 @@ fn unique_names(cases: &mut [Case]) {
     }
 }
 
-/// Per-file results rebuilt from the `PASS`/`FAIL` lines, for an engine
-/// that reports lines only (the kernel engine of porin-ebpf): a line is
-/// `PASS FILE: LABEL => SEEN` or `FAIL FILE: LABEL => SEEN (expected E):
-/// WHY`, with FILE one of the discovered test files. Errors that name no
-/// discovered file become a file result of their own.
-fn files_from_lines(report: &TestReport, files: &[PathBuf]) -> Vec<FileResult> {
-    let mut results: Vec<FileResult> = files
-        .iter()
-        .map(|path| FileResult {
-            file: path.display().to_string(),
-            ..FileResult::default()
-        })
-        .collect();
-    for line in &report.lines {
-        let (passed, rest) = match (line.strip_prefix("PASS "), line.strip_prefix("FAIL ")) {
-            (Some(rest), _) => (true, rest),
-            (None, Some(rest)) => (false, rest),
-            (None, None) => continue,
-        };
-        let Some((result, rest)) = results.iter_mut().find_map(|r| {
-            let rest = rest.strip_prefix(r.file.as_str())?.strip_prefix(": ")?;
-            Some((r, rest))
-        }) else {
-            continue;
-        };
-        let (label, seen) = rest.split_once(" => ").unwrap_or((rest, ""));
-        let (actual, expected, explanation) = if passed {
-            (seen.to_owned(), seen.to_owned(), String::new())
-        } else {
-            match seen.split_once(" (expected ") {
-                Some((actual, tail)) => {
-                    let (expected, why) = tail.split_once("): ").unwrap_or((tail, ""));
-                    (actual.to_owned(), expected.to_owned(), why.to_owned())
-                }
-                None => (seen.to_owned(), String::new(), String::new()),
-            }
-        };
-        let index = result.cases.len();
-        result.cases.push(CaseResult {
-            index,
-            line: 0,
-            label: label.to_owned(),
-            expected,
-            actual: Some(actual),
-            outcome: if passed {
-                CaseOutcome::Passed
-            } else {
-                CaseOutcome::Failed { explanation }
-            },
-            duration: Duration::ZERO,
-        });
-    }
+/// The per-file results of both engines, plus one `porin test` result per
+/// error that belongs to no file (no test file found, the kernel engine
+/// could not start), so JUnit never hides why nothing ran.
+fn files_with_every_error(report: &TestReport) -> Vec<FileResult> {
+    let mut results = report.files.clone();
     for error in &report.errors {
-        match results
-            .iter_mut()
-            .find(|r| error.starts_with(&format!("{}:", r.file)))
-        {
-            Some(result) if result.error.is_none() => result.error = Some(error.clone()),
-            _ => results.push(FileResult {
+        if !report.files.iter().any(|f| f.error.as_ref() == Some(error)) {
+            results.push(FileResult {
                 file: "porin test".to_owned(),
                 error: Some(error.clone()),
                 ..FileResult::default()
-            }),
+            });
         }
     }
     results
@@ -267,44 +212,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn results_are_rebuilt_from_an_engine_that_reports_lines_only() {
+    fn errors_that_belong_to_no_file_become_a_result_of_their_own() {
         let report = TestReport {
-            lines: vec![
-                "PASS dir/a.yaml: web (a -> b TCP/80) => allow".to_owned(),
-                "FAIL dir/a.yaml: a -> b TCP/81 => deny (expected allow): b ingress: no rule allows identity 2 (default deny)".to_owned(),
+            files: vec![FileResult {
+                file: "dir/b.yaml".to_owned(),
+                error: Some("dir/b.yaml:3: policies[0] needs exactly one".to_owned()),
+                ..FileResult::default()
+            }],
+            errors: vec![
+                "dir/b.yaml:3: policies[0] needs exactly one".to_owned(),
+                "the kernel engine needs root".to_owned(),
             ],
-            errors: vec!["dir/b.yaml:3: policies[0] needs exactly one of `path` and `inline`".to_owned()],
-            passed: 1,
-            failed: 1,
             ..TestReport::default()
         };
-        let files = files_from_lines(
-            &report,
-            &[PathBuf::from("dir/a.yaml"), PathBuf::from("dir/b.yaml")],
-        );
-        assert_eq!(files.len(), 2);
-        let a = &files[0];
-        assert_eq!(a.cases.len(), 2);
-        assert_eq!(a.cases[0].label, "web (a -> b TCP/80)");
-        assert_eq!(a.cases[0].outcome, CaseOutcome::Passed);
-        assert_eq!(a.cases[1].expected, "allow");
-        assert_eq!(a.cases[1].actual.as_deref(), Some("deny"));
+        let files = files_with_every_error(&report);
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert_eq!(files[1].file, "porin test");
         assert_eq!(
-            a.cases[1].outcome,
-            CaseOutcome::Failed {
-                explanation: "b ingress: no rule allows identity 2 (default deny)".to_owned()
-            }
-        );
-        assert!(
-            files[1]
-                .error
-                .as_deref()
-                .is_some_and(|e| e.contains("exactly one"))
+            files[1].error.as_deref(),
+            Some("the kernel engine needs root")
         );
         let suites = junit_suites(&files);
         assert_eq!(suites[1].cases[0].name, "(file)");
-        // Not measured: no time attributes rather than made-up zeros.
-        assert!(suites[0].time.is_none() && suites[0].cases[0].time.is_none());
     }
 
     #[test]

@@ -489,8 +489,9 @@ fn written_label(spec: &CaseSpec) -> String {
 }
 
 /// Every case of a file that could not run, as skipped (or, for the one at
-/// fault, as an error).
-fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
+/// fault, as an error). Engines other than the reference (porin-ebpf's
+/// kernel engine) report their files the same way.
+pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
     spec.cases
         .iter()
         .enumerate()
