@@ -318,6 +318,12 @@ impl<'a> Resolver<'a> {
         }
     }
 
+    /// The cluster-wide named-port table (name → (port, protocol) of every
+    /// endpoint naming it), which egress named ports resolve against.
+    pub fn cluster_ports(&self) -> &BTreeMap<String, BTreeSet<(u16, u8)>> {
+        &self.cluster_ports
+    }
+
     /// The rules selecting an identity, in input order.
     pub fn rules_of(&self, identity: u32) -> &[usize] {
         self.rules_by_identity
