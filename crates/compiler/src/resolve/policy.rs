@@ -18,6 +18,7 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 use super::codes;
 use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
+use super::selection::SelectionIndex;
 use crate::identities::IdentityTable;
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory, NamedPort};
@@ -128,6 +129,8 @@ pub struct SelectorCache {
     selectors: Vec<Selector>,
     ids: HashMap<Selector, SelectorId>,
     selections: Vec<Vec<u32>>,
+    /// Label indexes over the table (built on first use).
+    index: Option<SelectionIndex>,
 }
 
 impl SelectorCache {
@@ -139,12 +142,11 @@ impl SelectorCache {
         let selection = if selector.is_wildcard() {
             vec![0]
         } else {
-            table
-                .identities
-                .iter()
-                .filter(|info| selector.matches(&info.labels))
-                .map(|info| info.id)
-                .collect()
+            let index = match &mut self.index {
+                Some(index) if index.is_for(table) => index,
+                slot => slot.insert(SelectionIndex::new(table)),
+            };
+            index.select(selector, table)
         };
         let id = self.selectors.len();
         self.selectors.push(selector.clone());
