@@ -14,8 +14,10 @@
 //!   with such a label (an index by label key).
 //! - A requirement `In`/`Exists` on `cidr:<P>` is satisfied only by a label
 //!   set holding a CIDR label whose prefix lies inside `P`
-//!   ([`prefix_contains`], Cilium's `pkg/labels/cidr.go` prefix match used
-//!   by `types.NewCIDRSelector`, semantics.md §3.6). The identities carrying
+//!   ([`prefix_contains`]: Cilium's CIDR-aware `Label.HasKey`,
+//!   `pkg/labels/labels.go`, matches selector `cidr:P` against identity
+//!   label `cidr:Q` iff `P.bits ≤ Q.bits && P.contains(Q.addr)`; selectors
+//!   from `types.NewCIDRSelector`; semantics.md §3.6). The identities carrying
 //!   CIDR labels are indexed by (family, network address, length); the
 //!   prefixes inside `P` are the entries whose address lies in `P`'s range
 //!   and whose length is at least `P`'s, one range scan of a sorted map.
@@ -246,8 +248,9 @@ mod tests {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         /// The index selects exactly what testing every identity selects,
-        /// in the same order (Cilium `pkg/labels/cidr.go` prefix matching,
-        /// `pkg/policy/types/selector.go` NewCIDRSelector with excepts).
+        /// in the same order (Cilium's CIDR-aware `Label.HasKey` in
+        /// `pkg/labels/labels.go`, `types.NewCIDRSelector` with excepts;
+        /// semantics.md §3.6).
         #[test]
         fn index_equals_brute_force(
             prefixes in prop::collection::btree_set(prefix(), 0..60),
