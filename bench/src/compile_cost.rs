@@ -1,24 +1,43 @@
 //! Compile cost: time and peak memory to compile synthetic clusters, each size in a fresh child
 //! process (so the peak resident set, `VmHWM`, belongs to that size alone).
 //!
-//! The cluster is `porin_compiler::compile::synthetic::cluster(policies, endpoints)` with one
-//! more label per endpoint (`pod: <name>`), so every endpoint has its own identity (the
-//! synthetic generator alone gives one identity per app, endpoints / 10).
+//! Two workloads ([`Workload`]): the cluster is
+//! `porin_compiler::compile::synthetic::cluster(policies, endpoints)` with one more label per
+//! endpoint (`pod: <name>`), so every endpoint has its own identity (the synthetic generator
+//! alone gives one identity per app, endpoints / 10); the CIDR workload is
+//! `synthetic::cidr_cluster(rules)`: one distinct prefix per rule over ten endpoints, so one CIDR
+//! identity and one CIDR selector per rule (the case that used to grow with rules²).
 
 use std::fmt::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Result, bail};
-use porin_compiler::compile::compile;
 use porin_compiler::compile::synthetic;
+use porin_compiler::compile::{compile, compile_with_limits};
+use porin_compiler::limits::CompileLimits;
 use porin_compiler::resolve::lower::PolicyInput;
 use serde::{Deserialize, Serialize};
 
 use crate::stats::{Spread, group};
 
-/// One size: (policies, endpoints); identities come out equal to endpoints.
+/// One size: (policies, endpoints); identities come out equal to endpoints (CIDR workload:
+/// (rules, [`CIDR_ENDPOINTS`])).
 pub type Size = (usize, usize);
+
+/// Endpoints of the CIDR workload (`synthetic::cidr_cluster`: one per app).
+pub const CIDR_ENDPOINTS: usize = 10;
+
+/// What a compile child compiles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// `synthetic::cluster` with one identity per endpoint, default limits.
+    Cluster,
+    /// `synthetic::cidr_cluster`: one CIDR rule (and identity) per policy. Compiled without
+    /// limits: the default `max_selector_evaluations` (selectors × identities) refuses 65,535
+    /// CIDR rules before any work is done.
+    Cidr,
+}
 
 /// The child's report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,13 +61,19 @@ pub struct CompileResult {
 }
 
 /// Runs in the child: generate, load, compile, report.
-pub fn child(policies: usize, endpoints: usize) -> Result<CompileResult> {
-    let mut cluster = synthetic::cluster(policies, endpoints);
-    for endpoint in &mut cluster.inventory.endpoints {
-        endpoint
-            .labels
-            .insert("pod".to_owned(), endpoint.name.clone());
-    }
+pub fn child(workload: Workload, policies: usize, endpoints: usize) -> Result<CompileResult> {
+    let cluster = match workload {
+        Workload::Cluster => {
+            let mut cluster = synthetic::cluster(policies, endpoints);
+            for endpoint in &mut cluster.inventory.endpoints {
+                endpoint
+                    .labels
+                    .insert("pod".to_owned(), endpoint.name.clone());
+            }
+            cluster
+        }
+        Workload::Cidr => synthetic::cidr_cluster(policies),
+    };
     let rss_input_kib = crate::cpu::peak_rss_kib().unwrap_or(0);
     let start = Instant::now();
     let outcome = cluster.load();
@@ -61,14 +86,22 @@ pub fn child(policies: usize, endpoints: usize) -> Result<CompileResult> {
     }
     let start = Instant::now();
     let inputs = PolicyInput::from_outcome(&outcome);
-    let compiled = compile(&inputs, &cluster.inventory)?;
+    let compiled = match workload {
+        Workload::Cluster => compile(&inputs, &cluster.inventory)?,
+        Workload::Cidr => {
+            compile_with_limits(&inputs, &cluster.inventory, &CompileLimits::unlimited())?
+        }
+    };
     let compile_secs = start.elapsed().as_secs_f64();
     let identities: std::collections::BTreeSet<u32> =
         compiled.endpoints.iter().map(|e| e.identity).collect();
     Ok(CompileResult {
         policies,
-        endpoints,
-        identities: identities.len(),
+        endpoints: cluster.inventory.endpoints.len(),
+        identities: match workload {
+            Workload::Cluster => identities.len(),
+            Workload::Cidr => compiled.identities.len(),
+        },
         entries: compiled.endpoints.iter().map(|e| e.state.len()).sum(),
         load_secs,
         compile_secs,
@@ -83,7 +116,7 @@ pub const CHILD_MEMORY_LIMIT_BYTES: u64 = 8 << 30;
 /// Wall-clock limit of a compile child.
 pub const CHILD_TIME_LIMIT_SECS: u64 = 120;
 
-fn spawn_child(size: Size) -> Result<CompileResult, String> {
+fn spawn_child(workload: Workload, size: Size) -> Result<CompileResult, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let output = Command::new("timeout")
         .arg(CHILD_TIME_LIMIT_SECS.to_string())
@@ -99,6 +132,7 @@ fn spawn_child(size: Size) -> Result<CompileResult, String> {
             "--endpoints",
             &size.1.to_string(),
         ])
+        .args((workload == Workload::Cidr).then_some("--cidr"))
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("spawn compile child: {e}"))?;
@@ -120,14 +154,14 @@ fn spawn_child(size: Size) -> Result<CompileResult, String> {
 pub type SizeResult = (Size, Result<Vec<CompileResult>, String>);
 
 /// Every size, `runs` children each; a size whose first child fails is not retried.
-pub fn run(sizes: &[Size], runs: usize) -> Vec<SizeResult> {
+pub fn run(workload: Workload, sizes: &[Size], runs: usize) -> Vec<SizeResult> {
     sizes
         .iter()
         .map(|size| {
             let mut results = Vec::new();
             for run in 0..runs {
-                eprintln!("compile: {size:?} run {}/{runs}", run + 1);
-                match spawn_child(*size) {
+                eprintln!("compile {workload:?}: {size:?} run {}/{runs}", run + 1);
+                match spawn_child(workload, *size) {
                     Ok(result) => results.push(result),
                     Err(reason) => return (*size, Err(reason)),
                 }
@@ -138,12 +172,22 @@ pub fn run(sizes: &[Size], runs: usize) -> Vec<SizeResult> {
 }
 
 /// The Markdown table, with growth against the previous size.
-pub fn render(results: &[SizeResult], runs: usize) -> String {
+pub fn render(workload: Workload, results: &[SizeResult], runs: usize) -> String {
     let mut out = String::new();
+    let what = match workload {
+        Workload::Cluster => {
+            "Synthetic clusters (`compile::synthetic` + one `pod` label per endpoint, so \
+             identities = endpoints)"
+        }
+        Workload::Cidr => {
+            "CIDR rules (`compile::synthetic::cidr_cluster`: one CNP per rule, each allowing \
+             egress TCP/443 to its own prefix, every 256th a /24 around the next 255 /32s; ten \
+             endpoints; identities = all, CIDR ones included; compiled without limits)"
+        }
+    };
     let _ = writeln!(
         out,
-        "Synthetic clusters (`compile::synthetic` + one `pod` label per endpoint, so identities \
-         = endpoints), each run in a fresh process. {runs} run(s): median (min–max). Peak RSS is \
+        "{what}, each run in a fresh process. {runs} run(s): median (min–max). Peak RSS is \
          the child's `VmHWM` (input generation included; the \"input\" column is the peak before \
          loading). Load average: {}.\n",
         crate::cpu::load_average()
@@ -154,12 +198,17 @@ pub fn render(results: &[SizeResult], runs: usize) -> String {
         let runs = match outcome {
             Ok(runs) => runs,
             Err(reason) => {
+                // Cluster identities equal endpoints; a CIDR size's count is
+                // only known once it compiled.
+                let identities = match workload {
+                    Workload::Cluster => group(size.1 as f64, 0),
+                    Workload::Cidr => String::new(),
+                };
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | | | {reason} | | | |",
+                    "| {} | {} | {identities} | | | {reason} | | | |",
                     group(size.0 as f64, 0),
                     group(size.1 as f64, 0),
-                    group(size.1 as f64, 0)
                 );
                 continue;
             }

@@ -375,7 +375,8 @@ pub fn render(report: &E2eReport) -> String {
         "\"vs porin\": the chain's figure over porin's for latency and CPU, porin's over the \
          chain's for throughput; above 1× porin is ahead, below 1× porin is behind (marked). \
          †: entries synthesised in porin's encoding from a compiled one-rule template, not \
-         compiled (porin's compiler does not finish that many CIDR rules in reasonable time).\n",
+         compiled (the default compile limits refuse that many CIDR rules: selectors × \
+         identities exceeds max_selector_evaluations).\n",
     );
     out.push_str(
         "\n#### porin: producing the N-rule policy (once per N, before the runs)\n\n| rules | \

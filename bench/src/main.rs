@@ -81,6 +81,13 @@ struct Options {
     /// Skip porin's extra end-to-end point at a full 65,536-entry policy map.
     #[arg(long)]
     no_full_map: bool,
+    /// CIDR-rule counts for the compile part's CIDR table (default
+    /// 4000,16000,65535; quick 100).
+    #[arg(long, value_delimiter = ',')]
+    cidr_rules: Option<Vec<usize>>,
+    /// Compile part: only the CIDR table, not the synthetic clusters.
+    #[arg(long)]
+    only_cidr: bool,
 }
 
 #[derive(Subcommand)]
@@ -120,6 +127,9 @@ enum Role {
         policies: usize,
         #[arg(long)]
         endpoints: usize,
+        /// `policies` CIDR rules over ten endpoints instead of a cluster.
+        #[arg(long)]
+        cidr: bool,
     },
 }
 
@@ -185,7 +195,15 @@ fn run_role(role: Role) -> Result<()> {
         Role::CompileChild {
             policies,
             endpoints,
-        } => echo::print_result(&compile_cost::child(policies, endpoints)?),
+            cidr,
+        } => {
+            let workload = if cidr {
+                compile_cost::Workload::Cidr
+            } else {
+                compile_cost::Workload::Cluster
+            };
+            echo::print_result(&compile_cost::child(workload, policies, endpoints)?)
+        }
     }
 }
 
@@ -311,10 +329,30 @@ fn compile_part(options: &Options) -> Result<()> {
         vec![(10, 100), (100, 1_000), (300, 3_000), (1_000, 10_000)]
     };
     let runs = runs(options);
-    let results = compile_cost::run(&sizes, runs);
+    if !options.only_cidr {
+        let results = compile_cost::run(compile_cost::Workload::Cluster, &sizes, runs);
+        println!(
+            "### Compile cost\n\n{}",
+            compile_cost::render(compile_cost::Workload::Cluster, &results, runs)
+        );
+    }
+    let cidr_sizes: Vec<compile_cost::Size> = options
+        .cidr_rules
+        .clone()
+        .unwrap_or_else(|| {
+            if options.quick {
+                vec![100]
+            } else {
+                vec![4_000, 16_000, 65_535]
+            }
+        })
+        .into_iter()
+        .map(|rules| (rules, compile_cost::CIDR_ENDPOINTS))
+        .collect();
+    let results = compile_cost::run(compile_cost::Workload::Cidr, &cidr_sizes, runs);
     println!(
-        "### Compile cost\n\n{}",
-        compile_cost::render(&results, runs)
+        "### Compile cost: CIDR rules\n\n{}",
+        compile_cost::render(compile_cost::Workload::Cidr, &results, runs)
     );
     Ok(())
 }

@@ -167,9 +167,12 @@ pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
     })
 }
 
-/// Above this many rules the policy is not compiled but synthesised ([`synthesise_rules`]):
-/// porin's compiler did not finish 65,535 CIDR rules within 13 minutes on the benchmark machine
-/// (resolving N CIDR selectors against N CIDR identities grows with N²; see BENCHMARKS.md).
+/// Above this many rules the policy is not compiled but synthesised ([`synthesise_rules`]).
+/// Originally because the compiler did not finish 65,535 CIDR rules within 13 minutes
+/// (selector resolution grew with N²); since the selection index it takes seconds
+/// (BENCHMARKS.md, "CIDR rules"), but `compile`'s default limits still refuse 65,535 CIDR rules
+/// (`max_selector_evaluations`, selectors × identities), and the synthesised points keep the
+/// earlier tables comparable.
 pub const COMPILE_LIMIT_RULES: usize = 10_000;
 
 /// Compiles the rules with porin, or above [`COMPILE_LIMIT_RULES`] synthesises them.

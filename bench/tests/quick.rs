@@ -47,6 +47,7 @@ fn quick_mode_prints_every_table() {
     println!("{stdout}");
     for section in [
         "### Compile cost",
+        "### Compile cost: CIDR rules",
         "### Lookup cost (BPF_PROG_TEST_RUN)",
         "### Apply cost",
         "### End to end: porin vs iptables-nft vs nft",
@@ -68,6 +69,8 @@ fn quick_mode_prints_every_table() {
     assert_eq!(e2e.matches("\n| 100 (").count(), 4, "{e2e}");
     assert!(!e2e.contains("not run"), "{e2e}");
     assert!(e2e.contains('×'), "{e2e}");
+    // Compile: the 100-rule CIDR case compiled (10 endpoints, 120 identities).
+    assert!(stdout.contains("| 100 | 10 | 120 |"), "{stdout}");
     // Lookup: 1 rule and a 100-entry table; apply: porin and the chains.
     assert!(stdout.contains("| 99 | 100 |"), "{stdout}");
     for operation in [

@@ -19,13 +19,13 @@ use serde::Serialize;
 use crate::error::CompileError;
 use crate::identities::{IdentityInfo, IdentityTable};
 use crate::identity::Identity;
-use crate::inventory::Inventory;
+use crate::inventory::{Endpoint, Inventory, NamedPort};
 use crate::ipcache::Ipcache;
 use crate::labels::{LabelSet, host_prefix};
-use crate::limits::CompileLimits;
+use crate::limits::{CompileLimits, EntryBudget};
 use crate::mapstate::{Direction, Entry, Key, MapState};
 use crate::resolve::codes;
-use crate::resolve::lower::{Origin, PolicyInput, lower};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
 use crate::resolve::rule::proto;
 
@@ -259,26 +259,90 @@ pub fn compile_with_limits(
     inventory: &Inventory,
     limits: &CompileLimits,
 ) -> Result<Compiled, CompileError> {
+    let mut distiller = LimitedDistiller {
+        limits,
+        budget: limits.budget(),
+    };
+    drive(policies, inventory, limits, &mut distiller)
+}
+
+/// What a [`Distiller`] gets for one endpoint whose map state is needed.
+pub(crate) struct DistillRequest<'r, 'a> {
+    /// The endpoint (its named ports feed the map state).
+    pub endpoint: &'r Endpoint,
+    /// Its identity.
+    pub identity: u32,
+    /// The resolved L4 policy of that identity.
+    pub policy: &'r L4Policy,
+    /// The resolver (selector cache, named-port tables, `map_state`).
+    pub resolver: &'r Resolver<'a>,
+    /// Origin id → description, for the map state's diagnostics.
+    pub describe: &'r dyn Fn(u32) -> String,
+}
+
+/// A map state with its findings, shared between endpoints with the same
+/// identity and named ports.
+pub(crate) type Distilled = (Arc<MapState>, Vec<Diagnostic>);
+
+/// How [`drive`] turns a resolved L4 policy into a map state: the batch
+/// compiler distills under limits ([`LimitedDistiller`]), the incremental
+/// one reuses states whose inputs did not change
+/// ([`crate::session::IncrementalCompiler`]). Everything else about a
+/// compilation is [`drive`]'s, so the two cannot drift apart.
+pub(crate) trait Distiller {
+    /// Called once per compilation, after lowering, with the origin table.
+    fn start(&mut self, _origins: &[Origin]) {}
+
+    /// The map state of one (identity, named ports) pair; called once per
+    /// distinct pair of a compilation, in inventory order.
+    fn distill(&mut self, request: DistillRequest<'_, '_>) -> Result<Distilled, CompileError>;
+}
+
+/// The batch distiller: bounds the insertions before distilling and
+/// charges the entries to the compilation's budget.
+struct LimitedDistiller<'l> {
+    limits: &'l CompileLimits,
+    budget: EntryBudget<'l>,
+}
+
+impl Distiller for LimitedDistiller<'_> {
+    fn distill(&mut self, request: DistillRequest<'_, '_>) -> Result<Distilled, CompileError> {
+        let name = request.endpoint.display_name();
+        self.limits
+            .check_l4_policy(&name, request.policy, &request.resolver.cache)?;
+        let (state, diagnostics) =
+            request
+                .resolver
+                .map_state(request.endpoint, request.policy, request.describe);
+        self.budget.charge(&name, state.len())?;
+        Ok((Arc::new(state), diagnostics))
+    }
+}
+
+/// The whole compiler stage, with the map-state step left to `distiller`:
+/// lowering, identity allocation, per-identity L4 policies, endpoint
+/// output, the "selects nothing" findings and the ipcache.
+pub(crate) fn drive(
+    policies: &[PolicyInput<'_>],
+    inventory: &Inventory,
+    limits: &CompileLimits,
+    distiller: &mut dyn Distiller,
+) -> Result<Compiled, CompileError> {
     limits.check_endpoints(inventory.endpoints.len())?;
     let lowered = lower(policies, inventory);
     limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
     let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
     limits.check_identities(&lowered.rules, table.identities.len())?;
-    let mut budget = limits.budget();
+    distiller.start(&lowered.origins);
     let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
         .with_localhost_origin(lowered.localhost_origin);
-    let origins = lowered.origins.clone();
     let describe = |id: u32| {
-        usize::try_from(id)
-            .ok()
-            .and_then(|i| origins.get(i))
+        describe_origin(&lowered.origins, id)
             .map_or_else(|| format!("origin {id}"), Origin::describe)
     };
 
     let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
-    type Distilled = (Arc<MapState>, Vec<Diagnostic>);
-    let mut state_cache: HashMap<(u32, Vec<crate::inventory::NamedPort>), Distilled> =
-        HashMap::new();
+    let mut state_cache: HashMap<(u32, Vec<NamedPort>), Distilled> = HashMap::new();
     let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
@@ -289,10 +353,13 @@ pub fn compile_with_limits(
         let (state, diagnostics) = match state_cache.get(&cache_key) {
             Some(hit) => hit.clone(),
             None => {
-                limits.check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
-                let (state, diagnostics) = resolver.map_state(endpoint, policy, &describe);
-                budget.charge(&endpoint.display_name(), state.len())?;
-                let computed = (Arc::new(state), diagnostics);
+                let computed = distiller.distill(DistillRequest {
+                    endpoint,
+                    identity,
+                    policy,
+                    resolver: &resolver,
+                    describe: &describe,
+                })?;
                 state_cache.insert(cache_key, computed.clone());
                 computed
             }
@@ -316,44 +383,13 @@ pub fn compile_with_limits(
     }
 
     let mut diagnostics = lowered.diagnostics.clone();
-    // Policies that select no endpoint (info: maybe the inventory is
-    // incomplete, maybe the selector is wrong).
     let mut selecting: BTreeSet<u32> = BTreeSet::new();
     for id in table.endpoint_identity.iter().collect::<BTreeSet<_>>() {
         for rule in resolver.rules_of(*id) {
             selecting.insert(lowered.rules[*rule].origin);
         }
     }
-    let mut reported: BTreeSet<(String, Option<String>, String)> = BTreeSet::new();
-    let mut policy_selects: BTreeMap<(String, Option<String>, String, String), bool> =
-        BTreeMap::new();
-    for rule in &lowered.rules {
-        if let Some(origin) = describe_origin(&lowered.origins, rule.origin) {
-            let key = (
-                origin.kind.clone(),
-                origin.namespace.clone(),
-                origin.name.clone(),
-                origin.file.clone(),
-            );
-            *policy_selects.entry(key).or_default() |= selecting.contains(&rule.origin);
-        }
-    }
-    for ((kind, namespace, name, file), selects) in policy_selects {
-        if !selects && reported.insert((kind.clone(), namespace.clone(), name.clone())) {
-            let label = match &namespace {
-                Some(ns) => format!("{ns}/{name}"),
-                None => name.clone(),
-            };
-            diagnostics.push(
-                Diagnostic::new(
-                    codes::SELECTS_NOTHING,
-                    Severity::Info,
-                    format!("{kind} `{label}` selects no endpoint of the inventory"),
-                )
-                .note(format!("defined in {file}")),
-            );
-        }
-    }
+    diagnostics.extend(selects_nothing(&lowered, &selecting));
 
     let ipcache = build_ipcache(inventory, &table);
     Ok(Compiled {
@@ -370,10 +406,50 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
     usize::try_from(id).ok().and_then(|i| origins.get(i))
 }
 
-/// Endpoint addresses (/32, /128) → endpoint identities; policy prefixes →
-/// CIDR identities (an endpoint address wins over an equal policy prefix);
-/// `0.0.0.0/0` → 9 and `::/0` → 10.
-fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
+/// Policies none of whose rules select an endpoint of the inventory (info:
+/// maybe the inventory is incomplete, maybe the selector is wrong); one
+/// finding per policy, in (kind, namespace, name) order. `selecting` holds
+/// the origins of the rules that select some endpoint.
+fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
+    let mut policy_selects: BTreeMap<(String, Option<String>, String, String), bool> =
+        BTreeMap::new();
+    for rule in &lowered.rules {
+        if let Some(origin) = describe_origin(&lowered.origins, rule.origin) {
+            let key = (
+                origin.kind.clone(),
+                origin.namespace.clone(),
+                origin.name.clone(),
+                origin.file.clone(),
+            );
+            *policy_selects.entry(key).or_default() |= selecting.contains(&rule.origin);
+        }
+    }
+    let mut reported: BTreeSet<(String, Option<String>, String)> = BTreeSet::new();
+    let mut findings = Vec::new();
+    for ((kind, namespace, name, file), selects) in policy_selects {
+        if !selects && reported.insert((kind.clone(), namespace.clone(), name.clone())) {
+            let label = match &namespace {
+                Some(ns) => format!("{ns}/{name}"),
+                None => name.clone(),
+            };
+            findings.push(
+                Diagnostic::new(
+                    codes::SELECTS_NOTHING,
+                    Severity::Info,
+                    format!("{kind} `{label}` selects no endpoint of the inventory"),
+                )
+                .note(format!("defined in {file}")),
+            );
+        }
+    }
+    findings
+}
+
+/// The ipcache of a compilation: endpoint addresses (/32, /128) → endpoint
+/// identities; policy prefixes → CIDR identities (an endpoint address wins
+/// over an equal policy prefix); `0.0.0.0/0` → 9 and `::/0` → 10. IPv4
+/// first, then by address and length.
+pub(crate) fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
     let mut map: BTreeMap<IpNetwork, u32> = BTreeMap::new();
     for (prefix, id) in &table.cidr_identity {
         map.insert(*prefix, *id);

@@ -32,18 +32,15 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use ipnetwork::IpNetwork;
-use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::diagnostic::Diagnostic;
 
-use crate::compile::{Compiled, EndpointPolicy, Enforcement, IpcacheEntry};
+use crate::compile::{Compiled, DistillRequest, Distilled, Distiller, drive};
 use crate::error::CompileError;
-use crate::identities::{FIRST_ALLOCATED, IdentityTable, LAST_ALLOCATED};
-use crate::identity::Identity;
+use crate::identities::{FIRST_ALLOCATED, LAST_ALLOCATED};
 use crate::inventory::{Inventory, NamedPort};
-use crate::labels::host_prefix;
+use crate::limits::CompileLimits;
 use crate::mapstate::MapState;
-use crate::resolve::codes;
-use crate::resolve::lower::{Origin, PolicyInput, lower};
+use crate::resolve::lower::{Origin, PolicyInput};
 use crate::resolve::policy::{L4Policy, SelectorId};
 use crate::selector::Selector;
 
@@ -89,119 +86,86 @@ impl IncrementalCompiler {
     }
 
     /// Compiles like [`crate::compile::compile`] (same result for the same
-    /// inputs), reusing cached map states whose fingerprint is unchanged.
+    /// inputs; the same driver, [`drive`], without resource limits as
+    /// before), reusing cached map states whose fingerprint is unchanged.
     pub fn compile(
         &mut self,
         policies: &[PolicyInput<'_>],
         inventory: &Inventory,
     ) -> Result<(Compiled, IncrementalStats), CompileError> {
-        let lowered = lower(policies, inventory);
-        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
-        let mut resolver = crate::resolve::policy::Resolver::new(&lowered.rules, &table, inventory)
-            .with_localhost_origin(lowered.localhost_origin);
-        if self.origins != lowered.origins {
-            // Entry origins (and their descriptions in diagnostics) come from
-            // here: a different policy set invalidates every map state.
-            self.cache.clear();
-            self.origins = lowered.origins.clone();
-        }
-        let origins = lowered.origins.clone();
-        let describe = |id: u32| {
-            usize::try_from(id)
-                .ok()
-                .and_then(|i| origins.get(i))
-                .map_or_else(|| format!("origin {id}"), Origin::describe)
+        let mut distiller = ReusingDistiller {
+            compiler: self,
+            fresh: HashMap::new(),
+            stats: IncrementalStats {
+                endpoints: inventory.endpoints.len(),
+                ..IncrementalStats::default()
+            },
         };
-        let mut cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>> = BTreeMap::new();
-        for endpoint in &inventory.endpoints {
-            for port in &endpoint.ports {
-                cluster_ports
-                    .entry(port.name.clone())
-                    .or_default()
-                    .insert((port.port, port.proto));
-            }
-        }
-
-        let mut stats = IncrementalStats::default();
-        let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
-        let mut fresh: StateCache = HashMap::new();
-        let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
-        for (index, endpoint) in inventory.endpoints.iter().enumerate() {
-            stats.endpoints += 1;
-            let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
-            let policy = l4_cache
-                .entry(identity)
-                .or_insert_with(|| resolver.l4_policy(identity))
-                .clone();
-            let cache_key = (identity, endpoint.ports.clone());
-            let (state, diagnostics) = if let Some((_, state, diags)) = fresh.get(&cache_key) {
-                (state.clone(), diags.clone())
-            } else {
-                let fingerprint = Fingerprint {
-                    identity,
-                    selectors: referenced_selectors(&policy, &resolver.cache),
-                    policy: policy.clone(),
-                    ports: endpoint.ports.clone(),
-                    cluster_ports: cluster_ports.clone(),
-                    allows_localhost: resolver.allows_localhost(endpoint),
-                };
-                let computed = match self.cache.get(&cache_key) {
-                    Some((cached, state, diags)) if *cached == fingerprint => {
-                        stats.map_states_reused += 1;
-                        (state.clone(), diags.clone())
-                    }
-                    _ => {
-                        stats.map_states_computed += 1;
-                        let (state, diags) = resolver.map_state(endpoint, &policy, &describe);
-                        (Arc::new(state), diags)
-                    }
-                };
-                fresh.insert(
-                    cache_key,
-                    (fingerprint, computed.0.clone(), computed.1.clone()),
-                );
-                computed
-            };
-            endpoints.push(EndpointPolicy {
-                name: endpoint.name.clone(),
-                namespace: endpoint.namespace.clone(),
-                identity,
-                labels: table
-                    .get(identity)
-                    .map(|i| i.labels.clone())
-                    .unwrap_or_default(),
-                ips: endpoint.ips.clone(),
-                enforcement: Enforcement {
-                    ingress: policy.ingress.enforced,
-                    egress: policy.egress.enforced,
-                },
-                diagnostics,
-                state,
-            });
-        }
+        let compiled = drive(
+            policies,
+            inventory,
+            &CompileLimits::unlimited(),
+            &mut distiller,
+        )?;
+        let ReusingDistiller { fresh, stats, .. } = distiller;
         // Only states of endpoints that still exist stay cached.
         self.cache = fresh;
+        Ok((compiled, stats))
+    }
+}
 
-        let mut diagnostics = lowered.diagnostics.clone();
-        let mut selecting: BTreeSet<u32> = BTreeSet::new();
-        for id in table.endpoint_identity.iter().collect::<BTreeSet<_>>() {
-            for rule in resolver.rules_of(*id) {
-                selecting.insert(lowered.rules[*rule].origin);
-            }
+/// The incremental distiller: a state whose fingerprint equals the cached
+/// one is reused, anything else is distilled again.
+struct ReusingDistiller<'c> {
+    compiler: &'c mut IncrementalCompiler,
+    /// The states of this compilation (the next cache).
+    fresh: StateCache,
+    stats: IncrementalStats,
+}
+
+impl Distiller for ReusingDistiller<'_> {
+    fn start(&mut self, origins: &[Origin]) {
+        if self.compiler.origins != origins {
+            // Entry origins (and their descriptions in diagnostics) come from
+            // here: a different policy set invalidates every map state.
+            self.compiler.cache.clear();
+            self.compiler.origins = origins.to_vec();
         }
-        diagnostics.extend(selects_nothing(&lowered, &selecting));
-        let ipcache = build_ipcache(inventory, &table);
-        Ok((
-            Compiled {
-                cluster: inventory.cluster.clone(),
-                identities: table.identities.clone(),
-                endpoints,
-                ipcache,
-                origins: lowered.origins,
-                diagnostics,
-            },
-            stats,
-        ))
+    }
+
+    fn distill(&mut self, request: DistillRequest<'_, '_>) -> Result<Distilled, CompileError> {
+        let DistillRequest {
+            endpoint,
+            identity,
+            policy,
+            resolver,
+            describe,
+        } = request;
+        let fingerprint = Fingerprint {
+            identity,
+            selectors: referenced_selectors(policy, &resolver.cache),
+            policy: policy.clone(),
+            ports: endpoint.ports.clone(),
+            cluster_ports: resolver.cluster_ports().clone(),
+            allows_localhost: resolver.allows_localhost(endpoint),
+        };
+        let cache_key = (identity, endpoint.ports.clone());
+        let computed = match self.compiler.cache.get(&cache_key) {
+            Some((cached, state, diagnostics)) if *cached == fingerprint => {
+                self.stats.map_states_reused += 1;
+                (state.clone(), diagnostics.clone())
+            }
+            _ => {
+                self.stats.map_states_computed += 1;
+                let (state, diagnostics) = resolver.map_state(endpoint, policy, describe);
+                (Arc::new(state), diagnostics)
+            }
+        };
+        self.fresh.insert(
+            cache_key,
+            (fingerprint, computed.0.clone(), computed.1.clone()),
+        );
+        Ok(computed)
     }
 }
 
@@ -219,74 +183,6 @@ fn referenced_selectors(
     ids.into_iter()
         .map(|id| (id, cache.selector(id).clone(), cache.selection(id).to_vec()))
         .collect()
-}
-
-/// The "policy selects no endpoint" findings, as the batch driver makes them.
-fn selects_nothing(
-    lowered: &crate::resolve::lower::Lowered,
-    selecting: &BTreeSet<u32>,
-) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    let mut policy_selects: BTreeMap<(String, Option<String>, String, String), bool> =
-        BTreeMap::new();
-    for rule in &lowered.rules {
-        if let Some(origin) = usize::try_from(rule.origin)
-            .ok()
-            .and_then(|i| lowered.origins.get(i))
-        {
-            let key = (
-                origin.kind.clone(),
-                origin.namespace.clone(),
-                origin.name.clone(),
-                origin.file.clone(),
-            );
-            *policy_selects.entry(key).or_default() |= selecting.contains(&rule.origin);
-        }
-    }
-    let mut reported: BTreeSet<(String, Option<String>, String)> = BTreeSet::new();
-    for ((kind, namespace, name, file), selects) in policy_selects {
-        if !selects && reported.insert((kind.clone(), namespace.clone(), name.clone())) {
-            let label = match &namespace {
-                Some(ns) => format!("{ns}/{name}"),
-                None => name.clone(),
-            };
-            out.push(
-                Diagnostic::new(
-                    codes::SELECTS_NOTHING,
-                    Severity::Info,
-                    format!("{kind} `{label}` selects no endpoint of the inventory"),
-                )
-                .note(format!("defined in {file}")),
-            );
-        }
-    }
-    out
-}
-
-/// The batch driver's ipcache (endpoint addresses, policy prefixes, world).
-fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
-    let mut map: BTreeMap<IpNetwork, u32> = BTreeMap::new();
-    for (prefix, id) in &table.cidr_identity {
-        map.insert(*prefix, *id);
-    }
-    for (index, endpoint) in inventory.endpoints.iter().enumerate() {
-        let id = table.endpoint_identity.get(index).copied().unwrap_or(0);
-        for ip in &endpoint.ips {
-            map.insert(host_prefix(*ip), id);
-        }
-    }
-    if let Ok(v4) = "0.0.0.0/0".parse() {
-        map.insert(v4, Identity::WORLD_IPV4.get());
-    }
-    if let Ok(v6) = "::/0".parse() {
-        map.insert(v6, Identity::WORLD_IPV6.get());
-    }
-    let mut entries: Vec<IpcacheEntry> = map
-        .into_iter()
-        .map(|(prefix, identity)| IpcacheEntry { prefix, identity })
-        .collect();
-    entries.sort_by_key(|e| (e.prefix.is_ipv6(), e.prefix.network(), e.prefix.prefix()));
-    entries
 }
 
 /// Writes the allocated identity numbers of `compiled` back into

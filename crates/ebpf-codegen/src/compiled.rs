@@ -19,9 +19,8 @@
 //!
 //! Note on port ranges starting at 0 (semantics.md §4.5, §10.1): the
 //! compiler writes the prefix it means (`0/6` → prefixlen 54), not Cilium's
-//! protocol-only key; [`crate::maps::PolicyKey::prefixlen`] follows Cilium's
-//! quirk instead. The bytes here are the compiler's, which is the
-//! fail-closed choice.
+//! protocol-only key, which is the fail-closed choice. It is the only
+//! policy-key encoding: [`crate::maps::PolicyKey`] delegates to it too.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

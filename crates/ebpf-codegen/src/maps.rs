@@ -6,6 +6,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use porin_compiler::identity::{Identity, IdentityError};
+use porin_compiler::mapstate::{Direction as KeyDirection, Key, KeyError};
 use serde::Serialize;
 use thiserror::Error;
 
@@ -374,6 +376,12 @@ pub enum MapContentError {
     /// A raw policy key with a prefixlen outside 40..=64.
     #[error("policy key prefixlen {0} is outside 40..=64")]
     BadPolicyPrefix(u32),
+    /// A policy key whose peer identity is not a valid identity number.
+    #[error("policy key identity: {0}")]
+    Identity(IdentityError),
+    /// Any other policy key the compiler's key constructor rejects.
+    #[error("policy key: {0}")]
+    Key(KeyError),
 }
 
 /// Traffic direction of a policy key (from the endpoint's point of view).
@@ -477,49 +485,58 @@ pub struct PolicyKey {
 }
 
 impl PolicyKey {
-    /// The LPM prefix length of the datapath key: 40 any proto; 48 proto
-    /// only; 48+n; 64 exact. As in Cilium's `NewKeyFromPolicyKey`, port
-    /// bits only count when the port is non-zero (semantics.md §4.5 quirk).
-    pub fn prefixlen(&self) -> Result<u32, MapContentError> {
-        if self.port_prefix_len > 16 {
-            return Err(MapContentError::PortPrefixTooLong(self.port_prefix_len));
-        }
-        if self.proto == 0 {
-            if self.port != 0 || self.port_prefix_len != 0 {
-                return Err(MapContentError::PortWithoutProtocol {
-                    port: self.port,
-                    port_prefix_len: self.port_prefix_len,
-                });
-            }
-            return Ok(40);
-        }
-        if self.port == 0 {
-            return Ok(48);
-        }
-        let mask = if self.port_prefix_len == 0 {
-            0
-        } else {
-            u16::MAX << (16 - self.port_prefix_len)
+    /// The compiler's key for these fields
+    /// ([`porin_compiler::mapstate::Key::new`], the strict constructor).
+    /// Policy keys have one encoding, the compiler's
+    /// ([`Key::to_bytes`]); this type only carries the fields.
+    pub fn to_key(&self) -> Result<Key, MapContentError> {
+        let identity = Identity::new(self.identity).map_err(MapContentError::Identity)?;
+        let direction = match self.direction {
+            Direction::Ingress => KeyDirection::Ingress,
+            Direction::Egress => KeyDirection::Egress,
         };
-        if self.port & !mask != 0 {
-            return Err(MapContentError::PortNotMasked {
-                port: self.port,
-                port_prefix_len: self.port_prefix_len,
-            });
-        }
-        Ok(48 + u32::from(self.port_prefix_len))
+        Key::new(
+            direction,
+            identity,
+            self.proto,
+            self.port,
+            self.port_prefix_len,
+        )
+        .map_err(|error| match error {
+            KeyError::PortPrefixTooLong { port_prefix_len } => {
+                MapContentError::PortPrefixTooLong(port_prefix_len)
+            }
+            KeyError::PortWithoutProtocol {
+                port,
+                port_prefix_len,
+            } => MapContentError::PortWithoutProtocol {
+                port,
+                port_prefix_len,
+            },
+            KeyError::UnmaskedPort {
+                port,
+                port_prefix_len,
+            } => MapContentError::PortNotMasked {
+                port,
+                port_prefix_len,
+            },
+            other => MapContentError::Key(other),
+        })
     }
 
-    /// The 12 key bytes.
+    /// The LPM prefix length of the datapath key
+    /// ([`Key::datapath_prefix_len`]): 40 any protocol; 48 + n for a
+    /// protocol and the top n port bits (48 protocol only, 64 exact). A
+    /// masked range starting at port 0 keeps its n bits (`0/6` → 54), where
+    /// Cilium's `NewKeyFromPolicyKey` would write a protocol-only key that
+    /// allows every port (semantics.md §4.5 quirk): porin fails closed.
+    pub fn prefixlen(&self) -> Result<u32, MapContentError> {
+        Ok(self.to_key()?.datapath_prefix_len())
+    }
+
+    /// The 12 key bytes ([`Key::to_bytes`]).
     pub fn to_bytes(&self) -> Result<[u8; 12], MapContentError> {
-        let prefixlen = self.prefixlen()?;
-        let mut out = [0u8; 12];
-        out[0..4].copy_from_slice(&prefixlen.to_le_bytes());
-        out[4..8].copy_from_slice(&self.identity.to_le_bytes());
-        out[8] = self.direction.byte();
-        out[9] = self.proto;
-        out[10..12].copy_from_slice(&self.port.to_be_bytes());
-        Ok(out)
+        Ok(self.to_key()?.to_bytes())
     }
 }
 

@@ -72,15 +72,52 @@ fn ipcache_keys_and_values() {
 }
 
 #[test]
-fn policy_key_prefix_lengths_follow_cilium() {
+fn policy_key_prefix_lengths_follow_cilium_except_port_zero_ranges() {
     // semantics.md §5.1: 40 L3-only, 48 proto only, 48+n, 64 exact.
     assert_eq!(key(7, Direction::Ingress, 0, 0, 0).prefixlen(), Ok(40));
     assert_eq!(key(7, Direction::Ingress, 6, 0, 0).prefixlen(), Ok(48));
     assert_eq!(key(7, Direction::Ingress, 17, 7776, 15).prefixlen(), Ok(63));
     assert_eq!(key(7, Direction::Ingress, 6, 80, 16).prefixlen(), Ok(64));
-    // NewKeyFromPolicyKey adds port bits only for a non-zero port
-    // (semantics.md §4.5 quirk): port 0/6 becomes proto-only.
-    assert_eq!(key(7, Direction::Ingress, 6, 0, 6).prefixlen(), Ok(48));
+    // pkg/maps/policymap/policymap.go NewKeyFromPolicyKey adds port bits
+    // only for a non-zero port (semantics.md §4.5 quirk), so Cilium writes
+    // port 0/6 as protocol-only (48) and allows every port. porin fails
+    // closed and keeps the range it means (PC012): 48 + 6.
+    assert_eq!(key(7, Direction::Ingress, 6, 0, 6).prefixlen(), Ok(54));
+}
+
+/// There is one policy-key encoding, the compiler's: `PolicyKey` bytes are
+/// `porin_compiler::mapstate::Key::to_bytes` for every valid field set,
+/// including port-0 ranges.
+#[test]
+fn policy_key_bytes_are_the_compilers() {
+    use porin_compiler::identity::Identity;
+    use porin_compiler::mapstate::{Direction as KeyDirection, Key};
+    for (direction, key_direction) in [
+        (Direction::Ingress, KeyDirection::Ingress),
+        (Direction::Egress, KeyDirection::Egress),
+    ] {
+        for (proto, port, plen) in [
+            (0, 0, 0),
+            (6, 0, 0),
+            (6, 0, 6),
+            (17, 0, 15),
+            (17, 7776, 15),
+            (6, 80, 16),
+            (1, 8, 16),
+        ] {
+            let ours = key(1000, direction, proto, port, plen).to_bytes().unwrap();
+            let compilers = Key::new(
+                key_direction,
+                Identity::new(1000).unwrap(),
+                proto,
+                port,
+                plen,
+            )
+            .unwrap()
+            .to_bytes();
+            assert_eq!(ours, compilers, "{proto}/{port}/{plen}");
+        }
+    }
 }
 
 #[test]

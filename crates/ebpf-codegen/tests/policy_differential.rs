@@ -132,13 +132,13 @@ fn packet() -> impl Strategy<Value = Packet> {
         })
 }
 
-/// Prefix length in the trie: 40 any proto, 48 proto only, 48+n (port
-/// bits counted only for a non-zero port: Cilium's NewKeyFromPolicyKey).
+/// Prefix length in the trie: 40 any proto, 48 + n for the top n port bits
+/// (48 proto only). Unlike Cilium's NewKeyFromPolicyKey
+/// (pkg/maps/policymap/policymap.go), a range starting at port 0 keeps its
+/// port bits: porin's one key encoding fails closed (semantics.md §4.5).
 fn model_prefix(key: &PolicyKey) -> u32 {
     if key.proto == 0 {
         40
-    } else if key.port == 0 {
-        48
     } else {
         48 + u32::from(key.port_prefix_len)
     }

@@ -52,6 +52,21 @@ impl SyntheticCluster {
     }
 }
 
+/// An endpoint without addresses, service account or named ports.
+fn endpoint(name: String, namespace: String, labels: BTreeMap<String, String>) -> Endpoint {
+    Endpoint {
+        name,
+        namespace: Some(namespace),
+        labels,
+        ips: Vec::new(),
+        service_account: None,
+        ports: Vec::new(),
+        identity: None,
+        identity_labels: None,
+        location: SourceLocation::default(),
+    }
+}
+
 /// Generates a cluster with `policies` CNPs over `endpoints` endpoints.
 pub fn cluster(policies: usize, endpoints: usize) -> SyntheticCluster {
     let namespaces = (endpoints / 100).max(1);
@@ -70,21 +85,14 @@ pub fn cluster(policies: usize, endpoints: usize) -> SyntheticCluster {
             "tier".to_owned(),
             if app < 5 { "front" } else { "back" }.to_owned(),
         );
-        inventory.endpoints.push(Endpoint {
-            name: format!("pod-{e}"),
-            namespace: Some(format!("ns-{namespace}")),
-            labels,
-            ips: Vec::new(),
-            service_account: Some(format!("sa-{app}")),
-            ports: vec![NamedPort {
-                name: "http".to_owned(),
-                port: 8080,
-                proto: 6,
-            }],
-            identity: None,
-            identity_labels: None,
-            location: SourceLocation::default(),
-        });
+        let mut endpoint = endpoint(format!("pod-{e}"), format!("ns-{namespace}"), labels);
+        endpoint.service_account = Some(format!("sa-{app}"));
+        endpoint.ports = vec![NamedPort {
+            name: "http".to_owned(),
+            port: 8080,
+            proto: 6,
+        }];
+        inventory.endpoints.push(endpoint);
     }
     // Generated data is consistent (unique names, no given addresses).
     let _ = inventory.finish();
@@ -153,6 +161,49 @@ pub fn cluster(policies: usize, endpoints: usize) -> SyntheticCluster {
     }
 }
 
+/// Generates a cluster of `rules` CIDR rules over ten endpoints (apps
+/// `app-0..app-9` in namespace `ns-0`, one endpoint each): policy `i`
+/// selects `app-{i % 10}` and allows egress TCP/443 to one distinct
+/// prefix. Every 256th rule names the /24 around the next 255 rules' /32s
+/// (so CIDR selectors contain other CIDR identities); the others name one
+/// /32 (`10.0.0.0 + i`). Every prefix is distinct, so the cluster has one
+/// CIDR identity per rule (65,535 rules fit the default limit of 65,536
+/// prefixes).
+pub fn cidr_cluster(rules: usize) -> SyntheticCluster {
+    let mut inventory = Inventory::new();
+    inventory
+        .namespaces
+        .insert("ns-0".to_owned(), BTreeMap::new());
+    for app in 0..APPS {
+        let mut labels = BTreeMap::new();
+        labels.insert("app".to_owned(), format!("app-{app}"));
+        inventory
+            .endpoints
+            .push(endpoint(format!("pod-{app}"), "ns-0".to_owned(), labels));
+    }
+    // Generated data is consistent (unique names, no given addresses).
+    let _ = inventory.finish();
+
+    let mut yaml = String::new();
+    for i in 0..rules {
+        let address = std::net::Ipv4Addr::from(0x0a00_0000_u32.wrapping_add(i as u32));
+        let prefix = if i % 256 == 0 {
+            format!("{address}/24")
+        } else {
+            format!("{address}/32")
+        };
+        let _ = write!(
+            yaml,
+            "---\napiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: cidr-{i}\n  namespace: ns-0\nspec:\n  endpointSelector:\n    matchLabels:\n      app: app-{}\n  egress:\n  - toCIDR:\n    - {prefix}\n    toPorts:\n    - ports:\n      - port: \"443\"\n        protocol: TCP\n",
+            i % APPS
+        );
+    }
+    SyntheticCluster {
+        policy_yaml: yaml,
+        inventory,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -167,5 +218,25 @@ mod tests {
         assert_eq!(compiled.endpoints.len(), 200);
         assert!(compiled.endpoints.iter().any(|e| e.enforcement.ingress));
         assert!(compiled.endpoints.iter().all(|e| !e.state.is_empty()));
+    }
+
+    #[test]
+    fn cidr_cluster_has_one_cidr_identity_per_rule() {
+        let cluster = cidr_cluster(600);
+        let outcome = cluster.load();
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        let compiled = cluster.compile().unwrap();
+        let cidr_identities = compiled
+            .identities
+            .iter()
+            .filter(|i| i.id >> 24 == 1)
+            .count();
+        assert_eq!(cidr_identities, 600);
+        // app-0 has rule 0 (10.0.0.0/24, which contains the /32s of rules
+        // 1..=255) and every tenth rule: its egress selects more than its
+        // own 60 prefixes.
+        let app0 = compiled.endpoint("ns-0/pod-0").unwrap();
+        assert!(app0.enforcement.egress);
+        assert!(app0.state.len() > 255, "{}", app0.state.len());
     }
 }

@@ -11,6 +11,7 @@
 pub mod lower;
 pub mod policy;
 pub mod rule;
+pub mod selection;
 
 /// Compiler diagnostic codes (`PC0xx`). Stable: never reuse a number.
 pub mod codes {

@@ -18,6 +18,7 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 use super::codes;
 use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
+use super::selection::SelectionIndex;
 use crate::identities::{IdentityTable, endpoint_identity_labels};
 use crate::identity::Identity;
 use crate::inventory::{AllowLocalhost, Endpoint, Inventory, NamedPort};
@@ -132,6 +133,8 @@ pub struct SelectorCache {
     selectors: Vec<Selector>,
     ids: HashMap<Selector, SelectorId>,
     selections: Vec<Vec<u32>>,
+    /// Label indexes over the table (built on first use).
+    index: Option<SelectionIndex>,
 }
 
 impl SelectorCache {
@@ -143,12 +146,11 @@ impl SelectorCache {
         let selection = if selector.is_wildcard() {
             vec![0]
         } else {
-            table
-                .identities
-                .iter()
-                .filter(|info| selector.matches(&info.labels))
-                .map(|info| info.id)
-                .collect()
+            let index = match &mut self.index {
+                Some(index) if index.is_for(table) => index,
+                slot => slot.insert(SelectionIndex::new(table)),
+            };
+            index.select(selector, table)
         };
         let id = self.selectors.len();
         self.selectors.push(selector.clone());
@@ -376,6 +378,12 @@ impl<'a> Resolver<'a> {
                         .any(|e| e.namespace.is_some())
             }
         }
+    }
+
+    /// The cluster-wide named-port table (name → (port, protocol) of every
+    /// endpoint naming it), which egress named ports resolve against.
+    pub fn cluster_ports(&self) -> &BTreeMap<String, BTreeSet<(u16, u8)>> {
+        &self.cluster_ports
     }
 
     /// The rules selecting an identity, in input order.

@@ -112,19 +112,7 @@ impl<'a> Context<'a> {
                     state,
                 });
             }
-            let mut prefixes: BTreeSet<String> = table
-                .cidr_identity
-                .keys()
-                .map(ToString::to_string)
-                .collect();
-            for endpoint in &inventory.endpoints {
-                for ip in &endpoint.ips {
-                    prefixes.insert(crate::labels::host_prefix(*ip).to_string());
-                }
-            }
-            prefixes.insert("0.0.0.0/0".to_owned());
-            prefixes.insert("::/0".to_owned());
-            ipcache_len = prefixes.len();
+            ipcache_len = crate::compile::build_ipcache(inventory, &table).len();
         }
         Ok(Self {
             inputs,
