@@ -91,6 +91,10 @@ pub fn cnp_yaml(rules: &[Rule]) -> String {
 /// cluster would be).
 pub fn inventory() -> Result<Inventory> {
     let mut inventory = Inventory::new();
+    // The baselines (iptables, nft) hold exactly the N rules; porin's map must hold exactly the
+    // N rule entries too, without the host's allow-localhost entry (which Cilium in Kubernetes
+    // mode would add, and which the benchmark's traffic never uses).
+    inventory.allow_localhost = porin_compiler::inventory::AllowLocalhost::Policy;
     let mut labels = BTreeMap::new();
     labels.insert("app".to_owned(), SERVER_NAME.to_owned());
     inventory.endpoints.push(Endpoint {
