@@ -513,8 +513,17 @@ cases: []
                 .any(|(k, _)| k[4..8] == cidr25.to_le_bytes() && k[9] == 17),
             "{pairs:?}"
         );
-        // Exactly these three pairs: nothing else is allowed or denied.
-        assert_eq!(pairs.len(), 3, "{pairs:?}");
+        // The endpoint has a namespace, so allow-localhost (`auto`, Cilium in
+        // Kubernetes mode; `determineAllowLocalhostIngress`,
+        // pkg/policy/mapstate.go) lets the host in: L3-only ingress key of
+        // identity 1 (prefixlen 40), a plain allow.
+        let localhost = (
+            bytes("28 00 00 00 01 00 00 00 00 00 00 00"),
+            bytes("00 00 00 00 01 ff ff ff 00 00 00 00"),
+        );
+        assert!(pairs.contains(&localhost), "{pairs:?}");
+        // Exactly these four pairs: nothing else is allowed or denied.
+        assert_eq!(pairs.len(), 4, "{pairs:?}");
     }
 
     #[test]
