@@ -41,6 +41,7 @@ use crate::identities::{FIRST_ALLOCATED, IdentityTable, LAST_ALLOCATED};
 use crate::identity::Identity;
 use crate::inventory::{Inventory, NamedPort};
 use crate::labels::host_prefix;
+use crate::limits::CompileLimits;
 use crate::mapstate::MapState;
 use crate::resolve::codes;
 use crate::resolve::lower::{Origin, PolicyInput, lower};
@@ -77,12 +78,27 @@ pub struct IncrementalStats {
 pub struct IncrementalCompiler {
     origins: Vec<Origin>,
     cache: StateCache,
+    limits: CompileLimits,
 }
 
 impl IncrementalCompiler {
     /// An empty cache: the first compilation distills everything.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// The limits every compile runs under ([`CompileLimits::default`]
+    /// unless set).
+    pub fn limits(&self) -> &CompileLimits {
+        &self.limits
+    }
+
+    /// Sets the limits of the next compiles (as
+    /// [`crate::compile::compile_with_limits`]: each is checked before the
+    /// work it bounds). The cache stays valid: limits change what is
+    /// refused, never what a map state is.
+    pub fn set_limits(&mut self, limits: CompileLimits) {
+        self.limits = limits;
     }
 
     /// Compiles like [`crate::compile::compile`] (same result for the same
@@ -92,8 +108,13 @@ impl IncrementalCompiler {
         policies: &[PolicyInput<'_>],
         inventory: &Inventory,
     ) -> Result<(Compiled, IncrementalStats), CompileError> {
+        self.limits.check_endpoints(inventory.endpoints.len())?;
         let lowered = lower(policies, inventory);
+        self.limits
+            .check_lowered(&lowered.rules, lowered.prefixes.len())?;
         let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        self.limits
+            .check_identities(&lowered.rules, table.identities.len())?;
         let mut resolver = crate::resolve::policy::Resolver::new(&lowered.rules, &table, inventory);
         if self.origins != lowered.origins {
             // Entry origins (and their descriptions in diagnostics) come from
@@ -121,6 +142,7 @@ impl IncrementalCompiler {
         let mut stats = IncrementalStats::default();
         let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
         let mut fresh: StateCache = HashMap::new();
+        let mut budget = self.limits.budget();
         let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
         for (index, endpoint) in inventory.endpoints.iter().enumerate() {
             stats.endpoints += 1;
@@ -147,10 +169,17 @@ impl IncrementalCompiler {
                     }
                     _ => {
                         stats.map_states_computed += 1;
+                        self.limits.check_l4_policy(
+                            &endpoint.display_name(),
+                            &policy,
+                            &resolver.cache,
+                        )?;
                         let (state, diags) = resolver.map_state(endpoint, &policy, &describe);
                         (Arc::new(state), diags)
                     }
                 };
+                // Reused states count too: the budget bounds the output.
+                budget.charge(&endpoint.display_name(), computed.0.len())?;
                 fresh.insert(
                     cache_key,
                     (fingerprint, computed.0.clone(), computed.1.clone()),
