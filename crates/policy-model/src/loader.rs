@@ -132,7 +132,9 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// Directories held more files than `max_files`.
-    #[error("more than {limit} policy files under the given paths (LoadLimits::max_files)")]
+    #[error(
+        "more than {limit} policy files under the given paths (LoadLimits::max_files, `--max-files`)"
+    )]
     TooManyFiles {
         /// The limit.
         limit: usize,
@@ -249,7 +251,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
                 codes::LIMIT_EXCEEDED,
                 Severity::Error,
                 format!(
-                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file is {})",
+                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file, `--max-diagnostics-per-file`, is {})",
                     outcome.omitted, limits.max_diagnostics_per_file
                 ),
             )
@@ -264,7 +266,7 @@ fn too_large(name: &str, size: u64, limits: &LoadLimits) -> Diagnostic {
         codes::LIMIT_EXCEEDED,
         Severity::Error,
         format!(
-            "`{name}` is {size} bytes; the limit is {} bytes (LoadLimits::max_file_bytes)",
+            "`{name}` is {size} bytes; the limit is {} bytes (LoadLimits::max_file_bytes, `--max-file-bytes`)",
             limits.max_file_bytes
         ),
     )

@@ -9,7 +9,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use porin_compiler::policytest::{Engine, run as run_tests};
+use porin_compiler::limits::Limits;
+use porin_compiler::policytest::{Engine, run_with_limits};
+
+use crate::limits::LimitArgs;
 
 /// The engine deciding the cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -31,6 +34,10 @@ pub struct Args {
     /// Which engine decides the cases.
     #[arg(long, value_enum, default_value_t = EngineArg::Reference)]
     pub engine: EngineArg,
+    /// Resource limits (the test file's inventory, its policies, the
+    /// compilation).
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// Runs `porin test`.
@@ -42,9 +49,19 @@ pub fn run(args: &Args) -> ExitCode {
     };
     // The kernel engine lives in porin-ebpf (it loads porin's object);
     // the reference engine is the compiler's runner.
+    let limits = args.limits.limits();
     let report = match engine {
-        Engine::Reference => run_tests(&args.paths, engine),
-        Engine::Kernel | Engine::Both => porin_ebpf::engine::run(&args.paths, engine),
+        Engine::Reference => run_with_limits(&args.paths, engine, &limits),
+        Engine::Kernel | Engine::Both => {
+            if limits != Limits::default() {
+                // porin-ebpf's engine prepares test files itself, under
+                // the default limits; say so rather than ignore a flag.
+                eprintln!(
+                    "note: the kernel engine compiles under the default limits; the limit flags apply to --engine reference"
+                );
+            }
+            porin_ebpf::engine::run(&args.paths, engine)
+        }
     };
     for line in &report.lines {
         println!("{line}");
