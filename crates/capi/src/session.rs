@@ -5,9 +5,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::session::{IncrementalCompiler, IncrementalStats, pin_identities};
-use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
 
 use crate::compilation::{Compilation, porin_compilation};
@@ -16,6 +16,7 @@ use crate::ffi::{
     array, boundary, boundary_value, bytes, free_handle, handle_mut, handle_ref, into_handle,
     out_ptr, string, write_out,
 };
+use crate::limits::{compile_error, inventory_error};
 use crate::result::porin_result;
 
 /// A string argument: `len` bytes of UTF-8 at `ptr` (no terminator
@@ -62,6 +63,7 @@ pub(crate) struct Session {
     compiler: IncrementalCompiler,
     stats: IncrementalStats,
     last_error: String,
+    limits: Limits,
 }
 
 fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin_result> {
@@ -70,6 +72,28 @@ fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin
 
 fn session_ref<'a>(session: *const porin_session) -> Result<&'a Session, porin_result> {
     handle_ref(session.cast::<Session>())
+}
+
+/// The limits of a live session.
+pub(crate) fn session_limits<'a>(
+    session: *const porin_session,
+) -> Result<&'a Limits, porin_result> {
+    session_ref(session).map(|state| &state.limits)
+}
+
+/// Runs a session call that edits its limits (kept for the next calls,
+/// the compile limits handed to the incremental compiler).
+pub(crate) fn with_session_limits(
+    session: *mut porin_session,
+    body: impl FnOnce(&mut Limits) -> Result<(), (porin_result, String)>,
+) -> porin_result {
+    with_session(session, |state| {
+        let mut limits = state.limits.clone();
+        body(&mut limits)?;
+        state.compiler.set_limits(limits.compile.clone());
+        state.limits = limits;
+        Ok(())
+    })
 }
 
 /// Runs a session call; on failure the message is kept for
@@ -139,6 +163,7 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             compiler: IncrementalCompiler::new(),
             stats: IncrementalStats::default(),
             last_error: String::new(),
+            limits: Limits::default(),
         };
         write_out(out, into_handle(session).cast::<porin_session>());
         Ok(())
@@ -174,7 +199,7 @@ pub extern "C" fn porin_session_add_policy_bytes(
             .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
         merge(
             &mut state.policies,
-            load_str(name, text, &LoadLimits::default()),
+            load_str(name, text, &state.limits.load),
         );
         Ok(())
     })
@@ -205,7 +230,7 @@ pub extern "C" fn porin_session_add_policy_path(
 ) -> porin_result {
     with_session(session, |state| {
         let path = path_arg(path, path_len)?;
-        let outcome = load_path(path, &LoadLimits::default()).map_err(|e| load_error(&e))?;
+        let outcome = load_path(path, &state.limits.load).map_err(|e| load_error(&e))?;
         merge(&mut state.policies, outcome);
         Ok(())
     })
@@ -215,8 +240,9 @@ pub extern "C" fn porin_session_add_policy_path(
 /// manifests, or a `cilium-dbg identity/endpoint list -o json` dump.
 ///
 /// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVENTORY_INVALID (message in
-/// `porin_session_last_error`; the session is unchanged), INVALID_HANDLE,
-/// PANIC.
+/// `porin_session_last_error`; the session is unchanged), LIMIT_EXCEEDED
+/// (an inventory limit, see `porin_session_set_limit`; the session is
+/// unchanged), INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_add_inventory_bytes(
     session: *mut porin_session,
@@ -231,8 +257,8 @@ pub extern "C" fn porin_session_add_inventory_bytes(
         let text = std::str::from_utf8(raw)
             .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
         let mut next = state.inventory.clone();
-        next.add_text(name, text)
-            .map_err(|e| (porin_result::InventoryInvalid, e.to_string()))?;
+        next.add_text_with_limits(name, text, &state.limits.inventory)
+            .map_err(|e| inventory_error(&e))?;
         state.inventory = next;
         Ok(())
     })
@@ -241,7 +267,8 @@ pub extern "C" fn porin_session_add_inventory_bytes(
 /// Adds inventory content from a file or a directory (read now).
 ///
 /// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER, IO,
-/// INVENTORY_INVALID, INVALID_HANDLE, PANIC.
+/// INVENTORY_INVALID, LIMIT_EXCEEDED (the session is unchanged),
+/// INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_add_inventory_path(
     session: *mut porin_session,
@@ -253,10 +280,8 @@ pub extern "C" fn porin_session_add_inventory_path(
         if let Err(e) = std::fs::metadata(path) {
             return Err((porin_result::Io, format!("{}: {e}", path.display())));
         }
-        let loaded = Inventory::load(path).map_err(|e| match e {
-            porin_compiler::error::InventoryError::Read { .. } => (porin_result::Io, e.to_string()),
-            _ => (porin_result::InventoryInvalid, e.to_string()),
-        })?;
+        let loaded = Inventory::load_with_limits(path, &state.limits.inventory)
+            .map_err(|e| inventory_error(&e))?;
         let inventory = &mut state.inventory;
         if loaded.cluster != porin_compiler::inventory::DEFAULT_CLUSTER {
             inventory.cluster = loaded.cluster;
@@ -439,8 +464,11 @@ pub extern "C" fn porin_session_endpoint_set_labels(
 ///   OK or POLICY_INVALID: that is the one output written on failure,
 ///   since it explains the failure.
 ///
-/// Returns OK, POLICY_INVALID (a document has an error), INVENTORY_INVALID,
-/// COMPILE_FAILED, EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
+/// Returns OK, POLICY_INVALID (a document has an error, including a load
+/// limit exceeded: PM002 in the diagnostics), INVENTORY_INVALID,
+/// LIMIT_EXCEEDED (a compile limit, see `porin_session_set_limit`; the
+/// previous compilations stay valid and unchanged), COMPILE_FAILED,
+/// EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
 /// PANIC. Messages of failures: `porin_session_last_error`.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_compile(
@@ -478,14 +506,12 @@ pub extern "C" fn porin_session_compile(
             ));
         }
         let mut inventory = state.inventory.clone();
-        inventory
-            .finish()
-            .map_err(|e| (porin_result::InventoryInvalid, e.to_string()))?;
+        inventory.finish().map_err(|e| inventory_error(&e))?;
         let inputs = PolicyInput::from_outcome(&state.policies);
         let (compiled, stats) = state
             .compiler
             .compile(&inputs, &inventory)
-            .map_err(|e| (porin_result::CompileFailed, e.to_string()))?;
+            .map_err(|e| compile_error(&e))?;
         let mut findings = state.policies.diagnostics.clone();
         findings.extend(compiled.diagnostics.iter().cloned());
         for endpoint in &compiled.endpoints {
