@@ -260,6 +260,7 @@ pub fn compile_with_limits(
     limits: &CompileLimits,
 ) -> Result<Compiled, CompileError> {
     limits.check_endpoints(inventory.endpoints.len())?;
+    limits.check_inputs(policies)?;
     let lowered = lower(policies, inventory);
     limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
     let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;

@@ -13,6 +13,7 @@
 //! | check | when | bounds |
 //! |-------|------|--------|
 //! | [`CompileLimits::check_endpoints`] | before lowering | inventory size |
+//! | [`CompileLimits::check_inputs`] | before lowering | rules (a lower bound, from the policy documents) |
 //! | [`CompileLimits::check_lowered`] | after lowering (linear in the input) | rules, peer selectors, CIDR prefixes |
 //! | [`CompileLimits::check_identities`] | after identity allocation | identities, selector evaluation work |
 //! | [`CompileLimits::check_l4_policy`] | before an endpoint's map state | key insertions for that endpoint (upper bound) |
@@ -28,6 +29,7 @@ use std::collections::BTreeSet;
 
 use crate::error::CompileError;
 use crate::ports::port_range_to_masked_ports;
+use crate::resolve::lower::PolicyInput;
 use crate::resolve::policy::{L4Policy, SelectorCache};
 use crate::resolve::rule::{PolicyRule, PortRef, proto};
 
@@ -255,6 +257,29 @@ impl CompileLimits {
     /// Before lowering: the inventory's endpoint count.
     pub fn check_endpoints(&self, endpoints: usize) -> Result<(), LimitExceeded> {
         self.check(Limit::Endpoints, wide(endpoints), None)
+    }
+
+    /// Before lowering: the rules lowering will produce at least (one per
+    /// `ingress`/`ingressDeny`/`egress`/`egressDeny` item of every CNP and
+    /// CCNP rule with an `endpointSelector`; KubernetesNetworkPolicies are
+    /// not counted here, [`CompileLimits::check_lowered`] counts them).
+    /// Lowering costs a few KiB per rule, so a policy set far over the
+    /// limit is refused before it is lowered.
+    pub fn check_inputs(&self, policies: &[PolicyInput<'_>]) -> Result<(), LimitExceeded> {
+        let mut rules: u64 = 0;
+        for input in policies {
+            for (_, rule) in input.policy.cilium_rules() {
+                if rule.endpoint_selector.is_none() {
+                    continue; // a node (host) rule: lowering skips it
+                }
+                let items = rule.ingress.as_ref().map_or(0, Vec::len)
+                    + rule.ingress_deny.as_ref().map_or(0, Vec::len)
+                    + rule.egress.as_ref().map_or(0, Vec::len)
+                    + rule.egress_deny.as_ref().map_or(0, Vec::len);
+                rules = rules.saturating_add(wide(items));
+            }
+        }
+        self.check(Limit::Rules, rules, None)
     }
 
     /// After lowering (which is linear in the loaded input): rules, peer

@@ -109,6 +109,7 @@ impl IncrementalCompiler {
         inventory: &Inventory,
     ) -> Result<(Compiled, IncrementalStats), CompileError> {
         self.limits.check_endpoints(inventory.endpoints.len())?;
+        self.limits.check_inputs(policies)?;
         let lowered = lower(policies, inventory);
         self.limits
             .check_lowered(&lowered.rules, lowered.prefixes.len())?;
