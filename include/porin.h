@@ -277,6 +277,11 @@ enum porin_limit
    */
   PORIN_LIMIT_POLICY_DIAGNOSTICS_PER_FILE = 7,
   /*
+   Most bytes of all the policy texts and files of a session together
+   (until `porin_session_clear_policies`) (`--max-total-bytes`).
+   */
+  PORIN_LIMIT_POLICY_TOTAL_BYTES = 8,
+  /*
    Largest inventory text or file, in bytes (`--max-inventory-file-bytes`).
    */
   PORIN_LIMIT_INVENTORY_FILE_BYTES = 100,
@@ -786,8 +791,11 @@ void porin_session_free(porin_session *session);
  - `name`, `name_len`: display name used in diagnostics (UTF-8).
  - `data`, `len`: the text (UTF-8); copied, the caller keeps ownership.
 
- Findings (including errors) are reported by `porin_session_compile`.
- Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+ Findings (including errors, and a text over
+ `PORIN_LIMIT_POLICY_FILE_BYTES`: PM002) are reported by
+ `porin_session_compile`. Returns OK, NULL_PARAMETER, INVALID_UTF8,
+ POLICY_TOO_LARGE (the session's texts would exceed
+ `PORIN_LIMIT_POLICY_TOTAL_BYTES`; nothing added), INVALID_HANDLE, PANIC.
  */
 porin_result porin_session_add_policy_bytes(porin_session *session,
                                             const char *name,

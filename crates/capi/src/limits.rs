@@ -36,6 +36,9 @@ pub enum porin_limit {
     PolicyScalarBytes = 6,
     /// Most findings recorded per policy text (`--max-diagnostics-per-file`).
     PolicyDiagnosticsPerFile = 7,
+    /// Most bytes of all the policy texts and files of a session together
+    /// (until `porin_session_clear_policies`) (`--max-total-bytes`).
+    PolicyTotalBytes = 8,
     /// Largest inventory text or file, in bytes (`--max-inventory-file-bytes`).
     InventoryFileBytes = 100,
     /// Most inventory files read from a directory (`--max-inventory-files`).
@@ -90,12 +93,13 @@ enum LoadField {
     Nodes,
     ScalarBytes,
     DiagnosticsPerFile,
+    TotalBytes,
 }
 
 impl porin_limit {
     /// Every limit (crate-private: cbindgen would export a public
     /// associated constant as a macro of names C does not have).
-    pub(crate) const ALL: [porin_limit; 22] = [
+    pub(crate) const ALL: [porin_limit; 23] = [
         Self::PolicyFileBytes,
         Self::PolicyFiles,
         Self::PolicyDocuments,
@@ -103,6 +107,7 @@ impl porin_limit {
         Self::PolicyYamlNodes,
         Self::PolicyScalarBytes,
         Self::PolicyDiagnosticsPerFile,
+        Self::PolicyTotalBytes,
         Self::InventoryFileBytes,
         Self::InventoryFiles,
         Self::InventoryDocuments,
@@ -135,6 +140,7 @@ impl porin_limit {
             Self::PolicyYamlNodes => "PORIN_LIMIT_POLICY_YAML_NODES",
             Self::PolicyScalarBytes => "PORIN_LIMIT_POLICY_SCALAR_BYTES",
             Self::PolicyDiagnosticsPerFile => "PORIN_LIMIT_POLICY_DIAGNOSTICS_PER_FILE",
+            Self::PolicyTotalBytes => "PORIN_LIMIT_POLICY_TOTAL_BYTES",
             Self::InventoryFileBytes => "PORIN_LIMIT_INVENTORY_FILE_BYTES",
             Self::InventoryFiles => "PORIN_LIMIT_INVENTORY_FILES",
             Self::InventoryDocuments => "PORIN_LIMIT_INVENTORY_DOCUMENTS",
@@ -162,6 +168,7 @@ impl porin_limit {
             Self::PolicyYamlNodes => Target::Load(LoadField::Nodes),
             Self::PolicyScalarBytes => Target::Load(LoadField::ScalarBytes),
             Self::PolicyDiagnosticsPerFile => Target::Load(LoadField::DiagnosticsPerFile),
+            Self::PolicyTotalBytes => Target::Load(LoadField::TotalBytes),
             Self::InventoryFileBytes => Target::Inventory(InventoryLimit::FileBytes),
             Self::InventoryFiles => Target::Inventory(InventoryLimit::Files),
             Self::InventoryDocuments => Target::Inventory(InventoryLimit::Documents),
@@ -192,6 +199,7 @@ impl porin_limit {
                 LoadField::Nodes => wide(limits.load.max_nodes),
                 LoadField::ScalarBytes => wide(limits.load.max_scalar_bytes),
                 LoadField::DiagnosticsPerFile => wide(limits.load.max_diagnostics_per_file),
+                LoadField::TotalBytes => limits.load.max_total_bytes,
             },
             Target::Inventory(limit) => limits.inventory.get(limit),
             Target::Compile(limit) => limits.compile.get(limit),
@@ -213,6 +221,7 @@ impl porin_limit {
                     LoadField::Nodes => load.max_nodes = narrow,
                     LoadField::ScalarBytes => load.max_scalar_bytes = narrow,
                     LoadField::DiagnosticsPerFile => load.max_diagnostics_per_file = narrow,
+                    LoadField::TotalBytes => load.max_total_bytes = value,
                 }
             }
             Target::Inventory(limit) => limits.inventory.set(limit, value),

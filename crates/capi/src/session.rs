@@ -64,6 +64,8 @@ pub(crate) struct Session {
     stats: IncrementalStats,
     last_error: String,
     limits: Limits,
+    /// Policy bytes added since the last clear (`max_total_bytes`).
+    policy_bytes: u64,
 }
 
 fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin_result> {
@@ -129,9 +131,30 @@ fn merge(into: &mut LoadOutcome, other: LoadOutcome) {
     into.trees.extend(other.trees);
 }
 
+/// The policy texts of a session add up to more than `max_total_bytes`.
+fn total_too_large(name: &str, total: u64, limits: &Limits) -> (porin_result, String) {
+    (
+        porin_result::PolicyTooLarge,
+        format!(
+            "`{name}`: the session's policy texts would add up to {total} bytes; the limit is {} bytes (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_TOTAL_BYTES)",
+            limits.load.max_total_bytes
+        ),
+    )
+}
+
 fn load_error(error: &LoadError) -> (porin_result, String) {
     match error {
         LoadError::Io { .. } => (porin_result::Io, error.to_string()),
+        LoadError::TooManyFiles { .. } => (
+            porin_result::PolicyTooLarge,
+            format!("{error} (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_FILES)"),
+        ),
+        LoadError::TooMuchInput { .. } => (
+            porin_result::PolicyTooLarge,
+            format!(
+                "{error}, counting what the session holds (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_TOTAL_BYTES)"
+            ),
+        ),
         _ => (porin_result::PolicyTooLarge, error.to_string()),
     }
 }
@@ -164,6 +187,7 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             stats: IncrementalStats::default(),
             last_error: String::new(),
             limits: Limits::default(),
+            policy_bytes: 0,
         };
         write_out(out, into_handle(session).cast::<porin_session>());
         Ok(())
@@ -182,8 +206,11 @@ pub extern "C" fn porin_session_free(session: *mut porin_session) {
 /// - `name`, `name_len`: display name used in diagnostics (UTF-8).
 /// - `data`, `len`: the text (UTF-8); copied, the caller keeps ownership.
 ///
-/// Findings (including errors) are reported by `porin_session_compile`.
-/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+/// Findings (including errors, and a text over
+/// `PORIN_LIMIT_POLICY_FILE_BYTES`: PM002) are reported by
+/// `porin_session_compile`. Returns OK, NULL_PARAMETER, INVALID_UTF8,
+/// POLICY_TOO_LARGE (the session's texts would exceed
+/// `PORIN_LIMIT_POLICY_TOTAL_BYTES`; nothing added), INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_add_policy_bytes(
     session: *mut porin_session,
@@ -197,6 +224,16 @@ pub extern "C" fn porin_session_add_policy_bytes(
         let raw = bytes(data, len).map_err(plain)?;
         let text = std::str::from_utf8(raw)
             .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
+        let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
+        // A text over max_file_bytes is not parsed (a PM002 finding) and
+        // not kept: only what is loaded counts towards the total.
+        if size <= state.limits.load.max_file_bytes {
+            let total = state.policy_bytes.saturating_add(size);
+            if total > state.limits.load.max_total_bytes {
+                return Err(total_too_large(name, total, &state.limits));
+            }
+            state.policy_bytes = total;
+        }
         merge(
             &mut state.policies,
             load_str(name, text, &state.limits.load),
@@ -213,6 +250,7 @@ pub extern "C" fn porin_session_add_policy_bytes(
 pub extern "C" fn porin_session_clear_policies(session: *mut porin_session) -> porin_result {
     with_session(session, |state| {
         state.policies = LoadOutcome::default();
+        state.policy_bytes = 0;
         Ok(())
     })
 }
@@ -230,7 +268,13 @@ pub extern "C" fn porin_session_add_policy_path(
 ) -> porin_result {
     with_session(session, |state| {
         let path = path_arg(path, path_len)?;
-        let outcome = load_path(path, &state.limits.load).map_err(|e| load_error(&e))?;
+        // What the session already holds counts towards the total.
+        let mut limits = state.limits.load.clone();
+        limits.max_total_bytes = limits.max_total_bytes.saturating_sub(state.policy_bytes);
+        let outcome = load_path(path, &limits).map_err(|e| load_error(&e))?;
+        state.policy_bytes = state
+            .policy_bytes
+            .saturating_add(outcome.sources.total_bytes());
         merge(&mut state.policies, outcome);
         Ok(())
     })

@@ -20,6 +20,9 @@ pub struct LimitArgs {
     /// Largest policy file (or standard input), in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = LoadLimits::default().max_file_bytes)]
     pub max_file_bytes: u64,
+    /// Most bytes of all policy files together.
+    #[arg(long, value_name = "BYTES", default_value_t = LoadLimits::default().max_total_bytes)]
+    pub max_total_bytes: u64,
     /// Most policy files read from the directories given.
     #[arg(long, value_name = "N", default_value_t = LoadLimits::default().max_files)]
     pub max_files: usize,
@@ -131,6 +134,7 @@ impl LimitArgs {
         Limits {
             load: LoadLimits {
                 max_file_bytes: self.max_file_bytes,
+                max_total_bytes: self.max_total_bytes,
                 max_depth: self.max_depth,
                 max_nodes: self.max_yaml_nodes,
                 max_scalar_bytes: self.max_scalar_bytes,

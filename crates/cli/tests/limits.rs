@@ -30,8 +30,9 @@ const POLICIES: &str = "fixtures/examples";
 const INVENTORY: &str = "fixtures/inventories/corpus-examples.yaml";
 
 /// The load-limit flags (porin_model::limits::LoadLimits).
-const LOAD_FLAGS: [&str; 7] = [
+const LOAD_FLAGS: [&str; 8] = [
     "--max-file-bytes",
+    "--max-total-bytes",
     "--max-files",
     "--max-documents",
     "--max-depth",
@@ -215,6 +216,13 @@ fn load_limits_refuse_clearly_and_raising_them_loads() {
     lowered_then_raised(&compile, "--max-file-bytes", "10", "10000000", &["PM002"]);
     lowered_then_raised(&compile, "--max-depth", "2", "64", &["PM002", "nesting"]);
     lowered_then_raised(&compile, "--max-yaml-nodes", "5", "1000000", &["PM002"]);
+    lowered_then_raised(
+        &compile,
+        "--max-total-bytes",
+        "1000",
+        "100000000",
+        &["policy files add up to more than"],
+    );
     lowered_then_raised(
         &["lint", POLICIES],
         "--max-file-bytes",

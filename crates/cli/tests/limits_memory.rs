@@ -159,6 +159,29 @@ fn yaml_nodes_a_million_rule_policy_with_the_size_limit_lifted() {
 }
 
 #[test]
+fn input_bytes_of_many_files() {
+    // 100 files of 1 MB, each within the per-file limit: refused by the
+    // total (16 MiB) before the 17th is read.
+    let dir = tempdir("total-bytes");
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    let mut text = String::from(CNP_HEAD);
+    text.push_str("  ingress:\n");
+    while text.len() < 1_000_000 {
+        text.push_str("  - fromEntities: [world]\n");
+    }
+    for f in 0..100 {
+        write(&policies, &format!("p-{f:03}.yaml"), &text);
+    }
+    refused(
+        "100 files of 1 MB, default limits",
+        &dir,
+        &["lint", "policies"],
+        &["add up to more than", "--max-total-bytes"],
+    );
+}
+
+#[test]
 fn documents() {
     let dir = tempdir("documents");
     write(&dir, "many.yaml", &"---\na: 1\n".repeat(200_000));

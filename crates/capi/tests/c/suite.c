@@ -519,6 +519,8 @@ static void check_limits(void) {
     static const char *const inventory_error[] = {
         "inventory.yaml", "inventory file size", "the limit is `10`",
         "PORIN_LIMIT_INVENTORY_FILE_BYTES", NULL};
+    static const char *const total_error[] = {"v2.yaml", "the limit is",
+                                              "PORIN_LIMIT_POLICY_TOTAL_BYTES", NULL};
 
     /* Misuse. */
     CHECK_RESULT(porin_session_set_limit(NULL, PORIN_LIMIT_RULES, 1), PORIN_RESULT_NULL_PARAMETER);
@@ -601,6 +603,25 @@ static void check_limits(void) {
     free(saved);
     porin_compilation_free(first);
     porin_compilation_free(again);
+    porin_session_free(session);
+
+    /* The total of a session's policy texts: refused once over, nothing
+     * added; clearing the policies starts the count again. */
+    session = new_session();
+    CHECK_RESULT(porin_session_set_limit(session, PORIN_LIMIT_POLICY_TOTAL_BYTES,
+                                         sizeof POLICY + 10),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy.yaml"),
+                                                (const uint8_t *)POLICY, sizeof POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("v2.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_POLICY_TOO_LARGE);
+    check_last_error(session, total_error);
+    CHECK_RESULT(porin_session_clear_policies(session), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("v2.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_OK);
     porin_session_free(session);
 }
 
