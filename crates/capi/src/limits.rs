@@ -370,6 +370,16 @@ mod tests {
     }
 
     #[test]
+    fn security_md_lists_every_value() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../SECURITY.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        for limit in porin_limit::ALL {
+            let row = format!("`{}` ({}", limit.c_name(), limit as u32);
+            assert!(text.contains(&row), "SECURITY.md lacks {row}");
+        }
+    }
+
+    #[test]
     fn every_library_limit_has_a_c_value() {
         for limit in Limit::ALL {
             assert!(porin_limit::of_compile(limit).is_some(), "{limit:?}");

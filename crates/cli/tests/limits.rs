@@ -231,3 +231,14 @@ fn load_limits_refuse_clearly_and_raising_them_loads() {
         &["PM002"],
     );
 }
+
+#[test]
+fn security_md_lists_every_flag_with_its_default() {
+    let text = std::fs::read_to_string(workspace().join("SECURITY.md")).unwrap();
+    for flag in every_flag() {
+        assert!(
+            text.contains(&format!("| `{flag}` |")),
+            "SECURITY.md lacks {flag}"
+        );
+    }
+}
