@@ -151,9 +151,16 @@ fn yaml_nodes_a_million_rule_policy_with_the_size_limit_lifted() {
     }
     write(&dir, "huge.yaml", &text);
     refused(
-        "1,000,000-rule policy, --max-file-bytes lifted",
+        "1,000,000-rule policy, --max-file-bytes and --max-total-bytes lifted",
         &dir,
-        &["lint", "huge.yaml", "--max-file-bytes", "1000000000"],
+        &[
+            "lint",
+            "huge.yaml",
+            "--max-file-bytes",
+            "1000000000",
+            "--max-total-bytes",
+            "1000000000",
+        ],
         &["PM002", "--max-yaml-nodes"],
     );
 }
