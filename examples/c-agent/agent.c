@@ -9,7 +9,11 @@
  * FLOWS: one flow per line, `SRC_IP DST_IP PROTO PORT` (PROTO tcp, udp or
  * icmp; PORT the destination port or ICMP type), IPv4. Output: one line
  * `verdict v1|v2 SRC DST PROTO PORT kernel=K reference=R` per flow.
- * Exit 0 when every kernel verdict equals the reference verdict.
+ * Exit 0 when every kernel verdict equals the reference verdict; 3 when
+ * a difference failed part-way and was rolled back (v1 stays in force and
+ * its verdicts were checked); 1 on a mismatch or any other error.
+ * PORIN_AGENT_FAIL_AT_WRITE=K (tests only) makes write K of every
+ * difference fail with EIO, to exercise the rollback.
  * Needs root (BPF_PROG_LOAD). Build: see Makefile. */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -311,54 +315,257 @@ static size_t read_flows(const char *path, struct flow *flows) {
     return n;
 }
 
-/* Applies the v1 -> v2 difference of one endpoint to the ACTIVE policy map
- * write by write (no A/B flip), then checks the map holds exactly v2. */
-static int apply_diff(struct datapath *dp, const porin_compilation *v1, const porin_compilation *v2,
-                      const char *endpoint) {
-    porin_diff *diff = NULL;
-    porin_change change;
-    porin_map_entries want;
-    size_t i, count = 0;
-    uint8_t key[PORIN_POLICY_KEY_SIZE], next[PORIN_POLICY_KEY_SIZE], value[PORIN_POLICY_VALUE_SIZE];
-    int fd, first = 1;
-    porin_result r;
-    if (replace_policy(dp, v1, endpoint)) return 1;
-    fd = dp->policy[dp->active];
-    r = porin_compilation_policy_diff(v1, v2, endpoint, strlen(endpoint), &diff);
-    if (r != PORIN_RESULT_OK) return fail("diff", r);
-    for (i = 0; i < porin_diff_count(diff); i++) {
-        if (porin_diff_get(diff, i, &change) != PORIN_RESULT_OK) break;
-        if (change.kind == PORIN_CHANGE_KIND_DELETE ? bpf_map_delete_elem(fd, change.key)
-                                                    : bpf_map_update_elem(fd, change.key,
-                                                                          change.value, BPF_ANY)) {
-            perror("agent: applying the difference");
-            porin_diff_free(diff);
-            return 1;
-        }
+/* ---- applying a difference to the live map, with rollback ---- */
+
+/* Test hook (set by crates/capi/tests/c_agent.rs through the environment
+ * variable PORIN_AGENT_FAIL_AT_WRITE=K): write K (0-based) of every
+ * difference fails with EIO as if the kernel had refused it, before
+ * reaching the kernel. Unset (the default): -1, never fires. */
+static long fail_at_write = -1;
+
+/* One policy-map entry (exact key, as BPF_MAP_GET_NEXT_KEY lists them). */
+struct entry {
+    uint8_t key[PORIN_POLICY_KEY_SIZE], value[PORIN_POLICY_VALUE_SIZE];
+};
+
+/* The exact contents of a policy map, kept in step with the writes. An LPM
+ * trie cannot tell "absent" by lookup: looking up an absent key returns the
+ * value of the longest shorter prefix covering it. So the undo log takes
+ * previous values from this snapshot instead. */
+struct shadow {
+    struct entry *entries;
+    size_t count, cap;
+};
+
+static struct entry *shadow_find(struct shadow *s, const uint8_t *key) {
+    size_t i;
+    for (i = 0; i < s->count; i++)
+        if (!memcmp(s->entries[i].key, key, PORIN_POLICY_KEY_SIZE)) return &s->entries[i];
+    return NULL;
+}
+
+/* Sets (value != NULL) or removes a key; -1 when out of memory. */
+static int shadow_set(struct shadow *s, const uint8_t *key, const uint8_t *value) {
+    struct entry *e = shadow_find(s, key);
+    if (!value) {
+        if (e) *e = s->entries[--s->count];
+        return 0;
     }
-    printf("diff %s: %zu writes applied to the live map\n", endpoint, porin_diff_count(diff));
-    porin_diff_free(diff);
-    if ((r = porin_compilation_policy_entries(v2, endpoint, strlen(endpoint), &want)) !=
-        PORIN_RESULT_OK)
-        return fail("entries", r);
+    if (!e) {
+        if (s->count == s->cap) {
+            size_t cap = s->cap ? s->cap * 2 : 64;
+            struct entry *grown = realloc(s->entries, cap * sizeof *grown);
+            if (!grown) return -1;
+            s->entries = grown;
+            s->cap = cap;
+        }
+        e = &s->entries[s->count++];
+        memcpy(e->key, key, PORIN_POLICY_KEY_SIZE);
+    }
+    memcpy(e->value, value, PORIN_POLICY_VALUE_SIZE);
+    return 0;
+}
+
+static int shadow_read(int fd, struct shadow *s) {
+    uint8_t key[PORIN_POLICY_KEY_SIZE], next[PORIN_POLICY_KEY_SIZE], value[PORIN_POLICY_VALUE_SIZE];
+    int first = 1;
     while (bpf_map_get_next_key(fd, first ? NULL : key, next) == 0) {
         first = 0;
         memcpy(key, next, sizeof key);
-        count++;
-        if (bpf_map_lookup_elem(fd, key, value)) return 1;
-        for (i = 0; i < want.count; i++)
-            if (!memcmp(want.keys + i * 12, key, 12) && !memcmp(want.values + i * 12, value, 12))
-                break;
-        if (i == want.count) {
-            fprintf(stderr, "agent: live map has an entry v2 does not\n");
-            return 1;
-        }
-    }
-    if (count != want.count) {
-        fprintf(stderr, "agent: live map has %zu entries, v2 has %zu\n", count, want.count);
-        return 1;
+        if (bpf_map_lookup_elem(fd, key, value) || shadow_set(s, key, value)) return -1;
     }
     return 0;
+}
+
+/* 0 when the map holds exactly `want`'s entries; prints what differs. */
+static int map_equals(int fd, const porin_map_entries *want, const char *label) {
+    struct shadow live = {0};
+    size_t i;
+    int status = 0;
+    if (shadow_read(fd, &live)) {
+        perror("agent: reading the live map");
+        free(live.entries);
+        return 1;
+    }
+    for (i = 0; i < want->count && !status; i++) {
+        struct entry *e = shadow_find(&live, want->keys + i * want->key_size);
+        if (!e || memcmp(e->value, want->values + i * want->value_size, want->value_size)) {
+            fprintf(stderr, "agent: live map lacks or differs in entry %zu of %s\n", i, label);
+            status = 1;
+        }
+    }
+    if (!status && live.count != want->count) {
+        fprintf(stderr, "agent: live map has %zu entries, %s has %zu\n", live.count, label,
+                want->count);
+        status = 1;
+    }
+    free(live.entries);
+    return status;
+}
+
+/* One write of a difference (or of its undo); value NULL deletes. */
+static int write_entry(int fd, const uint8_t *key, const uint8_t *value) {
+    if (value) return bpf_map_update_elem(fd, key, value, BPF_ANY);
+    if (bpf_map_delete_elem(fd, key) && errno != ENOENT) return -1;
+    return 0;
+}
+
+/* Undoes writes count-1 .. 0 from the undo log, newest first. Why this
+ * cannot run out of map space: each undo is the inverse of a write the
+ * kernel accepted, applied to the map exactly as that write left it, so it
+ * never needs more entries than the map held before that write (a deleted
+ * key is re-inserted into a map one entry smaller than when it was there).
+ * Returns the index of the write whose undo failed, or -1. */
+static long roll_back(int fd, const struct entry *undo, const int *present, size_t count) {
+    while (count-- > 0)
+        if (write_entry(fd, undo[count].key, present[count] ? undo[count].value : NULL))
+            return (long)count;
+    return -1;
+}
+
+/* Applies a difference write by write to the live map `fd`. On a failed
+ * write, the writes before it are undone in reverse order; returns 0 on
+ * success, 2 after a rollback (the map holds its previous entries), 1 when
+ * even the rollback failed (the map holds a mix: replace it whole). */
+static int apply_changes(int fd, const char *map_name, const char *endpoint,
+                         const porin_diff *diff) {
+    size_t i, n = porin_diff_count(diff);
+    struct shadow shadow = {0};
+    struct entry *undo = calloc(n ? n : 1, sizeof *undo);
+    int *present = calloc(n ? n : 1, sizeof *present), status = 0;
+    long undo_failed;
+    porin_change change;
+    if (!undo || !present || shadow_read(fd, &shadow)) {
+        perror("agent: preparing the undo log");
+        status = 1;
+        goto out;
+    }
+    for (i = 0; i < n; i++) {
+        struct entry *previous;
+        int failed;
+        if (porin_diff_get(diff, i, &change) != PORIN_RESULT_OK) {
+            errno = EINVAL;
+            failed = 1;
+        } else if ((long)i == fail_at_write) {
+            errno = EIO; /* injected by the test hook */
+            failed = 1;
+        } else {
+            failed = write_entry(fd, change.key, change.value) != 0;
+        }
+        if (failed) {
+            int error = errno;
+            undo_failed = roll_back(fd, undo, present, i);
+            fprintf(stderr,
+                    "agent: write %zu of %zu of the difference for %s to the live map %s "
+                    "failed: %s (errno %d); ",
+                    i, n, endpoint, map_name, strerror(error), error);
+            if (undo_failed >= 0) {
+                fprintf(stderr,
+                        "rolling back failed too at the undo of write %ld (%s): the map "
+                        "holds a mix of both policies, replace it whole\n",
+                        undo_failed, strerror(errno));
+                status = 1;
+            } else {
+                fprintf(stderr,
+                        "the %zu write(s) before it were rolled back, the map holds the "
+                        "previous policy\n",
+                        i);
+                status = 2;
+            }
+            goto out;
+        }
+        memcpy(undo[i].key, change.key, PORIN_POLICY_KEY_SIZE);
+        previous = shadow_find(&shadow, change.key);
+        present[i] = previous != NULL;
+        if (previous) memcpy(undo[i].value, previous->value, PORIN_POLICY_VALUE_SIZE);
+        if (shadow_set(&shadow, change.key, change.value)) {
+            perror("agent: undo log");
+            status = 1;
+            goto out;
+        }
+    }
+out:
+    free(shadow.entries);
+    free(undo);
+    free(present);
+    return status;
+}
+
+/* After a rolled-back difference: every flow side `endpoint` enforces is
+ * decided on the live map, then again after a fresh A/B install of v1;
+ * both must agree (and the v1 install itself is checked against porin's
+ * reference by decide_all). Returns the number of disagreements, -1 on
+ * error. */
+static int check_live_sides(struct datapath *dp, const porin_compilation *v1,
+                            const char *endpoint, const struct flow *flows, size_t n,
+                            uint16_t *sport) {
+    int live[2 * MAX_FLOWS], fresh, mismatches = 0, checked = 0;
+    size_t i, side;
+    porin_str name;
+    for (side = 0; side < 2; side++)
+        for (i = 0; i < n; i++) {
+            const char *addr = side == 0 ? flows[i].src : flows[i].dst;
+            live[side * MAX_FLOWS + i] = -2;
+            if (porin_compilation_endpoint_by_address(v1, addr, strlen(addr), &name) !=
+                    PORIN_RESULT_OK ||
+                name.len != strlen(endpoint) || memcmp(name.ptr, endpoint, name.len))
+                continue;
+            live[side * MAX_FLOWS + i] =
+                run(side == 0 ? dp->from_endpoint : dp->to_endpoint, &flows[i], (*sport)++);
+            if (live[side * MAX_FLOWS + i] < 0) return -1;
+        }
+    if (replace_policy(dp, v1, endpoint)) return -1;
+    for (side = 0; side < 2; side++)
+        for (i = 0; i < n; i++) {
+            if (live[side * MAX_FLOWS + i] == -2) continue;
+            fresh = run(side == 0 ? dp->from_endpoint : dp->to_endpoint, &flows[i], (*sport)++);
+            if (fresh < 0) return -1;
+            checked++;
+            if (fresh != live[side * MAX_FLOWS + i]) {
+                fprintf(stderr, "agent: %s %s -> %s: live map gives %d, v1 gives %d\n",
+                        endpoint, flows[i].src, flows[i].dst, live[side * MAX_FLOWS + i],
+                        fresh);
+                mismatches++;
+            }
+        }
+    printf("live %s: %d flow side(s) decided as v1 decides them, %d differ\n", endpoint,
+           checked, mismatches);
+    return mismatches;
+}
+
+/* Applies the v1 -> v2 difference of one endpoint to the ACTIVE policy map
+ * write by write (no A/B flip), then checks the map holds exactly v2.
+ * Returns 0 when applied, 2 when a write failed and was rolled back (the
+ * map then holds exactly v1, checked, and v1's verdicts still hold,
+ * checked: `*mismatches` counts disagreements), 1 on any other error. */
+static int apply_diff(struct datapath *dp, const porin_compilation *v1, const porin_compilation *v2,
+                      const char *endpoint, const struct flow *flows, size_t n, uint16_t *sport,
+                      int *mismatches) {
+    porin_diff *diff = NULL;
+    porin_map_entries want;
+    const char *map_name;
+    int fd, applied, live;
+    porin_result r;
+    if (replace_policy(dp, v1, endpoint)) return 1;
+    fd = dp->policy[dp->active];
+    map_name = dp->active ? "porin_policy_b" : "porin_policy_a";
+    r = porin_compilation_policy_diff(v1, v2, endpoint, strlen(endpoint), &diff);
+    if (r != PORIN_RESULT_OK) return fail("diff", r);
+    applied = apply_changes(fd, map_name, endpoint, diff);
+    if (applied == 0)
+        printf("diff %s: %zu writes applied to the live map\n", endpoint, porin_diff_count(diff));
+    porin_diff_free(diff);
+    if (applied == 1) return 1;
+    r = porin_compilation_policy_entries(applied == 2 ? v1 : v2, endpoint, strlen(endpoint),
+                                         &want);
+    if (r != PORIN_RESULT_OK) return fail("entries", r);
+    if (map_equals(fd, &want, applied == 2 ? "v1" : "v2")) return 1;
+    if (applied == 0) return 0;
+    printf("rollback %s: live map equals v1 (%zu entries)\n", endpoint, want.count);
+    live = check_live_sides(dp, v1, endpoint, flows, n, sport);
+    if (live < 0) return 1;
+    *mismatches += live;
+    return 2;
 }
 
 int main(int argc, char **argv) {
@@ -369,13 +576,15 @@ int main(int argc, char **argv) {
     size_t n, i, inventory_len;
     char *inventory;
     uint16_t sport = 20000;
-    int mismatches = 0, status = 1;
+    int mismatches = 0, rolled_back = 0, status = 1;
+    const char *fail_env = getenv("PORIN_AGENT_FAIL_AT_WRITE");
     porin_result r;
 
     if (argc != 5) {
         fprintf(stderr, "usage: %s INVENTORY POLICY_V1 POLICY_V2 FLOWS\n", argv[0]);
         return 2;
     }
+    if (fail_env) fail_at_write = strtol(fail_env, NULL, 10);
     printf("porin %s (header %s)\n", porin_version(), PORIN_VERSION);
     n = read_flows(argv[4], flows);
     inventory = read_file(argv[1], &inventory_len);
@@ -400,13 +609,23 @@ int main(int argc, char **argv) {
     for (i = 0; i < porin_compilation_endpoint_count(v2); i++) {
         porin_str name;
         char endpoint[256];
+        int applied;
         if (porin_compilation_endpoint_name(v2, i, &name) != PORIN_RESULT_OK) goto out;
         snprintf(endpoint, sizeof endpoint, "%.*s", (int)name.len, name.ptr);
-        if (apply_diff(&dp, v1, v2, endpoint)) goto out;
+        applied = apply_diff(&dp, v1, v2, endpoint, flows, n, &sport, &mismatches);
+        if (applied == 1) goto out;
+        rolled_back += applied == 2;
     }
-    if (decide_all(&dp, v2, "v2", flows, n, &sport, &mismatches)) goto out;
+    if (rolled_back) {
+        /* v2 was refused for some endpoint: v1 stays in force everywhere
+         * (an agent retries later or replaces the whole map). */
+        printf("%d difference(s) rolled back, v1 stays in force\n", rolled_back);
+        if (decide_all(&dp, v1, "v1", flows, n, &sport, &mismatches)) goto out;
+    } else if (decide_all(&dp, v2, "v2", flows, n, &sport, &mismatches)) {
+        goto out;
+    }
     printf("%d mismatch(es)\n", mismatches);
-    status = mismatches ? 1 : 0;
+    status = mismatches ? 1 : rolled_back ? 3 : 0;
 out:
     if (dp.object) bpf_object__close(dp.object);
     porin_compilation_free(v1);

@@ -6,55 +6,21 @@
 
 mod common;
 
-use std::process::Command;
-
 #[test]
 fn c_suite_passes_under_valgrind() {
-    for tool in ["gcc", "valgrind"] {
-        if !common::have(tool) {
-            common::skip(&format!("{tool} is not installed"));
-            return;
-        }
+    if !common::have_all(&["gcc", "valgrind"]) {
+        return;
     }
     let lib = common::build_libporin();
     let root = common::workspace_root();
     let c_dir = root.join("crates/capi/tests/c");
     let binary = common::scratch("c-suite").join("suite");
-    let output = Command::new("gcc")
-        .args([
-            "-std=c11",
-            "-Wall",
-            "-Wextra",
-            "-Werror",
-            "-pedantic",
-            "-g",
-            "-I",
-        ])
-        .arg(root.join("include"))
-        .arg(c_dir.join("suite.c"))
-        .arg(c_dir.join("second_tu.c"))
-        .arg(&lib)
-        .args(common::NATIVE_LIBS)
-        .arg("-o")
-        .arg(&binary)
-        .output()
-        .expect("run gcc");
-    assert!(
-        output.status.success(),
-        "gcc failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
+    common::compile_c(
+        &[c_dir.join("suite.c"), c_dir.join("second_tu.c")],
+        &[&lib],
+        &binary,
     );
-    let output = Command::new("valgrind")
-        .args([
-            "-q",
-            "--error-exitcode=9",
-            "--leak-check=full",
-            "--errors-for-leak-kinds=definite,indirect",
-        ])
-        .arg(&binary)
-        .arg(root.join("fixtures/examples"))
-        .output()
-        .expect("run valgrind");
+    let output = common::run_memcheck(&binary, &[root.join("fixtures/examples")]);
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(

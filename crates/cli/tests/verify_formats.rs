@@ -1,8 +1,7 @@
 //! `porin lint` over every lint fixture (`fixtures/lint/PR0xx_name/`) in
 //! every output format (human, json, sarif, junit, github), as insta
-//! snapshots; every SARIF log is validated against the SARIF 2.1.0
-//! schema's required structure (hand-written checker below, following the
-//! OASIS sarif-schema-2.1.0.json definitions it names) plus GitHub code
+//! snapshots; every SARIF log is validated against the official OASIS
+//! SARIF 2.1.0 JSON schema (vendored in `tests/schemas/`) plus GitHub code
 //! scanning's extra requirements (a location per result, fingerprints).
 
 #![allow(
@@ -12,23 +11,14 @@
 )]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Output;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn porin(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_porin"))
-        .args(args)
-        .current_dir(workspace())
-        .env("NO_COLOR", "1")
-        .output()
-        .expect("porin runs")
-}
+mod common;
+use common::{porin, workspace};
 
 fn rule_dirs() -> Vec<String> {
     let mut dirs: Vec<String> = std::fs::read_dir(workspace().join("fixtures/lint"))
@@ -60,197 +50,227 @@ fn lint(dir: &str, file: &str, format: &str) -> Output {
     porin(&args)
 }
 
-// ----- SARIF 2.1.0 structural validation -----
+// ----- SARIF 2.1.0: the official schema, then GitHub code scanning -----
 
-const LEVELS: &[&str] = &["none", "note", "warning", "error"];
-
-fn message_ok(value: &Value, path: &str, errors: &mut Vec<String>) {
-    // #/definitions/message: requires text or id.
-    match value {
-        Value::Object(m)
-            if m.get("text").is_some_and(Value::is_string)
-                || m.get("id").is_some_and(Value::is_string) => {}
-        _ => errors.push(format!("{path}: message needs `text` or `id`")),
-    }
-}
-
-fn multiformat_ok(value: Option<&Value>, path: &str, errors: &mut Vec<String>) {
-    // #/definitions/multiformatMessageString: requires text.
-    if let Some(v) = value
-        && !v.get("text").is_some_and(Value::is_string)
-    {
-        errors.push(format!("{path}: multiformatMessageString needs `text`"));
-    }
-}
-
-fn physical_ok(value: &Value, path: &str, errors: &mut Vec<String>) {
-    let Some(artifact) = value.get("artifactLocation") else {
-        errors.push(format!("{path}: physicalLocation needs artifactLocation"));
-        return;
-    };
-    if !artifact.get("uri").is_some_and(Value::is_string) {
-        errors.push(format!("{path}.artifactLocation: uri must be a string"));
-    }
-    if let Some(base) = artifact.get("uriBaseId")
-        && !base.is_string()
-    {
-        errors.push(format!(
-            "{path}.artifactLocation: uriBaseId must be a string"
-        ));
-    }
-    if let Some(region) = value.get("region") {
-        for field in ["startLine", "startColumn", "endLine", "endColumn"] {
-            if let Some(n) = region.get(field)
-                && n.as_i64().is_none_or(|n| n < 1)
-            {
-                errors.push(format!("{path}.region.{field}: integer >= 1"));
-            }
+/// The OASIS SARIF 2.1.0 schema, vendored with its provenance in
+/// `tests/schemas/README.md`.
+fn sarif_validator() -> &'static jsonschema::Validator {
+    static VALIDATOR: OnceLock<jsonschema::Validator> = OnceLock::new();
+    VALIDATOR.get_or_init(|| {
+        let text = std::fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/schemas/sarif-schema-2.1.0.json"),
+        )
+        .expect("the vendored SARIF schema is readable");
+        let mut schema: Value = serde_json::from_str(&text).expect("the SARIF schema is JSON");
+        // The one known flaw of the official schema: the `language` patterns
+        // of `run` and `toolComponent`, `^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$`,
+        // have a stray `]`. ECMA-262 (Annex B) reads a lone `]` as a literal,
+        // but jsonschema checks every `pattern` strictly against the
+        // meta-schema's `format: regex` and refuses the whole schema.
+        // Escaping it keeps the meaning exactly; the file itself stays
+        // byte-for-byte the published one.
+        for pointer in [
+            "/definitions/run/properties/language/pattern",
+            "/definitions/toolComponent/properties/language/pattern",
+        ] {
+            let language = schema
+                .pointer_mut(pointer)
+                .unwrap_or_else(|| panic!("the schema still has {pointer}"));
+            assert_eq!(
+                language.as_str(),
+                Some("^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$"),
+                "the vendored schema changed at {pointer}; revisit this patch"
+            );
+            *language = Value::from("^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}\\]?$");
         }
-    }
+        // Formats (`uri`, `uri-reference`, `date-time`) are checked too:
+        // code scanning rejects logs whose URIs do not parse.
+        jsonschema::options()
+            .should_validate_formats(true)
+            .build(&schema)
+            .expect("the SARIF schema compiles")
+    })
 }
 
-/// Errors of a SARIF log against the 2.1.0 schema's required properties,
-/// enums and minimums, and GitHub code scanning's requirements.
-fn validate_sarif(log: &Value) -> Vec<String> {
+/// Errors of a SARIF log against the official SARIF 2.1.0 schema, one line
+/// each (instance path, then what the schema says).
+fn schema_errors(log: &Value) -> Vec<String> {
+    sarif_validator()
+        .iter_errors(log)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect()
+}
+
+/// GitHub code scanning's requirements beyond the schema
+/// (docs.github.com: "SARIF support for code scanning"): every result has a
+/// physical location with a real (>= 1) start line, a `ruleIndex` that
+/// points at its `ruleId`, and `partialFingerprints` unique within the run.
+fn code_scanning_errors(log: &Value) -> Vec<String> {
     let mut errors = Vec::new();
-    if log.get("version").and_then(Value::as_str) != Some("2.1.0") {
-        errors.push("version must be \"2.1.0\"".to_owned());
-    }
-    let Some(runs) = log.get("runs").and_then(Value::as_array) else {
-        errors.push("runs must be an array".to_owned());
-        return errors;
-    };
-    for (r, run) in runs.iter().enumerate() {
-        let Some(driver) = run.get("tool").and_then(|t| t.get("driver")) else {
-            errors.push(format!("runs[{r}]: tool.driver is required"));
-            continue;
-        };
-        if driver
-            .get("name")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            errors.push(format!("runs[{r}].tool.driver: name is required"));
-        }
-        let rules: Vec<Value> = driver
-            .get("rules")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let mut ids = BTreeSet::new();
-        for (i, rule) in rules.iter().enumerate() {
-            let path = format!("runs[{r}].tool.driver.rules[{i}]");
-            match rule.get("id").and_then(Value::as_str) {
-                Some(id) => {
-                    if !ids.insert(id.to_owned()) {
-                        errors.push(format!("{path}: duplicate id {id}"));
-                    }
-                }
-                None => errors.push(format!("{path}: id is required")),
-            }
-            for field in ["shortDescription", "fullDescription", "help"] {
-                multiformat_ok(rule.get(field), &format!("{path}.{field}"), &mut errors);
-            }
-            if let Some(level) = rule.pointer("/defaultConfiguration/level")
-                && !level.as_str().is_some_and(|l| LEVELS.contains(&l))
-            {
-                errors.push(format!("{path}: bad default level"));
-            }
-        }
-        if let Some(kind) = run.get("columnKind")
-            && !matches!(kind.as_str(), Some("utf16CodeUnits" | "unicodeCodePoints"))
-        {
-            errors.push(format!("runs[{r}]: bad columnKind"));
-        }
-        let results = run
-            .get("results")
-            .and_then(Value::as_array)
+    for (r, run) in log["runs"].as_array().into_iter().flatten().enumerate() {
+        let rules = run["tool"]["driver"]["rules"]
+            .as_array()
             .cloned()
             .unwrap_or_default();
         let mut fingerprints = BTreeSet::new();
-        for (i, result) in results.iter().enumerate() {
-            let path = format!("runs[{r}].results[{i}]");
-            match result.get("message") {
-                Some(m) => message_ok(m, &format!("{path}.message"), &mut errors),
-                None => errors.push(format!("{path}: message is required")),
-            }
-            if let Some(level) = result.get("level")
-                && !level.as_str().is_some_and(|l| LEVELS.contains(&l))
-            {
-                errors.push(format!("{path}: bad level"));
-            }
-            let rule_id = result.get("ruleId").and_then(Value::as_str);
+        for (i, result) in run["results"].as_array().into_iter().flatten().enumerate() {
+            let path = format!("/runs/{r}/results/{i}");
             if let Some(index) = result.get("ruleIndex") {
-                let ok = index
-                    .as_i64()
-                    .and_then(|i| usize::try_from(i).ok())
-                    .and_then(|i| rules.get(i))
-                    .and_then(|rule| rule.get("id"))
-                    .and_then(Value::as_str)
-                    == rule_id;
-                if !ok {
+                let pointed = index
+                    .as_u64()
+                    .and_then(|i| rules.get(usize::try_from(i).ok()?))
+                    .and_then(|rule| rule["id"].as_str());
+                if pointed != result["ruleId"].as_str() {
                     errors.push(format!("{path}: ruleIndex does not point at ruleId"));
                 }
             }
-            let locations = result.get("locations").and_then(Value::as_array);
-            if locations.is_none_or(|l| l.is_empty()) {
-                errors.push(format!("{path}: GitHub code scanning needs a location"));
-            }
-            for (l, location) in locations.into_iter().flatten().enumerate() {
-                match location.get("physicalLocation") {
-                    Some(p) => physical_ok(
-                        p,
-                        &format!("{path}.locations[{l}].physicalLocation"),
-                        &mut errors,
-                    ),
-                    None => errors.push(format!("{path}.locations[{l}]: physicalLocation missing")),
-                }
-            }
-            let mut related_ids = BTreeSet::new();
-            for (l, related) in result
-                .get("relatedLocations")
-                .and_then(Value::as_array)
+            let lines: Vec<Option<i64>> = result["locations"]
+                .as_array()
                 .into_iter()
                 .flatten()
-                .enumerate()
-            {
-                let p = format!("{path}.relatedLocations[{l}]");
-                if let Some(id) = related.get("id")
-                    && (id.as_i64().is_none_or(|i| i < -1) || !related_ids.insert(id.to_string()))
-                {
-                    errors.push(format!("{p}: id must be a unique integer >= -1"));
-                }
-                if let Some(m) = related.get("message") {
-                    message_ok(m, &format!("{p}.message"), &mut errors);
-                }
-                if let Some(physical) = related.get("physicalLocation") {
-                    physical_ok(physical, &format!("{p}.physicalLocation"), &mut errors);
-                }
+                .map(|l| {
+                    l.pointer("/physicalLocation/region/startLine")
+                        .and_then(Value::as_i64)
+                })
+                .collect();
+            if lines.is_empty() {
+                errors.push(format!("{path}: GitHub code scanning needs a location"));
             }
-            match result.get("partialFingerprints").and_then(Value::as_object) {
-                Some(map) if map.values().all(Value::is_string) => {
+            if lines.iter().any(|line| line.is_none_or(|n| n < 1)) {
+                errors.push(format!("{path}: every location needs a real startLine"));
+            }
+            match result["partialFingerprints"].as_object() {
+                Some(map) if !map.is_empty() => {
                     if !fingerprints.insert(serde_json::to_string(map).unwrap()) {
                         errors.push(format!("{path}: fingerprint not unique"));
                     }
                 }
-                _ => errors.push(format!("{path}: partialFingerprints must map to strings")),
+                _ => errors.push(format!("{path}: partialFingerprints missing")),
             }
         }
     }
     errors
 }
 
+fn validate_sarif(log: &Value) -> Vec<String> {
+    let mut errors = schema_errors(log);
+    errors.extend(code_scanning_errors(log));
+    errors
+}
+
 #[test]
-fn the_sarif_checker_rejects_broken_logs() {
-    assert!(!validate_sarif(&serde_json::json!({"version": "2.0.0", "runs": []})).is_empty());
+fn the_sarif_schema_rejects_broken_logs() {
+    // A valid minimal log passes, so the rejections below are about the faults.
+    let minimal = serde_json::json!({"version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "porin"}}, "results": []}]});
+    assert_eq!(schema_errors(&minimal), Vec::<String>::new());
+    // `runs` is required by the schema.
+    let no_runs = serde_json::json!({"version": "2.1.0"});
+    assert!(
+        schema_errors(&no_runs).iter().any(|e| e.contains("runs")),
+        "{:#?}",
+        schema_errors(&no_runs)
+    );
+    // Only 2.1.0 is this schema's version.
+    assert!(!schema_errors(&serde_json::json!({"version": "2.0.0", "runs": []})).is_empty());
+    // `fatal` is not a level; a message needs text or id; lines start at 1;
+    // unknown properties are refused (additionalProperties: false).
     let broken = serde_json::json!({"version": "2.1.0", "runs": [{
         "tool": {"driver": {"name": "porin", "rules": [{"id": "PR001"}]}},
         "results": [{"ruleId": "PR002", "ruleIndex": 0, "level": "fatal", "message": {},
                      "locations": [{"physicalLocation": {"artifactLocation": {"uri": "a"}, "region": {"startLine": 0}}}],
-                     "partialFingerprints": {"a": 1}}]
+                     "colour": "red"}]
     }]});
-    let errors = validate_sarif(&broken);
-    assert_eq!(errors.len(), 5, "{errors:#?}");
+    let errors = schema_errors(&broken);
+    for expected in ["/level", "/message", "/startLine", "colour"] {
+        assert!(
+            errors.iter().any(|e| e.contains(expected)),
+            "no error about {expected}: {errors:#?}"
+        );
+    }
+    // The code-scanning checks catch what the schema allows.
+    let errors = code_scanning_errors(&broken);
+    assert!(
+        errors.iter().any(|e| e.contains("ruleIndex")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("startLine")),
+        "{errors:#?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.contains("partialFingerprints")),
+        "{errors:#?}"
+    );
+}
+
+/// Every lint fixture file (trigger, near miss, and any other policy file
+/// under `fixtures/lint/`), rendered as SARIF, validates against the schema.
+#[test]
+fn sarif_of_every_lint_fixture_validates_against_the_schema() {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for dir in rule_dirs() {
+        let mut files: Vec<String> =
+            std::fs::read_dir(workspace().join("fixtures/lint").join(&dir))
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .filter(|f| f.ends_with(".yaml") && f != "porin.yaml" && f != "inventory.yaml")
+                .collect();
+        files.sort();
+        for file in files {
+            let output = lint(&dir, &file, "sarif");
+            let log: Value = serde_json::from_slice(&output.stdout)
+                .unwrap_or_else(|e| panic!("{dir}/{file}: SARIF is not JSON: {e}"));
+            let errors = validate_sarif(&log);
+            if !errors.is_empty() {
+                failures.push(format!("{dir}/{file}:\n  {}", errors.join("\n  ")));
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 2 * rule_dirs().len(), "only {checked} fixtures");
+    assert!(
+        failures.is_empty(),
+        "SARIF rejected:\n{}",
+        failures.join("\n")
+    );
+}
+
+/// The other shapes of a run are valid SARIF too: no inventory (rules
+/// skipped), invalid policies (model errors, exit 1), several files at once.
+#[test]
+fn sarif_of_other_runs_validates_against_the_schema() {
+    let runs: [&[&str]; 3] = [
+        &["lint", "fixtures/lint/PR010_overlapping_ports/trigger.yaml"],
+        &[
+            "lint",
+            "fixtures/invalid/PM003-unknown-field-did-you-mean.yaml",
+            "fixtures/invalid/PM001-yaml-syntax.yaml",
+        ],
+        &[
+            "lint",
+            "fixtures/lint/PR004_allow_shadowed_by_deny/trigger.yaml",
+            "fixtures/lint/PR014_egress_blocks_dns/trigger.yaml",
+            "--inventory",
+            "fixtures/lint/inventory.yaml",
+        ],
+    ];
+    for args in runs {
+        let mut args = args.to_vec();
+        args.extend(["--format", "sarif"]);
+        let output = porin(&args);
+        let log: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|e| panic!("{args:?}: SARIF is not JSON: {e}"));
+        assert!(
+            log["runs"][0]["results"]
+                .as_array()
+                .is_some_and(|r| !r.is_empty()),
+            "{args:?}: no results"
+        );
+        let errors = validate_sarif(&log);
+        assert!(errors.is_empty(), "{args:?}: {errors:#?}");
+    }
 }
 
 #[test]

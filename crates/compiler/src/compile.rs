@@ -266,7 +266,8 @@ pub fn compile_with_limits(
     let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
     limits.check_identities(&lowered.rules, table.identities.len())?;
     let mut budget = limits.budget();
-    let mut resolver = Resolver::new(&lowered.rules, &table, inventory);
+    let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
+        .with_localhost_origin(lowered.localhost_origin);
     let origins = lowered.origins.clone();
     let describe = |id: u32| {
         usize::try_from(id)

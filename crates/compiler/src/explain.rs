@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::compile::{Compiled, EndpointPolicy};
 use crate::identity::Identity;
 use crate::mapstate::{Decision, DenyReason, Direction, MatchedEntry, Verdict};
+use crate::resolve::lower::{LOCALHOST_ORIGIN_NAME, Origin};
 use crate::resolve::rule::proto;
 
 /// A flow end.
@@ -276,11 +277,64 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
             auth_type.get()
         ),
     };
-    format!(
+    let mut sentence = format!(
         "{subject}: {what} by {} from {}",
         describe_key(chosen),
         origins.join("; ")
-    )
+    );
+    if chosen
+        .entry
+        .origins
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+        .any(is_localhost_origin)
+    {
+        sentence.push_str(" (");
+        sentence.push_str(LOCALHOST_REASON);
+        sentence.push(')');
+    } else if check.direction == Direction::Ingress
+        && check.peer_identity == Identity::HOST.get()
+        && matches!(check.decision.verdict, Verdict::Redirect { .. })
+        && has_localhost_entry(compiled, &check.endpoint)
+    {
+        sentence.push_str(" (");
+        sentence.push_str(LOCALHOST_L7_NOTE);
+        sentence.push(')');
+    }
+    sentence
+}
+
+/// Why the host is redirected although it may reach the endpoint: the
+/// redirect outranks the host allow by precedence, and the agent gives the
+/// host an L7 allow-all instead (`createL4IngressFilter`'s `hostWildcardL7`,
+/// `pkg/policy/l4.go`; test `TestL7WithLocalHostWildcard`).
+pub const LOCALHOST_L7_NOTE: &str = "allow-localhost: the proxy lets every request from the host through unless a rule names the host (reserved:host) at L7 itself; porin does not evaluate L7 requests";
+
+/// Whether the endpoint's map state holds the host allow of
+/// `allow-localhost` (possibly merged with policy origins).
+fn has_localhost_entry(compiled: &Compiled, endpoint: &str) -> bool {
+    compiled.endpoint(endpoint).is_some_and(|e| {
+        e.state.iter().any(|(key, entry)| {
+            key.direction() == Direction::Ingress
+                && key.identity() == Identity::HOST
+                && key.proto() == proto::ANY
+                && entry
+                    .origins
+                    .iter()
+                    .filter_map(|id| compiled.origin(*id))
+                    .any(is_localhost_origin)
+        })
+    })
+}
+
+/// Why the host reaches an endpoint its ingress policy does not allow it
+/// into (`determineAllowLocalhostIngress`, `pkg/policy/mapstate.go`;
+/// `daemon/cmd/daemon.go` turns `allow-localhost=auto` into `always` in
+/// Kubernetes mode).
+pub const LOCALHOST_REASON: &str = "allow-localhost: Cilium in Kubernetes mode (allow-localhost=auto) or with allow-localhost=always lets the host reach local endpoints whatever their ingress policy; set `allowLocalhost: policy` in the inventory or test file if the agent runs with --allow-localhost=policy";
+
+fn is_localhost_origin(origin: &Origin) -> bool {
+    origin.kind == "Synthetic" && origin.name == LOCALHOST_ORIGIN_NAME
 }
 
 /// Explains an evaluation: one sentence per check.

@@ -57,6 +57,9 @@ pub struct Fingerprint {
     ports: Vec<NamedPort>,
     cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
     selectors: Vec<(SelectorId, Selector, Vec<u32>)>,
+    /// `Resolver::allows_localhost`: the inventory's `allowLocalhost` may
+    /// change between compilations.
+    allows_localhost: bool,
 }
 
 /// Cached map states by (identity, named ports), with their fingerprint.
@@ -116,7 +119,8 @@ impl IncrementalCompiler {
         let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
         self.limits
             .check_identities(&lowered.rules, table.identities.len())?;
-        let mut resolver = crate::resolve::policy::Resolver::new(&lowered.rules, &table, inventory);
+        let mut resolver = crate::resolve::policy::Resolver::new(&lowered.rules, &table, inventory)
+            .with_localhost_origin(lowered.localhost_origin);
         if self.origins != lowered.origins {
             // Entry origins (and their descriptions in diagnostics) come from
             // here: a different policy set invalidates every map state.
@@ -162,6 +166,7 @@ impl IncrementalCompiler {
                     policy: policy.clone(),
                     ports: endpoint.ports.clone(),
                     cluster_ports: cluster_ports.clone(),
+                    allows_localhost: resolver.allows_localhost(endpoint),
                 };
                 let computed = match self.cache.get(&cache_key) {
                     Some((cached, state, diags)) if *cached == fingerprint => {

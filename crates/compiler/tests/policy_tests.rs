@@ -81,3 +81,82 @@ cases:
     assert!(report.errors[0].contains("porin-ebpf"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// ICMP (IP protocol 1) exists only inside IPv4 packets and ICMPv6 (58)
+/// only inside IPv6 ones (RFC 792, RFC 4443; Cilium keys them as distinct
+/// protocols, `pkg/policy/api/l4.go` `ProtoICMP`/`ProtoICMPv6`). A case
+/// asking for ICMP between IPv6-only peers describes no packet; the kernel
+/// engine cannot build it, so the reference must not invent a verdict for
+/// it either: the file is refused (exit 2) with a reason, for both engines.
+#[test]
+fn a_case_no_packet_can_carry_is_an_error_of_the_file() {
+    let dir = std::env::temp_dir().join(format!(
+        "porin-policytest-family-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("family.yaml");
+    let write = |cases: &str| {
+        std::fs::write(
+            &file,
+            format!(
+                "kind: PolicyTest
+endpoints:
+  - {{name: v6, namespace: default, labels: {{app: v6}}, ips: [\"fd00::6\"]}}
+  - {{name: v6b, namespace: default, labels: {{app: v6b}}, ips: [\"fd00::7\"]}}
+  - {{name: v4, namespace: default, labels: {{app: v4}}, ips: [10.0.0.4]}}
+  - {{name: dual, namespace: default, labels: {{app: dual}}, ips: [10.0.0.5, \"fd00::5\"]}}
+policies: []
+cases:
+{cases}"
+            ),
+        )
+        .unwrap();
+    };
+    let expect_error = |case: &str, reason: &str| {
+        write(case);
+        let report = run(std::slice::from_ref(&file), Engine::Reference);
+        assert_eq!(report.exit_code(), 2, "{case}: {:?}", report.lines);
+        assert!(
+            report.errors.iter().any(|e| e.contains(reason)),
+            "{case}: {:?}",
+            report.errors
+        );
+    };
+    expect_error(
+        "  - {from: default/v6, to: default/v6b, protocol: ICMP, icmpType: 8, expect: allow}\n",
+        "use `protocol: ICMPv6`",
+    );
+    expect_error(
+        "  - {from: default/v4, to: default/dual, protocol: ICMPv6, icmpType: 128, expect: allow}\n",
+        "use `protocol: ICMP`",
+    );
+    expect_error(
+        "  - {from: default/v4, to: default/v6, port: 80, expect: allow}\n",
+        "no address family in common",
+    );
+    expect_error(
+        "  - {from: \"fd00::99\", to: default/v4, port: 80, expect: allow}\n",
+        "no address family in common",
+    );
+
+    // Near misses: a family in common, or an entity peer (any family).
+    write(
+        "  - {from: default/v6, to: default/dual, protocol: ICMPv6, icmpType: 128, expect: allow}
+  - {from: default/v4, to: default/dual, protocol: ICMP, icmpType: 8, expect: allow}
+  - {from: world, to: default/v6, protocol: ICMPv6, icmpType: 128, expect: allow}
+  - {from: host, to: default/v4, protocol: ICMP, icmpType: 8, expect: allow}
+  - {from: default/dual, to: default/v6, port: 80, expect: allow}
+",
+    );
+    let report = run(std::slice::from_ref(&file), Engine::Reference);
+    assert_eq!(
+        (report.exit_code(), report.passed),
+        (0, 5),
+        "{:?} {:?}",
+        report.errors,
+        report.lines
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

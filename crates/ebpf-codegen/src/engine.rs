@@ -57,12 +57,15 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
+use std::time::Instant;
 
 use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
 use porin_compiler::mapstate;
-use porin_compiler::policytest::{self, Engine, ResolvedCase, TestReport};
+use porin_compiler::policytest::{
+    self, CaseOutcome, CaseResult, Engine, FileResult, ResolvedCase, TestReport,
+};
 use thiserror::Error;
 
 use crate::compiled::{CompiledMapsError, MapContents};
@@ -311,19 +314,12 @@ impl KernelEngine {
             .endpoint_policy(endpoint)
             .ok_or(EngineError::NoSuchEndpoint(endpoint))?;
         self.installed = None;
-        // The atomic switch of DATAPATH.md §2.3, without the grace period
-        // of `Datapath::install_policy` (step 3, 100 ms per flip): here no
-        // program is attached anywhere and every run is a synchronous
-        // `BPF_PROG_TEST_RUN` from this thread, so when a run returns, no
-        // program still reads the retired map. Waiting would make a test
-        // run switch policies ~10 times a second.
-        let slot = self.datapath.active_slot()?.other();
-        let map = self.datapath.object().map(slot.map_name())?;
-        map.clear()?;
-        for (key, value) in policy {
-            map.update(key, value)?;
-        }
-        self.datapath.activate(slot)?;
+        // The atomic switch of DATAPATH.md §2.3 without the retire grace
+        // period (100 ms per flip): no program is attached anywhere and
+        // every run is a synchronous `BPF_PROG_TEST_RUN` from this thread,
+        // so when a run returns, no program still reads the retired map.
+        // Waiting would make a test run switch policies ~10 times a second.
+        self.datapath.install_policy_unattached(policy)?;
         self.installed = Some(endpoint);
         Ok(())
     }
@@ -763,18 +759,43 @@ fn run_file(
     engine: Engine,
     report: &mut TestReport,
 ) {
+    let started = Instant::now();
+    let mut result = FileResult {
+        file: path.display().to_string(),
+        ..FileResult::default()
+    };
+    run_file_into(kernel_engine, path, engine, report, &mut result);
+    result.duration = started.elapsed();
+    report.files.push(result);
+}
+
+/// Runs one file, recording each case both as a `PASS`/`FAIL` line and as a
+/// [`CaseResult`] (what `porin test --format junit` writes), like the
+/// reference runner does.
+fn run_file_into(
+    kernel_engine: &mut KernelEngine,
+    path: &std::path::Path,
+    engine: Engine,
+    report: &mut TestReport,
+    result: &mut FileResult,
+) {
     let prepared = match policytest::prepare(path) {
         Ok(p) => p,
         Err(error) => {
+            result.error = Some(error.clone());
             report.errors.push(error);
             return;
         }
     };
+    result.file.clone_from(&prepared.file);
+    result.name.clone_from(&prepared.spec.name);
     let mut cases: Vec<ResolvedCase> = Vec::new();
     for (index, case) in prepared.spec.cases.iter().enumerate() {
         match policytest::resolve_case(&prepared.file, index, case, &prepared.compiled) {
             Ok(case) => cases.push(case),
             Err(error) => {
+                result.cases = policytest::unrun_cases(&prepared.spec, Some(index), &error);
+                result.error = Some(error.clone());
                 report.errors.push(error);
                 return;
             }
@@ -788,33 +809,63 @@ fn run_file(
     let addresses = match loaded {
         Ok(a) => a,
         Err(error) => {
-            report.errors.push(format!("{}: {error}", prepared.file));
+            let error = format!("{}: {error}", prepared.file);
+            result.cases = policytest::unrun_cases(&prepared.spec, None, &error);
+            result.error = Some(error.clone());
+            report.errors.push(error);
             return;
         }
     };
-    for case in cases {
-        let line = match decide_flow(kernel_engine, compiled, &addresses, &case.flow) {
-            Err(error) => {
-                report.failed += 1;
+    for (index, case) in cases.into_iter().enumerate() {
+        let started = Instant::now();
+        let (seen, problems) = match decide_flow(kernel_engine, compiled, &addresses, &case.flow) {
+            Err(error) => ("kernel engine error".to_owned(), vec![error.to_string()]),
+            Ok(kernel) => judge(compiled, &case, &kernel, engine),
+        };
+        let duration = started.elapsed();
+        let (line, outcome) = if problems.is_empty() {
+            report.passed += 1;
+            (
+                format!("PASS {}: {} => {seen}", prepared.file, case.label),
+                CaseOutcome::Passed,
+            )
+        } else {
+            report.failed += 1;
+            let explanation = problems.join("; ");
+            (
                 format!(
-                    "FAIL {}: {} => kernel engine error (expected {}): {error}",
+                    "FAIL {}: {} => {seen} (expected {}): {explanation}",
                     prepared.file, case.label, case.expect
-                )
-            }
-            Ok(kernel) => judge(&prepared.file, compiled, &case, &kernel, engine, report),
+                ),
+                CaseOutcome::Failed { explanation },
+            )
         };
         report.lines.push(line);
+        result.cases.push(CaseResult {
+            index,
+            line: prepared
+                .spec
+                .cases
+                .get(index)
+                .map_or(0, |c| c.referenced.line()),
+            label: case.label,
+            expected: case.expect.to_string(),
+            actual: Some(seen),
+            outcome,
+            duration,
+        });
     }
 }
 
+/// What the engines saw for one case (`kernel allow`, or `kernel allow,
+/// reference deny` for `Both`) and every problem with it; no problem means
+/// the case passed.
 fn judge(
-    file: &str,
     compiled: &Compiled,
     case: &ResolvedCase,
     kernel: &KernelEvaluation,
     engine: Engine,
-    report: &mut TestReport,
-) -> String {
+) -> (String, Vec<String>) {
     let mut problems = Vec::new();
     if kernel.verdict != case.expect {
         problems.push(format!("kernel: {}", kernel.describe()));
@@ -836,18 +887,7 @@ fn judge(
             problems.push(format!("reference: {}", explain(compiled, &reference)));
         }
     }
-    if problems.is_empty() {
-        report.passed += 1;
-        format!("PASS {file}: {} => {seen}", case.label)
-    } else {
-        report.failed += 1;
-        format!(
-            "FAIL {file}: {} => {seen} (expected {}): {}",
-            case.label,
-            case.expect,
-            problems.join("; ")
-        )
-    }
+    (seen, problems)
 }
 
 #[cfg(test)]

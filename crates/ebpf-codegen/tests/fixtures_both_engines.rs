@@ -117,3 +117,27 @@ fn every_fixture_passes_with_the_kernel_engine() {
         report.errors.join("\n")
     );
 }
+
+/// `porin test --engine both --format junit` reads per-file results: the
+/// kernel engine must report every case it ran as a `CaseResult` matching
+/// its `PASS`/`FAIL` line, with the case's line in the file.
+#[test]
+fn the_kernel_engine_reports_each_case_per_file() {
+    if !kernel_available("the_kernel_engine_reports_each_case_per_file") {
+        return;
+    }
+    let report = report();
+    let cases: Vec<_> = report.files.iter().flat_map(|f| &f.cases).collect();
+    assert_eq!(cases.len(), report.lines.len(), "one result per line");
+    for (case, line) in cases.iter().zip(&report.lines) {
+        assert!(line.contains(&case.label), "{line} vs {}", case.label);
+        assert!(case.line > 0, "{}: no line", case.label);
+        assert_eq!(
+            line.starts_with("PASS"),
+            case.outcome == porin_compiler::policytest::CaseOutcome::Passed,
+            "{line}"
+        );
+    }
+    let discovered = porin_compiler::policytest::discover(&[fixtures()]).unwrap();
+    assert_eq!(report.files.len(), discovered.len(), "one result per file");
+}

@@ -35,6 +35,18 @@ pub fn have(program: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
+/// True when every program of `tools` is on PATH; otherwise reports the
+/// first missing one through [`skip`] (fails in CI) and returns false.
+pub fn have_all(tools: &[&str]) -> bool {
+    match tools.iter().find(|tool| !have(tool)) {
+        Some(missing) => {
+            skip(&format!("{missing} is not installed"));
+            false
+        }
+        None => true,
+    }
+}
+
 /// The target directory and profile of the running test binary
 /// (`<target>/<profile>/deps/<test>-<hash>`).
 fn target_and_profile() -> (PathBuf, String) {
@@ -83,6 +95,53 @@ pub const NATIVE_LIBS: [&str; 7] = [
     "-ldl",
     "-lc",
 ];
+
+/// Compiles C `sources` (plus `extra` objects or libraries) against
+/// `include/porin.h` with `-std=c11 -Wall -Wextra -Werror -pedantic -g
+/// -pthread` and the system libraries of the staticlib; panics with gcc's
+/// output on failure.
+pub fn compile_c(sources: &[PathBuf], extra: &[&Path], binary: &Path) {
+    let output = Command::new("gcc")
+        .args([
+            "-std=c11",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-g",
+            "-pthread",
+            "-I",
+        ])
+        .arg(workspace_root().join("include"))
+        .args(sources)
+        .args(extra)
+        .args(NATIVE_LIBS)
+        .arg("-o")
+        .arg(binary)
+        .output()
+        .expect("run gcc");
+    assert!(
+        output.status.success(),
+        "gcc failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// Runs `binary` under valgrind's memcheck: exit 9 on any error or on a
+/// definite or indirect leak.
+pub fn run_memcheck(binary: &Path, args: &[PathBuf]) -> std::process::Output {
+    Command::new("valgrind")
+        .args([
+            "-q",
+            "--error-exitcode=9",
+            "--leak-check=full",
+            "--errors-for-leak-kinds=definite,indirect",
+        ])
+        .arg(binary)
+        .args(args)
+        .output()
+        .expect("run valgrind")
+}
 
 /// A scratch directory under the target dir.
 pub fn scratch(name: &str) -> PathBuf {

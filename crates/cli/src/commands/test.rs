@@ -1,18 +1,28 @@
-//! `porin test FILE_OR_DIR... [--engine reference|kernel|both]`
+//! `porin test FILE_OR_DIR... [--engine reference|kernel|both] [--format human|junit]`
 //!
-//! Runs policy test files (shared/docs/policy-test-format.md): one
-//! `PASS`/`FAIL` line per case, then `N passed, M failed`. Exit codes: 0
-//! every case passed, 1 a case failed, 2 a file could not be read, parsed
-//! or validated (reasons on stderr, with file:line).
+//! Runs policy test files (shared/docs/policy-test-format.md).
+//! - `human` (default): one `PASS`/`FAIL` line per case, then
+//!   `N passed, M failed`.
+//! - `junit`: JUnit XML on standard output for CI test reporters: one
+//!   `<testsuite>` per test file, one `<testcase>` per case (see
+//!   [`junit_suites`]); the summary line goes to standard error.
+//!
+//! Exit codes, whatever the format: 0 every case passed, 1 a case failed,
+//! 2 a file could not be read, parsed or validated (reasons on stderr, with
+//! file:line).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_compiler::limits::Limits;
-use porin_compiler::policytest::{Engine, run_with_limits};
+use porin_compiler::policytest::{
+    CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits,
+};
 
 use crate::limits::LimitArgs;
+use crate::render::junit::{self, Case, Problem, Suite};
 
 /// The engine deciding the cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -25,6 +35,16 @@ pub enum EngineArg {
     Both,
 }
 
+/// Output formats of `porin test`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum TestFormat {
+    /// One `PASS`/`FAIL` line per case and a summary line.
+    #[default]
+    Human,
+    /// JUnit XML: a test suite per file, a test case per case.
+    Junit,
+}
+
 /// Arguments of `porin test`.
 #[derive(Debug, ClapArgs)]
 pub struct Args {
@@ -34,6 +54,9 @@ pub struct Args {
     /// Which engine decides the cases.
     #[arg(long, value_enum, default_value_t = EngineArg::Reference)]
     pub engine: EngineArg,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = TestFormat::Human)]
+    pub format: TestFormat,
     /// Resource limits (the test file's inventory, its policies, the
     /// compilation).
     #[command(flatten)]
@@ -63,8 +86,16 @@ pub fn run(args: &Args) -> ExitCode {
             porin_ebpf::engine::run(&args.paths, engine)
         }
     };
-    for line in &report.lines {
-        println!("{line}");
+    match args.format {
+        TestFormat::Human => {
+            for line in &report.lines {
+                println!("{line}");
+            }
+        }
+        TestFormat::Junit => {
+            let files = files_with_every_error(&report);
+            print!("{}", junit::write("porin test", &junit_suites(&files)));
+        }
     }
     for note in &report.notes {
         eprintln!("note: {note}");
@@ -72,6 +103,166 @@ pub fn run(args: &Args) -> ExitCode {
     for error in &report.errors {
         eprintln!("error: {error}");
     }
-    println!("{}", report.summary());
+    match args.format {
+        TestFormat::Human => println!("{}", report.summary()),
+        TestFormat::Junit => eprintln!("{}", report.summary()),
+    }
     ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(2))
+}
+
+/// The JUnit suites of test results: one suite per file, named by its path
+/// (and `name:`); one case per case, with `classname` the file path and
+/// `name` the case label (`name (from -> to proto/port)`), both stable
+/// across runs; `file`/`line` point at the case. A failed case is a
+/// `<failure>` with the expected and actual verdicts and the explanation; an
+/// invalid case an `<error>`; the other cases of its file are `<skipped>`. A
+/// file that cannot run at all is one case named `(file)` with an `<error>`.
+pub fn junit_suites(files: &[FileResult]) -> Vec<Suite> {
+    files
+        .iter()
+        .map(|file| {
+            let mut cases: Vec<Case> = file.cases.iter().map(|c| junit_case(file, c)).collect();
+            if cases.is_empty()
+                && let Some(error) = &file.error
+            {
+                cases.push(Case {
+                    classname: file.file.clone(),
+                    name: "(file)".to_owned(),
+                    file: Some(file.file.clone()),
+                    error: Some(Problem {
+                        kind: "invalid test file".to_owned(),
+                        message: first_line(error),
+                        body: error.clone(),
+                    }),
+                    ..Case::default()
+                });
+            }
+            unique_names(&mut cases);
+            Suite {
+                name: match &file.name {
+                    Some(name) => format!("{} ({name})", file.file),
+                    None => file.file.clone(),
+                },
+                time: (file.duration > Duration::ZERO).then_some(file.duration),
+                cases,
+            }
+        })
+        .collect()
+}
+
+fn first_line(text: &str) -> String {
+    text.lines().next().unwrap_or_default().to_owned()
+}
+
+fn junit_case(file: &FileResult, case: &CaseResult) -> Case {
+    let mut out = Case {
+        classname: file.file.clone(),
+        name: case.label.clone(),
+        file: Some(file.file.clone()),
+        line: (case.line > 0).then_some(case.line),
+        // A zero duration means "not measured" (results rebuilt from lines).
+        time: (case.duration > Duration::ZERO).then_some(case.duration),
+        ..Case::default()
+    };
+    match &case.outcome {
+        CaseOutcome::Passed => {
+            if let Some(actual) = &case.actual {
+                out.system_out = Some(format!("verdict: {actual}"));
+            }
+        }
+        CaseOutcome::Failed { explanation } => {
+            let actual = case.actual.as_deref().unwrap_or("none");
+            out.failure = Some(Problem {
+                kind: "verdict mismatch".to_owned(),
+                message: format!("expected {}, got {actual}", case.expected),
+                body: format!(
+                    "expected: {}\nactual: {actual}\nexplanation: {explanation}",
+                    case.expected
+                ),
+            });
+        }
+        CaseOutcome::Error { reason } => {
+            out.error = Some(Problem {
+                kind: "invalid case".to_owned(),
+                message: first_line(reason),
+                body: reason.clone(),
+            });
+        }
+        CaseOutcome::Skipped { reason } => out.skipped = Some(reason.clone()),
+    }
+    out
+}
+
+/// Two cases with the same label (same flow written twice) get ` #2`,
+/// ` #3`... so reporters do not merge them.
+fn unique_names(cases: &mut [Case]) {
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for case in cases {
+        let count = seen.entry(case.name.clone()).or_default();
+        *count += 1;
+        if *count > 1 {
+            case.name = format!("{} #{count}", case.name);
+        }
+    }
+}
+
+/// The per-file results of both engines, plus one `porin test` result per
+/// error that belongs to no file (no test file found, the kernel engine
+/// could not start), so JUnit never hides why nothing ran.
+fn files_with_every_error(report: &TestReport) -> Vec<FileResult> {
+    let mut results = report.files.clone();
+    for error in &report.errors {
+        if !report.files.iter().any(|f| f.error.as_ref() == Some(error)) {
+            results.push(FileResult {
+                file: "porin test".to_owned(),
+                error: Some(error.clone()),
+                ..FileResult::default()
+            });
+        }
+    }
+    results
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_that_belong_to_no_file_become_a_result_of_their_own() {
+        let report = TestReport {
+            files: vec![FileResult {
+                file: "dir/b.yaml".to_owned(),
+                error: Some("dir/b.yaml:3: policies[0] needs exactly one".to_owned()),
+                ..FileResult::default()
+            }],
+            errors: vec![
+                "dir/b.yaml:3: policies[0] needs exactly one".to_owned(),
+                "the kernel engine needs root".to_owned(),
+            ],
+            ..TestReport::default()
+        };
+        let files = files_with_every_error(&report);
+        assert_eq!(files.len(), 2, "{files:?}");
+        assert_eq!(files[1].file, "porin test");
+        assert_eq!(
+            files[1].error.as_deref(),
+            Some("the kernel engine needs root")
+        );
+        let suites = junit_suites(&files);
+        assert_eq!(suites[1].cases[0].name, "(file)");
+    }
+
+    #[test]
+    fn duplicate_labels_are_numbered() {
+        let mut cases = vec![
+            Case {
+                name: "x".to_owned(),
+                ..Case::default()
+            };
+            3
+        ];
+        unique_names(&mut cases);
+        let names: Vec<&str> = cases.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["x", "x #2", "x #3"]);
+    }
 }

@@ -7,6 +7,7 @@
 //! ```yaml
 //! kind: Inventory
 //! cluster: default
+//! allowLocalhost: auto   # or always | policy (Cilium's allow-localhost)
 //! namespaces: {prod: {team: payments}}
 //! endpoints:
 //!   - {name: web, namespace: prod, labels: {app: web}, ports: [{name: http, port: 8080}]}
@@ -24,7 +25,9 @@ use std::net::IpAddr;
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use super::{Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto};
+use super::{
+    AllowLocalhost, Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto,
+};
 use crate::error::InventoryError;
 use crate::limits::{InventoryLimit, InventoryLimits};
 
@@ -286,6 +289,9 @@ pub struct InventoryFields {
     /// Local cluster name.
     #[serde(default)]
     pub cluster: Option<String>,
+    /// The agent's `allow-localhost` option (`auto`, `always`, `policy`).
+    #[serde(default)]
+    pub allow_localhost: Option<AllowLocalhost>,
     /// Namespace labels.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Option<LabelMap>>,
@@ -317,6 +323,9 @@ impl InventoryFields {
     pub fn add_to(&self, inventory: &mut Inventory, file: &str) -> Result<(), InventoryError> {
         if let Some(cluster) = &self.cluster {
             inventory.cluster = cluster.clone();
+        }
+        if let Some(allow_localhost) = self.allow_localhost {
+            inventory.allow_localhost = allow_localhost;
         }
         for (name, labels) in &self.namespaces {
             let entry = inventory.namespaces.entry(name.clone()).or_default();

@@ -13,6 +13,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 use porin_model::diagnostic::render_human_all;
 use porin_model::loader::{LoadOutcome, load_path, load_str};
@@ -108,6 +109,68 @@ pub struct TestReport {
     /// line each: peers porin could not resolve, named ports that yield no
     /// keys, Cilium quirks in effect. They explain surprising verdicts.
     pub notes: Vec<String>,
+    /// The same outcome per file and case, for structured reports (JUnit).
+    /// An engine that does not fill it leaves it empty; `lines` stays the
+    /// reference then.
+    pub files: Vec<FileResult>,
+}
+
+/// The outcome of one test file.
+#[derive(Debug, Clone, Default)]
+pub struct FileResult {
+    /// Display path of the file.
+    pub file: String,
+    /// The file's `name:`, if any.
+    pub name: Option<String>,
+    /// Why the file could not run (read, parse, validation, compile or case
+    /// errors), rendered; its cases are then skipped, or errors.
+    pub error: Option<String>,
+    /// Its cases, in file order.
+    pub cases: Vec<CaseResult>,
+    /// Wall time spent on the file (loading, compiling, every case).
+    pub duration: Duration,
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaseOutcome {
+    /// The verdict was the expected one.
+    Passed,
+    /// The verdict differed; `explanation` says which rule (or missing rule)
+    /// decided.
+    Failed {
+        /// Why the verdict is what it is.
+        explanation: String,
+    },
+    /// The case itself is invalid (unknown peer, bad port, ...).
+    Error {
+        /// The reason, with file:line.
+        reason: String,
+    },
+    /// The case was not run because something else in its file failed.
+    Skipped {
+        /// Why it did not run.
+        reason: String,
+    },
+}
+
+/// One case of a test file and what became of it.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    /// Position in the file's `cases`.
+    pub index: usize,
+    /// Line of the case in the file (1-based; 0 when unknown).
+    pub line: u64,
+    /// Display label: `name (from -> to proto/port)` or `from -> to proto/port`.
+    pub label: String,
+    /// The expected verdict as written.
+    pub expected: String,
+    /// The verdict seen, when the case ran.
+    pub actual: Option<String>,
+    /// The outcome.
+    pub outcome: CaseOutcome,
+    /// Wall time of the evaluation.
+    pub duration: Duration,
 }
 
 impl TestReport {
@@ -329,6 +392,7 @@ pub fn resolve_case(
             ));
         }
     };
+    check_families(&from, &to, proto_number, compiled).map_err(|e| format!("{at}: {e}"))?;
     let icmp = matches!(proto_number, proto::ICMP | proto::ICMPV6);
     let port = if icmp {
         let text = spec
@@ -375,14 +439,131 @@ pub fn resolve_case(
     })
 }
 
+/// The address families a peer can send from or receive on, as
+/// `(IPv4, IPv6)`: an endpoint's are those of its addresses, an IP's its
+/// own, an entity word's both (it stands for any address of its identity).
+fn peer_families(peer: &Peer, compiled: &Compiled) -> (bool, bool) {
+    match peer {
+        Peer::Endpoint(index) => compiled.endpoints.get(*index).map_or((false, false), |e| {
+            (
+                e.ips.iter().any(std::net::IpAddr::is_ipv4),
+                e.ips.iter().any(std::net::IpAddr::is_ipv6),
+            )
+        }),
+        Peer::Address(ip, _) => (ip.is_ipv4(), ip.is_ipv6()),
+        Peer::Reserved(..) => (true, true),
+    }
+}
+
+/// A case must describe a packet that can exist: both ends need an address
+/// family in common, ICMP (IP protocol 1) travels only in IPv4 and ICMPv6
+/// (58) only in IPv6. Deciding an impossible flow would give a verdict the
+/// datapath can never produce (the kernel engine cannot even build the
+/// packet), so such a case is an error of the file, for both engines.
+fn check_families(
+    from: &Peer,
+    to: &Peer,
+    proto_number: u8,
+    compiled: &Compiled,
+) -> Result<(), String> {
+    let (from_v4, from_v6) = peer_families(from, compiled);
+    let (to_v4, to_v6) = peer_families(to, compiled);
+    let (v4, v6) = (from_v4 && to_v4, from_v6 && to_v6);
+    match proto_number {
+        proto::ICMP if !v4 => Err(
+            "ICMP travels only over IPv4 and the two ends have no IPv4 address in common; \
+             use `protocol: ICMPv6` between IPv6 peers"
+                .to_owned(),
+        ),
+        proto::ICMPV6 if !v6 => Err(
+            "ICMPv6 travels only over IPv6 and the two ends have no IPv6 address in common; \
+             use `protocol: ICMP` between IPv4 peers"
+                .to_owned(),
+        ),
+        _ if !v4 && !v6 => Err(
+            "the two ends have no address family in common; no packet can carry this flow"
+                .to_owned(),
+        ),
+        _ => Ok(()),
+    }
+}
+
+/// The label of a case as written, for cases that could not be resolved.
+fn written_label(spec: &CaseSpec) -> String {
+    let what = match (&spec.port, &spec.icmp_type) {
+        (Some(port), _) => format!(
+            " {}/{}",
+            spec.protocol
+                .as_deref()
+                .unwrap_or("TCP")
+                .to_ascii_uppercase(),
+            port.0
+        ),
+        (None, Some(icmp)) => format!(
+            " {} type {}",
+            spec.protocol
+                .as_deref()
+                .unwrap_or("ICMP")
+                .to_ascii_uppercase(),
+            icmp.0
+        ),
+        (None, None) => String::new(),
+    };
+    match &spec.name {
+        Some(name) => format!("{name} ({} -> {}{what})", spec.from.0, spec.to.0),
+        None => format!("{} -> {}{what}", spec.from.0, spec.to.0),
+    }
+}
+
+/// Every case of a file that could not run, as skipped (or, for the one at
+/// fault, as an error). Engines other than the reference (porin-ebpf's
+/// kernel engine) report their files the same way.
+pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
+    spec.cases
+        .iter()
+        .enumerate()
+        .map(|(index, case)| CaseResult {
+            index,
+            line: case.referenced.line(),
+            label: written_label(&case.value),
+            expected: case.value.expect.clone(),
+            actual: None,
+            outcome: if at_fault == Some(index) {
+                CaseOutcome::Error {
+                    reason: reason.to_owned(),
+                }
+            } else {
+                CaseOutcome::Skipped {
+                    reason: format!("not run: {reason}"),
+                }
+            },
+            duration: Duration::ZERO,
+        })
+        .collect()
+}
+
 fn run_file(path: &Path, limits: &Limits, report: &mut TestReport) {
+    let started = Instant::now();
+    let mut result = FileResult {
+        file: path.display().to_string(),
+        ..FileResult::default()
+    };
+    run_file_into(path, limits, report, &mut result);
+    result.duration = started.elapsed();
+    report.files.push(result);
+}
+
+fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: &mut FileResult) {
     let prepared = match prepare_with_limits(path, limits) {
         Ok(p) => p,
         Err(error) => {
+            result.error = Some(error.clone());
             report.errors.push(error);
             return;
         }
     };
+    result.file.clone_from(&prepared.file);
+    result.name.clone_from(&prepared.spec.name);
     let mut findings: Vec<&porin_model::diagnostic::Diagnostic> =
         prepared.compiled.diagnostics.iter().collect();
     for endpoint in &prepared.compiled.endpoints {
@@ -412,33 +593,57 @@ fn run_file(path: &Path, limits: &Limits, report: &mut TestReport) {
         match resolve_case(&prepared.file, index, case, &prepared.compiled) {
             Ok(case) => resolved.push(case),
             Err(error) => {
+                result.cases = unrun_cases(&prepared.spec, Some(index), &error);
+                result.error = Some(error.clone());
                 report.errors.push(error);
                 return;
             }
         }
     }
-    for case in resolved {
+    for (index, case) in resolved.into_iter().enumerate() {
+        let started = Instant::now();
         let evaluation = evaluate(&prepared.compiled, &case.flow);
-        let mut line = String::new();
-        if evaluation.verdict == case.expect {
-            report.passed += 1;
-            let _ = write!(
-                line,
-                "PASS {}: {} => {}",
-                prepared.file, case.label, evaluation.verdict
-            );
+        let passed = evaluation.verdict == case.expect;
+        let outcome = if passed {
+            CaseOutcome::Passed
         } else {
-            report.failed += 1;
-            let _ = write!(
-                line,
-                "FAIL {}: {} => {} (expected {}): {}",
-                prepared.file,
-                case.label,
-                evaluation.verdict,
-                case.expect,
-                explain(&prepared.compiled, &evaluation)
-            );
+            CaseOutcome::Failed {
+                explanation: explain(&prepared.compiled, &evaluation),
+            }
+        };
+        let duration = started.elapsed();
+        let mut line = String::new();
+        match &outcome {
+            CaseOutcome::Failed { explanation } => {
+                report.failed += 1;
+                let _ = write!(
+                    line,
+                    "FAIL {}: {} => {} (expected {}): {explanation}",
+                    prepared.file, case.label, evaluation.verdict, case.expect,
+                );
+            }
+            _ => {
+                report.passed += 1;
+                let _ = write!(
+                    line,
+                    "PASS {}: {} => {}",
+                    prepared.file, case.label, evaluation.verdict
+                );
+            }
         }
         report.lines.push(line);
+        result.cases.push(CaseResult {
+            index,
+            line: prepared
+                .spec
+                .cases
+                .get(index)
+                .map_or(0, |c| c.referenced.line()),
+            label: case.label,
+            expected: case.expect.to_string(),
+            actual: Some(evaluation.verdict.to_string()),
+            outcome,
+            duration,
+        });
     }
 }

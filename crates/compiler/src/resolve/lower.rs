@@ -26,7 +26,7 @@ use super::codes;
 use super::rule::{
     AuthMode, L7, L7Parser, PolicyRule, PortRef, PortSpec, icmp_type, parse_port_number, proto,
 };
-use crate::inventory::Inventory;
+use crate::inventory::{AllowLocalhost, Inventory};
 use crate::labels::{
     CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_ANY, SOURCE_K8S,
     SOURCE_RESERVED, canonical_prefix, host_prefix,
@@ -142,12 +142,22 @@ pub struct Lowered {
     pub diagnostics: Vec<Diagnostic>,
     /// Log cookie numbers by `log.value`.
     pub cookies: BTreeMap<String, u32>,
+    /// Origin id of the synthetic host allow (`allow-localhost-ingress`,
+    /// see [`crate::inventory::AllowLocalhost`]); none when the inventory
+    /// says `allowLocalhost: policy`. It comes after the policies' origins
+    /// so their ids do not depend on the option.
+    pub localhost_origin: Option<u32>,
 }
 
 /// Origin ids of the synthetic allow-all rules (§3.3): always 0 and 1.
 pub const ORIGIN_ALLOW_ANY_INGRESS: u32 = 0;
 /// See [`ORIGIN_ALLOW_ANY_INGRESS`].
 pub const ORIGIN_ALLOW_ANY_EGRESS: u32 = 1;
+
+/// Name of the synthetic origin of the host allow: Cilium's label
+/// `reserved:io.cilium.policy.derived-from=allow-localhost-ingress`
+/// (`LabelAllowLocalHostIngress`, `pkg/policy/mapstate.go`).
+pub const LOCALHOST_ORIGIN_NAME: &str = "allow-localhost-ingress";
 
 struct Ctx<'a> {
     inventory: &'a Inventory,
@@ -222,6 +232,24 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
                 }
             }
         }
+    }
+    if inventory.allow_localhost != AllowLocalhost::Policy {
+        let id = u32::try_from(ctx.out.origins.len()).unwrap_or(u32::MAX);
+        ctx.out.origins.push(Origin {
+            id,
+            kind: "Synthetic".to_owned(),
+            namespace: None,
+            name: LOCALHOST_ORIGIN_NAME.to_owned(),
+            section: Direction::Ingress.to_string(),
+            index: 0,
+            direction: Direction::Ingress.to_string(),
+            deny: false,
+            route: String::new(),
+            file: String::new(),
+            document: 0,
+            line: 0,
+        });
+        ctx.out.localhost_origin = Some(id);
     }
     ctx.out
 }

@@ -18,9 +18,10 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 use super::codes;
 use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
-use crate::identities::IdentityTable;
+use crate::identities::{IdentityTable, endpoint_identity_labels};
 use crate::identity::Identity;
-use crate::inventory::{Endpoint, Inventory, NamedPort};
+use crate::inventory::{AllowLocalhost, Endpoint, Inventory, NamedPort};
+use crate::labels::{POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED};
 use crate::mapstate::{
     AuthRequirement, AuthType, Direction, Entry, Key, ListenerPriority, MapState, PolicyFeatures,
     Priority,
@@ -33,6 +34,9 @@ use crate::selector::Selector;
 /// of its redirecting filters: 10000, 10001, ... (Cilium allocates proxy
 /// ports at runtime; porin only needs them stable and distinct).
 pub const PROXY_PORT_BASE: u16 = 10_000;
+
+/// Key of the host's reserved label (`reserved:host`).
+const HOST_LABEL_KEY: &str = "host";
 
 /// Interned selector id.
 pub type SelectorId = usize;
@@ -253,6 +257,7 @@ pub struct Resolver<'a> {
     rules_by_identity: BTreeMap<u32, Vec<usize>>,
     peer_ids: Vec<Option<Vec<SelectorId>>>,
     cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
+    localhost_origin: Option<u32>,
 }
 
 impl<'a> Resolver<'a> {
@@ -315,6 +320,61 @@ impl<'a> Resolver<'a> {
             rules_by_identity,
             peer_ids,
             cluster_ports,
+            localhost_origin: None,
+        }
+    }
+
+    /// Names the origin the host allow entries carry
+    /// ([`super::lower::Lowered::localhost_origin`]), so explanations can
+    /// say why the host is allowed. Without it the entries carry no origin.
+    #[must_use]
+    pub fn with_localhost_origin(mut self, origin: Option<u32>) -> Self {
+        self.localhost_origin = origin;
+        self
+    }
+
+    /// Whether the agent inserts the host allow for this endpoint
+    /// (`determineAllowLocalhostIngress`, `pkg/policy/mapstate.go`, called
+    /// by `DistillPolicy` in `pkg/policy/resolve.go` unless the endpoint is
+    /// the host endpoint), given the inventory's `allowLocalhost`.
+    ///
+    /// `auto` follows `daemon/cmd/daemon.go`: an agent in Kubernetes mode
+    /// turns it into `always`. porin decides Kubernetes mode per identity,
+    /// so endpoints that share an identity share their map state: an
+    /// identity with a pod namespace label is a Kubernetes endpoint; an
+    /// endpoint with reserved labels only (health, ingress, init) belongs
+    /// to the agent of the inventory's pods, so it is in Kubernetes mode
+    /// when any endpoint of the inventory has a namespace; anything else
+    /// (microVMs, workloads outside Kubernetes) keeps `auto` = no host
+    /// allow.
+    pub fn allows_localhost(&self, endpoint: &Endpoint) -> bool {
+        let labels = endpoint_identity_labels(endpoint, self.inventory);
+        let is_host = endpoint.identity == Some(Identity::HOST.get())
+            || labels
+                .get(HOST_LABEL_KEY)
+                .is_some_and(|l| l.source == SOURCE_RESERVED);
+        if is_host {
+            return false;
+        }
+        match self.inventory.allow_localhost {
+            AllowLocalhost::Always => true,
+            AllowLocalhost::Policy => false,
+            AllowLocalhost::Auto => {
+                if labels
+                    .get(POD_NAMESPACE_LABEL)
+                    .is_some_and(|l| l.source == SOURCE_K8S)
+                {
+                    return true;
+                }
+                let reserved_only =
+                    !labels.is_empty() && labels.iter().all(|l| l.source == SOURCE_RESERVED);
+                reserved_only
+                    && self
+                        .inventory
+                        .endpoints
+                        .iter()
+                        .any(|e| e.namespace.is_some())
+            }
         }
     }
 
@@ -638,6 +698,27 @@ impl<'a> Resolver<'a> {
                         }
                     }
                 }
+            }
+        }
+        if self.allows_localhost(endpoint) {
+            // determineAllowLocalhostIngress, after every policy entry and
+            // whether or not ingress is enforced: an L3-only ingress allow
+            // for the host at priority 0 (`newAllowEntryWithLabels`,
+            // precedence 0xFFFFFF01, no proxy, no auth), inserted like any
+            // other entry, so a covering deny for the host still wins and a
+            // narrower host deny or redirect stays in place.
+            let mut entry = Entry::allow();
+            if let Some(origin) = self.localhost_origin {
+                entry = entry.with_origin(origin);
+            }
+            let features = policy.direction(Direction::Ingress).features();
+            let key = Key::for_direction(Direction::Ingress).with_identity(Identity::HOST);
+            if let Err(error) = state.insert_with_features(key, entry, features) {
+                diagnostics.push(Diagnostic::new(
+                    codes::MERGE_CONFLICT,
+                    Severity::Error,
+                    format!("{error}"),
+                ));
             }
         }
         (state, diagnostics)

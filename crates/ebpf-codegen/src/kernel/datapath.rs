@@ -7,6 +7,9 @@
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
+use porin_compiler::diff::MapChange;
+
+use super::apply::{DirectWrites, MapWriter, apply_changes, fill_map};
 use super::error::KernelError;
 use super::loader::LoadedObject;
 use super::map::Map;
@@ -334,14 +337,32 @@ impl Datapath {
 
     /// Step 1 of the atomic replacement: clears the inactive policy map and writes `entries`
     /// (12-byte key, 12-byte value each) into it. Returns the slot written. The programs keep
-    /// reading the active slot meanwhile.
+    /// reading the active slot meanwhile. Waits until [`RETIRE_GRACE`] has passed since the last
+    /// flip, because program runs that started before it may still read the retired map.
+    ///
+    /// On error nothing is activated; when a write fails (e.g. `ENOSPC` from a policy map too
+    /// small for `entries`) the error is [`KernelError::PolicyWrite`], naming the map, the
+    /// entry index, the entry count and the errno. The inactive slot then holds a partial
+    /// policy that is never enforced: the next write clears it first.
     pub fn write_inactive_policy(
         &self,
         entries: &[([u8; 12], [u8; 12])],
     ) -> Result<PolicySlot, KernelError> {
-        let slot = self.active_slot()?.other();
-        let map = self.map(slot.map_name())?;
-        // Wait out the grace period of the last flip before touching the retired map.
+        self.write_inactive_policy_with(entries, &mut DirectWrites)
+    }
+
+    /// [`Datapath::write_inactive_policy`] with every entry write going through `writer`.
+    pub fn write_inactive_policy_with<W: MapWriter>(
+        &self,
+        entries: &[([u8; 12], [u8; 12])],
+        writer: &mut W,
+    ) -> Result<PolicySlot, KernelError> {
+        self.wait_out_retire_grace();
+        self.fill_inactive_slot(entries, writer)
+    }
+
+    /// Sleeps until [`RETIRE_GRACE`] has passed since the last flip.
+    fn wait_out_retire_grace(&self) {
         let last_flip = *self
             .last_flip
             .lock()
@@ -353,10 +374,18 @@ impl Datapath {
                 std::thread::sleep(ready - now);
             }
         }
+    }
+
+    /// Clears the inactive slot and fills it; no grace period.
+    fn fill_inactive_slot<W: MapWriter>(
+        &self,
+        entries: &[([u8; 12], [u8; 12])],
+        writer: &mut W,
+    ) -> Result<PolicySlot, KernelError> {
+        let slot = self.active_slot()?.other();
+        let map = self.map(slot.map_name())?;
         map.clear()?;
-        for (key, value) in entries {
-            map.update(key, value)?;
-        }
+        fill_map(map, entries, writer)?;
         Ok(slot)
     }
 
@@ -371,14 +400,62 @@ impl Datapath {
     }
 
     /// Replaces the whole policy atomically (write the inactive slot, then flip). Returns the
-    /// new active slot.
+    /// new active slot. On error the previously active slot stays active (see
+    /// [`Datapath::write_inactive_policy`]).
     pub fn install_policy(
         &self,
         entries: &[([u8; 12], [u8; 12])],
     ) -> Result<PolicySlot, KernelError> {
-        let slot = self.write_inactive_policy(entries)?;
+        self.install_policy_with(entries, &mut DirectWrites)
+    }
+
+    /// [`Datapath::install_policy`] with every entry write going through `writer`.
+    pub fn install_policy_with<W: MapWriter>(
+        &self,
+        entries: &[([u8; 12], [u8; 12])],
+        writer: &mut W,
+    ) -> Result<PolicySlot, KernelError> {
+        let slot = self.write_inactive_policy_with(entries, writer)?;
         self.activate(slot)?;
         Ok(slot)
+    }
+
+    /// [`Datapath::install_policy`] without waiting for [`RETIRE_GRACE`] before rewriting the
+    /// retired slot.
+    ///
+    /// Only safe when no program run can still be reading the retired map: the programs are
+    /// attached nowhere and every run is a synchronous `BPF_PROG_TEST_RUN` issued by the caller,
+    /// which has returned. That is the situation of porin's test engines, which switch policies
+    /// many times a second; an agent whose programs are attached to interfaces must use
+    /// [`Datapath::install_policy`].
+    pub fn install_policy_unattached(
+        &self,
+        entries: &[([u8; 12], [u8; 12])],
+    ) -> Result<PolicySlot, KernelError> {
+        let slot = self.fill_inactive_slot(entries, &mut DirectWrites)?;
+        self.activate(slot)?;
+        Ok(slot)
+    }
+
+    /// Applies a policy difference (the hole-free write list of
+    /// `porin_compiler::diff::policy_diff`, which the C ABI exposes as
+    /// `porin_compilation_policy_diff`) to the **active** policy map in place, without a flip.
+    /// When a write fails, the writes before it are undone in reverse order and the error is
+    /// [`KernelError::DiffRolledBack`]: the map holds exactly its previous entries (see
+    /// [`apply_changes`] for why the undo cannot run out of map space).
+    pub fn apply_policy_diff(&self, changes: &[MapChange]) -> Result<(), KernelError> {
+        self.apply_policy_diff_with(changes, &mut DirectWrites)
+    }
+
+    /// [`Datapath::apply_policy_diff`] with every write (forward and undo) going through
+    /// `writer`.
+    pub fn apply_policy_diff_with<W: MapWriter>(
+        &self,
+        changes: &[MapChange],
+        writer: &mut W,
+    ) -> Result<(), KernelError> {
+        let map = self.map(self.active_slot()?.map_name())?;
+        apply_changes(map, changes, writer)
     }
 
     /// The entries of one policy slot, sorted by key bytes.

@@ -145,6 +145,64 @@ pub enum KernelError {
     /// A datapath map holds something that contradicts `DATAPATH.md`.
     #[error("datapath contract violated: {0}")]
     Contract(String),
+    /// Filling the inactive policy slot failed part-way (step 1 of the A/B replacement,
+    /// DATAPATH.md §2.3). The slot was never activated: the enforced policy is unchanged.
+    #[error(
+        "writing policy entry {index} of {count} into the inactive map `{map}` failed, so it \
+         was not activated and the previously enforced policy stays in force: {source}"
+    )]
+    PolicyWrite {
+        /// The inactive policy map.
+        map: String,
+        /// The 0-based index of the entry whose write failed (`index` entries were written).
+        index: usize,
+        /// The number of entries of the new policy.
+        count: usize,
+        /// The failed write (with its errno).
+        #[source]
+        source: Box<KernelError>,
+    },
+    /// A write of an in-place difference failed; the writes before it were undone in reverse
+    /// order, so the live map holds exactly the entries it held before.
+    #[error(
+        "write {index} of {count} of the policy difference to the live map `{map}` failed; \
+         the {index} write(s) before it were rolled back and the map holds the previous \
+         policy: {source}"
+    )]
+    DiffRolledBack {
+        /// The live policy map.
+        map: String,
+        /// The 0-based index of the failed write.
+        index: usize,
+        /// The number of writes of the difference.
+        count: usize,
+        /// The failed write (with its errno).
+        #[source]
+        source: Box<KernelError>,
+    },
+    /// A write of an in-place difference failed and undoing the writes before it failed too:
+    /// the live map is in neither the old nor the new state. The agent must replace the
+    /// whole policy (e.g. through the A/B switch) before trusting the map again.
+    #[error(
+        "write {index} of {count} of the policy difference to the live map `{map}` failed \
+         ({source}), and rolling back failed at undo step {undo_index} (reverting write \
+         {undo_index}): {rollback}; the map holds a mix of the old and new policy"
+    )]
+    RollbackFailed {
+        /// The live policy map.
+        map: String,
+        /// The 0-based index of the failed write.
+        index: usize,
+        /// The number of writes of the difference.
+        count: usize,
+        /// The failed write.
+        #[source]
+        source: Box<KernelError>,
+        /// The index of the write whose undo failed.
+        undo_index: usize,
+        /// The failed undo write.
+        rollback: Box<KernelError>,
+    },
 }
 
 impl KernelError {
@@ -154,6 +212,9 @@ impl KernelError {
             Self::Syscall { source, .. }
             | Self::VerifierRejected { source, .. }
             | Self::BtfRejected { source, .. } => source.raw_os_error(),
+            Self::PolicyWrite { source, .. }
+            | Self::DiffRolledBack { source, .. }
+            | Self::RollbackFailed { source, .. } => source.errno(),
             _ => None,
         }
     }

@@ -57,6 +57,7 @@
 //! the machines porin targets). Nothing panics; every failure is a [`KernelError`] that names the
 //! `bpf(2)` command, the object and the errno.
 
+pub mod apply;
 mod btf;
 pub mod datapath;
 mod error;
@@ -65,6 +66,7 @@ mod map;
 mod program;
 pub mod sys;
 
+pub use apply::{DirectWrites, MapWriter};
 pub use btf::MapDefinition;
 pub use datapath::{
     Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,
