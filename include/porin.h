@@ -128,6 +128,13 @@ enum porin_result
    */
   PORIN_RESULT_UNKNOWN_PEER = 202,
   /*
+   A resource limit was exceeded (rules, identities, map entries,
+   inventory size, ...); `porin_session_last_error` names the limit,
+   the amount needed, the limit, and the `porin_limit` that raises it
+   (`porin_session_set_limit`). Nothing was produced.
+   */
+  PORIN_RESULT_LIMIT_EXCEEDED = 203,
+  /*
    The eBPF object could not be generated.
    */
   PORIN_RESULT_EMIT_FAILED = 300,
@@ -224,6 +231,127 @@ enum porin_severity
 typedef enum porin_severity porin_severity;
 #else
 typedef uint32_t porin_severity;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/*
+ A resource limit of a session. Numbers are fixed forever and grouped:
+ 1-99 loading policy documents, 100-199 reading inventory, 200-299
+ compiling. Defaults and meaning: SECURITY.md, "Limits"; each is the
+ CLI flag named in its description.
+ */
+enum porin_limit
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /*
+   Largest policy document text or file, in bytes (`--max-file-bytes`).
+   */
+  PORIN_LIMIT_POLICY_FILE_BYTES = 1,
+  /*
+   Most policy files read from a directory (`--max-files`).
+   */
+  PORIN_LIMIT_POLICY_FILES = 2,
+  /*
+   Most YAML documents in one policy text (`--max-documents`).
+   */
+  PORIN_LIMIT_POLICY_DOCUMENTS = 3,
+  /*
+   Deepest YAML nesting of a policy text, aliases included, at most
+   512 (`--max-depth`).
+   */
+  PORIN_LIMIT_POLICY_DEPTH = 4,
+  /*
+   Most YAML nodes of one policy text, counting alias expansions
+   (`--max-yaml-nodes`).
+   */
+  PORIN_LIMIT_POLICY_YAML_NODES = 5,
+  /*
+   Most scalar bytes of one policy text, counting alias copies
+   (`--max-scalar-bytes`).
+   */
+  PORIN_LIMIT_POLICY_SCALAR_BYTES = 6,
+  /*
+   Most findings recorded per policy text (`--max-diagnostics-per-file`).
+   */
+  PORIN_LIMIT_POLICY_DIAGNOSTICS_PER_FILE = 7,
+  /*
+   Most bytes of all the policy texts and files of a session together
+   (until `porin_session_clear_policies`) (`--max-total-bytes`).
+   */
+  PORIN_LIMIT_POLICY_TOTAL_BYTES = 8,
+  /*
+   Largest inventory text or file, in bytes (`--max-inventory-file-bytes`).
+   */
+  PORIN_LIMIT_INVENTORY_FILE_BYTES = 100,
+  /*
+   Most inventory files read from a directory (`--max-inventory-files`).
+   */
+  PORIN_LIMIT_INVENTORY_FILES = 101,
+  /*
+   Most YAML documents in one inventory text (`--max-inventory-documents`).
+   */
+  PORIN_LIMIT_INVENTORY_DOCUMENTS = 102,
+  /*
+   Deepest YAML nesting of an inventory text (`--max-inventory-depth`).
+   */
+  PORIN_LIMIT_INVENTORY_DEPTH = 103,
+  /*
+   Most YAML nodes of one inventory text (`--max-inventory-nodes`).
+   */
+  PORIN_LIMIT_INVENTORY_NODES = 104,
+  /*
+   Most YAML events aliases replay in one inventory text
+   (`--max-inventory-alias-expansions`).
+   */
+  PORIN_LIMIT_INVENTORY_ALIAS_EXPANSIONS = 105,
+  /*
+   Most endpoints, when inventory is read and when compiling
+   (`--max-endpoints`).
+   */
+  PORIN_LIMIT_ENDPOINTS = 200,
+  /*
+   Most policy rules after lowering (`--max-rules`).
+   */
+  PORIN_LIMIT_RULES = 201,
+  /*
+   Most peer selectors summed over all rules (`--max-peer-selectors`).
+   */
+  PORIN_LIMIT_PEER_SELECTORS = 202,
+  /*
+   Most distinct CIDR prefixes named by policies (`--max-cidr-prefixes`).
+   */
+  PORIN_LIMIT_CIDR_PREFIXES = 203,
+  /*
+   Most identities (`--max-identities`).
+   */
+  PORIN_LIMIT_IDENTITIES = 204,
+  /*
+   Most selector evaluations, distinct selectors × identities
+   (`--max-selector-evaluations`).
+   */
+  PORIN_LIMIT_SELECTOR_EVALUATIONS = 205,
+  /*
+   Most policy-map key insertions for one endpoint, an upper bound
+   checked before its map state is built (`--max-insertions-per-endpoint`).
+   */
+  PORIN_LIMIT_INSERTIONS_PER_ENDPOINT = 206,
+  /*
+   Most policy-map entries of one endpoint (`--max-entries-per-endpoint`).
+   */
+  PORIN_LIMIT_ENTRIES_PER_ENDPOINT = 207,
+  /*
+   Most policy-map entries of all distinct map states together
+   (`--max-total-entries`).
+   */
+  PORIN_LIMIT_TOTAL_ENTRIES = 208,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum porin_limit porin_limit;
+#else
+typedef uint32_t porin_limit;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
@@ -396,7 +524,7 @@ typedef struct {
 /*
  Every code, for tests and the C suite's table.
  */
-#define porin_result_ALL { porin_result_Ok, porin_result_NullParameter, porin_result_InvalidParameter, porin_result_InvalidUtf8, porin_result_BufferTooSmall, porin_result_NotFound, porin_result_InvalidHandle, porin_result_Io, porin_result_Panic, porin_result_AlreadyExists, porin_result_PolicyInvalid, porin_result_PolicyTooLarge, porin_result_InventoryInvalid, porin_result_CompileFailed, porin_result_UnknownPeer, porin_result_EmitFailed, }
+#define porin_result_ALL { porin_result_Ok, porin_result_NullParameter, porin_result_InvalidParameter, porin_result_InvalidUtf8, porin_result_BufferTooSmall, porin_result_NotFound, porin_result_InvalidHandle, porin_result_Io, porin_result_Panic, porin_result_AlreadyExists, porin_result_PolicyInvalid, porin_result_PolicyTooLarge, porin_result_InventoryInvalid, porin_result_CompileFailed, porin_result_UnknownPeer, porin_result_LimitExceeded, porin_result_EmitFailed, }
 
 #ifdef __cplusplus
 extern "C" {
@@ -594,6 +722,38 @@ porin_result porin_diagnostics_render(const porin_diagnostics *diagnostics,
 void porin_diagnostics_free(porin_diagnostics *diagnostics);
 
 /*
+ Sets one resource limit of a session for the calls that follow.
+
+ - `which`: a `porin_limit` value (any other number gives
+   INVALID_PARAMETER, the session unchanged).
+ - `value`: the new limit; every number is valid: 0 refuses any input
+   that has one such item, `UINT64_MAX` is no limit.
+
+ Load and inventory limits apply to the texts and files added after the
+ call (what was added before is not re-read); compile limits (and
+ `PORIN_LIMIT_ENDPOINTS`, which also bounds inventory reads) apply to the
+ next `porin_session_compile`, which fails with LIMIT_EXCEEDED when one
+ is exceeded. Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`),
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_set_limit(porin_session *session,
+                                     uint32_t which,
+                                     uint64_t value);
+
+/*
+ Writes the current value of one limit of a session to `*out_value`.
+
+ - `which`: a `porin_limit` value (any other number gives
+   INVALID_PARAMETER).
+
+ Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`, `out_value`),
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_get_limit(const porin_session *session,
+                                     uint32_t which,
+                                     uint64_t *out_value);
+
+/*
  Writes the message of `code` into `buf` as a NUL-terminated UTF-8
  string and its length without the NUL into `*out_n`.
 
@@ -631,8 +791,11 @@ void porin_session_free(porin_session *session);
  - `name`, `name_len`: display name used in diagnostics (UTF-8).
  - `data`, `len`: the text (UTF-8); copied, the caller keeps ownership.
 
- Findings (including errors) are reported by `porin_session_compile`.
- Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+ Findings (including errors, and a text over
+ `PORIN_LIMIT_POLICY_FILE_BYTES`: PM002) are reported by
+ `porin_session_compile`. Returns OK, NULL_PARAMETER, INVALID_UTF8,
+ POLICY_TOO_LARGE (the session's texts would exceed
+ `PORIN_LIMIT_POLICY_TOTAL_BYTES`; nothing added), INVALID_HANDLE, PANIC.
  */
 porin_result porin_session_add_policy_bytes(porin_session *session,
                                             const char *name,
@@ -664,8 +827,9 @@ porin_result porin_session_add_policy_path(porin_session *session,
  manifests, or a `cilium-dbg identity/endpoint list -o json` dump.
 
  Returns OK, NULL_PARAMETER, INVALID_UTF8, INVENTORY_INVALID (message in
- `porin_session_last_error`; the session is unchanged), INVALID_HANDLE,
- PANIC.
+ `porin_session_last_error`; the session is unchanged), LIMIT_EXCEEDED
+ (an inventory limit, see `porin_session_set_limit`; the session is
+ unchanged), INVALID_HANDLE, PANIC.
  */
 porin_result porin_session_add_inventory_bytes(porin_session *session,
                                                const char *name,
@@ -677,7 +841,8 @@ porin_result porin_session_add_inventory_bytes(porin_session *session,
  Adds inventory content from a file or a directory (read now).
 
  Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER, IO,
- INVENTORY_INVALID, INVALID_HANDLE, PANIC.
+ INVENTORY_INVALID, LIMIT_EXCEEDED (the session is unchanged),
+ INVALID_HANDLE, PANIC.
  */
 porin_result porin_session_add_inventory_path(porin_session *session,
                                               const char *path,
@@ -749,8 +914,11 @@ porin_result porin_session_endpoint_set_labels(porin_session *session,
    OK or POLICY_INVALID: that is the one output written on failure,
    since it explains the failure.
 
- Returns OK, POLICY_INVALID (a document has an error), INVENTORY_INVALID,
- COMPILE_FAILED, EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
+ Returns OK, POLICY_INVALID (a document has an error, including a load
+ limit exceeded: PM002 in the diagnostics), INVENTORY_INVALID,
+ LIMIT_EXCEEDED (a compile limit, see `porin_session_set_limit`; the
+ previous compilations stay valid and unchanged), COMPILE_FAILED,
+ EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
  PANIC. Messages of failures: `porin_session_last_error`.
  */
 porin_result porin_session_compile(porin_session *session,

@@ -6,7 +6,7 @@
 //! contents to load, flow decisions, and hole-free map differences.
 //!
 //! Contents: [`result`] (result codes and messages), [`session`] (policies,
-//! inventory, compile), [`compilation`] (object bytes, map entries,
+//! inventory, compile), [`limits`] (the session's resource limits), [`compilation`] (object bytes, map entries,
 //! decisions, differences), [`diagnostics`] (findings).
 //!
 //! ## Should I use this crate?
@@ -34,7 +34,8 @@
 //! ## Threat and trust
 //!
 //! Policy and inventory input may be untrusted CI input: it is bounded by
-//! the model's load limits and never panics through the boundary. Pointers
+//! the session's limits (load, inventory and compile limits, settable with
+//! `porin_session_set_limit`) and never panics through the boundary. Pointers
 //! are trusted to be what their length says (C cannot check that).
 //!
 //! ```
@@ -57,6 +58,7 @@
 pub mod compilation;
 pub mod diagnostics;
 mod ffi;
+pub mod limits;
 pub mod result;
 pub mod session;
 

@@ -45,13 +45,18 @@ pub enum porin_result {
     CompileFailed = 201,
     /// A flow peer is not an endpoint, an address or an entity.
     UnknownPeer = 202,
+    /// A resource limit was exceeded (rules, identities, map entries,
+    /// inventory size, ...); `porin_session_last_error` names the limit,
+    /// the amount needed, the limit, and the `porin_limit` that raises it
+    /// (`porin_session_set_limit`). Nothing was produced.
+    LimitExceeded = 203,
     /// The eBPF object could not be generated.
     EmitFailed = 300,
 }
 
 impl porin_result {
     /// Every code, for tests and the C suite's table.
-    pub const ALL: [porin_result; 16] = [
+    pub const ALL: [porin_result; 17] = [
         Self::Ok,
         Self::NullParameter,
         Self::InvalidParameter,
@@ -67,6 +72,7 @@ impl porin_result {
         Self::InventoryInvalid,
         Self::CompileFailed,
         Self::UnknownPeer,
+        Self::LimitExceeded,
         Self::EmitFailed,
     ];
 
@@ -93,6 +99,7 @@ impl porin_result {
             Self::InventoryInvalid => "the inventory is invalid",
             Self::CompileFailed => "compilation failed",
             Self::UnknownPeer => "unknown flow peer (not an endpoint, address or entity)",
+            Self::LimitExceeded => "a resource limit was exceeded (see porin_session_set_limit)",
             Self::EmitFailed => "the eBPF object could not be generated",
         }
     }

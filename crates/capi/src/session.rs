@@ -5,9 +5,9 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::session::{IncrementalCompiler, IncrementalStats, pin_identities};
-use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
 
 use crate::compilation::{Compilation, porin_compilation};
@@ -16,6 +16,7 @@ use crate::ffi::{
     array, boundary, boundary_value, bytes, free_handle, handle_mut, handle_ref, into_handle,
     out_ptr, string, write_out,
 };
+use crate::limits::{compile_error, inventory_error};
 use crate::result::porin_result;
 
 /// A string argument: `len` bytes of UTF-8 at `ptr` (no terminator
@@ -62,6 +63,9 @@ pub(crate) struct Session {
     compiler: IncrementalCompiler,
     stats: IncrementalStats,
     last_error: String,
+    limits: Limits,
+    /// Policy bytes added since the last clear (`max_total_bytes`).
+    policy_bytes: u64,
 }
 
 fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin_result> {
@@ -70,6 +74,28 @@ fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin
 
 fn session_ref<'a>(session: *const porin_session) -> Result<&'a Session, porin_result> {
     handle_ref(session.cast::<Session>())
+}
+
+/// The limits of a live session.
+pub(crate) fn session_limits<'a>(
+    session: *const porin_session,
+) -> Result<&'a Limits, porin_result> {
+    session_ref(session).map(|state| &state.limits)
+}
+
+/// Runs a session call that edits its limits (kept for the next calls,
+/// the compile limits handed to the incremental compiler).
+pub(crate) fn with_session_limits(
+    session: *mut porin_session,
+    body: impl FnOnce(&mut Limits) -> Result<(), (porin_result, String)>,
+) -> porin_result {
+    with_session(session, |state| {
+        let mut limits = state.limits.clone();
+        body(&mut limits)?;
+        state.compiler.set_limits(limits.compile.clone());
+        state.limits = limits;
+        Ok(())
+    })
 }
 
 /// Runs a session call; on failure the message is kept for
@@ -105,9 +131,30 @@ fn merge(into: &mut LoadOutcome, other: LoadOutcome) {
     into.trees.extend(other.trees);
 }
 
+/// The policy texts of a session add up to more than `max_total_bytes`.
+fn total_too_large(name: &str, total: u64, limits: &Limits) -> (porin_result, String) {
+    (
+        porin_result::PolicyTooLarge,
+        format!(
+            "`{name}`: the session's policy texts would add up to {total} bytes; the limit is {} bytes (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_TOTAL_BYTES)",
+            limits.load.max_total_bytes
+        ),
+    )
+}
+
 fn load_error(error: &LoadError) -> (porin_result, String) {
     match error {
         LoadError::Io { .. } => (porin_result::Io, error.to_string()),
+        LoadError::TooManyFiles { .. } => (
+            porin_result::PolicyTooLarge,
+            format!("{error} (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_FILES)"),
+        ),
+        LoadError::TooMuchInput { .. } => (
+            porin_result::PolicyTooLarge,
+            format!(
+                "{error}, counting what the session holds (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_TOTAL_BYTES)"
+            ),
+        ),
         _ => (porin_result::PolicyTooLarge, error.to_string()),
     }
 }
@@ -139,6 +186,8 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             compiler: IncrementalCompiler::new(),
             stats: IncrementalStats::default(),
             last_error: String::new(),
+            limits: Limits::default(),
+            policy_bytes: 0,
         };
         write_out(out, into_handle(session).cast::<porin_session>());
         Ok(())
@@ -157,8 +206,11 @@ pub extern "C" fn porin_session_free(session: *mut porin_session) {
 /// - `name`, `name_len`: display name used in diagnostics (UTF-8).
 /// - `data`, `len`: the text (UTF-8); copied, the caller keeps ownership.
 ///
-/// Findings (including errors) are reported by `porin_session_compile`.
-/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+/// Findings (including errors, and a text over
+/// `PORIN_LIMIT_POLICY_FILE_BYTES`: PM002) are reported by
+/// `porin_session_compile`. Returns OK, NULL_PARAMETER, INVALID_UTF8,
+/// POLICY_TOO_LARGE (the session's texts would exceed
+/// `PORIN_LIMIT_POLICY_TOTAL_BYTES`; nothing added), INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_add_policy_bytes(
     session: *mut porin_session,
@@ -172,9 +224,19 @@ pub extern "C" fn porin_session_add_policy_bytes(
         let raw = bytes(data, len).map_err(plain)?;
         let text = std::str::from_utf8(raw)
             .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
+        let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
+        // A text over max_file_bytes is not parsed (a PM002 finding) and
+        // not kept: only what is loaded counts towards the total.
+        if size <= state.limits.load.max_file_bytes {
+            let total = state.policy_bytes.saturating_add(size);
+            if total > state.limits.load.max_total_bytes {
+                return Err(total_too_large(name, total, &state.limits));
+            }
+            state.policy_bytes = total;
+        }
         merge(
             &mut state.policies,
-            load_str(name, text, &LoadLimits::default()),
+            load_str(name, text, &state.limits.load),
         );
         Ok(())
     })
@@ -188,6 +250,7 @@ pub extern "C" fn porin_session_add_policy_bytes(
 pub extern "C" fn porin_session_clear_policies(session: *mut porin_session) -> porin_result {
     with_session(session, |state| {
         state.policies = LoadOutcome::default();
+        state.policy_bytes = 0;
         Ok(())
     })
 }
@@ -205,7 +268,13 @@ pub extern "C" fn porin_session_add_policy_path(
 ) -> porin_result {
     with_session(session, |state| {
         let path = path_arg(path, path_len)?;
-        let outcome = load_path(path, &LoadLimits::default()).map_err(|e| load_error(&e))?;
+        // What the session already holds counts towards the total.
+        let mut limits = state.limits.load.clone();
+        limits.max_total_bytes = limits.max_total_bytes.saturating_sub(state.policy_bytes);
+        let outcome = load_path(path, &limits).map_err(|e| load_error(&e))?;
+        state.policy_bytes = state
+            .policy_bytes
+            .saturating_add(outcome.sources.total_bytes());
         merge(&mut state.policies, outcome);
         Ok(())
     })
@@ -215,8 +284,9 @@ pub extern "C" fn porin_session_add_policy_path(
 /// manifests, or a `cilium-dbg identity/endpoint list -o json` dump.
 ///
 /// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVENTORY_INVALID (message in
-/// `porin_session_last_error`; the session is unchanged), INVALID_HANDLE,
-/// PANIC.
+/// `porin_session_last_error`; the session is unchanged), LIMIT_EXCEEDED
+/// (an inventory limit, see `porin_session_set_limit`; the session is
+/// unchanged), INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_add_inventory_bytes(
     session: *mut porin_session,
@@ -231,8 +301,8 @@ pub extern "C" fn porin_session_add_inventory_bytes(
         let text = std::str::from_utf8(raw)
             .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
         let mut next = state.inventory.clone();
-        next.add_text(name, text)
-            .map_err(|e| (porin_result::InventoryInvalid, e.to_string()))?;
+        next.add_text_with_limits(name, text, &state.limits.inventory)
+            .map_err(|e| inventory_error(&e))?;
         state.inventory = next;
         Ok(())
     })
@@ -241,7 +311,8 @@ pub extern "C" fn porin_session_add_inventory_bytes(
 /// Adds inventory content from a file or a directory (read now).
 ///
 /// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER, IO,
-/// INVENTORY_INVALID, INVALID_HANDLE, PANIC.
+/// INVENTORY_INVALID, LIMIT_EXCEEDED (the session is unchanged),
+/// INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_add_inventory_path(
     session: *mut porin_session,
@@ -253,10 +324,8 @@ pub extern "C" fn porin_session_add_inventory_path(
         if let Err(e) = std::fs::metadata(path) {
             return Err((porin_result::Io, format!("{}: {e}", path.display())));
         }
-        let loaded = Inventory::load(path).map_err(|e| match e {
-            porin_compiler::error::InventoryError::Read { .. } => (porin_result::Io, e.to_string()),
-            _ => (porin_result::InventoryInvalid, e.to_string()),
-        })?;
+        let loaded = Inventory::load_with_limits(path, &state.limits.inventory)
+            .map_err(|e| inventory_error(&e))?;
         let inventory = &mut state.inventory;
         if loaded.cluster != porin_compiler::inventory::DEFAULT_CLUSTER {
             inventory.cluster = loaded.cluster;
@@ -439,8 +508,11 @@ pub extern "C" fn porin_session_endpoint_set_labels(
 ///   OK or POLICY_INVALID: that is the one output written on failure,
 ///   since it explains the failure.
 ///
-/// Returns OK, POLICY_INVALID (a document has an error), INVENTORY_INVALID,
-/// COMPILE_FAILED, EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
+/// Returns OK, POLICY_INVALID (a document has an error, including a load
+/// limit exceeded: PM002 in the diagnostics), INVENTORY_INVALID,
+/// LIMIT_EXCEEDED (a compile limit, see `porin_session_set_limit`; the
+/// previous compilations stay valid and unchanged), COMPILE_FAILED,
+/// EMIT_FAILED, NULL_PARAMETER (`out`), INVALID_HANDLE,
 /// PANIC. Messages of failures: `porin_session_last_error`.
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_compile(
@@ -478,14 +550,12 @@ pub extern "C" fn porin_session_compile(
             ));
         }
         let mut inventory = state.inventory.clone();
-        inventory
-            .finish()
-            .map_err(|e| (porin_result::InventoryInvalid, e.to_string()))?;
+        inventory.finish().map_err(|e| inventory_error(&e))?;
         let inputs = PolicyInput::from_outcome(&state.policies);
         let (compiled, stats) = state
             .compiler
             .compile(&inputs, &inventory)
-            .map_err(|e| (porin_result::CompileFailed, e.to_string()))?;
+            .map_err(|e| compile_error(&e))?;
         let mut findings = state.policies.diagnostics.clone();
         findings.extend(compiled.diagnostics.iter().cloned());
         for endpoint in &compiled.endpoints {

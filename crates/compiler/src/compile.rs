@@ -329,6 +329,7 @@ pub(crate) fn drive(
     distiller: &mut dyn Distiller,
 ) -> Result<Compiled, CompileError> {
     limits.check_endpoints(inventory.endpoints.len())?;
+    limits.check_inputs(policies)?;
     let lowered = lower(policies, inventory);
     limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
     let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;

@@ -40,6 +40,20 @@ pub enum InventoryError {
         /// What is wrong.
         message: String,
     },
+    /// An inventory limit ([`crate::limits::InventoryLimits`]) was exceeded;
+    /// nothing of the inventory is used.
+    #[error("{file}: {} exceeded: `{given}` needed, the limit is `{limit}`", limit_kind.description())]
+    Limit {
+        /// Display path of the file (or directory) that crossed the limit.
+        file: String,
+        /// Which limit.
+        limit_kind: crate::limits::InventoryLimit,
+        /// How much was needed (at least this much: counting stops at the
+        /// first item over the limit).
+        given: u64,
+        /// The configured limit.
+        limit: u64,
+    },
 }
 
 impl InventoryError {
@@ -47,14 +61,16 @@ impl InventoryError {
     pub fn file(&self) -> String {
         match self {
             Self::Read { path, .. } => path.display().to_string(),
-            Self::Syntax { file, .. } | Self::Invalid { file, .. } => file.clone(),
+            Self::Syntax { file, .. } | Self::Invalid { file, .. } | Self::Limit { file, .. } => {
+                file.clone()
+            }
         }
     }
 
     /// The line the error is about, 0 when unknown.
     pub fn line(&self) -> u32 {
         match self {
-            Self::Read { .. } => 0,
+            Self::Read { .. } | Self::Limit { .. } => 0,
             Self::Syntax { line, .. } | Self::Invalid { line, .. } => *line,
         }
     }

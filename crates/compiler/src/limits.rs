@@ -13,6 +13,7 @@
 //! | check | when | bounds |
 //! |-------|------|--------|
 //! | [`CompileLimits::check_endpoints`] | before lowering | inventory size |
+//! | [`CompileLimits::check_inputs`] | before lowering | rules (a lower bound, from the policy documents) |
 //! | [`CompileLimits::check_lowered`] | after lowering (linear in the input) | rules, peer selectors, CIDR prefixes |
 //! | [`CompileLimits::check_identities`] | after identity allocation | identities, selector evaluation work |
 //! | [`CompileLimits::check_l4_policy`] | before an endpoint's map state | key insertions for that endpoint (upper bound) |
@@ -28,6 +29,7 @@ use std::collections::BTreeSet;
 
 use crate::error::CompileError;
 use crate::ports::port_range_to_masked_ports;
+use crate::resolve::lower::PolicyInput;
 use crate::resolve::policy::{L4Policy, SelectorCache};
 use crate::resolve::rule::{PolicyRule, PortRef, proto};
 
@@ -257,6 +259,29 @@ impl CompileLimits {
         self.check(Limit::Endpoints, wide(endpoints), None)
     }
 
+    /// Before lowering: the rules lowering will produce at least (one per
+    /// `ingress`/`ingressDeny`/`egress`/`egressDeny` item of every CNP and
+    /// CCNP rule with an `endpointSelector`; KubernetesNetworkPolicies are
+    /// not counted here, [`CompileLimits::check_lowered`] counts them).
+    /// Lowering costs a few KiB per rule, so a policy set far over the
+    /// limit is refused before it is lowered.
+    pub fn check_inputs(&self, policies: &[PolicyInput<'_>]) -> Result<(), LimitExceeded> {
+        let mut rules: u64 = 0;
+        for input in policies {
+            for (_, rule) in input.policy.cilium_rules() {
+                if rule.endpoint_selector.is_none() {
+                    continue; // a node (host) rule: lowering skips it
+                }
+                let items = rule.ingress.as_ref().map_or(0, Vec::len)
+                    + rule.ingress_deny.as_ref().map_or(0, Vec::len)
+                    + rule.egress.as_ref().map_or(0, Vec::len)
+                    + rule.egress_deny.as_ref().map_or(0, Vec::len);
+                rules = rules.saturating_add(wide(items));
+            }
+        }
+        self.check(Limit::Rules, rules, None)
+    }
+
     /// After lowering (which is linear in the loaded input): rules, peer
     /// selectors and CIDR prefixes, before identities are allocated for the
     /// prefixes and selectors are evaluated.
@@ -372,6 +397,179 @@ impl EntryBudget<'_> {
     /// Entries charged so far.
     pub fn total(&self) -> u64 {
         self.total
+    }
+}
+
+/// Every limit of one run of porin: loading policies, reading the
+/// inventory, compiling. The CLI's flags and the C API's `porin_limit`
+/// values set these fields; [`Default`] is the documented defaults.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Limits {
+    /// Loading policy files ([`porin_model::limits::LoadLimits`]).
+    pub load: porin_model::limits::LoadLimits,
+    /// Reading the inventory.
+    pub inventory: InventoryLimits,
+    /// Compiling.
+    pub compile: CompileLimits,
+}
+
+/// Which inventory limit was exceeded ([`InventoryLimits`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum InventoryLimit {
+    /// [`InventoryLimits::max_file_bytes`].
+    FileBytes,
+    /// [`InventoryLimits::max_files`].
+    Files,
+    /// [`InventoryLimits::max_endpoints`].
+    Endpoints,
+    /// [`InventoryLimits::max_documents`].
+    Documents,
+    /// [`InventoryLimits::max_depth`].
+    Depth,
+    /// [`InventoryLimits::max_nodes`].
+    Nodes,
+    /// [`InventoryLimits::max_alias_expansions`].
+    AliasExpansions,
+}
+
+impl InventoryLimit {
+    /// Every inventory limit.
+    pub const ALL: [InventoryLimit; 7] = [
+        InventoryLimit::FileBytes,
+        InventoryLimit::Files,
+        InventoryLimit::Endpoints,
+        InventoryLimit::Documents,
+        InventoryLimit::Depth,
+        InventoryLimit::Nodes,
+        InventoryLimit::AliasExpansions,
+    ];
+
+    /// The CLI flag that sets this limit. The endpoint limit is the
+    /// compiler's ([`Limit::Endpoints`]): one number bounds both the
+    /// inventory read and the compilation.
+    pub const fn flag(self) -> &'static str {
+        match self {
+            InventoryLimit::FileBytes => "--max-inventory-file-bytes",
+            InventoryLimit::Files => "--max-inventory-files",
+            InventoryLimit::Endpoints => Limit::Endpoints.flag(),
+            InventoryLimit::Documents => "--max-inventory-documents",
+            InventoryLimit::Depth => "--max-inventory-depth",
+            InventoryLimit::Nodes => "--max-inventory-nodes",
+            InventoryLimit::AliasExpansions => "--max-inventory-alias-expansions",
+        }
+    }
+
+    /// What is counted, with the flag that raises the limit.
+    pub const fn description(self) -> &'static str {
+        match self {
+            InventoryLimit::FileBytes => {
+                "inventory file size in bytes (raise with `--max-inventory-file-bytes`)"
+            }
+            InventoryLimit::Files => {
+                "inventory files under the given directory (raise with `--max-inventory-files`)"
+            }
+            InventoryLimit::Endpoints => "inventory endpoints (raise with `--max-endpoints`)",
+            InventoryLimit::Documents => {
+                "YAML documents in one inventory file (raise with `--max-inventory-documents`)"
+            }
+            InventoryLimit::Depth => {
+                "YAML nesting depth of an inventory file (raise with `--max-inventory-depth`)"
+            }
+            InventoryLimit::Nodes => {
+                "YAML nodes in one inventory file (raise with `--max-inventory-nodes`)"
+            }
+            InventoryLimit::AliasExpansions => {
+                "YAML nodes replayed by aliases in one inventory file (raise with `--max-inventory-alias-expansions`)"
+            }
+        }
+    }
+}
+
+/// Bounds on reading an inventory (files, Kubernetes manifests, cluster
+/// dumps). The policy loader has its own ([`porin_model::limits::LoadLimits`]);
+/// an inventory is typically much larger than the policies (a cluster dump
+/// of every endpoint), hence separate, larger defaults. Exceeding one is an
+/// [`crate::error::InventoryError::Limit`] naming the file and the limit;
+/// nothing of a refused inventory is used.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryLimits {
+    /// Largest inventory file, in bytes, refused before it is read.
+    /// Default 64 MiB.
+    pub max_file_bytes: u64,
+    /// Most files read from an inventory directory (recursively), refused
+    /// before any is read. Default 10,000.
+    pub max_files: usize,
+    /// Most endpoints in the whole inventory, checked after each file.
+    /// Default 100,000 (as [`CompileLimits::max_endpoints`]).
+    pub max_endpoints: usize,
+    /// Most YAML documents in one file. Default 100,000.
+    pub max_documents: usize,
+    /// Deepest nesting of mappings and sequences. Default 64 (the deepest
+    /// real inventory, a Kubernetes pod template, is about 12).
+    pub max_depth: usize,
+    /// Most YAML nodes (mappings, sequences, scalars) in one file, counted
+    /// as the parser reads them, before any value is built. Default
+    /// 5,000,000 (about 250,000 endpoints of porin YAML).
+    pub max_nodes: usize,
+    /// Most events aliases replay in one file (what stops "billion laughs"
+    /// alias bombs). Default 1,000,000.
+    pub max_alias_expansions: usize,
+}
+
+impl Default for InventoryLimits {
+    fn default() -> Self {
+        InventoryLimits {
+            max_file_bytes: 64 * 1024 * 1024,
+            max_files: 10_000,
+            max_endpoints: 100_000,
+            max_documents: 100_000,
+            max_depth: 64,
+            max_nodes: 5_000_000,
+            max_alias_expansions: 1_000_000,
+        }
+    }
+}
+
+impl InventoryLimits {
+    /// No limits (trusted, generated input).
+    pub fn unlimited() -> Self {
+        InventoryLimits {
+            max_file_bytes: u64::MAX,
+            max_files: usize::MAX,
+            max_endpoints: usize::MAX,
+            max_documents: usize::MAX,
+            max_depth: usize::MAX,
+            max_nodes: usize::MAX,
+            max_alias_expansions: usize::MAX,
+        }
+    }
+
+    /// The configured value of one limit.
+    pub fn get(&self, limit: InventoryLimit) -> u64 {
+        match limit {
+            InventoryLimit::FileBytes => self.max_file_bytes,
+            InventoryLimit::Files => wide(self.max_files),
+            InventoryLimit::Endpoints => wide(self.max_endpoints),
+            InventoryLimit::Documents => wide(self.max_documents),
+            InventoryLimit::Depth => wide(self.max_depth),
+            InventoryLimit::Nodes => wide(self.max_nodes),
+            InventoryLimit::AliasExpansions => wide(self.max_alias_expansions),
+        }
+    }
+
+    /// Sets one limit.
+    pub fn set(&mut self, limit: InventoryLimit, value: u64) {
+        let narrow = usize::try_from(value).unwrap_or(usize::MAX);
+        match limit {
+            InventoryLimit::FileBytes => self.max_file_bytes = value,
+            InventoryLimit::Files => self.max_files = narrow,
+            InventoryLimit::Endpoints => self.max_endpoints = narrow,
+            InventoryLimit::Documents => self.max_documents = narrow,
+            InventoryLimit::Depth => self.max_depth = narrow,
+            InventoryLimit::Nodes => self.max_nodes = narrow,
+            InventoryLimit::AliasExpansions => self.max_alias_expansions = narrow,
+        }
     }
 }
 

@@ -38,7 +38,7 @@ use crate::compile::{Compiled, DistillRequest, Distilled, Distiller, drive};
 use crate::error::CompileError;
 use crate::identities::{FIRST_ALLOCATED, LAST_ALLOCATED};
 use crate::inventory::{Inventory, NamedPort};
-use crate::limits::CompileLimits;
+use crate::limits::{CompileLimits, EntryBudget};
 use crate::mapstate::MapState;
 use crate::resolve::lower::{Origin, PolicyInput};
 use crate::resolve::policy::{L4Policy, SelectorId};
@@ -77,6 +77,7 @@ pub struct IncrementalStats {
 pub struct IncrementalCompiler {
     origins: Vec<Origin>,
     cache: StateCache,
+    limits: CompileLimits,
 }
 
 impl IncrementalCompiler {
@@ -85,28 +86,42 @@ impl IncrementalCompiler {
         Self::default()
     }
 
+    /// The limits every compile runs under ([`CompileLimits::default`]
+    /// unless set).
+    pub fn limits(&self) -> &CompileLimits {
+        &self.limits
+    }
+
+    /// Sets the limits of the next compiles (as
+    /// [`crate::compile::compile_with_limits`]: each is checked before the
+    /// work it bounds). The cache stays valid: limits change what is
+    /// refused, never what a map state is.
+    pub fn set_limits(&mut self, limits: CompileLimits) {
+        self.limits = limits;
+    }
+
     /// Compiles like [`crate::compile::compile`] (same result for the same
-    /// inputs; the same driver, [`drive`], without resource limits as
-    /// before), reusing cached map states whose fingerprint is unchanged.
+    /// inputs; the same driver, [`drive`], under [`Self::limits`]), reusing
+    /// cached map states whose fingerprint is unchanged.
     pub fn compile(
         &mut self,
         policies: &[PolicyInput<'_>],
         inventory: &Inventory,
     ) -> Result<(Compiled, IncrementalStats), CompileError> {
+        // The distiller borrows the compiler (its cache) mutably; the limits
+        // are read through a copy.
+        let limits = self.limits.clone();
         let mut distiller = ReusingDistiller {
             compiler: self,
+            limits: &limits,
+            budget: limits.budget(),
             fresh: HashMap::new(),
             stats: IncrementalStats {
                 endpoints: inventory.endpoints.len(),
                 ..IncrementalStats::default()
             },
         };
-        let compiled = drive(
-            policies,
-            inventory,
-            &CompileLimits::unlimited(),
-            &mut distiller,
-        )?;
+        let compiled = drive(policies, inventory, &limits, &mut distiller)?;
         let ReusingDistiller { fresh, stats, .. } = distiller;
         // Only states of endpoints that still exist stay cached.
         self.cache = fresh;
@@ -118,6 +133,10 @@ impl IncrementalCompiler {
 /// one is reused, anything else is distilled again.
 struct ReusingDistiller<'c> {
     compiler: &'c mut IncrementalCompiler,
+    /// The compilation's limits.
+    limits: &'c CompileLimits,
+    /// Entries of every state, reused or not: the budget bounds the output.
+    budget: EntryBudget<'c>,
     /// The states of this compilation (the next cache).
     fresh: StateCache,
     stats: IncrementalStats,
@@ -157,10 +176,16 @@ impl Distiller for ReusingDistiller<'_> {
             }
             _ => {
                 self.stats.map_states_computed += 1;
+                // Only a state distilled again inserts keys: a reused one is
+                // not bounded by the insertion limit, only charged below.
+                self.limits
+                    .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
                 let (state, diagnostics) = resolver.map_state(endpoint, policy, describe);
                 (Arc::new(state), diagnostics)
             }
         };
+        self.budget
+            .charge(&endpoint.display_name(), computed.0.len())?;
         self.fresh.insert(
             cache_key,
             (fingerprint, computed.0.clone(), computed.1.clone()),

@@ -122,3 +122,61 @@ fn limits_exactly_at_the_need_accept() {
     let again = compile_synthetic(&limits).unwrap();
     assert_eq!(again.to_json(), compiled.to_json());
 }
+
+/// The incremental compiler (the C API's sessions) enforces the same
+/// limits as the batch compiler, with the same error; a refused compile
+/// leaves its cache usable, and restoring the limits compiles the same
+/// result as the batch compiler. (A map state reused from the cache is
+/// charged against the entry limits but not the insertion bound: reusing
+/// it inserts nothing.)
+#[test]
+fn the_incremental_compiler_refuses_like_the_batch_compiler() {
+    use porin_compiler::session::IncrementalCompiler;
+    let cluster = synthetic::cluster(20, 200);
+    let outcome = cluster.load();
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let batch =
+        compile_with_limits(&inputs, &cluster.inventory, &CompileLimits::default()).unwrap();
+    let first = u64::try_from(batch.endpoints[0].state.len()).unwrap();
+    let mut warm = IncrementalCompiler::new();
+    warm.compile(&inputs, &cluster.inventory).unwrap();
+    for (limit, value) in [
+        (Limit::Endpoints, 199),
+        (Limit::Rules, 10),
+        (Limit::PeerSelectors, 10),
+        (Limit::CidrPrefixes, 1),
+        (Limit::Identities, 5),
+        (Limit::SelectorEvaluations, 100),
+        (Limit::InsertionsPerEndpoint, 3),
+        (Limit::EntriesPerEndpoint, 2),
+        (Limit::TotalEntries, first),
+    ] {
+        let mut limits = CompileLimits::default();
+        limits.set(limit, value);
+        let expected = match compile_with_limits(&inputs, &cluster.inventory, &limits) {
+            Ok(_) => panic!("{limit:?}: batch compiled"),
+            Err(error) => error.to_string(),
+        };
+        let mut cold = IncrementalCompiler::new();
+        cold.set_limits(limits.clone());
+        assert_eq!(cold.limits().get(limit), value);
+        match cold.compile(&inputs, &cluster.inventory) {
+            Ok((_, stats)) => panic!("{limit:?}: incremental compiled ({stats:?})"),
+            Err(error) => assert_eq!(error.to_string(), expected, "{limit:?}"),
+        }
+        if limit != Limit::InsertionsPerEndpoint {
+            warm.set_limits(limits);
+            match warm.compile(&inputs, &cluster.inventory) {
+                Ok((_, stats)) => panic!("{limit:?}: warm incremental compiled ({stats:?})"),
+                Err(error) => assert_eq!(error.to_string(), expected, "{limit:?}"),
+            }
+        }
+    }
+    warm.set_limits(CompileLimits::default());
+    let (again, stats) = warm.compile(&inputs, &cluster.inventory).unwrap();
+    assert_eq!(
+        stats.map_states_computed, 0,
+        "the cache survived the refusals"
+    );
+    assert_eq!(again.to_json(), batch.to_json());
+}

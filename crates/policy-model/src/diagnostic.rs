@@ -121,6 +121,14 @@ impl SourceMap {
         self.files.insert(file.into(), text.into());
     }
 
+    /// The bytes of every recorded text together (what a load read).
+    pub fn total_bytes(&self) -> u64 {
+        self.files
+            .values()
+            .map(|text| u64::try_from(text.len()).unwrap_or(u64::MAX))
+            .fold(0, u64::saturating_add)
+    }
+
     /// The text of a file.
     pub fn get(&self, file: &str) -> Option<&str> {
         self.files.get(file).map(String::as_str)

@@ -10,6 +10,11 @@
 pub struct LoadLimits {
     /// Largest file (or stdin) accepted, in bytes. Default 8 MiB.
     pub max_file_bytes: u64,
+    /// Most bytes of all the files one load reads together (each file is
+    /// also bounded by `max_file_bytes`). A loaded document costs about
+    /// 45 times its text in memory (trees, model, sources), so this is
+    /// what bounds the memory of a load of many files. Default 16 MiB.
+    pub max_total_bytes: u64,
     /// Deepest nesting of mappings and sequences (aliases included). Default
     /// 64; values above [`crate::yaml::tree::HARD_MAX_DEPTH`] (512) act as 512,
     /// because deserialization recurses once per level.
@@ -33,6 +38,7 @@ impl Default for LoadLimits {
     fn default() -> Self {
         LoadLimits {
             max_file_bytes: 8 * 1024 * 1024,
+            max_total_bytes: 16 * 1024 * 1024,
             max_depth: 64,
             max_nodes: 1_000_000,
             max_scalar_bytes: 64 * 1024 * 1024,

@@ -132,10 +132,23 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// Directories held more files than `max_files`.
-    #[error("more than {limit} policy files under the given paths (LoadLimits::max_files)")]
+    #[error(
+        "more than {limit} policy files under the given paths (LoadLimits::max_files, `--max-files`)"
+    )]
     TooManyFiles {
         /// The limit.
         limit: usize,
+    },
+    /// The files together are larger than `max_total_bytes`; refused
+    /// before the file that crosses the limit is read.
+    #[error(
+        "the policy files add up to more than {limit} bytes at `{path}`; the limit is {limit} bytes (LoadLimits::max_total_bytes, `--max-total-bytes`)"
+    )]
+    TooMuchInput {
+        /// The file that crossed the limit.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
     },
 }
 
@@ -249,7 +262,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
                 codes::LIMIT_EXCEEDED,
                 Severity::Error,
                 format!(
-                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file is {})",
+                    "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file, `--max-diagnostics-per-file`, is {})",
                     outcome.omitted, limits.max_diagnostics_per_file
                 ),
             )
@@ -264,7 +277,7 @@ fn too_large(name: &str, size: u64, limits: &LoadLimits) -> Diagnostic {
         codes::LIMIT_EXCEEDED,
         Severity::Error,
         format!(
-            "`{name}` is {size} bytes; the limit is {} bytes (LoadLimits::max_file_bytes)",
+            "`{name}` is {size} bytes; the limit is {} bytes (LoadLimits::max_file_bytes, `--max-file-bytes`)",
             limits.max_file_bytes
         ),
     )
@@ -909,6 +922,27 @@ pub fn load_path(path: &Path, limits: &LoadLimits) -> Result<LoadOutcome, LoadEr
 /// Loads several paths (files or directories); `-` means standard input.
 pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
     let mut outcome = LoadOutcome::default();
+    let mut total: u64 = 0;
+    // Charges a file's size against `max_total_bytes` before it is read
+    // (a file over `max_file_bytes` is not read, so not charged).
+    let mut charge = |file: &Path| -> Result<(), LoadError> {
+        let size = std::fs::metadata(file)
+            .map_err(|source| LoadError::Io {
+                path: file.to_owned(),
+                source,
+            })?
+            .len();
+        if size <= limits.max_file_bytes {
+            total = total.saturating_add(size);
+            if total > limits.max_total_bytes {
+                return Err(LoadError::TooMuchInput {
+                    path: file.to_owned(),
+                    limit: limits.max_total_bytes,
+                });
+            }
+        }
+        Ok(())
+    };
     for path in paths {
         if path.as_os_str() == "-" {
             outcome.extend(load_reader("<stdin>", std::io::stdin().lock(), limits)?);
@@ -920,9 +954,11 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
         })?;
         if metadata.is_dir() {
             for file in collect_files(path, limits)? {
+                charge(&file)?;
                 outcome.extend(load_file(&file, limits)?);
             }
         } else {
+            charge(path)?;
             outcome.extend(load_file(path, limits)?);
         }
     }

@@ -163,3 +163,30 @@ fn findings_per_file_are_capped() {
     assert_eq!(outcome.omitted, 800);
     assert_limit(&outcome, "800 more findings");
 }
+
+#[test]
+fn total_bytes_of_many_files_are_bounded() {
+    let dir = std::env::temp_dir().join(format!("porin-total-bytes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: p, namespace: default}\nspec:\n  endpointSelector: {}\n";
+    for i in 0..3 {
+        std::fs::write(dir.join(format!("p{i}.yaml")), text).unwrap();
+    }
+    let size = u64::try_from(text.len()).unwrap();
+    let limits = LoadLimits {
+        max_total_bytes: 2 * size + 1,
+        ..LoadLimits::default()
+    };
+    let error = porin_model::loader::load_path(&dir, &limits).unwrap_err();
+    let message = error.to_string();
+    assert!(message.contains("p2.yaml"), "{message}");
+    assert!(message.contains("--max-total-bytes"), "{message}");
+    let limits = LoadLimits {
+        max_total_bytes: 3 * size,
+        ..LoadLimits::default()
+    };
+    let outcome = porin_model::loader::load_path(&dir, &limits).unwrap();
+    assert_eq!(outcome.sources.total_bytes(), 3 * size, "all three read");
+    let _ = std::fs::remove_dir_all(&dir);
+}

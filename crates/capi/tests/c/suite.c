@@ -50,7 +50,7 @@ static const char INVALID_UTF8[] = "ab\xff\xfe";
 static void check_result_messages(void) {
     char buf[PORIN_RESULT_MESSAGE_MAX];
     size_t n = 12345;
-    const uint32_t codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 101, 200, 201, 202, 300};
+    const uint32_t codes[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 100, 101, 200, 201, 202, 203, 300};
     size_t i;
     for (i = 0; i < sizeof codes / sizeof codes[0]; i++) {
         n = 0;
@@ -479,6 +479,152 @@ static void check_compilation(void) {
     porin_compilation_free(NULL);
 }
 
+/* Whether the `len` bytes at `hay` contain the NUL-terminated `needle`. */
+static int contains(const char *hay, size_t len, const char *needle) {
+    size_t n = strlen(needle), i;
+    for (i = 0; n <= len && i <= len - n; i++)
+        if (memcmp(hay + i, needle, n) == 0) return 1;
+    return 0;
+}
+
+/* The session's last error contains every needle (NULL-terminated list). */
+static void check_last_error(const porin_session *session, const char *const *needles) {
+    const char *error = NULL;
+    size_t error_len = 0;
+    CHECK_RESULT(porin_session_last_error(session, &error, &error_len), PORIN_RESULT_OK);
+    for (; *needles; needles++) {
+        if (!contains(error, error_len, *needles)) {
+            fprintf(stderr, "last error lacks `%s`: %.*s\n", *needles, (int)error_len, error);
+            suite_failures++;
+        }
+    }
+}
+
+/* porin_session_set_limit / get_limit: misuse, a compile refused by a
+ * low rule limit (LIMIT_EXCEEDED, a readable message, the previous
+ * compilation valid and unchanged), raising it compiles again; an
+ * inventory limit and a policy load limit. */
+static void check_limits(void) {
+    porin_session *session = new_session();
+    porin_compilation *first = NULL, *refused = (porin_compilation *)0x1, *again = NULL;
+    porin_diagnostics *diagnostics = NULL;
+    const uint8_t *object = NULL;
+    uint8_t *saved = NULL;
+    size_t object_len = 0, saved_len = 0, i;
+    uint64_t value = 77;
+    porin_diagnostic d;
+    int pm002 = 0;
+    static const char *const rules_error[] = {
+        "policy rules", "1 needed", "the limit is 0", "--max-rules", "PORIN_LIMIT_RULES", NULL};
+    static const char *const inventory_error[] = {
+        "inventory.yaml", "inventory file size", "the limit is `10`",
+        "PORIN_LIMIT_INVENTORY_FILE_BYTES", NULL};
+    static const char *const total_error[] = {"v2.yaml", "the limit is",
+                                              "PORIN_LIMIT_POLICY_TOTAL_BYTES", NULL};
+
+    /* Misuse. */
+    CHECK_RESULT(porin_session_set_limit(NULL, PORIN_LIMIT_RULES, 1), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_set_limit(session, 0, 1), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_set_limit(session, 9999, 1), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_get_limit(NULL, PORIN_LIMIT_RULES, &value),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_get_limit(session, PORIN_LIMIT_RULES, NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_get_limit(session, 12345, &value), PORIN_RESULT_INVALID_PARAMETER);
+    CHECK(value == 77); /* outputs only on success */
+    /* Defaults are the library's (SECURITY.md). */
+    CHECK_RESULT(porin_session_get_limit(session, PORIN_LIMIT_RULES, &value), PORIN_RESULT_OK);
+    CHECK(value == 100000);
+    CHECK_RESULT(porin_session_get_limit(session, PORIN_LIMIT_POLICY_FILE_BYTES, &value),
+                 PORIN_RESULT_OK);
+    CHECK(value == 8u * 1024 * 1024);
+
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy.yaml"),
+                                                (const uint8_t *)POLICY, sizeof POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("inventory.yaml"),
+                                                   (const uint8_t *)INVENTORY,
+                                                   sizeof INVENTORY - 1),
+                 PORIN_RESULT_OK);
+    first = compile_ok(session);
+    CHECK_RESULT(porin_compilation_object(first, &object, &object_len), PORIN_RESULT_OK);
+    saved = malloc(object_len);
+    CHECK(saved != NULL);
+    if (saved) memcpy(saved, object, object_len);
+    saved_len = object_len;
+
+    /* A rule limit below the policy's one rule: refused, nothing written. */
+    CHECK_RESULT(porin_session_set_limit(session, PORIN_LIMIT_RULES, 0), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_get_limit(session, PORIN_LIMIT_RULES, &value), PORIN_RESULT_OK);
+    CHECK(value == 0);
+    CHECK_RESULT(porin_session_compile(session, &refused, NULL), PORIN_RESULT_LIMIT_EXCEEDED);
+    CHECK(refused == (porin_compilation *)0x1);
+    check_last_error(session, rules_error);
+    /* The earlier compilation is untouched. */
+    CHECK_RESULT(porin_compilation_object(first, &object, &object_len), PORIN_RESULT_OK);
+    CHECK(saved != NULL && object_len == saved_len && memcmp(object, saved, saved_len) == 0);
+    CHECK(decide(first, "prod/frontend", "prod/payment", 6, 8080) == PORIN_VERDICT_ALLOW);
+
+    /* Raised: compiles again, to the same object. */
+    CHECK_RESULT(porin_session_set_limit(session, PORIN_LIMIT_RULES, 10), PORIN_RESULT_OK);
+    again = compile_ok(session);
+    CHECK_RESULT(porin_compilation_object(again, &object, &object_len), PORIN_RESULT_OK);
+    CHECK(saved != NULL && object_len == saved_len && memcmp(object, saved, saved_len) == 0);
+
+    /* An inventory limit: refused when added, the session unchanged. */
+    CHECK_RESULT(porin_session_set_limit(session, PORIN_LIMIT_INVENTORY_FILE_BYTES, 10),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("inventory.yaml"),
+                                                   (const uint8_t *)INVENTORY,
+                                                   sizeof INVENTORY - 1),
+                 PORIN_RESULT_LIMIT_EXCEEDED);
+    check_last_error(session, inventory_error);
+    porin_compilation_free(again);
+    again = compile_ok(session);
+
+    /* A policy load limit: reported as a PM002 finding of the compile. */
+    CHECK_RESULT(porin_session_set_limit(session, PORIN_LIMIT_POLICY_FILE_BYTES, 10),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("more.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_compile(session, &refused, &diagnostics),
+                 PORIN_RESULT_POLICY_INVALID);
+    CHECK(diagnostics != NULL);
+    for (i = 0; diagnostics && i < porin_diagnostics_count(diagnostics); i++) {
+        CHECK_RESULT(porin_diagnostics_get(diagnostics, i, &d), PORIN_RESULT_OK);
+        if (d.code.len == 5 && memcmp(d.code.ptr, "PM002", 5) == 0 &&
+            contains(d.message.ptr, d.message.len, "--max-file-bytes"))
+            pm002 = 1;
+    }
+    CHECK(pm002);
+    porin_diagnostics_free(diagnostics);
+
+    free(saved);
+    porin_compilation_free(first);
+    porin_compilation_free(again);
+    porin_session_free(session);
+
+    /* The total of a session's policy texts: refused once over, nothing
+     * added; clearing the policies starts the count again. */
+    session = new_session();
+    CHECK_RESULT(porin_session_set_limit(session, PORIN_LIMIT_POLICY_TOTAL_BYTES,
+                                         sizeof POLICY + 10),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy.yaml"),
+                                                (const uint8_t *)POLICY, sizeof POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("v2.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_POLICY_TOO_LARGE);
+    check_last_error(session, total_error);
+    CHECK_RESULT(porin_session_clear_policies(session), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("v2.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_OK);
+    porin_session_free(session);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
@@ -489,6 +635,7 @@ int main(int argc, char **argv) {
     check_session_misuse(argv[1]);
     check_failing_policy();
     check_compilation();
+    check_limits();
     if (suite_failures) {
         fprintf(stderr, "%d check(s) failed\n", suite_failures);
         return 1;

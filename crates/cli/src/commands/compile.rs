@@ -11,12 +11,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::{Args as ClapArgs, ValueEnum};
-use porin_compiler::compile::{Compiled, compile};
+use porin_compiler::compile::{Compiled, compile_with_limits};
 use porin_compiler::inventory::Inventory;
+use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_model::diagnostic::render_human_all;
-use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadOutcome, load_paths};
+
+use crate::limits::LimitArgs;
 
 /// Output format of `porin compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -43,15 +45,19 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+    /// Resource limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
-/// Loads policies and inventory and compiles them; load diagnostics go to
-/// stderr. Shared with `porin query`.
+/// Loads policies and inventory and compiles them under `limits`; load
+/// diagnostics go to stderr. Shared with `porin query`, `graph` and `diff`.
 pub fn load_and_compile(
     policies: &[PathBuf],
     inventory: &Path,
+    limits: &Limits,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
-    let outcome = load_paths(policies, &LoadLimits::default()).context("cannot load policies")?;
+    let outcome = load_paths(policies, &limits.load).context("cannot load policies")?;
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",
@@ -61,9 +67,10 @@ pub fn load_and_compile(
     if outcome.has_errors() {
         return Ok(Err(outcome));
     }
-    let inventory = Inventory::load(inventory).context("cannot load the inventory")?;
+    let inventory = Inventory::load_with_limits(inventory, &limits.inventory)
+        .context("cannot load the inventory")?;
     let inputs = PolicyInput::from_outcome(&outcome);
-    let compiled = compile(&inputs, &inventory)?;
+    let compiled = compile_with_limits(&inputs, &inventory, &limits.compile)?;
     let mut diagnostics = compiled.diagnostics.clone();
     for endpoint in &compiled.endpoints {
         diagnostics.extend(endpoint.diagnostics.iter().cloned());
@@ -76,7 +83,9 @@ pub fn load_and_compile(
 
 /// Runs `porin compile`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let Ok((mut compiled, _)) = load_and_compile(&args.policies, &args.inventory)? else {
+    let Ok((mut compiled, _)) =
+        load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
+    else {
         return Ok(ExitCode::from(2));
     };
     if let Some(wanted) = &args.endpoint {

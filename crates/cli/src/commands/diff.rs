@@ -34,7 +34,10 @@ use porin_compiler::mapstate::Direction;
 use porin_compiler::verify::flows::{PortRange, describe, merge, port_classes};
 use serde_json::json;
 
+use porin_compiler::limits::Limits;
+
 use super::compile::load_and_compile;
+use crate::limits::LimitArgs;
 
 /// Output format of `porin diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -60,6 +63,9 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = DiffFormat::Human)]
     pub format: DiffFormat,
+    /// Resource limits (each side is loaded and compiled under them).
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// A peer, matched across the two compilations.
@@ -145,9 +151,9 @@ fn resolve(spec: &str) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
 }
 
 /// Loads and compiles one side, removing its temporary checkout after.
-fn compile_side(spec: &str, inventory: &Path) -> anyhow::Result<Option<Compiled>> {
+fn compile_side(spec: &str, inventory: &Path, limits: &Limits) -> anyhow::Result<Option<Compiled>> {
     let (path, temporary) = resolve(spec)?;
-    let result = load_and_compile(&[path], inventory);
+    let result = load_and_compile(&[path], inventory, limits);
     if let Some(root) = temporary {
         let _ = std::fs::remove_dir_all(root);
     }
@@ -385,10 +391,11 @@ fn to_json(diffs: &[EndpointDiff]) -> String {
 
 /// Runs `porin diff`.
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
-    let Some(old) = compile_side(&args.old, &args.inventory)? else {
+    let limits = args.limits.limits();
+    let Some(old) = compile_side(&args.old, &args.inventory, &limits)? else {
         return Ok(ExitCode::from(2));
     };
-    let Some(new) = compile_side(&args.new, &args.inventory)? else {
+    let Some(new) = compile_side(&args.new, &args.inventory, &limits)? else {
         return Ok(ExitCode::from(2));
     };
     let diffs = diff(&old, &new);

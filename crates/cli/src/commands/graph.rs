@@ -21,6 +21,7 @@ use porin_compiler::mapstate::Direction;
 use porin_compiler::verify::flows::{allowed, describe};
 
 use super::compile::load_and_compile;
+use crate::limits::LimitArgs;
 
 /// Arguments of `porin graph`.
 #[derive(Debug, Args)]
@@ -34,6 +35,9 @@ pub struct GraphArgs {
     /// Leave out the `world` node.
     #[arg(long)]
     pub no_world: bool,
+    /// Resource limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// A node: an endpoint or `world`.
@@ -45,7 +49,9 @@ struct Node {
 
 /// Runs `porin graph`.
 pub fn run(args: &GraphArgs) -> anyhow::Result<ExitCode> {
-    let Ok((compiled, _)) = load_and_compile(&args.policies, &args.inventory)? else {
+    let Ok((compiled, _)) =
+        load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
+    else {
         return Ok(ExitCode::from(1));
     };
     let mut graph: DiGraph<Node, String> = DiGraph::new();

@@ -13,13 +13,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
+use porin_compiler::compile::compile_with_limits;
+use porin_compiler::error::CompileError;
 use porin_compiler::inventory::Inventory;
+use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::verify::config::LintConfig;
 use porin_compiler::verify::{Report, verify};
 use porin_model::diagnostic::{render_human_all, render_json};
-use porin_model::{Diagnostic, LoadLimits, Severity, load_paths};
+use porin_model::{Diagnostic, Severity, load_paths};
 
+use crate::limits::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
 
@@ -35,9 +39,6 @@ pub struct LintArgs {
     /// Also print notes (e.g. documents skipped because they are not policies).
     #[arg(short, long)]
     pub verbose: bool,
-    /// Largest input file, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = LoadLimits::default().max_file_bytes)]
-    pub max_file_bytes: u64,
     /// Inventory (porin inventory, Kubernetes manifests or a Cilium dump;
     /// file or directory): enables the rules that need endpoints.
     #[arg(long, value_name = "FILE_OR_DIR")]
@@ -48,6 +49,9 @@ pub struct LintArgs {
     /// Which findings fail the run (exit 1).
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     pub fail_on: FailOn,
+    /// Resource limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// The default configuration file name.
@@ -69,23 +73,38 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<LintConfig> {
     Ok(LintConfig::parse(&path.display().to_string(), &text)?)
 }
 
+/// Compiles under the compile limits before the lint rules run: the rules
+/// compile every endpoint themselves, without limits, so a policy set that
+/// exceeds one is refused here (as `porin compile` refuses it) instead of
+/// exhausting memory there. Other compile errors are left to the rules,
+/// which report them their own way.
+fn check_compile_limits(
+    inputs: &[PolicyInput<'_>],
+    inventory: Option<&Inventory>,
+    limits: &Limits,
+) -> anyhow::Result<()> {
+    let empty = Inventory::new();
+    match compile_with_limits(inputs, inventory.unwrap_or(&empty), &limits.compile) {
+        Err(error @ CompileError::Capacity { .. }) => Err(error.into()),
+        _ => Ok(()),
+    }
+}
+
 /// Runs the lint: exit 0 when nothing fails the run, 1 otherwise, 2 when a
 /// path, the inventory or the configuration cannot be read.
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
-    let limits = LoadLimits {
-        max_file_bytes: args.max_file_bytes,
-        ..LoadLimits::default()
-    };
+    let limits = args.limits.limits();
     let config = load_config(args.config.as_deref())?;
-    let outcome = load_paths(&args.paths, &limits)?;
+    let outcome = load_paths(&args.paths, &limits.load)?;
     let inventory = match &args.inventory {
         Some(path) => Some(
-            Inventory::load(path)
+            Inventory::load_with_limits(path, &limits.inventory)
                 .with_context(|| format!("cannot load the inventory {}", path.display()))?,
         ),
         None => None,
     };
     let inputs = PolicyInput::from_outcome(&outcome);
+    check_compile_limits(&inputs, inventory.as_ref(), &limits)?;
     let report: Report = verify(&inputs, inventory.as_ref(), &config)?;
 
     let mut diagnostics: Vec<Diagnostic> = outcome.diagnostics.clone();

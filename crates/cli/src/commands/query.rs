@@ -14,6 +14,7 @@ use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain_check};
 use porin_compiler::resolve::rule::{icmp_type, proto};
 
 use super::compile::load_and_compile;
+use crate::limits::LimitArgs;
 
 /// Arguments of `porin query`.
 #[derive(Debug, ClapArgs)]
@@ -39,6 +40,9 @@ pub struct Args {
     /// Inventory (see `porin compile --help`).
     #[arg(long)]
     pub inventory: PathBuf,
+    /// Resource limits.
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 fn parse_protocol(text: &str) -> anyhow::Result<u8> {
@@ -85,7 +89,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         port.context("--port is required for TCP, UDP and SCTP")?
     };
-    let Ok((compiled, _)) = load_and_compile(&args.policies, &args.inventory)? else {
+    let Ok((compiled, _)) =
+        load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
+    else {
         return Ok(ExitCode::from(2));
     };
     let flow = Flow {

@@ -16,10 +16,12 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
+use porin_compiler::limits::Limits;
 use porin_compiler::policytest::{
-    CaseOutcome, CaseResult, Engine, FileResult, TestReport, run as run_tests,
+    CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits,
 };
 
+use crate::limits::LimitArgs;
 use crate::render::junit::{self, Case, Problem, Suite};
 
 /// The engine deciding the cases.
@@ -55,6 +57,10 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TestFormat::Human)]
     pub format: TestFormat,
+    /// Resource limits (the test file's inventory, its policies, the
+    /// compilation).
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// Runs `porin test`.
@@ -66,9 +72,19 @@ pub fn run(args: &Args) -> ExitCode {
     };
     // The kernel engine lives in porin-ebpf (it loads porin's object);
     // the reference engine is the compiler's runner.
+    let limits = args.limits.limits();
     let report = match engine {
-        Engine::Reference => run_tests(&args.paths, engine),
-        Engine::Kernel | Engine::Both => porin_ebpf::engine::run(&args.paths, engine),
+        Engine::Reference => run_with_limits(&args.paths, engine, &limits),
+        Engine::Kernel | Engine::Both => {
+            if limits != Limits::default() {
+                // porin-ebpf's engine prepares test files itself, under
+                // the default limits; say so rather than ignore a flag.
+                eprintln!(
+                    "note: the kernel engine compiles under the default limits; the limit flags apply to --engine reference"
+                );
+            }
+            porin_ebpf::engine::run(&args.paths, engine)
+        }
     };
     match args.format {
         TestFormat::Human => {

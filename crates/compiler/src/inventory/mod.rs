@@ -34,6 +34,7 @@ use serde::Serialize;
 
 use crate::error::InventoryError;
 use crate::labels::LabelSet;
+use crate::limits::{InventoryLimit, InventoryLimits};
 
 /// Cluster name used when none is given (Cilium's `cluster-name` default).
 pub const DEFAULT_CLUSTER: &str = "default";
@@ -181,29 +182,70 @@ impl Inventory {
         }
     }
 
-    /// Loads an inventory from a file or a directory and finishes it.
+    /// Loads an inventory from a file or a directory and finishes it, under
+    /// the default [`InventoryLimits`].
     ///
     /// A directory is read recursively (files ending in `.yaml`, `.yml` or
     /// `.json`, in path order); each file may be porin YAML, Kubernetes
     /// manifests or a Cilium dump; documents of other kinds (policies, for
     /// example) are ignored.
     pub fn load(path: &Path) -> Result<Self, InventoryError> {
+        Self::load_with_limits(path, &InventoryLimits::default())
+    }
+
+    /// [`Inventory::load`] under explicit limits: the file count is checked
+    /// while the directory is listed, each file's size before it is read,
+    /// the YAML budget while it is parsed, and the endpoint count after
+    /// each file.
+    pub fn load_with_limits(path: &Path, limits: &InventoryLimits) -> Result<Self, InventoryError> {
         let mut inventory = Self::new();
         let mut files = Vec::new();
-        collect_files(path, &mut files)?;
+        collect_files(path, path, limits, &mut files)?;
         for file in files {
-            let text = std::fs::read_to_string(&file).map_err(|source| InventoryError::Read {
-                path: file.clone(),
-                source,
-            })?;
-            inventory.add_text(&file.display().to_string(), &text)?;
+            let text = read_bounded(&file, limits)?;
+            inventory.add_text_with_limits(&file.display().to_string(), &text, limits)?;
         }
         inventory.finish()?;
         Ok(inventory)
     }
 
-    /// Adds the inventory content of one file's text (not finished).
+    /// Adds the inventory content of one file's text (not finished), under
+    /// the default [`InventoryLimits`].
     pub fn add_text(&mut self, file: &str, text: &str) -> Result<(), InventoryError> {
+        self.add_text_with_limits(file, text, &InventoryLimits::default())
+    }
+
+    /// [`Inventory::add_text`] under explicit limits (the text's size, the
+    /// YAML budget, and the endpoint count of the whole inventory after
+    /// it). On error the inventory may hold part of the text: callers that
+    /// keep going clone first (the C API does).
+    pub fn add_text_with_limits(
+        &mut self,
+        file: &str,
+        text: &str,
+        limits: &InventoryLimits,
+    ) -> Result<(), InventoryError> {
+        check_limit(
+            file,
+            InventoryLimit::FileBytes,
+            u64::try_from(text.len()).unwrap_or(u64::MAX),
+            limits,
+        )?;
+        self.add_text_unchecked(file, text, limits)?;
+        check_limit(
+            file,
+            InventoryLimit::Endpoints,
+            u64::try_from(self.endpoints.len()).unwrap_or(u64::MAX),
+            limits,
+        )
+    }
+
+    fn add_text_unchecked(
+        &mut self,
+        file: &str,
+        text: &str,
+        limits: &InventoryLimits,
+    ) -> Result<(), InventoryError> {
         let trimmed = text.trim_start();
         if trimmed.starts_with('[') {
             // A JSON list: a Cilium dump unless its items are Kubernetes
@@ -222,7 +264,7 @@ impl Inventory {
             // One endpoint object of `cilium-dbg endpoint get -o json`.
             return cilium::add_dump(self, file, text);
         }
-        let documents = yaml::parse_documents(file, text)?;
+        let documents = yaml::parse_documents_with_limits(file, text, limits)?;
         let mut has_inventory = false;
         for document in &documents {
             let kind = document.value.get("kind").and_then(|k| k.as_str());
@@ -234,7 +276,7 @@ impl Inventory {
         }
         if has_inventory {
             // A second, typed pass keeps the line of every endpoint.
-            yaml::add_inventory_text(self, file, text)?;
+            yaml::add_inventory_text_with_limits(self, file, text, limits)?;
         }
         Ok(())
     }
@@ -328,7 +370,64 @@ impl Inventory {
     }
 }
 
-fn collect_files(path: &Path, files: &mut Vec<std::path::PathBuf>) -> Result<(), InventoryError> {
+/// Refuses `given` if it exceeds `limit` of `limits`.
+fn check_limit(
+    file: &str,
+    limit: InventoryLimit,
+    given: u64,
+    limits: &InventoryLimits,
+) -> Result<(), InventoryError> {
+    let max = limits.get(limit);
+    if given > max {
+        return Err(InventoryError::Limit {
+            file: file.to_owned(),
+            limit_kind: limit,
+            given,
+            limit: max,
+        });
+    }
+    Ok(())
+}
+
+/// Reads a file, refusing it by its size before reading and, should it
+/// grow meanwhile, after at most one byte more than the limit.
+fn read_bounded(file: &Path, limits: &InventoryLimits) -> Result<String, InventoryError> {
+    use std::io::Read as _;
+    let display = file.display().to_string();
+    let read_error = |source| InventoryError::Read {
+        path: file.to_path_buf(),
+        source,
+    };
+    let handle = std::fs::File::open(file).map_err(read_error)?;
+    let size = handle.metadata().map_err(read_error)?.len();
+    check_limit(&display, InventoryLimit::FileBytes, size, limits)?;
+    let mut bytes = Vec::new();
+    handle
+        .take(limits.max_file_bytes.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(read_error)?;
+    check_limit(
+        &display,
+        InventoryLimit::FileBytes,
+        u64::try_from(bytes.len()).unwrap_or(u64::MAX),
+        limits,
+    )?;
+    String::from_utf8(bytes).map_err(|e| {
+        read_error(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            e.utf8_error(),
+        ))
+    })
+}
+
+/// Lists the inventory files under `path`, refusing the directory `root`
+/// as soon as it holds more than `max_files` of them.
+fn collect_files(
+    root: &Path,
+    path: &Path,
+    limits: &InventoryLimits,
+    files: &mut Vec<std::path::PathBuf>,
+) -> Result<(), InventoryError> {
     let metadata = std::fs::metadata(path).map_err(|source| InventoryError::Read {
         path: path.to_path_buf(),
         source,
@@ -338,6 +437,7 @@ fn collect_files(path: &Path, files: &mut Vec<std::path::PathBuf>) -> Result<(),
         return Ok(());
     }
     let mut entries = Vec::new();
+    let mut counted: usize = 0;
     let reader = std::fs::read_dir(path).map_err(|source| InventoryError::Read {
         path: path.to_path_buf(),
         source,
@@ -347,21 +447,41 @@ fn collect_files(path: &Path, files: &mut Vec<std::path::PathBuf>) -> Result<(),
             path: path.to_path_buf(),
             source,
         })?;
-        entries.push(entry.path());
+        let entry_path = entry.path();
+        // Counted while the directory is listed (by name), so a directory
+        // of millions of files is refused before they are all held.
+        if is_inventory_file(&entry_path) {
+            counted = counted.saturating_add(1);
+            check_limit(
+                &root.display().to_string(),
+                InventoryLimit::Files,
+                u64::try_from(files.len().saturating_add(counted)).unwrap_or(u64::MAX),
+                limits,
+            )?;
+        }
+        entries.push(entry_path);
     }
     entries.sort();
     for entry in entries {
         if entry.is_dir() {
-            collect_files(&entry, files)?;
-        } else if entry
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-        {
+            collect_files(root, &entry, limits, files)?;
+        } else if is_inventory_file(&entry) {
             files.push(entry);
+            check_limit(
+                &root.display().to_string(),
+                InventoryLimit::Files,
+                u64::try_from(files.len()).unwrap_or(u64::MAX),
+                limits,
+            )?;
         }
     }
     Ok(())
+}
+
+fn is_inventory_file(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
 }
 
 /// Parses an IP protocol name of a container port (`TCP` default).

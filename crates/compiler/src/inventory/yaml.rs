@@ -29,6 +29,7 @@ use super::{
     AllowLocalhost, Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto,
 };
 use crate::error::InventoryError;
+use crate::limits::{InventoryLimit, InventoryLimits};
 
 /// One parsed YAML document with the line it starts on.
 #[derive(Debug, Clone)]
@@ -64,10 +65,110 @@ fn first_line(text: &str) -> String {
     text.lines().next().unwrap_or_default().to_owned()
 }
 
-/// Parses every document of a YAML (or JSON) text, skipping empty ones.
+/// The parser options that enforce `limits` while a text is read: the
+/// budget counts parser events before any value is built, the alias limit
+/// counts replayed events.
+fn parse_options(limits: &InventoryLimits) -> serde_saphyr::Options {
+    // Events: a start and an end per collection, one per scalar and
+    // alias, two per document and two per stream; the node and document
+    // limits are the ones users set, so events never stop a parse first.
+    let max_events = limits
+        .max_nodes
+        .saturating_mul(2)
+        .saturating_add(limits.max_documents.saturating_mul(2))
+        .saturating_add(limits.max_alias_expansions)
+        .saturating_add(2);
+    serde_saphyr::options! {
+        budget: serde_saphyr::budget! {
+            max_depth: limits.max_depth,
+            max_documents: limits.max_documents,
+            max_nodes: limits.max_nodes,
+            max_events: max_events,
+            // Every alias replays at least one event: the replay limit
+            // bounds the alias and anchor counts too.
+            max_aliases: limits.max_alias_expansions,
+            max_anchors: limits.max_alias_expansions,
+            max_recorded_anchor_events: limits.max_alias_expansions,
+            // Replaced by the explicit replay budget: the ratio heuristic
+            // would refuse inventories that reuse a few anchors often.
+            enforce_alias_anchor_ratio: false,
+        },
+        alias_limits: serde_saphyr::alias_limits! {
+            max_total_replayed_events: limits.max_alias_expansions,
+        },
+    }
+}
+
+/// A parse error: an [`InventoryError::Limit`] when a limit of `limits`
+/// stopped the parser, else [`syntax_error`].
+fn parse_error(
+    file: &str,
+    error: &serde_saphyr::Error,
+    limits: &InventoryLimits,
+) -> InventoryError {
+    use serde_saphyr::Error;
+    use serde_saphyr::budget::BudgetBreach;
+    let mut inner = error;
+    while let Error::AliasError { error, .. } | Error::WithSnippet { error, .. } = inner {
+        inner = error;
+    }
+    let wide = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    let over = |limit: InventoryLimit| limits.get(limit).saturating_add(1);
+    let (limit_kind, given) = match inner {
+        Error::Budget { breach, .. } => match breach {
+            BudgetBreach::Depth { depth } => (InventoryLimit::Depth, wide(*depth)),
+            BudgetBreach::Documents { documents } => (InventoryLimit::Documents, wide(*documents)),
+            BudgetBreach::Nodes { nodes } => (InventoryLimit::Nodes, wide(*nodes)),
+            // Only reachable through nodes or aliases (see parse_options).
+            BudgetBreach::Events { .. } => (InventoryLimit::Nodes, over(InventoryLimit::Nodes)),
+            BudgetBreach::Aliases { aliases } => (InventoryLimit::AliasExpansions, wide(*aliases)),
+            BudgetBreach::Anchors { anchors } => (InventoryLimit::AliasExpansions, wide(*anchors)),
+            // Events copied into open anchors: how nested anchors (the
+            // levels of an alias bomb) are charged before they replay.
+            BudgetBreach::RecordedAnchorEvents {
+                recorded_anchor_events,
+            } => (
+                InventoryLimit::AliasExpansions,
+                wide(*recorded_anchor_events),
+            ),
+            _ => return syntax_error(file, error),
+        },
+        Error::AliasReplayLimitExceeded {
+            total_replayed_events,
+            ..
+        } => (
+            InventoryLimit::AliasExpansions,
+            wide(*total_replayed_events),
+        ),
+        Error::AliasReplayStackDepthExceeded { depth, .. } => (
+            InventoryLimit::Depth,
+            wide(*depth).max(over(InventoryLimit::Depth)),
+        ),
+        _ => return syntax_error(file, error),
+    };
+    InventoryError::Limit {
+        file: file.to_owned(),
+        limit_kind,
+        given,
+        limit: limits.get(limit_kind),
+    }
+}
+
+/// Parses every document of a YAML (or JSON) text, skipping empty ones,
+/// under the default [`InventoryLimits`].
 pub fn parse_documents(file: &str, text: &str) -> Result<Vec<Document>, InventoryError> {
+    parse_documents_with_limits(file, text, &InventoryLimits::default())
+}
+
+/// [`parse_documents`] under explicit limits.
+pub fn parse_documents_with_limits(
+    file: &str,
+    text: &str,
+    limits: &InventoryLimits,
+) -> Result<Vec<Document>, InventoryError> {
     let documents: Vec<Option<Spanned<serde_json::Value>>> =
-        serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
+            .map_err(|e| parse_error(file, &e, limits))?;
     Ok(documents
         .into_iter()
         .enumerate()
@@ -318,14 +419,25 @@ impl InventoryFields {
 }
 
 /// Reads the inventory fields of every `Inventory`/`PolicyTest` document of
-/// a text.
+/// a text, under the default [`InventoryLimits`].
 pub fn add_inventory_text(
     inventory: &mut Inventory,
     file: &str,
     text: &str,
 ) -> Result<(), InventoryError> {
+    add_inventory_text_with_limits(inventory, file, text, &InventoryLimits::default())
+}
+
+/// [`add_inventory_text`] under explicit limits.
+pub fn add_inventory_text_with_limits(
+    inventory: &mut Inventory,
+    file: &str,
+    text: &str,
+    limits: &InventoryLimits,
+) -> Result<(), InventoryError> {
     let documents: Vec<Option<InventoryFields>> =
-        serde_saphyr::from_multiple(text).map_err(|e| syntax_error(file, &e))?;
+        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
+            .map_err(|e| parse_error(file, &e, limits))?;
     for fields in documents.into_iter().flatten() {
         if matches!(fields.kind.as_deref(), Some("Inventory" | "PolicyTest")) {
             fields.add_to(inventory, file)?;

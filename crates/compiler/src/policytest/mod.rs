@@ -16,15 +16,15 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use porin_model::diagnostic::render_human_all;
-use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadOutcome, load_path, load_str};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::compile::{Compiled, compile};
+use crate::compile::{Compiled, compile_with_limits};
 use crate::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
 use crate::inventory::Inventory;
-use crate::inventory::yaml::{Scalar, add_inventory_text, syntax_error};
+use crate::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
+use crate::limits::Limits;
 use crate::resolve::lower::PolicyInput;
 use crate::resolve::rule::proto;
 
@@ -236,8 +236,14 @@ fn is_policy_test(text: &str) -> bool {
     })
 }
 
-/// Runs every test file under `paths` with an engine.
+/// Runs every test file under `paths` with an engine, under the default
+/// [`Limits`].
 pub fn run(paths: &[PathBuf], engine: Engine) -> TestReport {
+    run_with_limits(paths, engine, &Limits::default())
+}
+
+/// [`run`] under explicit limits (`porin test --max-...`).
+pub fn run_with_limits(paths: &[PathBuf], engine: Engine, limits: &Limits) -> TestReport {
     let mut report = TestReport::default();
     if engine != Engine::Reference {
         report.errors.push(
@@ -254,7 +260,7 @@ pub fn run(paths: &[PathBuf], engine: Engine) -> TestReport {
         }
     };
     for file in files {
-        run_file(&file, &mut report);
+        run_file(&file, limits, &mut report);
     }
     report
 }
@@ -269,9 +275,29 @@ pub struct PreparedTest {
     pub compiled: Compiled,
 }
 
-/// Reads, validates and compiles one test file.
+/// Reads, validates and compiles one test file, under the default
+/// [`Limits`].
 pub fn prepare(path: &Path) -> Result<PreparedTest, String> {
+    prepare_with_limits(path, &Limits::default())
+}
+
+/// [`prepare`] under explicit limits: the test file is an inventory file
+/// (its size and YAML budget are the inventory's), its policies are
+/// loaded under the load limits and compiled under the compile limits.
+pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest, String> {
     let display = path.display().to_string();
+    let size = std::fs::metadata(path)
+        .map_err(|e| format!("{display}: cannot read: {e}"))?
+        .len();
+    if size > limits.inventory.max_file_bytes {
+        return Err(crate::error::InventoryError::Limit {
+            file: display,
+            limit_kind: crate::limits::InventoryLimit::FileBytes,
+            given: size,
+            limit: limits.inventory.max_file_bytes,
+        }
+        .to_string());
+    }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
     let spec: TestFileSpec =
         serde_saphyr::from_str(&text).map_err(|e| syntax_error(&display, &e).to_string())?;
@@ -279,24 +305,24 @@ pub fn prepare(path: &Path) -> Result<PreparedTest, String> {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
     let mut inventory = Inventory::new();
-    add_inventory_text(&mut inventory, &display, &text).map_err(|e| e.to_string())?;
+    add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
+        .map_err(|e| e.to_string())?;
     inventory.finish().map_err(|e| e.to_string())?;
 
     let base = path.parent().unwrap_or(Path::new("."));
     let mut outcome = LoadOutcome::default();
-    let limits = LoadLimits::default();
     for (index, policy) in spec.policies.iter().enumerate() {
         let line = policy.referenced.line();
         match (&policy.value.path, &policy.value.inline) {
             (Some(rel), None) => {
                 let full = base.join(rel);
-                let loaded = load_path(&full, &limits)
+                let loaded = load_path(&full, &limits.load)
                     .map_err(|e| format!("{display}:{line}: policies[{index}]: {e}"))?;
                 merge_outcome(&mut outcome, loaded);
             }
             (None, Some(inline)) => {
                 let name = format!("{display}#policies[{index}]");
-                merge_outcome(&mut outcome, load_str(&name, inline, &limits));
+                merge_outcome(&mut outcome, load_str(&name, inline, &limits.load));
             }
             _ => {
                 return Err(format!(
@@ -312,7 +338,8 @@ pub fn prepare(path: &Path) -> Result<PreparedTest, String> {
         ));
     }
     let inputs = PolicyInput::from_outcome(&outcome);
-    let compiled = compile(&inputs, &inventory).map_err(|e| format!("{display}: {e}"))?;
+    let compiled = compile_with_limits(&inputs, &inventory, &limits.compile)
+        .map_err(|e| format!("{display}: {e}"))?;
     Ok(PreparedTest {
         file: display,
         spec,
@@ -515,19 +542,19 @@ pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -
         .collect()
 }
 
-fn run_file(path: &Path, report: &mut TestReport) {
+fn run_file(path: &Path, limits: &Limits, report: &mut TestReport) {
     let started = Instant::now();
     let mut result = FileResult {
         file: path.display().to_string(),
         ..FileResult::default()
     };
-    run_file_into(path, report, &mut result);
+    run_file_into(path, limits, report, &mut result);
     result.duration = started.elapsed();
     report.files.push(result);
 }
 
-fn run_file_into(path: &Path, report: &mut TestReport, result: &mut FileResult) {
-    let prepared = match prepare(path) {
+fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: &mut FileResult) {
+    let prepared = match prepare_with_limits(path, limits) {
         Ok(p) => p,
         Err(error) => {
             result.error = Some(error.clone());

@@ -221,7 +221,7 @@ impl Builder<'_> {
             return Err(TreeError::Limit {
                 message: format!(
                     "the file has more than {} YAML nodes (counting alias expansions); \
-                     the limit is LoadLimits::max_nodes",
+                     the limit is LoadLimits::max_nodes (`--max-yaml-nodes`)",
                     self.limits.max_nodes
                 ),
                 pos,
@@ -236,7 +236,7 @@ impl Builder<'_> {
             return Err(TreeError::Limit {
                 message: format!(
                     "the file's scalars add up to more than {} bytes (counting alias expansions); \
-                     the limit is LoadLimits::max_scalar_bytes",
+                     the limit is LoadLimits::max_scalar_bytes (`--max-scalar-bytes`)",
                     self.limits.max_scalar_bytes
                 ),
                 pos,
@@ -249,7 +249,7 @@ impl Builder<'_> {
         if self.stack.len() >= self.max_depth() {
             return Err(TreeError::Limit {
                 message: format!(
-                    "nesting is deeper than {} levels; the limit is LoadLimits::max_depth",
+                    "nesting is deeper than {} levels; the limit is LoadLimits::max_depth (`--max-depth`)",
                     self.max_depth()
                 ),
                 pos,
@@ -379,7 +379,7 @@ impl Builder<'_> {
                 if self.stack.len().saturating_add(height) > self.max_depth().saturating_add(1) {
                     return Err(TreeError::Limit {
                         message: format!(
-                            "an alias expands to nesting deeper than {} levels; the limit is LoadLimits::max_depth",
+                            "an alias expands to nesting deeper than {} levels; the limit is LoadLimits::max_depth (`--max-depth`)",
                             self.max_depth()
                         ),
                         pos,
@@ -490,7 +490,7 @@ pub fn parse_stream(text: &str, limits: &LoadLimits) -> Stream {
                 if documents.len() >= limits.max_documents {
                     let error = TreeError::Limit {
                         message: format!(
-                            "the file has more than {} documents; the limit is LoadLimits::max_documents",
+                            "the file has more than {} documents; the limit is LoadLimits::max_documents (`--max-documents`)",
                             limits.max_documents
                         ),
                         pos: Pos::from_marker(&span.start),
