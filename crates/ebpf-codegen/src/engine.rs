@@ -62,6 +62,7 @@ use std::time::Instant;
 use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
+use porin_compiler::limits::Limits;
 use porin_compiler::mapstate;
 use porin_compiler::policytest::{
     self, CaseOutcome, CaseResult, Engine, FileResult, ResolvedCase, TestReport,
@@ -729,8 +730,14 @@ pub fn disagreement(compiled: &Compiled, flow: &Flow, kernel: &KernelEvaluation)
 /// `Both` does both and fails a case on any disagreement between them
 /// (verdict, deny reason, proxy port, or between families).
 pub fn run(paths: &[PathBuf], engine: Engine) -> TestReport {
+    run_with_limits(paths, engine, &Limits::default())
+}
+
+/// [`run`] with explicit resource limits for reading and compiling each
+/// test file (`porin test --max-...`), the same for both engines.
+pub fn run_with_limits(paths: &[PathBuf], engine: Engine, limits: &Limits) -> TestReport {
     if engine == Engine::Reference {
-        return policytest::run(paths, engine);
+        return policytest::run_with_limits(paths, engine, limits);
     }
     let mut report = TestReport::default();
     let files = match policytest::discover(paths) {
@@ -748,7 +755,7 @@ pub fn run(paths: &[PathBuf], engine: Engine) -> TestReport {
         }
     };
     for file in files {
-        run_file(&mut kernel_engine, &file, engine, &mut report);
+        run_file(&mut kernel_engine, &file, engine, limits, &mut report);
     }
     report
 }
@@ -757,6 +764,7 @@ fn run_file(
     kernel_engine: &mut KernelEngine,
     path: &std::path::Path,
     engine: Engine,
+    limits: &Limits,
     report: &mut TestReport,
 ) {
     let started = Instant::now();
@@ -764,7 +772,7 @@ fn run_file(
         file: path.display().to_string(),
         ..FileResult::default()
     };
-    run_file_into(kernel_engine, path, engine, report, &mut result);
+    run_file_into(kernel_engine, path, engine, limits, report, &mut result);
     result.duration = started.elapsed();
     report.files.push(result);
 }
@@ -776,10 +784,11 @@ fn run_file_into(
     kernel_engine: &mut KernelEngine,
     path: &std::path::Path,
     engine: Engine,
+    limits: &Limits,
     report: &mut TestReport,
     result: &mut FileResult,
 ) {
-    let prepared = match policytest::prepare(path) {
+    let prepared = match policytest::prepare_with_limits(path, limits) {
         Ok(p) => p,
         Err(error) => {
             result.error = Some(error.clone());

@@ -141,3 +141,24 @@ fn the_kernel_engine_reports_each_case_per_file() {
     let discovered = porin_compiler::policytest::discover(&[fixtures()]).unwrap();
     assert_eq!(report.files.len(), discovered.len(), "one result per file");
 }
+
+/// `porin test --engine kernel|both --max-rules N` must bound the kernel
+/// engine's compilations exactly like the reference engine's: a file over
+/// the limit is refused with the limit's error, not compiled.
+#[test]
+fn the_kernel_engine_compiles_under_the_given_limits() {
+    if !kernel_available("the_kernel_engine_compiles_under_the_given_limits") {
+        return;
+    }
+    let mut limits = porin_compiler::limits::Limits::default();
+    limits.compile.set(porin_compiler::limits::Limit::Rules, 0);
+    let dir = fixtures().join("smoke");
+    let report = engine::run_with_limits(&[dir], Engine::Both, &limits);
+    assert_eq!(report.exit_code(), 2, "{:?}", report.lines);
+    assert!(
+        report.errors.iter().any(|e| e.contains("--max-rules")),
+        "{:?}",
+        report.errors
+    );
+    assert_eq!(report.passed + report.failed, 0, "nothing may run");
+}

@@ -16,7 +16,6 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use porin_compiler::limits::Limits;
 use porin_compiler::policytest::{
     CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits,
 };
@@ -76,14 +75,7 @@ pub fn run(args: &Args) -> ExitCode {
     let report = match engine {
         Engine::Reference => run_with_limits(&args.paths, engine, &limits),
         Engine::Kernel | Engine::Both => {
-            if limits != Limits::default() {
-                // porin-ebpf's engine prepares test files itself, under
-                // the default limits; say so rather than ignore a flag.
-                eprintln!(
-                    "note: the kernel engine compiles under the default limits; the limit flags apply to --engine reference"
-                );
-            }
-            porin_ebpf::engine::run(&args.paths, engine)
+            porin_ebpf::engine::run_with_limits(&args.paths, engine, &limits)
         }
     };
     match args.format {
