@@ -12,7 +12,7 @@ use crate::error::CompileError;
 use crate::identities::{IdentityKind, IdentityTable};
 use crate::inventory::{Inventory, NamedPort};
 use crate::mapstate::MapState;
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
+use crate::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
 use crate::resolve::rule::PolicyRule;
 
@@ -81,7 +81,8 @@ impl<'a> Context<'a> {
         let mut compile_diagnostics = lowered.diagnostics.clone();
         let mut ipcache_len = 0;
         if has_inventory {
-            let mut resolver = Resolver::new(&lowered.rules, &table, inventory);
+            let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
+                .with_localhost_origin(lowered.localhost_origin);
             let mut by_key: BTreeMap<(u32, Vec<NamedPort>), usize> = BTreeMap::new();
             let mut policies: BTreeMap<u32, L4Policy> = BTreeMap::new();
             for (index, endpoint) in inventory.endpoints.iter().enumerate() {
@@ -184,6 +185,9 @@ impl<'a> Context<'a> {
 
     /// `Kind ns/name section[i]` for messages.
     pub fn describe(&self, origin: &Origin) -> String {
+        if origin.kind == "Synthetic" && origin.name == LOCALHOST_ORIGIN_NAME {
+            return "the host's ingress allow (`allowLocalhost`: Cilium in Kubernetes mode lets the host reach local pods; `allowLocalhost: policy` removes it)".to_owned();
+        }
         if origin.kind == "Synthetic" {
             return format!(
                 "the allow-all of {} (the direction is not enforced without this rule, or every rule selecting the endpoint sets `enableDefaultDeny: false`)",
@@ -224,7 +228,8 @@ impl<'a> Context<'a> {
 
     /// The map state of a unit under exactly `rules`.
     pub fn state_of_rules(&self, unit: &Unit, rules: &[PolicyRule]) -> MapState {
-        let mut resolver = Resolver::new(rules, &self.table, self.inventory);
+        let mut resolver = Resolver::new(rules, &self.table, self.inventory)
+            .with_localhost_origin(self.lowered.localhost_origin);
         let policy = resolver.l4_policy(unit.identity);
         let Some(endpoint) = unit
             .endpoints

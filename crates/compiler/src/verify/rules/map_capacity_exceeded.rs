@@ -70,12 +70,12 @@ pub fn finding(
         let ports_per_proto = c.port_prefixes.len();
         let product = c.identities.len() * ports_per_proto * c.protos.len();
         let mut text = format!(
-            "1 rule × {} × {} × {} ({}) = {} entries",
+            "1 rule × {} × {} × {} ({}) = {}",
             plural(c.identities.len(), "identity", "identities"),
             plural(ports_per_proto, "port prefix", "port prefixes"),
             plural(c.protos.len(), "protocol", "protocols"),
             protos.join(", "),
-            thousands(product)
+            plural(product, "entry", "entries")
         );
         if product != c.entries {
             text.push_str(&format!(
