@@ -63,8 +63,44 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("porin: error: {error:#}");
+            eprintln!("porin: error: {}", error_chain(&error));
             output::Status::CouldNotRun.into()
         }
+    }
+}
+
+/// The error and its causes, `: `-separated like anyhow's `{:#}`, but
+/// without a cause that the message before it already ends with (library
+/// errors such as `cannot read `x`: No such file or directory` print their
+/// source themselves, which would otherwise appear twice).
+fn error_chain(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let cause = cause.to_string();
+        if text.is_empty() {
+            text = cause;
+        } else if !text.ends_with(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::error_chain;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let inner = anyhow::Error::new(io).context("cannot read `x`: No such file");
+        let outer = inner.context("cannot load the inventory x");
+        assert_eq!(
+            error_chain(&outer),
+            "cannot load the inventory x: cannot read `x`: No such file"
+        );
+        let plain = anyhow::anyhow!("root cause").context("while doing y");
+        assert_eq!(error_chain(&plain), "while doing y: root cause");
     }
 }
