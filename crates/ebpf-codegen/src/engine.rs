@@ -852,11 +852,7 @@ fn run_file_into(
         report.lines.push(line);
         result.cases.push(CaseResult {
             index,
-            line: prepared
-                .spec
-                .cases
-                .get(index)
-                .map_or(0, |c| c.referenced.line()),
+            line: prepared.case_line(index),
             label: case.label,
             expected: case.expect.to_string(),
             actual: Some(seen),

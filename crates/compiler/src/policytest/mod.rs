@@ -275,6 +275,16 @@ pub struct PreparedTest {
     pub compiled: Compiled,
 }
 
+impl PreparedTest {
+    /// The line of case `index` in the file (1-based; 0 when unknown).
+    pub fn case_line(&self, index: usize) -> u64 {
+        self.spec
+            .cases
+            .get(index)
+            .map_or(0, |c| c.referenced.line())
+    }
+}
+
 /// Reads, validates and compiles one test file, under the default
 /// [`Limits`].
 pub fn prepare(path: &Path) -> Result<PreparedTest, String> {
@@ -634,11 +644,7 @@ fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: 
         report.lines.push(line);
         result.cases.push(CaseResult {
             index,
-            line: prepared
-                .spec
-                .cases
-                .get(index)
-                .map_or(0, |c| c.referenced.line()),
+            line: prepared.case_line(index),
             label: case.label,
             expected: case.expect.to_string(),
             actual: Some(evaluation.verdict.to_string()),
