@@ -3,7 +3,8 @@
 // fills the maps through the A/B replacement of DATAPATH.md §2.3, decides
 // flows with BPF_PROG_TEST_RUN, compares every verdict with porin's
 // reference evaluator, then applies a changed policy to the live map as a
-// hole-free difference and decides again.
+// hole-free difference (rolled back if a write fails part-way) and decides
+// again.
 //
 //	go-agent INVENTORY POLICY_V1 POLICY_V2 FLOWS
 //
@@ -22,6 +23,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -295,11 +297,70 @@ func referenceVerdict(c *C.porin_compilation, f flow) (string, error) {
 	}
 }
 
+// errRolledBack marks a difference that failed part-way and was undone:
+// the live map holds v1 again (checked), so v1 stays in force.
+var errRolledBack = errors.New("difference rolled back")
+
+// failAtWrite is the test hook PORIN_AGENT_FAIL_AT_WRITE=K: write K
+// (0-based) of every difference fails as if the kernel had refused it, to
+// exercise the rollback (as in examples/c-agent). -1: never.
+var failAtWrite = -1
+
+// liveEntries reads the stored keys of a policy map with their values.
+// The undo log must come from here, not from lookups: a lookup of an absent
+// key in an LPM trie returns the value of a shorter covering key, which a
+// rollback would then write as if it had been there (DATAPATH.md §2.3).
+func liveEntries(m *ebpf.Map) (map[string][]byte, error) {
+	got := map[string][]byte{}
+	var key, value []byte
+	it := m.Iterate()
+	for it.Next(&key, &value) {
+		got[string(key)] = append([]byte(nil), value...)
+	}
+	return got, it.Err()
+}
+
+// sameEntries reports whether the live map holds exactly the entries of c
+// for endpoint.
+func sameEntries(live *ebpf.Map, c *C.porin_compilation, endpoint string) error {
+	name, n := cstr(endpoint)
+	defer C.free(unsafe.Pointer(name))
+	var want C.porin_map_entries
+	if err := porinError("entries", C.porin_compilation_policy_entries(c, name, n, &want)); err != nil {
+		return err
+	}
+	keys, values := entries(want)
+	got, err := liveEntries(live)
+	if err != nil {
+		return err
+	}
+	if len(got) != len(keys) {
+		return fmt.Errorf("live map has %d entries, expected %d", len(got), len(keys))
+	}
+	for i := range keys {
+		if !bytes.Equal(got[string(keys[i])], values[i]) {
+			return fmt.Errorf("live map differs from the expected entries")
+		}
+	}
+	return nil
+}
+
+// applyDiff installs v1 for endpoint, then applies the v1 -> v2 difference
+// to the live map write by write. When write K fails, writes K-1..0 are
+// undone newest first from an undo log, which cannot run out of map space:
+// each undo reverses a write the kernel accepted, on the map exactly as
+// that write left it. The live map is then checked to equal v1 and
+// errRolledBack is returned; a failing undo is a plain error (the map holds
+// a mix of v1 and v2 and must be replaced whole).
 func (dp *datapath) applyDiff(v1, v2 *C.porin_compilation, endpoint string) error {
 	if err := dp.replacePolicy(v1, endpoint); err != nil {
 		return err
 	}
 	live := dp.policy[dp.active]
+	mapName := "porin_policy_a"
+	if dp.active == 1 {
+		mapName = "porin_policy_b"
+	}
 	name, n := cstr(endpoint)
 	defer C.free(unsafe.Pointer(name))
 	var diff *C.porin_diff
@@ -307,6 +368,21 @@ func (dp *datapath) applyDiff(v1, v2 *C.porin_compilation, endpoint string) erro
 		return err
 	}
 	defer C.porin_diff_free(diff)
+	before, err := liveEntries(live)
+	if err != nil {
+		return err
+	}
+	type undo struct {
+		key   []byte
+		value []byte // nil: the key was absent, undo deletes it
+	}
+	var log []undo
+	write := func(key, value []byte) error {
+		if value == nil {
+			return live.Delete(key)
+		}
+		return live.Put(key, value)
+	}
 	count := int(C.porin_diff_count(diff))
 	for i := 0; i < count; i++ {
 		var ch C.porin_change
@@ -314,41 +390,45 @@ func (dp *datapath) applyDiff(v1, v2 *C.porin_compilation, endpoint string) erro
 			return err
 		}
 		key := C.GoBytes(unsafe.Pointer(ch.key), C.int(ch.key_size))
-		var err error
-		if ch.kind == C.PORIN_CHANGE_KIND_DELETE {
-			err = live.Delete(key)
-		} else {
-			err = live.Put(key, C.GoBytes(unsafe.Pointer(ch.value), C.int(ch.value_size)))
+		var value []byte
+		if ch.kind != C.PORIN_CHANGE_KIND_DELETE {
+			value = C.GoBytes(unsafe.Pointer(ch.value), C.int(ch.value_size))
 		}
-		if err != nil {
-			return fmt.Errorf("applying the difference: %w", err)
+		previous := before[string(key)]
+		var werr error
+		if i == failAtWrite {
+			werr = fmt.Errorf("injected failure (PORIN_AGENT_FAIL_AT_WRITE=%d)", i)
+		} else {
+			werr = write(key, value)
+		}
+		if werr != nil {
+			for j := len(log) - 1; j >= 0; j-- {
+				if err := write(log[j].key, log[j].value); err != nil {
+					return fmt.Errorf("write %d of %d of the difference for %s to the live map %s failed "+
+						"(%v), and undoing write %d failed too (%v): the map holds a mix, replace it whole",
+						i, count, endpoint, mapName, werr, j, err)
+				}
+			}
+			fmt.Fprintf(os.Stderr, "go-agent: write %d of %d of the difference for %s to the live map %s "+
+				"failed (%v); the %d write(s) before it were rolled back\n", i, count, endpoint, mapName, werr, i)
+			if err := sameEntries(live, v1, endpoint); err != nil {
+				return fmt.Errorf("after the rollback: %w", err)
+			}
+			fmt.Printf("rollback %s: live map equals v1\n", endpoint)
+			return errRolledBack
+		}
+		log = append(log, undo{key: key, value: previous})
+		if value == nil {
+			delete(before, string(key))
+		} else {
+			before[string(key)] = value
 		}
 	}
 	fmt.Printf("diff %s: %d writes applied to the live map\n", endpoint, count)
-	var want C.porin_map_entries
-	if err := porinError("entries", C.porin_compilation_policy_entries(v2, name, n, &want)); err != nil {
-		return err
+	if err := sameEntries(live, v2, endpoint); err != nil {
+		return fmt.Errorf("after the difference: %w", err)
 	}
-	keys, values := entries(want)
-	expected := map[string]string{}
-	for i := range keys {
-		expected[string(keys[i])] = string(values[i])
-	}
-	got := map[string]string{}
-	var key, value []byte
-	it := live.Iterate()
-	for it.Next(&key, &value) {
-		got[string(key)] = string(value)
-	}
-	if len(got) != len(expected) {
-		return fmt.Errorf("live map has %d entries, v2 has %d", len(got), len(expected))
-	}
-	for k, v := range expected {
-		if got[k] != v {
-			return fmt.Errorf("live map differs from v2")
-		}
-	}
-	return it.Err()
+	return nil
 }
 
 func readFlows(path string) ([]flow, error) {
@@ -438,26 +518,47 @@ func mainErr() (int, error) {
 		return 1, err
 	}
 	defer C.porin_compilation_free(v2)
+	rolledBack := 0
 	for i := 0; i < int(C.porin_compilation_endpoint_count(v2)); i++ {
 		var name C.porin_str
 		if err := porinError("name", C.porin_compilation_endpoint_name(v2, C.size_t(i), &name)); err != nil {
 			return 1, err
 		}
-		if err := dp.applyDiff(v1, v2, gostr(name)); err != nil {
+		if err := dp.applyDiff(v1, v2, gostr(name)); errors.Is(err, errRolledBack) {
+			rolledBack++
+		} else if err != nil {
 			return 1, err
 		}
 	}
-	if err := decideAll(v2, "v2"); err != nil {
+	if rolledBack > 0 {
+		// v2 was refused for some endpoint: v1 stays in force everywhere
+		// (an agent retries later or replaces the whole map).
+		fmt.Printf("%d difference(s) rolled back, v1 stays in force\n", rolledBack)
+		if err := decideAll(v1, "v1"); err != nil {
+			return 1, err
+		}
+	} else if err := decideAll(v2, "v2"); err != nil {
 		return 1, err
 	}
 	fmt.Printf("%d mismatch(es)\n", mismatches)
-	if mismatches > 0 {
+	switch {
+	case mismatches > 0:
 		return 1, nil
+	case rolledBack > 0:
+		return 3, nil
 	}
 	return 0, nil
 }
 
 func main() {
+	if k := os.Getenv("PORIN_AGENT_FAIL_AT_WRITE"); k != "" {
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "go-agent: PORIN_AGENT_FAIL_AT_WRITE is not a number:", k)
+			os.Exit(2)
+		}
+		failAtWrite = n
+	}
 	code, err := mainErr()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "go-agent:", err)

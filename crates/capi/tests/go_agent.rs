@@ -5,25 +5,33 @@
 
 mod common;
 
-use std::process::Command;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
 
-#[test]
-fn go_agent_verdicts_match_porin_test() {
+/// Builds the Go agent once for every test of this file; `None` (with a
+/// SKIPPED line, or a failure in CI) when a prerequisite is missing.
+fn go_agent() -> Option<&'static PathBuf> {
+    static BINARY: OnceLock<Option<PathBuf>> = OnceLock::new();
+    BINARY.get_or_init(build_go_agent).as_ref()
+}
+
+fn build_go_agent() -> Option<PathBuf> {
     if !common::have("gcc") {
         common::skip("gcc is not installed (cgo)");
-        return;
+        return None;
     }
     if Command::new("go").arg("version").output().is_err() {
         common::skip("go is not installed (golang-go)");
-        return;
+        return None;
     }
     if !std::path::Path::new("/usr/share/gocode/src/github.com/cilium/ebpf/go.mod").exists() {
         common::skip("golang-github-cilium-ebpf-dev is not installed");
-        return;
+        return None;
     }
     if let Err(reason) = common::can_bpf() {
         common::skip(&reason);
-        return;
+        return None;
     }
     let lib = common::build_libporin();
     let root = common::workspace_root();
@@ -55,14 +63,31 @@ fn go_agent_verdicts_match_porin_test() {
         "building the Go agent failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
+    Some(binary)
+}
+
+/// Runs the agent on the example data; `fail_at_write` sets the test hook
+/// that makes write K of every difference fail.
+fn run_agent(binary: &Path, fail_at_write: Option<usize>) -> Output {
     let data = common::example_data();
-    let output = Command::new(&binary)
+    let mut command = Command::new(binary);
+    command
         .arg(data.join("inventory.yaml"))
         .arg(data.join("policy-v1.yaml"))
         .arg(data.join("policy-v2.yaml"))
-        .arg(data.join("flows.txt"))
-        .output()
-        .expect("run the Go agent");
+        .arg(data.join("flows.txt"));
+    if let Some(k) = fail_at_write {
+        command.env("PORIN_AGENT_FAIL_AT_WRITE", k.to_string());
+    }
+    command.output().expect("run the Go agent")
+}
+
+#[test]
+fn go_agent_verdicts_match_porin_test() {
+    let Some(binary) = go_agent() else {
+        return;
+    };
+    let output = run_agent(binary, None);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -73,4 +98,35 @@ fn go_agent_verdicts_match_porin_test() {
     assert!(stdout.contains("diff shop/api:"), "{stdout}");
     let cases = common::check_verdicts_with_porin_test(&stdout, "go-agent");
     assert_eq!(cases, 24, "{stdout}");
+}
+
+/// Issue #8, faults while applying, for the Go twin of the C agent
+/// (cilium/ebpf): write K of the difference fails; the agent undoes the
+/// writes before it, the live map equals v1 again, v1's verdicts hold in
+/// the kernel (0 mismatches against the reference) and it exits 3.
+#[test]
+fn go_agent_rolls_back_a_difference_that_fails_part_way() {
+    let Some(binary) = go_agent() else {
+        return;
+    };
+    for k in [0, 1, 3] {
+        let output = run_agent(binary, Some(k));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(3), "K={k}:\n{stdout}\n{stderr}");
+        assert!(
+            stderr.contains(&format!("the {k} write(s) before it were rolled back")),
+            "K={k}:\n{stderr}"
+        );
+        assert!(
+            stdout.contains("rollback shop/api: live map equals v1"),
+            "K={k}:\n{stdout}"
+        );
+        assert!(stdout.contains("v1 stays in force"), "K={k}:\n{stdout}");
+        assert!(stdout.contains("\n0 mismatch(es)"), "K={k}:\n{stdout}");
+        assert!(
+            !stdout.contains("verdict v2 "),
+            "K={k}: v2 verdicts after a rollback"
+        );
+    }
 }
