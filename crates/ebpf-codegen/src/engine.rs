@@ -64,9 +64,7 @@ use porin_compiler::compile::Compiled;
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
 use porin_compiler::limits::Limits;
 use porin_compiler::mapstate;
-use porin_compiler::policytest::{
-    self, CaseOutcome, CaseResult, Engine, FileResult, ResolvedCase, TestReport,
-};
+use porin_compiler::policytest::{self, DecidedCase, Engine, FileResult, ResolvedCase, TestReport};
 use thiserror::Error;
 
 use crate::compiled::{CompiledMapsError, MapContents};
@@ -831,34 +829,13 @@ fn run_file_into(
             Err(error) => ("kernel engine error".to_owned(), vec![error.to_string()]),
             Ok(kernel) => judge(compiled, &case, &kernel, engine),
         };
-        let duration = started.elapsed();
-        let (line, outcome) = if problems.is_empty() {
-            report.passed += 1;
-            (
-                format!("PASS {}: {} => {seen}", prepared.file, case.label),
-                CaseOutcome::Passed,
-            )
-        } else {
-            report.failed += 1;
-            let explanation = problems.join("; ");
-            (
-                format!(
-                    "FAIL {}: {} => {seen} (expected {}): {explanation}",
-                    prepared.file, case.label, case.expect
-                ),
-                CaseOutcome::Failed { explanation },
-            )
-        };
-        report.lines.push(line);
-        result.cases.push(CaseResult {
+        let decided = DecidedCase {
             index,
-            line: prepared.case_line(index),
-            label: case.label,
-            expected: case.expect.to_string(),
-            actual: Some(seen),
-            outcome,
-            duration,
-        });
+            seen,
+            failure: (!problems.is_empty()).then(|| problems.join("; ")),
+            duration: started.elapsed(),
+        };
+        policytest::record_case(report, result, &prepared, case, decided);
     }
 }
 

@@ -11,7 +11,6 @@
 //! output. Exit codes (`TestReport::exit_code`): 0 all passed, 1 a case
 //! failed, 2 a file could not be read, parsed or validated.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -613,43 +612,74 @@ fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: 
     for (index, case) in resolved.into_iter().enumerate() {
         let started = Instant::now();
         let evaluation = evaluate(&prepared.compiled, &case.flow);
-        let passed = evaluation.verdict == case.expect;
-        let outcome = if passed {
-            CaseOutcome::Passed
-        } else {
-            CaseOutcome::Failed {
-                explanation: explain(&prepared.compiled, &evaluation),
-            }
-        };
-        let duration = started.elapsed();
-        let mut line = String::new();
-        match &outcome {
-            CaseOutcome::Failed { explanation } => {
-                report.failed += 1;
-                let _ = write!(
-                    line,
-                    "FAIL {}: {} => {} (expected {}): {explanation}",
-                    prepared.file, case.label, evaluation.verdict, case.expect,
-                );
-            }
-            _ => {
-                report.passed += 1;
-                let _ = write!(
-                    line,
-                    "PASS {}: {} => {}",
-                    prepared.file, case.label, evaluation.verdict
-                );
-            }
-        }
-        report.lines.push(line);
-        result.cases.push(CaseResult {
+        let failure =
+            (evaluation.verdict != case.expect).then(|| explain(&prepared.compiled, &evaluation));
+        let decided = DecidedCase {
             index,
-            line: prepared.case_line(index),
-            label: case.label,
-            expected: case.expect.to_string(),
-            actual: Some(evaluation.verdict.to_string()),
-            outcome,
-            duration,
-        });
+            seen: evaluation.verdict.to_string(),
+            failure,
+            duration: started.elapsed(),
+        };
+        record_case(report, result, &prepared, case, decided);
     }
+}
+
+/// What an engine saw for one resolved case.
+pub struct DecidedCase {
+    /// Position in the file's `cases`.
+    pub index: usize,
+    /// The verdict seen, as printed (`allow`, or `kernel allow, reference
+    /// deny` for two engines).
+    pub seen: String,
+    /// Why the case failed; `None` when it passed.
+    pub failure: Option<String>,
+    /// Wall time of the evaluation.
+    pub duration: Duration,
+}
+
+/// Records a decided case the one way every engine reports it: the
+/// `PASS`/`FAIL` line of policy-test-format.md, the pass/fail count, and
+/// the [`CaseResult`] that `--format junit` writes.
+pub fn record_case(
+    report: &mut TestReport,
+    result: &mut FileResult,
+    prepared: &PreparedTest,
+    case: ResolvedCase,
+    decided: DecidedCase,
+) {
+    let DecidedCase {
+        index,
+        seen,
+        failure,
+        duration,
+    } = decided;
+    let (line, outcome) = match failure {
+        None => {
+            report.passed += 1;
+            (
+                format!("PASS {}: {} => {seen}", prepared.file, case.label),
+                CaseOutcome::Passed,
+            )
+        }
+        Some(explanation) => {
+            report.failed += 1;
+            (
+                format!(
+                    "FAIL {}: {} => {seen} (expected {}): {explanation}",
+                    prepared.file, case.label, case.expect
+                ),
+                CaseOutcome::Failed { explanation },
+            )
+        }
+    };
+    report.lines.push(line);
+    result.cases.push(CaseResult {
+        index,
+        line: prepared.case_line(index),
+        label: case.label,
+        expected: case.expect.to_string(),
+        actual: Some(seen),
+        outcome,
+        duration,
+    });
 }
