@@ -7,8 +7,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 
 /// Builds the agent; `None` (after SKIPPED, or failing in CI) when the
 /// tools or root are missing.
@@ -46,28 +46,12 @@ fn build_agent(name: &str) -> Option<PathBuf> {
     Some(binary)
 }
 
-/// Runs the agent on the example data; `fail_at_write` sets the test hook
-/// that makes write K of every difference fail with EIO.
-fn run_agent(binary: &Path, fail_at_write: Option<usize>) -> Output {
-    let data = common::example_data();
-    let mut command = Command::new(binary);
-    command
-        .arg(data.join("inventory.yaml"))
-        .arg(data.join("policy-v1.yaml"))
-        .arg(data.join("policy-v2.yaml"))
-        .arg(data.join("flows.txt"));
-    if let Some(k) = fail_at_write {
-        command.env("PORIN_AGENT_FAIL_AT_WRITE", k.to_string());
-    }
-    command.output().expect("run the C agent")
-}
-
 #[test]
 fn c_agent_verdicts_match_porin_test() {
     let Some(binary) = build_agent("c-agent") else {
         return;
     };
-    let output = run_agent(&binary, None);
+    let output = common::run_example_agent(&binary, None);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -93,7 +77,7 @@ fn c_agent_rolls_back_a_difference_that_fails_at_any_write() {
     let Some(binary) = build_agent("c-agent-faults") else {
         return;
     };
-    let clean = run_agent(&binary, None);
+    let clean = common::run_example_agent(&binary, None);
     let clean_stdout = String::from_utf8_lossy(&clean.stdout);
     assert!(clean.status.success(), "{clean_stdout}");
     // "diff shop/api: 7 writes applied to the live map"
@@ -112,7 +96,7 @@ fn c_agent_rolls_back_a_difference_that_fails_at_any_write() {
         "the example differences are too small: {writes:?}"
     );
     for k in 0..=longest {
-        let output = run_agent(&binary, Some(k));
+        let output = common::run_example_agent(&binary, Some(k));
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         let failing: Vec<&(String, usize)> = writes.iter().filter(|(_, n)| *n > k).collect();

@@ -5,8 +5,8 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::PathBuf;
+use std::process::Command;
 use std::sync::OnceLock;
 
 /// Builds the Go agent once for every test of this file; `None` (with a
@@ -66,28 +66,12 @@ fn build_go_agent() -> Option<PathBuf> {
     Some(binary)
 }
 
-/// Runs the agent on the example data; `fail_at_write` sets the test hook
-/// that makes write K of every difference fail.
-fn run_agent(binary: &Path, fail_at_write: Option<usize>) -> Output {
-    let data = common::example_data();
-    let mut command = Command::new(binary);
-    command
-        .arg(data.join("inventory.yaml"))
-        .arg(data.join("policy-v1.yaml"))
-        .arg(data.join("policy-v2.yaml"))
-        .arg(data.join("flows.txt"));
-    if let Some(k) = fail_at_write {
-        command.env("PORIN_AGENT_FAIL_AT_WRITE", k.to_string());
-    }
-    command.output().expect("run the Go agent")
-}
-
 #[test]
 fn go_agent_verdicts_match_porin_test() {
     let Some(binary) = go_agent() else {
         return;
     };
-    let output = run_agent(binary, None);
+    let output = common::run_example_agent(binary, None);
     let stdout = String::from_utf8_lossy(&output.stdout);
     assert!(
         output.status.success(),
@@ -110,7 +94,7 @@ fn go_agent_rolls_back_a_difference_that_fails_part_way() {
         return;
     };
     for k in [0, 1, 3] {
-        let output = run_agent(binary, Some(k));
+        let output = common::run_example_agent(binary, Some(k));
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert_eq!(output.status.code(), Some(3), "K={k}:\n{stdout}\n{stderr}");

@@ -6,7 +6,7 @@
 #![allow(dead_code, reason = "each test binary uses a subset")]
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// The workspace root.
 pub fn workspace_root() -> PathBuf {
@@ -169,6 +169,26 @@ pub fn can_bpf() -> Result<(), String> {
 /// The example data shared by both agents.
 pub fn example_data() -> PathBuf {
     workspace_root().join("examples/data")
+}
+
+/// Runs an example agent (C or Go) on the example data:
+/// `AGENT INVENTORY POLICY_V1 POLICY_V2 FLOWS`; `fail_at_write` sets the
+/// agents' test hook `PORIN_AGENT_FAIL_AT_WRITE=K`, which makes write K of
+/// every difference fail.
+pub fn run_example_agent(binary: &Path, fail_at_write: Option<usize>) -> Output {
+    let data = example_data();
+    let mut command = Command::new(binary);
+    command
+        .arg(data.join("inventory.yaml"))
+        .arg(data.join("policy-v1.yaml"))
+        .arg(data.join("policy-v2.yaml"))
+        .arg(data.join("flows.txt"));
+    if let Some(k) = fail_at_write {
+        command.env("PORIN_AGENT_FAIL_AT_WRITE", k.to_string());
+    }
+    command
+        .output()
+        .unwrap_or_else(|e| panic!("run {}: {e}", binary.display()))
 }
 
 /// Checks an agent's output against `porin test`: every
