@@ -450,7 +450,7 @@ fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnost
 /// identities; policy prefixes → CIDR identities (an endpoint address wins
 /// over an equal policy prefix); `0.0.0.0/0` → 9 and `::/0` → 10. IPv4
 /// first, then by address and length.
-pub(crate) fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
+pub fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
     let mut map: BTreeMap<IpNetwork, u32> = BTreeMap::new();
     for (prefix, id) in &table.cidr_identity {
         map.insert(*prefix, *id);

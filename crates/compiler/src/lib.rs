@@ -20,7 +20,6 @@
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`policytest`]: the `porin test` runner;
 //! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
-//! - [`verify`]: the lint rules (`porin lint`) over the compiled state;
 //! - [`error`]: the stage's errors.
 
 pub mod compile;
@@ -39,4 +38,3 @@ pub mod ports;
 pub mod resolve;
 pub mod selector;
 pub mod session;
-pub mod verify;

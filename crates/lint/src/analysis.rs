@@ -13,8 +13,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::identity::Identity;
-use crate::mapstate::{Decision, Direction, MapState, Verdict};
+use porin_compiler::identity::Identity;
+use porin_compiler::mapstate::{Decision, Direction, MapState, Verdict};
 
 /// One representative flow of a class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -107,7 +107,7 @@ pub fn comparable(verdict: Verdict) -> Verdict {
     match verdict {
         Verdict::Redirect { .. } => Verdict::Redirect { proxy_port: 0 },
         Verdict::Deny { .. } => Verdict::Deny {
-            reason: crate::mapstate::DenyReason::Rule,
+            reason: porin_compiler::mapstate::DenyReason::Rule,
         },
         other => other,
     }
@@ -132,7 +132,7 @@ pub fn equivalent(a: &MapState, b: &MapState) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapstate::{Entry, Key, PolicyFeatures};
+    use porin_compiler::mapstate::{Entry, Key, PolicyFeatures};
 
     #[test]
     fn classes_cover_every_port() {
@@ -154,7 +154,7 @@ mod tests {
 
     #[test]
     fn deny_reasons_compare_equal_redirect_ports_too() {
-        use crate::mapstate::DenyReason;
+        use porin_compiler::mapstate::DenyReason;
         assert_eq!(
             comparable(Verdict::Deny {
                 reason: DenyReason::NoEntry

@@ -8,13 +8,13 @@ use porin_model::diagnostic::{Diagnostic, Location};
 
 use super::analysis;
 use super::config::LintConfig;
-use crate::error::CompileError;
-use crate::identities::{IdentityKind, IdentityTable};
-use crate::inventory::{Inventory, NamedPort};
-use crate::mapstate::MapState;
-use crate::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
-use crate::resolve::policy::{L4Policy, Resolver};
-use crate::resolve::rule::PolicyRule;
+use porin_compiler::error::CompileError;
+use porin_compiler::identities::{IdentityKind, IdentityTable};
+use porin_compiler::inventory::{Inventory, NamedPort};
+use porin_compiler::mapstate::MapState;
+use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
+use porin_compiler::resolve::policy::{L4Policy, Resolver};
+use porin_compiler::resolve::rule::PolicyRule;
 
 /// Endpoints that share an identity and named ports, hence a map state.
 #[derive(Debug, Clone)]
@@ -113,7 +113,7 @@ impl<'a> Context<'a> {
                     state,
                 });
             }
-            ipcache_len = crate::compile::build_ipcache(inventory, &table).len();
+            ipcache_len = porin_compiler::compile::build_ipcache(inventory, &table).len();
         }
         Ok(Self {
             inputs,

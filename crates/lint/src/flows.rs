@@ -5,9 +5,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::identity::Identity;
-use crate::mapstate::{Direction, MapState, Verdict};
-use crate::resolve::rule::proto;
+use porin_compiler::identity::Identity;
+use porin_compiler::mapstate::{Direction, MapState, Verdict};
+use porin_compiler::resolve::rule::proto;
 
 /// Protocols always listed (a state without keys for them still decides
 /// them, e.g. through an L3-only allow).
@@ -126,7 +126,7 @@ pub fn describe(ranges: &[PortRange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::mapstate::{Entry, Key, PolicyFeatures};
+    use porin_compiler::mapstate::{Entry, Key, PolicyFeatures};
 
     #[test]
     fn allowed_ranges_intersect_egress_and_ingress() {

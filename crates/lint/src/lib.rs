@@ -30,10 +30,10 @@ use porin_model::diagnostic::{Diagnostic, Location, Severity};
 
 pub use context::{Context, Coverage, Unit};
 
-use crate::error::CompileError;
-use crate::inventory::Inventory;
-use crate::resolve::lower::PolicyInput;
 use config::{IGNORE_ANNOTATION, LintConfig, RuleLevel, parse_ignore};
+use porin_compiler::error::CompileError;
+use porin_compiler::inventory::Inventory;
+use porin_compiler::resolve::lower::PolicyInput;
 
 /// The outcome of a lint run.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use porin_compiler::inventory::Inventory;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::verify::config::LintConfig;
-use porin_compiler::verify::{codes, verify};
+use porin_lint::config::LintConfig;
+use porin_lint::{codes, verify};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_path;
 

@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use porin_compiler::inventory::Inventory;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::verify::config::LintConfig;
-use porin_compiler::verify::{Report, codes, verify};
+use porin_lint::config::LintConfig;
+use porin_lint::{Report, codes, verify};
 use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadOutcome, load_str};

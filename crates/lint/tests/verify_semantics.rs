@@ -4,8 +4,8 @@
 
 use porin_compiler::inventory::Inventory;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::verify::config::LintConfig;
-use porin_compiler::verify::{Report, verify};
+use porin_lint::config::LintConfig;
+use porin_lint::{Report, verify};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_str;
 

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use anyhow::{Context, bail};
 use clap::Args;
-use porin_compiler::verify::codes;
+use porin_lint::codes;
 
 use crate::output::Status;
 

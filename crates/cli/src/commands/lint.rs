@@ -18,8 +18,8 @@ use porin_compiler::error::CompileError;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::verify::config::LintConfig;
-use porin_compiler::verify::{Report, verify};
+use porin_lint::config::LintConfig;
+use porin_lint::{Report, verify};
 use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::{Diagnostic, Severity, load_paths};
 

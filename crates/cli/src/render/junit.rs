@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use porin_compiler::verify::codes as lint_codes;
+use porin_lint::codes as lint_codes;
 use porin_model::diagnostic::Diagnostic;
 
 use super::FailOn;

@@ -18,7 +18,7 @@
 
 use std::collections::BTreeMap;
 
-use porin_compiler::verify::codes as lint_codes;
+use porin_lint::codes as lint_codes;
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde_json::{Value, json};
 

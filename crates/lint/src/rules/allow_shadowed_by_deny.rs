@@ -3,7 +3,7 @@
 //!
 //! An allow rule R "changes no verdict" when, for every endpoint R selects,
 //! the map state compiled without R decides every flow class exactly as
-//! the full state does ([`crate::verify::Context::rule_changes_verdicts`]).
+//! the full state does ([`crate::Context::rule_changes_verdicts`]).
 //! Such a rule is then classified by what decides the flows R would allow
 //! on its own (the state of R alone): deny rules (PR004) or other allows
 //! (PR005).
@@ -13,10 +13,10 @@ use std::collections::BTreeSet;
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::verify::analysis::{decide, flow_points};
-use crate::verify::{Context, codes};
+use crate::analysis::{decide, flow_points};
+use crate::{Context, codes};
 
-pub use crate::verify::context::Coverage;
+pub use crate::context::Coverage;
 
 /// The coverage of a user allow rule that changes no verdict; `None` if the
 /// rule changes a verdict, selects nothing or would allow nothing alone.

@@ -4,7 +4,7 @@
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
 
 /// Reports allow-everything rules.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {

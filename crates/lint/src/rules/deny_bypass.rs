@@ -14,13 +14,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::identity::Identity;
-use crate::labels::SOURCE_CIDR;
-use crate::mapstate::Direction;
-use crate::resolve::policy::SelectorCache;
-use crate::resolve::rule::{PortRef, proto};
-use crate::verify::analysis::flow_points;
-use crate::verify::{Context, codes};
+use crate::analysis::flow_points;
+use crate::{Context, codes};
+use porin_compiler::identity::Identity;
+use porin_compiler::labels::SOURCE_CIDR;
+use porin_compiler::mapstate::Direction;
+use porin_compiler::resolve::policy::SelectorCache;
+use porin_compiler::resolve::rule::{PortRef, proto};
 
 /// Reports allowed addresses inside denied CIDRs.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -150,10 +150,10 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 
 /// One representative (protocol, port) of every flow class of `state`
 /// (in the rule's direction) that the deny rule covers: exact, since the
-/// verdict is constant on a class (see [`crate::verify::analysis`]).
+/// verdict is constant on a class (see [`crate::analysis`]).
 fn denied_ports(
-    rule: &crate::resolve::rule::PolicyRule,
-    state: &crate::mapstate::MapState,
+    rule: &porin_compiler::resolve::rule::PolicyRule,
+    state: &porin_compiler::mapstate::MapState,
 ) -> Vec<(u8, u16)> {
     let classes: BTreeSet<(u8, u16, u16)> = flow_points(&[state])
         .into_iter()

@@ -5,8 +5,8 @@ use std::collections::HashMap;
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::resolve::rule::PolicyRule;
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
+use porin_compiler::resolve::rule::PolicyRule;
 
 /// The rule without its origin and log cookie.
 fn body(rule: &PolicyRule) -> PolicyRule {

@@ -4,10 +4,10 @@
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::identity::Identity;
-use crate::mapstate::Direction;
-use crate::resolve::rule::proto;
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
+use porin_compiler::identity::Identity;
+use porin_compiler::mapstate::Direction;
+use porin_compiler::resolve::rule::proto;
 
 /// The kube-dns label the check looks for (`k8s-app=kube-dns` in
 /// `kube-system`, the CoreDNS / kube-dns default).

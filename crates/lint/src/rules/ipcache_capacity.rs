@@ -5,8 +5,8 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::map_capacity_near::threshold;
 use super::thousands;
-use crate::verify::Context;
-use crate::verify::codes;
+use crate::Context;
+use crate::codes;
 
 /// Compares the ipcache entry count with `ipcacheMapMax`.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {

@@ -4,10 +4,10 @@
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::mapstate::Verdict;
-use crate::resolve::rule::L7Parser;
-use crate::verify::analysis::{decide, flow_points};
-use crate::verify::{Context, codes};
+use crate::analysis::{decide, flow_points};
+use crate::{Context, codes};
+use porin_compiler::mapstate::Verdict;
+use porin_compiler::resolve::rule::L7Parser;
 
 /// Reports L7 rules no flow class of any selected endpoint reaches.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {

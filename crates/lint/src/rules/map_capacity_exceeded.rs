@@ -6,10 +6,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::thousands;
-use crate::mapstate::MapState;
-use crate::resolve::rule::proto;
-use crate::verify::codes;
-use crate::verify::{Context, Unit};
+use crate::codes;
+use crate::{Context, Unit};
+use porin_compiler::mapstate::MapState;
+use porin_compiler::resolve::rule::proto;
 
 /// How many entries one rule contributes to one endpoint's map.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

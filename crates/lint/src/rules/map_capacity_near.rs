@@ -4,8 +4,8 @@
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::map_capacity_exceeded::finding;
-use crate::verify::Context;
-use crate::verify::codes;
+use crate::Context;
+use crate::codes;
 
 /// The entry count above which PR002 warns.
 pub fn threshold(limit: usize, fraction: f64) -> usize {

@@ -9,9 +9,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::mapstate::Direction;
-use crate::resolve::rule::{PortRef, proto};
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
+use porin_compiler::mapstate::Direction;
+use porin_compiler::resolve::rule::{PortRef, proto};
 
 /// Reports unresolved or ambiguous named ports.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {

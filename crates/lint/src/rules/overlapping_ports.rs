@@ -3,8 +3,8 @@
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::resolve::rule::{PortRef, proto};
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
+use porin_compiler::resolve::rule::{PortRef, proto};
 
 fn range(port: u16, end: u16) -> (u16, u16) {
     if port == 0 {

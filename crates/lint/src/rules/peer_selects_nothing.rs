@@ -3,9 +3,9 @@
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::labels::{SOURCE_CIDR, SOURCE_FQDN};
-use crate::resolve::policy::SelectorCache;
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
+use porin_compiler::labels::{SOURCE_CIDR, SOURCE_FQDN};
+use porin_compiler::resolve::policy::SelectorCache;
 
 /// Reports peer selectors with an empty selection.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {

@@ -11,11 +11,11 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::allow_shadowed_by_deny::coverage;
 use super::is_user_rule;
-use crate::mapstate::Direction;
-use crate::resolve::rule::PortRef;
-use crate::verify::analysis::{comparable, decide, flow_points};
-use crate::verify::flows::{describe, merge};
-use crate::verify::{Context, codes};
+use crate::analysis::{comparable, decide, flow_points};
+use crate::flows::{describe, merge};
+use crate::{Context, codes};
+use porin_compiler::mapstate::Direction;
+use porin_compiler::resolve::rule::PortRef;
 
 /// A flow class: (direction, protocol, first port, last port).
 type Class = (Direction, u8, u16, u16);

@@ -4,7 +4,7 @@
 use porin_model::diagnostic::Diagnostic;
 
 use super::allow_shadowed_by_deny::{coverage, report};
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
 
 /// Reports allow rules covered only by other allows (a rule partly covered
 /// by denies is PR004).

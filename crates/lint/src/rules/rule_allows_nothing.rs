@@ -7,7 +7,7 @@
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde_json::Value;
 
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
 
 /// Peer fields of Cilium rule items (JSON names).
 const PEER_FIELDS: &[&str] = &[

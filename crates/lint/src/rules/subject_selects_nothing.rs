@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 use super::is_user_rule;
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
 
 /// (file, document, kind, name, rule prefix).
 type PolicyKey = (String, usize, String, String, String);

@@ -13,7 +13,7 @@ use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use porin_model::model::PolicyDocument;
 use serde_json::Value;
 
-use crate::verify::{Context, codes};
+use crate::{Context, codes};
 
 /// The policy kinds an entry applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -534,7 +534,7 @@ mod tests {
     /// `porin explain PR016` lists every field of the table with its version.
     #[test]
     fn the_explanation_lists_the_table() {
-        let what = crate::verify::codes::ALL
+        let what = crate::codes::ALL
             .iter()
             .find(|r| r.code == codes::UNSUPPORTED_FIELD)
             .unwrap()
