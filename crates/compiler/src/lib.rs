@@ -18,7 +18,6 @@
 //! - [`resolve`]: policy → L4 filters → map state;
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]);
 //! - [`explain`]: the reference evaluator of flows;
-//! - [`policytest`]: the `porin test` runner;
 //! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
 //! - [`error`]: the stage's errors.
 
@@ -33,7 +32,6 @@ pub mod ipcache;
 pub mod labels;
 pub mod limits;
 pub mod mapstate;
-pub mod policytest;
 pub mod ports;
 pub mod resolve;
 pub mod selector;

@@ -363,7 +363,7 @@ fn policy_json(key: &[u8; 12], value: &[u8; 12]) -> PolicyEntryJson {
 mod tests {
     use std::path::Path;
 
-    use porin_compiler::policytest::prepare;
+    use porin_policytest::prepare;
 
     use super::*;
 

@@ -5,7 +5,7 @@
 //! `endpoints`, `fqdns`), the policies in force (`policies[].path`, relative
 //! to the file, or `policies[].inline`) and `cases`: flows with the
 //! verdict they must get. [`run`] compiles each file and decides every case
-//! with the reference evaluator ([`crate::explain`]).
+//! with the reference evaluator ([`porin_compiler::explain`]).
 //!
 //! The runner returns a [`TestReport`] instead of printing, so the CLI owns
 //! output. Exit codes (`TestReport::exit_code`): 0 all passed, 1 a case
@@ -19,13 +19,13 @@ use porin_model::loader::{LoadOutcome, load_path, load_str};
 use serde::Deserialize;
 use serde_saphyr::Spanned;
 
-use crate::compile::{Compiled, compile_with_limits};
-use crate::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
-use crate::inventory::Inventory;
-use crate::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
-use crate::limits::Limits;
-use crate::resolve::lower::PolicyInput;
-use crate::resolve::rule::proto;
+use porin_compiler::compile::{Compiled, compile_with_limits};
+use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
+use porin_compiler::inventory::Inventory;
+use porin_compiler::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
+use porin_compiler::limits::Limits;
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::resolve::rule::proto;
 
 /// Which engine decides the cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -299,9 +299,9 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
         .map_err(|e| format!("{display}: cannot read: {e}"))?
         .len();
     if size > limits.inventory.max_file_bytes {
-        return Err(crate::error::InventoryError::Limit {
+        return Err(porin_compiler::error::InventoryError::Limit {
             file: display,
-            limit_kind: crate::limits::InventoryLimit::FileBytes,
+            limit_kind: porin_compiler::limits::InventoryLimit::FileBytes,
             given: size,
             limit: limits.inventory.max_file_bytes,
         }
@@ -408,8 +408,9 @@ pub fn resolve_case(
             .icmp_type
             .as_ref()
             .ok_or_else(|| format!("{at}: `icmpType` is required for {protocol}"))?;
-        let number = crate::resolve::rule::icmp_type(&text.0, proto_number == proto::ICMPV6)
-            .ok_or_else(|| format!("{at}: `{}` is not an ICMP type", text.0))?;
+        let number =
+            porin_compiler::resolve::rule::icmp_type(&text.0, proto_number == proto::ICMPV6)
+                .ok_or_else(|| format!("{at}: `{}` is not an ICMP type", text.0))?;
         u16::from(number)
     } else {
         let text = spec

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use porin_compiler::policytest::{Engine, run};
+use porin_policytest::{Engine, run};
 
 #[test]
 fn every_policy_test_fixture_passes_with_the_reference_engine() {

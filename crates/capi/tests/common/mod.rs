@@ -197,7 +197,7 @@ pub fn run_example_agent(binary: &Path, fail_at_write: Option<usize>) -> Output 
 /// inventory, and the policy-test runner (the engine of `porin test`,
 /// reference evaluator) must pass all of them. Returns the number of cases.
 pub fn check_verdicts_with_porin_test(output: &str, name: &str) -> usize {
-    use porin_compiler::policytest::{Engine, run};
+    use porin_policytest::{Engine, run};
     let data = example_data();
     let dir = scratch(name);
     let inventory = std::fs::read_to_string(data.join("inventory.yaml")).expect("inventory");
