@@ -17,9 +17,9 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use porin_ebpf::kernel::Datapath;
-use porin_ebpf::kernel::datapath::RETIRE_GRACE;
 use porin_ebpf::{ObjectConfig, emit};
+use porin_kernel::Datapath;
+use porin_kernel::datapath::RETIRE_GRACE;
 
 use crate::rig::Rig;
 use crate::stats::{Spread, group};
@@ -62,7 +62,7 @@ pub fn difference(old: &[PolicyEntry], new: &[PolicyEntry]) -> (Vec<PolicyEntry>
     (upserts, deletes)
 }
 
-fn active_map(datapath: &Datapath) -> Result<&porin_ebpf::kernel::Map> {
+fn active_map(datapath: &Datapath) -> Result<&porin_kernel::Map> {
     let slot = datapath.active_slot()?;
     Ok(datapath.object().map(slot.map_name())?)
 }

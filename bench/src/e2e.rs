@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
-use porin_ebpf::kernel::{Counter, Datapath};
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MAX, POLICY_MAP_MIN, emit};
+use porin_kernel::{Counter, Datapath};
 
 use crate::rig::Rig;
 use crate::stats::{Spread, group, ratio};

@@ -6,9 +6,9 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
-use porin_ebpf::kernel::{Datapath, Direction};
-use porin_ebpf::packet::Packet;
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MIN, emit};
+use porin_kernel::packet::Packet;
+use porin_kernel::{Datapath, Direction};
 
 use crate::stats::{Spread, group};
 use crate::workload::{self, CLIENT, ECHO_PORT, SERVER};

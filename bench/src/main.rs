@@ -209,7 +209,7 @@ fn run_role(role: Role) -> Result<()> {
 
 /// Fails early, with the reason, when the harness cannot run here.
 fn preflight(needs_net: bool) -> Result<()> {
-    if let Err(error) = porin_ebpf::kernel::probe() {
+    if let Err(error) = porin_kernel::probe() {
         bail!("eBPF is unavailable (run as root): {error}");
     }
     if needs_net {

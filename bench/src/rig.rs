@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use porin_ebpf::kernel::{Datapath, Direction};
+use porin_kernel::{Datapath, Direction};
 
 use crate::cmd::{in_netns, run};
 use crate::cpu;

@@ -9,9 +9,9 @@
 use arbitrary::{Arbitrary, Unstructured};
 use libfuzzer_sys::{Corpus, fuzz_target};
 use object::Object as _;
-use porin_ebpf::kernel::ObjectFile;
 use porin_ebpf::maps::MapPinning;
 use porin_ebpf::{EmitError, ObjectConfig, emit};
+use porin_kernel::ObjectFile;
 
 /// A fuzz-side mirror of `ObjectConfig` (the library carries no fuzz-only
 /// derive). Sizes are drawn half the time near the policy-map bounds, where

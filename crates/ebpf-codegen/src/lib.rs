@@ -12,11 +12,8 @@ pub mod btf;
 pub mod compiled;
 pub mod disasm;
 pub mod elf;
-pub mod engine;
 pub mod insn;
-pub mod kernel;
 pub mod maps;
-pub mod packet;
 pub mod program;
 
 use thiserror::Error;

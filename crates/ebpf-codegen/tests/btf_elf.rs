@@ -8,6 +8,9 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
+// The root/CI skip rule and the scratch object file (bpftool test); the
+// module lives with the kernel tests, which use the rest of it.
+#[path = "../../kernel/tests/support/mod.rs"]
 mod support;
 
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _};

@@ -8,9 +8,9 @@
 
 use std::net::Ipv4Addr;
 
-use porin_ebpf::kernel::{Datapath, Direction};
-use porin_ebpf::packet::Packet;
 use porin_ebpf::{ObjectConfig, emit};
+use porin_kernel::packet::Packet;
+use porin_kernel::{Datapath, Direction};
 
 const POD: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 const CLIENT: Ipv4Addr = Ipv4Addr::new(10, 200, 0, 1);
@@ -94,7 +94,7 @@ fn measure(entries: u32) -> Result<Row, Box<dyn std::error::Error>> {
     datapath.install_ipcache(&ipcache(), &[])?;
     datapath.install_policy(&policy(entries))?;
     let program = datapath.program(Direction::ToEndpoint)?;
-    let ctx = porin_ebpf::kernel::SkBuff::default();
+    let ctx = porin_kernel::SkBuff::default();
 
     // New flow: every run sees an empty conntrack table and a fresh tuple.
     let mut new_flow = Vec::new();
@@ -132,7 +132,7 @@ fn measure(entries: u32) -> Result<Row, Box<dyn std::error::Error>> {
 }
 
 fn main() {
-    if let Err(error) = porin_ebpf::kernel::probe() {
+    if let Err(error) = porin_kernel::probe() {
         let reason = if error.is_unavailable() {
             "needs root (CAP_BPF)"
         } else {

@@ -64,13 +64,16 @@ use porin_compiler::compile::Compiled;
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
 use porin_compiler::limits::Limits;
 use porin_compiler::mapstate;
-use porin_compiler::policytest::{self, DecidedCase, Engine, FileResult, ResolvedCase, TestReport};
+use porin_ebpf::compiled::{CompiledMapsError, MapContents};
+use porin_ebpf::{EmitError, ObjectConfig, POLICY_MAP_MAX, emit};
+use porin_policytest::{
+    self as policytest, DecidedCase, Engine, FileResult, ResolvedCase, TestReport,
+};
 use thiserror::Error;
 
-use crate::compiled::{CompiledMapsError, MapContents};
-use crate::kernel::{self, Counter, Datapath, KernelError, KernelVerdict};
+use crate as kernel;
 use crate::packet::{Ipv4, Ipv6, Network, Packet, Transport, echo_rest};
-use crate::{EmitError, ObjectConfig, POLICY_MAP_MAX, emit};
+use crate::{Counter, Datapath, KernelError, KernelVerdict};
 
 /// Source port of crafted TCP/UDP/SCTP packets.
 pub const SOURCE_PORT: u16 = 40000;

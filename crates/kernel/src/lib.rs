@@ -19,8 +19,8 @@
 //!   `SKIPPED` outside CI instead of failing.
 //!
 //! ```no_run
-//! use porin_ebpf::kernel::{Datapath, Direction};
-//! use porin_ebpf::packet::Packet;
+//! use porin_kernel::{Datapath, Direction};
+//! use porin_kernel::packet::Packet;
 //! use std::net::Ipv4Addr;
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -60,9 +60,11 @@
 pub mod apply;
 mod btf;
 pub mod datapath;
+pub mod engine;
 mod error;
 mod loader;
 mod map;
+pub mod packet;
 mod program;
 pub mod sys;
 

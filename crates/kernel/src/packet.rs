@@ -10,7 +10,7 @@
 //! malformed frame is made by building a valid one and truncating or editing the bytes.
 //!
 //! ```
-//! use porin_ebpf::packet::Packet;
+//! use porin_kernel::packet::Packet;
 //! use std::net::Ipv4Addr;
 //! let frame = Packet::tcp4(Ipv4Addr::new(10, 0, 0, 1), 40000, Ipv4Addr::new(10, 0, 0, 2), 80)
 //!     .with_vlan(100)

@@ -42,10 +42,10 @@ use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::Direction;
-use porin_compiler::policytest::prepare;
 use porin_ebpf::compiled::ipcache_of;
-use porin_ebpf::engine::{CheckOutcome, KernelEngine, flow_packet};
-use porin_ebpf::kernel;
+use porin_kernel as kernel;
+use porin_kernel::engine::{CheckOutcome, KernelEngine, flow_packet};
+use porin_policytest::prepare;
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 

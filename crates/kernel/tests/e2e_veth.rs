@@ -34,7 +34,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use kernel_support::{EGRESS, INGRESS, allow, deny, ipcache4, ipcache6, kernel_available};
-use porin_ebpf::kernel::Datapath;
+use porin_kernel::Datapath;
 
 const PEER: Ipv4Addr = Ipv4Addr::new(10, 231, 0, 1);
 const ENDPOINT: Ipv4Addr = Ipv4Addr::new(10, 231, 0, 2);
@@ -159,11 +159,11 @@ impl Rig {
             .to_string_lossy()
             .into_owned();
         datapath
-            .program(porin_ebpf::kernel::Direction::ToEndpoint)
+            .program(porin_kernel::Direction::ToEndpoint)
             .and_then(|p| p.pin(&to))
             .map_err(|e| e.to_string())?;
         datapath
-            .program(porin_ebpf::kernel::Direction::FromEndpoint)
+            .program(porin_kernel::Direction::FromEndpoint)
             .and_then(|p| p.pin(&from))
             .map_err(|e| e.to_string())?;
         let dev = self.dev_endpoint.as_str();
@@ -399,7 +399,7 @@ fn e2e_veth_tcp_and_udp_follow_policy() {
 
     // The counters saw real traffic: new flows, replies and drops.
     let counters = datapath.read_counters().unwrap();
-    use porin_ebpf::kernel::Counter;
+    use porin_kernel::Counter;
     assert!(
         counters.get(Counter::AllowedNew).packets > 0,
         "{counters:?}"

@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use porin_compiler::policytest::{Engine, TestReport};
-use porin_ebpf::{engine, kernel};
+use porin_kernel::{self as kernel, engine};
+use porin_policytest::{Engine, TestReport};
 
 fn kernel_available(test: &str) -> bool {
     match kernel::probe() {
@@ -134,11 +134,11 @@ fn the_kernel_engine_reports_each_case_per_file() {
         assert!(case.line > 0, "{}: no line", case.label);
         assert_eq!(
             line.starts_with("PASS"),
-            case.outcome == porin_compiler::policytest::CaseOutcome::Passed,
+            case.outcome == porin_policytest::CaseOutcome::Passed,
             "{line}"
         );
     }
-    let discovered = porin_compiler::policytest::discover(&[fixtures()]).unwrap();
+    let discovered = porin_policytest::discover(&[fixtures()]).unwrap();
     assert_eq!(report.files.len(), discovered.len(), "one result per file");
 }
 

@@ -17,8 +17,8 @@ use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::programs::SchedClassifier;
 use kernel_support::{EGRESS, HTTP_REDIRECT, INGRESS, allow, deny, ipcache4, kernel_available};
 use kernel_support::{policy_entry, policy_key, porin_object};
-use porin_ebpf::kernel::{Datapath, Direction, SkBuff, sys};
-use porin_ebpf::packet::{Packet, echo_rest};
+use porin_kernel::packet::{Packet, echo_rest};
+use porin_kernel::{Datapath, Direction, SkBuff, sys};
 
 const POD: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 const FRONTEND: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 20);

@@ -15,8 +15,8 @@ use kernel_support::{
     ALLOW, EGRESS, HTTP_REDIRECT, INGRESS, allow, deny, ipcache4, ipcache6, kernel_available,
     policy_entry, policy_key, porin_object,
 };
-use porin_ebpf::kernel::{Counter, Datapath, Direction, PolicySlot, Verdict};
-use porin_ebpf::packet::{Ipv4, Ipv6Extension, Network, Packet, Transport, echo_rest, proto};
+use porin_kernel::packet::{Ipv4, Ipv6Extension, Network, Packet, Transport, echo_rest, proto};
+use porin_kernel::{Counter, Datapath, Direction, PolicySlot, Verdict};
 
 const POD: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 const FRONTEND: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 20);
@@ -282,7 +282,7 @@ fn ipv6_extension_headers_are_walked_and_bounded() {
     });
     assert_eq!(to_pod(&dp, &first), PASS_NEW);
     let mut later = Packet::new(
-        Network::V6(porin_ebpf::packet::Ipv6::new(frontend6(), pod6())),
+        Network::V6(porin_kernel::packet::Ipv6::new(frontend6(), pod6())),
         Transport::Raw {
             proto: TCP,
             bytes: vec![0; 16],
@@ -299,7 +299,7 @@ fn ipv6_extension_headers_are_walked_and_bounded() {
     );
     // No Next Header (59) straight after the base header: nothing to decide on.
     let none = Packet::new(
-        Network::V6(porin_ebpf::packet::Ipv6::new(frontend6(), pod6())),
+        Network::V6(porin_kernel::packet::Ipv6::new(frontend6(), pod6())),
         Transport::Raw {
             proto: proto::NONE,
             bytes: vec![],
@@ -808,7 +808,7 @@ fn retired_policy_map_waits_out_the_grace_period() {
     dp.install_policy(&[allow(FRONTEND_ID, INGRESS, TCP, 81, Some(16))])
         .unwrap();
     assert!(
-        started.elapsed() >= porin_ebpf::kernel::datapath::RETIRE_GRACE,
+        started.elapsed() >= porin_kernel::datapath::RETIRE_GRACE,
         "rewrote the retired map after {:?}",
         started.elapsed()
     );

@@ -27,11 +27,11 @@ use kernel_support::{ipcache4, kernel_available};
 use porin_compiler::diff::{MapChange, policy_diff};
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::{self, Entry, Key, ListenerPriority, MapState};
-use porin_ebpf::kernel::{
+use porin_ebpf::{ObjectConfig, emit};
+use porin_kernel::packet::Packet;
+use porin_kernel::{
     BpfCommand, Datapath, Direction, KernelError, Map, MapWriter, PolicySlot, Verdict,
 };
-use porin_ebpf::packet::Packet;
-use porin_ebpf::{ObjectConfig, emit};
 
 const POD: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 10);
 const FRONTEND: Ipv4Addr = Ipv4Addr::new(10, 0, 2, 20);

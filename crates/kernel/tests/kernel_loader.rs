@@ -13,10 +13,10 @@ mod kernel_support;
 use std::process::Command;
 
 use kernel_support::kernel_available;
-use porin_ebpf::kernel::{
+use porin_kernel::packet::Packet;
+use porin_kernel::{
     KernelError, LoadedObject, MapType, ObjectFile, SkBuff, TC_ACT_OK, TC_ACT_SHOT,
 };
-use porin_ebpf::packet::Packet;
 
 const SOURCE: &str = r#"
 typedef unsigned int __u32; typedef unsigned short __u16; typedef unsigned char __u8;

@@ -19,8 +19,8 @@ use std::net::Ipv4Addr;
 use kernel_support::{
     ALLOW, DENY, HTTP_REDIRECT, kernel_available, policy_entry, policy_key, porin_object,
 };
-use porin_ebpf::kernel::{Counter, Datapath, Direction};
-use porin_ebpf::packet::Packet;
+use porin_kernel::packet::Packet;
+use porin_kernel::{Counter, Datapath, Direction};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 

@@ -11,7 +11,7 @@ mod kernel_support;
 use std::os::fd::AsRawFd;
 
 use kernel_support::{exit, insn, kernel_available, mov64_imm, program};
-use porin_ebpf::kernel::{
+use porin_kernel::{
     BPF_F_NO_PREALLOC, KernelError, Map, MapSpec, MapType, Program, ProgramType, SkBuff,
     UpdateFlags,
 };
@@ -348,7 +348,7 @@ fn verifier_statistics_are_reported_on_success() {
     if !kernel_available("verifier_statistics_are_reported_on_success") {
         return;
     }
-    let (_fd, stats) = porin_ebpf::kernel::sys::prog_load_with_stats(
+    let (_fd, stats) = porin_kernel::sys::prog_load_with_stats(
         "t_stats",
         ProgramType::SCHED_CLS,
         &program(&[mov64_imm(0, 2), exit()]),
@@ -357,7 +357,7 @@ fn verifier_statistics_are_reported_on_success() {
     .unwrap();
     assert!(stats.contains("processed 2 insns"), "{stats}");
     // A rejected program still returns the full verifier log in the error.
-    let err = porin_ebpf::kernel::sys::prog_load_with_stats(
+    let err = porin_kernel::sys::prog_load_with_stats(
         "t_stats_bad",
         ProgramType::SCHED_CLS,
         &program(&[exit()]),

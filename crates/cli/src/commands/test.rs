@@ -16,9 +16,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use porin_compiler::policytest::{
-    CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits,
-};
+use porin_policytest::{CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits};
 
 use crate::limits::LimitArgs;
 use crate::render::junit::{self, Case, Problem, Suite};
@@ -75,7 +73,7 @@ pub fn run(args: &Args) -> ExitCode {
     let report = match engine {
         Engine::Reference => run_with_limits(&args.paths, engine, &limits),
         Engine::Kernel | Engine::Both => {
-            porin_ebpf::engine::run_with_limits(&args.paths, engine, &limits)
+            porin_kernel::engine::run_with_limits(&args.paths, engine, &limits)
         }
     };
     match args.format {

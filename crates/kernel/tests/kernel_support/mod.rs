@@ -1,7 +1,7 @@
 //! Shared helpers of the kernel tests: skip-or-fail policy and a tiny instruction encoder.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-use porin_ebpf::kernel;
+use porin_kernel as kernel;
 
 /// True when the kernel can be used. Without it: in CI (`CI=true`) the test fails loudly;
 /// elsewhere it prints `SKIPPED: <test>: <reason>` and the caller returns.
