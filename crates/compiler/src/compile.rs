@@ -6,6 +6,7 @@
 //! and build the ipcache. The result, [`Compiled`], is deterministic: the
 //! same inputs give byte-identical JSON (every collection is ordered).
 
+#[cfg(feature = "synthetic")]
 pub mod synthetic;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
