@@ -31,6 +31,7 @@ pub enum BpfCommand {
 
 impl BpfCommand {
     /// The command number in `enum bpf_cmd` (`include/uapi/linux/bpf.h`).
+    #[cfg(target_os = "linux")]
     pub(crate) fn number(self) -> u32 {
         match self {
             Self::MapCreate => 0,
@@ -99,6 +100,18 @@ pub enum KernelError {
         source: io::Error,
         /// The kernel's BTF log.
         log: String,
+    },
+    /// porin runs on a system without `bpf(2)` (only Linux has it): every kernel operation fails
+    /// with this, whatever the privileges.
+    #[error(
+        "`{command}` on `{object}`: the kernel engine needs Linux (there is no bpf(2) on {os})",
+        os = std::env::consts::OS
+    )]
+    NeedsLinux {
+        /// The command that could not be issued.
+        command: BpfCommand,
+        /// The map or program it was meant for.
+        object: String,
     },
     /// A key or value passed to a map had the wrong length.
     #[error("{what} for map `{map}` has {given} bytes, the map expects {expected}")]
@@ -220,11 +233,33 @@ impl KernelError {
     }
 
     /// True when the error means "this process may not use eBPF here" (no privilege, or no
-    /// `bpf(2)` at all) rather than a bug: tests report SKIPPED outside CI on these.
+    /// `bpf(2)` at all) rather than a bug: tests report SKIPPED outside CI on these. False for
+    /// [`KernelError::NeedsLinux`]: no privilege would help there.
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self.errno(),
             Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENOSYS)
         ) && matches!(self, Self::Syscall { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn needs_linux_names_the_command_and_is_no_privilege_problem() {
+        let error = KernelError::NeedsLinux {
+            command: BpfCommand::MapCreate,
+            object: "porin_probe".to_owned(),
+        };
+        let text = error.to_string();
+        assert!(
+            text.starts_with("`BPF_MAP_CREATE` on `porin_probe`: the kernel engine needs Linux"),
+            "{text}"
+        );
+        assert!(text.contains(std::env::consts::OS), "{text}");
+        assert_eq!(error.errno(), None);
+        assert!(!error.is_unavailable());
     }
 }

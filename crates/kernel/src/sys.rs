@@ -1,6 +1,6 @@
 //! The `bpf(2)` system call, wrapped safely.
 //!
-//! This is the only module of porin-ebpf that contains `unsafe` code. Each command has its own
+//! This is the only module of porin-kernel that contains `unsafe` code. Each command has its own
 //! `#[repr(C)]` attribute struct laid out exactly like the matching member of `union bpf_attr`
 //! (`include/uapi/linux/bpf.h`) up to the last field porin uses, with every padding byte spelled
 //! out as a zeroed field: the kernel rejects attributes whose unknown tail is not zero, and it
@@ -8,6 +8,10 @@
 //!
 //! Pointers handed to the kernel always come from live Rust slices whose lengths are passed
 //! alongside, so the kernel never reads or writes past a buffer.
+//!
+//! `bpf(2)` exists only on Linux. Elsewhere (macOS, for `porin lint` and the other commands that
+//! never touch the kernel) the module still builds: the one system call is replaced by a twin
+//! that fails, and every command returns [`KernelError::NeedsLinux`].
 
 #![allow(
     unsafe_code,
@@ -24,6 +28,7 @@ use super::error::{BpfCommand, KernelError};
 const OBJ_NAME_LEN: usize = 16;
 
 /// How often an `EAGAIN`/`EINTR` answer is retried (libbpf retries `BPF_PROG_LOAD` 5 times).
+#[cfg(target_os = "linux")]
 const RETRIES: usize = 5;
 
 /// Size of the verifier log buffer used when a load fails (16 MiB, the kernel's old maximum).
@@ -235,6 +240,7 @@ impl BpfAttr for ObjAttr {}
 impl BpfAttr for BtfLoadAttr {}
 
 /// Calls `bpf(cmd, attr, sizeof attr)`, retrying `EAGAIN`/`EINTR` a few times.
+#[cfg(target_os = "linux")]
 fn bpf_call<A: BpfAttr>(command: BpfCommand, attr: &mut A) -> io::Result<i64> {
     let size = std::mem::size_of::<A>();
     let mut attempt = 0;
@@ -298,7 +304,22 @@ fn object_name(name: &str) -> [u8; OBJ_NAME_LEN] {
     out
 }
 
+/// The non-Linux twin of `bpf_call`: there is no `bpf(2)`, so every command fails the way it
+/// does on a kernel without `CONFIG_BPF_SYSCALL` (`ENOSYS`); [`syscall_error`] then says why.
+#[cfg(not(target_os = "linux"))]
+fn bpf_call<A: BpfAttr>(_command: BpfCommand, _attr: &mut A) -> io::Result<i64> {
+    Err(io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// The error of a failed command. Every failed `bpf(2)` call that is not a verifier or BTF
+/// rejection ends here, so off Linux this is the one place that names the real reason.
 fn syscall_error(command: BpfCommand, object: &str, source: io::Error) -> KernelError {
+    if cfg!(not(target_os = "linux")) {
+        return KernelError::NeedsLinux {
+            command,
+            object: object.to_owned(),
+        };
+    }
     KernelError::Syscall {
         command,
         object: object.to_owned(),
@@ -673,6 +694,35 @@ mod tests {
         let long = object_name("porin-from-endpoint-program");
         assert_eq!(&long[..15], b"porin_from_endp");
         assert_eq!(long[15], 0);
+    }
+
+    /// Off Linux every command fails with `NeedsLinux`, including the two that retry with a log.
+    #[cfg(not(target_os = "linux"))]
+    #[test]
+    fn every_command_needs_linux_here() {
+        let needs = |result: Result<OwnedFd, KernelError>, expected: BpfCommand| {
+            assert!(
+                matches!(result, Err(KernelError::NeedsLinux { command, .. }) if command == expected)
+            );
+        };
+        let spec = MapSpec {
+            map_type: MapType::ARRAY,
+            key_size: 4,
+            value_size: 4,
+            max_entries: 1,
+            map_flags: 0,
+        };
+        needs(map_create("t", &spec, None), BpfCommand::MapCreate);
+        needs(
+            prog_load(
+                "t",
+                ProgramType::SCHED_CLS,
+                &[0x95, 0, 0, 0, 0, 0, 0, 0],
+                "GPL",
+            ),
+            BpfCommand::ProgLoad,
+        );
+        needs(btf_load(&[0u8; 24]), BpfCommand::BtfLoad);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 //! aya does not expose BPF_PROG_TEST_RUN in 0.14, so the aya-loaded programs are run through
 //! porin's `kernel::sys::prog_test_run` on aya's program fds.
 
+// aya builds only for Linux (a Linux-only dev-dependency).
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test"

@@ -5,6 +5,8 @@
 //! Root tests print `SKIPPED: ...` when they cannot run, and fail under
 //! `CI=true`.
 
+// aya builds only for Linux (a Linux-only dev-dependency).
+#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test"
