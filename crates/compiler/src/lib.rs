@@ -21,6 +21,9 @@
 //! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
 //! - [`error`]: the stage's errors.
 
+// No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
+#![forbid(unsafe_code)]
+
 pub mod compile;
 pub mod diff;
 pub mod error;

@@ -7,6 +7,9 @@
 //! The object's contract (programs, maps, layouts, verdicts) is
 //! `DATAPATH.md` in this crate. Entry point: [`emit`].
 
+// No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
+#![forbid(unsafe_code)]
+
 pub mod asm;
 pub mod btf;
 pub mod compiled;

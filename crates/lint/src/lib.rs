@@ -17,6 +17,9 @@
 //! §4.6, cilium/cilium#33719), and a redundant deny can only ever fail
 //! closed.
 
+// No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
+#![forbid(unsafe_code)]
+
 pub mod analysis;
 pub mod codes;
 pub mod config;

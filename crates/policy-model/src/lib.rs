@@ -35,6 +35,9 @@
 //! Trust: the input may be untrusted CI input. Loading never panics and
 //! uses bounded memory ([`LoadLimits`]).
 
+// No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
+#![forbid(unsafe_code)]
+
 pub mod codes;
 pub mod diagnostic;
 #[doc(hidden)]

@@ -11,6 +11,9 @@
 //! output. Exit codes (`TestReport::exit_code`): 0 all passed, 1 a case
 //! failed, 2 a file could not be read, parsed or validated.
 
+// No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
+#![forbid(unsafe_code)]
+
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
