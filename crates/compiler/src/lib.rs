@@ -5,6 +5,9 @@
 //! entities and CIDRs to identities, and computes for each endpoint the
 //! policy-map entries Cilium 1.19 would enforce, with its precedence rules.
 //! It also owns the reference evaluator that decides a flow from that state.
+//! The later steps build on its output: the lint rules (`porin-lint`), the
+//! `porin test` runner (`porin-policytest`) and the object's map contents
+//! (`porin-ebpf`).
 //!
 //! Modules (one concept each):
 //!
@@ -16,7 +19,9 @@
 //! - [`inventory`]: the endpoints policies are judged against;
 //! - [`identities`]: identity allocation for label sets and prefixes;
 //! - [`resolve`]: policy → L4 filters → map state;
-//! - [`compile`]: the driver and its output ([`compile::Compiled`]);
+//! - [`compile`]: the driver and its output ([`compile::Compiled`]); the
+//!   synthetic cluster generators of the benchmarks and tests
+//!   (`compile::synthetic`) need the `synthetic` feature;
 //! - [`explain`]: the reference evaluator of flows;
 //! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
 //! - [`error`]: the stage's errors.

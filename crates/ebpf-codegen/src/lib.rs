@@ -5,7 +5,12 @@
 //! layout of those maps' contents.
 //!
 //! The object's contract (programs, maps, layouts, verdicts) is
-//! `DATAPATH.md` in this crate. Entry point: [`emit`].
+//! `DATAPATH.md` in this crate. Entry point: [`emit`]: an [`ObjectConfig`]
+//! in, the ELF bytes out, deterministically (the same config always gives
+//! the same bytes; the default one is the committed `include/porin.bpf.o`).
+//!
+//! Pure and portable: no system calls and no `unsafe`. Loading the object
+//! into the kernel and running packets through it is `porin-kernel`.
 
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]

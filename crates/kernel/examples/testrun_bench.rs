@@ -1,7 +1,7 @@
 //! Nanoseconds per packet of porin's datapath, measured by the kernel with
 //! `BPF_PROG_TEST_RUN` (`repeat`), printed as a Markdown table.
 //!
-//! Run as root: `cargo run --release -p porin-ebpf --example testrun_bench`.
+//! Run as root: `cargo run --release -p porin-kernel --example testrun_bench`.
 //! Columns: policy map sizes 1 / 4,096 / 65,536 entries with an ipcache of 8,000 /32 entries;
 //! rows: a new flow (conntrack cleared before each run, one packet each, median over runs), an
 //! established flow (the same allowed packet repeated), and a reply of a tracked flow.

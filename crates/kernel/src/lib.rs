@@ -1,7 +1,8 @@
-//! # The kernel side: run porin's object in the real kernel and read its verdicts
+//! # porin-kernel: run porin's object in the real kernel and read its verdicts
 //!
-//! porin proves its datapath by executing it, not by simulating it. This module is the narrow
-//! path from bytes to kernel objects:
+//! porin proves its datapath by executing it, not by simulating it. This crate is the narrow
+//! path from bytes (the object `porin-ebpf` emits, the map contents it encodes) to kernel
+//! objects, and the kernel engine of `porin test` on top of it:
 //!
 //! - [`sys`]: a safe wrapper over `bpf(2)` (maps, program load with the verifier log,
 //!   `BPF_PROG_TEST_RUN`, pinning, BTF load). The only `unsafe` code of the crate.
@@ -17,6 +18,13 @@
 //!   one counter it moved.
 //! - [`probe`]: tells whether this process may use eBPF at all, so tests can report
 //!   `SKIPPED` outside CI instead of failing.
+//! - [`packet`]: the frames the tests and the kernel engine send through the programs.
+//! - [`engine`]: the kernel engine of `porin test` (`--engine kernel|both`), which decides the
+//!   cases of `porin-policytest` the way the datapath does.
+//!
+//! `bpf(2)` is Linux's: on other systems the crate still builds (so do the CLI and the C API
+//! that depend on it), and every kernel operation fails with [`KernelError::NeedsLinux`].
+//! `unsafe` code is denied by the workspace lints and allowed only in [`sys`].
 //!
 //! ```no_run
 //! use porin_kernel::{Datapath, Direction};

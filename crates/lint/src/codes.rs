@@ -2,7 +2,7 @@
 //! documentation `porin explain CODE` prints.
 //!
 //! Codes are stable: a code is never reused for another condition. Each
-//! rule's check lives in `verify/rules/<name>.rs`.
+//! rule's check lives in `crates/lint/src/rules/<name>.rs`.
 
 use porin_model::diagnostic::Severity;
 
@@ -355,7 +355,7 @@ of a CIDR group, labels in every `fromEndpoints` selector instead of `fromRequir
         references: "semantics.md §9 item 9; Cilium release notes v1.11.0-rc0 (#16516), \
 v1.12.0-rc3 (#20174), v1.13.0 (#22398), v1.14.0 (#24263, #24638), v1.14.4 (#28704), v1.16.0 \
 (#26924, #30624, #32807), v1.18.0 (#39902); cilium/cilium#30572, #36649, #42615, #43167. Each \
-entry's source is in `verify/rules/unsupported_field.rs` and in the finding's note.",
+entry's source is in `crates/lint/src/rules/unsupported_field.rs` and in the finding's note.",
     },
     RuleInfo {
         code: RANGE_PARTLY_COVERED,

@@ -1,3 +1,13 @@
+//! # porin-lint: the lint rules of `porin lint`
+//!
+//! Input: loaded policies ([`PolicyInput`]s), an optional finished
+//! inventory and a [`LintConfig`] (`porin.yaml`). Output: a [`Report`]:
+//! the findings after configuration and `porin.dev/ignore` annotations,
+//! sorted by location then code, the codes skipped for want of an
+//! inventory, and how many findings were suppressed. A compiler failure is
+//! a [`CompileError`], never a panic. The flow classes of [`flows`] are
+//! shared with `porin diff` and `porin graph`.
+//!
 //! The verifier: lint rules over policies and their compiled map state
 //! (`porin lint`, issue #5).
 //!

@@ -1,3 +1,13 @@
+//! # porin-policytest: the `porin test` runner
+//!
+//! Input: paths of `PolicyTest` files or directories. Output: a
+//! [`TestReport`] (a [`FileResult`] per file, a [`CaseResult`] per case,
+//! the errors of files that could not run) and its exit code; nothing is
+//! printed. This crate decides cases with the reference engine; the kernel
+//! engine (`porin_kernel::engine`) runs the same cases through porin's
+//! object in the kernel and reports through the same types
+//! ([`record_case`], [`unrun_cases`]).
+//!
 //! `porin test`: policy test files (the contract is
 //! `shared/docs/policy-test-format.md`).
 //!
@@ -249,7 +259,7 @@ pub fn run_with_limits(paths: &[PathBuf], engine: Engine, limits: &Limits) -> Te
     let mut report = TestReport::default();
     if engine != Engine::Reference {
         report.errors.push(
-            "the kernel engine is provided by porin-ebpf and is not wired into `porin test` yet; use --engine reference"
+            "the kernel engine is provided by porin-kernel and is not wired into `porin test` yet; use --engine reference"
                 .to_owned(),
         );
         return report;
@@ -529,7 +539,7 @@ fn written_label(spec: &CaseSpec) -> String {
 }
 
 /// Every case of a file that could not run, as skipped (or, for the one at
-/// fault, as an error). Engines other than the reference (porin-ebpf's
+/// fault, as an error). Engines other than the reference (porin-kernel's
 /// kernel engine) report their files the same way.
 pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
     spec.cases

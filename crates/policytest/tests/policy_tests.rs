@@ -78,7 +78,7 @@ cases:
 
     let report = run(&[file], Engine::Kernel);
     assert_eq!(report.exit_code(), 2);
-    assert!(report.errors[0].contains("porin-ebpf"));
+    assert!(report.errors[0].contains("porin-kernel"));
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -1,7 +1,7 @@
 //! `porin lint PATH... [--inventory FILE_OR_DIR] [--config FILE]
 //! [--format human|json|sarif|junit|github] [--fail-on error|warning|never]`:
 //! load and validate policies, run the verifier's lint rules
-//! (`porin_compiler::verify`), print the findings.
+//! (`porin_lint`), print the findings.
 //!
 //! Without `--inventory`, the rules that need one (capacity, shadowing,
 //! deny bypass, selectors that select nothing, DNS, named ports) are

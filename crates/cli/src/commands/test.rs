@@ -67,8 +67,8 @@ pub fn run(args: &Args) -> ExitCode {
         EngineArg::Kernel => Engine::Kernel,
         EngineArg::Both => Engine::Both,
     };
-    // The kernel engine lives in porin-ebpf (it loads porin's object);
-    // the reference engine is the compiler's runner.
+    // The kernel engine lives in porin-kernel (it loads porin's object);
+    // the reference engine is porin-policytest's runner.
     let limits = args.limits.limits();
     let report = match engine {
         Engine::Reference => run_with_limits(&args.paths, engine, &limits),
