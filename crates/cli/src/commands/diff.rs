@@ -36,7 +36,10 @@ use serde_json::json;
 
 use porin_compiler::limits::Limits;
 
-use super::compile::load_and_compile;
+use porin_model::LoadLimits;
+use porin_model::loader::{LoadOutcome, load_paths};
+
+use super::compile::compile_loaded;
 use crate::limits::LimitArgs;
 
 /// Output format of `porin diff`.
@@ -93,13 +96,15 @@ struct EndpointDiff {
     changes: Vec<Change>,
 }
 
-/// Materialises `REV:PATH` from git into a temporary directory; returns
-/// the path to load and the directory to remove afterwards.
-fn from_git(spec: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+/// Materialises `REV:PATH` from git (run in `repo`) into a temporary
+/// directory; returns the path to load and the directory to remove
+/// afterwards.
+fn from_git(spec: &str, repo: &Path) -> anyhow::Result<(PathBuf, PathBuf)> {
     let Some((rev, path)) = spec.split_once(':') else {
         bail!("`{spec}` is neither an existing path nor REV:PATH");
     };
     let listing = Command::new("git")
+        .current_dir(repo)
         .args(["ls-tree", "-r", "--name-only", rev, "--", path])
         .output()
         .context("cannot run git")?;
@@ -121,6 +126,7 @@ fn from_git(spec: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
             continue;
         }
         let shown = Command::new("git")
+            .current_dir(repo)
             .args(["show", &format!("{rev}:{file}")])
             .output()
             .context("cannot run git")?;
@@ -141,23 +147,24 @@ fn from_git(spec: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
     Ok((root.join(path), root))
 }
 
-/// The path to load, and a temporary directory to remove after loading.
-fn resolve(spec: &str) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+/// Loads one side: an existing file or directory, or `REV:PATH` read from
+/// the git repository `repo`.
+fn load_side(spec: &str, repo: &Path, limits: &LoadLimits) -> anyhow::Result<LoadOutcome> {
     if Path::new(spec).exists() {
-        Ok((PathBuf::from(spec), None))
-    } else {
-        from_git(spec).map(|(path, root)| (path, Some(root)))
+        return load_paths(&[PathBuf::from(spec)], limits).context("cannot load policies");
     }
+    let (path, root) = from_git(spec, repo)?;
+    let loaded = load_paths(&[path], limits).context("cannot load policies");
+    let _ = std::fs::remove_dir_all(root);
+    loaded
 }
 
-/// Loads and compiles one side, removing its temporary checkout after.
+/// Loads and compiles one side.
 fn compile_side(spec: &str, inventory: &Path, limits: &Limits) -> anyhow::Result<Option<Compiled>> {
-    let (path, temporary) = resolve(spec)?;
-    let result = load_and_compile(&[path], inventory, limits);
-    if let Some(root) = temporary {
-        let _ = std::fs::remove_dir_all(root);
-    }
-    Ok(result?.ok().map(|(compiled, _)| compiled))
+    let outcome = load_side(spec, Path::new("."), &limits.load)?;
+    Ok(compile_loaded(outcome, inventory, limits)?
+        .ok()
+        .map(|(compiled, _)| compiled))
 }
 
 fn peers(compiled: &Compiled) -> BTreeMap<Peer, u32> {
