@@ -137,7 +137,12 @@ fn graph_writes_dot() {
 fn git_in(repo: &Path, args: &[&str]) {
     let status = Command::new("git")
         .current_dir(repo)
-        .args(["-c", "user.name=porin", "-c", "user.email=porin@example.invalid"])
+        .args([
+            "-c",
+            "user.name=porin",
+            "-c",
+            "user.email=porin@example.invalid",
+        ])
         .args(args)
         .status()
         .expect("git runs");
