@@ -4,8 +4,8 @@
 //!
 //! Cilium turns a pattern into a Go regexp (RE2, linear time) and matches it
 //! against the names of its DNS cache, which are lower-case and fully
-//! qualified (`name.`). The selector cache (`pkg/fqdn/namemanager`) calls
-//! `ToAnchoredRegexp(Sanitize(pattern))`:
+//! qualified (`name.`): `NameManager.mapSelectorsToNamesLocked` (package
+//! `pkg/fqdn`) runs `ToAnchoredRegexp(Sanitize(pattern))` over the cache:
 //!
 //! - `Sanitize`: a pattern made only of stars, optionally with one trailing
 //!   dot (`*`, `**`, `*.`, `***.`: `isDNSWildcard`) stays as it is; any other
