@@ -23,6 +23,7 @@ use porin_model::route::Route;
 use serde::Serialize;
 
 use super::codes;
+use super::matchpattern::MatchPattern;
 use super::rule::{
     AuthMode, L7, L7Parser, PolicyRule, PortRef, PortSpec, icmp_type, parse_port_number, proto,
 };
@@ -371,36 +372,6 @@ fn entity_selectors(entity: Entity, cluster: &str) -> Vec<Selector> {
         Entity::Health => reserved(&["health"]),
         Entity::None => reserved(&["none"]),
         Entity::KubeApiserver => reserved(&["kube-apiserver"]),
-    }
-}
-
-/// Glob match of a `matchPattern` (`pkg/fqdn/matchpattern`): `*` alone
-/// matches every name; otherwise `*` matches characters of one DNS label.
-fn fqdn_pattern_matches(pattern: &str, name: &str) -> bool {
-    let pattern = pattern.to_ascii_lowercase();
-    let pattern = pattern.trim_end_matches('.');
-    if pattern == "*" {
-        return true;
-    }
-    glob(pattern.as_bytes(), name.as_bytes())
-}
-
-fn glob(pattern: &[u8], name: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => name.is_empty(),
-        Some((b'*', rest)) => {
-            let mut i = 0;
-            loop {
-                if glob(rest, &name[i..]) {
-                    return true;
-                }
-                if i >= name.len() || name[i] == b'.' {
-                    return false;
-                }
-                i += 1;
-            }
-        }
-        Some((c, rest)) => name.first() == Some(c) && glob(rest, &name[1..]),
     }
 }
 
@@ -901,8 +872,9 @@ impl Ctx<'_> {
             }
         } else if let Some(pattern) = &fqdn.match_pattern {
             description = format!("matchPattern `{pattern}`");
+            let pattern = MatchPattern::new(pattern);
             for (name, answers) in &inventory.fqdns {
-                if fqdn_pattern_matches(pattern, name) {
+                if pattern.matches(name) {
                     ips.extend(answers.iter().copied());
                 }
             }
@@ -1572,22 +1544,5 @@ fn egress_deny_peers(item: &EgressDenyRule) -> Peers<'_> {
         groups: item.to_groups.as_ref().is_some_and(|g| !g.is_empty()),
         services: item.to_services.as_ref(),
         fqdns: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fqdn_patterns_match_one_label_per_star() {
-        assert!(fqdn_pattern_matches("*", "a.b.c"));
-        assert!(fqdn_pattern_matches("*.cilium.io", "docs.cilium.io"));
-        assert!(!fqdn_pattern_matches("*.cilium.io", "cilium.io"));
-        assert!(!fqdn_pattern_matches("*.cilium.io", "a.b.cilium.io"));
-        assert!(fqdn_pattern_matches(
-            "api-*.example.com",
-            "api-v1.example.com"
-        ));
     }
 }

@@ -9,6 +9,7 @@
 //!    each endpoint's [`crate::mapstate::MapState`].
 
 pub mod lower;
+pub mod matchpattern;
 pub mod policy;
 pub mod rule;
 pub mod selection;
