@@ -9,12 +9,13 @@ root=$(dirname "$here")
 targets=${*:-parse_policy_yaml compile_policy}
 
 seed_yaml() {
-    # $1 = target; copies every fixture policy file, named after its path so
+    # $1 = target; copies every fixture policy file and fuzz/seeds/ (inputs
+    # that once were slow or broke something), named after its path so
     # reruns overwrite instead of duplicating.
     dir="$here/corpus/$1"
     mkdir -p "$dir"
     find "$root/fixtures/examples" "$root/fixtures/invalid" "$root/fixtures/policy-tests" \
-        -type f \( -name '*.yaml' -o -name '*.yml' \) | while read -r file; do
+        "$here/seeds" -type f \( -name '*.yaml' -o -name '*.yml' \) | while read -r file; do
         name=$(printf '%s' "${file#"$root"/}" | tr '/' '_')
         cp "$file" "$dir/$name"
     done

@@ -793,7 +793,9 @@ void porin_session_free(porin_session *session);
 
  Findings (including errors, and a text over
  `PORIN_LIMIT_POLICY_FILE_BYTES`: PM002) are reported by
- `porin_session_compile`. Returns OK, NULL_PARAMETER, INVALID_UTF8,
+ `porin_session_compile`. A document with the kind, namespace and name of
+ one the session already holds is an error (PM042), not a replacement:
+ to change a policy, `porin_session_clear_policies` and add the new set. Returns OK, NULL_PARAMETER, INVALID_UTF8,
  POLICY_TOO_LARGE (the session's texts would exceed
  `PORIN_LIMIT_POLICY_TOTAL_BYTES`; nothing added), INVALID_HANDLE, PANIC.
  */

@@ -584,6 +584,20 @@ fn yaml_text(text: &str) -> Corpus {
             location: SourceLocation::default(),
         });
     }
+    // DNS answers, so toFQDNs patterns are matched against names; a 60-byte
+    // label made the old backtracking matchPattern glob exponential
+    // (issue 12: 46 s for `*a*a*a*a*a*a*a*a*b.com`).
+    let label = "a".repeat(60);
+    for (name, ip) in [
+        (format!("{label}.com"), [203, 0, 113, 20]),
+        (format!("{label}b.com"), [203, 0, 113, 21]),
+        ("api.example.com".to_owned(), [203, 0, 113, 10]),
+        (format!("x.{label}.example.org"), [203, 0, 113, 22]),
+    ] {
+        inventory
+            .fqdns
+            .insert(name, vec![std::net::IpAddr::from(ip)]);
+    }
     if inventory.finish().is_err() {
         return Corpus::Reject;
     }

@@ -123,14 +123,6 @@ fn plain(code: porin_result) -> (porin_result, String) {
     (code, code.message().to_owned())
 }
 
-fn merge(into: &mut LoadOutcome, other: LoadOutcome) {
-    into.omitted += other.omitted;
-    into.documents.extend(other.documents);
-    into.diagnostics.extend(other.diagnostics);
-    into.sources.extend(other.sources);
-    into.trees.extend(other.trees);
-}
-
 /// The policy texts of a session add up to more than `max_total_bytes`.
 fn total_too_large(name: &str, total: u64, limits: &Limits) -> (porin_result, String) {
     (
@@ -208,7 +200,9 @@ pub extern "C" fn porin_session_free(session: *mut porin_session) {
 ///
 /// Findings (including errors, and a text over
 /// `PORIN_LIMIT_POLICY_FILE_BYTES`: PM002) are reported by
-/// `porin_session_compile`. Returns OK, NULL_PARAMETER, INVALID_UTF8,
+/// `porin_session_compile`. A document with the kind, namespace and name of
+/// one the session already holds is an error (PM042), not a replacement:
+/// to change a policy, `porin_session_clear_policies` and add the new set. Returns OK, NULL_PARAMETER, INVALID_UTF8,
 /// POLICY_TOO_LARGE (the session's texts would exceed
 /// `PORIN_LIMIT_POLICY_TOTAL_BYTES`; nothing added), INVALID_HANDLE, PANIC.
 #[unsafe(no_mangle)]
@@ -234,10 +228,11 @@ pub extern "C" fn porin_session_add_policy_bytes(
             }
             state.policy_bytes = total;
         }
-        merge(
-            &mut state.policies,
-            load_str(name, text, &state.limits.load),
-        );
+        // A document naming an object already added is refused (PM042):
+        // the session then fails to compile, like any invalid policy.
+        state
+            .policies
+            .merge(load_str(name, text, &state.limits.load));
         Ok(())
     })
 }
@@ -275,7 +270,7 @@ pub extern "C" fn porin_session_add_policy_path(
         state.policy_bytes = state
             .policy_bytes
             .saturating_add(outcome.sources.total_bytes());
-        merge(&mut state.policies, outcome);
+        state.policies.merge(outcome);
         Ok(())
     })
 }

@@ -133,3 +133,82 @@ fn graph_writes_dot() {
     assert!(dot.starts_with("digraph {"));
     insta::assert_snapshot!("graph_dns", dot);
 }
+
+fn git_in(repo: &Path, args: &[&str]) {
+    let status = Command::new("git")
+        .current_dir(repo)
+        .args([
+            "-c",
+            "user.name=porin",
+            "-c",
+            "user.email=porin@example.invalid",
+        ])
+        .args(args)
+        .status()
+        .expect("git runs");
+    assert!(status.success(), "git {args:?}");
+}
+
+fn web_policy(port: &str) -> String {
+    format!(
+        "apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {{name: web, namespace: default}}
+spec:
+  endpointSelector: {{matchLabels: {{app: web}}}}
+  ingress:
+  - fromEndpoints: [{{matchLabels: {{app: api}}}}]
+    toPorts:
+    - ports:
+      - port: {port}
+        protocol: TCP
+"
+    )
+}
+
+/// `REV:PATH` is read from git into memory (issue 12, item 8): a change
+/// against the work tree is found, and a finding in the old revision is
+/// located as `REV:path:line:column` in porin's output.
+#[test]
+fn diff_of_a_revision_reads_blobs_and_names_them() {
+    let repo = std::env::temp_dir().join(format!("porin-cli-diff-git-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&repo);
+    std::fs::create_dir_all(repo.join("policies")).unwrap();
+    std::fs::copy(workspace().join(INVENTORY), repo.join("inventory.yaml")).unwrap();
+    std::fs::write(repo.join("policies/web.yaml"), web_policy("\"80\"")).unwrap();
+    git_in(&repo, &["init", "-q"]);
+    git_in(&repo, &["add", "."]);
+    git_in(&repo, &["commit", "-q", "-m", "port 80"]);
+    std::fs::write(repo.join("policies/web.yaml"), web_policy("\"443\"")).unwrap();
+    let run = |old: &str| {
+        Command::new(env!("CARGO_BIN_EXE_porin"))
+            .args(["diff", old, "policies", "--inventory", "inventory.yaml"])
+            .current_dir(&repo)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let out = run("HEAD:policies");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("now allowed TCP/443"), "{stdout}");
+    assert!(stdout.contains("now denied TCP/80"), "{stdout}");
+
+    // An invalid policy in the old revision: located in the blob.
+    std::fs::write(repo.join("policies/web.yaml"), web_policy("8080")).unwrap();
+    git_in(&repo, &["commit", "-q", "-a", "-m", "unquoted port"]);
+    let out = run("HEAD:policies");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--> HEAD:policies/web.yaml:10:15 (document 0)"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("10 |       - port: 8080"), "{stderr}");
+    std::fs::remove_dir_all(&repo).unwrap();
+}

@@ -168,34 +168,14 @@ impl Selector {
         Self::from_requirements([Requirement::exists(SelectorKey::new(SOURCE_RESERVED, name))])
     }
 
-    /// A CIDR selector (`types.NewCIDRSelector`): requires a CIDR label
-    /// inside `prefix`, and none inside an excepted prefix. A `/0` prefix is
-    /// the family's world label instead (dual-stack: `world-ipv4` /
-    /// `world-ipv6`), which every CIDR identity of that family carries.
+    /// A CIDR selector (`types.NewCIDRSelector`): requires the label of
+    /// `prefix`, and lacks the label of every excepted prefix
+    /// (`NewExceptRequirement`). Both labels come from [`cidr_selector_key`].
     pub fn cidr(prefix: IpNetwork, except: &[IpNetwork]) -> Self {
-        let prefix = canonical_prefix(prefix);
         let mut requirements = Vec::with_capacity(1 + except.len());
-        if prefix.prefix() == 0 {
-            let world = if prefix.is_ipv4() {
-                "world-ipv4"
-            } else {
-                "world-ipv6"
-            };
-            requirements.push(Requirement::exists(SelectorKey::new(
-                SOURCE_RESERVED,
-                world,
-            )));
-        } else {
-            requirements.push(Requirement::exists(SelectorKey::new(
-                SOURCE_CIDR,
-                &cidr_label_key(prefix),
-            )));
-        }
+        requirements.push(Requirement::exists(cidr_selector_key(prefix)));
         for excepted in except {
-            requirements.push(Requirement::does_not_exist(SelectorKey::new(
-                SOURCE_CIDR,
-                &cidr_label_key(*excepted),
-            )));
+            requirements.push(Requirement::does_not_exist(cidr_selector_key(*excepted)));
         }
         Self::from_requirements(requirements)
     }
@@ -247,6 +227,27 @@ impl fmt::Display for Selector {
 impl Serialize for Selector {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_str(self)
+    }
+}
+
+/// The label key a CIDR peer selects (`labels.IPStringToLabel`,
+/// pkg/labels/cidr.go): host bits are masked (`10.1.2.3/8` is
+/// `cidr:10.0.0.0/8`), and a zero-length prefix is the family's world label
+/// (`getWorldLabel`, dual-stack: `world-ipv4` / `world-ipv6`) whatever its
+/// address (`10.0.0.0/0` is `0.0.0.0/0`). The same holds for an `except`
+/// entry, so a zero-length except removes every identity of its family
+/// (each carries the world label, `labels.GetCIDRLabels`).
+pub fn cidr_selector_key(prefix: IpNetwork) -> SelectorKey {
+    let prefix = canonical_prefix(prefix);
+    if prefix.prefix() == 0 {
+        let world = if prefix.is_ipv4() {
+            "world-ipv4"
+        } else {
+            "world-ipv6"
+        };
+        SelectorKey::new(SOURCE_RESERVED, world)
+    } else {
+        SelectorKey::new(SOURCE_CIDR, &cidr_label_key(prefix))
     }
 }
 
@@ -310,5 +311,25 @@ mod tests {
         assert!(world.matches(&labels(&[Label::reserved("world-ipv4")])));
         assert!(world.matches(&inside));
         assert!(!world.matches(&labels(&[Label::reserved("world-ipv6")])));
+    }
+
+    #[test]
+    fn zero_length_except_is_the_world_label_ip_string_to_label() {
+        // pkg/labels/cidr.go IPStringToLabel: a /0 except is `reserved:world-ipv4`
+        // whatever its address, so nothing of the family stays selected.
+        let sel = Selector::cidr(
+            "0.0.0.0/0".parse().unwrap(),
+            &["10.0.0.0/0".parse().unwrap()],
+        );
+        assert!(!sel.matches(&labels(&[Label::reserved("world-ipv4")])));
+        assert!(!sel.matches(&labels(&[
+            Label::cidr("192.0.2.0/24".parse().unwrap()),
+            Label::reserved("world-ipv4"),
+        ])));
+        let v6 = Selector::cidr("1::/0".parse().unwrap(), &[]);
+        assert!(v6.matches(&labels(&[Label::reserved("world-ipv6")])));
+        assert!(!v6.matches(&labels(&[Label::reserved("world-ipv4")])));
+        let masked = Selector::cidr("10.1.2.3/8".parse().unwrap(), &[]);
+        assert_eq!(masked, Selector::cidr("10.0.0.0/8".parse().unwrap(), &[]));
     }
 }

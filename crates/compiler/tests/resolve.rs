@@ -25,8 +25,14 @@ services:
 "#;
 
 fn compile_yaml(policies: &str) -> Compiled {
+    compile_with_inventory(INVENTORY, policies)
+}
+
+fn compile_with_inventory(inventory_yaml: &str, policies: &str) -> Compiled {
     let mut inventory = Inventory::new();
-    inventory.add_text("inventory.yaml", INVENTORY).unwrap();
+    inventory
+        .add_text("inventory.yaml", inventory_yaml)
+        .unwrap();
     inventory.finish().unwrap();
     let outcome = load_str("policy.yaml", policies, &LoadLimits::default());
     assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
@@ -88,11 +94,11 @@ spec:
   egress:
     - toEntities: [all]
   egressDeny:
-    - toServices: [{k8sService: {serviceName: missing, namespace: default}}]
+    - toCIDRSet: [{cidrGroupRef: missing}]
       toPorts: [{ports: [{port: "5432", protocol: TCP}]}]
 "#,
     );
-    assert!(codes(&compiled).contains(&"PC003"));
+    assert!(codes(&compiled).contains(&"PC001"));
     assert_eq!(
         verdict(&compiled, "default/a", "default/b", proto::TCP, 5432),
         FlowVerdict::Deny
@@ -122,6 +128,82 @@ spec:
     );
     assert_eq!(
         verdict(&compiled, "default/a", "other/c", proto::TCP, 5432),
+        FlowVerdict::Deny
+    );
+}
+
+#[test]
+fn to_services_in_egress_deny_is_not_translated_pkg_policy_k8s_service_go_process_rule() {
+    // processRule rewrites `rule.Egress` only: the deny item keeps an empty
+    // L3, which with ports is every peer (RulesToPolicyEntries).
+    let compiled = compile_yaml(
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: deny-svc, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  egress:
+    - toEntities: [all]
+  egressDeny:
+    - toServices: [{k8sService: {serviceName: db, namespace: default}}]
+      toPorts: [{ports: [{port: "5432", protocol: TCP}]}]
+"#,
+    );
+    assert!(codes(&compiled).contains(&"PC014"));
+    assert!(!codes(&compiled).contains(&"PC003"));
+    // other/c is not a backend of db, yet the deny covers it.
+    assert_eq!(
+        verdict(&compiled, "default/a", "other/c", proto::TCP, 5432),
+        FlowVerdict::Deny
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "other/c", proto::TCP, 80),
+        FlowVerdict::Allow
+    );
+}
+
+#[test]
+fn to_services_without_namespace_matches_every_namespace_service_ref_matches() {
+    let services = "  - {name: db, namespace: other, selector: {app: c}}\n  - {name: none, namespace: default}\n";
+    let compiled = compile_with_inventory(
+        &format!("{INVENTORY}{services}"),
+        r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: svc, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  egress:
+    - toServices: [{k8sService: {serviceName: db}}]
+    - toServices: [{k8sService: {serviceName: none, namespace: default}}]
+      toPorts: [{ports: [{port: "443", protocol: TCP}]}]
+"#,
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "other/c", proto::TCP, 5432),
+        FlowVerdict::Allow
+    );
+    let any_ns = compiled
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "PC013")
+        .expect("PC013");
+    assert!(any_ns.message.contains("other/db"), "{}", any_ns.message);
+    // A selector-less service without backends yields no peer: PC003, and
+    // the rule's port stays closed.
+    let none = compiled
+        .diagnostics
+        .iter()
+        .find(|d| d.code == "PC003")
+        .expect("PC003");
+    assert!(
+        none.message.contains("allows its ports to every peer"),
+        "{}",
+        none.message
+    );
+    assert_eq!(
+        verdict(&compiled, "default/a", "192.0.2.99", proto::TCP, 443),
         FlowVerdict::Deny
     );
 }

@@ -99,6 +99,8 @@ codes! {
     PATTERN = "PM038", "invalid-string-format", "A string outside the CRD's pattern or length (cidrGroupRef, label values, listener names, ...).";
     /// Obsolete field kept for compatibility.
     OBSOLETE_FIELD = "PM041", "obsolete-field", "A pre-1.14 field (`auth`) the 1.19 CRD does not define: the API server prunes it, so it has no effect — a warning.";
+    /// Two documents name the same object.
+    DUPLICATE_POLICY = "PM042", "duplicate-policy", "Two documents with the same kind, namespace and name: a cluster keeps one object per name (a second apply replaces the first), so applying both over-allows; the later copy is an error.";
 }
 
 /// The documentation of a code.

@@ -16,7 +16,7 @@ use crate::codes;
 use crate::diagnostic::{Diagnostic, Location, Severity, SourceMap};
 use crate::limits::LoadLimits;
 use crate::model::{
-    CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, PolicyDocument,
+    CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, ObjectKey, PolicyDocument,
 };
 use crate::route::{Route, Segment};
 use crate::validate::{self, Finding};
@@ -100,12 +100,74 @@ impl LoadOutcome {
         }
     }
 
-    fn extend(&mut self, other: LoadOutcome) {
+    /// Adds what another load produced (another file, a C API text, a
+    /// policy test's reference), then refuses every added document that
+    /// names an object already loaded ([`codes::DUPLICATE_POLICY`]).
+    pub fn merge(&mut self, other: LoadOutcome) {
+        let from = self.documents.len();
         self.omitted += other.omitted;
         self.documents.extend(other.documents);
         self.diagnostics.extend(other.diagnostics);
         self.sources.extend(other.sources);
         self.trees.extend(other.trees);
+        self.refuse_duplicates(from);
+    }
+
+    /// A cluster keeps one object per kind, namespace and name: applying a
+    /// second document with the same key replaces the first, it does not
+    /// add to it. Applying both would allow the union (an over-allow), and
+    /// which one a cluster ends up with depends on the order of applies,
+    /// which porin does not know. So `documents[from..]` that repeat the key
+    /// of an earlier document are dropped with an error at their name that
+    /// points at the first copy; the error makes every consumer refuse the
+    /// whole set.
+    fn refuse_duplicates(&mut self, from: usize) {
+        let added = self.documents.split_off(from);
+        let mut first: BTreeMap<ObjectKey, usize> = self
+            .documents
+            .iter()
+            .enumerate()
+            .map(|(at, loaded)| (loaded.doc.object_key(), at))
+            .collect();
+        for loaded in added {
+            let key = loaded.doc.object_key();
+            let Some(&earlier) = first.get(&key) else {
+                first.insert(key, self.documents.len());
+                self.documents.push(loaded);
+                continue;
+            };
+            let name_route = Route::root().key("metadata").key("name");
+            let here = self.name_location(&loaded, &name_route);
+            let there = self.name_location(&self.documents[earlier], &name_route);
+            let mut diagnostic = Diagnostic::new(
+                codes::DUPLICATE_POLICY,
+                Severity::Error,
+                format!(
+                    "{key} is defined twice (first at {}:{})",
+                    there.file, there.line
+                ),
+            )
+            .note("a cluster keeps one object per kind, namespace and name: the later apply replaces the earlier one, so porin refuses the policy set instead of applying both")
+            .help("rename one of the two policies, or remove the copy");
+            if here.file == there.file && here.document == there.document {
+                diagnostic = diagnostic.note("the same file was given twice");
+            }
+            diagnostic
+                .related
+                .push((there, "first defined here".to_owned()));
+            self.diagnostics.push(diagnostic.at(here));
+        }
+    }
+
+    /// Where a loaded document's `route` is, or its document's start.
+    fn name_location(&self, loaded: &LoadedDocument, route: &Route) -> Location {
+        self.locate_in(loaded, route).unwrap_or_else(|| Location {
+            file: loaded.file.clone(),
+            document: loaded.index,
+            line: 1,
+            column: 1,
+            route: String::new(),
+        })
     }
 }
 
@@ -256,6 +318,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
         file: name.to_owned(),
         roots,
     });
+    outcome.refuse_duplicates(0);
     if outcome.omitted > 0 {
         outcome.diagnostics.push(
             Diagnostic::new(
@@ -945,7 +1008,7 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
     };
     for path in paths {
         if path.as_os_str() == "-" {
-            outcome.extend(load_reader("<stdin>", std::io::stdin().lock(), limits)?);
+            outcome.merge(load_reader("<stdin>", std::io::stdin().lock(), limits)?);
             continue;
         }
         let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io {
@@ -955,11 +1018,11 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
         if metadata.is_dir() {
             for file in collect_files(path, limits)? {
                 charge(&file)?;
-                outcome.extend(load_file(&file, limits)?);
+                outcome.merge(load_file(&file, limits)?);
             }
         } else {
             charge(path)?;
-            outcome.extend(load_file(path, limits)?);
+            outcome.merge(load_file(path, limits)?);
         }
     }
     Ok(outcome)

@@ -37,11 +37,11 @@ fn fuzz_regressions_stay_fixed() {
     println!("replayed {replayed} fuzz regressions");
 }
 
-/// The invariants themselves hold on the bundled fixtures (so the fuzz
-/// target starts from inputs that pass).
+/// The invariants themselves hold on the bundled fixtures and the fuzz
+/// seeds (so the fuzz target starts from inputs that pass).
 #[test]
 fn fixtures_satisfy_the_fuzz_invariants() {
-    for folder in ["fixtures/invalid", "fixtures/examples"] {
+    for folder in ["fixtures/invalid", "fixtures/examples", "fuzz/seeds"] {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../..")
             .join(folder);

@@ -340,11 +340,11 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
                 let full = base.join(rel);
                 let loaded = load_path(&full, &limits.load)
                     .map_err(|e| format!("{display}:{line}: policies[{index}]: {e}"))?;
-                merge_outcome(&mut outcome, loaded);
+                outcome.merge(loaded);
             }
             (None, Some(inline)) => {
                 let name = format!("{display}#policies[{index}]");
-                merge_outcome(&mut outcome, load_str(&name, inline, &limits.load));
+                outcome.merge(load_str(&name, inline, &limits.load));
             }
             _ => {
                 return Err(format!(
@@ -367,13 +367,6 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
         spec,
         compiled,
     })
-}
-
-fn merge_outcome(into: &mut LoadOutcome, other: LoadOutcome) {
-    into.documents.extend(other.documents);
-    into.diagnostics.extend(other.diagnostics);
-    into.sources.extend(other.sources);
-    into.trees.extend(other.trees);
 }
 
 /// A case made ready for evaluation.

@@ -243,6 +243,50 @@ static void check_failing_policy(void) {
     porin_session_free(session);
 }
 
+/* Two documents naming one object (prod/payment, in two texts): a cluster
+ * keeps one, so the session refuses the set (PM042 at the later copy)
+ * instead of applying both; clearing and adding one copy compiles. */
+static void check_duplicate_policy(void) {
+    porin_session *session = new_session();
+    porin_compilation *compilation = (porin_compilation *)0x1;
+    porin_diagnostics *diagnostics = NULL;
+    porin_diagnostic d;
+    size_t i;
+    int duplicate_found = 0;
+
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("inventory.yaml"),
+                                                   (const uint8_t *)INVENTORY,
+                                                   sizeof INVENTORY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("a.yaml"), (const uint8_t *)POLICY,
+                                                sizeof POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("b.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_compile(session, &compilation, &diagnostics),
+                 PORIN_RESULT_POLICY_INVALID);
+    CHECK(compilation == (porin_compilation *)0x1);
+    CHECK(diagnostics != NULL);
+    for (i = 0; i < porin_diagnostics_count(diagnostics); i++) {
+        CHECK_RESULT(porin_diagnostics_get(diagnostics, i, &d), PORIN_RESULT_OK);
+        if (d.severity == PORIN_SEVERITY_ERROR && d.code.len == 5 &&
+            memcmp(d.code.ptr, "PM042", 5) == 0 && d.file.len == 6 &&
+            memcmp(d.file.ptr, "b.yaml", 6) == 0 && d.line == 3)
+            duplicate_found = 1;
+    }
+    CHECK(duplicate_found);
+    porin_diagnostics_free(diagnostics);
+    CHECK_RESULT(porin_session_clear_policies(session), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("b.yaml"),
+                                                (const uint8_t *)POLICY_V2, sizeof POLICY_V2 - 1),
+                 PORIN_RESULT_OK);
+    compilation = NULL;
+    CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_OK);
+    porin_compilation_free(compilation);
+    porin_session_free(session);
+}
+
 static porin_compilation *compile_ok(porin_session *session) {
     porin_compilation *compilation = NULL;
     porin_diagnostics *diagnostics = NULL;
@@ -634,6 +678,7 @@ int main(int argc, char **argv) {
     check_result_messages();
     check_session_misuse(argv[1]);
     check_failing_policy();
+    check_duplicate_policy();
     check_compilation();
     check_limits();
     if (suite_failures) {

@@ -58,6 +58,16 @@ pub fn load_and_compile(
     limits: &Limits,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
     let outcome = load_paths(policies, &limits.load).context("cannot load policies")?;
+    compile_loaded(outcome, inventory, limits)
+}
+
+/// [`load_and_compile`] of policies already loaded (`porin diff` reads a
+/// git revision into memory).
+pub fn compile_loaded(
+    outcome: LoadOutcome,
+    inventory: &Path,
+    limits: &Limits,
+) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",

@@ -2,8 +2,8 @@
 //! how connectivity changes between two versions of a policy set.
 //!
 //! OLD and NEW are files or directories, or `REV:PATH` (a git revision and
-//! a path in it, read with `git ls-tree`/`git show` from the current
-//! repository). Both are compiled against the same inventory. For every
+//! a path in it, read into memory with `git ls-tree`/`git cat-file` from
+//! the current repository; diagnostics name `REV:path`). Both are compiled against the same inventory. For every
 //! endpoint, direction and peer identity, every port class cut by the keys
 //! of both map states is decided in both (exact), and the classes whose
 //! verdict changes are listed as "now allowed" / "now denied", merged into
@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode};
+use std::process::{Command, ExitCode, Stdio};
 
 use anyhow::{Context, bail};
 use clap::{Args, ValueEnum};
@@ -36,7 +36,10 @@ use serde_json::json;
 
 use porin_compiler::limits::Limits;
 
-use super::compile::load_and_compile;
+use porin_model::LoadLimits;
+use porin_model::loader::{LoadError, LoadOutcome, load_paths, load_reader};
+
+use super::compile::compile_loaded;
 use crate::limits::LimitArgs;
 
 /// Output format of `porin diff`.
@@ -93,71 +96,132 @@ struct EndpointDiff {
     changes: Vec<Change>,
 }
 
-/// Materialises `REV:PATH` from git into a temporary directory; returns
-/// the path to load and the directory to remove afterwards.
-fn from_git(spec: &str) -> anyhow::Result<(PathBuf, PathBuf)> {
+/// Runs git in `repo` and returns its standard output.
+fn git(repo: &Path, args: &[&str]) -> anyhow::Result<Vec<u8>> {
+    let output = Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .output()
+        .context("cannot run git")?;
+    if !output.status.success() {
+        bail!(
+            "git {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(output.stdout)
+}
+
+/// One blob of the revision (`size` bytes as `git ls-tree -l` says):
+/// `git cat-file blob` piped into the loader, which reads at most
+/// `max_file_bytes` + 1 of it like of a file; named `REV:path`.
+fn load_blob(
+    repo: &Path,
+    object: &str,
+    size: u64,
+    name: &str,
+    limits: &LoadLimits,
+) -> anyhow::Result<LoadOutcome> {
+    let mut child = Command::new("git")
+        .current_dir(repo)
+        .args(["cat-file", "blob", object])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("cannot run git")?;
+    let Some(stdout) = child.stdout.take() else {
+        bail!("git cat-file blob {object}: no output");
+    };
+    let loaded = load_reader(name, stdout, limits);
+    if size > limits.max_file_bytes {
+        // Not read to its end (the loader reported PM002): stop git.
+        let _ = child.kill();
+        let _ = child.wait();
+    } else if !child.wait().context("cannot run git")?.success() {
+        bail!("git cat-file blob {object} ({name}) failed");
+    }
+    Ok(loaded?)
+}
+
+/// Reads the policy files of `REV:PATH` from git in `repo` straight into
+/// memory (`git ls-tree`, `git cat-file`): nothing is written to disk, so
+/// nothing another local user planted in a temporary directory is loaded,
+/// and no link is followed. Diagnostics name `REV:path/file.yaml` with the
+/// blob's lines. The limits of a directory load apply (file count, bytes
+/// per file and in total). Symbolic links and submodules in the tree are
+/// skipped, with a note.
+fn load_git(spec: &str, repo: &Path, limits: &LoadLimits) -> anyhow::Result<LoadOutcome> {
     let Some((rev, path)) = spec.split_once(':') else {
         bail!("`{spec}` is neither an existing path nor REV:PATH");
     };
-    let listing = Command::new("git")
-        .args(["ls-tree", "-r", "--name-only", rev, "--", path])
-        .output()
-        .context("cannot run git")?;
-    if !listing.status.success() {
-        bail!(
-            "git ls-tree {rev} -- {path}: {}",
-            String::from_utf8_lossy(&listing.stderr).trim()
-        );
+    if rev.starts_with('-') {
+        bail!("`{rev}` is not a git revision");
     }
-    let safe_rev: String = rev
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
-    let root = std::env::temp_dir().join(format!("porin-diff-{}-{safe_rev}", std::process::id()));
-    let files = String::from_utf8_lossy(&listing.stdout).into_owned();
-    let mut count = 0;
-    for file in files.lines() {
-        if !(file.ends_with(".yaml") || file.ends_with(".yml") || file.ends_with(".json")) {
+    // `<mode> <type> <object> <size>\t<path>\0` per entry.
+    let listing = git(repo, &["ls-tree", "-r", "-l", "-z", rev, "--", path])?;
+    let mut outcome = LoadOutcome::default();
+    let (mut files, mut total) = (0usize, 0u64);
+    for entry in listing.split(|&b| b == 0).filter(|e| !e.is_empty()) {
+        let text = String::from_utf8_lossy(entry);
+        let Some((meta, file)) = text.split_once('\t') else {
+            bail!("git ls-tree {rev}: unexpected output `{text}`");
+        };
+        if ![".yaml", ".yml", ".json"].iter().any(|e| file.ends_with(e)) {
             continue;
         }
-        let shown = Command::new("git")
-            .args(["show", &format!("{rev}:{file}")])
-            .output()
-            .context("cannot run git")?;
-        if !shown.status.success() {
-            bail!("git show {rev}:{file} failed");
+        let name = format!("{rev}:{file}");
+        let fields: Vec<&str> = meta.split_whitespace().collect();
+        let [mode, kind, object, size] = fields[..] else {
+            bail!("git ls-tree {rev}: unexpected output `{text}`");
+        };
+        if kind != "blob" || !matches!(mode, "100644" | "100755") {
+            eprintln!("note: `{name}` is not a regular file in git (mode {mode}); skipped");
+            continue;
         }
-        let target = root.join(file);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent)?;
+        files += 1;
+        if files > limits.max_files {
+            return Err(LoadError::TooManyFiles {
+                limit: limits.max_files,
+            }
+            .into());
         }
-        std::fs::write(&target, shown.stdout)?;
-        count += 1;
+        let Ok(size) = size.parse::<u64>() else {
+            bail!("git ls-tree {rev}: unexpected size in `{text}`");
+        };
+        if size <= limits.max_file_bytes {
+            total = total.saturating_add(size);
+            if total > limits.max_total_bytes {
+                return Err(LoadError::TooMuchInput {
+                    path: PathBuf::from(name),
+                    limit: limits.max_total_bytes,
+                }
+                .into());
+            }
+        }
+        outcome.merge(load_blob(repo, object, size, &name, limits)?);
     }
-    if count == 0 {
-        let _ = std::fs::remove_dir_all(&root);
+    if files == 0 {
         bail!("no policy files under `{path}` at `{rev}`");
     }
-    Ok((root.join(path), root))
+    Ok(outcome)
 }
 
-/// The path to load, and a temporary directory to remove after loading.
-fn resolve(spec: &str) -> anyhow::Result<(PathBuf, Option<PathBuf>)> {
+/// Loads one side: an existing file or directory, or `REV:PATH` read from
+/// the git repository `repo`.
+fn load_side(spec: &str, repo: &Path, limits: &LoadLimits) -> anyhow::Result<LoadOutcome> {
     if Path::new(spec).exists() {
-        Ok((PathBuf::from(spec), None))
-    } else {
-        from_git(spec).map(|(path, root)| (path, Some(root)))
+        return load_paths(&[PathBuf::from(spec)], limits).context("cannot load policies");
     }
+    load_git(spec, repo, limits)
 }
 
-/// Loads and compiles one side, removing its temporary checkout after.
+/// Loads and compiles one side.
 fn compile_side(spec: &str, inventory: &Path, limits: &Limits) -> anyhow::Result<Option<Compiled>> {
-    let (path, temporary) = resolve(spec)?;
-    let result = load_and_compile(&[path], inventory, limits);
-    if let Some(root) = temporary {
-        let _ = std::fs::remove_dir_all(root);
-    }
-    Ok(result?.ok().map(|(compiled, _)| compiled))
+    let outcome = load_side(spec, Path::new("."), &limits.load)?;
+    Ok(compile_loaded(outcome, inventory, limits)?
+        .ok()
+        .map(|(compiled, _)| compiled))
 }
 
 fn peers(compiled: &Compiled) -> BTreeMap<Peer, u32> {
@@ -413,4 +477,145 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::process::Command;
+
+    use super::*;
+
+    /// A scratch git repository with `policies/web.yaml` (valid) and
+    /// `policies/sub/bad.yaml` (an unquoted port on line 10) committed.
+    fn scratch_repository(test: &str) -> PathBuf {
+        let repo =
+            std::env::temp_dir().join(format!("porin-diff-test-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&repo);
+        std::fs::create_dir_all(repo.join("policies/sub")).expect("scratch directory");
+        std::fs::write(repo.join("policies/web.yaml"), policy("web", "\"80\""))
+            .expect("write web.yaml");
+        std::fs::write(repo.join("policies/sub/bad.yaml"), policy("bad", "8080"))
+            .expect("write bad.yaml");
+        for args in [
+            &["init", "-q"][..],
+            &["add", "."],
+            &[
+                "-c",
+                "user.name=porin",
+                "-c",
+                "user.email=porin@example.invalid",
+                "commit",
+                "-q",
+                "-m",
+                "policies",
+            ],
+        ] {
+            let status = Command::new("git")
+                .current_dir(&repo)
+                .args(args)
+                .status()
+                .expect("git runs");
+            assert!(status.success(), "git {args:?}");
+        }
+        repo
+    }
+
+    fn policy(name: &str, port: &str) -> String {
+        format!(
+            "apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {{name: {name}, namespace: default}}
+spec:
+  endpointSelector: {{matchLabels: {{app: {name}}}}}
+  ingress:
+  - fromEntities: [world]
+    toPorts:
+    - ports:
+      - port: {port}
+        protocol: TCP
+"
+        )
+    }
+
+    fn names(outcome: &LoadOutcome) -> Vec<String> {
+        outcome
+            .documents
+            .iter()
+            .map(|d| format!("{} {}", d.file, d.doc.name()))
+            .collect()
+    }
+
+    /// The directory the old implementation wrote `HEAD` of this process
+    /// into, predictable to any local user.
+    fn predictable_root() -> PathBuf {
+        std::env::temp_dir().join(format!("porin-diff-{}-HEAD", std::process::id()))
+    }
+
+    #[test]
+    fn a_revision_is_read_from_git_not_from_a_temporary_directory() {
+        let repo = scratch_repository("planted");
+        let limits = LoadLimits::default();
+
+        // 1. A policy planted where the old code wrote the revision.
+        let root = predictable_root();
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("policies")).expect("plant");
+        std::fs::write(
+            root.join("policies/planted.yaml"),
+            policy("planted", "\"22\""),
+        )
+        .expect("plant");
+        let outcome = load_side("HEAD:policies", &repo, &limits).expect("loads");
+        assert_eq!(
+            names(&outcome),
+            ["HEAD:policies/web.yaml web"],
+            "{:#?}",
+            outcome.diagnostics
+        );
+        let _ = std::fs::remove_dir_all(&root);
+
+        // 2. A symbolic link planted there: nothing is written through it
+        // and nothing is read from where it points.
+        let elsewhere = repo.with_extension("elsewhere");
+        let _ = std::fs::remove_dir_all(&elsewhere);
+        std::fs::create_dir_all(elsewhere.join("policies")).expect("target");
+        std::fs::write(
+            elsewhere.join("policies/planted.yaml"),
+            policy("planted", "\"22\""),
+        )
+        .expect("plant");
+        std::os::unix::fs::symlink(&elsewhere, &root).expect("symlink");
+        let outcome = load_side("HEAD:policies", &repo, &limits).expect("loads");
+        assert_eq!(names(&outcome), ["HEAD:policies/web.yaml web"]);
+        let written: Vec<_> = std::fs::read_dir(elsewhere.join("policies"))
+            .expect("target")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert_eq!(written, ["planted.yaml"], "porin wrote through the link");
+        assert!(!elsewhere.join("policies/web.yaml").exists());
+        let _ = std::fs::remove_file(&root);
+        let _ = std::fs::remove_dir_all(&elsewhere);
+        let _ = std::fs::remove_dir_all(&repo);
+    }
+
+    #[test]
+    fn diagnostics_of_a_revision_name_rev_and_path() {
+        let repo = scratch_repository("located");
+        let outcome = load_side("HEAD:policies", &repo, &LoadLimits::default()).expect("loads");
+        let error = outcome
+            .diagnostics
+            .iter()
+            .find(|d| d.is_error())
+            .expect("bad.yaml has an error");
+        let at = error.primary.as_ref().expect("located");
+        assert_eq!(
+            (at.file.as_str(), at.line, at.column),
+            ("HEAD:policies/sub/bad.yaml", 10, 15),
+            "{error:#?}"
+        );
+        // The renderer quotes the line from the blob's text.
+        let rendered = porin_model::diagnostic::render_human(error, &outcome.sources);
+        assert!(rendered.contains("10 |       - port: 8080"), "{rendered}");
+        let _ = std::fs::remove_dir_all(&repo);
+    }
 }

@@ -23,6 +23,7 @@ use porin_model::route::Route;
 use serde::Serialize;
 
 use super::codes;
+use super::matchpattern::MatchPattern;
 use super::rule::{
     AuthMode, L7, L7Parser, PolicyRule, PortRef, PortSpec, icmp_type, parse_port_number, proto,
 };
@@ -374,36 +375,6 @@ fn entity_selectors(entity: Entity, cluster: &str) -> Vec<Selector> {
     }
 }
 
-/// Glob match of a `matchPattern` (`pkg/fqdn/matchpattern`): `*` alone
-/// matches every name; otherwise `*` matches characters of one DNS label.
-fn fqdn_pattern_matches(pattern: &str, name: &str) -> bool {
-    let pattern = pattern.to_ascii_lowercase();
-    let pattern = pattern.trim_end_matches('.');
-    if pattern == "*" {
-        return true;
-    }
-    glob(pattern.as_bytes(), name.as_bytes())
-}
-
-fn glob(pattern: &[u8], name: &[u8]) -> bool {
-    match pattern.split_first() {
-        None => name.is_empty(),
-        Some((b'*', rest)) => {
-            let mut i = 0;
-            loop {
-                if glob(rest, &name[i..]) {
-                    return true;
-                }
-                if i >= name.len() || name[i] == b'.' {
-                    return false;
-                }
-                i += 1;
-            }
-        }
-        Some((c, rest)) => name.first() == Some(c) && glob(rest, &name[1..]),
-    }
-}
-
 /// What a rule section is, for routes and origins.
 #[derive(Clone, Copy)]
 struct Section {
@@ -695,9 +666,8 @@ impl Ctx<'_> {
                 &mut selectors,
             );
         }
-        for (i, service) in peers.services.iter().flat_map(|l| l.iter()).enumerate() {
-            let route = format!("{base}.toServices[{i}]");
-            self.service_peer(item, &route, service, &mut selectors);
+        if let Some(services) = peers.services {
+            self.services_peers(item, base, services, has_ports, &mut selectors);
         }
         for (i, fqdn) in peers.fqdns.iter().flat_map(|l| l.iter()).enumerate() {
             let route = format!("{base}.toFQDNs[{i}]");
@@ -706,29 +676,109 @@ impl Ctx<'_> {
         Some(selectors)
     }
 
+    /// `toServices`, as `processRule` (pkg/policy/k8s/service.go) rewrites
+    /// it. Cilium rewrites `egress` items only: in `egressDeny` the field
+    /// stays, `RulesToPolicyEntries` ignores it, and the item's L3 is empty,
+    /// which is every peer on its ports and nothing without ports. porin
+    /// denies every peer on the ports as Cilium does, and without ports still
+    /// denies the services' backends (fail closed).
+    fn services_peers(
+        &mut self,
+        item: &ItemCtx<'_>,
+        base: &str,
+        services: &[ServiceRef],
+        has_ports: bool,
+        selectors: &mut Vec<Selector>,
+    ) {
+        if item.deny {
+            let consequence = if has_ports {
+                selectors.push(Selector::wildcard());
+                "with its ports, Cilium denies them to every peer, and so does porin"
+            } else {
+                "without ports, Cilium denies nothing; porin denies the services' backends instead (fail closed)"
+            };
+            self.diag(
+                item.input,
+                codes::SERVICE_IN_DENY,
+                Severity::Warning,
+                &format!("{base}.toServices"),
+                format!(
+                    "Cilium translates toServices only in egress rules (processRule, pkg/policy/k8s/service.go), so this egressDeny item has no peer; {consequence}"
+                ),
+            );
+            if has_ports {
+                return;
+            }
+        }
+        let before = selectors.len();
+        let mut failures = Vec::new();
+        for (i, service) in services.iter().enumerate() {
+            let route = format!("{base}.toServices[{i}]");
+            if let Some(what) = self.service_peer(item, &route, service, selectors) {
+                failures.push((route, what));
+            }
+        }
+        // processRule appends nothing for these; if nothing else of the
+        // rule's toServices yields a peer, Cilium's rule has an empty L3,
+        // which with ports is every peer.
+        let rule_has_no_peer = selectors.len() == before && has_ports && !item.deny;
+        if services.is_empty() && rule_has_no_peer {
+            failures.push((
+                format!("{base}.toServices"),
+                "an empty toServices list".to_owned(),
+            ));
+        }
+        for (route, what) in failures {
+            let what = if rule_has_no_peer {
+                format!(
+                    "{what}, so this rule has no peer and Cilium allows its ports to every peer (an empty L3 in RulesToPolicyEntries)"
+                )
+            } else {
+                what
+            };
+            self.unresolved(item, &route, codes::UNKNOWN_SERVICE, what, selectors);
+        }
+    }
+
+    /// One `toServices` item: the services it matches (`serviceRefMatches`,
+    /// `serviceSelectorMatches`) and what each becomes. Returns what is
+    /// missing when the item yields no peer.
     fn service_peer(
         &mut self,
         item: &ItemCtx<'_>,
         route: &str,
         service: &ServiceRef,
         selectors: &mut Vec<Selector>,
-    ) {
+    ) -> Option<String> {
         let inventory = self.inventory;
+        // `ref.Namespace == svcID.Namespace || ref.Namespace == ""`: a
+        // reference without a namespace matches every namespace, for a CNP
+        // as for a CCNP (nothing defaults it to the policy's namespace).
         let namespace_ok = |wanted: Option<&String>, have: &str| match wanted {
             Some(ns) if !ns.is_empty() => ns == have,
-            _ => item.namespace.is_none_or(|policy_ns| policy_ns == have),
+            _ => true,
         };
         let mut matched: Vec<&crate::inventory::Service> = Vec::new();
         let description;
+        let namespace_given;
+        // Cilium's function deciding which services the reference matches.
+        let matcher;
         if let Some(by_name) = &service.k8s_service {
             let name = by_name.service_name.clone().unwrap_or_default();
             description = format!("service `{name}`");
+            matcher = "serviceRefMatches";
+            namespace_given = by_name.namespace.as_ref().is_some_and(|n| !n.is_empty());
             matched.extend(inventory.services.iter().filter(|s| {
                 s.name == name && namespace_ok(by_name.namespace.as_ref(), &s.namespace)
             }));
         } else if let Some(by_selector) = &service.k8s_service_selector {
             let selector = convert_selector(&by_selector.selector);
             description = format!("services selected by {selector}");
+            matcher = "serviceSelectorMatches";
+            namespace_given = by_selector
+                .namespace
+                .as_ref()
+                .is_some_and(|n| !n.is_empty());
             matched.extend(inventory.services.iter().filter(|s| {
                 let labels: crate::labels::LabelSet = s
                     .labels
@@ -740,29 +790,48 @@ impl Ctx<'_> {
             }));
         } else {
             description = "an empty toServices item".to_owned();
+            matcher = "";
+            namespace_given = true;
         }
         if matched.is_empty() {
-            self.unresolved(
-                item,
-                route,
-                codes::UNKNOWN_SERVICE,
-                format!("{description} is not in the inventory"),
-                selectors,
-            );
-            return;
+            return Some(format!("{description} is not in the inventory"));
         }
-        for svc in matched {
+        if let Some(policy_ns) = item.namespace
+            && !namespace_given
+        {
+            let elsewhere: Vec<String> = matched
+                .iter()
+                .filter(|s| s.namespace != policy_ns)
+                .map(|s| format!("{}/{}", s.namespace, s.name))
+                .collect();
+            if !elsewhere.is_empty() {
+                self.diag(
+                    item.input,
+                    codes::SERVICE_ANY_NAMESPACE,
+                    Severity::Warning,
+                    route,
+                    format!(
+                        "{description}: the reference has no namespace, so Cilium matches services of every namespace ({matcher}, pkg/policy/k8s/service.go), not only of `{policy_ns}`: here also {}",
+                        elsewhere.join(", ")
+                    ),
+                );
+            }
+        }
+        let before = selectors.len();
+        for svc in &matched {
             match &svc.selector {
-                Some(pod_selector) => {
-                    // pkg/policy/k8s/service.go: the service selector plus
-                    // the service's namespace, as generated toEndpoints.
+                // `len(svc.Selector) == 0` is a selector-less service.
+                Some(pod_selector) if !pod_selector.is_empty() => {
+                    // appendSelector: the service selector plus the
+                    // service's namespace, as generated toEndpoints.
                     let mut sel = Selector::from_requirements(pod_selector.iter().map(|(k, v)| {
                         Requirement::is_in(SelectorKey::new(SOURCE_K8S, k), [v.clone()])
                     }));
                     sel.push(namespace_pin(&svc.namespace));
                     selectors.push(sel);
                 }
-                None => {
+                _ => {
+                    // appendEndpoints: a generated toCIDRSet of the backends.
                     for ip in &svc.backends {
                         let prefix = host_prefix(*ip);
                         self.out.prefixes.insert(prefix);
@@ -771,6 +840,17 @@ impl Ctx<'_> {
                 }
             }
         }
+        if selectors.len() > before {
+            return None;
+        }
+        let names: Vec<String> = matched
+            .iter()
+            .map(|s| format!("{}/{}", s.namespace, s.name))
+            .collect();
+        Some(format!(
+            "{description} matches only selector-less services without backends ({})",
+            names.join(", ")
+        ))
     }
 
     fn fqdn_peer(
@@ -792,8 +872,9 @@ impl Ctx<'_> {
             }
         } else if let Some(pattern) = &fqdn.match_pattern {
             description = format!("matchPattern `{pattern}`");
+            let pattern = MatchPattern::new(pattern);
             for (name, answers) in &inventory.fqdns {
-                if fqdn_pattern_matches(pattern, name) {
+                if pattern.matches(name) {
                     ips.extend(answers.iter().copied());
                 }
             }
@@ -1463,22 +1544,5 @@ fn egress_deny_peers(item: &EgressDenyRule) -> Peers<'_> {
         groups: item.to_groups.as_ref().is_some_and(|g| !g.is_empty()),
         services: item.to_services.as_ref(),
         fqdns: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fqdn_patterns_match_one_label_per_star() {
-        assert!(fqdn_pattern_matches("*", "a.b.c"));
-        assert!(fqdn_pattern_matches("*.cilium.io", "docs.cilium.io"));
-        assert!(!fqdn_pattern_matches("*.cilium.io", "cilium.io"));
-        assert!(!fqdn_pattern_matches("*.cilium.io", "a.b.cilium.io"));
-        assert!(fqdn_pattern_matches(
-            "api-*.example.com",
-            "api-v1.example.com"
-        ));
     }
 }

@@ -9,6 +9,7 @@
 //!    each endpoint's [`crate::mapstate::MapState`].
 
 pub mod lower;
+pub mod matchpattern;
 pub mod policy;
 pub mod rule;
 pub mod selection;
@@ -20,7 +21,8 @@ pub mod codes {
     pub const UNSUPPORTED_PEER: &str = "PC001";
     /// `toFQDNs` with no DNS answers in the inventory.
     pub const UNKNOWN_FQDN: &str = "PC002";
-    /// `toServices` naming a service the inventory does not define.
+    /// `toServices` that yields no peer: no inventory service matches, or
+    /// only selector-less services without backends do.
     pub const UNKNOWN_SERVICE: &str = "PC003";
     /// A named port that does not resolve: no keys (as in Cilium).
     pub const NAMED_PORT: &str = "PC004";
@@ -44,6 +46,11 @@ pub mod codes {
     /// ports; porin keeps the range for allows and widens denies to every
     /// port (fail closed).
     pub const PORT_ZERO_RANGE: &str = "PC012";
+    /// A `toServices` reference without a namespace in a CNP matched a
+    /// service of another namespace (Cilium matches every namespace).
+    pub const SERVICE_ANY_NAMESPACE: &str = "PC013";
+    /// `toServices` in an `egressDeny` item, which Cilium never translates.
+    pub const SERVICE_IN_DENY: &str = "PC014";
 
     /// Every code with a kebab-case name and a one-line meaning, in code
     /// order (the source of `crates/compiler/CODES.md`).
@@ -61,7 +68,7 @@ pub mod codes {
         (
             UNKNOWN_SERVICE,
             "unknown-service",
-            "toServices names a service the inventory does not define: allow rules allow nothing, deny rules deny every peer (fail closed).",
+            "toServices yields no peer (no inventory service matches, or only selector-less services without backends): allow rules allow nothing, deny rules deny every peer (fail closed). When no item of an allow rule with ports yields a peer, Cilium 1.19 leaves the rule without L3 and allows those ports to every peer; porin does not.",
         ),
         (
             NAMED_PORT,
@@ -107,6 +114,16 @@ pub mod codes {
             PORT_ZERO_RANGE,
             "port-zero-range",
             "port \"0\" with an endPort: Cilium's datapath key covers every port; porin keeps the range 0-endPort for allows and denies every port for denies (fail closed both ways).",
+        ),
+        (
+            SERVICE_ANY_NAMESPACE,
+            "service-any-namespace",
+            "A toServices k8sService/k8sServiceSelector without a namespace in a CiliumNetworkPolicy matched a service outside the policy's namespace: Cilium matches every namespace (serviceRefMatches, serviceSelectorMatches), and so does porin.",
+        ),
+        (
+            SERVICE_IN_DENY,
+            "service-in-deny",
+            "toServices in egressDeny: Cilium translates toServices only in egress rules (processRule), leaving the deny item without L3: with ports it denies them to every peer (porin too); without ports it denies nothing (porin denies the services' backends, fail closed).",
         ),
     ];
 }

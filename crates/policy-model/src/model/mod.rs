@@ -54,6 +54,29 @@ impl PolicyDocument {
         self.metadata().name.as_deref().unwrap_or("")
     }
 
+    /// The namespace the object lives in: `metadata.namespace` of a CNP or
+    /// NetworkPolicy, `default` when absent (what `kubectl apply` and the
+    /// compiler use); `None` for a cluster-scoped CCNP, whose
+    /// `metadata.namespace` the API server ignores.
+    pub fn effective_namespace(&self) -> Option<&str> {
+        match self {
+            PolicyDocument::CiliumClusterwideNetworkPolicy(_) => None,
+            PolicyDocument::CiliumNetworkPolicy(_) | PolicyDocument::NetworkPolicy(_) => {
+                Some(self.metadata().namespace.as_deref().unwrap_or("default"))
+            }
+        }
+    }
+
+    /// What names the object in a cluster: kind, namespace, name. Two
+    /// documents with the same key are one object (the later apply wins).
+    pub fn object_key(&self) -> ObjectKey {
+        ObjectKey {
+            kind: self.kind(),
+            namespace: self.effective_namespace().map(str::to_owned),
+            name: self.name().to_owned(),
+        }
+    }
+
     /// The Cilium rules of a CNP/CCNP with the route prefix of each
     /// (`spec` or `specs[i]`), in document order; empty for a NetworkPolicy.
     pub fn cilium_rules(&self) -> Vec<(String, &Rule)> {
@@ -70,5 +93,26 @@ impl PolicyDocument {
             rules.push((format!("specs[{index}]"), rule));
         }
         rules
+    }
+}
+
+/// The identity of a policy object in a cluster ([`PolicyDocument::object_key`]).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// The resource kind.
+    pub kind: &'static str,
+    /// The namespace; `None` for cluster-scoped kinds.
+    pub namespace: Option<String>,
+    /// `metadata.name`.
+    pub name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    /// The kind, then the quoted `namespace/name` (`name` alone when cluster-scoped).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.namespace {
+            Some(namespace) => write!(f, "{} `{namespace}/{}`", self.kind, self.name),
+            None => write!(f, "{} `{}`", self.kind, self.name),
+        }
     }
 }
