@@ -10,7 +10,7 @@
 //! intermediate state allows a flow that neither the old nor the new state
 //! allows, and none lets a flow skip an L7 proxy that both would use.
 //! Verdicts are those of the reference lookup [`MapState::lookup`]
-//! (semantics.md §5.4, Cilium `bpf/lib/policy.h` `__policy_can_access`).
+//! (docs/semantics.md §5.4, Cilium `bpf/lib/policy.h` `__policy_can_access`).
 //!
 //! The touched keys `T` are the keys added, changed or deleted. Two phases:
 //!

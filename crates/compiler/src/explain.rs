@@ -2,7 +2,7 @@
 //! explains the decision.
 //!
 //! A flow from A to B is checked where Cilium checks it
-//! (policy-test-format.md, `policy.LookupFlow` in `pkg/policy/lookup.go`):
+//! (docs/policy-tests.md, `policy.LookupFlow` in `pkg/policy/lookup.go`):
 //! at A's egress when A is an endpoint, and at B's ingress when B is an
 //! endpoint, each with the datapath lookup of §5.4
 //! ([`crate::mapstate::MapState::lookup`]). The flow is `deny` if either
@@ -44,7 +44,7 @@ pub enum Peer {
 pub struct UnknownPeer(pub String);
 
 impl Peer {
-    /// Parses a peer of policy-test-format.md: `namespace/name`, `name`,
+    /// Parses a peer of docs/policy-tests.md: `namespace/name`, `name`,
     /// an IP address, or an entity word.
     pub fn parse(text: &str, compiled: &Compiled) -> Result<Self, UnknownPeer> {
         let text = text.trim();

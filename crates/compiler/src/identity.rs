@@ -1,6 +1,6 @@
 //! Numeric security identities, as Cilium numbers them.
 //!
-//! Reference: Cilium `pkg/identity/numericidentity.go` (semantics.md §3.5).
+//! Reference: Cilium `pkg/identity/numericidentity.go` (docs/semantics.md §3.5).
 //!
 //! A [`Identity`] is a `u32` whose top 8 bits are a *scope*:
 //!
@@ -274,7 +274,7 @@ impl fmt::Display for Identity {
 /// `clusterIDBits = log2(max+1)`, `shift = 24 - bits`; cluster `c` owns
 /// `[c << shift, ((c+1) << shift) - 1]`, except that cluster 0 starts at
 /// [`Identity::MINIMAL_NUMERIC`] (256). Defaults: cluster 0 = 256..=65535,
-/// cluster 5 = 327680..=393215 (semantics.md §3.5).
+/// cluster 5 = 327680..=393215 (docs/semantics.md §3.5).
 pub fn cluster_identity_range(
     cluster_id: u32,
     max_connected_clusters: u32,
@@ -371,7 +371,7 @@ mod tests {
         assert!(!Identity::new(116).unwrap().is_well_known());
     }
 
-    // semantics.md §3.5 cluster ranges.
+    // docs/semantics.md §3.5 cluster ranges.
     #[test]
     fn cluster_ranges() {
         assert_eq!(cluster_identity_range(0, 255).unwrap(), 256..=65535);

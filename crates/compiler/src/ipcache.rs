@@ -1,12 +1,12 @@
 //! The ipcache: which identity a peer address has (longest prefix wins).
 //!
 //! Cilium resolves a packet's peer identity with an LPM lookup in the
-//! ipcache (semantics.md §3.6): an address inside several policy prefixes
+//! ipcache (docs/semantics.md §3.6): an address inside several policy prefixes
 //! gets the identity of the most specific one. porin's table always holds
 //! `0.0.0.0/0 → world-ipv4 (9)` and `::/0 → world-ipv6 (10)` (dual-stack, as
 //! Cilium with both families on) unless those prefixes are overridden.
 //!
-//! Datapath layout (agreed contract, see the team brief):
+//! Datapath layout (the contract: `crates/ebpf-codegen/DATAPATH.md` §2.1):
 //! - IPv4 key, 8 bytes: `prefixlen u32 LE` (0..=32) + 4 address bytes;
 //! - IPv6 key, 20 bytes: `prefixlen u32 LE` (0..=128) + 16 address bytes;
 //! - value, 8 bytes: `identity u32 LE` + `flags u32 LE` (0, reserved).
@@ -211,7 +211,7 @@ mod tests {
         assert!(!cache.is_empty());
     }
 
-    // semantics.md §3.6 and distillery_test.go: 192.0.2.3/32 (16324) inside
+    // docs/semantics.md §3.6 and distillery_test.go: 192.0.2.3/32 (16324) inside
     // 192.0.2.0/24 (16325); the LPM gives the narrower prefix's identity.
     #[test]
     fn longest_prefix_wins_v4() {

@@ -3,7 +3,7 @@
 //! The policy map is a longest-prefix-match trie, so a port range `start..=end`
 //! must be expressed as a set of aligned power-of-two blocks, each a
 //! [`MaskedPort`]. This mirrors Cilium's `PortRangeToMaskedPorts` in
-//! `pkg/policy/portrange.go` (semantics.md §4.5), including its two input
+//! `pkg/policy/portrange.go` (docs/semantics.md §4.5), including its two input
 //! conventions:
 //!
 //! - `start == 0 && (end == 0 || end == 65535)` is the wildcard (all ports);
@@ -387,7 +387,7 @@ mod tests {
         }
     }
 
-    // semantics.md §4.5 counts (portrange_test.go and PR #20633).
+    // docs/semantics.md §4.5 counts (portrange_test.go and PR #20633).
     #[test]
     fn documented_prefix_counts() {
         for (start, end, count) in [

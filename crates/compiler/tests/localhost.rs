@@ -46,7 +46,7 @@ fn web_ccnp(name: &str, rules: &str) -> String {
     )
 }
 
-/// Precedence of a priority-0 plain allow (semantics.md §4.3).
+/// Precedence of a priority-0 plain allow (docs/semantics.md §4.3).
 const ALLOW_PRECEDENCE: u32 = 0xFFFF_FF01;
 
 fn inventory(allow_localhost: Option<&str>) -> Inventory {

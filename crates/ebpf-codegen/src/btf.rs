@@ -1,7 +1,7 @@
 //! A small BTF encoder (`.BTF` section contents).
 //!
 //! aya-obj 0.3 cannot build STRUCT, ARRAY or TYPEDEF types (their
-//! constructors are crate-private; toolchain.md §2), and BTF-defined maps need
+//! constructors are crate-private), and BTF-defined maps need
 //! exactly those, so porin writes BTF itself. Layout: kernel
 //! `include/uapi/linux/btf.h` (header, `struct btf_type`, per-kind trailers).
 

@@ -17,7 +17,7 @@
 //! map capacities of an [`ObjectConfig`], so a drift between the compiler
 //! and the object fails here instead of in the kernel.
 //!
-//! Note on port ranges starting at 0 (semantics.md §4.5, §10.1): the
+//! Note on port ranges starting at 0 (docs/semantics.md §4.5, §10.1): the
 //! compiler writes the prefix it means (`0/6` → prefixlen 54), not Cilium's
 //! protocol-only key, which is the fail-closed choice. It is the only
 //! policy-key encoding: [`crate::maps::PolicyKey`] delegates to it too.
@@ -63,7 +63,7 @@ pub enum CompiledMapsError {
         source: MapContentError,
     },
     /// An endpoint's policy does not fit the policy map (Cilium refuses to
-    /// regenerate such an endpoint, semantics.md §5.5; porin fails closed).
+    /// regenerate such an endpoint, docs/semantics.md §5.5; porin fails closed).
     #[error(
         "endpoint {endpoint} needs {entries} policy entries but the policy map holds {capacity}"
     )]

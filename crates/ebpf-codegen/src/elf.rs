@@ -1,5 +1,5 @@
 //! The ELF writer: programs, BTF-defined maps, license and `.BTF`, in the
-//! minimal shape every loader accepts (toolchain.md §4: `classifier`
+//! minimal shape every loader accepts (DATAPATH.md §1, §6: `classifier`
 //! section, `.maps`, `license`, `.BTF`, global symbols, `R_BPF_64_64`
 //! relocations with addend 0, no `.BTF.ext`).
 

@@ -469,7 +469,7 @@ impl IpcacheValue {
     }
 }
 
-/// A policy key in userspace form (semantics.md §4.2).
+/// A policy key in userspace form (docs/semantics.md §4.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicyKey {
     /// Peer identity; 0 = any.
@@ -529,7 +529,7 @@ impl PolicyKey {
     /// protocol and the top n port bits (48 protocol only, 64 exact). A
     /// masked range starting at port 0 keeps its n bits (`0/6` → 54), where
     /// Cilium's `NewKeyFromPolicyKey` would write a protocol-only key that
-    /// allows every port (semantics.md §4.5 quirk): porin fails closed.
+    /// allows every port (docs/semantics.md §4.5 quirk): porin fails closed.
     pub fn prefixlen(&self) -> Result<u32, MapContentError> {
         Ok(self.to_key()?.datapath_prefix_len())
     }
@@ -540,7 +540,7 @@ impl PolicyKey {
     }
 }
 
-/// A policy entry in userspace form (semantics.md §4.3, §5.2).
+/// A policy entry in userspace form (docs/semantics.md §4.3, §5.2).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PolicyEntry {
     /// L7 proxy port (host order), 0 = none.

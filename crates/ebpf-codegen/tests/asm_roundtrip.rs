@@ -172,7 +172,7 @@ fn map_references_are_recorded_at_their_slot() {
     assert_eq!(code.map_refs.len(), 1);
     assert_eq!(code.map_refs[0].slot, 2);
     assert_eq!(code.map_refs[0].map, "porin_ct");
-    // src_reg 0 and imm 0: the loader patches it (toolchain.md §4b).
+    // src_reg 0 and imm 0: the loader patches it (map relocation).
     assert_eq!(
         &code.bytes()[16..32],
         &[0x18, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]

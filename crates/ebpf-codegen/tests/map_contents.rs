@@ -1,5 +1,5 @@
 //! Map contents an agent writes: each layout of DATAPATH.md §2, byte by
-//! byte, with Cilium's key/entry rules (semantics.md §5.1/§5.2,
+//! byte, with Cilium's key/entry rules (docs/semantics.md §5.1/§5.2,
 //! `pkg/maps/policymap/policymap.go NewKeyFromPolicyKey/NewEntryFromPolicyEntry`),
 //! and the contract document kept in sync with the code.
 
@@ -73,13 +73,13 @@ fn ipcache_keys_and_values() {
 
 #[test]
 fn policy_key_prefix_lengths_follow_cilium_except_port_zero_ranges() {
-    // semantics.md §5.1: 40 L3-only, 48 proto only, 48+n, 64 exact.
+    // docs/semantics.md §5.1: 40 L3-only, 48 proto only, 48+n, 64 exact.
     assert_eq!(key(7, Direction::Ingress, 0, 0, 0).prefixlen(), Ok(40));
     assert_eq!(key(7, Direction::Ingress, 6, 0, 0).prefixlen(), Ok(48));
     assert_eq!(key(7, Direction::Ingress, 17, 7776, 15).prefixlen(), Ok(63));
     assert_eq!(key(7, Direction::Ingress, 6, 80, 16).prefixlen(), Ok(64));
     // pkg/maps/policymap/policymap.go NewKeyFromPolicyKey adds port bits
-    // only for a non-zero port (semantics.md §4.5 quirk), so Cilium writes
+    // only for a non-zero port (docs/semantics.md §4.5 quirk), so Cilium writes
     // port 0/6 as protocol-only (48) and allows every port. porin fails
     // closed and keeps the range it means (PC012): 48 + 6.
     assert_eq!(key(7, Direction::Ingress, 6, 0, 6).prefixlen(), Ok(54));

@@ -1,5 +1,5 @@
 //! The kernel engine of `porin test` (`--engine kernel|both`,
-//! `shared/docs/policy-test-format.md`).
+//! `docs/policy-tests.md`).
 //!
 //! The reference engine decides a case by evaluating the compiled map
 //! state in user space. This engine decides it the way the datapath does:

@@ -49,7 +49,7 @@ pub enum PacketError {
     IcmpTypeTooLarge(u16),
 }
 
-/// The protocols a policy test case names (`policy-test-format.md`).
+/// The protocols a policy test case names (`docs/policy-tests.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FlowProtocol {
     /// TCP: a SYN to the port.

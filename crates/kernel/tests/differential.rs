@@ -294,7 +294,7 @@ fn port_spec_strategy() -> impl Strategy<Value = PortSpec> {
     )
         .prop_map(|(port, span, protocol)| {
             let end_port = span.map(|s| u16::try_from(u32::from(port) + s).unwrap_or(u16::MAX));
-            // `port: 0` + `endPort` is a Cilium quirk (semantics.md §10.1)
+            // `port: 0` + `endPort` is a Cilium quirk (docs/semantics.md §10.1)
             // that porin deliberately encodes differently from Cilium; keep
             // it, both porin engines must still agree on it.
             PortSpec {

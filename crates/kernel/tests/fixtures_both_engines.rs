@@ -1,5 +1,5 @@
 //! Every policy test under `fixtures/policy-tests/` through both engines of
-//! `porin test` (`shared/docs/policy-test-format.md`, `--engine both`): the
+//! `porin test` (`docs/policy-tests.md`, `--engine both`): the
 //! kernel engine (porin's object in the running kernel, one
 //! `BPF_PROG_TEST_RUN` per check) must agree with the reference evaluator
 //! on every case — the same deny reason and proxy port per check, and the

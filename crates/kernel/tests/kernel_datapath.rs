@@ -1,6 +1,6 @@
 //! porin's emitted object in the real kernel: loaded by porin's loader, maps filled with
 //! hand-built entries (DATAPATH.md byte layouts), verdicts read back with BPF_PROG_TEST_RUN.
-//! Each case names the Cilium behaviour it mirrors (semantics.md §5.4, `bpf/lib/policy.h`).
+//! Each case names the Cilium behaviour it mirrors (docs/semantics.md §5.4, `bpf/lib/policy.h`).
 
 #![allow(
     clippy::unwrap_used,
@@ -196,7 +196,7 @@ fn ipv6_and_icmp_types_are_policy_ports() {
     );
     let echo4 = Packet::icmp4(FRONTEND, POD, 8, 0, echo_rest(7, 1));
     assert_eq!(to_pod(&dp, &echo4), PASS_NEW);
-    // The ICMP code is never matched (semantics.md §4.4); another type is.
+    // The ICMP code is never matched (docs/semantics.md §4.4); another type is.
     assert_eq!(
         to_pod(&dp, &Packet::icmp4(FRONTEND, POD, 8, 5, echo_rest(8, 1))),
         PASS_NEW
@@ -415,7 +415,7 @@ fn ipv6_neighbour_discovery_needs_hop_limit_255() {
     assert_eq!(to_pod(&dp, &ns), DROP_DEFAULT);
 }
 
-/// semantics.md §5.4 / `__policy_can_access`: an L3 deny at MAX_PRECEDENCE wins at once; an
+/// docs/semantics.md §5.4 / `__policy_can_access`: an L3 deny at MAX_PRECEDENCE wins at once; an
 /// L4 (identity 0) entry wins over L3 when its precedence is higher, or equal with a longer
 /// proto/port prefix.
 #[test]

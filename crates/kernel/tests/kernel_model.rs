@@ -1,6 +1,6 @@
 //! Property test: for random policy maps and random packets, the kernel's verdict equals a
 //! plain-Rust model of DATAPATH.md §3 (Cilium `__policy_can_access` + `__policy_check`,
-//! semantics.md §5.4): LPM lookup with the exact identity, then with identity 0, precedence and
+//! docs/semantics.md §5.4): LPM lookup with the exact identity, then with identity 0, precedence and
 //! prefix-length tie-break, deny, auth (with the equal-precedence inheritance) and redirect.
 //!
 //! The universe of identities, protocols and ports is small on purpose so that random entries

@@ -124,7 +124,7 @@ fn entry(precedence: u32, proxy_port: u16, auth_type: u8, explicit_auth: bool) -
 }
 
 /// The verdict scenario: every rule of DATAPATH.md §3/§4 that a packet can
-/// exercise, with the verdict semantics.md §5.4 prescribes.
+/// exercise, with the verdict docs/semantics.md §5.4 prescribes.
 fn verdict_script() -> String {
     use Direction::{Egress, Ingress};
     let mut s = Script::default();

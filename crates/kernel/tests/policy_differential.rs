@@ -1,5 +1,5 @@
 //! Differential test of the datapath's policy decision against a direct
-//! model of semantics.md §5.4 (Cilium 1.19 `__policy_can_access` /
+//! model of docs/semantics.md §5.4 (Cilium 1.19 `__policy_can_access` /
 //! `__policy_check`): random policy maps (both directions, identity 0 and
 //! specific identities, L3-only / proto-only / port-prefix / exact keys,
 //! deny, redirect, tiered precedences, explicit and derived auth) and random
@@ -135,7 +135,7 @@ fn packet() -> impl Strategy<Value = Packet> {
 /// Prefix length in the trie: 40 any proto, 48 + n for the top n port bits
 /// (48 proto only). Unlike Cilium's NewKeyFromPolicyKey
 /// (pkg/maps/policymap/policymap.go), a range starting at port 0 keeps its
-/// port bits: porin's one key encoding fails closed (semantics.md §4.5).
+/// port bits: porin's one key encoding fails closed (docs/semantics.md §4.5).
 fn model_prefix(key: &PolicyKey) -> u32 {
     if key.proto == 0 {
         40
@@ -177,7 +177,7 @@ fn lpm<'r>(rules: &'r [Rule], identity: u32, packet: &Packet) -> Option<&'r Rule
     best
 }
 
-/// semantics.md §5.4 steps 3-5.
+/// docs/semantics.md §5.4 steps 3-5.
 fn model(rules: &[Rule], packet: &Packet) -> (Verdict, u32) {
     let identity = if packet.v6 {
         PEERS6[packet.peer].1

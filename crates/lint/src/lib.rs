@@ -23,7 +23,7 @@
 //!
 //! Deny rules that change no verdict are deliberately *not* reported:
 //! Cilium keeps covered CIDR denies in the map because the ipcache may give
-//! an address inside the covered range the narrower identity (semantics.md
+//! an address inside the covered range the narrower identity (docs/semantics.md
 //! §4.6, cilium/cilium#33719), and a redundant deny can only ever fail
 //! closed.
 

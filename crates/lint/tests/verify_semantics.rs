@@ -41,7 +41,7 @@ const HEADER: &str = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetad
 
 #[test]
 fn covered_cidr_denies_are_not_flagged_pr_33719() {
-    // semantics.md §4.6: Cilium keeps a deny covered by a broader CIDR
+    // docs/semantics.md §4.6: Cilium keeps a deny covered by a broader CIDR
     // deny (cilium/cilium PR #33719); the verifier reports no deny rule as
     // redundant.
     let report = lint(

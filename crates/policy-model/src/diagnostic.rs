@@ -1,7 +1,7 @@
 //! Diagnostics: the data model every stage reports findings in, and the
 //! renderers (human, compiler-like; JSON).
 //!
-//! A diagnostic is data (style.md §5): a stable code, a severity, a one-phrase
+//! A diagnostic is data: a stable code, a severity, a one-phrase
 //! message, a primary location, related locations, notes and help. Stages
 //! produce them; the CLI renders them. Codes are `PM0xx` (model), `PC0xx`
 //! (compiler), `PR0xx` (lint/verifier).

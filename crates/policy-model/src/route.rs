@@ -1,7 +1,7 @@
 //! Symbolic routes into a document (`spec.ingress[0].toPorts[1].ports[0].port`).
 //!
 //! Validation and later stages speak in routes; the loader's source tree turns
-//! a route into a line and column (style.md §6).
+//! a route into a line and column.
 
 use std::fmt;
 

@@ -1,5 +1,5 @@
 //! Deliberate choices where Cilium's behaviour is surprising; each test names
-//! the Cilium code it mirrors (semantics.md §2.4, §10).
+//! the Cilium code it mirrors (docs/semantics.md §2.4, §10).
 
 use porin_model::{LoadLimits, PolicyDocument, PortValue, load_str};
 
@@ -25,7 +25,7 @@ fn codes(text: &str) -> Vec<&'static str> {
 }
 
 /// rule_validation.go PortProtocol.Validate: strconv.ParseUint(port, 0, 16),
-/// so "010" is octal 8 and "1_000" is 1000 (semantics.md §10 q2).
+/// so "010" is octal 8 and "1_000" is 1000 (docs/semantics.md §10.2).
 #[test]
 fn ports_parse_like_go_parseuint_base_zero() {
     let text = cnp(

@@ -9,7 +9,7 @@
 //! ([`record_case`], [`unrun_cases`]).
 //!
 //! `porin test`: policy test files (the contract is
-//! `shared/docs/policy-test-format.md`).
+//! `docs/policy-tests.md`).
 //!
 //! A `PolicyTest` file names an inventory (its `cluster`, `namespaces`,
 //! `endpoints`, `fqdns`), the policies in force (`policies[].path`, relative
@@ -645,7 +645,7 @@ pub struct DecidedCase {
 }
 
 /// Records a decided case the one way every engine reports it: the
-/// `PASS`/`FAIL` line of policy-test-format.md, the pass/fail count, and
+/// `PASS`/`FAIL` line of docs/policy-tests.md, the pass/fail count, and
 /// the [`CaseResult`] that `--format junit` writes.
 pub fn record_case(
     report: &mut TestReport,

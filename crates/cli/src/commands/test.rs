@@ -1,6 +1,6 @@
 //! `porin test FILE_OR_DIR... [--engine reference|kernel|both] [--format human|junit]`
 //!
-//! Runs policy test files (shared/docs/policy-test-format.md).
+//! Runs policy test files (`docs/policy-tests.md`).
 //! - `human` (default): one `PASS`/`FAIL` line per case, then
 //!   `N passed, M failed`.
 //! - `junit`: JUnit XML on standard output for CI test reporters: one

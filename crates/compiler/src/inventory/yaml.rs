@@ -1,6 +1,6 @@
 //! porin's own inventory YAML.
 //!
-//! The inventory fields of a `PolicyTest` file (policy-test-format.md:
+//! The inventory fields of a `PolicyTest` file (docs/policy-tests.md:
 //! `cluster`, `namespaces`, `endpoints`, `fqdns`), also accepted as a
 //! standalone document of `kind: Inventory`, which may add `services`:
 //!

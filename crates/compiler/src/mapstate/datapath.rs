@@ -2,7 +2,7 @@
 //!
 //! The byte layouts themselves live with their types: [`super::Key::to_bytes`]
 //! (`struct policy_key`) and [`super::Entry::to_datapath_bytes`]
-//! (`struct policy_entry`), semantics.md §5.1–§5.2.
+//! (`struct policy_entry`), docs/semantics.md §5.1–§5.2.
 
 /// `DROP_POLICY`: no entry matched (default deny).
 pub const DROP_POLICY: i32 = -133;

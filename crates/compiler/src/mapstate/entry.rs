@@ -8,7 +8,7 @@ use super::key::Key;
 
 /// Rule priority: lower wins; only the low 24 bits are usable
 /// (`types.Priority`, `MaxPriority = 2^24 - 1`). All user rules of a
-/// CNP/CCNP/KNP sit at priority 0 at this Cilium snapshot (semantics.md §10.5).
+/// CNP/CCNP/KNP sit at priority 0 at this Cilium snapshot (docs/semantics.md §10.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Priority(u32);
 
@@ -409,7 +409,7 @@ impl Entry {
     }
 
     /// The 12-byte datapath value for this entry under `key`
-    /// (`struct policy_entry`, semantics.md §5.2): `[0..2]` proxy port BE,
+    /// (`struct policy_entry`, docs/semantics.md §5.2): `[0..2]` proxy port BE,
     /// `[2]` flags (bit 0 deny, bits 3–7 `lpm_prefix_length`), `[3]` auth
     /// byte, `[4..8]` precedence LE, `[8..12]` cookie LE. A deny carries no
     /// proxy port or auth (`NewEntryFromPolicyEntry`).

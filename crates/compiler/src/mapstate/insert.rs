@@ -1,5 +1,5 @@
 //! Cilium's map-state insertion algebra (`mapState.insertWithChanges` and
-//! friends in `pkg/policy/mapstate.go`, semantics.md §4.6), without tiers /
+//! friends in `pkg/policy/mapstate.go`, docs/semantics.md §4.6), without tiers /
 //! PASS verdicts.
 //!
 //! The relations, with "covers" meaning broader-or-equal protocol/port in
@@ -120,7 +120,7 @@ pub enum MapStateError {
 
 impl MapState {
     /// Inserts `entry` at `key` following Cilium's `insertWithChanges`
-    /// (semantics.md §4.6), given the features of the key's direction:
+    /// (docs/semantics.md §4.6), given the features of the key's direction:
     ///
     /// - **deny**: bail if a covering key has higher precedence or is a
     ///   different deny of equal precedence; otherwise delete narrower keys

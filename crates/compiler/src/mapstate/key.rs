@@ -266,7 +266,7 @@ impl Key {
     /// adds the port prefix bits only when `DestPort != 0`, so a masked range
     /// starting at port 0 (e.g. `0/6` = ports 0–1023, from `port: "0",
     /// endPort: 1023`) is written as a *protocol-only* key that allows every
-    /// port (semantics.md §4.5 quirk, §10.1). porin encodes the prefix it
+    /// port (docs/semantics.md §4.5 quirk, §10.1). porin encodes the prefix it
     /// means (`48 + 6`); the LPM trie matches port 0 with a prefix like any
     /// other value.
     pub const fn datapath_prefix_len(&self) -> u32 {
@@ -316,7 +316,7 @@ impl Key {
             && (self.port_proto_is_equal(other) || self.port_proto_is_broader(other))
     }
 
-    /// The 12-byte datapath key (`struct policy_key`, semantics.md §5.1):
+    /// The 12-byte datapath key (`struct policy_key`, docs/semantics.md §5.1):
     /// `[0..4]` prefixlen LE, `[4..8]` identity LE, `[8]` direction,
     /// `[9]` protocol, `[10..12]` port big-endian.
     pub fn to_bytes(&self) -> [u8; 12] {

@@ -1,5 +1,5 @@
 //! The datapath decision (`__policy_can_access` / `__policy_check` in Cilium's
-//! `bpf/lib/policy.h`, 1.19 precedence layout; semantics.md §5.4), as a
+//! `bpf/lib/policy.h`, 1.19 precedence layout; docs/semantics.md §5.4), as a
 //! reference evaluator over a [`MapState`].
 
 use std::fmt;

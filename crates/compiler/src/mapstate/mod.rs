@@ -1,7 +1,7 @@
 //! Per-endpoint policy-map state: keys, entries, Cilium's insertion algebra
 //! and the datapath's lookup, as a reference evaluator.
 //!
-//! References (Cilium, semantics.md §4.2–§5.4): `pkg/policy/types/types.go`
+//! References (Cilium, docs/semantics.md §4.2–§5.4): `pkg/policy/types/types.go`
 //! (keys), `pkg/policy/types/entry.go` (entries, precedence),
 //! `pkg/policy/mapstate.go` (`insertWithChanges`, `lookup`),
 //! `pkg/maps/policymap/policymap.go` and `bpf/lib/policy.h` (datapath layout
@@ -68,7 +68,7 @@
 //! (precedence) conflicts; tests check this.
 //!
 //! Not supported: tiers / PASS verdicts (no CNP field at the Cilium
-//! snapshot, semantics.md §10.5); an entry with a pass precedence is
+//! snapshot, docs/semantics.md §10.5); an entry with a pass precedence is
 //! rejected with [`MapStateError::PassNotSupported`] instead of being
 //! silently mis-merged.
 

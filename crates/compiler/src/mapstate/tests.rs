@@ -84,7 +84,7 @@ const DENIED: Verdict = Verdict::Deny {
 // ---------------------------------------------------------------- precedence
 
 // pkg/policy/types/entry.go: NewMapStateEntry / WithListenerPriority and the
-// constants table of semantics.md §4.3.
+// constants table of docs/semantics.md §4.3.
 #[test]
 fn precedence_constants_match_entry_go() {
     let p0 = Priority::ZERO;
@@ -301,7 +301,7 @@ fn broader_and_narrower_relations() {
 // ------------------------------------------------------------ byte encodings
 
 // pkg/maps/policymap/policymap.go NewKeyFromPolicyKey / bpf/lib/policy.h
-// struct policy_key, hand-computed (semantics.md §5.1).
+// struct policy_key, hand-computed (docs/semantics.md §5.1).
 #[test]
 fn key_bytes_hand_computed() {
     // L3-only: prefix 40, identity 256, ingress.
@@ -329,7 +329,7 @@ fn key_bytes_hand_computed() {
     assert_eq!(ik(0, 6, 8080, 16).to_bytes()[10..12], [0x1F, 0x90]);
 }
 
-// Divergence from Cilium, semantics.md §4.5 quirk / §10.1:
+// Divergence from Cilium, docs/semantics.md §4.5 quirk / §10.1:
 // pkg/maps/policymap/policymap.go NewKeyFromPolicyKey adds the port prefix
 // only when DestPort != 0, so the masked range 0/6 (ports 0-1023, from
 // `port: "0", endPort: 1023`) would become a proto-only key allowing every
@@ -357,7 +357,7 @@ fn port_zero_range_keeps_its_prefix_fail_closed_divergence_from_cilium() {
     assert_eq!(Key::from_bytes(&key.to_bytes()).unwrap(), key);
 }
 
-// struct policy_entry (semantics.md §5.2), hand-computed.
+// struct policy_entry (docs/semantics.md §5.2), hand-computed.
 #[test]
 fn entry_bytes_hand_computed() {
     // Plain allow on an L3-only key: lpm_prefix_length 0.
@@ -497,7 +497,7 @@ fn network_policy_c_egress_cases() {
     assert_eq!(flow(&ms, eg, REMOTE, UDP, 80), ALLOW);
     assert_eq!(flow(&ms, eg, REMOTE, TCP, 80), ALLOW);
 
-    // The port-range case of the newer network_policy.c (semantics.md §6):
+    // The port-range case of the newer network_policy.c (docs/semantics.md §6):
     // {REMOTE, UDP, 80, 2 wildcard bits} → 80-83 allowed, 79 and 84 not.
     let ms = state(&[(ek(REMOTE, UDP, 80, 14), allow())]);
     for port in 80..=83 {

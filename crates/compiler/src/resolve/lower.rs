@@ -1,7 +1,7 @@
 //! Policy documents → [`PolicyRule`]s (Cilium's `ParseToCiliumRule` +
 //! `RulesToPolicyEntries` for CNP/CCNP, `ParseNetworkPolicy` for KNP).
 //!
-//! Selector rewriting follows semantics.md §3.1 (`pkg/k8s/apis/cilium.io/utils/utils.go`
+//! Selector rewriting follows docs/semantics.md §3.1 (`pkg/k8s/apis/cilium.io/utils/utils.go`
 //! `getEndpointSelector`/`ParseToCiliumRule`, `pkg/k8s/network_policy.go`).
 //! Peers porin cannot resolve offline (nodes, groups, CIDR groups, services
 //! or FQDNs missing from the inventory) compile to nothing in allow rules

@@ -3,7 +3,7 @@
 //! Mirrors Cilium's `Repository.resolvePolicyLocked` (`pkg/policy/repository.go`),
 //! `L4PolicyMap.mergeL4Filter` / `L4Filter.mergePortProto` (`pkg/policy/rule.go`,
 //! `pkg/policy/l4.go`) and `selectorPolicy.DistillPolicy` / `L4Filter.toMapState`
-//! (`pkg/policy/resolve.go`, `pkg/policy/l4.go`), semantics.md §3.3 and §4.1.
+//! (`pkg/policy/resolve.go`, `pkg/policy/l4.go`), docs/semantics.md §3.3 and §4.1.
 //!
 //! Cost model: subject selectors are matched once per *identity*, peer
 //! selectors once per selector against all identities (a selector cache,

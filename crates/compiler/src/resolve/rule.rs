@@ -293,7 +293,7 @@ pub fn parse_port_number(text: &str) -> Option<u16> {
     } else if let Some(rest) = text.strip_prefix("0b").or(text.strip_prefix("0B")) {
         (rest, 2)
     } else if text.len() > 1 && text.starts_with('0') {
-        // (quirk) semantics.md §2.2: a leading zero means octal.
+        // (quirk) docs/semantics.md §2.2: a leading zero means octal.
         (&text[1..], 8)
     } else {
         (text, 10)

@@ -17,7 +17,7 @@
 //!   ([`prefix_contains`]: Cilium's CIDR-aware `Label.HasKey`,
 //!   `pkg/labels/labels.go`, matches selector `cidr:P` against identity
 //!   label `cidr:Q` iff `P.bits ≤ Q.bits && P.contains(Q.addr)`; selectors
-//!   from `types.NewCIDRSelector`; semantics.md §3.6). The identities carrying
+//!   from `types.NewCIDRSelector`; docs/semantics.md §3.6). The identities carrying
 //!   CIDR labels are indexed by (family, network address, length); the
 //!   prefixes inside `P` are the entries whose address lies in `P`'s range
 //!   and whose length is at least `P`'s, one range scan of a sorted map.
@@ -250,7 +250,7 @@ mod tests {
         /// The index selects exactly what testing every identity selects,
         /// in the same order (Cilium's CIDR-aware `Label.HasKey` in
         /// `pkg/labels/labels.go`, `types.NewCIDRSelector` with excepts;
-        /// semantics.md §3.6).
+        /// docs/semantics.md §3.6).
         #[test]
         fn index_equals_brute_force(
             prefixes in prop::collection::btree_set(prefix(), 0..60),

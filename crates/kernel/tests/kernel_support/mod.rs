@@ -45,7 +45,7 @@ pub fn program(insns: &[[u8; 8]]) -> Vec<u8> {
     insns.iter().flatten().copied().collect()
 }
 
-/// Policy precedence of a deny entry (semantics.md §4.3).
+/// Policy precedence of a deny entry (docs/semantics.md §4.3).
 pub const DENY: u32 = 0xFFFF_FFFF;
 /// Precedence of a plain allow.
 pub const ALLOW: u32 = 0xFFFF_FF01;

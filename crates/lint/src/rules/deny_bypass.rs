@@ -6,7 +6,7 @@
 //! address lies in a denied `10.0.0.0/8` keeps its own identity, and an
 //! allow for it (or the default allow of `enableDefaultDeny: false`)
 //! decides its flows. This is the shape of GHSA-3wwx-63fv-pfq6
-//! (semantics.md §9 item 12). Covered CIDR denies that Cilium needs (§4.6,
+//! (docs/semantics.md §9 item 12). Covered CIDR denies that Cilium needs (§4.6,
 //! PR #33719) are not reported: only an *allowed* address is.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -1,6 +1,6 @@
 //! PR012 `rule-allows-nothing`: `ingress: [{}]` (no peer, no port) and
 //! explicitly empty peer lists (`fromEndpoints: []`) in Cilium policies:
-//! they select nothing yet put the subject in default deny (semantics.md
+//! they select nothing yet put the subject in default deny (docs/semantics.md
 //! §3.2). Kubernetes NetworkPolicy is different (`ingress: [{}]` allows
 //! all there) and is not checked.
 

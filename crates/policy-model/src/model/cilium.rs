@@ -3,7 +3,7 @@
 //! `pkg/k8s/apis/cilium.io/client/crds/v2/ciliumnetworkpolicies.yaml`).
 //!
 //! Every list is an `Option<Vec<_>>` because Cilium gives nil and empty lists
-//! different meanings (semantics.md §3.2: an omitted `fromEndpoints` is a
+//! different meanings (docs/semantics.md §3.2: an omitted `fromEndpoints` is a
 //! wildcard when ports are given, `fromEndpoints: []` selects nothing).
 
 use std::collections::BTreeMap;
@@ -115,7 +115,7 @@ pub struct Label {
     pub source: Option<String>,
 }
 
-/// `enableDefaultDeny`: per-direction default-deny switch (semantics.md §3.3).
+/// `enableDefaultDeny`: per-direction default-deny switch (docs/semantics.md §3.3).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[serde(deny_unknown_fields)]
@@ -341,7 +341,7 @@ pub struct CidrRule {
 /// A special peer class (`api.Entity`, the CRD enum).
 ///
 /// `world-ipv4`/`world-ipv6` exist in Cilium's Go code but not in the CRD enum,
-/// so the API server rejects them (semantics.md §2.2); porin does too.
+/// so the API server rejects them (docs/semantics.md §2.2); porin does too.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
@@ -966,7 +966,7 @@ pub enum PortValue {
 impl PortProtocol {
     /// The port as Cilium reads it (`PortProtocol.Validate`/`Sanitize`):
     /// a service name (lower-cased) or `strconv.ParseUint(port, 0, 16)` —
-    /// so `"010"` is port 8 (semantics.md §10 q2). `None` when absent or
+    /// so `"010"` is port 8 (docs/semantics.md §10.2). `None` when absent or
     /// invalid (validation rejects those).
     pub fn port_value(&self) -> Option<PortValue> {
         let text = self.port.as_deref()?;

@@ -1071,7 +1071,7 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
     }
 }
 
-/// Server names: `^(\*?\*\.)?([-a-zA-Z0-9_]+\.?)+$` (semantics.md §2.2).
+/// Server names: `^(\*?\*\.)?([-a-zA-Z0-9_]+\.?)+$` (docs/semantics.md §2.2).
 fn is_server_name(name: &str) -> bool {
     let rest = name
         .strip_prefix("**.")

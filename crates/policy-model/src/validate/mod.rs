@@ -1,6 +1,6 @@
 //! Validation equal to what a Cilium 1.19 cluster accepts: the CRD schema the
 //! API server enforces **and** the agent's `Rule.Sanitize()`; where they
-//! differ the stricter wins (semantics.md §2.4). Kubernetes NetworkPolicy
+//! differ the stricter wins (docs/semantics.md §2.4). Kubernetes NetworkPolicy
 //! gets the API server's validation.
 //!
 //! Checks run over the typed model and report [`Finding`]s by route; the

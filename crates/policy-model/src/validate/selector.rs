@@ -1,4 +1,4 @@
-//! Label-selector validation (semantics.md §2.3): Cilium first rewrites keys
+//! Label-selector validation (docs/semantics.md §2.3): Cilium first rewrites keys
 //! into its `source.key` form (`labels.GetExtendedKeyFrom`), then runs
 //! Kubernetes `ValidateLabelSelector`; errors read `invalid label selector: ...`.
 

@@ -124,7 +124,7 @@ pub fn is_k8s_port_name(s: &str) -> bool {
 
 /// Go `strconv.ParseUint(s, 0, 16)`: base from the prefix (`0x`, `0o`, `0b`,
 /// leading `0` = octal), `_` allowed between digits. Cilium parses ports this
-/// way, so `"010"` is port 8 (semantics.md §10 q2, a quirk porin mirrors).
+/// way, so `"010"` is port 8 (docs/semantics.md §10.2, a quirk porin mirrors).
 pub fn parse_go_uint16(s: &str) -> Result<u16, String> {
     let lower = s.to_ascii_lowercase();
     let (radix, digits) = if let Some(rest) = lower.strip_prefix("0x") {

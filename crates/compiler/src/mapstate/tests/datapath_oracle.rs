@@ -1,7 +1,7 @@
 //! An independent model of the datapath working on the *encoded bytes*:
 //! a literal LPM-trie match over `struct policy_key` bytes and the
 //! `__policy_can_access` / `__policy_check` logic over `struct policy_entry`
-//! bytes (`bpf/lib/policy.h`, 1.19 layout, semantics.md §5). Used as the
+//! bytes (`bpf/lib/policy.h`, 1.19 layout, docs/semantics.md §5). Used as the
 //! brute-force oracle of the property tests, so it shares no code with
 //! `MapState::lookup` beyond the encoders under test.
 

@@ -444,7 +444,7 @@ fn mapstate_test_go_insert_with_changes() {
     }
 }
 
-// semantics.md §4.6 consequences: Test_MergeRules #3, #6, #12 and #18 at the
+// docs/semantics.md §4.6 consequences: Test_MergeRules #3, #6, #12 and #18 at the
 // map level (the resolve stage produces these keys; precedence is ours).
 #[test]
 fn merge_rules_consequences() {
@@ -491,7 +491,7 @@ fn merge_rules_consequences() {
     assert_eq!(flow(&ms, Direction::Ingress, FOO + 1, 6, 80), ALLOW);
 }
 
-// distillery_test.go TestEgressPortRangePrecedence (semantics.md §6), at the
+// distillery_test.go TestEgressPortRangePrecedence (docs/semantics.md §6), at the
 // map level: A→B egress TCP, B = 200.
 #[test]
 fn egress_port_range_precedence() {
@@ -595,7 +595,7 @@ fn ensure_denies_precede_allows() {
 }
 
 // Documentation/security/policy/language.rst "Deny Policies" table
-// (semantics.md §6), at the map level for the server's ingress: the client
+// (docs/semantics.md §6), at the map level for the server's ingress: the client
 // is allowed L7 HTTP on 80, plain 81 and L3; a deny on 80 wins on 80 only;
 // adding an L3 deny of the client denies everything.
 #[test]

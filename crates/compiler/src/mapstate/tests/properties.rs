@@ -1,6 +1,6 @@
 //! Property tests: encodings round-trip, the lookup agrees with the
 //! byte-level datapath model, and insertion is order independent and keeps
-//! deny precedence (semantics.md §4.6).
+//! deny precedence (docs/semantics.md §4.6).
 
 use proptest::prelude::*;
 
