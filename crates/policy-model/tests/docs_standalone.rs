@@ -15,7 +15,7 @@ use std::process::Command;
 /// name its path.
 const CORPUS_READERS: &[&str] = &[
     "crates/compiler/tests/corpus.rs",
-    "crates/compiler/tests/verify_corpus.rs",
+    "crates/lint/tests/verify_corpus.rs",
     "crates/policy-model/tests/corpus.rs",
 ];
 
