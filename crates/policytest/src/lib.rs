@@ -25,7 +25,6 @@
 #![forbid(unsafe_code)]
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
 
 use porin_model::diagnostic::render_human_all;
 use porin_model::loader::{LoadOutcome, load_path, load_str};
@@ -33,12 +32,20 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use porin_compiler::compile::{Compiled, compile_with_limits};
-use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
+use porin_compiler::explain::{Flow, FlowVerdict, Peer};
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::resolve::rule::proto;
+
+mod report;
+mod run;
+
+pub use report::{
+    CaseOutcome, CaseResult, DecidedCase, FileResult, TestReport, record_case, unrun_cases,
+};
+pub use run::{run, run_with_limits};
 
 /// Which engine decides the cases.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -105,104 +112,6 @@ pub struct TestFileSpec {
     pub cases: Vec<Spanned<CaseSpec>>,
 }
 
-/// The outcome of running test files.
-#[derive(Debug, Clone, Default)]
-pub struct TestReport {
-    /// One line per case (`PASS ...` / `FAIL ...`), in order.
-    pub lines: Vec<String>,
-    /// Passed cases.
-    pub passed: usize,
-    /// Failed cases.
-    pub failed: usize,
-    /// Files that could not be read, parsed or validated, with the reason
-    /// (already rendered, may span lines).
-    pub errors: Vec<String>,
-    /// Compiler findings (warnings, errors) about the files that ran, one
-    /// line each: peers porin could not resolve, named ports that yield no
-    /// keys, Cilium quirks in effect. They explain surprising verdicts.
-    pub notes: Vec<String>,
-    /// The same outcome per file and case, for structured reports (JUnit).
-    /// An engine that does not fill it leaves it empty; `lines` stays the
-    /// reference then.
-    pub files: Vec<FileResult>,
-}
-
-/// The outcome of one test file.
-#[derive(Debug, Clone, Default)]
-pub struct FileResult {
-    /// Display path of the file.
-    pub file: String,
-    /// The file's `name:`, if any.
-    pub name: Option<String>,
-    /// Why the file could not run (read, parse, validation, compile or case
-    /// errors), rendered; its cases are then skipped, or errors.
-    pub error: Option<String>,
-    /// Its cases, in file order.
-    pub cases: Vec<CaseResult>,
-    /// Wall time spent on the file (loading, compiling, every case).
-    pub duration: Duration,
-}
-
-/// The outcome of one case.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CaseOutcome {
-    /// The verdict was the expected one.
-    Passed,
-    /// The verdict differed; `explanation` says which rule (or missing rule)
-    /// decided.
-    Failed {
-        /// Why the verdict is what it is.
-        explanation: String,
-    },
-    /// The case itself is invalid (unknown peer, bad port, ...).
-    Error {
-        /// The reason, with file:line.
-        reason: String,
-    },
-    /// The case was not run because something else in its file failed.
-    Skipped {
-        /// Why it did not run.
-        reason: String,
-    },
-}
-
-/// One case of a test file and what became of it.
-#[derive(Debug, Clone)]
-pub struct CaseResult {
-    /// Position in the file's `cases`.
-    pub index: usize,
-    /// Line of the case in the file (1-based; 0 when unknown).
-    pub line: u64,
-    /// Display label: `name (from -> to proto/port)` or `from -> to proto/port`.
-    pub label: String,
-    /// The expected verdict as written.
-    pub expected: String,
-    /// The verdict seen, when the case ran.
-    pub actual: Option<String>,
-    /// The outcome.
-    pub outcome: CaseOutcome,
-    /// Wall time of the evaluation.
-    pub duration: Duration,
-}
-
-impl TestReport {
-    /// The summary line: `N passed, M failed`.
-    pub fn summary(&self) -> String {
-        format!("{} passed, {} failed", self.passed, self.failed)
-    }
-
-    /// 2 when a file had an error, 1 when a case failed, 0 otherwise.
-    pub fn exit_code(&self) -> i32 {
-        if !self.errors.is_empty() {
-            2
-        } else if self.failed > 0 {
-            1
-        } else {
-            0
-        }
-    }
-}
-
 /// Finds the test files under the given paths: a file argument is a test
 /// file; a directory is searched recursively, in path order, for `.yaml`,
 /// `.yml` and `.json` files whose `kind` is `PolicyTest` (other files there,
@@ -246,35 +155,6 @@ fn is_policy_test(text: &str) -> bool {
         let line = line.trim_end();
         line == "kind: PolicyTest" || line == "kind: \"PolicyTest\"" || line == "kind: 'PolicyTest'"
     })
-}
-
-/// Runs every test file under `paths` with an engine, under the default
-/// [`Limits`].
-pub fn run(paths: &[PathBuf], engine: Engine) -> TestReport {
-    run_with_limits(paths, engine, &Limits::default())
-}
-
-/// [`run`] under explicit limits (`porin test --max-...`).
-pub fn run_with_limits(paths: &[PathBuf], engine: Engine, limits: &Limits) -> TestReport {
-    let mut report = TestReport::default();
-    if engine != Engine::Reference {
-        report.errors.push(
-            "the kernel engine is provided by porin-kernel and is not wired into `porin test` yet; use --engine reference"
-                .to_owned(),
-        );
-        return report;
-    }
-    let files = match discover(paths) {
-        Ok(files) => files,
-        Err(error) => {
-            report.errors.push(error);
-            return report;
-        }
-    };
-    for file in files {
-        run_file(&file, limits, &mut report);
-    }
-    report
 }
 
 /// A loaded and compiled test file.
@@ -502,191 +382,4 @@ fn check_families(
         ),
         _ => Ok(()),
     }
-}
-
-/// The label of a case as written, for cases that could not be resolved.
-fn written_label(spec: &CaseSpec) -> String {
-    let what = match (&spec.port, &spec.icmp_type) {
-        (Some(port), _) => format!(
-            " {}/{}",
-            spec.protocol
-                .as_deref()
-                .unwrap_or("TCP")
-                .to_ascii_uppercase(),
-            port.0
-        ),
-        (None, Some(icmp)) => format!(
-            " {} type {}",
-            spec.protocol
-                .as_deref()
-                .unwrap_or("ICMP")
-                .to_ascii_uppercase(),
-            icmp.0
-        ),
-        (None, None) => String::new(),
-    };
-    match &spec.name {
-        Some(name) => format!("{name} ({} -> {}{what})", spec.from.0, spec.to.0),
-        None => format!("{} -> {}{what}", spec.from.0, spec.to.0),
-    }
-}
-
-/// Every case of a file that could not run, as skipped (or, for the one at
-/// fault, as an error). Engines other than the reference (porin-kernel's
-/// kernel engine) report their files the same way.
-pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
-    spec.cases
-        .iter()
-        .enumerate()
-        .map(|(index, case)| CaseResult {
-            index,
-            line: case.referenced.line(),
-            label: written_label(&case.value),
-            expected: case.value.expect.clone(),
-            actual: None,
-            outcome: if at_fault == Some(index) {
-                CaseOutcome::Error {
-                    reason: reason.to_owned(),
-                }
-            } else {
-                CaseOutcome::Skipped {
-                    reason: format!("not run: {reason}"),
-                }
-            },
-            duration: Duration::ZERO,
-        })
-        .collect()
-}
-
-fn run_file(path: &Path, limits: &Limits, report: &mut TestReport) {
-    let started = Instant::now();
-    let mut result = FileResult {
-        file: path.display().to_string(),
-        ..FileResult::default()
-    };
-    run_file_into(path, limits, report, &mut result);
-    result.duration = started.elapsed();
-    report.files.push(result);
-}
-
-fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: &mut FileResult) {
-    let prepared = match prepare_with_limits(path, limits) {
-        Ok(p) => p,
-        Err(error) => {
-            result.error = Some(error.clone());
-            report.errors.push(error);
-            return;
-        }
-    };
-    result.file.clone_from(&prepared.file);
-    result.name.clone_from(&prepared.spec.name);
-    let mut findings: Vec<&porin_model::diagnostic::Diagnostic> =
-        prepared.compiled.diagnostics.iter().collect();
-    for endpoint in &prepared.compiled.endpoints {
-        findings.extend(endpoint.diagnostics.iter());
-    }
-    for finding in findings {
-        if finding.severity == porin_model::diagnostic::Severity::Info {
-            continue;
-        }
-        let at = finding
-            .primary
-            .as_ref()
-            .map(|l| format!("{}:{}: ", l.file, l.line))
-            .unwrap_or_else(|| format!("{}: ", prepared.file));
-        let line = format!(
-            "{at}{}[{}]: {}",
-            finding.severity.as_str(),
-            finding.code,
-            finding.message
-        );
-        if !report.notes.contains(&line) {
-            report.notes.push(line);
-        }
-    }
-    let mut resolved = Vec::new();
-    for (index, case) in prepared.spec.cases.iter().enumerate() {
-        match resolve_case(&prepared.file, index, case, &prepared.compiled) {
-            Ok(case) => resolved.push(case),
-            Err(error) => {
-                result.cases = unrun_cases(&prepared.spec, Some(index), &error);
-                result.error = Some(error.clone());
-                report.errors.push(error);
-                return;
-            }
-        }
-    }
-    for (index, case) in resolved.into_iter().enumerate() {
-        let started = Instant::now();
-        let evaluation = evaluate(&prepared.compiled, &case.flow);
-        let failure =
-            (evaluation.verdict != case.expect).then(|| explain(&prepared.compiled, &evaluation));
-        let decided = DecidedCase {
-            index,
-            seen: evaluation.verdict.to_string(),
-            failure,
-            duration: started.elapsed(),
-        };
-        record_case(report, result, &prepared, case, decided);
-    }
-}
-
-/// What an engine saw for one resolved case.
-pub struct DecidedCase {
-    /// Position in the file's `cases`.
-    pub index: usize,
-    /// The verdict seen, as printed (`allow`, or `kernel allow, reference
-    /// deny` for two engines).
-    pub seen: String,
-    /// Why the case failed; `None` when it passed.
-    pub failure: Option<String>,
-    /// Wall time of the evaluation.
-    pub duration: Duration,
-}
-
-/// Records a decided case the one way every engine reports it: the
-/// `PASS`/`FAIL` line of docs/policy-tests.md, the pass/fail count, and
-/// the [`CaseResult`] that `--format junit` writes.
-pub fn record_case(
-    report: &mut TestReport,
-    result: &mut FileResult,
-    prepared: &PreparedTest,
-    case: ResolvedCase,
-    decided: DecidedCase,
-) {
-    let DecidedCase {
-        index,
-        seen,
-        failure,
-        duration,
-    } = decided;
-    let (line, outcome) = match failure {
-        None => {
-            report.passed += 1;
-            (
-                format!("PASS {}: {} => {seen}", prepared.file, case.label),
-                CaseOutcome::Passed,
-            )
-        }
-        Some(explanation) => {
-            report.failed += 1;
-            (
-                format!(
-                    "FAIL {}: {} => {seen} (expected {}): {explanation}",
-                    prepared.file, case.label, case.expect
-                ),
-                CaseOutcome::Failed { explanation },
-            )
-        }
-    };
-    report.lines.push(line);
-    result.cases.push(CaseResult {
-        index,
-        line: prepared.case_line(index),
-        label: case.label,
-        expected: case.expect.to_string(),
-        actual: Some(seen),
-        outcome,
-        duration,
-    });
 }

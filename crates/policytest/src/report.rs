@@ -1,0 +1,219 @@
+//! What a run of policy tests produced: a [`TestReport`] with a
+//! [`FileResult`] per file and a [`CaseResult`] per case, and the one way
+//! every engine records a case into it.
+
+use std::time::Duration;
+
+use crate::{CaseSpec, PreparedTest, ResolvedCase, TestFileSpec};
+
+/// The outcome of running test files.
+#[derive(Debug, Clone, Default)]
+pub struct TestReport {
+    /// One line per case (`PASS ...` / `FAIL ...`), in order.
+    pub lines: Vec<String>,
+    /// Passed cases.
+    pub passed: usize,
+    /// Failed cases.
+    pub failed: usize,
+    /// Files that could not be read, parsed or validated, with the reason
+    /// (already rendered, may span lines).
+    pub errors: Vec<String>,
+    /// Compiler findings (warnings, errors) about the files that ran, one
+    /// line each: peers porin could not resolve, named ports that yield no
+    /// keys, Cilium quirks in effect. They explain surprising verdicts.
+    pub notes: Vec<String>,
+    /// The same outcome per file and case, for structured reports (JUnit).
+    /// An engine that does not fill it leaves it empty; `lines` stays the
+    /// reference then.
+    pub files: Vec<FileResult>,
+}
+
+/// The outcome of one test file.
+#[derive(Debug, Clone, Default)]
+pub struct FileResult {
+    /// Display path of the file.
+    pub file: String,
+    /// The file's `name:`, if any.
+    pub name: Option<String>,
+    /// Why the file could not run (read, parse, validation, compile or case
+    /// errors), rendered; its cases are then skipped, or errors.
+    pub error: Option<String>,
+    /// Its cases, in file order.
+    pub cases: Vec<CaseResult>,
+    /// Wall time spent on the file (loading, compiling, every case).
+    pub duration: Duration,
+}
+
+/// The outcome of one case.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CaseOutcome {
+    /// The verdict was the expected one.
+    Passed,
+    /// The verdict differed; `explanation` says which rule (or missing rule)
+    /// decided.
+    Failed {
+        /// Why the verdict is what it is.
+        explanation: String,
+    },
+    /// The case itself is invalid (unknown peer, bad port, ...).
+    Error {
+        /// The reason, with file:line.
+        reason: String,
+    },
+    /// The case was not run because something else in its file failed.
+    Skipped {
+        /// Why it did not run.
+        reason: String,
+    },
+}
+
+/// One case of a test file and what became of it.
+#[derive(Debug, Clone)]
+pub struct CaseResult {
+    /// Position in the file's `cases`.
+    pub index: usize,
+    /// Line of the case in the file (1-based; 0 when unknown).
+    pub line: u64,
+    /// Display label: `name (from -> to proto/port)` or `from -> to proto/port`.
+    pub label: String,
+    /// The expected verdict as written.
+    pub expected: String,
+    /// The verdict seen, when the case ran.
+    pub actual: Option<String>,
+    /// The outcome.
+    pub outcome: CaseOutcome,
+    /// Wall time of the evaluation.
+    pub duration: Duration,
+}
+
+impl TestReport {
+    /// The summary line: `N passed, M failed`.
+    pub fn summary(&self) -> String {
+        format!("{} passed, {} failed", self.passed, self.failed)
+    }
+
+    /// 2 when a file had an error, 1 when a case failed, 0 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        if !self.errors.is_empty() {
+            2
+        } else if self.failed > 0 {
+            1
+        } else {
+            0
+        }
+    }
+}
+
+/// The label of a case as written, for cases that could not be resolved.
+fn written_label(spec: &CaseSpec) -> String {
+    let what = match (&spec.port, &spec.icmp_type) {
+        (Some(port), _) => format!(
+            " {}/{}",
+            spec.protocol
+                .as_deref()
+                .unwrap_or("TCP")
+                .to_ascii_uppercase(),
+            port.0
+        ),
+        (None, Some(icmp)) => format!(
+            " {} type {}",
+            spec.protocol
+                .as_deref()
+                .unwrap_or("ICMP")
+                .to_ascii_uppercase(),
+            icmp.0
+        ),
+        (None, None) => String::new(),
+    };
+    match &spec.name {
+        Some(name) => format!("{name} ({} -> {}{what})", spec.from.0, spec.to.0),
+        None => format!("{} -> {}{what}", spec.from.0, spec.to.0),
+    }
+}
+
+/// Every case of a file that could not run, as skipped (or, for the one at
+/// fault, as an error). Engines other than the reference (porin-kernel's
+/// kernel engine) report their files the same way.
+pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
+    spec.cases
+        .iter()
+        .enumerate()
+        .map(|(index, case)| CaseResult {
+            index,
+            line: case.referenced.line(),
+            label: written_label(&case.value),
+            expected: case.value.expect.clone(),
+            actual: None,
+            outcome: if at_fault == Some(index) {
+                CaseOutcome::Error {
+                    reason: reason.to_owned(),
+                }
+            } else {
+                CaseOutcome::Skipped {
+                    reason: format!("not run: {reason}"),
+                }
+            },
+            duration: Duration::ZERO,
+        })
+        .collect()
+}
+
+/// What an engine saw for one resolved case.
+pub struct DecidedCase {
+    /// Position in the file's `cases`.
+    pub index: usize,
+    /// The verdict seen, as printed (`allow`, or `kernel allow, reference
+    /// deny` for two engines).
+    pub seen: String,
+    /// Why the case failed; `None` when it passed.
+    pub failure: Option<String>,
+    /// Wall time of the evaluation.
+    pub duration: Duration,
+}
+
+/// Records a decided case the one way every engine reports it: the
+/// `PASS`/`FAIL` line of docs/policy-tests.md, the pass/fail count, and
+/// the [`CaseResult`] that `--format junit` writes.
+pub fn record_case(
+    report: &mut TestReport,
+    result: &mut FileResult,
+    prepared: &PreparedTest,
+    case: ResolvedCase,
+    decided: DecidedCase,
+) {
+    let DecidedCase {
+        index,
+        seen,
+        failure,
+        duration,
+    } = decided;
+    let (line, outcome) = match failure {
+        None => {
+            report.passed += 1;
+            (
+                format!("PASS {}: {} => {seen}", prepared.file, case.label),
+                CaseOutcome::Passed,
+            )
+        }
+        Some(explanation) => {
+            report.failed += 1;
+            (
+                format!(
+                    "FAIL {}: {} => {seen} (expected {}): {explanation}",
+                    prepared.file, case.label, case.expect
+                ),
+                CaseOutcome::Failed { explanation },
+            )
+        }
+    };
+    report.lines.push(line);
+    result.cases.push(CaseResult {
+        index,
+        line: prepared.case_line(index),
+        label: case.label,
+        expected: case.expect.to_string(),
+        actual: Some(seen),
+        outcome,
+        duration,
+    });
+}
