@@ -56,18 +56,16 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::PathBuf;
-use std::time::Instant;
 
 use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
-use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
-use porin_compiler::limits::Limits;
+use porin_compiler::explain::{Flow, FlowVerdict, Peer};
 use porin_compiler::mapstate;
 use porin_ebpf::compiled::{CompiledMapsError, MapContents};
 use porin_ebpf::{EmitError, ObjectConfig, POLICY_MAP_MAX, emit};
 use porin_policytest::{
-    self as policytest, DecidedCase, Engine, FileResult, ResolvedCase, TestReport,
+    self as policytest, CaseDecision, Check, CheckOutcome, Engine, Family, FamilyChecks,
+    PreparedTest, ResolvedCase, combine,
 };
 use thiserror::Error;
 
@@ -120,120 +118,32 @@ pub enum EngineError {
     NoTestAddresses,
 }
 
-/// An IP family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Family {
-    /// IPv4.
-    V4,
-    /// IPv6.
-    V6,
-}
-
-impl Family {
-    /// The family of an address.
-    pub fn of(ip: IpAddr) -> Family {
-        match ip {
-            IpAddr::V4(_) => Family::V4,
-            IpAddr::V6(_) => Family::V6,
-        }
-    }
-}
-
-impl std::fmt::Display for Family {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Family::V4 => "IPv4",
-            Family::V6 => "IPv6",
-        })
-    }
-}
-
-/// What one check (one endpoint, one direction) decided, in terms both
-/// engines share.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum CheckOutcome {
-    /// Passed by policy.
-    Allow,
-    /// Passed with a redirect to this proxy port.
-    Redirect(u16),
-    /// Dropped by a deny entry.
-    DenyRule,
-    /// Dropped: no entry matched.
-    DenyDefault,
-    /// Dropped: authentication required.
-    DenyAuth,
-    /// The kernel counted something else (a parse drop, a shortcut pass):
-    /// never expected for the packets this engine crafts.
-    Other(Counter),
-}
-
-impl CheckOutcome {
-    /// The outcome of a reference lookup.
-    pub fn from_reference(verdict: &mapstate::Verdict) -> CheckOutcome {
-        match verdict {
-            mapstate::Verdict::Allow => CheckOutcome::Allow,
-            mapstate::Verdict::Redirect { proxy_port } => CheckOutcome::Redirect(*proxy_port),
-            mapstate::Verdict::Deny {
-                reason: mapstate::DenyReason::Rule,
-            } => CheckOutcome::DenyRule,
-            mapstate::Verdict::Deny {
-                reason: mapstate::DenyReason::NoEntry,
-            } => CheckOutcome::DenyDefault,
-            mapstate::Verdict::AuthRequired { .. } => CheckOutcome::DenyAuth,
-        }
-    }
-
-    /// The outcome of a kernel run (from the one counter it moved and the
-    /// redirect mark).
-    pub fn from_kernel(verdict: &KernelVerdict) -> CheckOutcome {
+/// The outcome of a kernel run, from the one counter it moved and the
+/// redirect mark, in the terms every engine of `porin test` shares.
+impl From<&KernelVerdict> for CheckOutcome {
+    fn from(verdict: &KernelVerdict) -> CheckOutcome {
         match verdict.counter {
             Counter::AllowedNew | Counter::AllowedEstablished => CheckOutcome::Allow,
             Counter::Redirected => CheckOutcome::Redirect(verdict.proxy_port.unwrap_or(0)),
             Counter::DeniedByRule => CheckOutcome::DenyRule,
             Counter::DeniedByDefault => CheckOutcome::DenyDefault,
             Counter::DeniedAuth => CheckOutcome::DenyAuth,
-            other => CheckOutcome::Other(other),
-        }
-    }
-
-    /// The flow-level verdict this check contributes.
-    pub fn flow_verdict(self) -> FlowVerdict {
-        match self {
-            CheckOutcome::Allow => FlowVerdict::Allow,
-            CheckOutcome::Redirect(_) => FlowVerdict::Redirect,
-            CheckOutcome::DenyRule | CheckOutcome::DenyDefault | CheckOutcome::DenyAuth => {
-                FlowVerdict::Deny
-            }
-            CheckOutcome::Other(counter) if counter.is_pass() => FlowVerdict::Allow,
-            CheckOutcome::Other(_) => FlowVerdict::Deny,
+            other => CheckOutcome::Other {
+                what: format!("counter {other:?}"),
+                passed: other.is_pass(),
+            },
         }
     }
 }
 
-impl std::fmt::Display for CheckOutcome {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            CheckOutcome::Allow => f.write_str("allow"),
-            CheckOutcome::Redirect(port) => write!(f, "redirect to proxy port {port}"),
-            CheckOutcome::DenyRule => f.write_str("deny (rule)"),
-            CheckOutcome::DenyDefault => f.write_str("deny (no matching entry)"),
-            CheckOutcome::DenyAuth => f.write_str("deny (authentication required)"),
-            CheckOutcome::Other(counter) => write!(f, "counter {counter:?}"),
-        }
+impl From<EngineError> for policytest::EngineError {
+    fn from(error: EngineError) -> Self {
+        policytest::EngineError::new(KERNEL, error)
     }
 }
 
-/// Combines check outcomes into a flow verdict (deny > redirect > allow).
-pub fn combine(outcomes: impl IntoIterator<Item = CheckOutcome>) -> FlowVerdict {
-    let verdicts: Vec<FlowVerdict> = outcomes.into_iter().map(|o| o.flow_verdict()).collect();
-    if verdicts.contains(&FlowVerdict::Deny) {
-        FlowVerdict::Deny
-    } else if verdicts.contains(&FlowVerdict::Redirect) {
-        FlowVerdict::Redirect
-    } else {
-        FlowVerdict::Allow
-    }
-}
+/// The name of the kernel engine in reports.
+const KERNEL: &str = "kernel";
 
 /// The object configuration the engine loads: porin's default object with
 /// the largest policy map Cilium allows (65536, `bpf-policy-map-max`), so
@@ -576,8 +486,8 @@ impl KernelEvaluation {
         self.runs.windows(2).all(|w| {
             w[0].checks
                 .iter()
-                .map(|c| c.outcome)
-                .eq(w[1].checks.iter().map(|c| c.outcome))
+                .map(|c| &c.outcome)
+                .eq(w[1].checks.iter().map(|c| &c.outcome))
         })
     }
 
@@ -670,11 +580,11 @@ pub fn decide_flow(
                     .map(|e| e.display_name())
                     .unwrap_or_default(),
                 direction: *direction,
-                outcome: CheckOutcome::from_kernel(&kernel),
+                outcome: CheckOutcome::from(&kernel),
                 kernel,
             });
         }
-        let verdict = combine(checks.iter().map(|c| c.outcome));
+        let verdict = combine(checks.iter().map(|c| &c.outcome));
         runs.push(FamilyRun {
             family,
             addresses: (src, dst),
@@ -686,193 +596,80 @@ pub fn decide_flow(
     Ok(KernelEvaluation { verdict, runs })
 }
 
-/// Where the reference and the kernel disagree on a flow, if anywhere:
-/// per check (outcome, including the deny reason and the proxy port), per
-/// family.
-pub fn disagreement(compiled: &Compiled, flow: &Flow, kernel: &KernelEvaluation) -> Option<String> {
-    let reference = evaluate(compiled, flow);
-    let expected: Vec<CheckOutcome> = reference
-        .checks
-        .iter()
-        .map(|c| CheckOutcome::from_reference(&c.decision.verdict))
-        .collect();
-    let mut problems = Vec::new();
-    for run in &kernel.runs {
-        let seen: Vec<CheckOutcome> = run.checks.iter().map(|c| c.outcome).collect();
-        if seen != expected {
-            let pairs: Vec<String> = run
-                .checks
-                .iter()
-                .zip(expected.iter().map(Some).chain(std::iter::repeat(None)))
-                .map(|(c, e)| {
-                    format!(
-                        "{} {}: kernel {}, reference {}",
-                        c.endpoint_name,
-                        c.direction,
-                        c.outcome,
-                        e.map_or_else(|| "none".to_owned(), ToString::to_string)
-                    )
-                })
-                .collect();
-            problems.push(format!("{}: {}", run.family, pairs.join("; ")));
-        }
-    }
-    if reference.verdict != kernel.verdict {
-        problems.push(format!(
-            "flow verdict: kernel {}, reference {}",
-            kernel.verdict, reference.verdict
-        ));
-    }
-    (!problems.is_empty()).then(|| problems.join(" | "))
+/// The kernel engine of `porin test` (`--engine kernel`): porin's object
+/// in the running kernel deciding each case of a file, with the file's
+/// entity peers on their test addresses (see the module docs).
+#[derive(Debug)]
+pub struct Kernel {
+    engine: KernelEngine,
+    /// The addresses of the file loaded last; `None` before a load.
+    addresses: Option<CaseAddresses>,
 }
 
-/// Runs every test file under `paths` with `engine`. The reference engine
-/// is the compiler's runner; `Kernel` decides each case in the kernel;
-/// `Both` does both and fails a case on any disagreement between them
-/// (verdict, deny reason, proxy port, or between families).
-pub fn run(paths: &[PathBuf], engine: Engine) -> TestReport {
-    run_with_limits(paths, engine, &Limits::default())
-}
-
-/// [`run`] with explicit resource limits for reading and compiling each
-/// test file (`porin test --max-...`), the same for both engines.
-pub fn run_with_limits(paths: &[PathBuf], engine: Engine, limits: &Limits) -> TestReport {
-    if engine == Engine::Reference {
-        return policytest::run_with_limits(paths, engine, limits);
-    }
-    let mut report = TestReport::default();
-    let files = match policytest::discover(paths) {
-        Ok(files) => files,
-        Err(error) => {
-            report.errors.push(error);
-            return report;
-        }
-    };
-    let mut kernel_engine = match KernelEngine::new() {
-        Ok(k) => k,
-        Err(error) => {
-            report.errors.push(error.to_string());
-            return report;
-        }
-    };
-    for file in files {
-        run_file(&mut kernel_engine, &file, engine, limits, &mut report);
-    }
-    report
-}
-
-fn run_file(
-    kernel_engine: &mut KernelEngine,
-    path: &std::path::Path,
-    engine: Engine,
-    limits: &Limits,
-    report: &mut TestReport,
-) {
-    let started = Instant::now();
-    let mut result = FileResult {
-        file: path.display().to_string(),
-        ..FileResult::default()
-    };
-    run_file_into(kernel_engine, path, engine, limits, report, &mut result);
-    result.duration = started.elapsed();
-    report.files.push(result);
-}
-
-/// Runs one file, recording each case both as a `PASS`/`FAIL` line and as a
-/// [`CaseResult`] (what `porin test --format junit` writes), like the
-/// reference runner does.
-fn run_file_into(
-    kernel_engine: &mut KernelEngine,
-    path: &std::path::Path,
-    engine: Engine,
-    limits: &Limits,
-    report: &mut TestReport,
-    result: &mut FileResult,
-) {
-    let prepared = match policytest::prepare_with_limits(path, limits) {
-        Ok(p) => p,
-        Err(error) => {
-            result.error = Some(error.clone());
-            report.errors.push(error);
-            return;
-        }
-    };
-    result.file.clone_from(&prepared.file);
-    result.name.clone_from(&prepared.spec.name);
-    let mut cases: Vec<ResolvedCase> = Vec::new();
-    for (index, case) in prepared.spec.cases.iter().enumerate() {
-        match policytest::resolve_case(&prepared.file, index, case, &prepared.compiled) {
-            Ok(case) => cases.push(case),
-            Err(error) => {
-                result.cases = policytest::unrun_cases(&prepared.spec, Some(index), &error);
-                result.error = Some(error.clone());
-                report.errors.push(error);
-                return;
-            }
-        }
-    }
-    let compiled = &prepared.compiled;
-    let loaded = CaseAddresses::plan(compiled, cases.iter().map(|c| &c.flow)).and_then(|a| {
-        kernel_engine.load(compiled, &a.ipcache_entries())?;
-        Ok(a)
-    });
-    let addresses = match loaded {
-        Ok(a) => a,
-        Err(error) => {
-            let error = format!("{}: {error}", prepared.file);
-            result.cases = policytest::unrun_cases(&prepared.spec, None, &error);
-            result.error = Some(error.clone());
-            report.errors.push(error);
-            return;
-        }
-    };
-    for (index, case) in cases.into_iter().enumerate() {
-        let started = Instant::now();
-        let (seen, problems) = match decide_flow(kernel_engine, compiled, &addresses, &case.flow) {
-            Err(error) => ("kernel engine error".to_owned(), vec![error.to_string()]),
-            Ok(kernel) => judge(compiled, &case, &kernel, engine),
-        };
-        let decided = DecidedCase {
-            index,
-            seen,
-            failure: (!problems.is_empty()).then(|| problems.join("; ")),
-            duration: started.elapsed(),
-        };
-        policytest::record_case(report, result, &prepared, case, decided);
+impl Kernel {
+    /// Emits and loads the object ([`KernelEngine::new`]).
+    pub fn new() -> Result<Kernel, EngineError> {
+        Ok(Kernel {
+            engine: KernelEngine::new()?,
+            addresses: None,
+        })
     }
 }
 
-/// What the engines saw for one case (`kernel allow`, or `kernel allow,
-/// reference deny` for `Both`) and every problem with it; no problem means
-/// the case passed.
-fn judge(
-    compiled: &Compiled,
-    case: &ResolvedCase,
-    kernel: &KernelEvaluation,
-    engine: Engine,
-) -> (String, Vec<String>) {
-    let mut problems = Vec::new();
-    if kernel.verdict != case.expect {
-        problems.push(format!("kernel: {}", kernel.describe()));
+impl Engine for Kernel {
+    fn name(&self) -> &str {
+        KERNEL
     }
-    if !kernel.families_agree() {
-        problems.push(format!("IPv4 and IPv6 disagree: {}", kernel.describe()));
+
+    fn load(
+        &mut self,
+        test: &PreparedTest,
+        cases: &[ResolvedCase],
+    ) -> Result<(), policytest::EngineError> {
+        self.addresses = None;
+        let addresses = CaseAddresses::plan(&test.compiled, cases.iter().map(|c| &c.flow))?;
+        self.engine
+            .load(&test.compiled, &addresses.ipcache_entries())?;
+        self.addresses = Some(addresses);
+        Ok(())
     }
-    let mut seen = format!("{}", kernel.verdict);
-    if engine == Engine::Both {
-        let reference = evaluate(compiled, &case.flow);
-        seen = format!("kernel {}, reference {}", kernel.verdict, reference.verdict);
-        if let Some(diff) = disagreement(compiled, &case.flow, kernel) {
-            problems.push(format!(
-                "engines disagree: {diff}; kernel: {}",
-                kernel.describe()
-            ));
+
+    /// The kernel's verdict; its explanation lists every check the kernel
+    /// ran (`kernel: IPv4 a -> b: ...`), and a case whose families give
+    /// different outcomes fails whatever its verdict.
+    fn decide(
+        &mut self,
+        test: &PreparedTest,
+        case: &ResolvedCase,
+    ) -> Result<CaseDecision, policytest::EngineError> {
+        let addresses = self.addresses.as_ref().ok_or(EngineError::NothingLoaded)?;
+        let kernel = decide_flow(&mut self.engine, &test.compiled, addresses, &case.flow)?;
+        let checks = kernel
+            .runs
+            .iter()
+            .map(|run| FamilyChecks {
+                family: Some(run.family),
+                checks: run
+                    .checks
+                    .iter()
+                    .map(|c| Check {
+                        endpoint: c.endpoint_name.clone(),
+                        direction: c.direction,
+                        outcome: c.outcome.clone(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let described = kernel.describe();
+        let mut decision =
+            CaseDecision::new(kernel.verdict, checks, format!("{KERNEL}: {described}"));
+        if !kernel.families_agree() {
+            decision
+                .problems
+                .push(format!("IPv4 and IPv6 disagree: {described}"));
         }
-        if reference.verdict != case.expect {
-            problems.push(format!("reference: {}", explain(compiled, &reference)));
-        }
+        Ok(decision)
     }
-    (seen, problems)
 }
 
 #[cfg(test)]
@@ -933,7 +730,8 @@ cases:
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("test.yaml");
         std::fs::write(&path, KERNEL_TEST).unwrap();
-        let report = run(std::slice::from_ref(&path), Engine::Both);
+        let mut both = policytest::Both::new(Kernel::new().unwrap(), policytest::Reference);
+        let report = policytest::run(std::slice::from_ref(&path), &mut both);
         assert!(report.errors.is_empty(), "{:?}", report.errors);
         assert_eq!(
             (report.passed, report.failed),
@@ -996,19 +794,6 @@ cases:
                 ("100.64.2.6/32".parse().unwrap(), 6),
                 ("100::2:6/128".parse().unwrap(), 6),
             ]
-        );
-    }
-
-    #[test]
-    fn outcomes_combine_deny_over_redirect_over_allow() {
-        use CheckOutcome::*;
-        assert_eq!(combine([Allow, Redirect(1)]), FlowVerdict::Redirect);
-        assert_eq!(combine([Redirect(1), DenyDefault]), FlowVerdict::Deny);
-        assert_eq!(combine([Allow, Allow]), FlowVerdict::Allow);
-        assert_eq!(combine([]), FlowVerdict::Allow);
-        assert_eq!(
-            combine([Other(Counter::DroppedMalformed)]),
-            FlowVerdict::Deny
         );
     }
 

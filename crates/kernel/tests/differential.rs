@@ -44,8 +44,8 @@ use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::Direction;
 use porin_ebpf::compiled::ipcache_of;
 use porin_kernel as kernel;
-use porin_kernel::engine::{CheckOutcome, KernelEngine, flow_packet};
-use porin_policytest::prepare;
+use porin_kernel::engine::{KernelEngine, flow_packet};
+use porin_policytest::{CheckOutcome, prepare};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestError, TestRng, TestRunner};
 
@@ -781,14 +781,14 @@ struct Counts {
     outcomes: RefCell<[u64; 6]>,
 }
 
-fn outcome_slot(outcome: CheckOutcome) -> usize {
+fn outcome_slot(outcome: &CheckOutcome) -> usize {
     match outcome {
         CheckOutcome::Allow => 0,
         CheckOutcome::Redirect(_) => 1,
         CheckOutcome::DenyRule => 2,
         CheckOutcome::DenyDefault => 3,
         CheckOutcome::DenyAuth => 4,
-        CheckOutcome::Other(_) => 5,
+        CheckOutcome::Other { .. } => 5,
     }
 }
 
@@ -852,9 +852,9 @@ fn check_scenario(
         let kernel = engine
             .check(endpoint_index, probe.direction, &packet)
             .map_err(|e| TestCaseError::fail(format!("kernel: {e}\n{yaml}")))?;
-        let seen = CheckOutcome::from_kernel(&kernel);
+        let seen = CheckOutcome::from(&kernel);
         counts.cases.set(counts.cases.get() + 1);
-        counts.outcomes.borrow_mut()[outcome_slot(expected)] += 1;
+        counts.outcomes.borrow_mut()[outcome_slot(&expected)] += 1;
         if seen != expected {
             counts.mismatches.set(counts.mismatches.get() + 1);
             let case = case_line(scenario, probe);

@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use porin_kernel::{self as kernel, engine};
-use porin_policytest::{Engine, TestReport};
+use porin_kernel::{self as kernel, engine::Kernel};
+use porin_policytest::{Both, Reference, TestReport, run, run_with_limits};
 
 fn kernel_available(test: &str) -> bool {
     match kernel::probe() {
@@ -33,13 +33,18 @@ fn fixtures() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/policy-tests")
 }
 
+/// The engines of `--engine both`.
+fn both() -> Both<Kernel, Reference> {
+    Both::new(Kernel::new().expect("the kernel engine loads"), Reference)
+}
+
 /// One `--engine both` run over all fixtures, shared by the tests.
 fn report() -> &'static TestReport {
     static REPORT: OnceLock<TestReport> = OnceLock::new();
     REPORT.get_or_init(|| {
         let dir = fixtures();
         assert!(dir.is_dir(), "{} is missing", dir.display());
-        engine::run(&[dir], Engine::Both)
+        run(&[dir], &mut both())
     })
 }
 
@@ -153,7 +158,7 @@ fn the_kernel_engine_compiles_under_the_given_limits() {
     let mut limits = porin_compiler::limits::Limits::default();
     limits.compile.set(porin_compiler::limits::Limit::Rules, 0);
     let dir = fixtures().join("smoke");
-    let report = engine::run_with_limits(&[dir], Engine::Both, &limits);
+    let report = run_with_limits(&[dir], &mut both(), &limits);
     assert_eq!(report.exit_code(), 2, "{:?}", report.lines);
     assert!(
         report.errors.iter().any(|e| e.contains("--max-rules")),

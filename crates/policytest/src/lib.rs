@@ -3,10 +3,12 @@
 //! Input: paths of `PolicyTest` files or directories. Output: a
 //! [`TestReport`] (a [`FileResult`] per file, a [`CaseResult`] per case,
 //! the errors of files that could not run) and its exit code; nothing is
-//! printed. This crate decides cases with the reference engine; the kernel
-//! engine (`porin_kernel::engine`) runs the same cases through porin's
-//! object in the kernel and reports through the same types
-//! ([`record_case`], [`unrun_cases`]).
+//! printed. Cases are decided by an [`Engine`]: this crate's
+//! [`Reference`] evaluator, the kernel engine of porin-kernel
+//! (`porin_kernel::engine::Kernel`, porin's object in the running kernel),
+//! or [`Both`] of them, which fails a case on any disagreement. Every engine
+//! reports through the same runner, so the `PASS`/`FAIL` lines and the
+//! per-file results are the same whichever engine decided.
 //!
 //! `porin test`: policy test files (the contract is
 //! `docs/policy-tests.md`).
@@ -15,7 +17,7 @@
 //! `endpoints`, `fqdns`), the policies in force (`policies[].path`, relative
 //! to the file, or `policies[].inline`) and `cases`: flows with the
 //! verdict they must get. [`run`] compiles each file and decides every case
-//! with the reference evaluator ([`porin_compiler::explain`]).
+//! with the engine it is given.
 //!
 //! The runner returns a [`TestReport`] instead of printing, so the CLI owns
 //! output. Exit codes (`TestReport::exit_code`): 0 all passed, 1 a case
@@ -39,24 +41,18 @@ use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::resolve::rule::proto;
 
+mod engine;
+mod reference;
 mod report;
 mod run;
 
-pub use report::{
-    CaseOutcome, CaseResult, DecidedCase, FileResult, TestReport, record_case, unrun_cases,
+pub use engine::{
+    Both, CaseDecision, Check, CheckOutcome, Engine, EngineError, Family, FamilyChecks, combine,
+    disagreement,
 };
-pub use run::{run, run_with_limits};
-
-/// Which engine decides the cases.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Engine {
-    /// The reference evaluator (user space).
-    Reference,
-    /// porin's eBPF object in the kernel.
-    Kernel,
-    /// Both, disagreements are failures.
-    Both,
-}
+pub use reference::Reference;
+pub use report::{CaseOutcome, CaseResult, FileResult, TestReport};
+pub use run::{run, run_files, run_with_limits};
 
 /// One policy reference of a test file.
 #[derive(Debug, Clone, Deserialize)]

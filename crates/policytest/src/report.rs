@@ -92,6 +92,15 @@ impl TestReport {
         format!("{} passed, {} failed", self.passed, self.failed)
     }
 
+    /// A run that stopped before any file: no test file found, or the
+    /// engine could not start.
+    pub fn failed(error: String) -> TestReport {
+        TestReport {
+            errors: vec![error],
+            ..TestReport::default()
+        }
+    }
+
     /// 2 when a file had an error, 1 when a case failed, 0 otherwise.
     pub fn exit_code(&self) -> i32 {
         if !self.errors.is_empty() {
@@ -132,9 +141,12 @@ fn written_label(spec: &CaseSpec) -> String {
 }
 
 /// Every case of a file that could not run, as skipped (or, for the one at
-/// fault, as an error). Engines other than the reference (porin-kernel's
-/// kernel engine) report their files the same way.
-pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -> Vec<CaseResult> {
+/// fault, as an error).
+pub(crate) fn unrun_cases(
+    spec: &TestFileSpec,
+    at_fault: Option<usize>,
+    reason: &str,
+) -> Vec<CaseResult> {
     spec.cases
         .iter()
         .enumerate()
@@ -159,7 +171,7 @@ pub fn unrun_cases(spec: &TestFileSpec, at_fault: Option<usize>, reason: &str) -
 }
 
 /// What an engine saw for one resolved case.
-pub struct DecidedCase {
+pub(crate) struct DecidedCase {
     /// Position in the file's `cases`.
     pub index: usize,
     /// The verdict seen, as printed (`allow`, or `kernel allow, reference
@@ -174,7 +186,7 @@ pub struct DecidedCase {
 /// Records a decided case the one way every engine reports it: the
 /// `PASS`/`FAIL` line of docs/policy-tests.md, the pass/fail count, and
 /// the [`CaseResult`] that `--format junit` writes.
-pub fn record_case(
+pub(crate) fn record_case(
     report: &mut TestReport,
     result: &mut FileResult,
     prepared: &PreparedTest,

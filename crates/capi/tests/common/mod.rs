@@ -197,7 +197,7 @@ pub fn run_example_agent(binary: &Path, fail_at_write: Option<usize>) -> Output 
 /// inventory, and the policy-test runner (the engine of `porin test`,
 /// reference evaluator) must pass all of them. Returns the number of cases.
 pub fn check_verdicts_with_porin_test(output: &str, name: &str) -> usize {
-    use porin_policytest::{Engine, run};
+    use porin_policytest::{Reference, run};
     let data = example_data();
     let dir = scratch(name);
     let inventory = std::fs::read_to_string(data.join("inventory.yaml")).expect("inventory");
@@ -236,7 +236,7 @@ pub fn check_verdicts_with_porin_test(output: &str, name: &str) -> usize {
         );
         let path = dir.join(format!("{version}.test.yaml"));
         std::fs::write(&path, test).expect("write test file");
-        let report = run(&[path], Engine::Reference);
+        let report = run(&[path], &mut Reference);
         assert!(
             report.errors.is_empty() && report.failed == 0 && report.passed > 0,
             "porin test disagrees with the agent ({version}):\n{}\n{:?}",

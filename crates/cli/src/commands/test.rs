@@ -16,7 +16,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Args as ClapArgs, ValueEnum};
-use porin_policytest::{CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits};
+use porin_kernel::engine::Kernel;
+use porin_policytest::{
+    Both, CaseOutcome, CaseResult, Engine, FileResult, Reference, TestReport, discover, run_files,
+};
 
 use crate::limits::LimitArgs;
 use crate::render::junit::{self, Case, Problem, Suite};
@@ -62,19 +65,15 @@ pub struct Args {
 
 /// Runs `porin test`.
 pub fn run(args: &Args) -> ExitCode {
-    let engine = match args.engine {
-        EngineArg::Reference => Engine::Reference,
-        EngineArg::Kernel => Engine::Kernel,
-        EngineArg::Both => Engine::Both,
-    };
-    // The kernel engine lives in porin-kernel (it loads porin's object);
-    // the reference engine is porin-policytest's runner.
     let limits = args.limits.limits();
-    let report = match engine {
-        Engine::Reference => run_with_limits(&args.paths, engine, &limits),
-        Engine::Kernel | Engine::Both => {
-            porin_kernel::engine::run_with_limits(&args.paths, engine, &limits)
-        }
+    // Test files are found before an engine starts (the kernel engine loads
+    // porin's object), so a wrong path is reported as such with any engine.
+    let report = match discover(&args.paths) {
+        Err(error) => TestReport::failed(error),
+        Ok(files) => match engine(args.engine) {
+            Ok(mut engine) => run_files(&files, engine.as_mut(), &limits),
+            Err(error) => TestReport::failed(error.to_string()),
+        },
     };
     match args.format {
         TestFormat::Human => {
@@ -98,6 +97,17 @@ pub fn run(args: &Args) -> ExitCode {
         TestFormat::Junit => eprintln!("{}", report.summary()),
     }
     ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(2))
+}
+
+/// The engine `--engine` names: the reference evaluator (porin-policytest),
+/// the kernel engine (porin-kernel), or both, the kernel's verdict checked
+/// against the reference's.
+fn engine(arg: EngineArg) -> Result<Box<dyn Engine>, porin_kernel::engine::EngineError> {
+    Ok(match arg {
+        EngineArg::Reference => Box::new(Reference),
+        EngineArg::Kernel => Box::new(Kernel::new()?),
+        EngineArg::Both => Box::new(Both::new(Kernel::new()?, Reference)),
+    })
 }
 
 /// The JUnit suites of test results: one suite per file, named by its path
