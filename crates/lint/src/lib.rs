@@ -5,8 +5,9 @@
 //! the findings after configuration and `porin.dev/ignore` annotations,
 //! sorted by location then code, the codes skipped for want of an
 //! inventory, and how many findings were suppressed. A compiler failure is
-//! a [`CompileError`], never a panic. The flow classes of [`flows`] are
-//! shared with `porin diff` and `porin graph`.
+//! a [`CompileError`], never a panic. The flow classes and the exact
+//! analysis are porin-connectivity's, shared with `porin diff` and
+//! `porin graph`.
 //!
 //! The verifier: lint rules over policies and their compiled map state
 //! (`porin lint`, issue #5).
@@ -18,7 +19,7 @@
 //! The shadowing rules (PR004, PR005, PR009) are exact: for each allow rule
 //! and each endpoint it selects, the verifier recompiles that endpoint's
 //! map state without the rule and compares every flow class
-//! ([`analysis`]): "the rule changes no verdict" is a theorem about the
+//! ([`porin_connectivity::analysis`]): "the rule changes no verdict" is a theorem about the
 //! compiled state, not a sample.
 //!
 //! Deny rules that change no verdict are deliberately *not* reported:
@@ -30,12 +31,14 @@
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]
 
-pub mod analysis;
 pub mod codes;
 pub mod config;
 pub(crate) mod context;
-pub mod flows;
 pub mod rules;
+
+// The connectivity model the rules decide flows with (porin-connectivity),
+// in scope as `crate::analysis` and `crate::flows`.
+use porin_connectivity::{analysis, flows};
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -31,7 +31,7 @@ use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
 use porin_compiler::identities::IdentityKind;
 use porin_compiler::mapstate::Direction;
-use porin_lint::flows::{PortRange, describe, merge, port_classes};
+use porin_connectivity::flows::{PortRange, describe, merge, port_classes};
 use serde_json::json;
 
 use porin_compiler::limits::Limits;

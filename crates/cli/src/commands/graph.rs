@@ -18,7 +18,7 @@ use petgraph::dot::{Config, Dot};
 use petgraph::graph::{DiGraph, NodeIndex};
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::Direction;
-use porin_lint::flows::{allowed, describe};
+use porin_connectivity::flows::{allowed, describe};
 
 use super::compile::load_and_compile;
 use crate::limits::LimitArgs;
