@@ -29,4 +29,5 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
+pub mod change;
 pub mod flows;
