@@ -206,6 +206,31 @@ typedef uint32_t porin_change_kind;
 #endif // __cplusplus
 
 /*
+ The direction of an endpoint's policy.
+ */
+enum porin_direction
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : uint32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  /*
+   Traffic to the endpoint (its ingress policy).
+   */
+  PORIN_DIRECTION_INGRESS = 0,
+  /*
+   Traffic from the endpoint (its egress policy).
+   */
+  PORIN_DIRECTION_EGRESS = 1,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum porin_direction porin_direction;
+#else
+typedef uint32_t porin_direction;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
+/*
  How serious a finding is.
  */
 enum porin_severity
@@ -367,6 +392,12 @@ typedef uint32_t porin_limit;
 typedef struct porin_compilation porin_compilation;
 
 /*
+ The connectivity changes between two compilations. Opaque, immutable;
+ free with `porin_connectivity_diff_free`. Thread-safe to read.
+ */
+typedef struct porin_connectivity_diff porin_connectivity_diff;
+
+/*
  A flow decision with its explanation. Opaque, immutable; free with
  `porin_decision_free`. Thread-safe to read.
  */
@@ -468,6 +499,35 @@ typedef struct {
    */
   size_t value_size;
 } porin_change;
+
+/*
+ One changed (endpoint, direction, peer). The strings are borrowed from
+ the `porin_connectivity_diff` and valid until it is freed.
+ */
+typedef struct {
+  /*
+   The endpoint whose policy decides, `namespace/name`.
+   */
+  porin_str endpoint;
+  /*
+   Ingress (from `peer`) or egress (to `peer`).
+   */
+  porin_direction direction;
+  /*
+   The peer: the endpoints of an identity (`prod/web`, three names then
+   `and N more`), `reserved:world`, `cidr 10.0.0.0/8`, ...
+   */
+  porin_str peer;
+  /*
+   What was denied and is allowed now (`TCP/8080, UDP/53`, `any`);
+   empty when nothing.
+   */
+  porin_str now_allowed;
+  /*
+   What was allowed and is denied now; empty when nothing.
+   */
+  porin_str now_denied;
+} porin_connectivity_change;
 
 /*
  One finding; every string is borrowed from the `porin_diagnostics` and
@@ -694,6 +754,40 @@ porin_result porin_diff_get(const porin_diff *diff,
  Frees a difference. NULL is a no-op; a handle freed before is ignored.
  */
 void porin_diff_free(porin_diff *diff);
+
+/*
+ How connectivity changes from `old` to `new` (two compilations of the
+ same endpoints): for every endpoint in both, each direction and peer
+ whose verdict changes on some port, what is now allowed and now denied.
+ Exact (every port class cut by the keys of both map states is decided
+ in both). Endpoints present in only one compilation are not compared;
+ `porin_compilation_policy_diff` gives the map writes.
+
+ Returns OK, NULL_PARAMETER, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_compilation_connectivity_diff(const porin_compilation *old,
+                                                 const porin_compilation *new_,
+                                                 porin_connectivity_diff **out);
+
+/*
+ Number of changes; 0 for NULL or a freed handle.
+ */
+size_t porin_connectivity_diff_count(const porin_connectivity_diff *diff);
+
+/*
+ Change `index` (0-based; endpoints in order, then direction and peer).
+ Returns OK, INVALID_PARAMETER (index), NULL_PARAMETER, INVALID_HANDLE,
+ PANIC.
+ */
+porin_result porin_connectivity_diff_get(const porin_connectivity_diff *diff,
+                                         size_t index,
+                                         porin_connectivity_change *out);
+
+/*
+ Frees a connectivity difference. NULL is a no-op; a handle freed before
+ is ignored.
+ */
+void porin_connectivity_diff_free(porin_connectivity_diff *diff);
 
 /*
  Number of findings; 0 for NULL or a freed handle.

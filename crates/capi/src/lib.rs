@@ -7,7 +7,8 @@
 //!
 //! Contents: [`result`] (result codes and messages), [`session`] (policies,
 //! inventory, compile), [`limits`] (the session's resource limits), [`compilation`] (object bytes, map entries,
-//! decisions, differences), [`diagnostics`] (findings).
+//! decisions, differences), [`connectivity`] (what changes between two
+//! compilations, by workload name), [`diagnostics`] (findings).
 //!
 //! ## Should I use this crate?
 //!
@@ -56,6 +57,7 @@
 #![warn(ffi_unwind_calls)]
 
 pub mod compilation;
+pub mod connectivity;
 pub mod diagnostics;
 mod ffi;
 pub mod limits;

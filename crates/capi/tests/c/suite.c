@@ -47,6 +47,12 @@ static const char INVENTORY[] =
 
 static const char INVALID_UTF8[] = "ab\xff\xfe";
 
+/* Whether a borrowed porin_str holds exactly the NUL-terminated `text`. */
+static int str_eq(porin_str s, const char *text) {
+    size_t n = strlen(text);
+    return s.len == n && (n == 0 || memcmp(s.ptr, text, n) == 0);
+}
+
 static void check_result_messages(void) {
     char buf[PORIN_RESULT_MESSAGE_MAX];
     size_t n = 12345;
@@ -324,6 +330,8 @@ static void check_compilation(void) {
     porin_decision *decision = NULL;
     porin_diff *diff = NULL;
     porin_change change;
+    porin_connectivity_diff *connectivity = NULL;
+    porin_connectivity_change moved;
     porin_label web[] = {{{S("app")}, {S("canary")}}, {{S("tier")}, {S("web")}}};
     porin_str canary_ip = {S("10.0.1.30")};
     porin_str explanation;
@@ -486,6 +494,52 @@ static void check_compilation(void) {
     porin_diff_free(diff);
     CHECK_RESULT(porin_compilation_ipcache_diff(c1, c2, 7, &diff), PORIN_RESULT_INVALID_PARAMETER);
     CHECK_RESULT(porin_compilation_ipcache_diff(NULL, c2, 4, &diff), PORIN_RESULT_NULL_PARAMETER);
+
+    /* Connectivity difference: payment now admits the canary on TCP/8080,
+     * named as users name it. */
+    CHECK_RESULT(porin_compilation_connectivity_diff(c1, c2, &connectivity), PORIN_RESULT_OK);
+    CHECK(porin_connectivity_diff_count(connectivity) == 1);
+    CHECK_RESULT(porin_connectivity_diff_get(connectivity, 0, &moved), PORIN_RESULT_OK);
+    CHECK(str_eq(moved.endpoint, "prod/payment"));
+    CHECK(moved.direction == PORIN_DIRECTION_INGRESS);
+    CHECK(str_eq(moved.peer, "prod/canary"));
+    CHECK(str_eq(moved.now_allowed, "TCP/8080"));
+    CHECK(moved.now_denied.len == 0);
+    CHECK_RESULT(porin_connectivity_diff_get(connectivity, 1, &moved),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK(str_eq(moved.peer, "prod/canary")); /* outputs only on success */
+    CHECK_RESULT(porin_connectivity_diff_get(connectivity, 0, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_connectivity_diff_get(NULL, 0, &moved), PORIN_RESULT_NULL_PARAMETER);
+    porin_connectivity_diff_free(connectivity);
+    porin_connectivity_diff_free(connectivity); /* detected */
+    CHECK(porin_connectivity_diff_count(connectivity) == 0);
+    CHECK_RESULT(porin_connectivity_diff_get(connectivity, 0, &moved),
+                 PORIN_RESULT_INVALID_HANDLE);
+    CHECK(porin_connectivity_diff_count(NULL) == 0);
+    porin_connectivity_diff_free(NULL);
+    /* Back again: the same change, now denied. */
+    CHECK_RESULT(porin_compilation_connectivity_diff(c2, c1, &connectivity), PORIN_RESULT_OK);
+    CHECK(porin_connectivity_diff_count(connectivity) == 1);
+    CHECK_RESULT(porin_connectivity_diff_get(connectivity, 0, &moved), PORIN_RESULT_OK);
+    CHECK(str_eq(moved.now_denied, "TCP/8080") && moved.now_allowed.len == 0);
+    porin_connectivity_diff_free(connectivity);
+    /* Same compilation: no change. */
+    CHECK_RESULT(porin_compilation_connectivity_diff(c1, c1, &connectivity), PORIN_RESULT_OK);
+    CHECK(porin_connectivity_diff_count(connectivity) == 0);
+    porin_connectivity_diff_free(connectivity);
+    connectivity = NULL;
+    CHECK_RESULT(porin_compilation_connectivity_diff(NULL, c2, &connectivity),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_connectivity_diff(c1, NULL, &connectivity),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_compilation_connectivity_diff(c1, c2, NULL), PORIN_RESULT_NULL_PARAMETER);
+    CHECK(connectivity == NULL); /* outputs only on success */
+    /* Wrong handle type: a map diff passed as a connectivity diff. */
+    CHECK_RESULT(porin_compilation_ipcache_diff(c1, c2, 4, &diff), PORIN_RESULT_OK);
+    CHECK(porin_connectivity_diff_count((const porin_connectivity_diff *)diff) == 0);
+    CHECK_RESULT(porin_connectivity_diff_get((const porin_connectivity_diff *)diff, 0, &moved),
+                 PORIN_RESULT_INVALID_HANDLE);
+    porin_diff_free(diff);
 
     /* Labels change and removal; then a policy change. */
     CHECK_RESULT(porin_session_endpoint_set_labels(session, S("prod"), S("canary"), web, 1),
