@@ -7,6 +7,7 @@ use porin_connectivity::change::diff;
 use porin_connectivity::flows::describe;
 
 use crate::compilation::{Compilation, porin_compilation};
+use crate::diagnostics::borrowed;
 use crate::ffi::{
     boundary, boundary_value, free_handle, handle_ref, into_handle, out_ptr, write_out,
 };
@@ -61,13 +62,6 @@ struct Row {
 
 struct ConnectivityDiff {
     rows: Vec<Row>,
-}
-
-fn borrowed(text: &str) -> porin_str {
-    porin_str {
-        ptr: text.as_ptr().cast(),
-        len: text.len(),
-    }
 }
 
 /// How connectivity changes from `old` to `new` (two compilations of the

@@ -64,7 +64,8 @@ impl Diagnostics {
     }
 }
 
-fn borrowed(text: &str) -> porin_str {
+/// A `porin_str` borrowing `text` (valid while its owner lives).
+pub(crate) fn borrowed(text: &str) -> porin_str {
     porin_str {
         ptr: text.as_ptr().cast(),
         len: text.len(),
