@@ -199,14 +199,25 @@ impl Inventory {
     /// each file.
     pub fn load_with_limits(path: &Path, limits: &InventoryLimits) -> Result<Self, InventoryError> {
         let mut inventory = Self::new();
+        inventory.add_path_with_limits(path, limits)?;
+        inventory.finish()?;
+        Ok(inventory)
+    }
+
+    /// Adds the inventory content of a file or directory (not finished),
+    /// read as [`Inventory::load_with_limits`] reads it.
+    pub fn add_path_with_limits(
+        &mut self,
+        path: &Path,
+        limits: &InventoryLimits,
+    ) -> Result<(), InventoryError> {
         let mut files = Vec::new();
         collect_files(path, path, limits, &mut files)?;
         for file in files {
             let text = read_bounded(&file, limits)?;
-            inventory.add_text_with_limits(&file.display().to_string(), &text, limits)?;
+            self.add_text_with_limits(&file.display().to_string(), &text, limits)?;
         }
-        inventory.finish()?;
-        Ok(inventory)
+        Ok(())
     }
 
     /// Adds the inventory content of one file's text (not finished), under
