@@ -73,9 +73,10 @@ pub struct Endpoint {
     pub name: String,
     /// Kubernetes namespace; `None` for endpoints outside Kubernetes.
     pub namespace: Option<String>,
-    /// The workload's own labels (`key` or `source:key` → value). For
-    /// Kubernetes endpoints the source defaults to `k8s`, otherwise to
-    /// `unspec`.
+    /// The workload's own labels (key → value). A Kubernetes endpoint's
+    /// labels all get source `k8s` (a source the key names is dropped, as
+    /// Cilium's `NewLabel` does); an endpoint outside Kubernetes keeps the
+    /// source its keys name (`source:key`), `unspec` by default.
     pub labels: BTreeMap<String, String>,
     /// Addresses (given or assigned).
     pub ips: Vec<IpAddr>,
@@ -326,6 +327,22 @@ impl Inventory {
                         pair[0].location.line
                     ),
                 });
+            }
+        }
+        for endpoint in &self.endpoints {
+            // Labels Cilium would not turn into one identity, and given
+            // numbers the endpoint cannot hold, refuse the inventory here,
+            // located, rather than at compile time.
+            let invalid = |message: String| InventoryError::Invalid {
+                file: endpoint.location.file.clone(),
+                line: endpoint.location.line,
+                message: format!("endpoint `{}`: {message}", endpoint.display_name()),
+            };
+            let labels =
+                crate::identities::try_endpoint_identity_labels(endpoint, self).map_err(invalid)?;
+            if let Some(id) = endpoint.identity {
+                crate::identities::check_given_identity(id, &labels)
+                    .map_err(|m| invalid(format!("identity {m}")))?;
             }
         }
         let mut owner: BTreeMap<IpAddr, String> = BTreeMap::new();
