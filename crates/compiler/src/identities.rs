@@ -364,6 +364,7 @@ pub fn try_endpoint_identity_labels(
     }
     let labels = match &endpoint.namespace {
         Some(namespace) => {
+            check_pod_keys(endpoint)?;
             map_to_labels(&pod_label_map(endpoint, namespace, inventory), SOURCE_K8S)?
         }
         None => {
@@ -390,6 +391,29 @@ pub fn try_endpoint_identity_labels(
         .filter(|l| is_identity_label(l))
         .cloned()
         .collect())
+}
+
+/// Refuses a pod label whose key becomes one of Cilium's own
+/// (`io.cilium.k8s*`) once `NewLabel` splits its source off: `filterPodLabels`
+/// strips those keys by their raw text only, so Cilium lets such a pod
+/// claim a namespace label or service account it lacks, or keeps one of
+/// two values at random (`reserved.io.cilium.k8s.policy.serviceaccount` is
+/// a valid Kubernetes label key). porin cannot give Cilium's answer and
+/// fails closed.
+fn check_pod_keys(endpoint: &Endpoint) -> Result<(), String> {
+    for (raw, value) in &endpoint.labels {
+        let label = Label::from_key_value(raw, value, SOURCE_K8S);
+        if !raw.starts_with(CILIUM_OWNED_LABEL_PREFIX)
+            && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX)
+        {
+            return Err(format!(
+                "label key `{raw}` becomes `{label}`, a label Cilium sets itself: \
+                 SanitizePodLabels strips `{CILIUM_OWNED_LABEL_PREFIX}*` keys by their text \
+                 before labels.Map2Labels drops the source, so Cilium would let the pod claim it"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The label map `SanitizePodLabels` hands to `Map2Labels` for a pod.

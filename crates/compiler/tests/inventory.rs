@@ -158,6 +158,17 @@ fn pod_label_keys_that_collide_after_their_source_is_dropped_are_refused() {
     let text = "kind: Inventory\nendpoints:\n  - {name: web, namespace: prod, labels: {app: web, \"$app\": web}}\n";
     let inventory = load_text("same.yaml", text).unwrap();
     assert!(labels_of(&inventory, "prod/web").contains("k8s:app=web"));
+    // A key that becomes one of Cilium's own once its source is split off
+    // escapes filterPodLabels (which reads the raw key): Cilium would let
+    // the pod claim that namespace label. Refused, not mirrored.
+    let text = "kind: Inventory\nnamespaces:\n  prod: {}\nendpoints:\n  - {name: web, namespace: prod, labels: {reserved.io.cilium.k8s.namespace.labels.team: payments}}\n";
+    let error = load_text("claim.yaml", text).unwrap_err();
+    assert!(
+        error.to_string().contains(
+            "becomes `k8s:io.cilium.k8s.namespace.labels.team=payments`, a label Cilium sets itself"
+        ),
+        "{error}"
+    );
     // A key with nothing after its source is refused.
     let text =
         "kind: Inventory\nendpoints:\n  - {name: web, namespace: prod, labels: {\"cidr:\": x}}\n";

@@ -226,6 +226,12 @@ fn add_endpoint(
     };
     let namespace = text(external, "k8s-namespace")
         .or_else(|| labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.clone()));
+    if namespace.is_some() && Identity::new(id).is_ok_and(Identity::is_reserved) {
+        return Err(item.invalid(
+            "status.identity.id",
+            format!("endpoint {endpoint_id}: reserved identity {id} is the agent's own endpoint's, not a pod's"),
+        ));
+    }
     // The agent's own endpoints have no pod: they are named after their
     // reserved identity (`health-1781`), which check_given_identity tied to
     // their reserved label.

@@ -23,6 +23,7 @@
 //! the same ipcache.
 
 pub mod cilium;
+pub mod invariants;
 pub mod k8s;
 pub mod yaml;
 
