@@ -101,7 +101,7 @@ pub struct TestFileSpec {
     /// its cases document the flows the refused input would have decided
     /// and are not run. Such a file counts as one case.
     #[serde(default)]
-    pub expect_error: Option<String>,
+    pub expect_error: Option<Spanned<String>>,
 }
 
 /// The outcome of running test files.
@@ -665,6 +665,7 @@ pub fn prepare_for_run(
         },
     };
     let file = path.display().to_string();
+    let (expected, expected_line) = (expected.value, expected.referenced.line());
     let label = format!("refused with an error containing `{expected}`");
     let first_line = |e: &str| e.lines().next().unwrap_or_default().to_owned();
     let (line, outcome, actual) = match error {
@@ -698,7 +699,7 @@ pub fn prepare_for_run(
     report.lines.push(line);
     result.cases.push(CaseResult {
         index: 0,
-        line: 0,
+        line: expected_line,
         label,
         expected: "error".to_owned(),
         actual: Some(actual),
@@ -710,7 +711,7 @@ pub fn prepare_for_run(
 
 /// The `expectError` of a test file that could not be prepared, if it
 /// can be read at all.
-fn expected_error(path: &Path) -> Option<String> {
+fn expected_error(path: &Path) -> Option<Spanned<String>> {
     let text = std::fs::read_to_string(path).ok()?;
     serde_saphyr::from_str::<TestFileSpec>(&text)
         .ok()?
