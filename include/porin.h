@@ -506,9 +506,11 @@ typedef struct {
 } porin_diagnostic;
 
 /*
- One label `key=value` of an endpoint. The key may carry a source prefix
- (`k8s:app`); without one, endpoints with a namespace get `k8s`, others
- `unspec` (as in inventory files).
+ One label `key=value` of an endpoint. An endpoint outside Kubernetes
+ (no namespace) keeps a source prefix of the key (`container:app`),
+ `unspec` without one; a pod's labels (namespace given) all get `k8s`,
+ a prefix in the key is dropped (Cilium's `NewLabel`; as in inventory
+ files).
  */
 typedef struct {
   /*

@@ -789,13 +789,8 @@ fn run_file_into(
     report: &mut TestReport,
     result: &mut FileResult,
 ) {
-    let prepared = match policytest::prepare_with_limits(path, limits) {
-        Ok(p) => p,
-        Err(error) => {
-            result.error = Some(error.clone());
-            report.errors.push(error);
-            return;
-        }
+    let Some(prepared) = policytest::prepare_for_run(path, limits, report, result) else {
+        return;
     };
     result.file.clone_from(&prepared.file);
     result.name.clone_from(&prepared.spec.name);

@@ -103,6 +103,18 @@ pub struct TestFileSpec {
     /// Cases.
     #[serde(default)]
     pub cases: Vec<Spanned<CaseSpec>>,
+    /// porin extension: more inventory sources (files or directories,
+    /// relative to the test file) read the way `--inventory` reads them
+    /// (porin YAML, Kubernetes manifests, Cilium agent dumps), added to the
+    /// file's own `endpoints`.
+    #[serde(default)]
+    pub inventory: Vec<Spanned<String>>,
+    /// porin extension: the file must be refused (read, parse, inventory,
+    /// validation or compile error) with an error whose text contains this;
+    /// its cases document the flows the refused input would have decided
+    /// and are not run. Such a file counts as one case.
+    #[serde(default)]
+    pub expect_error: Option<Spanned<String>>,
 }
 
 /// The outcome of running test files.
@@ -329,9 +341,19 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
         .map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    for (index, source) in spec.inventory.iter().enumerate() {
+        inventory
+            .add_path_with_limits(&base.join(&source.value), &limits.inventory)
+            .map_err(|e| {
+                format!(
+                    "{display}:{}: inventory[{index}]: {e}",
+                    source.referenced.line()
+                )
+            })?;
+    }
     inventory.finish().map_err(|e| e.to_string())?;
 
-    let base = path.parent().unwrap_or(Path::new("."));
     let mut outcome = LoadOutcome::default();
     for (index, policy) in spec.policies.iter().enumerate() {
         let line = policy.referenced.line();
@@ -570,13 +592,8 @@ fn run_file(path: &Path, limits: &Limits, report: &mut TestReport) {
 }
 
 fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: &mut FileResult) {
-    let prepared = match prepare_with_limits(path, limits) {
-        Ok(p) => p,
-        Err(error) => {
-            result.error = Some(error.clone());
-            report.errors.push(error);
-            return;
-        }
+    let Some(prepared) = prepare_for_run(path, limits, report, result) else {
+        return;
     };
     result.file.clone_from(&prepared.file);
     result.name.clone_from(&prepared.spec.name);
@@ -629,6 +646,83 @@ fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: 
         };
         record_case(report, result, &prepared, case, decided);
     }
+}
+
+/// Prepares a file for an engine and settles its `expectError`: returns
+/// the test to run, or `None` when the file's outcome is recorded already
+/// (an error, or a refusal that was or was not expected).
+pub fn prepare_for_run(
+    path: &Path,
+    limits: &Limits,
+    report: &mut TestReport,
+    result: &mut FileResult,
+) -> Option<PreparedTest> {
+    let (error, expected) = match prepare_with_limits(path, limits) {
+        Ok(prepared) => match prepared.spec.expect_error.clone() {
+            None => return Some(prepared),
+            Some(expected) => (None, expected),
+        },
+        Err(error) => match expected_error(path) {
+            None => {
+                result.error = Some(error.clone());
+                report.errors.push(error);
+                return None;
+            }
+            Some(expected) => (Some(error), expected),
+        },
+    };
+    let file = path.display().to_string();
+    let (expected, expected_line) = (expected.value, expected.referenced.line());
+    let label = format!("refused with an error containing `{expected}`");
+    let first_line = |e: &str| e.lines().next().unwrap_or_default().to_owned();
+    let (line, outcome, actual) = match error {
+        Some(error) if error.contains(&expected) => {
+            report.passed += 1;
+            (
+                format!("PASS {file}: {label} => {}", first_line(&error)),
+                CaseOutcome::Passed,
+                error,
+            )
+        }
+        Some(error) => {
+            report.failed += 1;
+            let explanation = format!("refused with another error: {error}");
+            (
+                format!("FAIL {file}: {label} => {explanation}"),
+                CaseOutcome::Failed { explanation },
+                error,
+            )
+        }
+        None => {
+            report.failed += 1;
+            let explanation = "the file loaded and compiled".to_owned();
+            (
+                format!("FAIL {file}: {label} => {explanation}"),
+                CaseOutcome::Failed { explanation },
+                "loaded".to_owned(),
+            )
+        }
+    };
+    report.lines.push(line);
+    result.cases.push(CaseResult {
+        index: 0,
+        line: expected_line,
+        label,
+        expected: "error".to_owned(),
+        actual: Some(actual),
+        outcome,
+        duration: Duration::ZERO,
+    });
+    None
+}
+
+/// The `expectError` of a test file that could not be prepared, if it
+/// can be read at all.
+fn expected_error(path: &Path) -> Option<Spanned<String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_saphyr::from_str::<TestFileSpec>(&text)
+        .ok()?
+        .expect_error
 }
 
 /// What an engine saw for one resolved case.

@@ -13,6 +13,7 @@
 //!   - {name: web, namespace: prod, labels: {app: web}, ports: [{name: http, port: 8080}]}
 //!   - {name: vm-1, labels: {role: db}, ips: [192.0.2.10]}   # outside Kubernetes
 //!   - {name: cached, namespace: prod, labels: {app: c}, identity: 4242}  # given identity
+//!   - {name: cilium-health, labels: {"reserved:health": ""}, identity: 4}  # a reserved endpoint
 //! fqdns: {api.example.com: [203.0.113.10]}
 //! services:
 //!   - {name: db, namespace: prod, selector: {app: db}}
@@ -29,6 +30,7 @@ use super::{
     AllowLocalhost, Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto,
 };
 use crate::error::InventoryError;
+use crate::identities::{check_given_identity, try_endpoint_identity_labels};
 use crate::limits::{InventoryLimit, InventoryLimits};
 
 /// One parsed YAML document with the line it starts on.
@@ -333,7 +335,7 @@ impl InventoryFields {
                 entry.extend(labels_of(labels));
             }
         }
-        for spanned in &self.endpoints {
+        for (index, spanned) in self.endpoints.iter().enumerate() {
             let line = to_line(spanned.referenced.line());
             let spec = &spanned.value;
             let mut ips = Vec::with_capacity(spec.ips.len());
@@ -366,7 +368,7 @@ impl InventoryFields {
                     message: "endpoint without a name".to_owned(),
                 });
             }
-            inventory.endpoints.push(Endpoint {
+            let endpoint = Endpoint {
                 name: spec.name.clone(),
                 namespace: spec.namespace.clone(),
                 labels: labels_of(&spec.labels),
@@ -379,7 +381,25 @@ impl InventoryFields {
                     file: file.to_owned(),
                     line,
                 },
-            });
+            };
+            if let Some(id) = spec.identity {
+                // Whether the endpoint is a reserved one does not depend on
+                // namespace labels defined later; label errors themselves
+                // are reported by `Inventory::finish`.
+                if let Ok(labels) = try_endpoint_identity_labels(&endpoint, inventory) {
+                    check_given_identity(id, &labels).map_err(|message| {
+                        InventoryError::Invalid {
+                            file: file.to_owned(),
+                            line,
+                            message: format!(
+                                "endpoints[{index}].identity: endpoint `{}`: identity {message}",
+                                endpoint.display_name()
+                            ),
+                        }
+                    })?;
+                }
+            }
+            inventory.endpoints.push(endpoint);
         }
         for (name, ips) in &self.fqdns {
             let mut parsed = Vec::with_capacity(ips.len());
