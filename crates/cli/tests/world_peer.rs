@@ -11,7 +11,7 @@
     reason = "tests panic on broken fixtures"
 )]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const INVENTORY: &str = r#"kind: Inventory
@@ -38,7 +38,7 @@ fn files(tag: &str) -> PathBuf {
     dir
 }
 
-fn porin(dir: &PathBuf, args: &[&str]) -> Output {
+fn porin(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_porin"))
         .args(args)
         .arg("--inventory")
@@ -48,7 +48,7 @@ fn porin(dir: &PathBuf, args: &[&str]) -> Output {
         .expect("porin runs")
 }
 
-fn query(dir: &PathBuf, from: &str, to: &str) -> (Option<i32>, String, String) {
+fn query(dir: &Path, from: &str, to: &str) -> (Option<i32>, String, String) {
     let out = porin(
         dir,
         &["query", "--from", from, "--to", to, "--port", "80/tcp"],

@@ -168,9 +168,9 @@ fn run_text(tag: &str, text: &str) -> porin_compiler::policytest::TestReport {
         std::process::id(),
         std::thread::current().id()
     ));
-    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
     let file = dir.join("world.yaml");
-    std::fs::write(&file, text).unwrap();
+    std::fs::write(&file, text).expect("the test file is written");
     let report = run(std::slice::from_ref(&file), Engine::Reference);
     let _ = std::fs::remove_dir_all(dir);
     report
