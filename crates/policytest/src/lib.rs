@@ -33,7 +33,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use porin_compiler::compile::{Compiled, compile_with_limits};
-use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
+use porin_compiler::explain::{Evaluation, Flow, FlowVerdict, Peer, evaluate, explain};
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
 use porin_compiler::limits::Limits;
@@ -429,7 +429,6 @@ pub fn resolve_case(
             ));
         }
     };
-    check_families(&from, &to, proto_number, compiled).map_err(|e| format!("{at}: {e}"))?;
     let icmp = matches!(proto_number, proto::ICMP | proto::ICMPV6);
     let port = if icmp {
         let text = spec
@@ -465,65 +464,22 @@ pub fn resolve_case(
         Some(name) => format!("{name} ({} -> {} {what})", spec.from.0, spec.to.0),
         None => format!("{} -> {} {what}", spec.from.0, spec.to.0),
     };
+    let flow = Flow {
+        from,
+        to,
+        proto: proto_number,
+        port,
+    };
+    // A case must describe a packet that can exist: deciding an impossible
+    // flow would give a verdict the datapath can never produce (the kernel
+    // engine cannot even build the packet), so it is an error of the file,
+    // for both engines.
+    flow.families(compiled).map_err(|e| format!("{at}: {e}"))?;
     Ok(ResolvedCase {
         label,
-        flow: Flow {
-            from,
-            to,
-            proto: proto_number,
-            port,
-        },
+        flow,
         expect,
     })
-}
-
-/// The address families a peer can send from or receive on, as
-/// `(IPv4, IPv6)`: an endpoint's are those of its addresses, an IP's its
-/// own, an entity word's both (it stands for any address of its identity).
-fn peer_families(peer: &Peer, compiled: &Compiled) -> (bool, bool) {
-    match peer {
-        Peer::Endpoint(index) => compiled.endpoints.get(*index).map_or((false, false), |e| {
-            (
-                e.ips.iter().any(std::net::IpAddr::is_ipv4),
-                e.ips.iter().any(std::net::IpAddr::is_ipv6),
-            )
-        }),
-        Peer::Address(ip, _) => (ip.is_ipv4(), ip.is_ipv6()),
-        Peer::Reserved(..) => (true, true),
-    }
-}
-
-/// A case must describe a packet that can exist: both ends need an address
-/// family in common, ICMP (IP protocol 1) travels only in IPv4 and ICMPv6
-/// (58) only in IPv6. Deciding an impossible flow would give a verdict the
-/// datapath can never produce (the kernel engine cannot even build the
-/// packet), so such a case is an error of the file, for both engines.
-fn check_families(
-    from: &Peer,
-    to: &Peer,
-    proto_number: u8,
-    compiled: &Compiled,
-) -> Result<(), String> {
-    let (from_v4, from_v6) = peer_families(from, compiled);
-    let (to_v4, to_v6) = peer_families(to, compiled);
-    let (v4, v6) = (from_v4 && to_v4, from_v6 && to_v6);
-    match proto_number {
-        proto::ICMP if !v4 => Err(
-            "ICMP travels only over IPv4 and the two ends have no IPv4 address in common; \
-             use `protocol: ICMPv6` between IPv6 peers"
-                .to_owned(),
-        ),
-        proto::ICMPV6 if !v6 => Err(
-            "ICMPv6 travels only over IPv6 and the two ends have no IPv6 address in common; \
-             use `protocol: ICMP` between IPv4 peers"
-                .to_owned(),
-        ),
-        _ if !v4 && !v6 => Err(
-            "the two ends have no address family in common; no packet can carry this flow"
-                .to_owned(),
-        ),
-        _ => Ok(()),
-    }
 }
 
 /// The label of a case as written, for cases that could not be resolved.
@@ -637,10 +593,10 @@ fn run_file_into(path: &Path, limits: &Limits, report: &mut TestReport, result: 
         let started = Instant::now();
         let evaluation = evaluate(&prepared.compiled, &case.flow);
         let failure =
-            (evaluation.verdict != case.expect).then(|| explain(&prepared.compiled, &evaluation));
+            (!passes(&evaluation, case.expect)).then(|| explain(&prepared.compiled, &evaluation));
         let decided = DecidedCase {
             index,
-            seen: evaluation.verdict.to_string(),
+            seen: evaluation.describe_verdict(),
             failure,
             duration: started.elapsed(),
         };
@@ -723,6 +679,17 @@ fn expected_error(path: &Path) -> Option<Spanned<String>> {
     serde_saphyr::from_str::<TestFileSpec>(&text)
         .ok()?
         .expect_error
+}
+
+/// Whether an evaluation meets a case's expectation: every packet the
+/// flow can be (each family of a world end) gets the expected verdict.
+/// Families that differ fail the case whatever it expects: one verdict
+/// cannot describe them, and the line shows both (`IPv4 deny, IPv6
+/// allow`).
+pub fn passes(evaluation: &Evaluation, expect: FlowVerdict) -> bool {
+    evaluation.no_packet.is_none()
+        && !evaluation.families.is_empty()
+        && evaluation.families.iter().all(|(_, v)| *v == expect)
 }
 
 /// What an engine saw for one resolved case.
