@@ -22,7 +22,9 @@ use serde_saphyr::Spanned;
 use crate::compile::{Compiled, compile_with_limits};
 use crate::explain::{Evaluation, Flow, FlowVerdict, Peer, evaluate, explain};
 use crate::inventory::Inventory;
-use crate::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
+use crate::inventory::yaml::{
+    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields, syntax_error,
+};
 use crate::limits::Limits;
 use crate::resolve::lower::PolicyInput;
 use crate::resolve::rule::proto;
@@ -103,6 +105,10 @@ pub struct TestFileSpec {
     #[serde(default)]
     pub expect_error: Option<Spanned<String>>,
 }
+
+/// The top-level fields [`TestFileSpec`] reads (camelCase); with
+/// [`INVENTORY_FIELDS`] they are every field a `PolicyTest` may have.
+pub const TEST_FILE_FIELDS: &[&str] = &["name", "policies", "cases", "inventory", "expectError"];
 
 /// The outcome of running test files.
 #[derive(Debug, Clone, Default)]
@@ -325,6 +331,10 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     if spec.kind.as_deref() != Some("PolicyTest") {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
+    check_top_level_fields(&display, &text, &limits.inventory, |kind| {
+        (kind == "PolicyTest").then(|| [INVENTORY_FIELDS, TEST_FILE_FIELDS].concat())
+    })
+    .map_err(|e| e.to_string())?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
         .map_err(|e| e.to_string())?;
