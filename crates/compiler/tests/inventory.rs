@@ -328,3 +328,21 @@ fn only_pods_carry_the_cluster_label() {
     assert!(!labels_of(&inventory, "vm").contains("io.cilium.k8s.policy.cluster"));
     assert!(labels_of(&inventory, "prod/web").contains("k8s:io.cilium.k8s.policy.cluster=east"));
 }
+
+/// A misspelt top-level field of an `Inventory` (`endpoint:`) would leave
+/// the inventory empty without a word; it is a located error instead.
+#[test]
+fn an_unknown_top_level_inventory_field_is_a_located_error() {
+    let mut inventory = Inventory::new();
+    let error = porin_compiler::inventory::yaml::add_inventory_text(
+        &mut inventory,
+        "inv.yaml",
+        "kind: Inventory\nnamespaces: {prod: {}}\nendpoint:\n  - {name: a, namespace: prod}\n",
+    )
+    .unwrap_err();
+    assert_eq!(error.line(), 3, "{error}");
+    assert!(
+        error.to_string().contains("unknown field `endpoint`"),
+        "{error}"
+    );
+}

@@ -35,7 +35,9 @@ use serde_saphyr::Spanned;
 use porin_compiler::compile::{Compiled, compile_with_limits};
 use porin_compiler::explain::{Evaluation, Flow, FlowVerdict, Peer, evaluate, explain};
 use porin_compiler::inventory::Inventory;
-use porin_compiler::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
+use porin_compiler::inventory::yaml::{
+    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields, syntax_error,
+};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::resolve::rule::proto;
@@ -116,6 +118,10 @@ pub struct TestFileSpec {
     #[serde(default)]
     pub expect_error: Option<Spanned<String>>,
 }
+
+/// The top-level fields [`TestFileSpec`] reads (camelCase); with
+/// [`INVENTORY_FIELDS`] they are every field a `PolicyTest` may have.
+pub const TEST_FILE_FIELDS: &[&str] = &["name", "policies", "cases", "inventory", "expectError"];
 
 /// The outcome of running test files.
 #[derive(Debug, Clone, Default)]
@@ -338,6 +344,10 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     if spec.kind.as_deref() != Some("PolicyTest") {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
+    check_top_level_fields(&display, &text, &limits.inventory, |kind| {
+        (kind == "PolicyTest").then(|| [INVENTORY_FIELDS, TEST_FILE_FIELDS].concat())
+    })
+    .map_err(|e| e.to_string())?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
         .map_err(|e| e.to_string())?;

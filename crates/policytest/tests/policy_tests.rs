@@ -311,3 +311,20 @@ fn the_world_has_no_address_in_a_family_its_prefixes_cover() {
     );
     assert_eq!((report.passed, report.failed), (2, 0), "{:?}", report);
 }
+
+/// A misspelt top-level field (`case:` for `cases:`) used to be skipped,
+/// so the file ran no case and passed: a test that cannot fail. It is an
+/// error of the file now, at the field's line.
+#[test]
+fn an_unknown_top_level_field_refuses_the_file() {
+    let report = run_text(
+        "unknown-field",
+        "kind: PolicyTest\nname: typo\nendpoints:\n  - {name: a, namespace: default, labels: {app: a}}\n\
+         case:\n  - {from: default/a, to: default/a, port: 80, expect: deny}\n",
+    );
+    assert_refused(
+        &report,
+        ":5: unknown field `case` in a document of kind `PolicyTest`",
+    );
+    assert_eq!(report.passed + report.failed, 0, "{report:?}");
+}

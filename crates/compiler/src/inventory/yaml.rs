@@ -438,6 +438,98 @@ impl InventoryFields {
     }
 }
 
+/// The top-level fields of an `Inventory` document, as [`InventoryFields`]
+/// reads them (camelCase). A `PolicyTest` document may carry these and its
+/// own fields; each owner checks the union it accepts.
+pub const INVENTORY_FIELDS: &[&str] = &[
+    "kind",
+    "cluster",
+    "allowLocalhost",
+    "namespaces",
+    "endpoints",
+    "fqdns",
+    "services",
+];
+
+/// The top-level keys of one YAML mapping document, with their locations
+/// (values are skipped unread).
+struct TopLevelKeys(Vec<Spanned<String>>);
+
+impl<'de> Deserialize<'de> for TopLevelKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = TopLevelKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TopLevelKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(key) = map.next_key::<Spanned<String>>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(key);
+                }
+                Ok(TopLevelKeys(keys))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+/// Refuses a top-level field that no reader of `kind` documents knows:
+/// serde would skip it, and a misspelt `endpoint:` or `case:` would
+/// silently leave an inventory without endpoints or a test file without
+/// cases, so a test that passes while testing nothing. `accepted(kind)`
+/// gives the fields of a kind, `None` for kinds that are not checked.
+pub fn check_top_level_fields(
+    file: &str,
+    text: &str,
+    limits: &InventoryLimits,
+    accepted: impl Fn(&str) -> Option<Vec<&'static str>>,
+) -> Result<(), InventoryError> {
+    #[derive(Deserialize)]
+    struct Kind {
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    let kinds: Vec<Option<Kind>> =
+        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
+            .map_err(|e| parse_error(file, &e, limits))?;
+    let keys: Vec<Option<TopLevelKeys>> =
+        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
+            .map_err(|e| parse_error(file, &e, limits))?;
+    for (kind, keys) in kinds.into_iter().zip(keys) {
+        let (Some(Kind { kind: Some(kind) }), Some(TopLevelKeys(keys))) = (kind, keys) else {
+            continue;
+        };
+        let Some(fields) = accepted(&kind) else {
+            continue;
+        };
+        if let Some(unknown) = keys
+            .iter()
+            .find(|key| !fields.contains(&key.value.as_str()))
+        {
+            return Err(InventoryError::Invalid {
+                file: file.to_owned(),
+                line: to_line(unknown.referenced.line()),
+                message: format!(
+                    "unknown field `{}` in a document of kind `{kind}`; expected one of {}",
+                    unknown.value,
+                    fields
+                        .iter()
+                        .map(|f| format!("`{f}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Reads the inventory fields of every `Inventory`/`PolicyTest` document of
 /// a text, under the default [`InventoryLimits`].
 pub fn add_inventory_text(
@@ -458,6 +550,9 @@ pub fn add_inventory_text_with_limits(
     let documents: Vec<Option<InventoryFields>> =
         serde_saphyr::from_multiple_with_options(text, parse_options(limits))
             .map_err(|e| parse_error(file, &e, limits))?;
+    check_top_level_fields(file, text, limits, |kind| {
+        (kind == "Inventory").then(|| INVENTORY_FIELDS.to_vec())
+    })?;
     for fields in documents.into_iter().flatten() {
         if matches!(fields.kind.as_deref(), Some("Inventory" | "PolicyTest")) {
             fields.add_to(inventory, file)?;
