@@ -352,7 +352,7 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
 ///   labels (`createEndpoint`: "not allowed to add reserved labels"); a
 ///   single one of [`RESERVED_ENDPOINT_IDENTITIES`] alone makes the
 ///   endpoint that reserved endpoint. CIDR, FQDN and CIDR-group labels are
-///   refused (see [`DERIVED_SOURCES`]).
+///   refused (see `DERIVED_SOURCES`).
 ///
 /// Both keep only identity labels (`pkg/labelsfilter`).
 pub fn try_endpoint_identity_labels(
