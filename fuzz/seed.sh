@@ -6,7 +6,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-targets=${*:-parse_policy_yaml compile_policy}
+targets=${*:-parse_policy_yaml compile_policy inventory_load}
 
 seed_yaml() {
     # $1 = target; copies every fixture policy file and fuzz/seeds/ (inputs
@@ -21,9 +21,22 @@ seed_yaml() {
     done
 }
 
+seed_inventory() {
+    # Every inventory source porin reads: porin YAML and PolicyTest files,
+    # Kubernetes manifests, Cilium agent dumps (JSON).
+    dir="$here/corpus/$1"
+    mkdir -p "$dir"
+    find "$root/fixtures/inventories" "$root/fixtures/policy-tests" \
+        -type f \( -name '*.yaml' -o -name '*.yml' -o -name '*.json' \) | while read -r file; do
+        name=$(printf '%s' "${file#"$root"/}" | tr '/' '_')
+        cp "$file" "$dir/$name"
+    done
+}
+
 for target in $targets; do
     case "$target" in
     parse_policy_yaml | compile_policy) seed_yaml "$target" ;;
+    inventory_load) seed_inventory "$target" ;;
     # Structured (Arbitrary) targets start from libFuzzer's own inputs:
     # fixture text would not decode into their input types meaningfully.
     emit_roundtrip | insn_roundtrip) mkdir -p "$here/corpus/$target" ;;

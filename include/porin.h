@@ -566,9 +566,11 @@ typedef struct {
 } porin_diagnostic;
 
 /*
- One label `key=value` of an endpoint. The key may carry a source prefix
- (`k8s:app`); without one, endpoints with a namespace get `k8s`, others
- `unspec` (as in inventory files).
+ One label `key=value` of an endpoint. An endpoint outside Kubernetes
+ (no namespace) keeps a source prefix of the key (`container:app`),
+ `unspec` without one; a pod's labels (namespace given) all get `k8s`,
+ a prefix in the key is dropped (Cilium's `NewLabel`; as in inventory
+ files).
  */
 typedef struct {
   /*
@@ -672,8 +674,16 @@ porin_result porin_compilation_ipcache_entries(const porin_compilation *compilat
  egress at the source endpoint and ingress at the destination endpoint.
 
  - `from`, `to`: `namespace/name`, `name`, an IP address, or an entity
-   word (`world`, `host`, ...), UTF-8 with lengths.
+   word (`world`, `host`, ...), UTF-8 with lengths. `world` is decided
+   per family, as the identities world packets carry in a dual-stack
+   agent (world-ipv4 over IPv4, world-ipv6 over IPv6; `world-ipv4` and
+   `world-ipv6` name one each): when the families differ the verdict is
+   the most permissive (some world packet gets it) and the explanation
+   gives each family's.
  - `proto`: IP protocol number; `port`: destination port, or the ICMP type.
+   A flow no packet can carry (no address family in common, ICMP between
+   IPv6-only ends, ...) is `PORIN_VERDICT_DENY`, with the reason as the
+   explanation.
  - `*out`: written on OK; free with `porin_decision_free`.
 
  Returns OK, UNKNOWN_PEER, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE,

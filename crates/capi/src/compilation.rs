@@ -363,8 +363,16 @@ struct Decision {
 /// egress at the source endpoint and ingress at the destination endpoint.
 ///
 /// - `from`, `to`: `namespace/name`, `name`, an IP address, or an entity
-///   word (`world`, `host`, ...), UTF-8 with lengths.
+///   word (`world`, `host`, ...), UTF-8 with lengths. `world` is decided
+///   per family, as the identities world packets carry in a dual-stack
+///   agent (world-ipv4 over IPv4, world-ipv6 over IPv6; `world-ipv4` and
+///   `world-ipv6` name one each): when the families differ the verdict is
+///   the most permissive (some world packet gets it) and the explanation
+///   gives each family's.
 /// - `proto`: IP protocol number; `port`: destination port, or the ICMP type.
+///   A flow no packet can carry (no address family in common, ICMP between
+///   IPv6-only ends, ...) is `PORIN_VERDICT_DENY`, with the reason as the
+///   explanation.
 /// - `*out`: written on OK; free with `porin_decision_free`.
 ///
 /// Returns OK, UNKNOWN_PEER, NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE,

@@ -31,9 +31,11 @@ pub struct porin_str {
     pub len: usize,
 }
 
-/// One label `key=value` of an endpoint. The key may carry a source prefix
-/// (`k8s:app`); without one, endpoints with a namespace get `k8s`, others
-/// `unspec` (as in inventory files).
+/// One label `key=value` of an endpoint. An endpoint outside Kubernetes
+/// (no namespace) keeps a source prefix of the key (`container:app`),
+/// `unspec` without one; a pod's labels (namespace given) all get `k8s`,
+/// a prefix in the key is dropped (Cilium's `NewLabel`; as in inventory
+/// files).
 #[repr(C)]
 #[derive(Debug, Clone, Copy)]
 #[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]

@@ -10,7 +10,7 @@
 pub mod synthetic;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnetwork::IpNetwork;
@@ -18,10 +18,10 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 use serde::Serialize;
 
 use crate::error::CompileError;
-use crate::identities::{IdentityInfo, IdentityTable};
+use crate::identities::{IdentityInfo, IdentityKind, IdentityTable};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory, NamedPort};
-use crate::ipcache::Ipcache;
+use crate::ipcache::{Family, Ipcache, first_uncovered};
 use crate::labels::{LabelSet, host_prefix};
 use crate::limits::{CompileLimits, EntryBudget};
 use crate::mapstate::{Direction, Entry, Key, MapState};
@@ -202,14 +202,69 @@ impl Compiled {
             .iter()
             .filter(|e| e.prefix.contains(ip))
             .max_by_key(|e| e.prefix.prefix())
-            .map_or(
-                if ip.is_ipv4() {
-                    Identity::WORLD_IPV4.get()
-                } else {
-                    Identity::WORLD_IPV6.get()
-                },
-                |e| e.identity,
-            )
+            .map_or(Family::of(ip).world_identity().get(), |e| e.identity)
+    }
+
+    /// An address of `family` that stands for the outside world: no
+    /// endpoint owns it and no prefix of the ipcache but `0.0.0.0/0` /
+    /// `::/0` covers it, so the ipcache gives it the family's world
+    /// identity, as real world traffic gets (world-ipv4 / world-ipv6,
+    /// `daemon/cmd/hostips-sync.go`). The first such address from
+    /// `192.0.2.1` / `2001:db8::1` (documentation ranges) on; `None` when
+    /// the policies' prefixes cover the whole family, so that no packet of
+    /// it carries the world identity.
+    pub fn world_address(&self, family: Family) -> Option<IpAddr> {
+        let preferred = match family {
+            Family::V4 => IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1)),
+            Family::V6 => IpAddr::V6(Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1)),
+        };
+        let covered = self
+            .ipcache
+            .iter()
+            .map(|e| e.prefix)
+            .filter(|prefix| prefix.prefix() > 0)
+            .chain(
+                self.endpoints
+                    .iter()
+                    .flat_map(|e| e.ips.iter().map(|ip| host_prefix(*ip))),
+            );
+        first_uncovered(covered, preferred)
+    }
+
+    /// What an identity stands for, in the words users know: its reserved
+    /// name (`world-ipv4`, `host`), the endpoints that carry it
+    /// (`shop/web`, at most three named), the prefix of a CIDR identity
+    /// (`CIDR 203.0.113.0/24`), `any peer` for 0, or `identity N` when the
+    /// compilation does not know it.
+    pub fn identity_name(&self, id: u32) -> String {
+        if id == 0 {
+            return "any peer".to_owned();
+        }
+        let Some(info) = self.identities.iter().find(|i| i.id == id) else {
+            return format!("identity {id}");
+        };
+        match &info.kind {
+            IdentityKind::Reserved { name } => name.clone(),
+            // `name` holds the labels (`reserved:health`); users know the word.
+            IdentityKind::ReservedEndpoints { name, .. } => Identity::new(id)
+                .ok()
+                .and_then(Identity::reserved_name)
+                .map_or_else(|| name.clone(), str::to_owned),
+            IdentityKind::Cidr { prefix } => format!("CIDR {prefix}"),
+            IdentityKind::Endpoints { .. } => {
+                let names: Vec<String> = self
+                    .endpoints
+                    .iter()
+                    .filter(|e| e.identity == id)
+                    .map(EndpointPolicy::display_name)
+                    .collect();
+                match names.len() {
+                    0 => format!("identity {id}"),
+                    1..=3 => names.join(", "),
+                    n => format!("{} and {} more", names[..3].join(", "), n - 3),
+                }
+            }
+        }
     }
 
     /// The ipcache as core's [`Ipcache`] table (for the datapath encoding).

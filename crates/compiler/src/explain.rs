@@ -14,6 +14,7 @@
 //! packet in the datapath until the auth map holds an entry; porin has no
 //! auth map, so such a flow is `deny`, and the explanation says so.
 
+use std::collections::BTreeSet;
 use std::fmt;
 use std::net::IpAddr;
 
@@ -21,6 +22,7 @@ use serde::Serialize;
 
 use crate::compile::{Compiled, EndpointPolicy};
 use crate::identity::Identity;
+pub use crate::ipcache::Family;
 use crate::mapstate::{Decision, DenyReason, Direction, MatchedEntry, Verdict};
 use crate::resolve::lower::{LOCALHOST_ORIGIN_NAME, Origin};
 use crate::resolve::rule::proto;
@@ -32,16 +34,78 @@ pub enum Peer {
     Endpoint(usize),
     /// An address outside the endpoints, with its ipcache identity.
     Address(IpAddr, u32),
-    /// A reserved identity (entity word).
+    /// A reserved identity (entity word) that the same identity stands
+    /// for in every family (`host`, `remote-node`, ...).
     Reserved(String, u32),
+    /// The outside world (`world`, `world-ipv4`, `world-ipv6`): traffic
+    /// from or to addresses that no endpoint and no policy prefix covers.
+    /// Its identity depends on the family (see [`WorldPeer`]).
+    World(WorldPeer),
+}
+
+/// The outside world as a flow end. Identity 2 (`reserved:world`) is no
+/// packet's identity in a dual-stack agent: `0.0.0.0/0` carries
+/// world-ipv4 (9) and `::/0` world-ipv6 (10) (`daemon/cmd/hostips-sync.go`;
+/// an ipcache miss gives the same, `bpf/bpf_lxc.c`). So the peer is one
+/// address per family, picked outside every endpoint and policy prefix
+/// ([`Compiled::world_address`]), whose ipcache identity decides, in the
+/// reference evaluator and in the kernel alike.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldPeer {
+    /// The word as written.
+    pub name: String,
+    /// Per family the word stands for (IPv4 first): the address and its
+    /// ipcache identity.
+    pub addresses: Vec<(IpAddr, u32)>,
+    /// Families the word stands for in which every address is inside an
+    /// endpoint or a policy prefix: no packet of theirs carries the world
+    /// identity, so the peer has no address there.
+    pub covered: Vec<Family>,
+}
+
+impl WorldPeer {
+    /// The address of `family`, if the peer has one.
+    pub fn address(&self, family: Family) -> Option<(IpAddr, u32)> {
+        self.addresses
+            .iter()
+            .copied()
+            .find(|(ip, _)| Family::of(*ip) == family)
+    }
 }
 
 /// Why a peer could not be parsed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown peer `{0}`: not an endpoint (namespace/name or name), an IP address or an entity (world, host, remote-node, kube-apiserver, health, init, ingress, unmanaged)"
-)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownPeer(pub String);
+
+impl std::error::Error for UnknownPeer {}
+
+impl fmt::Display for UnknownPeer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let word = self.0.as_str();
+        if matches!(word, "all" | "cluster" | "none") {
+            // Entities that select sets of identities, not one peer
+            // (`EntitySelectorMapping`, pkg/policy/api/entity.go).
+            return write!(
+                f,
+                "`{word}` is an entity of policies (a set of peers), not one peer: name an endpoint, an IP address or one entity (world, host, ...) inside it"
+            );
+        }
+        write!(
+            f,
+            "unknown peer `{word}`: not an endpoint (namespace/name or name), an IP address or an entity (world, world-ipv4, world-ipv6, host, remote-node, kube-apiserver, health, init, ingress, unmanaged)"
+        )
+    }
+}
+
+/// The families a world word stands for.
+fn world_families(word: &str) -> Option<&'static [Family]> {
+    match word {
+        "world" => Some(&Family::ALL),
+        "world-ipv4" => Some(&[Family::V4]),
+        "world-ipv6" => Some(&[Family::V6]),
+        _ => None,
+    }
+}
 
 impl Peer {
     /// Parses a peer of docs/policy-tests.md: `namespace/name`, `name`,
@@ -66,6 +130,22 @@ impl Peer {
             return Ok(Self::Endpoint(index));
         }
         if namespace.is_none()
+            && let Some(families) = world_families(text)
+        {
+            let mut world = WorldPeer {
+                name: text.to_owned(),
+                addresses: Vec::new(),
+                covered: Vec::new(),
+            };
+            for family in families {
+                match compiled.world_address(*family) {
+                    Some(ip) => world.addresses.push((ip, compiled.identity_of_ip(ip))),
+                    None => world.covered.push(*family),
+                }
+            }
+            return Ok(Self::World(world));
+        }
+        if namespace.is_none()
             && let Some(identity) = Identity::from_reserved_name(text)
             && text != "overlay-to-encrypt"
         {
@@ -74,23 +154,84 @@ impl Peer {
         Err(UnknownPeer(text.to_owned()))
     }
 
-    /// The identity of the peer.
-    pub fn identity(&self, compiled: &Compiled) -> u32 {
+    /// The families the peer can send from or receive on: an endpoint's
+    /// are those of its addresses, an IP's its own, a reserved entity's
+    /// both (it stands for any address of its identity), the world's those
+    /// it has an address in.
+    pub fn families(&self, compiled: &Compiled) -> BTreeSet<Family> {
         match self {
-            Self::Endpoint(index) => compiled.endpoints.get(*index).map_or(0, |e| e.identity),
-            Self::Address(_, id) | Self::Reserved(_, id) => *id,
+            Self::Endpoint(index) => compiled
+                .endpoints
+                .get(*index)
+                .map(|e| e.ips.iter().map(|ip| Family::of(*ip)).collect())
+                .unwrap_or_default(),
+            Self::Address(ip, _) => BTreeSet::from([Family::of(*ip)]),
+            Self::Reserved(..) => Family::ALL.into_iter().collect(),
+            Self::World(world) => world
+                .addresses
+                .iter()
+                .map(|(ip, _)| Family::of(*ip))
+                .collect(),
         }
     }
 
-    /// A display name.
+    /// The identity a packet of `family` from or to the peer carries;
+    /// `None` when the peer has no address of that family.
+    pub fn identity(&self, compiled: &Compiled, family: Family) -> Option<u32> {
+        if !self.families(compiled).contains(&family) {
+            return None;
+        }
+        match self {
+            Self::Endpoint(index) => compiled.endpoints.get(*index).map(|e| e.identity),
+            Self::Address(_, id) | Self::Reserved(_, id) => Some(*id),
+            Self::World(world) => world.address(family).map(|(_, id)| id),
+        }
+    }
+
+    /// Whether the peer's identity depends on the family (the world), so
+    /// that a flow with it is decided per family.
+    pub fn is_per_family(&self) -> bool {
+        matches!(self, Self::World(_))
+    }
+
+    /// A display name: `shop/web`, `198.51.100.7 (world-ipv4 identity 9)`,
+    /// `host (identity 1)`, `world (IPv4, world-ipv4; IPv6, world-ipv6)`.
     pub fn describe(&self, compiled: &Compiled) -> String {
         match self {
             Self::Endpoint(index) => compiled
                 .endpoints
                 .get(*index)
                 .map_or_else(String::new, EndpointPolicy::display_name),
-            Self::Address(ip, id) => format!("{ip} (identity {id})"),
+            Self::Address(ip, id) => {
+                format!("{ip} ({} identity {id})", compiled.identity_name(*id))
+            }
             Self::Reserved(name, id) => format!("{name} (identity {id})"),
+            Self::World(world) => {
+                let families: Vec<String> = world
+                    .addresses
+                    .iter()
+                    .map(|(ip, id)| format!("{}, {}", Family::of(*ip), compiled.identity_name(*id)))
+                    .collect();
+                if families.is_empty() {
+                    format!("{} (no address)", world.name)
+                } else {
+                    format!("{} ({})", world.name, families.join("; "))
+                }
+            }
+        }
+    }
+
+    /// The peer as seen by a packet of `family`: `world (IPv4,
+    /// world-ipv4)` for the world, [`Self::describe`] otherwise.
+    pub fn describe_in(&self, compiled: &Compiled, family: Family) -> String {
+        match self {
+            Self::World(world) => match world.address(family) {
+                Some((_, id)) => {
+                    format!("{} ({family}, {})", world.name, compiled.identity_name(id))
+                }
+                None => format!("{} (no {family} address)", world.name),
+            },
+            other => other.describe(compiled),
         }
     }
 }
@@ -127,6 +268,47 @@ impl FlowVerdict {
             _ => None,
         }
     }
+
+    /// The checks of one packet combined: deny if any denies, redirect if
+    /// none denies and one redirects, allow otherwise (also for none).
+    pub fn of_checks(verdicts: impl IntoIterator<Item = FlowVerdict>) -> FlowVerdict {
+        let verdicts: Vec<FlowVerdict> = verdicts.into_iter().collect();
+        if verdicts.contains(&Self::Deny) {
+            Self::Deny
+        } else if verdicts.contains(&Self::Redirect) {
+            Self::Redirect
+        } else {
+            Self::Allow
+        }
+    }
+
+    /// The verdicts of alternative packets of one flow (its families)
+    /// combined: the most permissive, because *some* packet of the flow
+    /// gets it (allow over redirect over deny). `None` for no packet.
+    pub fn of_alternatives(verdicts: impl IntoIterator<Item = FlowVerdict>) -> Option<FlowVerdict> {
+        verdicts.into_iter().max_by_key(|v| match v {
+            Self::Deny => 0,
+            Self::Redirect => 1,
+            Self::Allow => 2,
+        })
+    }
+}
+
+/// Per-family verdicts as printed: `deny` when the families agree (or
+/// there is one), `IPv4 deny, IPv6 allow` when they differ.
+pub fn describe_family_verdicts(families: &[(Option<Family>, FlowVerdict)]) -> String {
+    let first = families.first().map(|(_, v)| *v);
+    if families.iter().all(|(_, v)| Some(*v) == first) {
+        return first.map_or_else(|| "no packet".to_owned(), |v| v.to_string());
+    }
+    families
+        .iter()
+        .map(|(family, verdict)| match family {
+            Some(family) => format!("{family} {verdict}"),
+            None => verdict.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A flow to decide.
@@ -142,6 +324,80 @@ pub struct Flow {
     pub port: u16,
 }
 
+/// Why no packet can carry a flow.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NoPacket {
+    /// ICMP between ends without IPv4 in common.
+    #[error(
+        "ICMP travels only over IPv4 and the two ends have no IPv4 address in common; use `protocol: ICMPv6` between IPv6 peers{hint}"
+    )]
+    IcmpWithoutIpv4 {
+        /// Why a world end lacks the family, or empty.
+        hint: String,
+    },
+    /// ICMPv6 between ends without IPv6 in common.
+    #[error(
+        "ICMPv6 travels only over IPv6 and the two ends have no IPv6 address in common; use `protocol: ICMP` between IPv4 peers{hint}"
+    )]
+    Icmpv6WithoutIpv6 {
+        /// Why a world end lacks the family, or empty.
+        hint: String,
+    },
+    /// No family in common.
+    #[error("the two ends have no address family in common; no packet can carry this flow{hint}")]
+    NoCommonFamily {
+        /// Why a world end lacks the family, or empty.
+        hint: String,
+    },
+}
+
+impl Flow {
+    /// The families packets of this flow can travel in, IPv4 first: those
+    /// both ends have, narrowed to IPv4 for ICMP (IP protocol 1) and to
+    /// IPv6 for ICMPv6 (58). A flow no packet can carry is an error:
+    /// deciding it would give a verdict the datapath never produces.
+    pub fn families(&self, compiled: &Compiled) -> Result<Vec<Family>, NoPacket> {
+        let common: BTreeSet<Family> = self
+            .from
+            .families(compiled)
+            .intersection(&self.to.families(compiled))
+            .copied()
+            .collect();
+        let hint = [&self.from, &self.to]
+            .iter()
+            .filter_map(|peer| match peer {
+                Peer::World(world) if !world.covered.is_empty() => Some(
+                    world
+                        .covered
+                        .iter()
+                        .map(|family| {
+                            format!(
+                                " (every {family} address is inside an endpoint or a policy prefix, so no {family} packet carries {}; name an address instead of `{}`)",
+                                family.world_identity().reserved_name().unwrap_or("world"),
+                                world.name
+                            )
+                        })
+                        .collect::<String>(),
+                ),
+                _ => None,
+            })
+            .collect::<String>();
+        let families: Vec<Family> = match self.proto {
+            proto::ICMP => common.into_iter().filter(|f| *f == Family::V4).collect(),
+            proto::ICMPV6 => common.into_iter().filter(|f| *f == Family::V6).collect(),
+            _ => common.into_iter().collect(),
+        };
+        if !families.is_empty() {
+            return Ok(families);
+        }
+        Err(match self.proto {
+            proto::ICMP => NoPacket::IcmpWithoutIpv4 { hint },
+            proto::ICMPV6 => NoPacket::Icmpv6WithoutIpv6 { hint },
+            _ => NoPacket::NoCommonFamily { hint },
+        })
+    }
+}
+
 /// One check of a flow (one endpoint, one direction).
 #[derive(Debug, Clone)]
 pub struct Check {
@@ -149,6 +405,10 @@ pub struct Check {
     pub endpoint: String,
     /// The direction.
     pub direction: Direction,
+    /// The family of the packet checked, when the flow is decided per
+    /// family (a world end); `None` when the check holds for every family
+    /// of the flow.
+    pub family: Option<Family>,
     /// The peer identity looked up.
     pub peer_identity: u32,
     /// Whether the direction is enforced.
@@ -162,10 +422,34 @@ pub struct Check {
 /// The evaluation of a flow.
 #[derive(Debug, Clone)]
 pub struct Evaluation {
-    /// The overall verdict.
+    /// The overall verdict: the one every family gets, or, when they
+    /// differ, the most permissive ([`FlowVerdict::of_alternatives`]; see
+    /// [`Self::families`]). Deny when no packet can carry the flow.
     pub verdict: FlowVerdict,
-    /// The checks made (zero, one or two).
+    /// The verdict of each packet decided: one entry (`None`) when every
+    /// family is decided alike, one per family (IPv4 first) for a world
+    /// end. Empty when no packet can carry the flow.
+    pub families: Vec<(Option<Family>, FlowVerdict)>,
+    /// The checks made (zero, one or two per entry of `families`).
     pub checks: Vec<Check>,
+    /// Why no packet can carry the flow, if none can.
+    pub no_packet: Option<NoPacket>,
+}
+
+impl Evaluation {
+    /// Whether every family got the same verdict.
+    pub fn families_agree(&self) -> bool {
+        self.families.windows(2).all(|w| w[0].1 == w[1].1)
+    }
+
+    /// The verdict as printed: `deny`, or `IPv4 deny, IPv6 allow` when the
+    /// families differ.
+    pub fn describe_verdict(&self) -> String {
+        if self.no_packet.is_some() {
+            return "no packet".to_owned();
+        }
+        describe_family_verdicts(&self.families)
+    }
 }
 
 fn check_verdict(decision: &Decision) -> FlowVerdict {
@@ -176,54 +460,88 @@ fn check_verdict(decision: &Decision) -> FlowVerdict {
     }
 }
 
-/// Decides a flow.
+/// Decides a flow: once for every family when both ends have the same
+/// identity in each (endpoints, addresses, reserved entities), once per
+/// family when an end is the world (world-ipv4 in IPv4, world-ipv6 in
+/// IPv6). A flow no packet can carry is denied with
+/// [`Evaluation::no_packet`] set; callers that take flows from users
+/// refuse those first ([`Flow::families`]).
 pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
+    let families = match flow.families(compiled) {
+        Ok(families) => families,
+        Err(no_packet) => {
+            return Evaluation {
+                verdict: FlowVerdict::Deny,
+                families: Vec::new(),
+                checks: Vec::new(),
+                no_packet: Some(no_packet),
+            };
+        }
+    };
+    let groups: Vec<Option<Family>> = if flow.from.is_per_family() || flow.to.is_per_family() {
+        families.iter().copied().map(Some).collect()
+    } else {
+        vec![None]
+    };
     let mut checks = Vec::new();
-    let mut sides = Vec::new();
-    if let Peer::Endpoint(index) = flow.from {
-        sides.push((index, Direction::Egress, flow.to.identity(compiled)));
-    }
-    if let Peer::Endpoint(index) = flow.to {
-        sides.push((index, Direction::Ingress, flow.from.identity(compiled)));
-    }
-    for (index, direction, peer_identity) in sides {
-        let Some(endpoint) = compiled.endpoints.get(index) else {
+    let mut verdicts = Vec::new();
+    for group in groups {
+        // The identities of a group's packet (any family of the flow when
+        // the group holds them all: they are the same in each).
+        let family = group.or_else(|| families.first().copied());
+        let (Some(family), Some(from), Some(to)) = (
+            family,
+            family.and_then(|f| flow.from.identity(compiled, f)),
+            family.and_then(|f| flow.to.identity(compiled, f)),
+        ) else {
             continue;
         };
-        let identity = Identity::new(peer_identity).unwrap_or(Identity::WORLD);
-        let decision = endpoint
-            .state
-            .lookup(direction, identity, flow.proto, flow.port);
-        let enforced = match direction {
-            Direction::Ingress => endpoint.enforcement.ingress,
-            Direction::Egress => endpoint.enforcement.egress,
-        };
-        checks.push(Check {
-            endpoint: endpoint.display_name(),
-            direction,
-            peer_identity,
-            enforced,
-            verdict: check_verdict(&decision),
-            decision,
-        });
+        let mut sides = Vec::new();
+        if let Peer::Endpoint(index) = flow.from {
+            sides.push((index, Direction::Egress, to));
+        }
+        if let Peer::Endpoint(index) = flow.to {
+            sides.push((index, Direction::Ingress, from));
+        }
+        let first = checks.len();
+        for (index, direction, peer_identity) in sides {
+            let Some(endpoint) = compiled.endpoints.get(index) else {
+                continue;
+            };
+            let identity = Identity::new(peer_identity).unwrap_or(family.world_identity());
+            let decision = endpoint
+                .state
+                .lookup(direction, identity, flow.proto, flow.port);
+            let enforced = match direction {
+                Direction::Ingress => endpoint.enforcement.ingress,
+                Direction::Egress => endpoint.enforcement.egress,
+            };
+            checks.push(Check {
+                endpoint: endpoint.display_name(),
+                direction,
+                family: group,
+                peer_identity,
+                enforced,
+                verdict: check_verdict(&decision),
+                decision,
+            });
+        }
+        let verdict = FlowVerdict::of_checks(checks[first..].iter().map(|c| c.verdict));
+        verdicts.push((group, verdict));
     }
-    let verdict = if checks.iter().any(|c| c.verdict == FlowVerdict::Deny) {
-        FlowVerdict::Deny
-    } else if checks.iter().any(|c| c.verdict == FlowVerdict::Redirect) {
-        FlowVerdict::Redirect
-    } else {
-        FlowVerdict::Allow
-    };
-    Evaluation { verdict, checks }
+    Evaluation {
+        verdict: FlowVerdict::of_alternatives(verdicts.iter().map(|(_, v)| *v))
+            // Unreachable (every family of the flow is decided); fail closed.
+            .unwrap_or(FlowVerdict::Deny),
+        families: verdicts,
+        checks,
+        no_packet: None,
+    }
 }
 
-fn describe_key(matched: &MatchedEntry) -> String {
+fn describe_key(compiled: &Compiled, matched: &MatchedEntry) -> String {
     let key = &matched.key;
-    let peer = if key.identity().get() == 0 {
-        "any peer".to_owned()
-    } else {
-        format!("identity {}", key.identity().get())
-    };
+    let peer = describe_identity(compiled, key.identity().get());
     let ports = if key.proto() == 0 {
         "any protocol".to_owned()
     } else if key.port_prefix_len() == 0 {
@@ -241,16 +559,34 @@ fn describe_key(matched: &MatchedEntry) -> String {
     format!("{} key ({peer}, {ports})", key.direction())
 }
 
-/// Explains one check in a sentence or two.
+/// An identity as explanations name it: `world-ipv4 identity 9`,
+/// `shop/web identity 257`, `any peer` for 0.
+pub fn describe_identity(compiled: &Compiled, id: u32) -> String {
+    if id == 0 {
+        return "any peer".to_owned();
+    }
+    format!("{} identity {id}", compiled.identity_name(id))
+}
+
+/// Explains one check in a sentence or two. A check of one family of a
+/// world flow names it: `default/s1 ingress (IPv4, world-ipv4): ...`.
 pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
-    let subject = format!("{} {}", check.endpoint, check.direction);
+    let subject = match check.family {
+        Some(family) => format!(
+            "{} {} ({family}, {})",
+            check.endpoint,
+            check.direction,
+            compiled.identity_name(check.peer_identity)
+        ),
+        None => format!("{} {}", check.endpoint, check.direction),
+    };
     if !check.enforced {
         return format!("{subject}: not enforced (no policy selects it), allowed");
     }
     let Some(chosen) = &check.decision.chosen else {
         return format!(
-            "{subject}: no rule allows identity {} (default deny)",
-            check.peer_identity
+            "{subject}: no rule allows {} (default deny)",
+            describe_identity(compiled, check.peer_identity)
         );
     };
     let mut origins: Vec<String> = chosen
@@ -279,7 +615,7 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
     };
     let mut sentence = format!(
         "{subject}: {what} by {} from {}",
-        describe_key(chosen),
+        describe_key(compiled, chosen),
         origins.join("; ")
     );
     if chosen
@@ -339,6 +675,9 @@ fn is_localhost_origin(origin: &Origin) -> bool {
 
 /// Explains an evaluation: one sentence per check.
 pub fn explain(compiled: &Compiled, evaluation: &Evaluation) -> String {
+    if let Some(no_packet) = &evaluation.no_packet {
+        return format!("no packet can carry this flow: {no_packet}");
+    }
     if evaluation.checks.is_empty() {
         return "neither end is an endpoint of the inventory: nothing checks this flow".to_owned();
     }

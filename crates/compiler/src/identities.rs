@@ -4,9 +4,11 @@
 //!   (`pkg/identity/numericidentity.go`; 7 = kube-apiserver also carries
 //!   `reserved:remote-node`).
 //! - Endpoint identities: the endpoint's identity labels (§2.3; see
-//!   [`endpoint_identity_labels`]). Endpoints with equal label sets share
+//!   [`try_endpoint_identity_labels`]). Endpoints with equal label sets share
 //!   one identity, as in Cilium. Numbers given by the inventory (cluster
-//!   dumps) are kept; the other distinct label sets are **sorted** and
+//!   dumps) are kept once [`check_given_identity`] accepts them (a reserved
+//!   endpoint's own reserved number, or a cluster identity); the other
+//!   distinct label sets are **sorted** and
 //!   numbered from 256 upward, skipping given numbers, so the result is
 //!   independent of input order. The range is cluster 0's with the default
 //!   `max-connected-clusters` (256..=65535).
@@ -22,13 +24,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnetwork::IpNetwork;
 use serde::Serialize;
 
-use crate::error::CompileError;
+use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory};
 use crate::labels::{
     CLUSTER_LABEL, Label, LabelSet, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL,
-    SERVICE_ACCOUNT_LABEL, SOURCE_K8S, SOURCE_RESERVED, SOURCE_UNSPEC, canonical_prefix,
-    is_identity_label,
+    SERVICE_ACCOUNT_LABEL, SOURCE_CIDR, SOURCE_CIDRGROUP, SOURCE_FQDN, SOURCE_K8S, SOURCE_RESERVED,
+    canonical_prefix, is_identity_label,
 };
 
 /// First number allocated to endpoint label sets (`MinimalNumericIdentity`).
@@ -96,11 +98,17 @@ impl IdentityTable {
         prefixes: &BTreeSet<IpNetwork>,
     ) -> Result<Self, CompileError> {
         let mut identities: Vec<IdentityInfo> = reserved_identities();
-        let label_sets: Vec<LabelSet> = inventory
-            .endpoints
-            .iter()
-            .map(|e| endpoint_identity_labels(e, inventory))
-            .collect();
+        let mut label_sets: Vec<LabelSet> = Vec::with_capacity(inventory.endpoints.len());
+        for endpoint in &inventory.endpoints {
+            let labels = try_endpoint_identity_labels(endpoint, inventory).map_err(|message| {
+                InventoryError::Invalid {
+                    file: endpoint.location.file.clone(),
+                    line: endpoint.location.line,
+                    message: format!("endpoint `{}`: {message}", endpoint.display_name()),
+                }
+            })?;
+            label_sets.push(labels);
+        }
 
         // Reserved label sets keep their reserved numbers; given numbers
         // claim their label set next.
@@ -109,31 +117,29 @@ impl IdentityTable {
             .map(|info| (info.labels.clone(), info.id))
             .collect();
         let mut taken: BTreeMap<u32, LabelSet> = BTreeMap::new();
+        let mut reserved_given: BTreeMap<u32, &LabelSet> = BTreeMap::new();
         for (endpoint, labels) in inventory.endpoints.iter().zip(&label_sets) {
             let Some(id) = endpoint.identity else {
                 continue;
             };
-            if !(FIRST_ALLOCATED..=LAST_ALLOCATED).contains(&id) && Identity::new(id).is_err() {
-                return Err(CompileError::Identity {
-                    identity: id,
-                    message: format!(
-                        "given to `{}` but not a valid identity",
-                        endpoint.display_name()
-                    ),
-                });
-            }
-            if id < FIRST_ALLOCATED {
-                return Err(CompileError::Identity {
-                    identity: id,
-                    message: format!(
-                        "given to `{}` but numbers below {FIRST_ALLOCATED} are reserved",
-                        endpoint.display_name()
-                    ),
-                });
-            }
-            if let Some(existing) = taken.get(&id)
-                && existing != labels
-            {
+            check_given_identity(id, labels).map_err(|message| CompileError::Identity {
+                identity: id,
+                message: format!(
+                    "given to `{}` ({}:{}): {message}",
+                    endpoint.display_name(),
+                    endpoint.location.file,
+                    endpoint.location.line
+                ),
+            })?;
+            let conflict = if Identity::new(id).is_ok_and(Identity::is_reserved) {
+                reserved_given
+                    .insert(id, labels)
+                    .filter(|l| *l != labels)
+                    .cloned()
+            } else {
+                taken.insert(id, labels.clone()).filter(|l| l != labels)
+            };
+            if let Some(existing) = conflict {
                 return Err(CompileError::Identity {
                     identity: id,
                     message: format!(
@@ -142,8 +148,15 @@ impl IdentityTable {
                     ),
                 });
             }
-            taken.insert(id, labels.clone());
             by_labels.entry(labels.clone()).or_insert(id);
+        }
+        // A reserved endpoint of a cluster dump brings its identity's
+        // labels as the agent has them (the host's node labels and
+        // reserved:kube-apiserver when the apiserver runs on the node).
+        for info in &mut identities {
+            if let Some(labels) = reserved_given.get(&info.id) {
+                info.labels = (*labels).clone();
+            }
         }
         let to_allocate: BTreeSet<&LabelSet> = inventory
             .endpoints
@@ -287,82 +300,278 @@ fn reserved_identities() -> Vec<IdentityInfo> {
 /// keys Cilium owns and strips from pod labels.
 const CILIUM_OWNED_LABEL_PREFIX: &str = "io.cilium.k8s";
 
-/// The identity labels of an endpoint (Cilium's pod label extraction plus
-/// `pkg/labelsfilter`):
-/// - the workload labels that pass the default label filter, with source
-///   `k8s` for Kubernetes endpoints and `unspec` otherwise (a `source:`
-///   prefix in the key is kept); a pod's own `io.cilium.k8s*` labels are
-///   dropped (`SanitizePodLabels`);
-/// - for a namespaced endpoint: `k8s:io.kubernetes.pod.namespace=<ns>`,
-///   `k8s:io.cilium.k8s.namespace.labels.<k>=<v>` for every namespace label
-///   (including `kubernetes.io/metadata.name`), and
-///   `k8s:io.cilium.k8s.policy.serviceaccount=<sa>` when it has one;
-/// - for every endpoint: `k8s:io.cilium.k8s.policy.cluster=<cluster>`.
-///   porin treats endpoints outside Kubernetes as members of the local
-///   cluster too, so the `cluster` entity covers them (documented choice).
-///
-/// Labels given by a cluster dump are used as they are.
+/// Label sources Cilium derives itself, from addresses and DNS answers
+/// (`pkg/labels/cidr.go`, the DNS proxy, CIDR groups). A label set made of
+/// them and reserved labels gets a local-scope identity
+/// (`pkg/identity/numericidentity.go` `ScopeForLabels`); an endpoint never
+/// carries one.
+const DERIVED_SOURCES: [&str; 3] = [SOURCE_CIDR, SOURCE_FQDN, SOURCE_CIDRGROUP];
+
+/// The reserved identities an agent has endpoints for: the host endpoint
+/// (1), the cilium-health endpoint (4), endpoints that have no labels yet
+/// (5) and the Ingress endpoint (8). The other reserved identities (world,
+/// unmanaged, remote-node, kube-apiserver) stand for addresses outside the
+/// node's endpoints.
+pub const RESERVED_ENDPOINT_IDENTITIES: [Identity; 4] = [
+    Identity::HOST,
+    Identity::HEALTH,
+    Identity::INIT,
+    Identity::INGRESS,
+];
+
+/// The identity labels of an endpoint, as [`try_endpoint_identity_labels`]
+/// derives them; an endpoint whose labels are refused (which
+/// [`Inventory::finish`] and [`IdentityTable::allocate`] report) has none.
 pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> LabelSet {
+    try_endpoint_identity_labels(endpoint, inventory).unwrap_or_default()
+}
+
+/// The identity labels of an endpoint, or why Cilium would not give its
+/// labels one identity.
+///
+/// Labels given by a cluster dump are used as they are. Otherwise:
+///
+/// - **A pod** (an endpoint with a namespace) follows
+///   `pkg/k8s/utils/utils.go` `SanitizePodLabels` and then
+///   `labels.Map2Labels(labels, "k8s")` (`pkg/endpoint`
+///   `metadataResolver.GetPodMetadata`): its own labels except those under
+///   `io.cilium.k8s` (`filterPodLabels`), `io.cilium.k8s.namespace.labels.<k>`
+///   for every namespace label, `io.kubernetes.pod.namespace`,
+///   `io.cilium.k8s.policy.serviceaccount` when it has one and
+///   `io.cilium.k8s.policy.cluster`. Every key then goes through
+///   [`Label::from_key_value`] with source `k8s`: a source the key names
+///   (`cidr:`, `unspec:`, `$`, `reserved.`, ...) is dropped, never used.
+///   Two keys that become the same label key with different values are
+///   refused: `Map2Labels` iterates a Go map, so Cilium keeps one of them
+///   at random.
+/// - **An endpoint outside Kubernetes** (no namespace; Cilium's
+///   `createEndpoint` parses API labels with `NewLabelsFromModel`) keeps the
+///   source its keys name (default `unspec`) and gets no cluster label:
+///   only pods carry `io.cilium.k8s.policy.cluster`, so the `cluster`
+///   entity does not cover it. Reserved labels are refused next to other
+///   labels (`createEndpoint`: "not allowed to add reserved labels"); a
+///   single one of [`RESERVED_ENDPOINT_IDENTITIES`] alone makes the
+///   endpoint that reserved endpoint. CIDR, FQDN and CIDR-group labels are
+///   refused (see `DERIVED_SOURCES`).
+///
+/// Both keep only identity labels (`pkg/labelsfilter`).
+pub fn try_endpoint_identity_labels(
+    endpoint: &Endpoint,
+    inventory: &Inventory,
+) -> Result<LabelSet, String> {
     if let Some(given) = &endpoint.identity_labels {
-        return given.clone();
+        return Ok(given.clone());
     }
-    let default_source = if endpoint.namespace.is_some() {
-        SOURCE_K8S
-    } else {
-        SOURCE_UNSPEC
-    };
-    // A pod's labels are `k8s:<key>` verbatim (`labels.Map2Labels(podLabels,
-    // LabelSourceK8s)`): a pod key such as `reserved.host` never makes a
-    // reserved label, so a pod cannot take the host (or any reserved)
-    // identity. Reserved endpoints (health, ingress, init) have no namespace.
-    let workload_label = |key: &str, value: &str| {
-        let label = Label::parse(&format!("{key}={value}"), default_source);
-        if endpoint.namespace.is_some() && label.source == SOURCE_RESERVED {
-            Label::new(SOURCE_K8S, key, value)
-        } else {
-            label
+    let labels = match &endpoint.namespace {
+        Some(namespace) => {
+            check_pod_keys(endpoint)?;
+            map_to_labels(&pod_label_map(endpoint, namespace, inventory), SOURCE_K8S)?
+        }
+        None => {
+            let labels = map_to_labels(&endpoint.labels, "")?;
+            if labels.has_source(SOURCE_RESERVED) {
+                return reserved_endpoint_labels(labels);
+            }
+            if let Some(label) = labels
+                .iter()
+                .find(|l| DERIVED_SOURCES.contains(&l.source.as_str()))
+            {
+                return Err(format!(
+                    "label `{label}`: Cilium derives `{}:` labels itself from addresses and DNS \
+                     answers, an endpoint cannot carry one (it would share the local-scope \
+                     identities of pkg/identity/numericidentity.go ScopeForLabels)",
+                    label.source
+                ));
+            }
+            labels
         }
     };
-    let parsed: Vec<Label> = endpoint
+    Ok(labels
+        .iter()
+        .filter(|l| is_identity_label(l))
+        .cloned()
+        .collect())
+}
+
+/// Refuses a pod label whose key becomes one of Cilium's own
+/// (`io.cilium.k8s*`) once `NewLabel` splits its source off: `filterPodLabels`
+/// strips those keys by their raw text only, so Cilium lets such a pod
+/// claim a namespace label or service account it lacks, or keeps one of
+/// two values at random (`reserved.io.cilium.k8s.policy.serviceaccount` is
+/// a valid Kubernetes label key). porin cannot give Cilium's answer and
+/// fails closed.
+fn check_pod_keys(endpoint: &Endpoint) -> Result<(), String> {
+    for (raw, value) in &endpoint.labels {
+        let label = Label::from_key_value(raw, value, SOURCE_K8S);
+        if !raw.starts_with(CILIUM_OWNED_LABEL_PREFIX)
+            && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX)
+        {
+            return Err(format!(
+                "label key `{raw}` becomes `{label}`, a label Cilium sets itself: \
+                 SanitizePodLabels strips `{CILIUM_OWNED_LABEL_PREFIX}*` keys by their text \
+                 before labels.Map2Labels drops the source, so Cilium would let the pod claim it"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The label map `SanitizePodLabels` hands to `Map2Labels` for a pod.
+fn pod_label_map(
+    endpoint: &Endpoint,
+    namespace: &str,
+    inventory: &Inventory,
+) -> BTreeMap<String, String> {
+    // filterPodLabels: a pod's own keys under `io.cilium.k8s` (namespace
+    // labels, service account, cluster) are dropped, by their raw text.
+    let mut map: BTreeMap<String, String> = endpoint
         .labels
         .iter()
-        .map(|(key, value)| workload_label(key, value))
+        .filter(|(key, _)| !key.starts_with(CILIUM_OWNED_LABEL_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
-    if !parsed.is_empty() && parsed.iter().all(|l| l.source == SOURCE_RESERVED) {
-        // A reserved endpoint (health, ingress, init, ...): its identity is
-        // its reserved labels alone, as Cilium gives such endpoints.
-        return parsed.into_iter().collect();
-    }
-    let mut labels = LabelSet::new();
-    for (key, value) in &endpoint.labels {
-        let label = workload_label(key, value);
-        // pkg/k8s/utils/utils.go SanitizePodLabels/filterPodLabels: a pod's
-        // own labels under `io.cilium.k8s` (namespace labels, service
-        // account, cluster) are dropped; Cilium sets them itself below, so
-        // a pod cannot claim a namespace label or service account it lacks.
-        if endpoint.namespace.is_some() && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX) {
-            continue;
-        }
-        if is_identity_label(&label) {
-            labels.insert(label);
+    if let Some(ns_labels) = inventory.namespaces.get(namespace) {
+        for (key, value) in ns_labels {
+            map.insert(format!("{NAMESPACE_LABELS_PREFIX}.{key}"), value.clone());
         }
     }
-    if let Some(namespace) = &endpoint.namespace {
-        labels.insert(Label::k8s(POD_NAMESPACE_LABEL, namespace));
-        if let Some(ns_labels) = inventory.namespaces.get(namespace) {
-            for (key, value) in ns_labels {
-                let label = Label::k8s(&format!("{NAMESPACE_LABELS_PREFIX}.{key}"), value);
-                if is_identity_label(&label) {
-                    labels.insert(label);
-                }
-            }
+    map.insert(POD_NAMESPACE_LABEL.to_owned(), namespace.to_owned());
+    match endpoint.service_account.as_deref() {
+        Some(sa) if !sa.is_empty() => {
+            map.insert(SERVICE_ACCOUNT_LABEL.to_owned(), sa.to_owned());
         }
-        if let Some(sa) = &endpoint.service_account {
-            labels.insert(Label::k8s(SERVICE_ACCOUNT_LABEL, sa));
+        _ => {
+            map.remove(SERVICE_ACCOUNT_LABEL);
         }
     }
-    labels.insert(Label::k8s(CLUSTER_LABEL, &inventory.cluster));
-    labels
+    map.insert(CLUSTER_LABEL.to_owned(), inventory.cluster.clone());
+    map
+}
+
+/// `labels.Map2Labels(map, source)`: one label per entry, keyed by the
+/// label's key, refusing what Cilium would decide at random.
+fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSet, String> {
+    let mut by_key: BTreeMap<String, (Label, &str)> = BTreeMap::new();
+    for (raw, value) in map {
+        let label = Label::from_key_value(raw, value, source);
+        if label.key.is_empty() {
+            return Err(format!(
+                "label key `{raw}` has no key after its source prefix"
+            ));
+        }
+        if let Some((first, first_raw)) = by_key.get(&label.key)
+            && *first != label
+        {
+            return Err(format!(
+                "label keys `{first_raw}` and `{raw}` both become the key `{}` (`{first}` and \
+                 `{label}`): Cilium's labels.Map2Labels keeps one of them at random",
+                label.key
+            ));
+        }
+        by_key.insert(label.key.clone(), (label, raw));
+    }
+    Ok(by_key.into_values().map(|(label, _)| label).collect())
+}
+
+/// The labels of an endpoint outside Kubernetes that has reserved labels:
+/// exactly one reserved endpoint label, nothing else.
+fn reserved_endpoint_labels(labels: LabelSet) -> Result<LabelSet, String> {
+    let label = match labels.len() {
+        1 => labels.iter().next().cloned(),
+        _ => None,
+    };
+    let Some(label) = label else {
+        return Err(format!(
+            "labels `{labels}` mix a reserved label with others: Cilium refuses such an endpoint \
+             (daemon/cmd/endpoint.go createEndpoint: \"not allowed to add reserved labels\")"
+        ));
+    };
+    let is_endpoint = Identity::from_reserved_name(&label.key)
+        .is_some_and(|id| RESERVED_ENDPOINT_IDENTITIES.contains(&id));
+    if !is_endpoint || !label.value.is_empty() {
+        return Err(format!(
+            "label `{label}`: only the reserved labels of agent endpoints make an endpoint \
+             (reserved:host, reserved:health, reserved:init, reserved:ingress, without a value)"
+        ));
+    }
+    Ok(labels)
+}
+
+/// Whether `id` may be given to an endpoint with these identity labels:
+/// Cilium hands endpoints cluster identities (global scope, 256 and up,
+/// or the well-known and user-reserved numbers 100-115 and 128-255) made of
+/// neither reserved nor derived labels, and the reserved identity of the
+/// reserved endpoint itself (its own `reserved:` label). Everything else
+/// (`0x01xxxxxx` is `IdentityScopeLocal`, allocated only to CIDR and FQDN
+/// prefixes; `0x02xxxxxx` is remote nodes'; numbers Cilium never uses)
+/// would merge the endpoint with an identity it cannot hold.
+pub fn check_given_identity(id: u32, labels: &LabelSet) -> Result<(), String> {
+    let identity = Identity::new(id).map_err(|e| e.to_string())?;
+    if identity.has_local_scope() {
+        return Err(format!(
+            "{id} ({id:#010x}) is in the local identity scope (0x01xxxxxx, \
+             pkg/identity/numericidentity.go IdentityScopeLocal), which Cilium allocates only to \
+             CIDR and FQDN prefixes: an endpoint never holds it"
+        ));
+    }
+    if identity.has_remote_node_scope() {
+        return Err(format!(
+            "{id} ({id:#010x}) is in the remote-node identity scope (0x02xxxxxx, \
+             IdentityScopeRemoteNode): an endpoint never holds it"
+        ));
+    }
+    if let Some(name) = identity.reserved_name() {
+        if !RESERVED_ENDPOINT_IDENTITIES.contains(&identity) {
+            return Err(format!(
+                "{id} is reserved:{name}, which no endpoint holds (the agent's endpoints are \
+                 host 1, health 4, init 5 and ingress 8)"
+            ));
+        }
+        if labels.find(SOURCE_RESERVED, name).is_none() {
+            return Err(format!(
+                "{id} is reserved:{name}, but the endpoint's labels `{labels}` are not the \
+                 {name} endpoint's (`reserved:{name}`)"
+            ));
+        }
+        // The host identity also carries reserved:kube-apiserver when the
+        // apiserver runs on the node, and node labels; the other reserved
+        // endpoints carry their own label alone.
+        let extra = labels
+            .iter()
+            .find(|l| l.key != name && (identity != Identity::HOST || is_refused_on_host(l)));
+        if let Some(label) = extra {
+            return Err(format!(
+                "{id} is reserved:{name}, which does not carry `{label}`"
+            ));
+        }
+        return Ok(());
+    }
+    let known = id >= FIRST_ALLOCATED
+        || (Identity::FIRST_WELL_KNOWN..=Identity::LAST_WELL_KNOWN).contains(&id)
+        || id >= Identity::USER_RESERVED_MIN;
+    if !known {
+        return Err(format!(
+            "{id} is no identity Cilium allocates (reserved 1-11, well-known 100-115, \
+             user-reserved 128-255, cluster identities from 256)"
+        ));
+    }
+    if let Some(label) = labels
+        .iter()
+        .find(|l| l.source == SOURCE_RESERVED || DERIVED_SOURCES.contains(&l.source.as_str()))
+    {
+        return Err(format!(
+            "{id} is a cluster identity, but its labels carry `{label}`: Cilium gives reserved, \
+             CIDR and FQDN labels only to reserved and local-scope identities"
+        ));
+    }
+    Ok(())
+}
+
+/// A label the host identity cannot carry: a reserved label other than
+/// `kube-apiserver`, or a derived one.
+fn is_refused_on_host(label: &Label) -> bool {
+    (label.source == SOURCE_RESERVED && label.key != "kube-apiserver")
+        || DERIVED_SOURCES.contains(&label.source.as_str())
 }
 
 #[cfg(test)]

@@ -18,6 +18,119 @@ use ipnetwork::{IpNetwork, Ipv4Network, Ipv6Network};
 
 use crate::identity::Identity;
 
+/// An address family of the ipcache (and of packets).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Family {
+    /// IPv4.
+    V4,
+    /// IPv6.
+    V6,
+}
+
+impl Family {
+    /// Both families, IPv4 first.
+    pub const ALL: [Family; 2] = [Family::V4, Family::V6];
+
+    /// The family of an address.
+    pub fn of(ip: IpAddr) -> Family {
+        match ip {
+            IpAddr::V4(_) => Family::V4,
+            IpAddr::V6(_) => Family::V6,
+        }
+    }
+
+    /// The identity of an address of this family that no more specific
+    /// prefix covers: what `0.0.0.0/0` / `::/0` map to in a dual-stack
+    /// agent (`daemon/cmd/hostips-sync.go`, `syncHostIPs.sync`), and what
+    /// the datapath assigns on an ipcache miss (`WORLD_IPV4_ID` /
+    /// `WORLD_IPV6_ID` in `bpf/bpf_lxc.c`; `GetWorldIdentityFromIP` in
+    /// `pkg/identity/numericidentity.go`). Identity 2 (`reserved:world`)
+    /// only carries world traffic when one family is disabled, which porin
+    /// does not model.
+    pub const fn world_identity(self) -> Identity {
+        match self {
+            Family::V4 => Identity::WORLD_IPV4,
+            Family::V6 => Identity::WORLD_IPV6,
+        }
+    }
+}
+
+impl std::fmt::Display for Family {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Family::V4 => "IPv4",
+            Family::V6 => "IPv6",
+        })
+    }
+}
+
+/// The first address at or after `preferred` (wrapping around the family)
+/// that none of `covered` contains; `None` when they cover the whole
+/// family. Prefixes of the other family are ignored. Sorting and merging
+/// the ranges keeps this `O(n log n)` however the prefixes chain.
+pub fn first_uncovered(
+    covered: impl IntoIterator<Item = IpNetwork>,
+    preferred: IpAddr,
+) -> Option<IpAddr> {
+    let family = Family::of(preferred);
+    let (bits, start) = match preferred {
+        IpAddr::V4(ip) => (32_u32, u128::from(u32::from(ip))),
+        IpAddr::V6(ip) => (128_u32, u128::from(ip)),
+    };
+    let max = if bits == 128 {
+        u128::MAX
+    } else {
+        (1_u128 << bits) - 1
+    };
+    let mut ranges: Vec<(u128, u128)> = covered
+        .into_iter()
+        .filter(|net| Family::of(net.ip()) == family)
+        .map(|net| {
+            let len = u32::from(net.prefix()).min(bits);
+            let host_bits = bits - len;
+            let size_mask = if host_bits == 128 {
+                u128::MAX
+            } else {
+                (1_u128 << host_bits) - 1
+            };
+            let addr = match net.ip() {
+                IpAddr::V4(ip) => u128::from(u32::from(ip)),
+                IpAddr::V6(ip) => u128::from(ip),
+            };
+            let low = addr & !size_mask & max;
+            (low, low | size_mask)
+        })
+        .collect();
+    ranges.sort_unstable();
+    // Disjoint, non-adjacent ranges: the address after one is free.
+    let mut merged: Vec<(u128, u128)> = Vec::with_capacity(ranges.len());
+    for (low, high) in ranges {
+        match merged.last_mut() {
+            Some(last) if last.1 == u128::MAX || low <= last.1 + 1 => last.1 = last.1.max(high),
+            _ => merged.push((low, high)),
+        }
+    }
+    let containing = |addr: u128| {
+        merged
+            .iter()
+            .find(|(low, high)| *low <= addr && addr <= *high)
+    };
+    let free = match containing(start) {
+        None => Some(start),
+        Some((_, high)) if *high < max => Some(high + 1),
+        // The range runs to the end of the family: wrap to its start.
+        Some(_) => match merged.first() {
+            Some((0, high)) if *high < max => Some(high + 1),
+            Some((0, _)) => None,
+            _ => Some(0),
+        },
+    }?;
+    Some(match family {
+        Family::V4 => IpAddr::V4(Ipv4Addr::from(u32::try_from(free).ok()?)),
+        Family::V6 => IpAddr::V6(Ipv6Addr::from(free)),
+    })
+}
+
 /// Prefix → identity table for IPv4 and IPv6, with longest-prefix lookup.
 ///
 /// Prefixes are stored normalised to their network address
@@ -123,11 +236,13 @@ impl Ipcache {
         }
     }
 
-    /// The identity of `addr`: the longest matching prefix's, or world (2)
-    /// if nothing matches (what the datapath does on a miss).
+    /// The identity of `addr`: the longest matching prefix's, or the
+    /// family's world identity (9 / 10) if nothing matches, which is what
+    /// Cilium's datapath assigns on a miss (`WORLD_IPV4_ID` /
+    /// `WORLD_IPV6_ID`, `bpf/bpf_lxc.c`).
     pub fn lookup(&self, addr: IpAddr) -> Identity {
         self.lookup_prefix(addr)
-            .map_or(Identity::WORLD, |(_, identity)| identity)
+            .map_or(Family::of(addr).world_identity(), |(_, identity)| identity)
     }
 
     /// Number of prefixes (both families, including the world defaults).
@@ -277,6 +392,60 @@ mod tests {
         assert_eq!(v6[1].1, [0x2c, 0x01, 0, 0, 0, 0, 0, 0]);
     }
 
+    // bpf/bpf_lxc.c: a miss is WORLD_IPV4_ID / WORLD_IPV6_ID (9 / 10 in a
+    // dual-stack agent), never reserved:world (2).
+    #[test]
+    fn a_miss_is_the_family_world_identity() {
+        let empty = Ipcache {
+            v4: BTreeMap::new(),
+            v6: BTreeMap::new(),
+        };
+        assert_eq!(empty.lookup(ip("8.8.8.8")), Identity::WORLD_IPV4);
+        assert_eq!(empty.lookup(ip("2001:db8::8")), Identity::WORLD_IPV6);
+    }
+
+    #[test]
+    fn first_uncovered_skips_covering_prefixes() {
+        let nets = |list: &[&str]| list.iter().map(|s| net(s)).collect::<Vec<_>>();
+        let from = ip("192.0.2.1");
+        assert_eq!(first_uncovered(nets(&[]), from), Some(from));
+        // Other families and prefixes elsewhere do not matter.
+        assert_eq!(
+            first_uncovered(nets(&["2001:db8::/32", "10.0.0.0/8"]), from),
+            Some(from)
+        );
+        // The end of the widest covering prefix, through adjacent ones.
+        assert_eq!(
+            first_uncovered(
+                nets(&["192.0.2.1/32", "192.0.2.0/24", "192.0.3.0/24"]),
+                from
+            ),
+            Some(ip("192.0.4.0"))
+        );
+        // A prefix running to the end of the family wraps to its start.
+        assert_eq!(
+            first_uncovered(nets(&["128.0.0.0/1"]), ip("200.0.0.1")),
+            Some(ip("0.0.0.0"))
+        );
+        assert_eq!(
+            first_uncovered(nets(&["128.0.0.0/1", "0.0.0.0/8"]), ip("200.0.0.1")),
+            Some(ip("1.0.0.0"))
+        );
+        // Everything covered: no address.
+        assert_eq!(
+            first_uncovered(nets(&["0.0.0.0/1", "128.0.0.0/1"]), from),
+            None
+        );
+        assert_eq!(
+            first_uncovered(nets(&["::/1", "8000::/1"]), ip("2001:db8::1")),
+            None
+        );
+        assert_eq!(
+            first_uncovered(nets(&["2001:db8::/64"]), ip("2001:db8::1")),
+            Some(ip("2001:db8:0:1::"))
+        );
+    }
+
     #[test]
     fn iteration_is_ordered() {
         let mut cache = Ipcache::new();
@@ -294,6 +463,37 @@ mod properties {
     use super::*;
 
     proptest! {
+        /// The address `first_uncovered` picks is in no prefix, and every
+        /// address from the preferred one up to it is in one (so it is the
+        /// first free one). The prefixes stay inside 192.0.0.0/22 so the
+        /// scan is short.
+        #[test]
+        fn first_uncovered_is_the_first_free_address(
+            prefixes in prop::collection::vec((0_u32..1024, 22_u8..=32), 0..24),
+            start in 0_u32..1024,
+        ) {
+            let base = u32::from(Ipv4Addr::new(192, 0, 0, 0));
+            let nets: Vec<IpNetwork> = prefixes
+                .iter()
+                .map(|(offset, len)| {
+                    let ip = Ipv4Addr::from(base + offset);
+                    IpNetwork::V4(Ipv4Network::new(ip, *len).unwrap())
+                })
+                .collect();
+            let preferred = base + start;
+            let found = first_uncovered(nets.clone(), IpAddr::V4(Ipv4Addr::from(preferred)));
+            let covered = |addr: u32| nets.iter().any(|n| n.contains(IpAddr::V4(Ipv4Addr::from(addr))));
+            let Some(IpAddr::V4(found)) = found else {
+                return Err(TestCaseError::fail("prefixes inside one /22 leave most addresses free, yet none was found"));
+            };
+            let found = u32::from(found);
+            prop_assert!(!covered(found));
+            prop_assert!(found >= preferred);
+            for addr in preferred..found {
+                prop_assert!(covered(addr), "{} is free but {} was picked", Ipv4Addr::from(addr), Ipv4Addr::from(found));
+            }
+        }
+
         /// Longest-prefix lookup agrees with a brute-force scan of every
         /// stored prefix.
         #[test]

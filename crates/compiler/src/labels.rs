@@ -29,6 +29,8 @@ pub const SOURCE_ANY: &str = "any";
 pub const SOURCE_UNSPEC: &str = "unspec";
 /// Source of FQDN selector labels (`LabelSourceFQDN`).
 pub const SOURCE_FQDN: &str = "fqdn";
+/// Source of CIDR group labels (`LabelSourceCIDRGroup`).
+pub const SOURCE_CIDRGROUP: &str = "cidrgroup";
 
 /// `io.kubernetes.pod.namespace`: the pod's namespace (k8s source).
 pub const POD_NAMESPACE_LABEL: &str = "io.kubernetes.pod.namespace";
@@ -91,6 +93,33 @@ impl Label {
             Some((key, value)) => Self::new(source, key, value),
             None => Self::new(source, rest, ""),
         }
+    }
+
+    /// A label from a key and a value the way Cilium's `NewLabel(key,
+    /// value, source)` builds it (`pkg/labels/labels.go`, also what
+    /// `Map2Labels` does for every entry of a label map):
+    /// - the key's own source (`src:` before the first `:`, a leading `$`,
+    ///   or a leading `reserved.` without any `:`) is split off;
+    /// - a non-empty `source` wins and the key's source is dropped ("the
+    ///   value before ':' will be deleted and unused"); an empty `source`
+    ///   takes the key's, or `unspec`;
+    /// - a reserved key with nothing after its source takes the value as
+    ///   its key (`$` + `host` is `reserved:host`).
+    ///
+    /// Only the key is parsed: a `:` or `=` in the value stays in the value.
+    pub fn from_key_value(key: &str, value: &str, source: &str) -> Self {
+        let (key_source, mut key) = parse_source(key, ':');
+        let mut value = value;
+        let source = match (source.is_empty(), key_source.is_empty()) {
+            (false, _) => source,
+            (true, false) => key_source,
+            (true, true) => SOURCE_UNSPEC,
+        };
+        if key_source == SOURCE_RESERVED && key.is_empty() {
+            key = value;
+            value = "";
+        }
+        Self::new(source, key, value)
     }
 
     /// The prefix a CIDR label stands for, if this is one.
@@ -383,6 +412,27 @@ mod tests {
         assert_eq!(parse_source("$host", ':'), ("reserved", "host"));
         assert_eq!(parse_source("reserved.host", ':'), ("reserved", "host"));
         assert_eq!(parse_source("reserved:host", ':'), ("reserved", "host"));
+    }
+
+    // pkg/labels/labels.go NewLabel (via Map2Labels(podLabels, "k8s")): a given
+    // source replaces whatever source the key names.
+    #[test]
+    fn from_key_value_follows_new_label() {
+        let k8s =
+            |key: &str, value: &str| Label::from_key_value(key, value, SOURCE_K8S).to_string();
+        assert_eq!(k8s("cidr:203.0.113.0/24", ""), "k8s:203.0.113.0/24");
+        assert_eq!(k8s("unspec:role", "bad"), "k8s:role=bad");
+        assert_eq!(k8s("a:b:c", "v"), "k8s:b:c=v");
+        assert_eq!(k8s("$host", ""), "k8s:host");
+        assert_eq!(k8s("reserved.host", ""), "k8s:host");
+        assert_eq!(k8s("reserved:", "host"), "k8s:host");
+        assert_eq!(k8s("$", "host"), "k8s:host");
+        assert_eq!(k8s("app", "a:b=c"), "k8s:app=a:b=c");
+        let given = |key: &str, value: &str| Label::from_key_value(key, value, "").to_string();
+        assert_eq!(given("container:app", "x"), "container:app=x");
+        assert_eq!(given("app", "x"), "unspec:app=x");
+        assert_eq!(given("$health", ""), "reserved:health");
+        assert_eq!(given("reserved:", "init"), "reserved:init");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! conjunction of requirements on extended keys `source.key`
 //! (`labels.GetExtendedKeyFrom`, `pkg/labels/labels.go`). Matching follows
 //! the Kubernetes label-selector operators (In, NotIn, Exists,
-//! DoesNotExist) over [`LabelSet::find`], so `any` keys match every source
+//! DoesNotExist) over [`LabelSet::find`](crate::labels::LabelSet::find), so `any` keys match every source
 //! and `cidr` keys match by prefix containment (§3.6).
 //!
 //! Every peer kind of a policy becomes a selector: endpoint selectors (with

@@ -101,7 +101,7 @@ impl IncrementalCompiler {
     }
 
     /// Compiles like [`crate::compile::compile`] (same result for the same
-    /// inputs; the same driver, [`drive`], under [`Self::limits`]), reusing
+    /// inputs; the same driver, `compile::drive`, under [`Self::limits`]), reusing
     /// cached map states whose fingerprint is unchanged.
     pub fn compile(
         &mut self,

@@ -7,13 +7,15 @@
 //! Peers are matched by identity number, except CIDR identities, which are
 //! matched by prefix (their numbers depend on the policy set); a prefix
 //! present on one side only is decided on the other side with the
-//! narrowest identity whose prefix contains it (`world` otherwise).
+//! narrowest identity whose prefix contains it (the `0.0.0.0/0` / `::/0`
+//! routes give world-ipv4 / world-ipv6).
 
 use std::collections::BTreeMap;
 
 use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
 use porin_compiler::identities::IdentityKind;
+use porin_compiler::ipcache::Family;
 use porin_compiler::mapstate::Direction;
 
 use crate::flows::{PortRange, merge, port_classes};
@@ -75,7 +77,13 @@ fn identity_in(compiled: &Compiled, table: &BTreeMap<Peer, u32>, peer: &Peer) ->
             .iter()
             .filter(|e| e.prefix.prefix() <= prefix.prefix() && e.prefix.contains(prefix.network()))
             .max_by_key(|e| e.prefix.prefix())
-            .map_or(2, |e| e.identity),
+            // No entry covers it: the family's world identity, what an
+            // ipcache miss gives (world-ipv4 / world-ipv6; identity 2 is no
+            // packet's identity in a dual-stack agent, bpf/bpf_lxc.c).
+            .map_or_else(
+                || Family::of(prefix.network()).world_identity().get(),
+                |e| e.identity,
+            ),
     }
 }
 

@@ -23,24 +23,30 @@
 //!   family.
 //! - An IP peer uses that address; the kernel's ipcache LPM gives it its
 //!   identity (the reference uses the compiler's LPM over the same table).
-//! - An entity word (`host`, `world`, `remote-node`, ...) is a reserved
+//! - `world` (and `world-ipv4`, `world-ipv6`) is a real outside address
+//!   per family, the one the reference decides with
+//!   ([`porin_compiler::explain::WorldPeer`]): outside every endpoint and
+//!   policy prefix, so the kernel's ipcache LPM gives it what the compiled
+//!   `0.0.0.0/0` / `::/0` routes hold, world-ipv4 (9) / world-ipv6 (10),
+//!   as in a dual-stack Cilium (`daemon/cmd/hostips-sync.go`). No
+//!   engine-local entry is added for it: the compiled ipcache decides.
+//! - Another entity word (`host`, `remote-node`, ...) is a reserved
 //!   identity without an address. The engine gives each one a *test
 //!   address* and adds an engine-local ipcache entry for it:
 //!   `100.64.B.<identity>/32` and `100::B:<identity>/128` (shared address
 //!   space RFC 6598 and the discard-only prefix RFC 6666, which no cluster
 //!   uses for pods), where the block `B` is the first of 0..=255 in which
-//!   no endpoint or IP peer of the file lives. `world` is identity 2, as
-//!   the reference evaluates it (an address no policy prefix covers would
-//!   get world-ipv4 (9) / world-ipv6 (10) from the compiled `/0` routes
-//!   instead, which is what IP peers test).
+//!   no endpoint, IP peer or world address of the file lives.
 //!
 //! # Families
 //!
 //! Each side offers the families it has addresses in (an endpoint: its
-//! addresses; an IP: its own; an entity: both). The case runs in every
-//! family both sides offer (IPv4 first) and the families must agree; ICMP
-//! runs only over IPv4 and ICMPv6 only over IPv6 when that family is
-//! offered. No common family is an error of the case.
+//! addresses; an IP: its own; a reserved entity: both; the world: those it
+//! has an address in), as [`porin_compiler::explain::Flow::families`]
+//! says. The case runs in every family both sides offer (IPv4 first); ICMP
+//! runs only over IPv4 and ICMPv6 only over IPv6. No common family is an
+//! error of the case. Families must agree: a world flow whose IPv4 and
+//! IPv6 packets get different verdicts fails, with both verdicts shown.
 //!
 //! # Packets
 //!
@@ -59,7 +65,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use ipnetwork::IpNetwork;
 use porin_compiler::compile::Compiled;
-use porin_compiler::explain::{Flow, FlowVerdict, Peer};
+use porin_compiler::explain::{Flow, FlowVerdict, Peer, describe_family_verdicts};
 use porin_compiler::mapstate;
 use porin_ebpf::compiled::{CompiledMapsError, MapContents};
 use porin_ebpf::{EmitError, ObjectConfig, POLICY_MAP_MAX, emit};
@@ -105,13 +111,16 @@ pub enum EngineError {
     /// An endpoint index outside the compilation.
     #[error("endpoint #{0} is not in the loaded compilation")]
     NoSuchEndpoint(usize),
-    /// The two ends of a flow share no address family.
-    #[error("{from} and {to} have no address family in common; no packet can carry this flow")]
+    /// No packet can carry the flow (no address family in common, ICMP
+    /// without IPv4, ...).
+    #[error("{from} -> {to}: {reason}")]
     NoCommonFamily {
         /// Source peer.
         from: String,
         /// Destination peer.
         to: String,
+        /// Why.
+        reason: String,
     },
     /// No block of test addresses is free.
     #[error("every block 100.64.0.0/16 of test addresses for entity peers is in use")]
@@ -341,6 +350,9 @@ impl CaseAddresses {
                     Peer::Address(ip, _) => {
                         used.insert(*ip);
                     }
+                    // The ipcache decides a world address; a test-address
+                    // entry over it would decide instead.
+                    Peer::World(world) => used.extend(world.addresses.iter().map(|(ip, _)| *ip)),
                     Peer::Reserved(_, id) => {
                         reserved.insert(*id);
                     }
@@ -359,18 +371,6 @@ impl CaseAddresses {
         self.test.ipcache_entries(&self.reserved)
     }
 
-    fn families(&self, compiled: &Compiled, peer: &Peer) -> BTreeSet<Family> {
-        match peer {
-            Peer::Endpoint(index) => compiled
-                .endpoints
-                .get(*index)
-                .map(|e| e.ips.iter().map(|ip| Family::of(*ip)).collect())
-                .unwrap_or_default(),
-            Peer::Address(ip, _) => BTreeSet::from([Family::of(*ip)]),
-            Peer::Reserved(..) => BTreeSet::from([Family::V4, Family::V6]),
-        }
-    }
-
     fn address(&self, compiled: &Compiled, peer: &Peer, family: Family) -> Option<IpAddr> {
         match peer {
             Peer::Endpoint(index) => compiled
@@ -381,6 +381,7 @@ impl CaseAddresses {
                 .copied()
                 .find(|ip| Family::of(*ip) == family),
             Peer::Address(ip, _) => (Family::of(*ip) == family).then_some(*ip),
+            Peer::World(world) => world.address(family).map(|(ip, _)| ip),
             Peer::Reserved(_, id) => Some(match family {
                 Family::V4 => IpAddr::V4(self.test.v4(*id)),
                 Family::V6 => IpAddr::V6(self.test.v6(*id)),
@@ -474,7 +475,8 @@ pub struct FamilyRun {
 /// A flow decided by the kernel.
 #[derive(Debug, Clone)]
 pub struct KernelEvaluation {
-    /// The verdict (of the first family; see [`Self::families_agree`]).
+    /// The verdict: every family's, or the most permissive when they
+    /// differ (see [`Self::families_agree`], [`Self::describe_verdict`]).
     pub verdict: FlowVerdict,
     /// One run per family (empty when neither end is an endpoint).
     pub runs: Vec<FamilyRun>,
@@ -489,6 +491,25 @@ impl KernelEvaluation {
                 .map(|c| &c.outcome)
                 .eq(w[1].checks.iter().map(|c| &c.outcome))
         })
+    }
+
+    /// The verdict of each family run, IPv4 first; one verdict for any
+    /// family (`None`) when neither end is an endpoint and nothing ran, as
+    /// the reference decides such a flow.
+    pub fn family_verdicts(&self) -> Vec<(Option<Family>, FlowVerdict)> {
+        if self.runs.is_empty() {
+            return vec![(None, self.verdict)];
+        }
+        self.runs
+            .iter()
+            .map(|r| (Some(r.family), r.verdict))
+            .collect()
+    }
+
+    /// The verdict as printed: `deny`, or `IPv4 deny, IPv6 allow` when
+    /// the families differ.
+    pub fn describe_verdict(&self) -> String {
+        describe_family_verdicts(&self.family_verdicts())
     }
 
     /// One line describing the checks of every family.
@@ -543,30 +564,21 @@ pub fn decide_flow(
             runs: Vec::new(),
         });
     }
-    let common: BTreeSet<Family> = addresses
-        .families(compiled, &flow.from)
-        .intersection(&addresses.families(compiled, &flow.to))
-        .copied()
-        .collect();
-    let families: Vec<Family> = match flow.proto {
-        IP_ICMP if common.contains(&Family::V4) => vec![Family::V4],
-        IP_ICMPV6 if common.contains(&Family::V6) => vec![Family::V6],
-        _ => common.iter().copied().collect(),
-    };
-    let no_family = || EngineError::NoCommonFamily {
+    let no_family = |reason: String| EngineError::NoCommonFamily {
         from: flow.from.describe(compiled),
         to: flow.to.describe(compiled),
+        reason,
     };
-    if families.is_empty() {
-        return Err(no_family());
-    }
+    let families = flow
+        .families(compiled)
+        .map_err(|e| no_family(e.to_string()))?;
     let mut runs = Vec::new();
     for family in families {
         let (Some(src), Some(dst)) = (
             addresses.address(compiled, &flow.from, family),
             addresses.address(compiled, &flow.to, family),
         ) else {
-            return Err(no_family());
+            return Err(no_family(format!("no {family} address")));
         };
         let packet = flow_packet(src, dst, flow.proto, flow.port).build();
         let mut checks = Vec::new();
@@ -592,7 +604,10 @@ pub fn decide_flow(
             verdict,
         });
     }
-    let verdict = runs.first().map_or(FlowVerdict::Allow, |r| r.verdict);
+    // Alternative packets of one flow: the most permissive verdict, as the
+    // reference combines families (`FlowVerdict::of_alternatives`).
+    let verdict =
+        FlowVerdict::of_alternatives(runs.iter().map(|r| r.verdict)).unwrap_or(FlowVerdict::Deny);
     Ok(KernelEvaluation { verdict, runs })
 }
 
@@ -634,9 +649,13 @@ impl Engine for Kernel {
         Ok(())
     }
 
-    /// The kernel's verdict; its explanation lists every check the kernel
-    /// ran (`kernel: IPv4 a -> b: ...`), and a case whose families give
-    /// different outcomes fails whatever its verdict.
+    /// The kernel's verdict per family; its explanation lists every check
+    /// the kernel ran (`kernel: IPv4 a -> b: ...`). A case passes only if
+    /// every family gets the expected verdict. With one identity per end
+    /// in every family, families whose checks differ in any way (deny
+    /// reason, proxy port) fail the case whatever its verdict: the
+    /// difference is the datapath's. A world end is a different identity
+    /// per family, so only its verdicts must agree.
     fn decide(
         &mut self,
         test: &PreparedTest,
@@ -661,9 +680,18 @@ impl Engine for Kernel {
             })
             .collect();
         let described = kernel.describe();
-        let mut decision =
-            CaseDecision::new(kernel.verdict, checks, format!("{KERNEL}: {described}"));
-        if !kernel.families_agree() {
+        let per_family = case.flow.from.is_per_family() || case.flow.to.is_per_family();
+        let explanation =
+            if per_family && kernel.runs.windows(2).any(|w| w[0].verdict != w[1].verdict) {
+                format!(
+                    "{KERNEL}: the families get different verdicts ({}): {described}",
+                    kernel.describe_verdict()
+                )
+            } else {
+                format!("{KERNEL}: {described}")
+            };
+        let mut decision = CaseDecision::new(kernel.family_verdicts(), checks, explanation);
+        if !per_family && !kernel.families_agree() {
             decision
                 .problems
                 .push(format!("IPv4 and IPv6 disagree: {described}"));
@@ -721,18 +749,26 @@ cases:
         }
     }
 
+    /// Runs a test file's text with both engines; also returns it prepared.
+    fn run_both(tag: &str, text: &str) -> (policytest::TestReport, policytest::PreparedTest) {
+        let dir = std::env::temp_dir().join(format!("porin-engine-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("test.yaml");
+        std::fs::write(&path, text).unwrap();
+        let mut both = policytest::Both::new(Kernel::new().unwrap(), policytest::Reference);
+        let report = policytest::run(std::slice::from_ref(&path), &mut both);
+        let prepared = policytest::prepare(&path).unwrap();
+        std::fs::remove_dir_all(&dir).ok();
+        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        (report, prepared)
+    }
+
     #[test]
     fn kernel_engine_decides_entities_families_and_redirects() {
         if !kernel_available() {
             return;
         }
-        let dir = std::env::temp_dir().join(format!("porin-engine-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("test.yaml");
-        std::fs::write(&path, KERNEL_TEST).unwrap();
-        let mut both = policytest::Both::new(Kernel::new().unwrap(), policytest::Reference);
-        let report = policytest::run(std::slice::from_ref(&path), &mut both);
-        assert!(report.errors.is_empty(), "{:?}", report.errors);
+        let (report, prepared) = run_both("entities", KERNEL_TEST);
         assert_eq!(
             (report.passed, report.failed),
             (7, 0),
@@ -741,8 +777,6 @@ cases:
         );
 
         // Family selection and the redirect's proxy port, checked directly.
-        let prepared = policytest::prepare(&path).unwrap();
-        std::fs::remove_dir_all(&dir).ok();
         let compiled = &prepared.compiled;
         let cases: Vec<ResolvedCase> = prepared
             .spec
@@ -772,9 +806,114 @@ cases:
         let ingress = redirect.runs[0].checks.last().unwrap();
         assert!(matches!(ingress.outcome, CheckOutcome::Redirect(port) if port != 0));
         assert_eq!(ingress.kernel.counter, Counter::Redirected);
-        // The world entity sits on its engine-local address with identity 2.
+        // The world is a real outside address per family, which the
+        // compiled ipcache gives world-ipv4 / world-ipv6 (no engine-local
+        // entry, no identity 2).
         let world = decide_flow(&mut engine, compiled, &addresses, &cases[1].flow).unwrap();
-        assert_eq!(world.runs[0].addresses.0, IpAddr::V4(addresses.test.v4(2)));
+        let sources: Vec<IpAddr> = world.runs.iter().map(|r| r.addresses.0).collect();
+        assert_eq!(
+            sources,
+            [
+                compiled.world_address(Family::V4).unwrap(),
+                compiled.world_address(Family::V6).unwrap()
+            ]
+        );
+        assert!(!addresses.reserved.contains(&2), "{addresses:?}");
+        assert!(
+            addresses
+                .ipcache_entries()
+                .iter()
+                .all(|(net, _)| !sources.iter().any(|ip| net.contains(*ip)))
+        );
+    }
+
+    /// The world address avoids every policy prefix: here 192.0.2.0/24 and
+    /// 2001:db8::/64 (where the search starts) are denied, the world is
+    /// allowed, so a world peer placed inside them would be denied by the
+    /// kernel's LPM. Both engines decide the same outside addresses.
+    #[test]
+    fn the_world_address_lies_outside_every_policy_prefix() {
+        if !kernel_available() {
+            return;
+        }
+        let text = r#"
+kind: PolicyTest
+endpoints:
+  - {name: web, namespace: prod, labels: {app: web}, ips: [10.9.1.1, "fd00::9:1"]}
+policies:
+  - inline: |
+      apiVersion: cilium.io/v2
+      kind: CiliumNetworkPolicy
+      metadata: {name: web, namespace: prod}
+      spec:
+        endpointSelector: {matchLabels: {app: web}}
+        ingress: [{fromEntities: [world]}]
+        ingressDeny: [{fromCIDR: [192.0.2.0/24, "2001:db8::/64"]}]
+cases:
+  - {from: world, to: prod/web, port: 80, expect: allow}
+  - {from: 192.0.2.1, to: prod/web, port: 80, expect: deny}
+  - {from: "2001:db8::1", to: prod/web, port: 80, expect: deny}
+"#;
+        let (report, prepared) = run_both("world", text);
+        assert_eq!(
+            (report.passed, report.failed),
+            (3, 0),
+            "{:#?}",
+            report.lines
+        );
+        let compiled = &prepared.compiled;
+        assert_eq!(
+            compiled.world_address(Family::V4),
+            Some("192.0.3.0".parse().unwrap())
+        );
+        assert_eq!(
+            compiled.world_address(Family::V6),
+            Some("2001:db8:0:1::".parse().unwrap())
+        );
+    }
+
+    /// A deny of `0.0.0.0/0` alone denies the IPv4 half of the world
+    /// (world-ipv4) and not the IPv6 half: a `world` case towards a
+    /// dual-stack endpoint gets two verdicts, which both engines report per
+    /// family, agree on, and fail whatever the case expects.
+    #[test]
+    fn a_world_case_whose_families_differ_fails_in_both_engines() {
+        if !kernel_available() {
+            return;
+        }
+        for expect in ["allow", "deny"] {
+            let text = format!(
+                r#"
+kind: PolicyTest
+endpoints:
+  - {{name: web, namespace: prod, labels: {{app: web}}, ips: [10.9.2.1, "fd00::9:2:1"]}}
+policies:
+  - inline: |
+      apiVersion: cilium.io/v2
+      kind: CiliumNetworkPolicy
+      metadata: {{name: web, namespace: prod}}
+      spec:
+        endpointSelector: {{matchLabels: {{app: web}}}}
+        ingress: [{{fromEntities: [world]}}]
+        ingressDeny: [{{fromCIDR: ["0.0.0.0/0"]}}]
+cases:
+  - {{from: world, to: prod/web, port: 80, expect: {expect}}}
+"#
+            );
+            let (report, _) = run_both(&format!("differ-{expect}"), &text);
+            assert_eq!((report.passed, report.failed), (0, 1), "{report:?}");
+            let line = &report.lines[0];
+            assert!(
+                line.contains("=> kernel IPv4 deny, IPv6 allow, reference IPv4 deny, IPv6 allow"),
+                "{line}"
+            );
+            assert!(
+                line.contains("kernel: the families get different verdicts"),
+                "{line}"
+            );
+            assert!(!line.contains("engines disagree"), "{line}");
+            assert!(!line.contains("IPv4 and IPv6 disagree"), "{line}");
+        }
     }
 
     #[test]

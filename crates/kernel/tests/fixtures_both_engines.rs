@@ -2,8 +2,10 @@
 //! `porin test` (`docs/policy-tests.md`, `--engine both`): the
 //! kernel engine (porin's object in the running kernel, one
 //! `BPF_PROG_TEST_RUN` per check) must agree with the reference evaluator
-//! on every case — the same deny reason and proxy port per check, and the
-//! same checks in IPv4 and IPv6 — and every case must pass.
+//! on every case — the same deny reason and proxy port per check and the
+//! same verdict in every family; the same checks in IPv4 and IPv6 unless
+//! an end is the world (world-ipv4 / world-ipv6) — and every case must
+//! pass in every family.
 //!
 //! Needs root (eBPF). In CI (`CI=true`) an unusable kernel fails the test;
 //! elsewhere it prints `SKIPPED: <reason>`.

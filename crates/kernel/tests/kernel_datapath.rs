@@ -512,12 +512,33 @@ fn identity_zero_entries_match_every_peer_including_world() {
             "{peer}"
         );
     }
-    // With an empty ipcache the peer is world (2) by the miss rule, still matched by id 0.
+    // With an empty ipcache the peer is world-ipv4 (9) by the miss rule
+    // (bpf/bpf_lxc.c WORLD_IPV4_ID of a dual-stack agent), still matched by
+    // id 0; an entry for reserved:world (2) does not match it, one for 9
+    // does.
     dp.install_ipcache(&[], &[]).unwrap();
     assert_eq!(to_pod(&dp, &Packet::tcp4(INTERNET, 2, POD, 443)), PASS_NEW);
     dp.install_policy(&[allow(2, INGRESS, TCP, 80, Some(16))])
         .unwrap();
+    assert_eq!(
+        to_pod(&dp, &Packet::tcp4(INTERNET, 2, POD, 80)),
+        DROP_DEFAULT
+    );
+    dp.install_policy(&[allow(9, INGRESS, TCP, 80, Some(16))])
+        .unwrap();
     assert_eq!(to_pod(&dp, &Packet::tcp4(INTERNET, 2, POD, 80)), PASS_NEW);
+    // An IPv6 miss is world-ipv6 (10), not world-ipv4.
+    let stranger: Ipv6Addr = "2001:db8::1".parse().unwrap();
+    assert_eq!(
+        to_pod(&dp, &Packet::tcp6(stranger, 2, pod6(), 80)),
+        DROP_DEFAULT
+    );
+    dp.install_policy(&[allow(10, INGRESS, TCP, 80, Some(16))])
+        .unwrap();
+    assert_eq!(
+        to_pod(&dp, &Packet::tcp6(stranger, 2, pod6(), 80)),
+        PASS_NEW
+    );
 }
 
 #[test]

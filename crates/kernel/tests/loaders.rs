@@ -131,7 +131,7 @@ fn verdict_script() -> String {
     let ep = Ipv4Addr::new(10, 1, 0, 5);
     let web = Ipv4Addr::new(10, 0, 0, 1); // identity 1000
     let bad = Ipv4Addr::new(10, 0, 1, 1); // identity 2000
-    let world = Ipv4Addr::new(8, 8, 8, 8); // ipcache miss -> 2
+    let world = Ipv4Addr::new(8, 8, 8, 8); // ipcache miss -> world-ipv4 (9)
     let ep6: Ipv6Addr = "fd00::5".parse().unwrap();
     let web6: Ipv6Addr = "fd00:1::1".parse().unwrap(); // identity 1000
     let world6: Ipv6Addr = "2001:db8::1".parse().unwrap(); // ::/0 -> 10
@@ -174,8 +174,11 @@ fn verdict_script() -> String {
         // derived from the L4 entry.
         (key(1000, Egress, 47, 0, 0), entry(ALLOW, 0, 0, false)),
         (key(0, Egress, 47, 0, 0), entry(ALLOW, 0, 1, true)),
-        // Identity 2 (world, ipcache miss) gets NTP.
-        (key(2, Egress, 17, 123, 16), entry(ALLOW, 0, 0, false)),
+        // Identity 9 (world-ipv4, the ipcache miss of a dual-stack agent,
+        // bpf/bpf_lxc.c WORLD_IPV4_ID) gets NTP; identity 2 (reserved:world)
+        // gets syslog, which the miss must not reach.
+        (key(9, Egress, 17, 123, 16), entry(ALLOW, 0, 0, false)),
+        (key(2, Egress, 17, 514, 16), entry(ALLOW, 0, 0, false)),
     ];
     for (k, e) in rules {
         s.update(pol(k, e));
@@ -245,7 +248,14 @@ fn verdict_script() -> String {
         u4(ep, world, 40004, 123),
         Verdict::AllowedNew,
         0,
-        "ipcache miss is identity 2",
+        "ipcache miss is world-ipv4 (9)",
+    );
+    s.run(
+        FROM,
+        u4(ep, world, 40004, 514),
+        Verdict::DeniedByDefault,
+        0,
+        "ipcache miss is not reserved:world (2)",
     );
     s.run(
         FROM,

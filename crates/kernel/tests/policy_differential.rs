@@ -49,14 +49,22 @@ struct Packet {
 const PEERS: [(Ipv4Addr, u32); 3] = [
     (Ipv4Addr::new(10, 0, 0, 1), 1000),
     (Ipv4Addr::new(10, 0, 1, 1), 2000),
-    (Ipv4Addr::new(10, 9, 9, 9), 2), // ipcache miss: world
+    // ipcache miss: world-ipv4 (WORLD_IPV4_ID of a dual-stack agent,
+    // bpf/bpf_lxc.c), not reserved:world (2).
+    (Ipv4Addr::new(10, 9, 9, 9), 9),
 ];
-const PEERS6: [(&str, u32); 3] = [("fd00:1::1", 1000), ("fd00:2::1", 2000), ("2001:db8::9", 2)];
+// The IPv6 miss is world-ipv6 (WORLD_IPV6_ID).
+const PEERS6: [(&str, u32); 3] = [
+    ("fd00:1::1", 1000),
+    ("fd00:2::1", 2000),
+    ("2001:db8::9", 10),
+];
 const PORTS: [u16; 6] = [80, 443, 7776, 7777, 8080, 0x1f00];
 
 fn rule() -> impl Strategy<Value = Rule> {
     (
-        prop::sample::select(vec![0u32, 0, 1000, 1000, 2000, 2]),
+        // 2 (reserved:world) keys must match no packet: misses are 9 / 10.
+        prop::sample::select(vec![0u32, 0, 1000, 1000, 2000, 9, 10, 2]),
         prop::bool::weighted(0.8),
         prop::sample::select(vec![0u8, 6, 17]),
         prop::sample::select(PORTS.to_vec()),

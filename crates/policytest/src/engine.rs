@@ -5,18 +5,23 @@
 //! in the compiled map state in user space; the kernel engine
 //! (`porin_kernel::engine::Kernel`) runs a crafted packet through porin's
 //! object in the running kernel. Every engine reports a case the same way,
-//! as a [`CaseDecision`]: the flow verdict, what each check (one endpoint,
-//! one direction) decided, per address family when the engine runs the
-//! flow per family, with the deny reason and the proxy port
-//! ([`CheckOutcome`]), and why. [`Both`] runs two engines and fails a case
-//! on any disagreement between them; it knows nothing about either engine.
+//! as a [`CaseDecision`]: the verdict of every packet it decided (one per
+//! address family when the engine runs the flow per family, or when the
+//! flow has a `world` end, whose identity is world-ipv4 over IPv4 and
+//! world-ipv6 over IPv6), what each check (one endpoint, one direction)
+//! decided, with the deny reason and the proxy port ([`CheckOutcome`]),
+//! and why. A case passes only if every family gets the expected verdict
+//! ([`CaseDecision::passes`]). [`Both`] runs two engines and fails a case
+//! on any disagreement between them, per family; it knows nothing about
+//! either engine.
 //! The runner ([`crate::run_with_limits`]) turns decisions into the
 //! `PASS`/`FAIL` lines and the per-file results `--format junit` writes.
 
+use std::collections::BTreeSet;
 use std::fmt;
-use std::net::IpAddr;
 
-use porin_compiler::explain::FlowVerdict;
+pub use porin_compiler::explain::Family;
+use porin_compiler::explain::{FlowVerdict, describe_family_verdicts};
 use porin_compiler::mapstate::{self, Direction};
 
 use crate::{PreparedTest, ResolvedCase};
@@ -104,34 +109,6 @@ impl std::error::Error for EngineError {
     }
 }
 
-/// An IP family.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Family {
-    /// IPv4.
-    V4,
-    /// IPv6.
-    V6,
-}
-
-impl Family {
-    /// The family of an address.
-    pub fn of(ip: IpAddr) -> Family {
-        match ip {
-            IpAddr::V4(_) => Family::V4,
-            IpAddr::V6(_) => Family::V6,
-        }
-    }
-}
-
-impl fmt::Display for Family {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Family::V4 => "IPv4",
-            Family::V6 => "IPv6",
-        })
-    }
-}
-
 /// What one check (one endpoint, one direction) decided, in terms every
 /// engine shares: two engines agree on a check when these are equal.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -199,16 +176,18 @@ impl fmt::Display for CheckOutcome {
     }
 }
 
-/// Combines check outcomes into a flow verdict (deny > redirect > allow).
+/// Combines the check outcomes of one packet into its verdict (deny >
+/// redirect > allow), the reference's rule ([`FlowVerdict::of_checks`]).
 pub fn combine<'a>(outcomes: impl IntoIterator<Item = &'a CheckOutcome>) -> FlowVerdict {
-    let verdicts: Vec<FlowVerdict> = outcomes.into_iter().map(|o| o.flow_verdict()).collect();
-    if verdicts.contains(&FlowVerdict::Deny) {
-        FlowVerdict::Deny
-    } else if verdicts.contains(&FlowVerdict::Redirect) {
-        FlowVerdict::Redirect
-    } else {
-        FlowVerdict::Allow
-    }
+    FlowVerdict::of_checks(outcomes.into_iter().map(CheckOutcome::flow_verdict))
+}
+
+/// Whether per-family verdicts meet a case's expectation: there is at
+/// least one packet and every one gets the expected verdict. Families that
+/// differ fail the case whatever it expects: one verdict cannot describe
+/// them (a `world` end is world-ipv4 over IPv4 and world-ipv6 over IPv6).
+pub fn verdicts_pass(families: &[(Option<Family>, FlowVerdict)], expect: FlowVerdict) -> bool {
+    !families.is_empty() && families.iter().all(|(_, v)| *v == expect)
 }
 
 /// One check of a flow: the policy of one endpoint in one direction.
@@ -235,10 +214,16 @@ pub struct FamilyChecks {
 /// What an engine decided for one case.
 #[derive(Debug, Clone)]
 pub struct CaseDecision {
-    /// The flow verdict the case is judged by.
+    /// The flow verdict: the one every family gets or, when they differ,
+    /// the most permissive ([`FlowVerdict::of_alternatives`]: some packet
+    /// of the flow gets it). Deny when no packet was decided.
     pub verdict: FlowVerdict,
-    /// The verdict as printed after `=>` (`allow`; `kernel allow,
-    /// reference deny` for [`Both`]).
+    /// The verdict of each packet decided, which the case is judged by
+    /// ([`Self::passes`]): one entry (`None`) for an engine that decides
+    /// every family alike, one per family (IPv4 first) otherwise.
+    pub families: Vec<(Option<Family>, FlowVerdict)>,
+    /// The verdict as printed after `=>` (`allow`, `IPv4 deny, IPv6
+    /// allow`; `kernel allow, reference deny` for [`Both`]).
     pub seen: String,
     /// The checks, one entry per family the engine ran.
     pub checks: Vec<FamilyChecks>,
@@ -252,22 +237,56 @@ pub struct CaseDecision {
 }
 
 impl CaseDecision {
-    /// A decision printed as its verdict, with no further problem.
-    pub fn new(verdict: FlowVerdict, checks: Vec<FamilyChecks>, explanation: String) -> Self {
+    /// A decision of these per-family verdicts, printed as them (`deny`,
+    /// or `IPv4 deny, IPv6 allow` when they differ), with no further
+    /// problem.
+    pub fn new(
+        families: Vec<(Option<Family>, FlowVerdict)>,
+        checks: Vec<FamilyChecks>,
+        explanation: String,
+    ) -> Self {
+        let verdict = FlowVerdict::of_alternatives(families.iter().map(|(_, v)| *v))
+            // No packet was decided: fail closed.
+            .unwrap_or(FlowVerdict::Deny);
         CaseDecision {
             verdict,
-            seen: verdict.to_string(),
+            seen: describe_family_verdicts(&families),
+            families,
             checks,
             explanation,
             problems: Vec::new(),
         }
     }
 
+    /// The verdicts as printed: `deny`, or `IPv4 deny, IPv6 allow` when
+    /// the families differ (`no packet` when there is none).
+    pub fn describe_verdict(&self) -> String {
+        describe_family_verdicts(&self.families)
+    }
+
+    /// The verdict of a packet of `family` (`None` for the verdict of
+    /// every family of an engine that decides them alike): that family's
+    /// entry, or the family-independent one; `None` when the engine
+    /// decided no such packet.
+    pub fn verdict_in(&self, family: Option<Family>) -> Option<FlowVerdict> {
+        self.families
+            .iter()
+            .find(|(f, _)| *f == family)
+            .or_else(|| self.families.iter().find(|(f, _)| f.is_none()))
+            .map(|(_, v)| *v)
+    }
+
+    /// Whether the verdicts meet `expect`: every family gets it
+    /// ([`verdicts_pass`]).
+    pub fn passes(&self, expect: FlowVerdict) -> bool {
+        verdicts_pass(&self.families, expect)
+    }
+
     /// Every reason the case fails when `expect` was expected, in report
     /// order; empty when it passes.
     pub fn failures(&self, expect: FlowVerdict) -> Vec<String> {
         let mut out = Vec::new();
-        if self.verdict != expect {
+        if !self.passes(expect) {
             out.push(self.explanation.clone());
         }
         out.extend(self.problems.iter().cloned());
@@ -276,9 +295,11 @@ impl CaseDecision {
 }
 
 /// Two engines deciding every case: the first engine's decision is the
-/// case's, and the case also fails when the second engine's verdict is not
-/// the expected one or when the two disagree on any check (its outcome,
-/// deny reason and proxy port, in every family the first engine ran).
+/// case's, and the case also fails when the second engine's verdicts are
+/// not the expected ones (in every family), when the second reports a
+/// problem, or when the two disagree on any check (its outcome, deny
+/// reason and proxy port, in every family the first engine ran) or on the
+/// verdict of any family.
 #[derive(Debug)]
 pub struct Both<A, B> {
     first: A,
@@ -314,12 +335,18 @@ impl<A: Engine, B: Engine> Engine for Both<A, B> {
         if let Some(diff) = disagreement((a, &first), (b, &second)) {
             problems.push(format!("engines disagree: {diff}; {}", first.explanation));
         }
-        if second.verdict != case.expect {
+        if !second.passes(case.expect) {
             problems.push(format!("{b}: {}", second.explanation));
         }
+        problems.extend(second.problems.iter().map(|p| format!("{b}: {p}")));
         Ok(CaseDecision {
             verdict: first.verdict,
-            seen: format!("{a} {}, {b} {}", first.verdict, second.verdict),
+            seen: format!(
+                "{a} {}, {b} {}",
+                first.describe_verdict(),
+                second.describe_verdict()
+            ),
+            families: first.families,
             checks: first.checks,
             explanation: first.explanation,
             problems,
@@ -329,55 +356,96 @@ impl<A: Engine, B: Engine> Engine for Both<A, B> {
 
 /// Where two engines' decisions differ, if anywhere: per check (outcome,
 /// deny reason, proxy port) in every family the first ran, compared with
-/// the second's checks of that family (or of any family), then the flow
-/// verdict.
+/// the second's checks of that family (every family's when either side
+/// decided the flow once for any family), then the verdict of every family
+/// either decided.
 pub fn disagreement(
     (a, first): (&str, &CaseDecision),
     (b, second): (&str, &CaseDecision),
 ) -> Option<String> {
     let mut problems = Vec::new();
     for run in &first.checks {
-        let expected: &[Check] = second
+        let matching: Vec<&FamilyChecks> = second
             .checks
             .iter()
-            .find(|s| s.family == run.family)
-            .or_else(|| second.checks.iter().find(|s| s.family.is_none()))
-            .or(second.checks.first())
-            .map_or(&[], |s| &s.checks);
-        let same = run
-            .checks
-            .iter()
-            .map(|c| &c.outcome)
-            .eq(expected.iter().map(|c| &c.outcome));
-        if same {
-            continue;
-        }
-        let pairs: Vec<String> = run
-            .checks
-            .iter()
-            .zip(expected.iter().map(Some).chain(std::iter::repeat(None)))
-            .map(|(c, e)| {
-                format!(
-                    "{} {}: {a} {}, {b} {}",
-                    c.endpoint,
-                    c.direction,
-                    c.outcome,
-                    e.map_or_else(|| "none".to_owned(), |e| e.outcome.to_string())
-                )
-            })
+            .filter(|s| s.family == run.family || s.family.is_none() || run.family.is_none())
             .collect();
-        let family = run
-            .family
-            .map_or_else(|| "any family".to_owned(), |f| f.to_string());
-        problems.push(format!("{family}: {}", pairs.join("; ")));
+        let none = FamilyChecks {
+            family: run.family,
+            checks: Vec::new(),
+        };
+        let matching = if matching.is_empty() {
+            vec![&none]
+        } else {
+            matching
+        };
+        for other in matching {
+            if let Some(problem) = check_disagreement((a, run), (b, other)) {
+                problems.push(problem);
+            }
+        }
     }
-    if first.verdict != second.verdict {
+    // The verdict of each family either engine decided (or the one
+    // verdict of two engines that decide every family alike): a family one
+    // engine decided and the other did not is a disagreement too.
+    let explicit: BTreeSet<Family> = first
+        .families
+        .iter()
+        .chain(&second.families)
+        .filter_map(|(f, _)| *f)
+        .collect();
+    let families: Vec<Option<Family>> = if explicit.is_empty() {
+        vec![None]
+    } else {
+        explicit.into_iter().map(Some).collect()
+    };
+    if families
+        .iter()
+        .any(|f| first.verdict_in(*f) != second.verdict_in(*f))
+    {
         problems.push(format!(
             "flow verdict: {a} {}, {b} {}",
-            first.verdict, second.verdict
+            first.describe_verdict(),
+            second.describe_verdict()
         ));
     }
     (!problems.is_empty()).then(|| problems.join(" | "))
+}
+
+/// Where the checks of two engines for packets of one family differ.
+fn check_disagreement(
+    (a, run): (&str, &FamilyChecks),
+    (b, other): (&str, &FamilyChecks),
+) -> Option<String> {
+    let expected = &other.checks;
+    let same = run
+        .checks
+        .iter()
+        .map(|c| &c.outcome)
+        .eq(expected.iter().map(|c| &c.outcome));
+    if same {
+        return None;
+    }
+    let none = || "none".to_owned();
+    let pairs: Vec<String> = (0..run.checks.len().max(expected.len()))
+        .map(|i| {
+            let (c, e) = (run.checks.get(i), expected.get(i));
+            let (endpoint, direction) = c
+                .or(e)
+                .map(|c| (c.endpoint.as_str(), c.direction.to_string()))
+                .unwrap_or_default();
+            format!(
+                "{endpoint} {direction}: {a} {}, {b} {}",
+                c.map_or_else(none, |c| c.outcome.to_string()),
+                e.map_or_else(none, |e| e.outcome.to_string())
+            )
+        })
+        .collect();
+    let family = run
+        .family
+        .or(other.family)
+        .map_or_else(|| "any family".to_owned(), |f| f.to_string());
+    Some(format!("{family}: {}", pairs.join("; ")))
 }
 
 #[cfg(test)]
@@ -408,10 +476,19 @@ mod tests {
             })
             .collect();
         CaseDecision::new(
-            combine(outcomes),
+            vec![(family, combine(outcomes))],
             vec![FamilyChecks { family, checks }],
             "why".to_owned(),
         )
+    }
+
+    /// A decision per family, as an engine decides a `world` end.
+    fn per_family(v4: &[CheckOutcome], v6: &[CheckOutcome]) -> CaseDecision {
+        let mut d = decision(Some(Family::V4), v4);
+        let v6 = decision(Some(Family::V6), v6);
+        d.checks.extend(v6.checks);
+        d.families.extend(v6.families);
+        CaseDecision::new(d.families, d.checks, d.explanation)
     }
 
     #[test]
@@ -436,8 +513,8 @@ mod tests {
 
     #[test]
     fn a_verdict_alone_can_disagree() {
-        let a = CaseDecision::new(FlowVerdict::Allow, Vec::new(), String::new());
-        let b = CaseDecision::new(FlowVerdict::Deny, Vec::new(), String::new());
+        let a = CaseDecision::new(vec![(None, FlowVerdict::Allow)], Vec::new(), String::new());
+        let b = CaseDecision::new(vec![(None, FlowVerdict::Deny)], Vec::new(), String::new());
         assert_eq!(
             disagreement(("a", &a), ("b", &b)).as_deref(),
             Some("flow verdict: a allow, b deny")
@@ -454,5 +531,59 @@ mod tests {
             ["why".to_owned(), "families disagree".to_owned()]
         );
         assert_eq!(d.failures(FlowVerdict::Allow), ["families disagree"]);
+    }
+
+    /// issue 12: a `world` end is world-ipv4 over IPv4 and world-ipv6 over
+    /// IPv6; when the families' verdicts differ the case fails whatever it
+    /// expects, and both verdicts are printed.
+    #[test]
+    fn a_case_passes_only_if_every_family_gets_the_expected_verdict() {
+        use CheckOutcome::*;
+        let differ = per_family(&[DenyRule], &[Allow]);
+        assert_eq!(differ.seen, "IPv4 deny, IPv6 allow");
+        // The most permissive: some packet of the flow gets through.
+        assert_eq!(differ.verdict, FlowVerdict::Allow);
+        for expect in [FlowVerdict::Allow, FlowVerdict::Deny] {
+            assert!(!differ.passes(expect), "{expect}");
+            assert_eq!(differ.failures(expect), ["why"]);
+        }
+        let agree = per_family(&[DenyRule], &[DenyDefault]);
+        assert_eq!(agree.seen, "deny");
+        assert!(agree.passes(FlowVerdict::Deny));
+        // No packet decided: nothing can pass.
+        let nothing = CaseDecision::new(Vec::new(), Vec::new(), "no packet".to_owned());
+        assert_eq!(nothing.verdict, FlowVerdict::Deny);
+        assert!(!nothing.passes(FlowVerdict::Deny));
+    }
+
+    /// `Both` compares every family's verdict, not one combined verdict:
+    /// two engines whose most permissive verdicts agree still disagree
+    /// when one denies the IPv4 half of the world and the other allows it.
+    #[test]
+    fn two_engines_are_compared_family_by_family() {
+        use CheckOutcome::*;
+        let differ = per_family(&[DenyRule], &[Allow]);
+        let allow = per_family(&[Allow], &[Allow]);
+        assert_eq!(differ.verdict, allow.verdict);
+        let diff = disagreement(("k", &differ), ("r", &allow)).unwrap_or_default();
+        assert!(
+            diff.contains("IPv4: prod/server ingress: k deny (rule), r allow"),
+            "{diff}"
+        );
+        assert!(
+            diff.ends_with("flow verdict: k IPv4 deny, IPv6 allow, r allow"),
+            "{diff}"
+        );
+        // A family-independent decision stands for each family.
+        let any = decision(None, &[Allow]);
+        assert_eq!(disagreement(("k", &allow), ("r", &any)), None);
+        assert!(disagreement(("k", &differ), ("r", &any)).is_some());
+        assert!(disagreement(("r", &any), ("k", &differ)).is_some());
+        // A family one engine decided and the other did not.
+        let v4_only = decision(Some(Family::V4), &[Allow]);
+        assert_eq!(
+            disagreement(("k", &v4_only), ("r", &allow)).as_deref(),
+            Some("flow verdict: k allow, r allow")
+        );
     }
 }

@@ -34,9 +34,11 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use porin_compiler::compile::{Compiled, compile_with_limits};
-use porin_compiler::explain::{Flow, FlowVerdict, Peer};
+use porin_compiler::explain::{Evaluation, Flow, FlowVerdict, Peer};
 use porin_compiler::inventory::Inventory;
-use porin_compiler::inventory::yaml::{Scalar, add_inventory_text_with_limits, syntax_error};
+use porin_compiler::inventory::yaml::{
+    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields, syntax_error,
+};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::resolve::rule::proto;
@@ -48,11 +50,11 @@ mod run;
 
 pub use engine::{
     Both, CaseDecision, Check, CheckOutcome, Engine, EngineError, Family, FamilyChecks, combine,
-    disagreement,
+    disagreement, verdicts_pass,
 };
 pub use reference::Reference;
 pub use report::{CaseOutcome, CaseResult, FileResult, TestReport};
-pub use run::{run, run_files, run_with_limits};
+pub use run::{prepare_for_run, run, run_files, run_with_limits};
 
 /// One policy reference of a test file.
 #[derive(Debug, Clone, Deserialize)]
@@ -106,7 +108,23 @@ pub struct TestFileSpec {
     /// Cases.
     #[serde(default)]
     pub cases: Vec<Spanned<CaseSpec>>,
+    /// porin extension: more inventory sources (files or directories,
+    /// relative to the test file) read the way `--inventory` reads them
+    /// (porin YAML, Kubernetes manifests, Cilium agent dumps), added to the
+    /// file's own `endpoints`.
+    #[serde(default)]
+    pub inventory: Vec<Spanned<String>>,
+    /// porin extension: the file must be refused (read, parse, inventory,
+    /// validation or compile error) with an error whose text contains this;
+    /// its cases document the flows the refused input would have decided
+    /// and are not run. Such a file counts as one case.
+    #[serde(default)]
+    pub expect_error: Option<Spanned<String>>,
 }
+
+/// The top-level fields [`TestFileSpec`] reads (camelCase); with
+/// [`INVENTORY_FIELDS`] they are every field a `PolicyTest` may have.
+pub const TEST_FILE_FIELDS: &[&str] = &["name", "policies", "cases", "inventory", "expectError"];
 
 /// Finds the test files under the given paths: a file argument is a test
 /// file; a directory is searched recursively, in path order, for `.yaml`,
@@ -202,12 +220,26 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     if spec.kind.as_deref() != Some("PolicyTest") {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
+    check_top_level_fields(&display, &text, &limits.inventory, |kind| {
+        (kind == "PolicyTest").then(|| [INVENTORY_FIELDS, TEST_FILE_FIELDS].concat())
+    })
+    .map_err(|e| e.to_string())?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
         .map_err(|e| e.to_string())?;
+    let base = path.parent().unwrap_or(Path::new("."));
+    for (index, source) in spec.inventory.iter().enumerate() {
+        inventory
+            .add_path_with_limits(&base.join(&source.value), &limits.inventory)
+            .map_err(|e| {
+                format!(
+                    "{display}:{}: inventory[{index}]: {e}",
+                    source.referenced.line()
+                )
+            })?;
+    }
     inventory.finish().map_err(|e| e.to_string())?;
 
-    let base = path.parent().unwrap_or(Path::new("."));
     let mut outcome = LoadOutcome::default();
     for (index, policy) in spec.policies.iter().enumerate() {
         let line = policy.referenced.line();
@@ -283,7 +315,6 @@ pub fn resolve_case(
             ));
         }
     };
-    check_families(&from, &to, proto_number, compiled).map_err(|e| format!("{at}: {e}"))?;
     let icmp = matches!(proto_number, proto::ICMP | proto::ICMPV6);
     let port = if icmp {
         let text = spec
@@ -319,63 +350,31 @@ pub fn resolve_case(
         Some(name) => format!("{name} ({} -> {} {what})", spec.from.0, spec.to.0),
         None => format!("{} -> {} {what}", spec.from.0, spec.to.0),
     };
+    let flow = Flow {
+        from,
+        to,
+        proto: proto_number,
+        port,
+    };
+    // A case must describe a packet that can exist: deciding an impossible
+    // flow would give a verdict the datapath can never produce (the kernel
+    // engine cannot even build the packet), so it is an error of the file,
+    // for both engines.
+    flow.families(compiled).map_err(|e| format!("{at}: {e}"))?;
     Ok(ResolvedCase {
         label,
-        flow: Flow {
-            from,
-            to,
-            proto: proto_number,
-            port,
-        },
+        flow,
         expect,
     })
 }
 
-/// The address families a peer can send from or receive on, as
-/// `(IPv4, IPv6)`: an endpoint's are those of its addresses, an IP's its
-/// own, an entity word's both (it stands for any address of its identity).
-fn peer_families(peer: &Peer, compiled: &Compiled) -> (bool, bool) {
-    match peer {
-        Peer::Endpoint(index) => compiled.endpoints.get(*index).map_or((false, false), |e| {
-            (
-                e.ips.iter().any(std::net::IpAddr::is_ipv4),
-                e.ips.iter().any(std::net::IpAddr::is_ipv6),
-            )
-        }),
-        Peer::Address(ip, _) => (ip.is_ipv4(), ip.is_ipv6()),
-        Peer::Reserved(..) => (true, true),
-    }
-}
-
-/// A case must describe a packet that can exist: both ends need an address
-/// family in common, ICMP (IP protocol 1) travels only in IPv4 and ICMPv6
-/// (58) only in IPv6. Deciding an impossible flow would give a verdict the
-/// datapath can never produce (the kernel engine cannot even build the
-/// packet), so such a case is an error of the file, for both engines.
-fn check_families(
-    from: &Peer,
-    to: &Peer,
-    proto_number: u8,
-    compiled: &Compiled,
-) -> Result<(), String> {
-    let (from_v4, from_v6) = peer_families(from, compiled);
-    let (to_v4, to_v6) = peer_families(to, compiled);
-    let (v4, v6) = (from_v4 && to_v4, from_v6 && to_v6);
-    match proto_number {
-        proto::ICMP if !v4 => Err(
-            "ICMP travels only over IPv4 and the two ends have no IPv4 address in common; \
-             use `protocol: ICMPv6` between IPv6 peers"
-                .to_owned(),
-        ),
-        proto::ICMPV6 if !v6 => Err(
-            "ICMPv6 travels only over IPv6 and the two ends have no IPv6 address in common; \
-             use `protocol: ICMP` between IPv4 peers"
-                .to_owned(),
-        ),
-        _ if !v4 && !v6 => Err(
-            "the two ends have no address family in common; no packet can carry this flow"
-                .to_owned(),
-        ),
-        _ => Ok(()),
-    }
+/// Whether an evaluation meets a case's expectation: every packet the
+/// flow can be (each family of a world end) gets the expected verdict.
+/// Families that differ fail the case whatever it expects: one verdict
+/// cannot describe them, and the line shows both (`IPv4 deny, IPv6
+/// allow`).
+/// The rule every engine's decision is judged by
+/// ([`CaseDecision::passes`]), for a reference [`Evaluation`].
+pub fn passes(evaluation: &Evaluation, expect: FlowVerdict) -> bool {
+    evaluation.no_packet.is_none() && verdicts_pass(&evaluation.families, expect)
 }

@@ -7,9 +7,12 @@ use crate::engine::{CaseDecision, Check, CheckOutcome, Engine, EngineError, Fami
 use crate::{PreparedTest, ResolvedCase};
 
 /// The reference evaluator of `porin test` (`--engine reference`). It
-/// decides a flow once for any address family: the egress check at the
+/// decides a flow once for any address family (the egress check at the
 /// source when it is an endpoint, the ingress check at the destination
-/// when it is one; its explanation names the rules that decided.
+/// when it is one), except a flow with a `world` end, which it decides per
+/// family: the world is one outside address per family, world-ipv4 over
+/// IPv4 and world-ipv6 over IPv6 ([`porin_compiler::explain::WorldPeer`]).
+/// Its explanation names the rules that decided.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Reference;
 
@@ -27,21 +30,29 @@ impl Engine for Reference {
         // Built for every case, not only failing ones: a combinator such as
         // `Both` may quote it when another engine disagrees.
         let explanation = explain(&test.compiled, &evaluation);
+        // One group of checks per packet decided, in the order of the
+        // verdicts (`None` for a flow decided alike in every family). A
+        // flow no packet can carry has none, and fails whatever it expects.
         let checks = evaluation
-            .checks
+            .families
             .iter()
-            .map(|c| Check {
-                endpoint: c.endpoint.clone(),
-                direction: c.direction,
-                outcome: CheckOutcome::from_reference(&c.decision.verdict),
+            .map(|(family, _)| FamilyChecks {
+                family: *family,
+                checks: evaluation
+                    .checks
+                    .iter()
+                    .filter(|c| c.family == *family)
+                    .map(|c| Check {
+                        endpoint: c.endpoint.clone(),
+                        direction: c.direction,
+                        outcome: CheckOutcome::from_reference(&c.decision.verdict),
+                    })
+                    .collect(),
             })
             .collect();
         Ok(CaseDecision::new(
-            evaluation.verdict,
-            vec![FamilyChecks {
-                family: None,
-                checks,
-            }],
+            evaluation.families.clone(),
+            checks,
             explanation,
         ))
     }

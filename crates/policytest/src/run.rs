@@ -2,13 +2,17 @@
 //! by an [`Engine`] and recorded into a [`TestReport`].
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use porin_compiler::limits::Limits;
+use serde_saphyr::Spanned;
 
 use crate::engine::Engine;
 use crate::report::{DecidedCase, record_case, unrun_cases};
-use crate::{FileResult, TestReport, discover, prepare_with_limits, resolve_case};
+use crate::{
+    CaseOutcome, CaseResult, FileResult, PreparedTest, TestFileSpec, TestReport, discover,
+    prepare_with_limits, resolve_case,
+};
 
 /// Runs every test file under `paths` with an engine, under the default
 /// [`Limits`].
@@ -56,13 +60,8 @@ fn run_file_into(
     report: &mut TestReport,
     result: &mut FileResult,
 ) {
-    let prepared = match prepare_with_limits(path, limits) {
-        Ok(p) => p,
-        Err(error) => {
-            result.error = Some(error.clone());
-            report.errors.push(error);
-            return;
-        }
+    let Some(prepared) = prepare_for_run(path, limits, report, result) else {
+        return;
     };
     result.file.clone_from(&prepared.file);
     result.name.clone_from(&prepared.spec.name);
@@ -129,4 +128,82 @@ fn run_file_into(
         };
         record_case(report, result, &prepared, case, decided);
     }
+}
+
+/// Prepares a file for an engine and settles its `expectError`: returns
+/// the test to run, or `None` when the file's outcome is recorded already
+/// (an error, or a refusal that was or was not expected: one pseudo-case
+/// at the line of the `expectError` key, whichever engine was asked for).
+pub fn prepare_for_run(
+    path: &Path,
+    limits: &Limits,
+    report: &mut TestReport,
+    result: &mut FileResult,
+) -> Option<PreparedTest> {
+    let (error, expected) = match prepare_with_limits(path, limits) {
+        Ok(prepared) => match prepared.spec.expect_error.clone() {
+            None => return Some(prepared),
+            Some(expected) => (None, expected),
+        },
+        Err(error) => match expected_error(path) {
+            None => {
+                result.error = Some(error.clone());
+                report.errors.push(error);
+                return None;
+            }
+            Some(expected) => (Some(error), expected),
+        },
+    };
+    let file = path.display().to_string();
+    let (expected, expected_line) = (expected.value, expected.referenced.line());
+    let label = format!("refused with an error containing `{expected}`");
+    let first_line = |e: &str| e.lines().next().unwrap_or_default().to_owned();
+    let (line, outcome, actual) = match error {
+        Some(error) if error.contains(&expected) => {
+            report.passed += 1;
+            (
+                format!("PASS {file}: {label} => {}", first_line(&error)),
+                CaseOutcome::Passed,
+                error,
+            )
+        }
+        Some(error) => {
+            report.failed += 1;
+            let explanation = format!("refused with another error: {error}");
+            (
+                format!("FAIL {file}: {label} => {explanation}"),
+                CaseOutcome::Failed { explanation },
+                error,
+            )
+        }
+        None => {
+            report.failed += 1;
+            let explanation = "the file loaded and compiled".to_owned();
+            (
+                format!("FAIL {file}: {label} => {explanation}"),
+                CaseOutcome::Failed { explanation },
+                "loaded".to_owned(),
+            )
+        }
+    };
+    report.lines.push(line);
+    result.cases.push(CaseResult {
+        index: 0,
+        line: expected_line,
+        label,
+        expected: "error".to_owned(),
+        actual: Some(actual),
+        outcome,
+        duration: Duration::ZERO,
+    });
+    None
+}
+
+/// The `expectError` of a test file that could not be prepared, if it
+/// can be read at all.
+fn expected_error(path: &Path) -> Option<Spanned<String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    serde_saphyr::from_str::<TestFileSpec>(&text)
+        .ok()?
+        .expect_error
 }

@@ -157,3 +157,231 @@ cases:
     );
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Writes a test file into a fresh directory of its own and runs it.
+fn run_text(tag: &str, text: &str) -> porin_policytest::TestReport {
+    run_text_with(tag, text, &mut Reference)
+}
+
+/// [`run_text`] with another engine.
+fn run_text_with(
+    tag: &str,
+    text: &str,
+    engine: &mut dyn porin_policytest::Engine,
+) -> porin_policytest::TestReport {
+    let dir = std::env::temp_dir().join(format!(
+        "porin-policytest-{tag}-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let file = dir.join("world.yaml");
+    std::fs::write(&file, text).expect("the test file is written");
+    let report = run(std::slice::from_ref(&file), engine);
+    let _ = std::fs::remove_dir_all(dir);
+    report
+}
+
+/// Asserts that a file was refused (exit 2) for `reason`.
+fn assert_refused(report: &porin_policytest::TestReport, reason: &str) {
+    assert_eq!(report.exit_code(), 2, "{report:?}");
+    assert!(
+        report.errors.iter().any(|e| e.contains(reason)),
+        "{:?}",
+        report.errors
+    );
+}
+
+/// A test file whose endpoints (`app: web`) allow the world and deny the
+/// prefixes `deny`; the cases follow.
+fn world_file(endpoints: &str, deny: &str) -> String {
+    format!(
+        r#"kind: PolicyTest
+endpoints:
+{endpoints}policies:
+  - inline: |
+      apiVersion: cilium.io/v2
+      kind: CiliumNetworkPolicy
+      metadata: {{name: web, namespace: default}}
+      spec:
+        endpointSelector: {{matchLabels: {{app: web}}}}
+        ingress: [{{fromEntities: [world]}}]
+        ingressDeny: [{{fromCIDR: [{deny}]}}]
+cases:
+"#
+    )
+}
+
+/// Dual-stack and IPv6-only endpoints, only `0.0.0.0/0` denied.
+fn world_one_family() -> String {
+    world_file(
+        r#"  - {name: dual, namespace: default, labels: {app: web}, ips: [10.0.13.2, "fd00::13:2"]}
+  - {name: v6, namespace: default, labels: {app: web}, ips: ["fd00::13:3"]}
+"#,
+        r#""0.0.0.0/0""#,
+    )
+}
+
+/// issue 12 item 3: world traffic is world-ipv4 (9) over IPv4 and
+/// world-ipv6 (10) over IPv6 (`daemon/cmd/hostips-sync.go`), so a deny of
+/// `0.0.0.0/0` alone denies one half of the world. A `world` case towards a
+/// dual-stack endpoint then has two verdicts: it fails whatever it
+/// expects, and the line says which family got which, by name.
+#[test]
+fn a_world_case_whose_families_differ_fails_and_names_both() {
+    for expect in ["deny", "allow"] {
+        let report = run_text(
+            &format!("differ-{expect}"),
+            &format!(
+                "{}  - {{from: world, to: default/dual, port: 80, expect: {expect}}}\n",
+                world_one_family()
+            ),
+        );
+        assert_eq!((report.passed, report.failed), (0, 1), "{:?}", report);
+        let line = &report.lines[0];
+        assert!(line.contains("=> IPv4 deny, IPv6 allow"), "{line}");
+        assert!(
+            line.contains("default/dual ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 identity 9"),
+            "{line}"
+        );
+        assert!(
+            line.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 identity 10"),
+            "{line}"
+        );
+        assert!(!line.contains("identity 2"), "{line}");
+    }
+}
+
+/// `world-ipv4` and `world-ipv6` are one family each: towards an endpoint
+/// without that family no packet exists, and the case is an error, not a
+/// verdict (the kernel engine could not build the packet).
+#[test]
+fn a_world_family_peer_towards_an_endpoint_without_the_family_is_an_error() {
+    let report = run_text(
+        "world-v4-to-v6",
+        &format!(
+            "{}  - {{from: world-ipv4, to: default/v6, port: 80, expect: deny}}\n",
+            world_one_family()
+        ),
+    );
+    assert_refused(&report, "no address family in common");
+    // The IPv6 half reaches it, and `world` is decided in IPv6 only there.
+    let report = run_text(
+        "world-v6-to-v6",
+        &format!(
+            "{}  - {{from: world-ipv6, to: default/v6, port: 80, expect: allow}}
+  - {{from: world, to: default/v6, port: 80, expect: allow}}
+",
+            world_one_family()
+        ),
+    );
+    assert_eq!((report.passed, report.failed), (2, 0), "{:?}", report);
+    assert!(
+        report.files[0]
+            .cases
+            .iter()
+            .all(|c| c.actual.as_deref() == Some("allow")),
+        "{:?}",
+        report
+    );
+}
+
+/// When the policies' prefixes cover every IPv4 address, no IPv4 packet
+/// carries world-ipv4: every outside IPv4 address has a CIDR identity. The
+/// world peer then has no IPv4 address; towards an IPv4-only endpoint the
+/// case is an error that says why, and towards a dual-stack one it is
+/// decided in IPv6 only.
+#[test]
+fn the_world_has_no_address_in_a_family_its_prefixes_cover() {
+    let file = world_file(
+        r#"  - {name: v4, namespace: default, labels: {app: web}, ips: [10.0.15.1]}
+  - {name: dual, namespace: default, labels: {app: web}, ips: [10.0.15.2, "fd00::15:2"]}
+"#,
+        r#""0.0.0.0/1", "128.0.0.0/1""#,
+    );
+    let report = run_text(
+        "covered-v4",
+        &format!("{file}  - {{from: world, to: default/v4, port: 80, expect: deny}}\n"),
+    );
+    assert_refused(
+        &report,
+        "every IPv4 address is inside an endpoint or a policy prefix",
+    );
+    let report = run_text(
+        "covered-dual",
+        &format!(
+            "{file}  - {{from: world, to: default/dual, port: 80, expect: allow}}
+  - {{from: 203.0.113.9, to: default/dual, port: 80, expect: deny}}
+"
+        ),
+    );
+    assert_eq!((report.passed, report.failed), (2, 0), "{:?}", report);
+}
+
+/// A misspelt top-level field (`case:` for `cases:`) used to be skipped,
+/// so the file ran no case and passed: a test that cannot fail. It is an
+/// error of the file now, at the field's line.
+#[test]
+fn an_unknown_top_level_field_refuses_the_file() {
+    let report = run_text(
+        "unknown-field",
+        "kind: PolicyTest\nname: typo\nendpoints:\n  - {name: a, namespace: default, labels: {app: a}}\n\
+         case:\n  - {from: default/a, to: default/a, port: 80, expect: deny}\n",
+    );
+    assert_refused(
+        &report,
+        ":5: unknown field `case` in a document of kind `PolicyTest`",
+    );
+    assert_eq!(report.passed + report.failed, 0, "{report:?}");
+}
+
+/// An engine that allows every flow, decided once for any family.
+struct AllowAll;
+
+impl porin_policytest::Engine for AllowAll {
+    fn name(&self) -> &str {
+        "allow-all"
+    }
+
+    fn decide(
+        &mut self,
+        _: &porin_policytest::PreparedTest,
+        _: &porin_policytest::ResolvedCase,
+    ) -> Result<porin_policytest::CaseDecision, porin_policytest::EngineError> {
+        Ok(porin_policytest::CaseDecision::new(
+            vec![(None, porin_compiler::explain::FlowVerdict::Allow)],
+            Vec::new(),
+            "allowed".to_owned(),
+        ))
+    }
+}
+
+/// `Both` judges the second engine per family too, and compares the
+/// engines family by family: against an engine that allows everything, the
+/// reference's `IPv4 deny, IPv6 allow` for a world case fails it, although
+/// the most permissive verdicts (allow) agree.
+#[test]
+fn both_engines_are_judged_and_compared_per_family() {
+    let report = run_text_with(
+        "both",
+        &format!(
+            "{}  - {{from: world, to: default/dual, port: 80, expect: allow}}\n",
+            world_one_family()
+        ),
+        &mut porin_policytest::Both::new(AllowAll, Reference),
+    );
+    assert_eq!((report.passed, report.failed), (0, 1), "{report:?}");
+    let line = &report.lines[0];
+    assert!(
+        line.contains("=> allow-all allow, reference IPv4 deny, IPv6 allow"),
+        "{line}"
+    );
+    assert!(
+        line.contains("flow verdict: allow-all allow, reference IPv4 deny, IPv6 allow"),
+        "{line}"
+    );
+    assert!(
+        line.contains("reference: default/dual ingress (IPv4, world-ipv4): denied"),
+        "{line}"
+    );
+}

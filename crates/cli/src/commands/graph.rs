@@ -1,13 +1,18 @@
 //! `porin graph POLICIES... --inventory FILE_OR_DIR`: the allowed
 //! connectivity between workloads as Graphviz DOT (built with petgraph).
 //!
-//! A node per endpoint, plus `world` (addresses outside the cluster, as
-//! IPv4 identity `world-ipv4`). An edge A → B means a new connection from
+//! A node per endpoint, plus `world` (addresses outside the cluster and
+//! every policy prefix: identity `world-ipv4` over IPv4 and `world-ipv6`
+//! over IPv6, as a dual-stack agent maps `0.0.0.0/0` and `::/0`,
+//! `daemon/cmd/hostips-sync.go`). An edge A → B means a new connection from
 //! A to B is allowed by both A's egress policy and B's ingress policy, on
 //! the ports in its label (exact: every port class cut by the keys of
 //! both maps is evaluated). Edges to and from `world` check one side only
-//! (world has no policy). Self-edges are left out.
+//! (world has no policy), in each family the endpoint has an address in;
+//! when the families differ the label says which is which (`IPv4: TCP/80;
+//! IPv6: any`). Self-edges are left out.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -16,9 +21,10 @@ use anyhow::Context;
 use clap::Args;
 use petgraph::dot::{Config, Dot};
 use petgraph::graph::{DiGraph, NodeIndex};
-use porin_compiler::identity::Identity;
+use porin_compiler::compile::EndpointPolicy;
+use porin_compiler::ipcache::Family;
 use porin_compiler::mapstate::Direction;
-use porin_connectivity::flows::{allowed, describe};
+use porin_connectivity::flows::{PortRange, allowed, describe};
 
 use super::compile::load_and_compile;
 use crate::limits::LimitArgs;
@@ -84,15 +90,12 @@ pub fn run(args: &GraphArgs) -> anyhow::Result<ExitCode> {
             name: "world".to_owned(),
             world: true,
         });
-        let id = Identity::WORLD_IPV4.get();
         for (i, endpoint) in compiled.endpoints.iter().enumerate() {
-            let out = allowed(&[(&endpoint.state, Direction::Egress, id)]);
-            if !out.is_empty() {
-                graph.add_edge(nodes[i], world, describe(&out));
+            if let Some(label) = world_label(endpoint, Direction::Egress) {
+                graph.add_edge(nodes[i], world, label);
             }
-            let inbound = allowed(&[(&endpoint.state, Direction::Ingress, id)]);
-            if !inbound.is_empty() {
-                graph.add_edge(world, nodes[i], describe(&inbound));
+            if let Some(label) = world_label(endpoint, Direction::Ingress) {
+                graph.add_edge(world, nodes[i], label);
             }
         }
     }
@@ -102,6 +105,36 @@ pub fn run(args: &GraphArgs) -> anyhow::Result<ExitCode> {
         .write_all(dot.as_bytes())
         .context("cannot write to standard output")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The label of the edge between an endpoint and `world` in `direction`:
+/// what the world identity of each family the endpoint has an address in
+/// may do (world-ipv4 over IPv4, world-ipv6 over IPv6). One description
+/// when the families agree, `IPv4: ...; IPv6: ...` when they differ;
+/// `None` when no family passes.
+fn world_label(endpoint: &EndpointPolicy, direction: Direction) -> Option<String> {
+    let families: BTreeSet<Family> = endpoint.ips.iter().map(|ip| Family::of(*ip)).collect();
+    let per_family: Vec<(Family, Vec<PortRange>)> = families
+        .into_iter()
+        .map(|family| {
+            let id = family.world_identity().get();
+            (family, allowed(&[(&endpoint.state, direction, id)]))
+        })
+        .collect();
+    if per_family.iter().all(|(_, ranges)| ranges.is_empty()) {
+        return None;
+    }
+    if per_family.windows(2).all(|w| w[0].1 == w[1].1) {
+        return per_family.first().map(|(_, ranges)| describe(ranges));
+    }
+    Some(
+        per_family
+            .iter()
+            .filter(|(_, ranges)| !ranges.is_empty())
+            .map(|(family, ranges)| format!("{family}: {}", describe(ranges)))
+            .collect::<Vec<_>>()
+            .join("; "),
+    )
 }
 
 fn quote(text: &str) -> String {

@@ -2,8 +2,12 @@
 //!
 //! Decides one flow with the reference evaluator and explains it: which
 //! key matched and which rule produced it, or that no rule allowed it.
-//! Peers: `namespace/name`, `name`, an IP address or an entity word.
-//! Exit codes: 0 allowed or redirected, 1 denied, 2 bad input.
+//! Peers: `namespace/name`, `name`, an IP address or an entity word;
+//! `world` is decided per family (world-ipv4 over IPv4, world-ipv6 over
+//! IPv6), each check line naming the family and identity.
+//! Exit codes: 0 allowed or redirected (in some family, for a world peer
+//! whose families differ), 1 denied, 2 bad input or a flow no packet can
+//! carry.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -100,10 +104,22 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         proto: proto_number,
         port,
     };
+    // A flow no packet can carry has no verdict in the datapath: refuse it
+    // (exit 2) as `porin test` does.
+    flow.families(&compiled).with_context(|| {
+        format!(
+            "{} -> {}",
+            flow.from.describe(&compiled),
+            flow.to.describe(&compiled)
+        )
+    })?;
     let evaluation = evaluate(&compiled, &flow);
+    // When the families of a world end differ, both verdicts are printed
+    // (`IPv4 deny, IPv6 allow`) and the exit code follows the most
+    // permissive: some packet of the flow gets through.
     println!(
         "{}: {} -> {} {}/{}",
-        evaluation.verdict,
+        evaluation.describe_verdict(),
         flow.from.describe(&compiled),
         flow.to.describe(&compiled),
         proto::name(proto_number),

@@ -23,6 +23,7 @@
 //! the same ipcache.
 
 pub mod cilium;
+pub mod invariants;
 pub mod k8s;
 pub mod yaml;
 
@@ -73,9 +74,10 @@ pub struct Endpoint {
     pub name: String,
     /// Kubernetes namespace; `None` for endpoints outside Kubernetes.
     pub namespace: Option<String>,
-    /// The workload's own labels (`key` or `source:key` → value). For
-    /// Kubernetes endpoints the source defaults to `k8s`, otherwise to
-    /// `unspec`.
+    /// The workload's own labels (key → value). A Kubernetes endpoint's
+    /// labels all get source `k8s` (a source the key names is dropped, as
+    /// Cilium's `NewLabel` does); an endpoint outside Kubernetes keeps the
+    /// source its keys name (`source:key`), `unspec` by default.
     pub labels: BTreeMap<String, String>,
     /// Addresses (given or assigned).
     pub ips: Vec<IpAddr>,
@@ -199,14 +201,25 @@ impl Inventory {
     /// each file.
     pub fn load_with_limits(path: &Path, limits: &InventoryLimits) -> Result<Self, InventoryError> {
         let mut inventory = Self::new();
+        inventory.add_path_with_limits(path, limits)?;
+        inventory.finish()?;
+        Ok(inventory)
+    }
+
+    /// Adds the inventory content of a file or directory (not finished),
+    /// read as [`Inventory::load_with_limits`] reads it.
+    pub fn add_path_with_limits(
+        &mut self,
+        path: &Path,
+        limits: &InventoryLimits,
+    ) -> Result<(), InventoryError> {
         let mut files = Vec::new();
         collect_files(path, path, limits, &mut files)?;
         for file in files {
             let text = read_bounded(&file, limits)?;
-            inventory.add_text_with_limits(&file.display().to_string(), &text, limits)?;
+            self.add_text_with_limits(&file.display().to_string(), &text, limits)?;
         }
-        inventory.finish()?;
-        Ok(inventory)
+        Ok(())
     }
 
     /// Adds the inventory content of one file's text (not finished), under
@@ -315,6 +328,22 @@ impl Inventory {
                         pair[0].location.line
                     ),
                 });
+            }
+        }
+        for endpoint in &self.endpoints {
+            // Labels Cilium would not turn into one identity, and given
+            // numbers the endpoint cannot hold, refuse the inventory here,
+            // located, rather than at compile time.
+            let invalid = |message: String| InventoryError::Invalid {
+                file: endpoint.location.file.clone(),
+                line: endpoint.location.line,
+                message: format!("endpoint `{}`: {message}", endpoint.display_name()),
+            };
+            let labels =
+                crate::identities::try_endpoint_identity_labels(endpoint, self).map_err(invalid)?;
+            if let Some(id) = endpoint.identity {
+                crate::identities::check_given_identity(id, &labels)
+                    .map_err(|m| invalid(format!("identity {m}")))?;
             }
         }
         let mut owner: BTreeMap<IpAddr, String> = BTreeMap::new();

@@ -13,6 +13,7 @@
 //!   - {name: web, namespace: prod, labels: {app: web}, ports: [{name: http, port: 8080}]}
 //!   - {name: vm-1, labels: {role: db}, ips: [192.0.2.10]}   # outside Kubernetes
 //!   - {name: cached, namespace: prod, labels: {app: c}, identity: 4242}  # given identity
+//!   - {name: cilium-health, labels: {"reserved:health": ""}, identity: 4}  # a reserved endpoint
 //! fqdns: {api.example.com: [203.0.113.10]}
 //! services:
 //!   - {name: db, namespace: prod, selector: {app: db}}
@@ -29,6 +30,7 @@ use super::{
     AllowLocalhost, Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto,
 };
 use crate::error::InventoryError;
+use crate::identities::{check_given_identity, try_endpoint_identity_labels};
 use crate::limits::{InventoryLimit, InventoryLimits};
 
 /// One parsed YAML document with the line it starts on.
@@ -333,7 +335,7 @@ impl InventoryFields {
                 entry.extend(labels_of(labels));
             }
         }
-        for spanned in &self.endpoints {
+        for (index, spanned) in self.endpoints.iter().enumerate() {
             let line = to_line(spanned.referenced.line());
             let spec = &spanned.value;
             let mut ips = Vec::with_capacity(spec.ips.len());
@@ -366,7 +368,7 @@ impl InventoryFields {
                     message: "endpoint without a name".to_owned(),
                 });
             }
-            inventory.endpoints.push(Endpoint {
+            let endpoint = Endpoint {
                 name: spec.name.clone(),
                 namespace: spec.namespace.clone(),
                 labels: labels_of(&spec.labels),
@@ -379,7 +381,25 @@ impl InventoryFields {
                     file: file.to_owned(),
                     line,
                 },
-            });
+            };
+            if let Some(id) = spec.identity {
+                // Whether the endpoint is a reserved one does not depend on
+                // namespace labels defined later; label errors themselves
+                // are reported by `Inventory::finish`.
+                if let Ok(labels) = try_endpoint_identity_labels(&endpoint, inventory) {
+                    check_given_identity(id, &labels).map_err(|message| {
+                        InventoryError::Invalid {
+                            file: file.to_owned(),
+                            line,
+                            message: format!(
+                                "endpoints[{index}].identity: endpoint `{}`: identity {message}",
+                                endpoint.display_name()
+                            ),
+                        }
+                    })?;
+                }
+            }
+            inventory.endpoints.push(endpoint);
         }
         for (name, ips) in &self.fqdns {
             let mut parsed = Vec::with_capacity(ips.len());
@@ -418,6 +438,98 @@ impl InventoryFields {
     }
 }
 
+/// The top-level fields of an `Inventory` document, as [`InventoryFields`]
+/// reads them (camelCase). A `PolicyTest` document may carry these and its
+/// own fields; each owner checks the union it accepts.
+pub const INVENTORY_FIELDS: &[&str] = &[
+    "kind",
+    "cluster",
+    "allowLocalhost",
+    "namespaces",
+    "endpoints",
+    "fqdns",
+    "services",
+];
+
+/// The top-level keys of one YAML mapping document, with their locations
+/// (values are skipped unread).
+struct TopLevelKeys(Vec<Spanned<String>>);
+
+impl<'de> Deserialize<'de> for TopLevelKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> serde::de::Visitor<'de> for Keys {
+            type Value = TopLevelKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TopLevelKeys, A::Error> {
+                let mut keys = Vec::new();
+                while let Some(key) = map.next_key::<Spanned<String>>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    keys.push(key);
+                }
+                Ok(TopLevelKeys(keys))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
+
+/// Refuses a top-level field that no reader of `kind` documents knows:
+/// serde would skip it, and a misspelt `endpoint:` or `case:` would
+/// silently leave an inventory without endpoints or a test file without
+/// cases, so a test that passes while testing nothing. `accepted(kind)`
+/// gives the fields of a kind, `None` for kinds that are not checked.
+pub fn check_top_level_fields(
+    file: &str,
+    text: &str,
+    limits: &InventoryLimits,
+    accepted: impl Fn(&str) -> Option<Vec<&'static str>>,
+) -> Result<(), InventoryError> {
+    #[derive(Deserialize)]
+    struct Kind {
+        #[serde(default)]
+        kind: Option<String>,
+    }
+    let kinds: Vec<Option<Kind>> =
+        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
+            .map_err(|e| parse_error(file, &e, limits))?;
+    let keys: Vec<Option<TopLevelKeys>> =
+        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
+            .map_err(|e| parse_error(file, &e, limits))?;
+    for (kind, keys) in kinds.into_iter().zip(keys) {
+        let (Some(Kind { kind: Some(kind) }), Some(TopLevelKeys(keys))) = (kind, keys) else {
+            continue;
+        };
+        let Some(fields) = accepted(&kind) else {
+            continue;
+        };
+        if let Some(unknown) = keys
+            .iter()
+            .find(|key| !fields.contains(&key.value.as_str()))
+        {
+            return Err(InventoryError::Invalid {
+                file: file.to_owned(),
+                line: to_line(unknown.referenced.line()),
+                message: format!(
+                    "unknown field `{}` in a document of kind `{kind}`; expected one of {}",
+                    unknown.value,
+                    fields
+                        .iter()
+                        .map(|f| format!("`{f}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Reads the inventory fields of every `Inventory`/`PolicyTest` document of
 /// a text, under the default [`InventoryLimits`].
 pub fn add_inventory_text(
@@ -438,6 +550,9 @@ pub fn add_inventory_text_with_limits(
     let documents: Vec<Option<InventoryFields>> =
         serde_saphyr::from_multiple_with_options(text, parse_options(limits))
             .map_err(|e| parse_error(file, &e, limits))?;
+    check_top_level_fields(file, text, limits, |kind| {
+        (kind == "Inventory").then(|| INVENTORY_FIELDS.to_vec())
+    })?;
     for fields in documents.into_iter().flatten() {
         if matches!(fields.kind.as_deref(), Some("Inventory" | "PolicyTest")) {
             fields.add_to(inventory, file)?;

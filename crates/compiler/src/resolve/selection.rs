@@ -9,7 +9,7 @@
 //! construction:
 //!
 //! - A requirement `In`/`Exists` on a non-CIDR key `k` is satisfied only by
-//!   a label set holding a label with key `k` ([`LabelSet::find`] looks the
+//!   a label set holding a label with key `k` ([`LabelSet::find`](crate::labels::LabelSet::find) looks the
 //!   key up, then checks the source), so the candidates are the identities
 //!   with such a label (an index by label key).
 //! - A requirement `In`/`Exists` on `cidr:<P>` is satisfied only by a label

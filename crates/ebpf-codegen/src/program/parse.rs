@@ -37,6 +37,31 @@ enum Family {
     V6,
 }
 
+impl Family {
+    /// The identity of a peer address the ipcache does not hold: the
+    /// family's world identity of a dual-stack agent, as Cilium's datapath
+    /// assigns on a miss (`WORLD_IPV4_ID` 9 / `WORLD_IPV6_ID` 10 in
+    /// `bpf/bpf_lxc.c` `handle_ipv4_from_lxc` / `handle_ipv6_from_lxc`),
+    /// not reserved:world (2), which no dual-stack packet carries and which
+    /// a `fromCIDR: 0.0.0.0/0` deny (reserved:world-ipv4) would miss.
+    const fn world_identity(self) -> i32 {
+        match self {
+            Family::V4 => WORLD_IPV4_ID,
+            Family::V6 => WORLD_IPV6_ID,
+        }
+    }
+}
+
+/// `WORLD_IPV4_ID` / `WORLD_IPV6_ID` of a dual-stack agent, as immediates;
+/// the compiler's numbering (`pkg/identity/numericidentity.go`) is checked
+/// at build time.
+const WORLD_IPV4_ID: i32 = 9;
+const WORLD_IPV6_ID: i32 = 10;
+const _: () = assert!(
+    porin_compiler::identity::Identity::WORLD_IPV4.get() == WORLD_IPV4_ID as u32
+        && porin_compiler::identity::Identity::WORLD_IPV6.get() == WORLD_IPV6_ID as u32
+);
+
 impl Gen<'_> {
     /// Ethernet and VLAN: jumps to `ipv4` / `ipv6` with
     /// `frame::L3_OFFSET` set, or ends in a verdict.
@@ -120,7 +145,7 @@ impl Gen<'_> {
         self.a
             .store_imm(Size::U32, Reg::R10, frame::IPCACHE_KEY, 32);
         self.copy_stack(peer, frame::IPCACHE_KEY + 4, 4);
-        self.identity_from(names::IPCACHE4);
+        self.identity_from(names::IPCACHE4, Family::V4);
         self.l4(Family::V4, track);
     }
 
@@ -152,7 +177,7 @@ impl Gen<'_> {
         self.a
             .store_imm(Size::U32, Reg::R10, frame::IPCACHE_KEY, 128);
         self.copy_stack(peer, frame::IPCACHE_KEY + 4, 16);
-        self.identity_from(names::IPCACHE6);
+        self.identity_from(names::IPCACHE6, Family::V6);
 
         let a = &mut self.a;
         a.load(Size::U32, Reg::R1, Reg::R10, frame::L3_OFFSET);
@@ -217,13 +242,13 @@ impl Gen<'_> {
         self.l4(Family::V6, track);
     }
 
-    /// `frame::IDENTITY` = ipcache lookup of `frame::IPCACHE_KEY`, or world
-    /// (2) on a miss.
-    fn identity_from(&mut self, map: &str) {
+    /// `frame::IDENTITY` = ipcache lookup of `frame::IPCACHE_KEY`, or the
+    /// family's world identity (9 / 10) on a miss.
+    fn identity_from(&mut self, map: &str, family: Family) {
         let have = self.a.new_label();
         self.lookup(map, frame::IPCACHE_KEY);
         let a = &mut self.a;
-        a.mov64_imm(Reg::R1, 2);
+        a.mov64_imm(Reg::R1, family.world_identity());
         a.jmp_imm(Cond::Eq, Reg::R0, 0, have);
         a.load(Size::U32, Reg::R1, Reg::R0, 0);
         a.bind(have);
