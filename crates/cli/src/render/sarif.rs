@@ -3,10 +3,10 @@
 //! <https://docs.github.com/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning>).
 //!
 //! Decisions:
-//! - every porin code (`PR0xx` with full documentation, `PM0xx` and
-//!   `PC0xx` with their summaries) is a `reportingDescriptor` of the driver,
-//!   in a fixed order, so `ruleIndex` is stable across runs; any other code
-//!   is appended in code order;
+//! - every porin code (each with its registry entry: summary, default
+//!   level, the `porin explain` text as help) is a `reportingDescriptor` of
+//!   the driver, in a fixed order, so `ruleIndex` is stable across runs;
+//!   any other code is appended in code order;
 //! - relative paths use `uriBaseId: "%SRCROOT%"` (the repository root when
 //!   run from it), absolute ones a `file://` URI;
 //! - `partialFingerprints["porinFingerprint/v1"]` hashes (code, file,
@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 
 use porin_lint::codes as lint_codes;
+use porin_model::CodeInfo;
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde_json::{Value, json};
 
@@ -62,38 +63,30 @@ fn physical(location: &Location) -> Value {
     json!({"artifactLocation": artifact(&location.file), "region": region})
 }
 
+fn descriptor(info: &CodeInfo) -> Value {
+    let mut rule = json!({
+        "id": info.code,
+        "name": info.name,
+        "shortDescription": {"text": info.summary},
+        "help": {"text": info.document(), "markdown": info.document()},
+        "defaultConfiguration": {"level": level(info.severity)},
+        "properties": {"tags": ["porin", "network-policy"]},
+    });
+    if let Some(doc) = &info.doc {
+        rule["fullDescription"] = json!({"text": doc.what.replace('\n', " ")});
+    }
+    rule
+}
+
 fn descriptors(extra: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, usize>) {
     let mut rules = Vec::new();
     let mut index = BTreeMap::new();
-    for rule in lint_codes::ALL {
-        index.insert(rule.code, rules.len());
-        rules.push(json!({
-            "id": rule.code,
-            "name": rule.name,
-            "shortDescription": {"text": rule.summary},
-            "fullDescription": {"text": rule.what.replace('\n', " ")},
-            "help": {"text": rule.document(), "markdown": rule.document()},
-            "defaultConfiguration": {"level": level(rule.severity)},
-            "properties": {"tags": ["porin", "network-policy"]},
-        }));
-    }
-    for code in porin_model::codes::ALL {
-        index.insert(code.code, rules.len());
-        rules.push(json!({
-            "id": code.code,
-            "name": code.name,
-            "shortDescription": {"text": code.summary},
-            "defaultConfiguration": {"level": "error"},
-        }));
-    }
-    for (code, name, meaning) in porin_compiler::resolve::codes::ALL {
-        index.insert(code, rules.len());
-        rules.push(json!({
-            "id": code,
-            "name": name,
-            "shortDescription": {"text": meaning},
-            "defaultConfiguration": {"level": "warning"},
-        }));
+    for info in lint_codes::rules()
+        .chain(porin_model::codes::ALL)
+        .chain(porin_compiler::codes::ALL)
+    {
+        index.insert(info.code, rules.len());
+        rules.push(descriptor(info));
     }
     for code in extra {
         if !index.contains_key(code) {
