@@ -6,16 +6,15 @@
 use std::path::Path;
 
 use porin_compiler::codes::ALL;
-use porin_model::registry::{markdown_table, refresh};
+use porin_model::registry::{check_generated, markdown_table};
 
 #[test]
 fn codes_document_is_fresh() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("CODES.md");
-    let update = std::env::var("UPDATE_CODES").is_ok_and(|v| v == "1");
-    let fresh = refresh(&path, &markdown_table(ALL, false), update).expect("CODES.md");
-    assert!(
-        fresh,
-        "{} is stale; run `UPDATE_CODES=1 cargo test -p porin-compiler --test codes_doc`",
-        path.display()
-    );
+    check_generated(
+        &path,
+        &markdown_table(ALL, false),
+        "cargo test -p porin-compiler --test codes_doc",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
 }

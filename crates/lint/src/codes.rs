@@ -67,4 +67,15 @@ mod tests {
         }
         assert!(seen.len() > rules::ALL.len());
     }
+
+    #[test]
+    fn the_rule_table_of_docs_ci_is_fresh() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/ci.md");
+        porin_model::registry::check_generated(
+            &path,
+            &porin_model::registry::markdown_table(rules(), true),
+            "cargo test -p porin-lint --lib codes",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+    }
 }

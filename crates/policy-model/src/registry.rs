@@ -14,10 +14,12 @@
 //! repository (`crates/policy-model/CODES.md`, `crates/compiler/CODES.md`,
 //! the lint table in `docs/ci.md`) are [`markdown_table`]s spliced between
 //! [`BEGIN`] and [`END`]; a test per stage fails when one is stale
-//! (`UPDATE_CODES=1` rewrites it, see [`refresh`]).
+//! (`UPDATE_CODES=1` rewrites it, see [`check_generated`]).
 
 use std::io;
 use std::path::Path;
+
+use thiserror::Error;
 
 use crate::diagnostic::Severity;
 
@@ -260,26 +262,56 @@ pub fn splice(document: &str, table: &str) -> Option<String> {
     ))
 }
 
+/// Why a generated table is not fresh.
+#[derive(Debug, Error)]
+pub enum GeneratedError {
+    /// The file cannot be read or written.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The reason.
+        source: io::Error,
+    },
+    /// The file lacks [`BEGIN`] or [`END`].
+    #[error("{path} lacks the lines `{BEGIN}` and `{END}` around its table")]
+    NoMarkers {
+        /// The file.
+        path: String,
+    },
+    /// The table differs from the registry.
+    #[error("the code table in {path} is stale; run `UPDATE_CODES=1 {regenerate}`")]
+    Stale {
+        /// The file.
+        path: String,
+        /// The command that rewrites it.
+        regenerate: String,
+    },
+}
+
 /// Checks that the generated region of the Markdown file at `path` holds
-/// `table`; with `update`, rewrites it when it does not. `Ok(true)` when
-/// the file is (now) fresh, `Ok(false)` when it is stale; an error when it
-/// cannot be read or written or lacks the markers.
-pub fn refresh(path: &Path, table: &str, update: bool) -> io::Result<bool> {
-    let committed = std::fs::read_to_string(path)?;
-    let expected = splice(&committed, table).ok_or_else(|| {
-        io::Error::new(
-            io::ErrorKind::InvalidData,
-            format!("{} lacks the lines `{BEGIN}` and `{END}`", path.display()),
-        )
+/// `table`, for the freshness test of each table; with the environment
+/// variable `UPDATE_CODES=1`, rewrites it instead. `regenerate` is the
+/// test's command, for the message.
+pub fn check_generated(path: &Path, table: &str, regenerate: &str) -> Result<(), GeneratedError> {
+    let io_error = |source| GeneratedError::Io {
+        path: path.display().to_string(),
+        source,
+    };
+    let committed = std::fs::read_to_string(path).map_err(io_error)?;
+    let expected = splice(&committed, table).ok_or_else(|| GeneratedError::NoMarkers {
+        path: path.display().to_string(),
     })?;
     if committed == expected {
-        return Ok(true);
+        return Ok(());
     }
-    if update {
-        std::fs::write(path, expected)?;
-        return Ok(true);
+    if std::env::var("UPDATE_CODES").is_ok_and(|v| v == "1") {
+        return std::fs::write(path, expected).map_err(io_error);
     }
-    Ok(false)
+    Err(GeneratedError::Stale {
+        path: path.display().to_string(),
+        regenerate: regenerate.to_owned(),
+    })
 }
 
 #[cfg(test)]
