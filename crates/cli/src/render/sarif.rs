@@ -3,10 +3,13 @@
 //! <https://docs.github.com/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning>).
 //!
 //! Decisions:
-//! - every porin code (each with its registry entry: summary, default
-//!   level, the `porin explain` text as help) is a `reportingDescriptor` of
-//!   the driver, in a fixed order, so `ruleIndex` is stable across runs;
-//!   any other code is appended in code order;
+//! - the driver's rules are the codes that have results, in code order,
+//!   each a `reportingDescriptor` from the code registry (summary, default
+//!   level, the `porin explain` text as help, the full description where
+//!   documented). A result's `ruleIndex` thus depends only on the codes of
+//!   its own run, not on how many codes porin has, so a new code changes no
+//!   other run's output; code scanning needs the descriptors of the rules
+//!   that have results, and the others were dead weight in every upload;
 //! - relative paths use `uriBaseId: "%SRCROOT%"` (the repository root when
 //!   run from it), absolute ones a `file://` URI;
 //! - `partialFingerprints["porinFingerprint/v1"]` hashes (code, file,
@@ -78,31 +81,25 @@ fn descriptor(info: &CodeInfo) -> Value {
     rule
 }
 
-fn descriptors(extra: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, usize>) {
+/// The driver's rules: one `reportingDescriptor` per code that has a
+/// result, in code order (an unregistered code gets a bare one), and each
+/// code's index among them.
+fn descriptors(codes: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, usize>) {
     let mut rules = Vec::new();
     let mut index = BTreeMap::new();
-    for info in lint_codes::rules()
-        .chain(porin_model::codes::ALL)
-        .chain(porin_compiler::codes::ALL)
-    {
-        index.insert(info.code, rules.len());
-        rules.push(descriptor(info));
-    }
-    for code in extra {
-        if !index.contains_key(code) {
-            index.insert(code, rules.len());
-            rules.push(json!({"id": code}));
-        }
+    for code in codes {
+        index.insert(*code, rules.len());
+        rules.push(lint_codes::find(code).map_or_else(|| json!({"id": code}), descriptor));
     }
     (rules, index)
 }
 
 /// Renders findings as one SARIF log with one run.
 pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
-    let mut extra: Vec<&'static str> = diagnostics.iter().map(|d| d.code).collect();
-    extra.sort_unstable();
-    extra.dedup();
-    let (rules, index) = descriptors(&extra);
+    let mut codes: Vec<&'static str> = diagnostics.iter().map(|d| d.code).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    let (rules, index) = descriptors(&codes);
     let mut occurrences: BTreeMap<String, usize> = BTreeMap::new();
     let mut results = Vec::new();
     for d in diagnostics {
@@ -179,4 +176,50 @@ pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
     let mut text = serde_json::to_string_pretty(&log).unwrap_or_else(|_| "{}".to_owned());
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver lists the codes that have results, once each, in code
+    /// order, with the registry's default level; indices follow.
+    #[test]
+    fn rules_are_the_codes_with_results_in_code_order() {
+        let of = |code: &str| {
+            let info = lint_codes::find(code).copied().unwrap();
+            Diagnostic::new(info, format!("a {code} finding"))
+        };
+        let findings = [of("PR010"), of("PM037"), of("PR010"), of("PC006")];
+        let log: Value = serde_json::from_str(&render(&findings, &RunInfo::default())).unwrap();
+        let run = &log["runs"][0];
+        let rules: Vec<(&str, &str)> = run["tool"]["driver"]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_str().unwrap(),
+                    r["defaultConfiguration"]["level"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        // PM037 is a warning and PC006 an error by the registry (both were
+        // once guessed per stage).
+        assert_eq!(
+            rules,
+            [
+                ("PC006", "error"),
+                ("PM037", "warning"),
+                ("PR010", "warning")
+            ]
+        );
+        let indices: Vec<u64> = run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["ruleIndex"].as_u64().unwrap())
+            .collect();
+        assert_eq!(indices, [2, 1, 2, 0]);
+    }
 }
