@@ -129,6 +129,19 @@ impl<'a> PolicyInput<'a> {
             .and_then(|r| source.locate(self.file, self.document, &r))
             .map_or((0, 0), |l| (l.line, l.column))
     }
+
+    /// The location of a field path of this policy (line and column 0 if
+    /// unknown).
+    pub fn location(&self, route: &str) -> Location {
+        let (line, column) = self.locate(route);
+        Location {
+            file: self.file.to_owned(),
+            document: self.document,
+            line,
+            column,
+            route: route.to_owned(),
+        }
+    }
 }
 
 /// The result of lowering all policies.
@@ -442,17 +455,6 @@ struct ItemCtx<'x> {
 }
 
 impl Ctx<'_> {
-    fn location(&self, input: &PolicyInput<'_>, route: &str) -> Location {
-        let (line, column) = input.locate(route);
-        Location {
-            file: input.file.to_owned(),
-            document: input.document,
-            line,
-            column,
-            route: route.to_owned(),
-        }
-    }
-
     fn new_origin(
         &mut self,
         input: &PolicyInput<'_>,
@@ -487,7 +489,7 @@ impl Ctx<'_> {
         route: &str,
         message: String,
     ) -> usize {
-        let location = self.location(input, route);
+        let location = input.location(route);
         self.out
             .diagnostics
             .push(Diagnostic::new(code, message).at(location));

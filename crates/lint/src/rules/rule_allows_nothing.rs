@@ -4,7 +4,7 @@
 //! §3.2). Kubernetes NetworkPolicy is different (`ingress: [{}]` allows
 //! all there) and is not checked.
 
-use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
 use super::Rule;
@@ -80,16 +80,6 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                     let present = |name: &str| fields.get(name).is_some_and(|v| !v.is_null());
                     let has_peer = PEER_FIELDS.iter().any(|f| present(f));
                     let has_port = PORT_FIELDS.iter().any(|f| present(f));
-                    let location = |route: &str| {
-                        let (line, column) = input.locate(route);
-                        Location {
-                            file: input.file.to_owned(),
-                            document: input.document,
-                            line,
-                            column,
-                            route: route.to_owned(),
-                        }
-                    };
                     if !has_peer && !has_port {
                         let direction = if section.starts_with("ingress") {
                             "ingress"
@@ -107,7 +97,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                         };
                         out.push(
                             Diagnostic::new(RULE.info, message)
-                                .at(location(&route))
+                                .at(input.location(&route))
                                 .note("an item with no peer and no port selects nothing in Cilium (semantics.md §3.2); in a Kubernetes NetworkPolicy the same item would allow everything")
                                 .help(format!("to allow all, write `{section}: [{{{}: [all]}}]`; to deny all on purpose, annotate the policy with `porin.dev/ignore: PR012`", if section.starts_with("ingress") { "fromEntities" } else { "toEntities" })),
                         );
@@ -121,7 +111,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                             out.push(
                                 Diagnostic::new(RULE.info, format!("`{field}: []` selects no peer: this item {verb} nothing{}", if has_port { ", even with `toPorts`" } else { "" }),
                                 )
-                                .at(location(&format!("{route}.{field}")))
+                                .at(input.location(&format!("{route}.{field}")))
                                 .note("an explicitly empty peer list selects nothing (`mergeEndpointSelectors` returns nil), unlike an omitted field (semantics.md §3.2)")
                                 .help(format!("remove `{field}` to apply the ports to every peer, or list the peers")),
                             );

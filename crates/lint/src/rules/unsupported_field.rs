@@ -9,7 +9,7 @@
 //! upgrade notes). Fields whose first release could not be established are
 //! left out rather than guessed (see `FIELDS`' doc).
 
-use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
 use super::Rule;
@@ -463,16 +463,9 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         for (prefix, rule, kinds) in rules {
             for finding in unsupported(&rule, kinds, wanted) {
                 let route = format!("{prefix}.{}", finding.route);
-                let (line, column) = input.locate(&route);
                 out.push(
                     Diagnostic::new(RULE.info, finding.message)
-                        .at(Location {
-                            file: input.file.to_owned(),
-                            document: input.document,
-                            line,
-                            column,
-                            route,
-                        })
+                        .at(input.location(&route))
                         .note(finding.note)
                         .help(
                             "upgrade Cilium (and set `ciliumVersion` in .porin.yaml), or express the \
