@@ -49,6 +49,7 @@ register! {
     named_port_unresolved,
     unsupported_field,
     range_partly_covered,
+    port_rule_without_ports,
 }
 
 /// Runs every enabled check (the ones needing an inventory only with one).
