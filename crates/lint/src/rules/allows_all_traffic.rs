@@ -34,7 +34,10 @@ every other rule becomes redundant.",
 /// Reports allow-everything rules.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     for (index, rule) in cx.rules().iter().enumerate() {
-        if rule.deny || !rule.ports.is_empty() || !is_user_rule(cx, index) {
+        // An item with `toPorts` whose port rules list no port has no ports
+        // either, but allows nothing (PR018): only an L3-only item allows
+        // every port.
+        if rule.deny || !rule.l3_only || !rule.ports.is_empty() || !is_user_rule(cx, index) {
             continue;
         }
         let wildcard = rule

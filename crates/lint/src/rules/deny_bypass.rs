@@ -191,7 +191,9 @@ fn denied_ports(
         .filter(|p| p.direction == rule.direction)
         .map(|p| (p.proto, p.port, p.end_port))
         .collect();
-    if rule.ports.is_empty() {
+    // Every port only for an L3-only deny; one whose port rules list no
+    // port denies none (PR018), and the loop below finds none.
+    if rule.l3_only {
         return classes.into_iter().map(|(p, port, _)| (p, port)).collect();
     }
     let mut out = BTreeSet::new();
