@@ -155,7 +155,7 @@ const fn starts_with(code: &str, prefix: &str) -> bool {
     true
 }
 
-/// Fails (at compile time: [`code_table!`] calls it in a constant) unless
+/// Fails (at compile time: [`crate::code_table!`] calls it in a constant) unless
 /// every code of `table` carries its stage's prefix and the codes ascend,
 /// each once.
 pub const fn assert_table(table: &[CodeInfo]) {
