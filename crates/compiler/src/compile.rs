@@ -14,9 +14,10 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnetwork::IpNetwork;
-use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::diagnostic::Diagnostic;
 use serde::Serialize;
 
+use crate::codes;
 use crate::error::CompileError;
 use crate::identities::{IdentityInfo, IdentityKind, IdentityTable};
 use crate::identity::Identity;
@@ -25,7 +26,6 @@ use crate::ipcache::{Family, Ipcache, first_uncovered};
 use crate::labels::{LabelSet, host_prefix};
 use crate::limits::{CompileLimits, EntryBudget};
 use crate::mapstate::{Direction, Entry, Key, MapState};
-use crate::resolve::codes;
 use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
 use crate::resolve::rule::proto;
@@ -492,7 +492,6 @@ fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnost
             findings.push(
                 Diagnostic::new(
                     codes::SELECTS_NOTHING,
-                    Severity::Info,
                     format!("{kind} `{label}` selects no endpoint of the inventory"),
                 )
                 .note(format!("defined in {file}")),

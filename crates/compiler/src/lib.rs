@@ -23,12 +23,14 @@
 //!   synthetic cluster generators of the benchmarks and tests
 //!   (`compile::synthetic`) need the `synthetic` feature;
 //! - [`explain`]: the reference evaluator of flows;
+//! - [`codes`]: the stage's diagnostic codes (`PC0xx`);
 //! - [`limits`]: compile-time resource limits ([`limits::CompileLimits`]);
 //! - [`error`]: the stage's errors.
 
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]
 
+pub mod codes;
 pub mod compile;
 pub mod diff;
 pub mod error;

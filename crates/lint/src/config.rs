@@ -229,7 +229,7 @@ pub fn parse_ignore(value: &str) -> (Vec<&'static str>, Vec<String>) {
         .filter(|t| !t.is_empty())
     {
         if token.eq_ignore_ascii_case("all") {
-            codes_out.extend(codes::ALL.iter().map(|r| r.code));
+            codes_out.extend(codes::rules().map(|r| r.code));
         } else if let Some(info) = codes::lookup(token) {
             codes_out.push(info.code);
         } else {

@@ -12,9 +12,11 @@
 //! The verifier: lint rules over policies and their compiled map state
 //! (`porin lint`, issue #5).
 //!
-//! Findings are [`Diagnostic`]s with `PR0xx` codes from the registry in
-//! [`codes`]; each rule's check is one module under `rules/`. Rules that
-//! need an inventory are skipped without one (the report says which).
+//! Findings are [`Diagnostic`]s with `PR0xx` codes; each rule is one module
+//! under `rules/` that declares its code, name, default severity and
+//! documentation next to its check, and [`rules::ALL`] lists them
+//! ([`codes`] looks them up, with the codes of the other stages). Rules
+//! that need an inventory are skipped without one (the report says which).
 //!
 //! The shadowing rules (PR004, PR005, PR009) are exact: for each allow rule
 //! and each endpoint it selects, the verifier recompiles that endpoint's
@@ -87,7 +89,7 @@ pub fn verify(
     )?;
     let mut raw: Vec<Diagnostic> = Vec::new();
     let mut skipped = Vec::new();
-    for info in codes::ALL {
+    for info in codes::rules() {
         if config.level(info.code) == RuleLevel::Off {
             continue;
         }
@@ -103,7 +105,13 @@ pub fn verify(
         raw.extend(
             cx.compile_diagnostics
                 .iter()
-                .filter(|d| !matches!(d.code, "PC004" | "PC008"))
+                .filter(|d| {
+                    ![
+                        porin_compiler::codes::NAMED_PORT.code,
+                        porin_compiler::codes::SELECTS_NOTHING.code,
+                    ]
+                    .contains(&d.code)
+                })
                 .cloned(),
         );
     }
@@ -125,8 +133,9 @@ fn finish(
     };
     let mut seen: BTreeSet<String> = BTreeSet::new();
     for mut d in raw {
-        // Rules set their default severity themselves (the capacity
-        // rules pick error or warning); the configuration only overrides.
+        // A finding has its code's default severity from the registry (or,
+        // PR003 below the limit, a milder one its rule chose); the
+        // configuration only overrides.
         match config.rules.get(d.code) {
             Some(RuleLevel::Off) => {
                 *report.suppressed.entry(d.code).or_default() += 1;
@@ -207,8 +216,7 @@ pub fn annotation_problems(inputs: &[PolicyInput<'_>]) -> Vec<Diagnostic> {
             let (line, column) = input.locate(route);
             out.push(
                 Diagnostic::new(
-                    "PR000",
-                    Severity::Warning,
+                    codes::UNKNOWN_IGNORED_RULE,
                     format!("`{IGNORE_ANNOTATION}` names unknown lint rule `{name}`"),
                 )
                 .at(Location {

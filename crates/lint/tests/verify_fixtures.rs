@@ -68,7 +68,7 @@ fn every_rule_has_a_fixture_directory() {
         .iter()
         .map(|d| d.file_name().unwrap().to_string_lossy().into_owned())
         .collect();
-    for rule in codes::ALL {
+    for rule in codes::rules() {
         let expected = format!("{}_{}", rule.code, rule.name.replace('-', "_"));
         assert!(
             names.contains(&expected),

@@ -1,109 +1,93 @@
-//! The model stage's diagnostic codes (`PM0xx`). Codes are stable: a code is
-//! never reused for another condition; retired codes stay listed.
+//! The model stage's diagnostic codes (`PM0xx`), in the registry's one
+//! shape ([`CodeInfo`]). Codes are stable: a code is never reused for
+//! another condition; retired codes stay listed. `CODES.md` is generated
+//! from [`ALL`].
 
-/// Documentation of one diagnostic code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CodeInfo {
-    /// The code, e.g. `PM021`.
-    pub code: &'static str,
-    /// Kebab-case name.
-    pub name: &'static str,
-    /// One-sentence description, with the Cilium/Kubernetes source of the rule.
-    pub summary: &'static str,
-}
+use crate::registry::{self, CodeInfo};
 
-macro_rules! codes {
-    ($($(#[$doc:meta])* $ident:ident = $code:literal, $name:literal, $summary:literal;)*) => {
-        $( $(#[$doc])* pub const $ident: &str = $code; )*
-        /// Every model code, in code order.
-        pub const ALL: &[CodeInfo] = &[
-            $( CodeInfo { code: $code, name: $name, summary: $summary }, )*
-        ];
-    };
-}
-
-codes! {
+crate::code_table! {
+    stage: Model, needs_inventory: false;
     /// Not valid YAML, or not UTF-8.
-    YAML_SYNTAX = "PM001", "yaml-syntax", "The file is not valid YAML (or not UTF-8); nothing after the error is read.";
+    YAML_SYNTAX = "PM001", "yaml-syntax", Error, "The file is not valid YAML (or not UTF-8); nothing after the error is read.";
     /// A [`crate::LoadLimits`] bound was hit.
-    LIMIT_EXCEEDED = "PM002", "limit-exceeded", "The input exceeds a LoadLimits bound (size, depth, node count incl. alias expansion, documents).";
+    LIMIT_EXCEEDED = "PM002", "limit-exceeded", Error, "The input exceeds a LoadLimits bound (size, depth, node count incl. alias expansion, documents).";
     /// Field the type does not have.
-    UNKNOWN_FIELD = "PM003", "unknown-field", "A field the resource does not define; the API server rejects unknown fields (strict field validation).";
+    UNKNOWN_FIELD = "PM003", "unknown-field", Error, "A field the resource does not define; the API server rejects unknown fields (strict field validation).";
     /// Wrong YAML type.
-    WRONG_TYPE = "PM004", "wrong-type", "A value has the wrong type, e.g. an unquoted integer where the CRD wants a string (`port: 8080`).";
+    WRONG_TYPE = "PM004", "wrong-type", Error, "A value has the wrong type, e.g. an unquoted integer where the CRD wants a string (`port: 8080`).";
     /// Required field missing.
-    MISSING_FIELD = "PM005", "missing-field", "A field the CRD/API marks required is missing.";
+    MISSING_FIELD = "PM005", "missing-field", Error, "A field the CRD/API marks required is missing.";
     /// Value outside an enum.
-    INVALID_ENUM = "PM006", "invalid-enum-value", "A value outside the CRD enumeration (protocol, entity, operator, family, ...).";
+    INVALID_ENUM = "PM006", "invalid-enum-value", Error, "A value outside the CRD enumeration (protocol, entity, operator, family, ...).";
     /// Repeated mapping key.
-    DUPLICATE_KEY = "PM007", "duplicate-key", "The same key twice in one mapping; kubectl refuses it.";
+    DUPLICATE_KEY = "PM007", "duplicate-key", Error, "The same key twice in one mapping; kubectl refuses it.";
     /// Document of another kind.
-    SKIPPED_DOCUMENT = "PM008", "skipped-document", "A document that is not a policy (e.g. a Deployment) is skipped.";
+    SKIPPED_DOCUMENT = "PM008", "skipped-document", Info, "A document that is not a policy (e.g. a Deployment) is skipped.";
     /// Wrong apiVersion/kind/document shape.
-    BAD_RESOURCE = "PM009", "bad-resource", "A policy kind with an unsupported apiVersion, or a document/list that is not a mapping of the expected shape.";
+    BAD_RESOURCE = "PM009", "bad-resource", Error, "A policy kind with an unsupported apiVersion, or a document/list that is not a mapping of the expected shape.";
     /// `metadata.name` missing.
-    MISSING_NAME = "PM010", "missing-name", "`metadata.name` is required (`CiliumNetworkPolicy must have name`, cnp_types.go).";
+    MISSING_NAME = "PM010", "missing-name", Error, "`metadata.name` is required (`CiliumNetworkPolicy must have name`, cnp_types.go).";
     /// Neither `spec` nor `specs`.
-    EMPTY_POLICY = "PM011", "empty-policy", "A CNP/CCNP has neither `spec` nor `specs` (`Invalid CiliumNetworkPolicy spec(s): empty policy`).";
+    EMPTY_POLICY = "PM011", "empty-policy", Error, "A CNP/CCNP has neither `spec` nor `specs` (`Invalid CiliumNetworkPolicy spec(s): empty policy`).";
     /// Rule without any direction list.
-    NO_DIRECTION = "PM012", "rule-without-direction", "`rule must have at least one of Ingress, IngressDeny, Egress, EgressDeny` (rule_validation.go).";
+    NO_DIRECTION = "PM012", "rule-without-direction", Error, "`rule must have at least one of Ingress, IngressDeny, Egress, EgressDeny` (rule_validation.go).";
     /// Subject selector missing or doubled.
-    SUBJECT_SELECTOR = "PM013", "subject-selector", "A rule needs exactly one of endpointSelector/nodeSelector (rule_validation.go).";
+    SUBJECT_SELECTOR = "PM013", "subject-selector", Error, "A rule needs exactly one of endpointSelector/nodeSelector (rule_validation.go).";
     /// nodeSelector in a namespaced policy.
-    NODE_SELECTOR_IN_CNP = "PM014", "node-selector-in-cnp", "`rule cannot have NodeSelector` in a CiliumNetworkPolicy (cnp_types.go Parse).";
+    NODE_SELECTOR_IN_CNP = "PM014", "node-selector-in-cnp", Error, "`rule cannot have NodeSelector` in a CiliumNetworkPolicy (cnp_types.go Parse).";
     /// Invalid label selector.
-    LABEL_SELECTOR = "PM015", "invalid-label-selector", "`invalid label selector`: k8s ValidateLabelSelector plus the CRD's matchLabels value pattern.";
+    LABEL_SELECTOR = "PM015", "invalid-label-selector", Error, "`invalid label selector`: k8s ValidateLabelSelector plus the CRD's matchLabels value pattern.";
     /// Mixed L3 kinds in one rule item.
-    L3_MIXING = "PM016", "l3-mixing", "`combining %s and %s is not supported yet`: one rule item may use one L3 peer kind (rule_validation.go).";
+    L3_MIXING = "PM016", "l3-mixing", Error, "`combining %s and %s is not supported yet`: one rule item may use one L3 peer kind (rule_validation.go).";
     /// Entity not accepted.
-    ENTITY = "PM017", "unsupported-entity", "`unsupported entity`: an entity outside the CRD enum (world-ipv4/world-ipv6 are Go-only).";
+    ENTITY = "PM017", "unsupported-entity", Error, "`unsupported entity`: an entity outside the CRD enum (world-ipv4/world-ipv6 are Go-only).";
     /// Invalid CIDR.
-    CIDR = "PM018", "invalid-cidr", "A CIDR that does not parse, lacks a prefix length (CRD format: cidr), or has host bits set where Cilium rejects it.";
+    CIDR = "PM018", "invalid-cidr", Error, "A CIDR that does not parse, lacks a prefix length (CRD format: cidr), or has host bits set where Cilium rejects it.";
     /// CIDR rule shape or except.
-    CIDR_RULE = "PM019", "invalid-cidr-rule", "CIDRRule needs exactly one of cidr/cidrGroupRef/cidrGroupSelector, and every except inside cidr (cidr.go).";
+    CIDR_RULE = "PM019", "invalid-cidr-rule", Error, "CIDRRule needs exactly one of cidr/cidrGroupRef/cidrGroupSelector, and every except inside cidr (cidr.go); `except` with a CIDR group, which Cilium ignores, is a warning.";
     /// FQDN selector.
-    FQDN = "PM020", "invalid-fqdn-selector", "matchName/matchPattern: exactly one, valid characters, at most 255 characters (fqdn.go, matchpattern.go).";
+    FQDN = "PM020", "invalid-fqdn-selector", Error, "matchName/matchPattern: exactly one, valid characters, at most 255 characters (fqdn.go, matchpattern.go).";
     /// Port value.
-    PORT = "PM021", "invalid-port", "A port must be a number 0-65535 or a valid port name (`unable to parse port`, `port must be specified`, `port must be empty or 0`).";
+    PORT = "PM021", "invalid-port", Error, "A port must be a number 0-65535 or a valid port name (`unable to parse port`, `port must be specified`, `port must be empty or 0`); a VRRP/IGMP rule without a port, valid only with enable-extended-ip-protocols, is a warning.";
     /// Too many ports.
-    TOO_MANY_PORTS = "PM022", "too-many-ports", "`too many ports, the max is 40` (CRD maxItems 40, rule_validation.go).";
+    TOO_MANY_PORTS = "PM022", "too-many-ports", Error, "`too many ports, the max is 40` (CRD maxItems 40, rule_validation.go).";
     /// Protocol value.
-    PROTOCOL = "PM023", "invalid-protocol", "`invalid protocol %q, must be { tcp | udp | sctp | vrrp | igmp | any }`; the CRD accepts upper case only.";
+    PROTOCOL = "PM023", "invalid-protocol", Error, "`invalid protocol %q, must be { tcp | udp | sctp | vrrp | igmp | any }`; the CRD accepts upper case only.";
     /// endPort problems.
-    END_PORT = "PM024", "invalid-end-port", "endPort out of 0-65535, or (NetworkPolicy) endPort < port / endPort with a named port.";
+    END_PORT = "PM024", "invalid-end-port", Error, "endPort out of 0-65535, or (NetworkPolicy) endPort < port / endPort with a named port.";
     /// L7 rule constraints.
-    L7 = "PM025", "invalid-l7-rules", "L7 rules: one kind per port rule, TCP only (except DNS), not on port 0, l7 needs l7proto, no empty keys.";
+    L7 = "PM025", "invalid-l7-rules", Error, "L7 rules: one kind per port rule, TCP only (except DNS), not on port 0, l7 needs l7proto, no empty keys.";
     /// DNS rule constraints.
-    DNS = "PM026", "invalid-dns-rules", "DNS rules: egress only, ports required, no port ranges, matchName/matchPattern valid.";
+    DNS = "PM026", "invalid-dns-rules", Error, "DNS rules: egress only, ports required, no port ranges, matchName/matchPattern valid.";
     /// ICMP constraints.
-    ICMP = "PM027", "invalid-icmp", "ICMP: at most 40 fields, known type names, 0-255, family IPv4/IPv6, not together with toPorts.";
+    ICMP = "PM027", "invalid-icmp", Error, "ICMP: at most 40 fields, known type names, 0-255, family IPv4/IPv6, not together with toPorts.";
     /// SNI / TLS.
-    SERVER_NAMES = "PM028", "invalid-server-names", "serverNames: non-empty, valid pattern, not with L7 rules unless TLS is terminated.";
+    SERVER_NAMES = "PM028", "invalid-server-names", Error, "serverNames: non-empty, valid pattern, not with L7 rules unless TLS is terminated.";
     /// Listener.
-    LISTENER = "PM029", "invalid-listener", "listener: not on ingress, not with L7 rules, names non-empty, priority 1-100.";
+    LISTENER = "PM029", "invalid-listener", Error, "listener: not on ingress, not with L7 rules, names non-empty, priority 1-100.";
     /// HTTP rules.
-    HTTP = "PM030", "invalid-http-rule", "HTTP rules: regexes must compile, header matches need a name, secrets a name.";
+    HTTP = "PM030", "invalid-http-rule", Error, "HTTP rules: regexes must compile, header matches need a name, secrets a name.";
     /// fromRequires / toRequires.
-    REQUIRES_REMOVED = "PM031", "requires-removed", "fromRequires/toRequires were removed in Cilium 1.19 (CRD maxItems: 0).";
+    REQUIRES_REMOVED = "PM031", "requires-removed", Error, "fromRequires/toRequires were removed in Cilium 1.19 (CRD maxItems: 0).";
     /// Host (nodeSelector) L7.
-    HOST_L7 = "PM032", "host-policy-l7", "Host policies (nodeSelector) reject L7 on ingress and HTTP/Kafka on egress (rule_validation.go).";
+    HOST_L7 = "PM032", "host-policy-l7", Error, "Host policies (nodeSelector) reject L7 on ingress and HTTP/Kafka on egress (rule_validation.go).";
     /// reserved:init in CNP.
-    RESERVED_INIT_CNP = "PM033", "reserved-init-in-cnp", "`CiliumNetworkPolicy incorrectly matches reserved:init label`; use a CCNP (validator).";
+    RESERVED_INIT_CNP = "PM033", "reserved-init-in-cnp", Error, "`CiliumNetworkPolicy incorrectly matches reserved:init label`; use a CCNP (validator).";
     /// log value.
-    LOG = "PM034", "invalid-log", "log.value: at most 32 printable characters (CRD).";
+    LOG = "PM034", "invalid-log", Error, "log.value: at most 32 printable characters (CRD).";
     /// NetworkPolicy specifics.
-    NETWORK_POLICY = "PM035", "invalid-network-policy", "Kubernetes NetworkPolicy API validation: podSelector, peers, ipBlock, ports.";
+    NETWORK_POLICY = "PM035", "invalid-network-policy", Error, "Kubernetes NetworkPolicy API validation: podSelector, peers, ipBlock, ports; a missing spec or podSelector, which Kubernetes reads as every pod, is a warning.";
     /// Node selector labels flag.
-    NODES_FLAG = "PM037", "nodes-need-flag", "fromNodes/toNodes only apply with enable-node-selector-labels=true (default false) — a warning.";
+    NODES_FLAG = "PM037", "nodes-need-flag", Warning, "fromNodes/toNodes only apply with enable-node-selector-labels=true (default false) — a warning.";
     /// Label / string patterns.
-    PATTERN = "PM038", "invalid-string-format", "A string outside the CRD's pattern or length (cidrGroupRef, label values, listener names, ...).";
+    PATTERN = "PM038", "invalid-string-format", Error, "A string outside the CRD's pattern or length (cidrGroupRef, label values, listener names, ...).";
     /// Obsolete field kept for compatibility.
-    OBSOLETE_FIELD = "PM041", "obsolete-field", "A pre-1.14 field (`auth`) the 1.19 CRD does not define: the API server prunes it, so it has no effect — a warning.";
+    OBSOLETE_FIELD = "PM041", "obsolete-field", Warning, "A pre-1.14 field (`auth`) the 1.19 CRD does not define: the API server prunes it, so it has no effect — a warning.";
     /// Two documents name the same object.
-    DUPLICATE_POLICY = "PM042", "duplicate-policy", "Two documents with the same kind, namespace and name: a cluster keeps one object per name (a second apply replaces the first), so applying both over-allows; the later copy is an error.";
+    DUPLICATE_POLICY = "PM042", "duplicate-policy", Error, "Two documents with the same kind, namespace and name: a cluster keeps one object per name (a second apply replaces the first), so applying both over-allows; the later copy is an error.";
 }
 
-/// The documentation of a code.
-pub fn lookup(code: &str) -> Option<&'static CodeInfo> {
-    ALL.iter().find(|info| info.code == code)
+/// The model code with this code or name, case-insensitive.
+pub fn lookup(code_or_name: &str) -> Option<&'static CodeInfo> {
+    registry::lookup(ALL, code_or_name)
 }

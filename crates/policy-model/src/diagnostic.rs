@@ -3,13 +3,17 @@
 //!
 //! A diagnostic is data: a stable code, a severity, a one-phrase
 //! message, a primary location, related locations, notes and help. Stages
-//! produce them; the CLI renders them. Codes are `PM0xx` (model), `PC0xx`
-//! (compiler), `PR0xx` (lint/verifier).
+//! produce them; the CLI and the C API render them. Codes are `PM0xx`
+//! (model), `PC0xx` (compiler), `PR0xx` (lint), each documented once in the
+//! code registry ([`crate::registry`]), which also gives a finding its
+//! default severity.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
+
+use crate::registry::CodeInfo;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -69,17 +73,28 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// A diagnostic with only code, severity and message set.
-    pub fn new(code: &'static str, severity: Severity, message: impl Into<String>) -> Self {
+    /// A finding of `code` with its message, at the code's default
+    /// severity (from the registry).
+    pub fn new(code: CodeInfo, message: impl Into<String>) -> Self {
         Diagnostic {
-            code,
-            severity,
+            code: code.code,
+            severity: code.severity,
             message: message.into(),
             primary: None,
             related: Vec::new(),
             notes: Vec::new(),
             help: None,
         }
+    }
+
+    /// Sets a severity other than the code's default, for the few
+    /// conditions that are milder (or graver) than the rest of their code,
+    /// e.g. an ipcache above the warning fraction (PR003, an error when
+    /// full). The caller says why.
+    #[must_use]
+    pub fn with_severity(mut self, severity: Severity) -> Self {
+        self.severity = severity;
+        self
     }
 
     /// Sets the primary location.

@@ -12,7 +12,9 @@
 //! - [`model`]: the serde types ([`PolicyDocument`], [`Rule`], ...).
 //! - [`load_path`], [`load_paths`], [`load_str`], [`load_reader`]: the loader.
 //! - [`diagnostic`]: [`Diagnostic`], [`Location`], the human and JSON renderers.
-//! - [`codes`]: the `PM0xx` codes and their documentation.
+//! - [`registry`]: [`CodeInfo`], the one shape of every stage's codes, and
+//!   the generated code tables.
+//! - [`codes`]: the `PM0xx` codes.
 //! - [`LoadLimits`]: resource bounds.
 //!
 //! ```
@@ -45,6 +47,7 @@ pub mod invariants;
 pub mod limits;
 pub mod loader;
 pub mod model;
+pub mod registry;
 pub mod route;
 pub mod schema;
 mod suggest;
@@ -57,4 +60,5 @@ pub use loader::{
     LoadError, LoadOutcome, LoadedDocument, load_path, load_paths, load_reader, load_str,
 };
 pub use model::*;
+pub use registry::{CodeInfo, Doc, Stage};
 pub use route::Route;

@@ -13,11 +13,12 @@ use serde::de::DeserializeOwned;
 use thiserror::Error;
 
 use crate::codes;
-use crate::diagnostic::{Diagnostic, Location, Severity, SourceMap};
+use crate::diagnostic::{Diagnostic, Location, SourceMap};
 use crate::limits::LoadLimits;
 use crate::model::{
     CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, ObjectKey, PolicyDocument,
 };
+use crate::registry::CodeInfo;
 use crate::route::{Route, Segment};
 use crate::validate::{self, Finding};
 use crate::yaml::de::{Ctx, DeError, DeErrorKind, NodeDeserializer, UnknownField};
@@ -139,10 +140,7 @@ impl LoadOutcome {
             let name_route = Route::root().key("metadata").key("name");
             let here = self.name_location(&loaded, &name_route);
             let there = self.name_location(&self.documents[earlier], &name_route);
-            let mut diagnostic = Diagnostic::new(
-                codes::DUPLICATE_POLICY,
-                Severity::Error,
-                format!(
+            let mut diagnostic = Diagnostic::new(codes::DUPLICATE_POLICY, format!(
                     "{key} is defined twice (first at {}:{})",
                     there.file, there.line
                 ),
@@ -275,13 +273,9 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
     for document in stream.documents {
         for (key, pos) in &document.duplicate_keys {
             outcome.push_capped(
-                Diagnostic::new(
-                    codes::DUPLICATE_KEY,
-                    Severity::Error,
-                    format!("duplicate key `{key}`"),
-                )
-                .at(position_location(name, document.index, *pos))
-                .help("remove one of the two entries; kubectl rejects repeated keys"),
+                Diagnostic::new(codes::DUPLICATE_KEY, format!("duplicate key `{key}`"))
+                    .at(position_location(name, document.index, *pos))
+                    .help("remove one of the two entries; kubectl rejects repeated keys"),
                 limits.max_diagnostics_per_file,
             );
         }
@@ -309,7 +303,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
             TreeError::Limit { message, pos } => (codes::LIMIT_EXCEEDED, message, pos),
         };
         outcome.diagnostics.push(
-            Diagnostic::new(code, Severity::Error, message)
+            Diagnostic::new(code, message)
                 .at(position_location(name, index, pos))
                 .note("nothing after this point in the file was read"),
         );
@@ -321,10 +315,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
     outcome.refuse_duplicates(0);
     if outcome.omitted > 0 {
         outcome.diagnostics.push(
-            Diagnostic::new(
-                codes::LIMIT_EXCEEDED,
-                Severity::Error,
-                format!(
+            Diagnostic::new(codes::LIMIT_EXCEEDED, format!(
                     "{} more findings in `{name}` are not shown (LoadLimits::max_diagnostics_per_file, `--max-diagnostics-per-file`, is {})",
                     outcome.omitted, limits.max_diagnostics_per_file
                 ),
@@ -336,10 +327,7 @@ pub fn load_str(name: &str, text: &str, limits: &LoadLimits) -> LoadOutcome {
 }
 
 fn too_large(name: &str, size: u64, limits: &LoadLimits) -> Diagnostic {
-    Diagnostic::new(
-        codes::LIMIT_EXCEEDED,
-        Severity::Error,
-        format!(
+    Diagnostic::new(codes::LIMIT_EXCEEDED, format!(
             "`{name}` is {size} bytes; the limit is {} bytes (LoadLimits::max_file_bytes, `--max-file-bytes`)",
             limits.max_file_bytes
         ),
@@ -421,7 +409,6 @@ fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcom
         outcome.push_capped(
             Diagnostic::new(
                 codes::BAD_RESOURCE,
-                Severity::Error,
                 "a document must be a mapping (a Kubernetes object)",
             )
             .at(locate(file, index, root, &Route::root(), false)),
@@ -433,12 +420,13 @@ fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcom
         Dispatch::List => {
             let Some(items) = root.get("items") else {
                 outcome.push_capped(
-                    Diagnostic::new(
-                        codes::BAD_RESOURCE,
-                        Severity::Error,
-                        "a `List` needs `items`",
-                    )
-                    .at(locate(file, index, root, &Route::root(), false)),
+                    Diagnostic::new(codes::BAD_RESOURCE, "a `List` needs `items`").at(locate(
+                        file,
+                        index,
+                        root,
+                        &Route::root(),
+                        false,
+                    )),
                     cap,
                 );
                 return;
@@ -446,18 +434,9 @@ fn load_document(file: &str, index: usize, root: &Node, outcome: &mut LoadOutcom
             let NodeKind::Sequence(entries) = &items.kind else {
                 if !items.is_null() {
                     outcome.push_capped(
-                        Diagnostic::new(
-                            codes::BAD_RESOURCE,
-                            Severity::Error,
-                            "`items` must be a sequence",
-                        )
-                        .at(locate(
-                            file,
-                            index,
-                            root,
-                            &Route::root().key("items"),
-                            false,
-                        )),
+                        Diagnostic::new(codes::BAD_RESOURCE, "`items` must be a sequence").at(
+                            locate(file, index, root, &Route::root().key("items"), false),
+                        ),
                         cap,
                     );
                 }
@@ -503,51 +482,45 @@ fn load_object(
             Route::root(),
         )
     };
-    let deserialize: fn(&Node, &Route, &Ctx) -> Result<PolicyDocument, DeError> = match dispatched {
-        Dispatch::Cnp => |node, prefix, ctx| {
-            typed::<CiliumNetworkPolicy>(node, prefix, ctx).map(PolicyDocument::CiliumNetworkPolicy)
-        },
-        Dispatch::Ccnp => |node, prefix, ctx| {
-            typed::<CiliumClusterwideNetworkPolicy>(node, prefix, ctx)
-                .map(PolicyDocument::CiliumClusterwideNetworkPolicy)
-        },
-        Dispatch::Knp => |node, prefix, ctx| {
-            typed::<NetworkPolicy>(node, prefix, ctx).map(PolicyDocument::NetworkPolicy)
-        },
-        Dispatch::List => {
-            outcome.push_capped(
-                Diagnostic::new(
-                    codes::BAD_RESOURCE,
-                    Severity::Error,
-                    "a `List` cannot contain another list",
-                )
-                .at(locate(file, index, root, prefix, false)),
-                cap,
-            );
-            return;
-        }
-        Dispatch::Skip(reason) => {
-            outcome.push_capped(
-                Diagnostic::new(
-                    codes::SKIPPED_DOCUMENT,
-                    Severity::Info,
-                    format!("skipped: {reason}"),
-                )
-                .at(locate(file, index, root, &prefix.key("kind"), false)),
-                cap,
-            );
-            return;
-        }
-        Dispatch::Bad(message, route) => {
-            let full = Route(prefix.0.iter().chain(route.0.iter()).cloned().collect());
-            outcome.push_capped(
-                Diagnostic::new(codes::BAD_RESOURCE, Severity::Error, message)
-                    .at(locate(file, index, root, &full, false)),
-                cap,
-            );
-            return;
-        }
-    };
+    let deserialize: fn(&Node, &Route, &Ctx) -> Result<PolicyDocument, DeError> =
+        match dispatched {
+            Dispatch::Cnp => |node, prefix, ctx| {
+                typed::<CiliumNetworkPolicy>(node, prefix, ctx)
+                    .map(PolicyDocument::CiliumNetworkPolicy)
+            },
+            Dispatch::Ccnp => |node, prefix, ctx| {
+                typed::<CiliumClusterwideNetworkPolicy>(node, prefix, ctx)
+                    .map(PolicyDocument::CiliumClusterwideNetworkPolicy)
+            },
+            Dispatch::Knp => |node, prefix, ctx| {
+                typed::<NetworkPolicy>(node, prefix, ctx).map(PolicyDocument::NetworkPolicy)
+            },
+            Dispatch::List => {
+                outcome.push_capped(
+                    Diagnostic::new(codes::BAD_RESOURCE, "a `List` cannot contain another list")
+                        .at(locate(file, index, root, prefix, false)),
+                    cap,
+                );
+                return;
+            }
+            Dispatch::Skip(reason) => {
+                outcome.push_capped(
+                    Diagnostic::new(codes::SKIPPED_DOCUMENT, format!("skipped: {reason}"))
+                        .at(locate(file, index, root, &prefix.key("kind"), false)),
+                    cap,
+                );
+                return;
+            }
+            Dispatch::Bad(message, route) => {
+                let full = Route(prefix.0.iter().chain(route.0.iter()).cloned().collect());
+                outcome.push_capped(
+                    Diagnostic::new(codes::BAD_RESOURCE, message)
+                        .at(locate(file, index, root, &full, false)),
+                    cap,
+                );
+                return;
+            }
+        };
     let (parsed, unknown_fields, de_errors) = deserialize_all(node, prefix, deserialize);
     let mut found: Vec<Diagnostic> = Vec::new();
     for unknown in unknown_fields {
@@ -566,7 +539,7 @@ fn load_object(
             .collect::<Vec<_>>()
             .join(", ");
         found.push(
-            Diagnostic::new(codes::UNKNOWN_FIELD, Severity::Error, message)
+            Diagnostic::new(codes::UNKNOWN_FIELD, message)
                 .at(locate(file, index, root, &unknown.route, true))
                 .help(format!("fields allowed here: {expected}")),
         );
@@ -587,7 +560,7 @@ fn load_object(
             if let Some(last) = found
                 .iter_mut()
                 .rev()
-                .find(|d| d.code != codes::UNKNOWN_FIELD)
+                .find(|d| d.code != codes::UNKNOWN_FIELD.code)
             {
                 last.notes.push(
                     "Cilium's rule checks were not run on this document: fix its structure first"
@@ -790,13 +763,8 @@ fn de_error_diagnostic(
     };
     let route = error.route.clone().unwrap_or_else(|| prefix.clone());
     let (code, message) = refine_enum_error(code, &route, error.message);
-    let mut diagnostic = Diagnostic::new(code, Severity::Error, message).at(locate(
-        file,
-        index,
-        root,
-        &route,
-        error.at_key,
-    ));
+    let mut diagnostic =
+        Diagnostic::new(code, message).at(locate(file, index, root, &route, error.at_key));
     diagnostic.help = error.help;
     if code == codes::PROTOCOL && diagnostic.message.to_ascii_uppercase().contains("\"ICMP") {
         diagnostic.help = Some(
@@ -807,7 +775,7 @@ fn de_error_diagnostic(
 }
 
 /// Gives enum errors of well-known fields their own code and Cilium's wording.
-fn refine_enum_error(code: &'static str, route: &Route, message: String) -> (&'static str, String) {
+fn refine_enum_error(code: CodeInfo, route: &Route, message: String) -> (CodeInfo, String) {
     if code != codes::INVALID_ENUM {
         return (code, message);
     }
@@ -903,7 +871,6 @@ fn load_bytes(name: &str, bytes: &[u8], limits: &LoadLimits) -> LoadOutcome {
             outcome.diagnostics.push(
                 Diagnostic::new(
                     codes::YAML_SYNTAX,
-                    Severity::Error,
                     format!("`{name}` is not UTF-8: {error}"),
                 )
                 .at(Location {

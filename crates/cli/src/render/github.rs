@@ -67,7 +67,8 @@ mod tests {
 
     #[test]
     fn escapes_like_the_actions_toolkit() {
-        let d = Diagnostic::new("PR005", Severity::Warning, "50% done\nnext").at(Location {
+        let redundant = porin_lint::codes::lookup("PR005").copied().unwrap();
+        let d = Diagnostic::new(redundant, "50% done\nnext").at(Location {
             file: "a,b:c.yaml".to_owned(),
             document: 0,
             line: 3,

@@ -228,20 +228,14 @@ fn describe(d: &Diagnostic) -> String {
 
 /// Renders lint findings as JUnit XML.
 pub fn render(diagnostics: &[Diagnostic], skipped: &[&str], fail_on: FailOn) -> String {
-    let mut rules: BTreeMap<&str, (String, Vec<&Diagnostic>)> = BTreeMap::new();
-    for rule in lint_codes::ALL {
-        rules.insert(rule.code, (rule.name.to_owned(), Vec::new()));
+    let mut rules: BTreeMap<&str, (&str, Vec<&Diagnostic>)> = BTreeMap::new();
+    for rule in lint_codes::rules() {
+        rules.insert(rule.code, (rule.name, Vec::new()));
     }
     for d in diagnostics {
         rules
             .entry(d.code)
-            .or_insert_with(|| {
-                let name = porin_model::codes::ALL
-                    .iter()
-                    .find(|c| c.code == d.code)
-                    .map_or_else(String::new, |c| c.name.to_owned());
-                (name, Vec::new())
-            })
+            .or_insert_with(|| (lint_codes::find(d.code).map_or("", |c| c.name), Vec::new()))
             .1
             .push(d);
     }

@@ -3,10 +3,13 @@
 //! <https://docs.github.com/code-security/code-scanning/integrating-with-code-scanning/sarif-support-for-code-scanning>).
 //!
 //! Decisions:
-//! - every porin code (`PR0xx` with full documentation, `PM0xx` and
-//!   `PC0xx` with their summaries) is a `reportingDescriptor` of the driver,
-//!   in a fixed order, so `ruleIndex` is stable across runs; any other code
-//!   is appended in code order;
+//! - the driver's rules are the codes that have results, in code order,
+//!   each a `reportingDescriptor` from the code registry (summary, default
+//!   level, the `porin explain` text as help, the full description where
+//!   documented). A result's `ruleIndex` thus depends only on the codes of
+//!   its own run, not on how many codes porin has, so a new code changes no
+//!   other run's output; code scanning needs the descriptors of the rules
+//!   that have results, and the others were dead weight in every upload;
 //! - relative paths use `uriBaseId: "%SRCROOT%"` (the repository root when
 //!   run from it), absolute ones a `file://` URI;
 //! - `partialFingerprints["porinFingerprint/v1"]` hashes (code, file,
@@ -19,6 +22,7 @@
 use std::collections::BTreeMap;
 
 use porin_lint::codes as lint_codes;
+use porin_model::CodeInfo;
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde_json::{Value, json};
 
@@ -62,54 +66,40 @@ fn physical(location: &Location) -> Value {
     json!({"artifactLocation": artifact(&location.file), "region": region})
 }
 
-fn descriptors(extra: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, usize>) {
+fn descriptor(info: &CodeInfo) -> Value {
+    let mut rule = json!({
+        "id": info.code,
+        "name": info.name,
+        "shortDescription": {"text": info.summary},
+        "help": {"text": info.document(), "markdown": info.document()},
+        "defaultConfiguration": {"level": level(info.severity)},
+        "properties": {"tags": ["porin", "network-policy"]},
+    });
+    if let Some(doc) = &info.doc {
+        rule["fullDescription"] = json!({"text": doc.what.replace('\n', " ")});
+    }
+    rule
+}
+
+/// The driver's rules: one `reportingDescriptor` per code that has a
+/// result, in code order (an unregistered code gets a bare one), and each
+/// code's index among them.
+fn descriptors(codes: &[&'static str]) -> (Vec<Value>, BTreeMap<&'static str, usize>) {
     let mut rules = Vec::new();
     let mut index = BTreeMap::new();
-    for rule in lint_codes::ALL {
-        index.insert(rule.code, rules.len());
-        rules.push(json!({
-            "id": rule.code,
-            "name": rule.name,
-            "shortDescription": {"text": rule.summary},
-            "fullDescription": {"text": rule.what.replace('\n', " ")},
-            "help": {"text": rule.document(), "markdown": rule.document()},
-            "defaultConfiguration": {"level": level(rule.severity)},
-            "properties": {"tags": ["porin", "network-policy"]},
-        }));
-    }
-    for code in porin_model::codes::ALL {
-        index.insert(code.code, rules.len());
-        rules.push(json!({
-            "id": code.code,
-            "name": code.name,
-            "shortDescription": {"text": code.summary},
-            "defaultConfiguration": {"level": "error"},
-        }));
-    }
-    for (code, name, meaning) in porin_compiler::resolve::codes::ALL {
-        index.insert(code, rules.len());
-        rules.push(json!({
-            "id": code,
-            "name": name,
-            "shortDescription": {"text": meaning},
-            "defaultConfiguration": {"level": "warning"},
-        }));
-    }
-    for code in extra {
-        if !index.contains_key(code) {
-            index.insert(code, rules.len());
-            rules.push(json!({"id": code}));
-        }
+    for code in codes {
+        index.insert(*code, rules.len());
+        rules.push(lint_codes::find(code).map_or_else(|| json!({"id": code}), descriptor));
     }
     (rules, index)
 }
 
 /// Renders findings as one SARIF log with one run.
 pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
-    let mut extra: Vec<&'static str> = diagnostics.iter().map(|d| d.code).collect();
-    extra.sort_unstable();
-    extra.dedup();
-    let (rules, index) = descriptors(&extra);
+    let mut codes: Vec<&'static str> = diagnostics.iter().map(|d| d.code).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    let (rules, index) = descriptors(&codes);
     let mut occurrences: BTreeMap<String, usize> = BTreeMap::new();
     let mut results = Vec::new();
     for d in diagnostics {
@@ -186,4 +176,50 @@ pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
     let mut text = serde_json::to_string_pretty(&log).unwrap_or_else(|_| "{}".to_owned());
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The driver lists the codes that have results, once each, in code
+    /// order, with the registry's default level; indices follow.
+    #[test]
+    fn rules_are_the_codes_with_results_in_code_order() {
+        let of = |code: &str| {
+            let info = lint_codes::find(code).copied().unwrap();
+            Diagnostic::new(info, format!("a {code} finding"))
+        };
+        let findings = [of("PR010"), of("PM037"), of("PR010"), of("PC006")];
+        let log: Value = serde_json::from_str(&render(&findings, &RunInfo::default())).unwrap();
+        let run = &log["runs"][0];
+        let rules: Vec<(&str, &str)> = run["tool"]["driver"]["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["id"].as_str().unwrap(),
+                    r["defaultConfiguration"]["level"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        // PM037 is a warning and PC006 an error by the registry (both were
+        // once guessed per stage).
+        assert_eq!(
+            rules,
+            [
+                ("PC006", "error"),
+                ("PM037", "warning"),
+                ("PR010", "warning")
+            ]
+        );
+        let indices: Vec<u64> = run["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["ruleIndex"].as_u64().unwrap())
+            .collect();
+        assert_eq!(indices, [2, 1, 2, 0]);
+    }
 }

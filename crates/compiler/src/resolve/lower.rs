@@ -11,7 +11,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ipnetwork::IpNetwork;
-use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::CodeInfo;
+use porin_model::diagnostic::{Diagnostic, Location};
 use porin_model::loader::LoadOutcome;
 use porin_model::model::{
     AuthenticationMode, CidrRule, EgressDenyRule, EgressRule, Entity, FqdnSelector, IcmpFamily,
@@ -22,11 +23,11 @@ use porin_model::model::{
 use porin_model::route::Route;
 use serde::Serialize;
 
-use super::codes;
 use super::matchpattern::MatchPattern;
 use super::rule::{
     AuthMode, L7, L7Parser, PolicyRule, PortRef, PortSpec, icmp_type, parse_port_number, proto,
 };
+use crate::codes;
 use crate::inventory::{AllowLocalhost, Inventory};
 use crate::labels::{
     CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_ANY, SOURCE_K8S,
@@ -127,6 +128,19 @@ impl<'a> PolicyInput<'a> {
         Route::parse(&full)
             .and_then(|r| source.locate(self.file, self.document, &r))
             .map_or((0, 0), |l| (l.line, l.column))
+    }
+
+    /// The location of a field path of this policy (line and column 0 if
+    /// unknown).
+    pub fn location(&self, route: &str) -> Location {
+        let (line, column) = self.locate(route);
+        Location {
+            file: self.file.to_owned(),
+            document: self.document,
+            line,
+            column,
+            route: route.to_owned(),
+        }
     }
 }
 
@@ -441,17 +455,6 @@ struct ItemCtx<'x> {
 }
 
 impl Ctx<'_> {
-    fn location(&self, input: &PolicyInput<'_>, route: &str) -> Location {
-        let (line, column) = input.locate(route);
-        Location {
-            file: input.file.to_owned(),
-            document: input.document,
-            line,
-            column,
-            route: route.to_owned(),
-        }
-    }
-
     fn new_origin(
         &mut self,
         input: &PolicyInput<'_>,
@@ -482,15 +485,14 @@ impl Ctx<'_> {
     fn diag(
         &mut self,
         input: &PolicyInput<'_>,
-        code: &'static str,
-        severity: Severity,
+        code: CodeInfo,
         route: &str,
         message: String,
     ) -> usize {
-        let location = self.location(input, route);
+        let location = input.location(route);
         self.out
             .diagnostics
-            .push(Diagnostic::new(code, severity, message).at(location));
+            .push(Diagnostic::new(code, message).at(location));
         self.out.diagnostics.len() - 1
     }
 
@@ -500,29 +502,17 @@ impl Ctx<'_> {
         &mut self,
         item: &ItemCtx<'_>,
         route: &str,
-        code: &'static str,
+        code: CodeInfo,
         what: String,
         selectors: &mut Vec<Selector>,
     ) {
-        let (severity, consequence) = if item.deny {
+        let consequence = if item.deny {
             selectors.push(Selector::wildcard());
-            (
-                Severity::Warning,
-                "porin denies these ports to every peer instead (fail closed)",
-            )
+            "porin denies these ports to every peer instead (fail closed)"
         } else {
-            (
-                Severity::Warning,
-                "porin allows nothing for this peer (fail closed)",
-            )
+            "porin allows nothing for this peer (fail closed)"
         };
-        let index = self.diag(
-            item.input,
-            code,
-            severity,
-            route,
-            format!("{what}; {consequence}"),
-        );
+        let index = self.diag(item.input, code, route, format!("{what}; {consequence}"));
         if let Some(d) = self.out.diagnostics.get_mut(index) {
             d.help = Some(
                 "describe the peer in the inventory (fqdns, services) or use toCIDRSet/toEndpoints"
@@ -700,7 +690,6 @@ impl Ctx<'_> {
             self.diag(
                 item.input,
                 codes::SERVICE_IN_DENY,
-                Severity::Warning,
                 &format!("{base}.toServices"),
                 format!(
                     "Cilium translates toServices only in egress rules (processRule, pkg/policy/k8s/service.go), so this egressDeny item has no peer; {consequence}"
@@ -808,7 +797,6 @@ impl Ctx<'_> {
                 self.diag(
                     item.input,
                     codes::SERVICE_ANY_NAMESPACE,
-                    Severity::Warning,
                     route,
                     format!(
                         "{description}: the reference has no namespace, so Cilium matches services of every namespace ({matcher}, pkg/policy/k8s/service.go), not only of `{policy_ns}`: here also {}",
@@ -959,7 +947,6 @@ impl Ctx<'_> {
                         let index = self.diag(
                             input,
                             codes::CILIUM_QUIRK,
-                            Severity::Warning,
                             &r,
                             format!(
                                 "ICMP type 0 ({}) becomes port \"0\" in Cilium 1.19, which means every {} type; porin mirrors this",
@@ -988,7 +975,6 @@ impl Ctx<'_> {
                         self.diag(
                             input,
                             codes::INVALID_PORT,
-                            Severity::Error,
                             &r,
                             format!("ICMP type `{text}` is not known; the field is ignored"),
                         );
@@ -1023,7 +1009,6 @@ impl Ctx<'_> {
             self.diag(
                 input,
                 codes::INVALID_PORT,
-                Severity::Error,
                 route,
                 format!("port `{text}` is out of range; the port is ignored"),
             );
@@ -1049,7 +1034,6 @@ impl Ctx<'_> {
             self.diag(
                 input,
                 codes::PORT_ZERO_RANGE,
-                Severity::Warning,
                 route,
                 format!(
                     "port \"0\" with endPort {end_port}: Cilium writes this as an all-ports key in the datapath (semantics.md §4.5); {consequence}"
@@ -1079,7 +1063,6 @@ impl Ctx<'_> {
                 self.diag(
                     input,
                     codes::HOST_POLICY,
-                    Severity::Info,
                     &format!("{spec_route}.nodeSelector"),
                     "rules with a nodeSelector apply to nodes (host firewall), not to inventory endpoints; porin skips them".to_owned(),
                 );
@@ -1329,7 +1312,6 @@ impl Ctx<'_> {
                         self.diag(
                             input,
                             codes::INVALID_PORT,
-                            Severity::Error,
                             &format!("{route}.ports[{i}].port"),
                             format!("port `{n}` is out of range; the port is ignored"),
                         );
@@ -1411,7 +1393,6 @@ impl Ctx<'_> {
                     self.diag(
                         input,
                         codes::KNP_IPBLOCK_QUIRK,
-                        Severity::Warning,
                         route,
                         format!(
                             "Cilium also admits every pod of namespace `{namespace}` through an ingress peer that has only an ipBlock; porin mirrors this"

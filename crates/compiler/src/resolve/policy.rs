@@ -13,12 +13,12 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::diagnostic::Diagnostic;
 
-use super::codes;
 use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
 use super::selection::SelectionIndex;
+use crate::codes;
 use crate::identities::{IdentityTable, endpoint_identity_labels};
 use crate::identity::Identity;
 use crate::inventory::{AllowLocalhost, Endpoint, Inventory, NamedPort};
@@ -594,7 +594,6 @@ impl<'a> Resolver<'a> {
                                     .collect();
                                 let mut d = Diagnostic::new(
                                     codes::NAMED_PORT,
-                                    Severity::Warning,
                                     format!(
                                         "{direction} named port `{name}`/{} of `{}`: {reason}; the rule yields no keys (as in Cilium)",
                                         proto::name(filter_key.proto),
@@ -621,7 +620,6 @@ impl<'a> Resolver<'a> {
                     if let Some(conflict) = &sp.conflict {
                         let mut d = Diagnostic::new(
                             codes::MERGE_CONFLICT,
-                            Severity::Error,
                             format!(
                                 "{conflict} on {direction} {}/{} for `{}`; porin allows nothing there (fail closed)",
                                 port,
@@ -699,7 +697,6 @@ impl<'a> Resolver<'a> {
                             {
                                 diagnostics.push(Diagnostic::new(
                                     codes::MERGE_CONFLICT,
-                                    Severity::Error,
                                     format!("{error}"),
                                 ));
                             }
@@ -722,11 +719,7 @@ impl<'a> Resolver<'a> {
             let features = policy.direction(Direction::Ingress).features();
             let key = Key::for_direction(Direction::Ingress).with_identity(Identity::HOST);
             if let Err(error) = state.insert_with_features(key, entry, features) {
-                diagnostics.push(Diagnostic::new(
-                    codes::MERGE_CONFLICT,
-                    Severity::Error,
-                    format!("{error}"),
-                ));
+                diagnostics.push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
             }
         }
         (state, diagnostics)

@@ -11,12 +11,42 @@
 use std::collections::BTreeSet;
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
+use crate::Context;
 use crate::analysis::{decide, flow_points};
-use crate::{Context, codes};
 
 pub use crate::context::Coverage;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR004",
+        name: "allow-shadowed-by-deny",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "An allow rule grants nothing: deny rules cover every flow it would allow.",
+        doc: Some(Doc {
+            what: "For every endpoint the rule selects, porin compiles the map state with and without \
+the rule and compares the verdict of every (peer identity, protocol, port class) exactly (the \
+classes are derived from the keys, nothing is sampled). If the rule changes no verdict anywhere \
+and some flow it would allow on its own is denied by a deny rule, this fires and names the deny \
+rules.",
+            why: "The author believed the allow opens a path; it does not. Either the allow is dead \
+code or the deny is broader than intended.",
+            example: "ingressDeny:\n- fromEntities: [cluster]\ningress:\n- fromEndpoints: [{matchLabels: {app: web}}]\n  toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]",
+            instead: "Narrow the deny (e.g. `except`-style CIDR sets or a tighter selector), or delete \
+the allow.",
+            references: "semantics.md §4.6 (deny precedence), §5.4; Cilium `pkg/policy/mapstate.go` \
+(`insertWithChanges`).",
+        }),
+    },
+};
 
 /// The coverage of a user allow rule that changes no verdict; `None` if the
 /// rule changes a verdict, selects nothing or would allow nothing alone.
@@ -76,10 +106,10 @@ pub fn report(
     cx: &Context<'_>,
     rule: usize,
     coverage: &Coverage,
-    code: &'static str,
+    code: CodeInfo,
 ) -> Option<Diagnostic> {
     let origin = cx.origin(rule)?;
-    let (message, help) = if code == codes::ALLOW_SHADOWED_BY_DENY {
+    let (message, help) = if code == RULE.info {
         (
             format!(
                 "{} allows nothing: deny rules decide every flow it would allow",
@@ -96,7 +126,7 @@ pub fn report(
             "delete this rule, or narrow the broader one if it allows too much",
         )
     };
-    let mut d = Diagnostic::new(code, Severity::Warning, message).at(cx.rule_location(origin));
+    let mut d = Diagnostic::new(code, message).at(cx.rule_location(origin));
     for (ids, label) in [
         (&coverage.denies, "denied by this rule"),
         (&coverage.allows, "already allowed by this rule"),
@@ -124,7 +154,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     for rule in 0..cx.rules().len() {
         if let Some(c) = coverage(cx, rule)
             && !c.denies.is_empty()
-            && let Some(d) = report(cx, rule, &c, codes::ALLOW_SHADOWED_BY_DENY)
+            && let Some(d) = report(cx, rule, &c, RULE.info)
         {
             out.push(d);
         }

@@ -12,15 +12,47 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
+use crate::Context;
 use crate::analysis::flow_points;
-use crate::{Context, codes};
 use porin_compiler::identity::Identity;
 use porin_compiler::labels::SOURCE_CIDR;
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::policy::SelectorCache;
 use porin_compiler::resolve::rule::{PortRef, proto};
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR006",
+        name: "deny-bypass",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "Security: addresses inside a denied CIDR are still allowed, because the ipcache \
+gives them another identity.",
+        doc: Some(Doc {
+            what: "For every CIDR deny rule and every endpoint it applies to, porin looks for \
+addresses inside the denied prefixes that the ipcache resolves to an identity the deny does \
+not select (a pod or node address inside `10.0.0.0/8`, say), and checks whether another rule \
+(or the default allow of `enableDefaultDeny: false`) allows them on the denied ports. It reports \
+both rules.",
+            why: "This is the shape of advisory GHSA-3wwx-63fv-pfq6: a broad CIDR deny the author \
+thought covered everything in the range, re-opened for one identity by a narrower allow. CIDR \
+selectors never select endpoint identities, so the deny does not apply to pods in the range.",
+            example: "egressDeny:\n- toCIDR: [10.0.0.0/8]\negress:\n- toEndpoints: [{matchLabels: {app: db}}]   # db pods live in 10.0.0.0/8",
+            instead: "Deny the workloads by selector as well (`toEndpoints`/`toEntities: [cluster]`), \
+or make the intent explicit with a porin annotation if the exception is wanted.",
+            references: "semantics.md §9 item 12; GHSA-3wwx-63fv-pfq6; cilium/cilium#15198, \
+#22314, #22966; semantics.md §4.6 and PR #33719 (covered CIDR denies are kept, not flagged).",
+        }),
+    },
+};
 
 /// Reports allowed addresses inside denied CIDRs.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -107,8 +139,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         };
         let shown: Vec<&String> = addresses.iter().take(5).collect();
         let mut d = Diagnostic::new(
-            codes::DENY_BYPASS,
-            Severity::Warning,
+            RULE.info,
             format!(
                 "security: {} denies a CIDR, but traffic {direction} {} inside it is allowed by {}",
                 cx.describe(deny),
@@ -160,7 +191,9 @@ fn denied_ports(
         .filter(|p| p.direction == rule.direction)
         .map(|p| (p.proto, p.port, p.end_port))
         .collect();
-    if rule.ports.is_empty() {
+    // Every port only for an L3-only deny; one whose port rules list no
+    // port denies none (PR018), and the loop below finds none.
+    if rule.l3_only {
         return classes.into_iter().map(|(p, port, _)| (p, port)).collect();
     }
     let mut out = BTreeSet::new();

@@ -3,10 +3,33 @@
 use std::collections::HashMap;
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
-use crate::{Context, codes};
+use crate::Context;
 use porin_compiler::resolve::rule::PolicyRule;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR011",
+        name: "duplicate-rule",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: false,
+        summary: "Two rule items are identical after lowering.",
+        doc: Some(Doc {
+            what: "Compares every lowered rule (subject, direction, deny, peers, ports, L7, auth).",
+            why: "Duplicates are copy-paste leftovers; editing one leaves the other in force.",
+            example: "Two policies with the same endpointSelector and the same ingress item.",
+            instead: "Keep one.",
+            references: "Cilium `pkg/policy/rule.go` (rules are merged, duplicates are invisible).",
+        }),
+    },
+};
 
 /// The rule without its origin and log cookie.
 fn body(rule: &PolicyRule) -> PolicyRule {
@@ -36,8 +59,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         }
         let mut d = Diagnostic::new(
-            codes::DUPLICATE_RULE,
-            Severity::Warning,
+            RULE.info,
             format!("{} duplicates {}", cx.describe(origin), cx.describe(other)),
         )
         .at(cx.rule_location(origin));

@@ -2,12 +2,37 @@
 //! kube-dns on port 53.
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
-use crate::{Context, codes};
+use crate::Context;
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::rule::proto;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR014",
+        name: "egress-blocks-dns",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "An endpoint with enforced egress cannot reach kube-dns on UDP/53.",
+        doc: Some(Doc {
+            what: "For every endpoint whose egress is enforced, looks up egress to every kube-dns \
+endpoint of the inventory (`k8s-app=kube-dns` in `kube-system`) on UDP/53 and TCP/53.",
+            why: "Name resolution fails, and with it nearly everything else; FQDN policies also need \
+DNS to be allowed (and proxied) to learn addresses.",
+            example: "egress:\n- toEndpoints: [{matchLabels: {app: db}}]",
+            instead: "egress:\n- toEndpoints: [{matchLabels: {k8s:io.kubernetes.pod.namespace: kube-system, k8s-app: kube-dns}}]\n  toPorts: [{ports: [{port: \"53\", protocol: ANY}]}]",
+            references: "Cilium docs \"DNS-based policies\"; semantics.md §3.3.",
+        }),
+    },
+};
 
 /// The kube-dns label the check looks for (`k8s-app=kube-dns` in
 /// `kube-system`, the CoreDNS / kube-dns default).
@@ -52,8 +77,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             .copied()
             .find(|r| is_user_rule(cx, *r) && cx.rules()[*r].direction == Direction::Egress);
         let mut d = Diagnostic::new(
-            codes::EGRESS_BLOCKS_DNS,
-            Severity::Warning,
+            RULE.info,
             format!(
                 "endpoint `{}` has egress policy but cannot reach kube-dns on UDP/53; name resolution will fail",
                 cx.unit_name(unit)

@@ -2,12 +2,37 @@
 //! to the proxy (a deny or another entry decides all of them).
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
+use crate::Context;
 use crate::analysis::{decide, flow_points};
-use crate::{Context, codes};
 use porin_compiler::mapstate::Verdict;
 use porin_compiler::resolve::rule::L7Parser;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR009",
+        name: "l7-never-reached",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "An L7 rule never sees traffic: no flow is redirected to its proxy.",
+        doc: Some(Doc {
+            what: "Looks up every flow class of every endpoint the rule selects; fires when no \
+verdict is a redirect carrying the rule, because a deny or a higher-precedence entry decides \
+all of its flows.",
+            why: "HTTP/Kafka/DNS rules that never see traffic give a false sense of L7 filtering.",
+            example: "ingressDeny:\n- toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\ningress:\n- toPorts: [{ports: [{port: \"80\", protocol: TCP}], rules: {http: [{method: GET}]}}]",
+            instead: "Remove the deny on that port or the L7 rule.",
+            references: "semantics.md §4.3 (precedence), §4.6; Cilium `pkg/policy/l4.go`.",
+        }),
+    },
+};
 
 /// Reports L7 rules no flow class of any selected endpoint reaches.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -48,10 +73,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             continue;
         };
         out.push(
-            Diagnostic::new(
-                codes::L7_NEVER_REACHED,
-                Severity::Warning,
-                format!(
+            Diagnostic::new(RULE.info, format!(
                     "{}: its {} rules never see traffic; no flow of {} is redirected to the proxy for it",
                     cx.describe(origin),
                     parser.name(),

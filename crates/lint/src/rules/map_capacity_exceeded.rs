@@ -4,12 +4,43 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::thousands;
-use crate::codes;
 use crate::{Context, Unit};
 use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::rule::proto;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR001",
+        name: "map-capacity-exceeded",
+        severity: Severity::Error,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "An endpoint needs more policy-map entries than its map holds.",
+        doc: Some(Doc {
+            what: "Compiles every endpoint of the inventory and compares the number of policy-map \
+entries with the map size (`policyMapMax`, default 16384 like Cilium's `bpf-policy-map-max`, \
+clamped to 256..65536 like Cilium). It names the rules, selectors and port ranges that contribute \
+most entries, as `rules × identities × port prefixes × protocols`.",
+            why: "When the map is full the kernel refuses further entries: some desired entries are \
+missing and drops look random (cilium/cilium#46189, #45788), or, with \
+`enable-endpoint-lockdown-on-policy-overflow`, the endpoint is locked down entirely.",
+            example: "egress:\n- toCIDRSet: [{cidr: 10.0.0.0/8, except: [...812 prefixes...]}]\n  toPorts:\n  - ports: [{port: \"1000\", endPort: 1999, protocol: ANY}]",
+            instead: "Select peers with fewer identities (an entity, one wider CIDR, a namespace \
+selector), and align port ranges to power-of-two prefixes (1024-2047 is one prefix; 1000-1999 \
+is 6). Or raise `bpf-policy-map-max` and `policyMapMax` in `.porin.yaml` together.",
+            references: "semantics.md §4.8, §5.5; Cilium `pkg/endpoint/bpf.go` \
+(`shouldLockdownLocked`), `pkg/option/config.go` (`bpf-policy-map-max`, `PolicyMapMin/Max`); \
+cilium/cilium#8060, #28337, #41121, #46189.",
+        }),
+    },
+};
 
 /// How many entries one rule contributes to one endpoint's map.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -41,19 +72,12 @@ pub fn contributions(state: &MapState) -> Vec<(u32, Contribution)> {
     list
 }
 
-/// The finding for one unit at `limit`, with `code` and `severity`.
-pub fn finding(
-    cx: &Context<'_>,
-    unit: &Unit,
-    code: &'static str,
-    severity: Severity,
-    limit: usize,
-) -> Diagnostic {
+/// The finding of `code` (PR001 or PR002) for one unit at `limit`.
+pub fn finding(cx: &Context<'_>, unit: &Unit, code: CodeInfo, limit: usize) -> Diagnostic {
     let count = unit.state.len();
     let percent = count * 100 / limit.max(1);
     let mut d = Diagnostic::new(
         code,
-        severity,
         format!(
             "endpoint `{}` needs {} policy-map entries; the map holds {} ({percent}%)",
             cx.unit_name(unit),
@@ -128,13 +152,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let limit = usize::try_from(cx.config.policy_map_max).unwrap_or(usize::MAX);
     for unit in &cx.units {
         if unit.state.len() > limit {
-            out.push(finding(
-                cx,
-                unit,
-                codes::MAP_CAPACITY_EXCEEDED,
-                Severity::Error,
-                limit,
-            ));
+            out.push(finding(cx, unit, RULE.info, limit));
         }
     }
 }

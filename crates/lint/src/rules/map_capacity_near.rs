@@ -2,10 +2,36 @@
 //! fraction of its policy map (and does not exceed it; that is PR001).
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::map_capacity_exceeded::finding;
 use crate::Context;
-use crate::codes;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR002",
+        name: "map-capacity-near",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "An endpoint uses more than the warning fraction of its policy map.",
+        doc: Some(Doc {
+            what: "Like PR001, but fires when the entry count is above `capacityWarnFraction` \
+(default 0.8) of the map size without exceeding it.",
+            why: "A few more identities (new pods with new label sets, new CIDR prefixes) will \
+overflow the map; the failure then happens at runtime, not in review.",
+            example: "A policy producing 14,000 entries against the default 16,384.",
+            instead: "The same as PR001: fewer identities per selector, aligned port ranges, or a \
+larger map.",
+            references: "semantics.md §4.8; Cilium `pkg/endpointmanager/policymap_pressure.go` \
+(`bpf_map_pressure`).",
+        }),
+    },
+};
 
 /// The entry count above which PR002 warns.
 pub fn threshold(limit: usize, fraction: f64) -> usize {
@@ -22,13 +48,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     for unit in &cx.units {
         let count = unit.state.len();
         if count > warn && count <= limit {
-            out.push(finding(
-                cx,
-                unit,
-                codes::MAP_CAPACITY_NEAR,
-                Severity::Warning,
-                limit,
-            ));
+            out.push(finding(cx, unit, RULE.info, limit));
         }
     }
 }

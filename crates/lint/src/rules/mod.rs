@@ -1,23 +1,9 @@
-//! One module per lint rule; [`run_all`] runs them in code order.
+//! The lint rules. Each rule is one module: its [`Rule`] constant (code,
+//! name, default severity and documentation, next to the check) and its
+//! check. [`ALL`] registers them: adding a rule is one line in the
+//! `register!` list below.
 
-pub mod allow_shadowed_by_deny;
-pub mod allows_all_traffic;
-pub mod deny_bypass;
-pub mod duplicate_rule;
-pub mod egress_blocks_dns;
-pub mod ipcache_capacity;
-pub mod l7_never_reached;
-pub mod map_capacity_exceeded;
-pub mod map_capacity_near;
-pub mod named_port_unresolved;
-pub mod overlapping_ports;
-pub mod peer_selects_nothing;
-pub mod range_partly_covered;
-pub mod redundant_allow;
-pub mod rule_allows_nothing;
-pub mod subject_selects_nothing;
-pub mod unsupported_field;
-
+use porin_model::CodeInfo;
 use porin_model::diagnostic::Diagnostic;
 
 use super::Context;
@@ -26,59 +12,56 @@ use super::config::RuleLevel;
 /// A rule's check: appends its findings.
 pub type Check = fn(&Context<'_>, &mut Vec<Diagnostic>);
 
-/// The checks, by code (the code table in [`super::codes`] documents them).
-pub const CHECKS: &[(&str, Check)] = &[
-    (
-        super::codes::MAP_CAPACITY_EXCEEDED,
-        map_capacity_exceeded::check,
-    ),
-    (super::codes::MAP_CAPACITY_NEAR, map_capacity_near::check),
-    (super::codes::IPCACHE_CAPACITY, ipcache_capacity::check),
-    (
-        super::codes::ALLOW_SHADOWED_BY_DENY,
-        allow_shadowed_by_deny::check,
-    ),
-    (super::codes::REDUNDANT_ALLOW, redundant_allow::check),
-    (super::codes::DENY_BYPASS, deny_bypass::check),
-    (
-        super::codes::SUBJECT_SELECTS_NOTHING,
-        subject_selects_nothing::check,
-    ),
-    (
-        super::codes::PEER_SELECTS_NOTHING,
-        peer_selects_nothing::check,
-    ),
-    (super::codes::L7_NEVER_REACHED, l7_never_reached::check),
-    (super::codes::OVERLAPPING_PORTS, overlapping_ports::check),
-    (super::codes::DUPLICATE_RULE, duplicate_rule::check),
-    (
-        super::codes::RULE_ALLOWS_NOTHING,
-        rule_allows_nothing::check,
-    ),
-    (super::codes::ALLOWS_ALL_TRAFFIC, allows_all_traffic::check),
-    (super::codes::EGRESS_BLOCKS_DNS, egress_blocks_dns::check),
-    (
-        super::codes::NAMED_PORT_UNRESOLVED,
-        named_port_unresolved::check,
-    ),
-    (super::codes::UNSUPPORTED_FIELD, unsupported_field::check),
-    (
-        super::codes::RANGE_PARTLY_COVERED,
-        range_partly_covered::check,
-    ),
-];
+/// A lint rule: its entry in the code registry and its check.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// Code, name, default severity, documentation.
+    pub info: CodeInfo,
+    /// The check.
+    pub check: Check,
+}
+
+/// Declares each rule's module and lists its [`Rule`] in [`ALL`].
+macro_rules! register {
+    ($($rule:ident,)*) => {
+        $(pub mod $rule;)*
+        /// Every lint rule, in code order (a test checks the order).
+        pub const ALL: &[Rule] = &[$($rule::RULE),*];
+    };
+}
+
+// One line per rule, in code order.
+register! {
+    map_capacity_exceeded,
+    map_capacity_near,
+    ipcache_capacity,
+    allow_shadowed_by_deny,
+    redundant_allow,
+    deny_bypass,
+    subject_selects_nothing,
+    peer_selects_nothing,
+    l7_never_reached,
+    overlapping_ports,
+    duplicate_rule,
+    rule_allows_nothing,
+    allows_all_traffic,
+    egress_blocks_dns,
+    named_port_unresolved,
+    unsupported_field,
+    range_partly_covered,
+    port_rule_without_ports,
+}
 
 /// Runs every enabled check (the ones needing an inventory only with one).
 pub fn run_all(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    for (code, check) in CHECKS {
-        if cx.config.level(code) == RuleLevel::Off {
+    for rule in ALL {
+        if cx.config.level(rule.info.code) == RuleLevel::Off {
             continue;
         }
-        let needs_inventory = super::codes::lookup(code).is_some_and(|r| r.needs_inventory);
-        if needs_inventory && !cx.has_inventory {
+        if rule.info.needs_inventory && !cx.has_inventory {
             continue;
         }
-        check(cx, out);
+        (rule.check)(cx, out);
     }
     out.extend(super::annotation_problems(cx.inputs));
 }
@@ -111,9 +94,23 @@ mod tests {
     }
 
     #[test]
-    fn every_code_has_a_check_and_every_check_a_code() {
-        let codes: Vec<&str> = super::super::codes::ALL.iter().map(|r| r.code).collect();
-        let checks: Vec<&str> = super::CHECKS.iter().map(|(c, _)| *c).collect();
-        assert_eq!(codes, checks);
+    fn rules_are_numbered_in_order_and_documented() {
+        for (i, rule) in super::ALL.iter().enumerate() {
+            let info = &rule.info;
+            assert_eq!(info.code, format!("PR{:03}", i + 1));
+            assert_eq!(info.stage, porin_model::Stage::Lint, "{}", info.code);
+            let doc = info
+                .doc
+                .unwrap_or_else(|| panic!("{} has no documentation", info.code));
+            assert!(
+                !doc.what.is_empty() && !doc.why.is_empty() && !doc.references.is_empty(),
+                "{}",
+                info.code
+            );
+            assert_eq!(
+                crate::codes::lookup(info.name).map(|r| r.code),
+                Some(info.code)
+            );
+        }
     }
 }

@@ -7,11 +7,37 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
-use crate::{Context, codes};
+use crate::Context;
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::rule::{PortRef, proto};
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR015",
+        name: "named-port-unresolved",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "A named port resolves to no port, or (egress) to several different ports.",
+        doc: Some(Doc {
+            what: "Resolves each named port like Cilium: ingress from the subject endpoint's own \
+container ports, egress from every endpoint's ports, where two different numbers for one name \
+are an error (\"duplicate named ports\").",
+            why: "Cilium silently emits no entry for such a port, so the rule allows nothing \
+(cilium/cilium#30003, #24779).",
+            example: "toPorts: [{ports: [{port: http-alt, protocol: TCP}]}]",
+            instead: "Use the number, or give the port one unambiguous name across the cluster.",
+            references: "semantics.md §4.4, §9 item 14; Cilium `pkg/types/portmap.go`.",
+        }),
+    },
+};
 
 /// Reports unresolved or ambiguous named ports.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
@@ -98,8 +124,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 };
                 out.push(
                     Diagnostic::new(
-                        codes::NAMED_PORT_UNRESOLVED,
-                        Severity::Warning,
+                        RULE.info,
                         format!(
                             "{}: named port {problem}; the port yields no map entry (as in Cilium)",
                             cx.describe(origin)

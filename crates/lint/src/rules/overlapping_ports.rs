@@ -1,10 +1,35 @@
 //! PR010 `overlapping-ports`: port ranges of one rule item overlap.
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
-use crate::{Context, codes};
+use crate::Context;
 use porin_compiler::resolve::rule::{PortRef, proto};
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR010",
+        name: "overlapping-ports",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: false,
+        summary: "Port ranges of one rule overlap (part of a range is already covered).",
+        doc: Some(Doc {
+            what: "Compares the numeric ports and ranges of each rule item per protocol (`ANY` \
+expands to TCP, UDP and SCTP).",
+            why: "Overlapping ranges are a sign of a mistake, and overlapping ranges with different \
+`endPort` crashed cilium-envoy (cilium/cilium#45811).",
+            example: "toPorts:\n- ports: [{port: \"8000\", endPort: 8100, protocol: TCP}, {port: \"8080\", protocol: TCP}]",
+            instead: "Merge the ranges into one.",
+            references: "cilium/cilium#45811; semantics.md §4.5.",
+        }),
+    },
+};
 
 fn range(port: u16, end: u16) -> (u16, u16) {
     if port == 0 {
@@ -55,10 +80,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                     }
                 };
                 out.push(
-                    Diagnostic::new(
-                        codes::OVERLAPPING_PORTS,
-                        Severity::Warning,
-                        format!(
+                    Diagnostic::new(RULE.info, format!(
                             "{}: ports {} and {} overlap; part of one range is already covered",
                             cx.describe(origin),
                             show(a),

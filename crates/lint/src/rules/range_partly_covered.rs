@@ -8,14 +8,41 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::allow_shadowed_by_deny::coverage;
 use super::is_user_rule;
+use crate::Context;
 use crate::analysis::{comparable, decide, flow_points};
 use crate::flows::{describe, merge};
-use crate::{Context, codes};
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::rule::PortRef;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR017",
+        name: "range-partly-covered",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "Part of an allow rule's port range is already allowed, for every peer it names, by other rules.",
+        doc: Some(Doc {
+            what: "For an allow rule with a port range, compares (exactly, per port class and \
+endpoint) the flows it allows on its own with the state compiled without it, and reports the \
+ports of its range that other rules already allow for every peer. A rule that is redundant as a \
+whole is PR005.",
+            why: "Overlapping ranges across rules hide which rule is responsible for a port; \
+narrowing one of them later does not close the port. They also cost policy-map entries.",
+            example: "ingress:\n- fromEndpoints: [{matchLabels: {app: api}}]\n  toPorts: [{ports: [{port: \"8080\", protocol: TCP}]}]\n- fromEndpoints: [{matchLabels: {app: api}}]\n  toPorts: [{ports: [{port: \"8000\", endPort: 8100, protocol: TCP}]}]",
+            instead: "Shrink the range to the ports nothing else allows, or drop the narrower rule.",
+            references: "semantics.md §4.5 (port ranges), §4.6.",
+        }),
+    },
+};
 
 /// A flow class: (direction, protocol, first port, last port).
 type Class = (Direction, u8, u16, u16);
@@ -99,10 +126,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let Some(origin) = cx.origin(index) else {
             continue;
         };
-        let mut d = Diagnostic::new(
-            codes::RANGE_PARTLY_COVERED,
-            Severity::Warning,
-            format!(
+        let mut d = Diagnostic::new(RULE.info, format!(
                 "{}: ports {} of its range are already allowed by other rules for every peer it names",
                 cx.describe(origin),
                 describe(&merge(in_range))

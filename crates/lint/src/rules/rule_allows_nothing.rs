@@ -4,10 +4,40 @@
 //! §3.2). Kubernetes NetworkPolicy is different (`ingress: [{}]` allows
 //! all there) and is not checked.
 
-use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
+
+use super::Rule;
 use serde_json::Value;
 
-use crate::{Context, codes};
+use crate::Context;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR012",
+        name: "rule-allows-nothing",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: false,
+        summary: "`ingress: [{}]` or an explicitly empty peer list: allows nothing, yet enforces default deny.",
+        doc: Some(Doc {
+            what: "Finds allow items with no peer and no port (`ingress: [{}]`, `egress: [{}]` in \
+Cilium policies) and items with an explicitly empty peer list (`fromEndpoints: []`, \
+`toCIDR: []`, ...), which select nothing even with `toPorts`.",
+            why: "Users read `ingress: [{}]` as \"allow everything\" (it is in Kubernetes \
+NetworkPolicy); in Cilium it allows nothing and puts the endpoint in default deny, so all \
+traffic in that direction is dropped. Intended?",
+            example: "spec:\n  endpointSelector: {}\n  ingress: [{}]",
+            instead: "To deny all: keep it, and say so with `porin.dev/ignore: PR012`. To allow all: \
+`ingress: [{fromEntities: [all]}]`.",
+            references: "semantics.md §3.2 (`mergeL4Filter`, `distillery_test.go rule____NoAllow`); \
+§9 items 15 and 17; UKGovernmentBEIS/inspect_k8s_sandbox PR #228.",
+        }),
+    },
+};
 
 /// Peer fields of Cilium rule items (JSON names).
 const PEER_FIELDS: &[&str] = &[
@@ -50,16 +80,6 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                     let present = |name: &str| fields.get(name).is_some_and(|v| !v.is_null());
                     let has_peer = PEER_FIELDS.iter().any(|f| present(f));
                     let has_port = PORT_FIELDS.iter().any(|f| present(f));
-                    let location = |route: &str| {
-                        let (line, column) = input.locate(route);
-                        Location {
-                            file: input.file.to_owned(),
-                            document: input.document,
-                            line,
-                            column,
-                            route: route.to_owned(),
-                        }
-                    };
                     if !has_peer && !has_port {
                         let direction = if section.starts_with("ingress") {
                             "ingress"
@@ -76,8 +96,8 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                             )
                         };
                         out.push(
-                            Diagnostic::new(codes::RULE_ALLOWS_NOTHING, Severity::Warning, message)
-                                .at(location(&route))
+                            Diagnostic::new(RULE.info, message)
+                                .at(input.location(&route))
                                 .note("an item with no peer and no port selects nothing in Cilium (semantics.md §3.2); in a Kubernetes NetworkPolicy the same item would allow everything")
                                 .help(format!("to allow all, write `{section}: [{{{}: [all]}}]`; to deny all on purpose, annotate the policy with `porin.dev/ignore: PR012`", if section.starts_with("ingress") { "fromEntities" } else { "toEntities" })),
                         );
@@ -89,12 +109,9 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                         {
                             let verb = if deny { "denies" } else { "allows" };
                             out.push(
-                                Diagnostic::new(
-                                    codes::RULE_ALLOWS_NOTHING,
-                                    Severity::Warning,
-                                    format!("`{field}: []` selects no peer: this item {verb} nothing{}", if has_port { ", even with `toPorts`" } else { "" }),
+                                Diagnostic::new(RULE.info, format!("`{field}: []` selects no peer: this item {verb} nothing{}", if has_port { ", even with `toPorts`" } else { "" }),
                                 )
-                                .at(location(&format!("{route}.{field}")))
+                                .at(input.location(&format!("{route}.{field}")))
                                 .note("an explicitly empty peer list selects nothing (`mergeEndpointSelectors` returns nil), unlike an omitted field (semantics.md §3.2)")
                                 .help(format!("remove `{field}` to apply the ports to every peer, or list the peers")),
                             );

@@ -4,9 +4,33 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
 
+use super::Rule;
 use super::is_user_rule;
-use crate::{Context, codes};
+use crate::Context;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR007",
+        name: "subject-selects-nothing",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: true,
+        summary: "A policy's subject selector matches no endpoint of the inventory.",
+        doc: Some(Doc {
+            what: "Matches `endpointSelector` / `podSelector` against every endpoint identity of the \
+inventory.",
+            why: "The policy enforces nothing; usually a label typo or a wrong namespace.",
+            example: "endpointSelector: {matchLabels: {app: frontedn}}",
+            instead: "Fix the labels, or complete the inventory if the workload exists.",
+            references: "Cilium `pkg/policy/repository.go` (`computePolicyEnforcementAndRules`).",
+        }),
+    },
+};
 
 /// (file, document, kind, name, rule prefix).
 type PolicyKey = (String, usize, String, String, String);
@@ -59,10 +83,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             None => origin.name.clone(),
         };
         out.push(
-            Diagnostic::new(
-                codes::SUBJECT_SELECTS_NOTHING,
-                Severity::Warning,
-                format!("{kind} `{name}`: `{field}` selects no endpoint of the inventory; the policy enforces nothing"),
+            Diagnostic::new(RULE.info, format!("{kind} `{name}`: `{field}` selects no endpoint of the inventory; the policy enforces nothing"),
             )
             .at(cx.location(origin, &route))
             .help("check the labels (and the namespace) against the workloads, or complete the inventory"),

@@ -9,11 +9,53 @@
 //! upgrade notes). Fields whose first release could not be established are
 //! left out rather than guessed (see `FIELDS`' doc).
 
-use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::diagnostic::{Diagnostic, Severity};
+use porin_model::{CodeInfo, Doc, Stage};
+
+use super::Rule;
 use porin_model::model::PolicyDocument;
 use serde_json::Value;
 
-use crate::{Context, codes};
+use crate::Context;
+
+/// The rule: its registry entry (code, name, default severity,
+/// documentation) and its check.
+pub const RULE: Rule = Rule {
+    check,
+    info: CodeInfo {
+        code: "PR016",
+        name: "unsupported-field",
+        severity: Severity::Warning,
+        stage: Stage::Lint,
+        needs_inventory: false,
+        summary: "A field the chosen Cilium version (`ciliumVersion` in `.porin.yaml`) does not honour: introduced later, or removed.",
+        doc: Some(Doc {
+            what: "Looks up every field of a rule, by its route, in a table of versioned fields (a \
+label key or header that happens to be called `endPort` is not a port range). Introduced: \
+`icmps` 1.12 (ingress, ingressDeny, egress, egressDeny; 1.11 only behind `enable-icmp-rules`); \
+`toPorts[].serverNames` 1.13; `authentication` 1.14; `fromCIDRSet[].cidrGroupRef` 1.14; \
+`toCIDRSet[].cidrGroupRef` 1.16; `toPorts[].ports[].endPort` 1.16 (allow and deny rules, and \
+`ports[].endPort` of Kubernetes NetworkPolicies); `fromNodes`/`toNodes` 1.16; \
+`enableDefaultDeny` 1.16; `log` 1.18. Removed: `fromRequires`/`toRequires` with entries, \
+deprecated in 1.17 and removed in 1.19 (porin, modelling 1.19, also rejects them as PM031). \
+Not in the table, because their first release could not be established: `listener`, \
+`listener.priority`, `cidrGroupSelector`, ICMP type names.",
+            why: "An agent older than a field drops or ignores it, often silently: before 1.16 a port \
+range was ignored (cilium/cilium#28684) or the policy not processed at all (#28704), so the rule \
+allows a different set of ports than the one reviewed; an API server whose CRD lacks the field \
+prunes or rejects it. A removed field is refused by the API server.",
+            example: "ciliumVersion: \"1.15\" with `ports: [{port: \"8000\", endPort: 8100}]`, or \
+`icmps` with ciliumVersion 1.11.",
+            instead: "Upgrade Cilium (and `ciliumVersion` with it), or express the rule with fields \
+that version supports: a list of single ports instead of a range, `fromCIDRSet` CIDRs instead \
+of a CIDR group, labels in every `fromEndpoints` selector instead of `fromRequires`.",
+            references: "semantics.md §9 item 9; Cilium release notes v1.11.0-rc0 (#16516), \
+v1.12.0-rc3 (#20174), v1.13.0 (#22398), v1.14.0 (#24263, #24638), v1.14.4 (#28704), v1.16.0 \
+(#26924, #30624, #32807), v1.18.0 (#39902); cilium/cilium#30572, #36649, #42615, #43167. Each \
+entry's source is in `crates/lint/src/rules/unsupported_field.rs` and in the finding's note.",
+        }),
+    },
+};
 
 /// The policy kinds an entry applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -421,16 +463,9 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         for (prefix, rule, kinds) in rules {
             for finding in unsupported(&rule, kinds, wanted) {
                 let route = format!("{prefix}.{}", finding.route);
-                let (line, column) = input.locate(&route);
                 out.push(
-                    Diagnostic::new(codes::UNSUPPORTED_FIELD, Severity::Warning, finding.message)
-                        .at(Location {
-                            file: input.file.to_owned(),
-                            document: input.document,
-                            line,
-                            column,
-                            route,
-                        })
+                    Diagnostic::new(RULE.info, finding.message)
+                        .at(input.location(&route))
                         .note(finding.note)
                         .help(
                             "upgrade Cilium (and set `ciliumVersion` in .porin.yaml), or express the \
@@ -534,11 +569,7 @@ mod tests {
     /// `porin explain PR016` lists every field of the table with its version.
     #[test]
     fn the_explanation_lists_the_table() {
-        let what = crate::codes::ALL
-            .iter()
-            .find(|r| r.code == codes::UNSUPPORTED_FIELD)
-            .unwrap()
-            .what;
+        let what = RULE.info.doc.unwrap().what;
         for entry in FIELDS {
             let field = field_name(entry.route);
             let version = match entry.support {

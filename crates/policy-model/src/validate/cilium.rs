@@ -15,6 +15,7 @@ use crate::model::{
     IcmpFamily, IcmpRule, IngressDenyRule, IngressRule, IntOrString, L4Proto, L7Rules, ObjectMeta,
     PortProtocol, PortRule, PortRuleDns, PortRuleHttp, PortRuleKafka, Rule, Service,
 };
+use crate::registry::CodeInfo;
 use crate::route::Route;
 
 /// `maxPorts` in rule_validation.go (also the CRD's `maxItems`).
@@ -52,7 +53,7 @@ pub(crate) fn validate_cilium_policy(
     if spec.is_none() && specs.is_none() {
         // cnp_types.go Parse: ErrEmptyCNP / ErrEmptyCCNP.
         findings
-            .error(
+            .report(
                 codes::EMPTY_POLICY,
                 Route::root(),
                 format!("Invalid {} spec(s): empty policy", scope.kind()),
@@ -85,7 +86,7 @@ pub(crate) fn validate_metadata(
     match metadata.name.as_deref() {
         None | Some("") => {
             findings
-                .error(
+                .report(
                     codes::MISSING_NAME,
                     meta.key("name"),
                     format!("{kind} must have name"),
@@ -93,14 +94,14 @@ pub(crate) fn validate_metadata(
                 .help("set `metadata.name`");
         }
         Some(name) if dns_name && !is_dns1123_subdomain(name) => {
-            findings.error(
+            findings.report(
                 codes::PATTERN,
                 meta.key("name"),
                 format!("metadata.name `{name}` must be a lower-case RFC 1123 subdomain (a-z, 0-9, `-`, `.`; at most 253)"),
             );
         }
         Some(name) if name == "." || name == ".." || name.contains(['/', '%']) => {
-            findings.error(
+            findings.report(
                 codes::PATTERN,
                 meta.key("name"),
                 format!("metadata.name `{name}` may not be `.` or `..` or contain `/` or `%`"),
@@ -111,7 +112,7 @@ pub(crate) fn validate_metadata(
     if let Some(namespace) = metadata.namespace.as_deref()
         && !super::text::is_dns1123_label(namespace)
     {
-        findings.error(
+        findings.report(
             codes::PATTERN,
             meta.key("namespace"),
             format!("metadata.namespace `{namespace}` must be a lower-case RFC 1123 label (a-z, 0-9, `-`; at most 63)"),
@@ -131,7 +132,7 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
         && !non_empty(rule.egress_deny.as_ref())
     {
         findings
-            .error(
+            .report(
                 codes::NO_DIRECTION,
                 at.clone(),
                 "rule must have at least one of Ingress, IngressDeny, Egress, EgressDeny",
@@ -142,12 +143,12 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
     match (&rule.endpoint_selector, &rule.node_selector) {
         (None, None) => {
             findings
-                .error(codes::SUBJECT_SELECTOR, at.clone(), "rule must have one of EndpointSelector or NodeSelector")
+                .report(codes::SUBJECT_SELECTOR, at.clone(), "rule must have one of EndpointSelector or NodeSelector")
                 .help("add `endpointSelector: {}` to select every endpoint (in the namespace, for a CNP)");
         }
         (Some(_), Some(_)) => {
             findings
-                .error(
+                .report(
                     codes::SUBJECT_SELECTOR,
                     at.key("nodeSelector"),
                     "rule cannot have both EndpointSelector and NodeSelector",
@@ -167,7 +168,7 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
         if scope == Scope::Namespaced && selects_reserved_init(selector) {
             // pkg/k8s/apis/cilium.io/v2/validator: ErrInitLabelInCNP.
             findings
-                .error(
+                .report(
                     codes::RESERVED_INIT_CNP,
                     at.key("endpointSelector"),
                     "CiliumNetworkPolicy incorrectly matches reserved:init label",
@@ -180,7 +181,7 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
         if scope == Scope::Namespaced {
             // cnp_types.go Parse.
             findings
-                .error(
+                .report(
                     codes::NODE_SELECTOR_IN_CNP,
                     at.key("nodeSelector"),
                     "Invalid CiliumNetworkPolicy spec: rule cannot have NodeSelector",
@@ -217,7 +218,7 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
 fn validate_log(findings: &mut Findings, at: &Route, value: &str) {
     let count = value.chars().count();
     if count > 32 {
-        findings.error(
+        findings.report(
             codes::LOG,
             at.clone(),
             format!("log.value has {count} characters; at most 32 are allowed"),
@@ -228,7 +229,7 @@ fn validate_log(findings: &mut Findings, at: &Route, value: &str) {
             || matches!(u32::from(c), 0xAD | 0x600..=0x605 | 0x61C | 0x6DD | 0x70F | 0x200B..=0x200F | 0x202A..=0x202E | 0x2060..=0x2064 | 0x2066..=0x206F | 0xFEFF | 0xFFF9..=0xFFFB | 0xE000..=0xF8FF)
     };
     if value.chars().any(is_other) {
-        findings.error(
+        findings.report(
             codes::LOG,
             at.clone(),
             "log.value may contain only printable characters (CRD pattern ^\\PC*$)",
@@ -251,7 +252,7 @@ fn check_l3_mixing(findings: &mut Findings, at: &Route, kinds: &[L3Kind<'_>]) {
     let mut present = kinds.iter().filter(|k| k.present);
     let Some(first) = present.next() else { return };
     for other in present {
-        let finding = findings.error(
+        let finding = findings.report(
             codes::L3_MIXING,
             at.key(other.key),
             format!(
@@ -294,12 +295,9 @@ fn nodes_need_flag(
 ) {
     if non_empty(list) {
         findings
-            .push(
-                codes::NODES_FLAG,
-                Severity::Warning,
-                at.key(key),
-                "FromNodes/ToNodes rules can only be applied when the \"enable-node-selector-labels\" flag is set",
-            )
+            .report(codes::NODES_FLAG, at.key(key),
+                "FromNodes/ToNodes rules can only be applied when the \"enable-node-selector-labels\" flag is set")
+
             .at_key()
             .note("the flag defaults to false; without it Cilium rejects this rule")
             .help("make sure the cluster runs with --enable-node-selector-labels=true, or select nodes with `fromEntities: [remote-node, host]`");
@@ -309,7 +307,7 @@ fn nodes_need_flag(
 fn requires_removed<T>(findings: &mut Findings, at: &Route, key: &str, list: Option<&Vec<T>>) {
     if non_empty(list) {
         findings
-            .error(codes::REQUIRES_REMOVED, at.key(key), format!("`{key}` was removed in Cilium 1.19"))
+            .report(codes::REQUIRES_REMOVED, at.key(key), format!("`{key}` was removed in Cilium 1.19"))
             .at_key()
             .note("the CRD keeps the field only with maxItems: 0, so the API server rejects any entry")
             .help("add the required labels to every fromEndpoints/toEndpoints selector instead, or use a deny rule");
@@ -319,12 +317,9 @@ fn requires_removed<T>(findings: &mut Findings, at: &Route, key: &str, list: Opt
 fn obsolete_auth(findings: &mut Findings, at: &Route, auth: Option<&serde_json::Value>) {
     if auth.is_some() {
         findings
-            .push(
-                codes::OBSOLETE_FIELD,
-                Severity::Warning,
-                at.key("auth"),
-                "`auth` is not a field of Cilium 1.19 policies; the API server prunes it and it has no effect",
-            )
+            .report(codes::OBSOLETE_FIELD, at.key("auth"),
+                "`auth` is not a field of Cilium 1.19 policies; the API server prunes it and it has no effect")
+
             .at_key()
             .help("use `authentication: {mode: required}`");
     }
@@ -340,11 +335,11 @@ fn validate_cidrs(findings: &mut Findings, at: &Route, key: &str, list: Option<&
 /// a bare IP is refused at admission, cilium/cilium#32814) plus `CIDR.Validate`.
 fn validate_cidr(findings: &mut Findings, at: &Route, cidr: &str) {
     if cidr.is_empty() {
-        findings.error(codes::CIDR, at.clone(), "IP must be specified");
+        findings.report(codes::CIDR, at.clone(), "IP must be specified");
         return;
     }
     if let Err(problem) = parse_prefix(cidr) {
-        let finding = findings.error(
+        let finding = findings.report(
             codes::CIDR,
             at.clone(),
             format!("unable to parse CIDR: {problem}"),
@@ -397,7 +392,7 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
         && !group.is_empty()
         && !is_dns1123_subdomain(group)
     {
-        findings.error(
+        findings.report(
             codes::PATTERN,
             at.key("cidrGroupRef"),
             format!("cidrGroupRef `{group}` must be a lower-case RFC 1123 subdomain of at most 253 characters"),
@@ -406,7 +401,7 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
     match usize::from(has_cidr) + usize::from(has_ref) + usize::from(has_selector) {
         0 => {
             findings
-                .error(
+                .report(
                     codes::CIDR_RULE,
                     at.clone(),
                     "one of cidr, cidrGroupRef, or cidrGroupSelector is required",
@@ -416,7 +411,7 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
         }
         1 => {}
         _ => {
-            findings.error(
+            findings.report(
                 codes::CIDR_RULE,
                 at.clone(),
                 "more than one of cidr, cidrGroupRef, or cidrGroupSelector may not be set",
@@ -427,12 +422,12 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
     if !has_cidr {
         if non_empty(rule.except.as_ref()) {
             findings
-                .push(
+                .report(
                     codes::CIDR_RULE,
-                    Severity::Warning,
                     at.key("except"),
                     "`except` is not supported together with a CIDR group; Cilium ignores it",
                 )
+                .with_severity(Severity::Warning)
                 .at_key()
                 .note("the excluded ranges stay allowed");
         }
@@ -442,7 +437,7 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
     let prefix = match parse_prefix(cidr) {
         Ok(prefix) => prefix,
         Err(problem) => {
-            let finding = findings.error(
+            let finding = findings.report(
                 codes::CIDR,
                 at.key("cidr"),
                 format!("unable to parse CIDRRule \"{cidr}\": {problem}"),
@@ -457,7 +452,7 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
         let here = at.key("except").index(index);
         match parse_prefix(except) {
             Err(problem) => {
-                findings.error(
+                findings.report(
                     codes::CIDR_RULE,
                     here,
                     format!("invalid except CIDR: {problem}"),
@@ -465,7 +460,7 @@ fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &CidrRule) {
             }
             Ok(excluded) if !prefix.contains(excluded.addr) => {
                 findings
-                    .error(
+                    .report(
                         codes::CIDR_RULE,
                         here,
                         format!(
@@ -499,18 +494,18 @@ fn validate_name_or_pattern(
     at: &Route,
     name: Option<&str>,
     pattern: Option<&str>,
-    code: &'static str,
+    code: CodeInfo,
 ) {
     match (name, pattern) {
         (Some(_), Some(_)) => {
-            findings.error(
+            findings.report(
                 code,
                 at.clone(),
                 "only one of MatchName or MatchPattern is allowed in an FQDNSelector",
             );
         }
         (None, None) => {
-            findings.error(
+            findings.report(
                 code,
                 at.clone(),
                 "one of matchName or matchPattern is required",
@@ -528,13 +523,13 @@ fn validate_name_or_pattern(
     };
     if let Some(name) = name {
         if name.len() > MAX_FQDN_LENGTH {
-            findings.error(
+            findings.report(
                 code,
                 at.key("matchName"),
                 format!("matchName must be at most {MAX_FQDN_LENGTH} characters"),
             );
         } else if !dns_shaped(name, false) {
-            findings.error(
+            findings.report(
                 code,
                 at.key("matchName"),
                 format!("Invalid characters in MatchName: \"{name}\". Only 0-9, a-z, A-Z and ., -, _ characters are allowed"),
@@ -543,13 +538,13 @@ fn validate_name_or_pattern(
     }
     if let Some(pattern) = pattern {
         if pattern.len() > MAX_FQDN_LENGTH {
-            findings.error(
+            findings.report(
                 code,
                 at.key("matchPattern"),
                 format!("Invalid MatchPattern: {pattern:?}. Must be <= {MAX_FQDN_LENGTH} characters long."),
             );
         } else if !dns_shaped(pattern, true) {
-            findings.error(
+            findings.report(
                 code,
                 at.key("matchPattern"),
                 format!("Invalid characters in MatchPattern: \"{pattern}\". Only 0-9, a-z, A-Z and ., -, _ and * characters are allowed"),
@@ -569,7 +564,7 @@ fn validate_icmps(
     let Some(icmps) = icmps else { return };
     if !icmps.is_empty() && has_ports {
         findings
-            .error(
+            .report(
                 codes::ICMP,
                 at.key("icmps"),
                 "the ICMPs block may only be present without ToPorts. Define a separate rule to use ToPorts",
@@ -580,7 +575,7 @@ fn validate_icmps(
         let here = at.key("icmps").index(index);
         let fields = rule.fields.as_deref().unwrap_or_default();
         if fields.len() > MAX_ICMP_FIELDS {
-            findings.error(
+            findings.report(
                 codes::ICMP,
                 here.key("fields"),
                 format!("too many types, the max is {MAX_ICMP_FIELDS}"),
@@ -591,7 +586,7 @@ fn validate_icmps(
             let type_at = here.key("fields").index(field_index).key("type");
             match &field.icmp_type {
                 IntOrString::Int(n) if !(0..=255).contains(n) => {
-                    findings.error(
+                    findings.report(
                         codes::ICMP,
                         type_at,
                         format!("ICMP type {n} is out of range; it must be 0-255"),
@@ -605,7 +600,7 @@ fn validate_icmps(
                             IcmpFamily::IPv6 => "IPv6",
                         };
                         findings
-                            .error(
+                            .report(
                                 codes::ICMP,
                                 type_at,
                                 format!("ICMP type {name} not found in {family_name}"),
@@ -769,7 +764,7 @@ fn validate_ingress(findings: &mut Findings, at: &Route, item: &IngressRule, hos
     obsolete_auth(findings, at, item.auth.as_ref());
     if host && has_l7(item.to_ports.as_ref()) {
         findings
-            .error(
+            .report(
                 codes::HOST_L7,
                 at.key("toPorts"),
                 "L7 policy is not supported on host ingress yet",
@@ -848,7 +843,7 @@ fn validate_egress(findings: &mut Findings, at: &Route, item: &EgressRule, host:
             ] {
                 if present {
                     findings
-                        .error(
+                        .report(
                             codes::HOST_L7,
                             at.key("toPorts").index(index).key("rules").key(key),
                             format!("L7 protocol {name} is not supported on host egress yet"),
@@ -947,13 +942,13 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
     let rules_empty = l7_is_empty(rule.rules.as_ref());
     if ingress && has_dns {
         findings
-            .error(codes::DNS, at.key("rules").key("dns"), "DNS rules are not allowed on ingress")
+            .report(codes::DNS, at.key("rules").key("dns"), "DNS rules are not allowed on ingress")
             .at_key()
             .help("DNS rules belong in an egress rule towards the DNS server (e.g. kube-dns on port 53)");
     }
     if let Some(names) = &rule.server_names {
         if names.is_empty() {
-            findings.error(
+            findings.report(
                 codes::SERVER_NAMES,
                 at.key("serverNames"),
                 "serverNames must list at least one name (CRD minItems: 1)",
@@ -961,7 +956,7 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
         }
         if !names.is_empty() && !rules_empty && rule.terminating_tls.is_none() {
             findings
-                .error(
+                .report(
                     codes::SERVER_NAMES,
                     at.key("serverNames"),
                     "ServerNames are not allowed with L7 rules without TLS termination",
@@ -972,13 +967,13 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
         for (index, name) in names.iter().enumerate() {
             let here = at.key("serverNames").index(index);
             if name.is_empty() {
-                findings.error(
+                findings.report(
                     codes::SERVER_NAMES,
                     here,
                     "empty server name is not allowed",
                 );
             } else if name.len() > 255 || !is_server_name(name) {
-                findings.error(
+                findings.report(
                     codes::SERVER_NAMES,
                     here,
                     format!("server name `{name}` does not match the CRD pattern ^(\\*?\\*\\.)?([-a-zA-Z0-9_]+\\.?)+$ (at most 255 characters)"),
@@ -997,7 +992,7 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
                     ),
                     None => (at.key("ports").index(index), String::new()),
                 };
-                let finding = findings.error(
+                let finding = findings.report(
                     codes::L7,
                     route,
                     format!("L7 rules can only apply to TCP (not {shown}) except for DNS rules"),
@@ -1017,28 +1012,28 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
     if let Some(listener) = &rule.listener {
         let here = at.key("listener");
         if ingress {
-            findings.error(
+            findings.report(
                 codes::LISTENER,
                 here.clone(),
                 format!("Listener is not allowed on ingress ({})", listener.name),
             );
         }
         if !rules_empty {
-            findings.error(
+            findings.report(
                 codes::LISTENER,
                 here.clone(),
                 format!("Listener is not allowed with L7 rules ({})", listener.name),
             );
         }
         if listener.name.is_empty() {
-            findings.error(
+            findings.report(
                 codes::LISTENER,
                 here.key("name"),
                 "listener.name must not be empty (CRD minLength: 1)",
             );
         }
         if listener.envoy_config.name.is_empty() {
-            findings.error(
+            findings.report(
                 codes::LISTENER,
                 here.key("envoyConfig").key("name"),
                 "listener.envoyConfig.name must not be empty (CRD minLength: 1)",
@@ -1047,7 +1042,7 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
         if let Some(priority) = listener.priority
             && !(1..=100).contains(&priority)
         {
-            findings.error(
+            findings.report(
                 codes::LISTENER,
                 here.key("priority"),
                 format!("listener.priority {priority} must be 1-100"),
@@ -1057,7 +1052,7 @@ fn validate_port_rule(findings: &mut Findings, at: &Route, rule: &PortRule, ingr
     if !rules_empty {
         if have_zero_port {
             findings
-                .error(
+                .report(
                     codes::L7,
                     at.key("rules"),
                     "L7 rules can not be used when a port is 0",
@@ -1096,7 +1091,7 @@ fn validate_ports(
     let Some(ports) = ports else { return false };
     if ports.len() > MAX_PORTS {
         findings
-            .error(
+            .report(
                 codes::TOO_MANY_PORTS,
                 at.key("ports"),
                 format!("too many ports, the max is {MAX_PORTS}"),
@@ -1116,7 +1111,7 @@ fn validate_port(findings: &mut Findings, at: &Route, port: &PortProtocol, has_d
     if let Some(end) = port.end_port
         && !(0..=65535).contains(&end)
     {
-        findings.error(
+        findings.report(
             codes::END_PORT,
             at.key("endPort"),
             format!("endPort {end} is out of range 0-65535"),
@@ -1127,18 +1122,18 @@ fn validate_port(findings: &mut Findings, at: &Route, port: &PortProtocol, has_d
         // Valid only with enable-extended-ip-protocols (default false), like
         // Cilium's examples/policies/host/allow-extended-protocols.yaml.
         findings
-            .push(
+            .report(
                 codes::PORT,
-                Severity::Warning,
                 at.clone(),
                 "port must be specified unless the \"enable-extended-ip-protocols\" flag is set",
             )
+            .with_severity(Severity::Warning)
             .note("the flag defaults to false; without it Cilium rejects this rule");
         return false;
     }
     if value.is_empty() {
         findings
-            .error(
+            .report(
                 codes::PORT,
                 if port.port.is_some() {
                     at.key("port")
@@ -1155,14 +1150,14 @@ fn validate_port(findings: &mut Findings, at: &Route, port: &PortProtocol, has_d
     }
     if value != "0" && matches!(port.protocol, Some(L4Proto::Vrrp | L4Proto::Igmp)) {
         findings
-            .error(codes::PORT, at.key("port"), "port must be empty or 0")
+            .report(codes::PORT, at.key("port"), "port must be empty or 0")
             .note("VRRP and IGMP have no ports");
         return false;
     }
     match parse_go_uint16(value) {
         Ok(number) => {
             if has_dns && port.end_port.is_some_and(|end| end > i32::from(number)) {
-                findings.error(
+                findings.report(
                     codes::DNS,
                     at.key("endPort"),
                     "DNS rules do not support port ranges",
@@ -1172,7 +1167,7 @@ fn validate_port(findings: &mut Findings, at: &Route, port: &PortProtocol, has_d
         }
         Err(problem) => {
             findings
-                .error(codes::PORT, at.key("port"), format!("unable to parse port: {problem}"))
+                .report(codes::PORT, at.key("port"), format!("unable to parse port: {problem}"))
                 .help("a port is a number 0-65535 or a port name (1-15 letters, digits and inner single dashes, with a letter)");
             false
         }
@@ -1202,7 +1197,7 @@ fn validate_l7_rules(
     if let Some(dns) = &rules.dns {
         if ports.is_none_or(Vec::is_empty) {
             findings
-                .error(
+                .report(
                     codes::DNS,
                     at.key("dns"),
                     "port 53 must be specified for DNS rules",
@@ -1228,7 +1223,7 @@ fn validate_l7_rules(
     let l7proto = rules.l7proto.as_deref().unwrap_or_default();
     if rules.l7.is_some() && l7proto.is_empty() {
         findings
-            .error(
+            .report(
                 codes::L7,
                 at.key("l7"),
                 "'l7' may only be specified when a 'l7proto' is also specified",
@@ -1239,7 +1234,7 @@ fn validate_l7_rules(
         kinds += 1;
         for (index, entry) in rules.l7.iter().flatten().enumerate() {
             if entry.contains_key("") {
-                findings.error(
+                findings.report(
                     codes::L7,
                     at.key("l7").index(index),
                     "Empty key not allowed",
@@ -1249,7 +1244,7 @@ fn validate_l7_rules(
     }
     if kinds > 1 {
         findings
-            .error(
+            .report(
                 codes::L7,
                 at.clone(),
                 "multiple L7 protocol rule types specified in single rule",
@@ -1273,7 +1268,7 @@ fn validate_http(findings: &mut Findings, at: &Route, rule: &PortRuleHttp) {
                 .unwrap_or("invalid regular expression")
                 .trim();
             let last = last.strip_prefix("error: ").unwrap_or(last);
-            findings.error(
+            findings.report(
                 codes::HTTP,
                 at.key(key),
                 format!("invalid regular expression `{pattern}`: {last}"),
@@ -1283,12 +1278,12 @@ fn validate_http(findings: &mut Findings, at: &Route, rule: &PortRuleHttp) {
     for (index, header) in rule.header_matches.iter().flatten().enumerate() {
         let here = at.key("headerMatches").index(index);
         if header.name.is_empty() {
-            findings.error(codes::HTTP, here.key("name"), "Header name missing");
+            findings.report(codes::HTTP, here.key("name"), "Header name missing");
         }
         if let Some(secret) = &header.secret
             && secret.name.is_empty()
         {
-            findings.error(
+            findings.report(
                 codes::HTTP,
                 here.key("secret").key("name"),
                 "Secret name missing",
@@ -1342,7 +1337,7 @@ fn validate_kafka(findings: &mut Findings, at: &Route, rule: &PortRuleKafka) {
     let role = rule.role.as_deref().unwrap_or_default();
     let api_key = rule.api_key.as_deref().unwrap_or_default();
     if !role.is_empty() && !api_key.is_empty() {
-        findings.error(
+        findings.report(
             codes::L7,
             at.key("role"),
             "Cannot set both Role and APIKey in a Kafka rule",
@@ -1350,7 +1345,7 @@ fn validate_kafka(findings: &mut Findings, at: &Route, rule: &PortRuleKafka) {
     }
     if !role.is_empty() && !matches!(role.to_ascii_lowercase().as_str(), "produce" | "consume") {
         findings
-            .error(
+            .report(
                 codes::L7,
                 at.key("role"),
                 format!("invalid Kafka role `{role}`"),
@@ -1358,7 +1353,7 @@ fn validate_kafka(findings: &mut Findings, at: &Route, rule: &PortRuleKafka) {
             .help("use `produce` or `consume`");
     }
     if !api_key.is_empty() && !KAFKA_API_KEYS.contains(&api_key.to_ascii_lowercase().as_str()) {
-        findings.error(
+        findings.report(
             codes::L7,
             at.key("apiKey"),
             format!("unknown Kafka apiKey `{api_key}`"),
@@ -1368,7 +1363,7 @@ fn validate_kafka(findings: &mut Findings, at: &Route, rule: &PortRuleKafka) {
         && !version.is_empty()
         && version.parse::<i16>().is_err()
     {
-        findings.error(
+        findings.report(
             codes::L7,
             at.key("apiVersion"),
             format!("invalid Kafka apiVersion `{version}`: must be a number"),
@@ -1381,7 +1376,7 @@ fn validate_kafka(findings: &mut Findings, at: &Route, rule: &PortRuleKafka) {
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        findings.error(
+        findings.report(
             codes::L7,
             at.key("topic"),
             format!("invalid Kafka topic `{topic}`: at most 255 of a-z, A-Z, 0-9, `.`, `_`, `-`"),

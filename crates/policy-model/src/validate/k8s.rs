@@ -17,12 +17,9 @@ pub(crate) fn validate_network_policy(findings: &mut Findings, policy: &NetworkP
     let spec_at = Route::root().key("spec");
     let Some(spec) = &policy.spec else {
         findings
-            .push(
-                codes::NETWORK_POLICY,
-                Severity::Warning,
-                Route::root(),
-                "NetworkPolicy has no spec: it selects every pod of the namespace and denies all their ingress",
-            )
+            .report(codes::NETWORK_POLICY, Route::root(),
+                "NetworkPolicy has no spec: it selects every pod of the namespace and denies all their ingress")
+.with_severity(Severity::Warning)
             .help("add a `spec` with a `podSelector`");
         return;
     };
@@ -35,19 +32,16 @@ pub(crate) fn validate_network_policy(findings: &mut Findings, policy: &NetworkP
         ),
         None => {
             findings
-                .push(
-                    codes::NETWORK_POLICY,
-                    Severity::Warning,
-                    spec_at.clone(),
-                    "spec.podSelector is missing; Kubernetes reads it as `{}`, every pod of the namespace",
-                )
+                .report(codes::NETWORK_POLICY, spec_at.clone(),
+                    "spec.podSelector is missing; Kubernetes reads it as `{}`, every pod of the namespace")
+.with_severity(Severity::Warning)
                 .help("write `podSelector: {}` to say so explicitly");
         }
     }
     if let Some(types) = &spec.policy_types
         && types.len() > 2
     {
-        findings.error(
+        findings.report(
             codes::NETWORK_POLICY,
             spec_at.key("policyTypes"),
             "may not specify more than two policyTypes",
@@ -71,7 +65,7 @@ fn validate_ports(findings: &mut Findings, at: &Route, ports: Option<&Vec<Networ
         let number = match &port.port {
             Some(IntOrString::Int(n)) => {
                 if !(1..=65535).contains(n) {
-                    findings.error(
+                    findings.report(
                         codes::PORT,
                         here.key("port"),
                         format!("port {n} must be between 1 and 65535, inclusive"),
@@ -82,7 +76,7 @@ fn validate_ports(findings: &mut Findings, at: &Route, ports: Option<&Vec<Networ
             Some(IntOrString::String(name)) => {
                 if !is_k8s_port_name(name) {
                     findings
-                        .error(codes::PORT, here.key("port"), format!("`{name}` is not a valid port name"))
+                        .report(codes::PORT, here.key("port"), format!("`{name}` is not a valid port name"))
                         .help("a port name has 1-15 lower-case letters, digits and inner single dashes, with at least one letter; a number must not be quoted");
                 }
                 None
@@ -92,14 +86,14 @@ fn validate_ports(findings: &mut Findings, at: &Route, ports: Option<&Vec<Networ
         if let Some(end) = port.end_port {
             match (&port.port, number) {
                 (None, _) => {
-                    findings.error(
+                    findings.report(
                         codes::END_PORT,
                         here.key("endPort"),
                         "endPort may not be specified when port is not specified",
                     );
                 }
                 (Some(IntOrString::String(_)), _) => {
-                    findings.error(
+                    findings.report(
                         codes::END_PORT,
                         here.key("endPort"),
                         "endPort may not be specified when port is non-numeric",
@@ -107,7 +101,7 @@ fn validate_ports(findings: &mut Findings, at: &Route, ports: Option<&Vec<Networ
                 }
                 (_, Some(start)) if i64::from(end) < start => {
                     findings
-                        .error(
+                        .report(
                             codes::END_PORT,
                             here.key("endPort"),
                             format!("endPort {end} must be greater than or equal to port {start}"),
@@ -117,7 +111,7 @@ fn validate_ports(findings: &mut Findings, at: &Route, ports: Option<&Vec<Networ
                 _ => {}
             }
             if !(1..=65535).contains(&end) {
-                findings.error(
+                findings.report(
                     codes::END_PORT,
                     here.key("endPort"),
                     format!("endPort {end} must be between 1 and 65535, inclusive"),
@@ -137,13 +131,13 @@ fn validate_peers(
         let here = at.key(key).index(index);
         let selectors = peer.pod_selector.is_some() || peer.namespace_selector.is_some();
         if !selectors && peer.ip_block.is_none() {
-            findings.error(codes::NETWORK_POLICY, here.clone(), "must specify a peer").help(
+            findings.report(codes::NETWORK_POLICY, here.clone(), "must specify a peer").help(
                 "give a podSelector, a namespaceSelector or an ipBlock (an empty `from`/`to` list means every peer)",
             );
         }
         if selectors && peer.ip_block.is_some() {
             findings
-                .error(
+                .report(
                     codes::NETWORK_POLICY,
                     here.key("ipBlock"),
                     "may not specify both podSelector/namespaceSelector and ipBlock",
@@ -170,7 +164,7 @@ fn validate_peers(
             let block_at = here.key("ipBlock");
             match parse_prefix(&block.cidr) {
                 Err(problem) => {
-                    findings.error(
+                    findings.report(
                         codes::CIDR,
                         block_at.key("cidr"),
                         format!("invalid CIDR `{}`: {problem}", block.cidr),
@@ -181,7 +175,7 @@ fn validate_peers(
                         let except_at = block_at.key("except").index(except_index);
                         match parse_prefix(except) {
                             Err(problem) => {
-                                findings.error(
+                                findings.report(
                                     codes::CIDR,
                                     except_at,
                                     format!("invalid CIDR `{except}`: {problem}"),
@@ -190,7 +184,7 @@ fn validate_peers(
                             Ok(excluded)
                                 if !(cidr.contains(excluded.addr) && cidr.len < excluded.len) =>
                             {
-                                findings.error(
+                                findings.report(
                                     codes::CIDR_RULE,
                                     except_at,
                                     format!(

@@ -4,7 +4,10 @@
 //! gets the API server's validation.
 //!
 //! Checks run over the typed model and report [`Finding`]s by route; the
-//! loader resolves routes to lines and columns.
+//! loader resolves routes to lines and columns and turns each into the one
+//! diagnostics type, [`crate::Diagnostic`]. A `Finding` is that diagnostic
+//! before it has a place in the file: the checks see the typed model, not
+//! the YAML tree that knows lines.
 
 mod cilium;
 mod k8s;
@@ -13,6 +16,7 @@ pub(crate) mod text;
 
 use crate::diagnostic::Severity;
 use crate::model::PolicyDocument;
+use crate::registry::CodeInfo;
 use crate::route::Route;
 
 /// One validation finding, located by route relative to the policy object.
@@ -43,25 +47,16 @@ pub(crate) struct Findings {
 }
 
 impl Findings {
-    pub(crate) fn error(
+    /// Records a finding of `code` at the code's default severity.
+    pub(crate) fn report(
         &mut self,
-        code: &'static str,
-        route: Route,
-        message: impl Into<String>,
-    ) -> &mut Finding {
-        self.push(code, Severity::Error, route, message)
-    }
-
-    pub(crate) fn push(
-        &mut self,
-        code: &'static str,
-        severity: Severity,
+        code: CodeInfo,
         route: Route,
         message: impl Into<String>,
     ) -> &mut Finding {
         self.list.push(Finding {
-            code,
-            severity,
+            code: code.code,
+            severity: code.severity,
             route,
             at_key: false,
             message: message.into(),
@@ -75,6 +70,13 @@ impl Findings {
 }
 
 impl Finding {
+    /// A severity other than the code's default, for a condition milder
+    /// than the rest of its code (the code's summary says which).
+    pub(crate) fn with_severity(&mut self, severity: Severity) -> &mut Self {
+        self.severity = severity;
+        self
+    }
+
     pub(crate) fn help(&mut self, help: impl Into<String>) -> &mut Self {
         self.help = Some(help.into());
         self

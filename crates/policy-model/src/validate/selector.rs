@@ -45,7 +45,7 @@ pub(crate) fn validate_selector(
         let at = route.key("matchLabels").key(key);
         if let Some(problem) = qualified_name_problem(&checked_key(key)) {
             findings
-                .error(
+                .report(
                     codes::LABEL_SELECTOR,
                     at.clone(),
                     format!("invalid label selector: key `{key}`: {problem}"),
@@ -54,14 +54,14 @@ pub(crate) fn validate_selector(
         }
         if let Some(problem) = label_value_problem(value) {
             findings
-                .error(codes::LABEL_SELECTOR, at, format!("invalid label selector: value `{value}` of `{key}`: {problem}"))
+                .report(codes::LABEL_SELECTOR, at, format!("invalid label selector: value `{value}` of `{key}`: {problem}"))
                 .note("the CRD pattern for matchLabels values is ^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$, at most 63 characters");
         }
     }
     for (index, requirement) in selector.match_expressions.iter().flatten().enumerate() {
         let at = route.key("matchExpressions").index(index);
         if let Some(problem) = qualified_name_problem(&checked_key(&requirement.key)) {
-            findings.error(
+            findings.report(
                 codes::LABEL_SELECTOR,
                 at.key("key"),
                 format!(
@@ -74,7 +74,7 @@ pub(crate) fn validate_selector(
         match requirement.operator {
             SelectorOperator::In | SelectorOperator::NotIn if values.is_empty() => {
                 findings
-                    .error(
+                    .report(
                         codes::LABEL_SELECTOR,
                         at.key("values"),
                         "invalid label selector: values must be specified when `operator` is 'In' or 'NotIn'",
@@ -83,7 +83,7 @@ pub(crate) fn validate_selector(
             }
             SelectorOperator::Exists | SelectorOperator::DoesNotExist if !values.is_empty() => {
                 findings
-                    .error(
+                    .report(
                         codes::LABEL_SELECTOR,
                         at.key("values"),
                         "invalid label selector: values may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
@@ -95,7 +95,7 @@ pub(crate) fn validate_selector(
         }
         for (value_index, value) in values.iter().enumerate() {
             if let Some(problem) = label_value_problem(value) {
-                findings.error(
+                findings.report(
                     codes::LABEL_SELECTOR,
                     at.key("values").index(value_index),
                     format!("invalid label selector: value `{value}`: {problem}"),

@@ -1,0 +1,57 @@
+//! The compiler stage's diagnostic codes (`PC0xx`), in the registry's one
+//! shape ([`porin_model::CodeInfo`]). Stable: a number is never reused.
+//! `CODES.md` is generated from [`ALL`]. Every code is reported only when
+//! policies are compiled against an inventory.
+
+porin_model::code_table! {
+    stage: Compiler, needs_inventory: true;
+    /// A peer porin cannot resolve offline (nodes, groups, CIDR groups):
+    /// allow rules allow nothing for it, deny rules deny every peer.
+    UNSUPPORTED_PEER = "PC001", "unsupported-peer", Warning,
+        "A peer porin cannot resolve offline (fromNodes/toNodes, fromGroups/toGroups, cidrGroupRef/cidrGroupSelector): allow rules allow nothing for it, deny rules deny every peer on those ports (fail closed).";
+    /// `toFQDNs` with no DNS answers in the inventory.
+    UNKNOWN_FQDN = "PC002", "unknown-fqdn", Warning,
+        "toFQDNs has no DNS answers in the inventory (`fqdns`): nothing is allowed for that selector (fail closed).";
+    /// `toServices` that yields no peer: no inventory service matches, or
+    /// only selector-less services without backends do.
+    UNKNOWN_SERVICE = "PC003", "unknown-service", Warning,
+        "toServices yields no peer (no inventory service matches, or only selector-less services without backends): allow rules allow nothing, deny rules deny every peer (fail closed). When no item of an allow rule with ports yields a peer, Cilium 1.19 leaves the rule without L3 and allows those ports to every peer; porin does not.";
+    /// A named port that does not resolve: no keys (as in Cilium).
+    NAMED_PORT = "PC004", "named-port", Warning,
+        "A named port does not resolve (unknown, incompatible protocol, zero, duplicate numbers cluster-wide for egress): the rule yields no keys, as in Cilium (`GetNamedPort`, pkg/types/portmap.go).";
+    /// The KNP ingress ipBlock quirk is in effect.
+    KNP_IPBLOCK_QUIRK = "PC005", "knp-ipblock-quirk", Warning,
+        "A KNP ingress peer with only an ipBlock also admits every pod of the policy namespace in Cilium (parseNetworkPolicyPeer); porin mirrors it.";
+    /// Rules Cilium cannot merge (L7 parsers, listeners, auth): nothing is
+    /// allowed for that selector and port.
+    MERGE_CONFLICT = "PC006", "merge-conflict", Error,
+        "Rules Cilium cannot merge on one port and selector (L7 parsers, listeners with the same priority, authentication types): nothing is allowed there (fail closed).";
+    /// A rule for nodes (host firewall), not applied to endpoints.
+    HOST_POLICY = "PC007", "host-policy", Info,
+        "A rule with a nodeSelector applies to nodes (host firewall), not to inventory endpoints; porin skips it.";
+    /// A policy selects no endpoint of the inventory.
+    SELECTS_NOTHING = "PC008", "selects-nothing", Info,
+        "A policy selects no endpoint of the inventory (incomplete inventory, or a wrong selector).";
+    /// A peer that does not parse (bad CIDR).
+    INVALID_PEER = "PC009", "invalid-peer", Warning,
+        "A peer that does not parse (a CIDR): compiled like an unresolvable peer (fail closed).";
+    /// A port or ICMP type that does not parse.
+    INVALID_PORT = "PC010", "invalid-port", Error,
+        "A port or ICMP type that does not parse: that port is left out; the rule never widens to all ports.";
+    /// A Cilium 1.19 quirk that porin mirrors and the user should know:
+    /// ICMP type 0 read as every ICMP type (cilium/cilium#41304).
+    CILIUM_QUIRK = "PC011", "cilium-quirk", Warning,
+        "ICMP type 0 in icmps means every ICMP type in Cilium 1.19 (cilium/cilium#41304); porin mirrors it and says so.";
+    /// `port: "0"` with an `endPort`: Cilium's datapath key would cover all
+    /// ports; porin keeps the range for allows and widens denies to every
+    /// port (fail closed).
+    PORT_ZERO_RANGE = "PC012", "port-zero-range", Warning,
+        "port \"0\" with an endPort: Cilium's datapath key covers every port; porin keeps the range 0-endPort for allows and denies every port for denies (fail closed both ways).";
+    /// A `toServices` reference without a namespace in a CNP matched a
+    /// service of another namespace (Cilium matches every namespace).
+    SERVICE_ANY_NAMESPACE = "PC013", "service-any-namespace", Warning,
+        "A toServices k8sService/k8sServiceSelector without a namespace in a CiliumNetworkPolicy matched a service outside the policy's namespace: Cilium matches every namespace (serviceRefMatches, serviceSelectorMatches), and so does porin.";
+    /// `toServices` in an `egressDeny` item, which Cilium never translates.
+    SERVICE_IN_DENY = "PC014", "service-in-deny", Warning,
+        "toServices in egressDeny: Cilium translates toServices only in egress rules (processRule), leaving the deny item without L3: with ports it denies them to every peer (porin too); without ports it denies nothing (porin denies the services' backends, fail closed).";
+}
