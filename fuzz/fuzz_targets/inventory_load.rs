@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| -> Corpus {
         Err(CompileError::Identity { message, .. }) if message.contains("but also to labels") => {
             return Corpus::Keep;
         }
-        Err(CompileError::Capacity { .. }) => return Corpus::Keep,
+        Err(CompileError::RangeExhausted { .. }) => return Corpus::Keep,
         Err(error) => panic!("finish() accepted an inventory allocate() refuses: {error}"),
     };
     if let Err(violation) = check_identity_invariants(&inventory, &table) {

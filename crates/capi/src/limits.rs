@@ -257,23 +257,7 @@ impl porin_limit {
 /// compiler's text names the CLI flag).
 pub(crate) fn compile_error(error: &CompileError) -> (porin_result, String) {
     match error {
-        CompileError::Capacity { what, .. } => {
-            let limit = Limit::ALL
-                .into_iter()
-                .find(|l| l.description() == *what)
-                .and_then(porin_limit::of_compile);
-            match limit {
-                Some(limit) => (
-                    porin_result::LimitExceeded,
-                    format!(
-                        "{error} (C API: porin_session_set_limit with {})",
-                        limit.c_name()
-                    ),
-                ),
-                // A numeric range ran out (identity numbers): not settable.
-                None => (porin_result::CompileFailed, error.to_string()),
-            }
-        }
+        CompileError::Limit { limit, .. } => limit_exceeded(error, porin_limit::of_compile(*limit)),
         CompileError::Inventory(inner) => inventory_error(inner),
         _ => (porin_result::CompileFailed, error.to_string()),
     }
@@ -284,19 +268,30 @@ pub(crate) fn compile_error(error: &CompileError) -> (porin_result, String) {
 /// rest `INVENTORY_INVALID`.
 pub(crate) fn inventory_error(error: &InventoryError) -> (porin_result, String) {
     match error {
-        InventoryError::Limit { limit_kind, .. } => match porin_limit::of_inventory(*limit_kind) {
-            Some(limit) => (
-                porin_result::LimitExceeded,
-                format!(
-                    "{error} (C API: porin_session_set_limit with {})",
-                    limit.c_name()
-                ),
-            ),
-            None => (porin_result::LimitExceeded, error.to_string()),
-        },
+        InventoryError::Limit { limit_kind, .. } => {
+            limit_exceeded(error, porin_limit::of_inventory(*limit_kind))
+        }
         InventoryError::Read { .. } => (porin_result::Io, error.to_string()),
         _ => (porin_result::InventoryInvalid, error.to_string()),
     }
+}
+
+/// `LIMIT_EXCEEDED` with the library's text and the `porin_limit` that
+/// raises the limit. The library's limits are non-exhaustive:
+/// `every_library_limit_has_a_c_value` fails until a new one has a value,
+/// and until then the text alone is given.
+fn limit_exceeded(
+    error: &dyn std::fmt::Display,
+    limit: Option<porin_limit>,
+) -> (porin_result, String) {
+    let message = match limit {
+        Some(limit) => format!(
+            "{error} (C API: porin_session_set_limit with {})",
+            limit.c_name()
+        ),
+        None => error.to_string(),
+    };
+    (porin_result::LimitExceeded, message)
 }
 
 /// Sets one resource limit of a session for the calls that follow.

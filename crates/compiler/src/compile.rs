@@ -309,7 +309,7 @@ pub fn compile(
 
 /// [`compile`] under explicit resource limits ([`crate::limits`]): each
 /// check runs before the work it bounds, and exceeding one is a
-/// [`CompileError::Capacity`], never a truncated map state.
+/// [`CompileError::Limit`], never a truncated map state.
 pub fn compile_with_limits(
     policies: &[PolicyInput<'_>],
     inventory: &Inventory,

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnetwork::IpNetwork;
 use serde::Serialize;
 
-use crate::error::{CompileError, InventoryError};
+use crate::error::{CompileError, IdentityRange, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory};
 use crate::labels::{
@@ -171,8 +171,8 @@ impl IdentityTable {
                 next += 1;
             }
             if next > LAST_ALLOCATED {
-                return Err(CompileError::Capacity {
-                    what: "endpoint identities",
+                return Err(CompileError::RangeExhausted {
+                    range: IdentityRange::Endpoint,
                     given: by_labels.len() + 1,
                     limit: (LAST_ALLOCATED - FIRST_ALLOCATED + 1) as usize,
                 });
@@ -222,8 +222,8 @@ impl IdentityTable {
         sorted.dedup();
         for (index, prefix) in sorted.into_iter().enumerate() {
             let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            let id = Identity::local(number).map_err(|_| CompileError::Capacity {
-                what: "CIDR identities",
+            let id = Identity::local(number).map_err(|_| CompileError::RangeExhausted {
+                range: IdentityRange::Cidr,
                 given: prefixes.len(),
                 limit: Identity::MAX_INDEX as usize,
             })?;

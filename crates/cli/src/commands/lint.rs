@@ -85,7 +85,7 @@ fn check_compile_limits(
 ) -> anyhow::Result<()> {
     let empty = Inventory::new();
     match compile_with_limits(inputs, inventory.unwrap_or(&empty), &limits.compile) {
-        Err(error @ CompileError::Capacity { .. }) => Err(error.into()),
+        Err(error @ CompileError::Limit { .. }) => Err(error.into()),
         _ => Ok(()),
     }
 }
