@@ -17,8 +17,8 @@ use ipnetwork::IpNetwork;
 use porin_model::diagnostic::{Diagnostic, Severity};
 use serde::Serialize;
 
+use crate::allocation::{IdentityInfo, IdentityKind, IdentityTable};
 use crate::error::CompileError;
-use crate::identities::{IdentityInfo, IdentityKind, IdentityTable};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory, NamedPort};
 use crate::ipcache::{Family, Ipcache, first_uncovered};

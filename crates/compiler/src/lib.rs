@@ -29,11 +29,11 @@
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]
 
+pub mod allocation;
 pub mod compile;
 pub mod diff;
 pub mod error;
 pub mod explain;
-pub mod identities;
 pub mod identity;
 pub mod inventory;
 pub mod ipcache;

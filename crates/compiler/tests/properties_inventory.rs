@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
-use porin_compiler::identities::IdentityTable;
+use porin_compiler::allocation::IdentityTable;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::invariants::check_identity_invariants;
 use proptest::prelude::*;

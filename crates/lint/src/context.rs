@@ -8,8 +8,8 @@ use porin_model::diagnostic::{Diagnostic, Location};
 
 use super::analysis;
 use super::config::LintConfig;
+use porin_compiler::allocation::{IdentityKind, IdentityTable};
 use porin_compiler::error::CompileError;
-use porin_compiler::identities::{IdentityKind, IdentityTable};
 use porin_compiler::inventory::{Inventory, NamedPort};
 use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};

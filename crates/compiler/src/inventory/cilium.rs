@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Endpoint, Inventory, NamedPort, SourceLocation, container_port_proto};
+use crate::allocation::check_given_identity;
 use crate::error::InventoryError;
-use crate::identities::check_given_identity;
 use crate::identity::Identity;
 use crate::labels::{Label, LabelSet, POD_NAMESPACE_LABEL, SOURCE_UNSPEC};
 

@@ -12,7 +12,7 @@
 //!   number belongs only to the reserved endpoint of that identity, whose
 //!   labels carry its `reserved:` label.
 
-use crate::identities::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
+use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::identity::Identity;
 use crate::inventory::Inventory;
 use crate::labels::{SOURCE_CIDR, SOURCE_CIDRGROUP, SOURCE_FQDN, SOURCE_K8S, SOURCE_RESERVED};

@@ -340,9 +340,9 @@ impl Inventory {
                 message: format!("endpoint `{}`: {message}", endpoint.display_name()),
             };
             let labels =
-                crate::identities::try_endpoint_identity_labels(endpoint, self).map_err(invalid)?;
+                crate::allocation::try_endpoint_identity_labels(endpoint, self).map_err(invalid)?;
             if let Some(id) = endpoint.identity {
-                crate::identities::check_given_identity(id, &labels)
+                crate::allocation::check_given_identity(id, &labels)
                     .map_err(|m| invalid(format!("identity {m}")))?;
             }
         }

@@ -19,7 +19,7 @@ use super::codes;
 use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
 use super::selection::SelectionIndex;
-use crate::identities::{IdentityTable, endpoint_identity_labels};
+use crate::allocation::{IdentityTable, endpoint_identity_labels};
 use crate::identity::Identity;
 use crate::inventory::{AllowLocalhost, Endpoint, Inventory, NamedPort};
 use crate::labels::{POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED};
