@@ -23,7 +23,7 @@ use porin_lint::{Report, verify};
 use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::{Diagnostic, Severity, load_paths};
 
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
 

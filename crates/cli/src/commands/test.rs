@@ -18,7 +18,7 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_policytest::{CaseOutcome, CaseResult, Engine, FileResult, TestReport, run_with_limits};
 
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 use crate::render::junit::{self, Case, Problem, Suite};
 
 /// The engine deciding the cases.
