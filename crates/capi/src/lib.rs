@@ -58,7 +58,7 @@
 pub mod compilation;
 pub mod diagnostics;
 mod ffi;
-pub mod limits;
+pub mod limit_codes;
 pub mod result;
 pub mod session;
 

@@ -16,7 +16,7 @@ use crate::ffi::{
     array, boundary, boundary_value, bytes, free_handle, handle_mut, handle_ref, into_handle,
     out_ptr, string, write_out,
 };
-use crate::limits::{compile_error, inventory_error};
+use crate::limit_codes::{compile_error, inventory_error};
 use crate::result::porin_result;
 
 /// A string argument: `len` bytes of UTF-8 at `ptr` (no terminator
