@@ -172,7 +172,7 @@ fn add_identity(
     }
     let labels = label_set(item, "labels", value.get("labels"))?;
     let id = u32::try_from(id).map_err(|e| item.invalid("id", e.to_string()))?;
-    check_given_identity(id, &labels).map_err(|m| item.invalid("id", m))?;
+    check_given_identity(id, &labels).map_err(|m| item.invalid("id", m.to_string()))?;
     let namespace = labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.clone());
     inventory.endpoints.push(Endpoint {
         name: format!("identity-{id}"),

@@ -339,8 +339,8 @@ impl Inventory {
                 line: endpoint.location.line,
                 message: format!("endpoint `{}`: {message}", endpoint.display_name()),
             };
-            let labels =
-                crate::allocation::try_endpoint_identity_labels(endpoint, self).map_err(invalid)?;
+            let labels = crate::allocation::try_endpoint_identity_labels(endpoint, self)
+                .map_err(|e| invalid(e.to_string()))?;
             if let Some(id) = endpoint.identity {
                 crate::allocation::check_given_identity(id, &labels)
                     .map_err(|m| invalid(format!("identity {m}")))?;
