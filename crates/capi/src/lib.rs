@@ -5,8 +5,10 @@
 //! inventory, compilation, diagnostics, the eBPF object and the map
 //! contents to load, flow decisions, and hole-free map differences.
 //!
-//! Contents: [`result`] (result codes and messages), [`session`] (policies,
-//! inventory, compile), [`limits`] (the session's resource limits), [`compilation`] (object bytes, map entries,
+//! Contents: [`result`] (result codes; [`porin_result_message`] gives their
+//! text), [`session`] (policies, inventory, compile, limits), [`limit_codes`]
+//! (the `porin_limit` values of the session's resource limits),
+//! [`strings`] (`porin_str`), [`compilation`] (object bytes, map entries,
 //! decisions, differences), [`diagnostics`] (findings).
 //!
 //! ## Should I use this crate?

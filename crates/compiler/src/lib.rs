@@ -17,7 +17,7 @@
 //! - [`ipcache`]: prefix → identity table and its datapath encoding;
 //! - [`labels`], [`selector`]: identity labels and label selectors;
 //! - [`inventory`]: the endpoints policies are judged against;
-//! - [`identities`]: identity allocation for label sets and prefixes;
+//! - [`allocation`]: identity allocation for label sets and prefixes;
 //! - [`resolve`]: policy → L4 filters → map state;
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]); the
 //!   synthetic cluster generators of the benchmarks and tests
