@@ -49,7 +49,7 @@
 #define PORIN_IPCACHE_VALUE_SIZE 8
 
 /*
- Longest message of [`porin_result_message`] plus its NUL terminator.
+ Longest message of `porin_result_message` plus its NUL terminator.
  */
 #define PORIN_RESULT_MESSAGE_MAX 128
 
@@ -600,6 +600,23 @@ extern "C" {
 const char *porin_version(void);
 
 /*
+ Writes the message of `code` into `buf` as a NUL-terminated UTF-8
+ string and its length without the NUL into `*out_n`.
+
+ - `code`: any number; unknown numbers give `PORIN_RESULT_INVALID_PARAMETER`.
+ - `buf`, `len`: caller-owned buffer; `PORIN_RESULT_MESSAGE_MAX` bytes
+   always suffice. Too small: `PORIN_RESULT_BUFFER_TOO_SMALL`, nothing written.
+ - Outputs are written only on success. Thread-safe.
+
+ Returns OK, NULL_PARAMETER (`buf` or `out_n` NULL), INVALID_PARAMETER,
+ BUFFER_TOO_SMALL.
+ */
+porin_result porin_result_message(uint32_t code,
+                                  char *buf,
+                                  size_t len,
+                                  size_t *out_n);
+
+/*
  Frees a compilation. NULL is a no-op; a handle freed before is ignored.
  */
 void porin_compilation_free(porin_compilation *compilation);
@@ -826,55 +843,6 @@ porin_result porin_diagnostics_render(const porin_diagnostics *diagnostics,
 void porin_diagnostics_free(porin_diagnostics *diagnostics);
 
 /*
- Sets one resource limit of a session for the calls that follow.
-
- - `which`: a `porin_limit` value (any other number gives
-   INVALID_PARAMETER, the session unchanged).
- - `value`: the new limit; every number is valid: 0 refuses any input
-   that has one such item, `UINT64_MAX` is no limit.
-
- Load and inventory limits apply to the texts and files added after the
- call (what was added before is not re-read); compile limits (and
- `PORIN_LIMIT_ENDPOINTS`, which also bounds inventory reads) apply to the
- next `porin_session_compile`, which fails with LIMIT_EXCEEDED when one
- is exceeded. Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`),
- INVALID_HANDLE, PANIC.
- */
-porin_result porin_session_set_limit(porin_session *session,
-                                     uint32_t which,
-                                     uint64_t value);
-
-/*
- Writes the current value of one limit of a session to `*out_value`.
-
- - `which`: a `porin_limit` value (any other number gives
-   INVALID_PARAMETER).
-
- Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`, `out_value`),
- INVALID_HANDLE, PANIC.
- */
-porin_result porin_session_get_limit(const porin_session *session,
-                                     uint32_t which,
-                                     uint64_t *out_value);
-
-/*
- Writes the message of `code` into `buf` as a NUL-terminated UTF-8
- string and its length without the NUL into `*out_n`.
-
- - `code`: any number; unknown numbers give `PORIN_RESULT_INVALID_PARAMETER`.
- - `buf`, `len`: caller-owned buffer; `PORIN_RESULT_MESSAGE_MAX` bytes
-   always suffice. Too small: `PORIN_RESULT_BUFFER_TOO_SMALL`, nothing written.
- - Outputs are written only on success. Thread-safe.
-
- Returns OK, NULL_PARAMETER (`buf` or `out_n` NULL), INVALID_PARAMETER,
- BUFFER_TOO_SMALL.
- */
-porin_result porin_result_message(uint32_t code,
-                                  char *buf,
-                                  size_t len,
-                                  size_t *out_n);
-
-/*
  Creates an empty session (no policies, empty inventory of cluster
  `default`) and writes it to `*out`.
 
@@ -1048,6 +1016,38 @@ porin_result porin_session_compile_stats(const porin_session *session,
 porin_result porin_session_last_error(const porin_session *session,
                                       const char **out,
                                       size_t *out_len);
+
+/*
+ Sets one resource limit of a session for the calls that follow.
+
+ - `which`: a `porin_limit` value (any other number gives
+   INVALID_PARAMETER, the session unchanged).
+ - `value`: the new limit; every number is valid: 0 refuses any input
+   that has one such item, `UINT64_MAX` is no limit.
+
+ Load and inventory limits apply to the texts and files added after the
+ call (what was added before is not re-read); compile limits (and
+ `PORIN_LIMIT_ENDPOINTS`, which also bounds inventory reads) apply to the
+ next `porin_session_compile`, which fails with LIMIT_EXCEEDED when one
+ is exceeded. Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`),
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_set_limit(porin_session *session,
+                                     uint32_t which,
+                                     uint64_t value);
+
+/*
+ Writes the current value of one limit of a session to `*out_value`.
+
+ - `which`: a `porin_limit` value (any other number gives
+   INVALID_PARAMETER).
+
+ Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`, `out_value`),
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_get_limit(const porin_session *session,
+                                     uint32_t which,
+                                     uint64_t *out_value);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -14,8 +14,10 @@ use std::ptr::{null, null_mut};
 use libfuzzer_sys::fuzz_target;
 use porin::compilation::*;
 use porin::diagnostics::*;
-use porin::result::{porin_result, porin_result_message};
+use porin::porin_result_message;
+use porin::result::porin_result;
 use porin::session::*;
+use porin::strings::porin_str;
 
 const POLICY: &str = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\n\
 metadata: {name: p, namespace: ns}\nspec:\n  endpointSelector: {matchLabels: {app: b}}\n\

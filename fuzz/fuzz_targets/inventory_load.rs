@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 use ipnetwork::IpNetwork;
 use libfuzzer_sys::{Corpus, fuzz_target};
 use porin_compiler::error::CompileError;
-use porin_compiler::identities::IdentityTable;
+use porin_compiler::allocation::IdentityTable;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::invariants::check_identity_invariants;
 use porin_compiler::limits::InventoryLimits;
@@ -50,7 +50,7 @@ fuzz_target!(|data: &[u8]| -> Corpus {
         Err(CompileError::Identity { message, .. }) if message.contains("but also to labels") => {
             return Corpus::Keep;
         }
-        Err(CompileError::Capacity { .. }) => return Corpus::Keep,
+        Err(CompileError::RangeExhausted { .. }) => return Corpus::Keep,
         Err(error) => panic!("finish() accepted an inventory allocate() refuses: {error}"),
     };
     if let Err(violation) = check_identity_invariants(&inventory, &table) {

@@ -12,7 +12,7 @@ use crate::ffi::{
     boundary, boundary_value, free_handle, handle_ref, into_handle, out_ptr, string, write_out,
 };
 use crate::result::porin_result;
-use crate::session::porin_str;
+use crate::strings::porin_str;
 
 /// Bytes of a policy-map key and value (`DATAPATH.md` §2.2).
 pub const PORIN_POLICY_KEY_SIZE: usize = 12;

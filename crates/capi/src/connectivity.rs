@@ -12,7 +12,7 @@ use crate::ffi::{
     boundary, boundary_value, free_handle, handle_ref, into_handle, out_ptr, write_out,
 };
 use crate::result::porin_result;
-use crate::session::porin_str;
+use crate::strings::porin_str;
 
 /// The direction of an endpoint's policy.
 #[repr(u32)]

@@ -4,7 +4,7 @@ use porin_model::diagnostic::{Diagnostic, Severity, SourceMap, render_human_all}
 
 use crate::ffi::{boundary, boundary_value, free_handle, handle_ref, out_ptr, write_out};
 use crate::result::porin_result;
-use crate::session::porin_str;
+use crate::strings::porin_str;
 
 /// The findings of one `porin_session_compile`. Opaque, immutable.
 ///

@@ -5,8 +5,10 @@
 //! inventory, compilation, diagnostics, the eBPF object and the map
 //! contents to load, flow decisions, and hole-free map differences.
 //!
-//! Contents: [`result`] (result codes and messages), [`session`] (policies,
-//! inventory, compile), [`limits`] (the session's resource limits), [`compilation`] (object bytes, map entries,
+//! Contents: [`result`] (result codes; [`porin_result_message`] gives their
+//! text), [`session`] (policies, inventory, compile, limits), [`limit_codes`]
+//! (the `porin_limit` values of the session's resource limits),
+//! [`strings`] (`porin_str`), [`compilation`] (object bytes, map entries,
 //! decisions, differences), [`connectivity`] (what changes between two
 //! compilations, by workload name), [`diagnostics`] (findings).
 //!
@@ -60,11 +62,15 @@ pub mod compilation;
 pub mod connectivity;
 pub mod diagnostics;
 mod ffi;
-pub mod limits;
+pub mod limit_codes;
 pub mod result;
 pub mod session;
+pub mod strings;
 
 use std::ffi::c_char;
+
+use crate::ffi::{boundary, out_ptr, write_c_string, write_out};
+use crate::result::porin_result;
 
 /// The crate version as a NUL-terminated string, e.g. `"0.1.0"` (static;
 /// never free it). Equals the `PORIN_VERSION` macro of the header the
@@ -72,4 +78,33 @@ use std::ffi::c_char;
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_version() -> *const c_char {
     concat!(env!("CARGO_PKG_VERSION"), "\0").as_ptr().cast()
+}
+
+/// Writes the message of `code` into `buf` as a NUL-terminated UTF-8
+/// string and its length without the NUL into `*out_n`.
+///
+/// - `code`: any number; unknown numbers give `PORIN_RESULT_INVALID_PARAMETER`.
+/// - `buf`, `len`: caller-owned buffer; `PORIN_RESULT_MESSAGE_MAX` bytes
+///   always suffice. Too small: `PORIN_RESULT_BUFFER_TOO_SMALL`, nothing written.
+/// - Outputs are written only on success. Thread-safe.
+///
+/// Returns OK, NULL_PARAMETER (`buf` or `out_n` NULL), INVALID_PARAMETER,
+/// BUFFER_TOO_SMALL.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_result_message(
+    code: u32,
+    buf: *mut c_char,
+    len: usize,
+    out_n: *mut usize,
+) -> porin_result {
+    boundary(|| {
+        out_ptr(buf)?;
+        out_ptr(out_n)?;
+        let message = porin_result::from_u32(code)
+            .ok_or(porin_result::InvalidParameter)?
+            .message();
+        write_c_string(buf, len, message)?;
+        write_out(out_n, message.len());
+        Ok(())
+    })
 }

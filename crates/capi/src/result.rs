@@ -1,9 +1,5 @@
 //! The result codes of the C API and their messages.
 
-use std::ffi::c_char;
-
-use crate::ffi::{boundary, out_ptr, write_c_string, write_out};
-
 /// The result of every fallible call. Numbers are fixed forever and grouped:
 /// 0-99 general, 100-199 policy model, 200-299 compiler, 300-399 code
 /// generation. A retired number is never reused.
@@ -105,36 +101,34 @@ impl porin_result {
     }
 }
 
-/// Longest message of [`porin_result_message`] plus its NUL terminator.
+/// Longest message of `porin_result_message` plus its NUL terminator.
 pub const PORIN_RESULT_MESSAGE_MAX: usize = 128;
 
-/// Writes the message of `code` into `buf` as a NUL-terminated UTF-8
-/// string and its length without the NUL into `*out_n`.
-///
-/// - `code`: any number; unknown numbers give `PORIN_RESULT_INVALID_PARAMETER`.
-/// - `buf`, `len`: caller-owned buffer; `PORIN_RESULT_MESSAGE_MAX` bytes
-///   always suffice. Too small: `PORIN_RESULT_BUFFER_TOO_SMALL`, nothing written.
-/// - Outputs are written only on success. Thread-safe.
-///
-/// Returns OK, NULL_PARAMETER (`buf` or `out_n` NULL), INVALID_PARAMETER,
-/// BUFFER_TOO_SMALL.
-#[unsafe(no_mangle)]
-pub extern "C" fn porin_result_message(
-    code: u32,
-    buf: *mut c_char,
-    len: usize,
-    out_n: *mut usize,
-) -> porin_result {
-    boundary(|| {
-        out_ptr(buf)?;
-        out_ptr(out_n)?;
-        let message = porin_result::from_u32(code)
-            .ok_or(porin_result::InvalidParameter)?
-            .message();
-        write_c_string(buf, len, message)?;
-        write_out(out_n, message.len());
-        Ok(())
-    })
+/// A failed call: its result and the message kept for
+/// `porin_session_last_error`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Failure {
+    /// What the call returns.
+    pub(crate) code: porin_result,
+    /// What `porin_session_last_error` gives.
+    pub(crate) message: String,
+}
+
+impl Failure {
+    /// A failure with its own message.
+    pub(crate) fn new(code: porin_result, message: impl Into<String>) -> Self {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<porin_result> for Failure {
+    /// A failure whose message is the result's own.
+    fn from(code: porin_result) -> Self {
+        Failure::new(code, code.message())
+    }
 }
 
 #[cfg(test)]

@@ -16,20 +16,9 @@ use crate::ffi::{
     array, boundary, boundary_value, bytes, free_handle, handle_mut, handle_ref, into_handle,
     out_ptr, string, write_out,
 };
-use crate::limits::{compile_error, inventory_error};
-use crate::result::porin_result;
-
-/// A string argument: `len` bytes of UTF-8 at `ptr` (no terminator
-/// needed). `ptr` may be NULL only when `len` is 0.
-#[repr(C)]
-#[derive(Debug, Clone, Copy)]
-#[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]
-pub struct porin_str {
-    /// First byte.
-    pub ptr: *const c_char,
-    /// Length in bytes.
-    pub len: usize,
-}
+use crate::limit_codes::{compile_error, inventory_error, porin_limit};
+use crate::result::{Failure, porin_result};
+use crate::strings::porin_str;
 
 /// One label `key=value` of an endpoint. An endpoint outside Kubernetes
 /// (no namespace) keeps a source prefix of the key (`container:app`),
@@ -89,7 +78,7 @@ pub(crate) fn session_limits<'a>(
 /// the compile limits handed to the incremental compiler).
 pub(crate) fn with_session_limits(
     session: *mut porin_session,
-    body: impl FnOnce(&mut Limits) -> Result<(), (porin_result, String)>,
+    body: impl FnOnce(&mut Limits) -> Result<(), Failure>,
 ) -> porin_result {
     with_session(session, |state| {
         let mut limits = state.limits.clone();
@@ -104,7 +93,7 @@ pub(crate) fn with_session_limits(
 /// `porin_session_last_error`.
 fn with_session(
     session: *mut porin_session,
-    body: impl FnOnce(&mut Session) -> Result<(), (porin_result, String)>,
+    body: impl FnOnce(&mut Session) -> Result<(), Failure>,
 ) -> porin_result {
     boundary(|| {
         let state = session_mut(session)?;
@@ -113,7 +102,7 @@ fn with_session(
                 state.last_error.clear();
                 Ok(())
             }
-            Err((code, message)) => {
+            Err(Failure { code, message }) => {
                 state.last_error = message;
                 Err(code)
             }
@@ -121,13 +110,13 @@ fn with_session(
     })
 }
 
-fn plain(code: porin_result) -> (porin_result, String) {
-    (code, code.message().to_owned())
+fn plain(code: porin_result) -> Failure {
+    Failure::from(code)
 }
 
 /// The policy texts of a session add up to more than `max_total_bytes`.
-fn total_too_large(name: &str, total: u64, limits: &Limits) -> (porin_result, String) {
-    (
+fn total_too_large(name: &str, total: u64, limits: &Limits) -> Failure {
+    Failure::new(
         porin_result::PolicyTooLarge,
         format!(
             "`{name}`: the session's policy texts would add up to {total} bytes; the limit is {} bytes (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_TOTAL_BYTES)",
@@ -136,28 +125,28 @@ fn total_too_large(name: &str, total: u64, limits: &Limits) -> (porin_result, St
     )
 }
 
-fn load_error(error: &LoadError) -> (porin_result, String) {
+fn load_error(error: &LoadError) -> Failure {
     match error {
-        LoadError::Io { .. } => (porin_result::Io, error.to_string()),
-        LoadError::TooManyFiles { .. } => (
+        LoadError::Io { .. } => Failure::new(porin_result::Io, error.to_string()),
+        LoadError::TooManyFiles { .. } => Failure::new(
             porin_result::PolicyTooLarge,
             format!("{error} (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_FILES)"),
         ),
-        LoadError::TooMuchInput { .. } => (
+        LoadError::TooMuchInput { .. } => Failure::new(
             porin_result::PolicyTooLarge,
             format!(
                 "{error}, counting what the session holds (C API: porin_session_set_limit with PORIN_LIMIT_POLICY_TOTAL_BYTES)"
             ),
         ),
-        _ => (porin_result::PolicyTooLarge, error.to_string()),
+        _ => Failure::new(porin_result::PolicyTooLarge, error.to_string()),
     }
 }
 
 /// A path argument; `-` (standard input for the CLI) is refused.
-fn path_arg<'a>(path: *const c_char, len: usize) -> Result<&'a Path, (porin_result, String)> {
+fn path_arg<'a>(path: *const c_char, len: usize) -> Result<&'a Path, Failure> {
     let text = string(path, len).map_err(plain)?;
     if text.is_empty() || text == "-" || text.contains('\0') {
-        return Err((
+        return Err(Failure::new(
             porin_result::InvalidParameter,
             format!("invalid path `{text}`"),
         ));
@@ -218,8 +207,9 @@ pub extern "C" fn porin_session_add_policy_bytes(
     with_session(session, |state| {
         let name = string(name, name_len).map_err(plain)?;
         let raw = bytes(data, len).map_err(plain)?;
-        let text = std::str::from_utf8(raw)
-            .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
+        let text = std::str::from_utf8(raw).map_err(|e| {
+            Failure::new(porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}"))
+        })?;
         let size = u64::try_from(text.len()).unwrap_or(u64::MAX);
         // A text over max_file_bytes is not parsed (a PM002 finding) and
         // not kept: only what is loaded counts towards the total.
@@ -295,8 +285,9 @@ pub extern "C" fn porin_session_add_inventory_bytes(
     with_session(session, |state| {
         let name = string(name, name_len).map_err(plain)?;
         let raw = bytes(data, len).map_err(plain)?;
-        let text = std::str::from_utf8(raw)
-            .map_err(|e| (porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}")))?;
+        let text = std::str::from_utf8(raw).map_err(|e| {
+            Failure::new(porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}"))
+        })?;
         let mut next = state.inventory.clone();
         next.add_text_with_limits(name, text, &state.limits.inventory)
             .map_err(|e| inventory_error(&e))?;
@@ -319,7 +310,10 @@ pub extern "C" fn porin_session_add_inventory_path(
     with_session(session, |state| {
         let path = path_arg(path, path_len)?;
         if let Err(e) = std::fs::metadata(path) {
-            return Err((porin_result::Io, format!("{}: {e}", path.display())));
+            return Err(Failure::new(
+                porin_result::Io,
+                format!("{}: {e}", path.display()),
+            ));
         }
         let loaded = Inventory::load_with_limits(path, &state.limits.inventory)
             .map_err(|e| inventory_error(&e))?;
@@ -338,7 +332,7 @@ pub extern "C" fn porin_session_add_inventory_path(
 fn optional_namespace(
     namespace: *const c_char,
     namespace_len: usize,
-) -> Result<Option<String>, (porin_result, String)> {
+) -> Result<Option<String>, Failure> {
     let text = string(namespace, namespace_len).map_err(plain)?;
     Ok((!text.is_empty()).then(|| text.to_owned()))
 }
@@ -346,13 +340,16 @@ fn optional_namespace(
 fn labels_arg(
     labels: *const porin_label,
     count: usize,
-) -> Result<std::collections::BTreeMap<String, String>, (porin_result, String)> {
+) -> Result<std::collections::BTreeMap<String, String>, Failure> {
     let mut out = std::collections::BTreeMap::new();
     for label in array(labels, count).map_err(plain)? {
         let key = string(label.key.ptr, label.key.len).map_err(plain)?;
         let value = string(label.value.ptr, label.value.len).map_err(plain)?;
         if key.is_empty() {
-            return Err((porin_result::InvalidParameter, "empty label key".to_owned()));
+            return Err(Failure::new(
+                porin_result::InvalidParameter,
+                "empty label key".to_owned(),
+            ));
         }
         out.insert(key.to_owned(), value.to_owned());
     }
@@ -397,7 +394,7 @@ pub extern "C" fn porin_session_endpoint_add(
         let namespace = optional_namespace(namespace, namespace_len)?;
         let name = string(name, name_len).map_err(plain)?;
         if name.is_empty() || name.contains('/') {
-            return Err((
+            return Err(Failure::new(
                 porin_result::InvalidParameter,
                 format!("invalid endpoint name `{name}`"),
             ));
@@ -407,7 +404,7 @@ pub extern "C" fn porin_session_endpoint_add(
         for ip in array(ips, ip_count).map_err(plain)? {
             let text = string(ip.ptr, ip.len).map_err(plain)?;
             let address = text.trim().parse::<IpAddr>().map_err(|_| {
-                (
+                Failure::new(
                     porin_result::InvalidParameter,
                     format!("`{text}` is not an IP address"),
                 )
@@ -415,7 +412,7 @@ pub extern "C" fn porin_session_endpoint_add(
             addresses.push(address);
         }
         if find(&state.inventory, &namespace, name).is_some() {
-            return Err((
+            return Err(Failure::new(
                 porin_result::AlreadyExists,
                 format!("endpoint `{name}` already exists"),
             ));
@@ -453,7 +450,7 @@ pub extern "C" fn porin_session_endpoint_remove(
         let namespace = optional_namespace(namespace, namespace_len)?;
         let name = string(name, name_len).map_err(plain)?;
         let index = find(&state.inventory, &namespace, name)
-            .ok_or_else(|| (porin_result::NotFound, format!("no endpoint `{name}`")))?;
+            .ok_or_else(|| Failure::new(porin_result::NotFound, format!("no endpoint `{name}`")))?;
         state.inventory.endpoints.remove(index);
         Ok(())
     })
@@ -478,7 +475,7 @@ pub extern "C" fn porin_session_endpoint_set_labels(
         let name = string(name, name_len).map_err(plain)?;
         let labels = labels_arg(labels, label_count)?;
         let index = find(&state.inventory, &namespace, name)
-            .ok_or_else(|| (porin_result::NotFound, format!("no endpoint `{name}`")))?;
+            .ok_or_else(|| Failure::new(porin_result::NotFound, format!("no endpoint `{name}`")))?;
         if let Some(endpoint) = state.inventory.endpoints.get_mut(index) {
             endpoint.labels = labels;
             endpoint.identity = None;
@@ -541,7 +538,7 @@ pub extern "C" fn porin_session_compile(
                 .iter()
                 .filter(|d| d.is_error())
                 .count();
-            return Err((
+            return Err(Failure::new(
                 porin_result::PolicyInvalid,
                 format!("{count} error(s) in the policy documents"),
             ));
@@ -558,8 +555,8 @@ pub extern "C" fn porin_session_compile(
         for endpoint in &compiled.endpoints {
             findings.extend(endpoint.diagnostics.iter().cloned());
         }
-        let compilation =
-            Compilation::new(compiled).map_err(|e| (porin_result::EmitFailed, e.to_string()))?;
+        let compilation = Compilation::new(compiled)
+            .map_err(|e| Failure::new(porin_result::EmitFailed, e.to_string()))?;
         // Success: keep the assigned addresses and identity numbers.
         pin_identities(&mut inventory, &compilation.compiled);
         state.inventory = inventory;
@@ -604,6 +601,57 @@ pub extern "C" fn porin_session_last_error(
         out_ptr(out_len)?;
         write_out(out, state.last_error.as_ptr().cast::<c_char>());
         write_out(out_len, state.last_error.len());
+        Ok(())
+    })
+}
+
+/// Sets one resource limit of a session for the calls that follow.
+///
+/// - `which`: a `porin_limit` value (any other number gives
+///   INVALID_PARAMETER, the session unchanged).
+/// - `value`: the new limit; every number is valid: 0 refuses any input
+///   that has one such item, `UINT64_MAX` is no limit.
+///
+/// Load and inventory limits apply to the texts and files added after the
+/// call (what was added before is not re-read); compile limits (and
+/// `PORIN_LIMIT_ENDPOINTS`, which also bounds inventory reads) apply to the
+/// next `porin_session_compile`, which fails with LIMIT_EXCEEDED when one
+/// is exceeded. Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`),
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_set_limit(
+    session: *mut porin_session,
+    which: u32,
+    value: u64,
+) -> porin_result {
+    with_session_limits(session, |limits| {
+        let limit = porin_limit::from_u32(which).ok_or(Failure::new(
+            porin_result::InvalidParameter,
+            format!("{which} is not a porin_limit"),
+        ))?;
+        limit.set(limits, value);
+        Ok(())
+    })
+}
+
+/// Writes the current value of one limit of a session to `*out_value`.
+///
+/// - `which`: a `porin_limit` value (any other number gives
+///   INVALID_PARAMETER).
+///
+/// Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`, `out_value`),
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_get_limit(
+    session: *const porin_session,
+    which: u32,
+    out_value: *mut u64,
+) -> porin_result {
+    boundary(|| {
+        let limits = session_limits(session)?;
+        out_ptr(out_value)?;
+        let limit = porin_limit::from_u32(which).ok_or(porin_result::InvalidParameter)?;
+        write_out(out_value, limit.get(limits));
         Ok(())
     })
 }

@@ -35,7 +35,7 @@ fn a_failed_compile_emits_nothing_and_keeps_the_previous_compilation() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("reserved identity: identity 5:"),
+        stdout.contains("conflicting identity: identity 300: given to `prod/other`"),
         "the compile-stage error must reach the caller: {stdout}"
     );
 }

@@ -12,7 +12,7 @@
 //! | 2 | could not run: bad arguments, unreadable path, output failure |
 
 mod commands;
-mod limits;
+mod limit_flags;
 mod output;
 mod render;
 

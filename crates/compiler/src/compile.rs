@@ -17,16 +17,16 @@ use ipnetwork::IpNetwork;
 use porin_model::diagnostic::Diagnostic;
 use serde::Serialize;
 
+use crate::allocation::{IdentityInfo, IdentityKind, IdentityTable};
 use crate::codes;
 use crate::error::CompileError;
-use crate::identities::{IdentityInfo, IdentityKind, IdentityTable};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory, NamedPort};
 use crate::ipcache::{Family, Ipcache, first_uncovered};
 use crate::labels::{LabelSet, host_prefix};
 use crate::limits::{CompileLimits, EntryBudget};
 use crate::mapstate::{Direction, Entry, Key, MapState};
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
+use crate::resolve::lower::{Lowered, Origin, OriginKind, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
 use crate::resolve::rule::proto;
 
@@ -309,7 +309,7 @@ pub fn compile(
 
 /// [`compile`] under explicit resource limits ([`crate::limits`]): each
 /// check runs before the work it bounds, and exceeding one is a
-/// [`CompileError::Capacity`], never a truncated map state.
+/// [`CompileError::Limit`], never a truncated map state.
 pub fn compile_with_limits(
     policies: &[PolicyInput<'_>],
     inventory: &Inventory,
@@ -468,12 +468,12 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
 /// finding per policy, in (kind, namespace, name) order. `selecting` holds
 /// the origins of the rules that select some endpoint.
 fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
-    let mut policy_selects: BTreeMap<(String, Option<String>, String, String), bool> =
+    let mut policy_selects: BTreeMap<(OriginKind, Option<String>, String, String), bool> =
         BTreeMap::new();
     for rule in &lowered.rules {
         if let Some(origin) = describe_origin(&lowered.origins, rule.origin) {
             let key = (
-                origin.kind.clone(),
+                origin.kind,
                 origin.namespace.clone(),
                 origin.name.clone(),
                 origin.file.clone(),
@@ -481,10 +481,10 @@ fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnost
             *policy_selects.entry(key).or_default() |= selecting.contains(&rule.origin);
         }
     }
-    let mut reported: BTreeSet<(String, Option<String>, String)> = BTreeSet::new();
+    let mut reported: BTreeSet<(OriginKind, Option<String>, String)> = BTreeSet::new();
     let mut findings = Vec::new();
     for ((kind, namespace, name, file), selects) in policy_selects {
-        if !selects && reported.insert((kind.clone(), namespace.clone(), name.clone())) {
+        if !selects && reported.insert((kind, namespace.clone(), name.clone())) {
             let label = match &namespace {
                 Some(ns) => format!("{ns}/{name}"),
                 None => name.clone(),

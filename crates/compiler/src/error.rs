@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+use crate::limits::kind::{InventoryLimit, Limit};
+
 /// An inventory could not be read or is invalid.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -47,7 +49,7 @@ pub enum InventoryError {
         /// Display path of the file (or directory) that crossed the limit.
         file: String,
         /// Which limit.
-        limit_kind: crate::limits::InventoryLimit,
+        limit_kind: InventoryLimit,
         /// How much was needed (at least this much: counting stops at the
         /// first item over the limit).
         given: u64,
@@ -92,17 +94,57 @@ pub enum CompileError {
         /// What is wrong.
         message: String,
     },
-    /// Too many identities or CIDR prefixes for the numeric ranges.
-    #[error("{what}: {given} needed, the limit is {limit}")]
-    Capacity {
+    /// A compile limit ([`crate::limits::CompileLimits`]) was exceeded;
+    /// nothing is emitted (fail closed: no truncated map state). Each front
+    /// end maps [`Limit`] to its own knob: the CLI to its flag, the C API to
+    /// its `porin_limit`.
+    #[error(
+        "{}: {given} needed{}, the limit is {max}",
+        limit.description(),
+        endpoint.as_ref().map(|e| format!(" by `{e}`")).unwrap_or_default()
+    )]
+    Limit {
+        /// Which limit.
+        limit: Limit,
+        /// How much was needed (at least this much; for
+        /// [`Limit::InsertionsPerEndpoint`] an upper bound of the work).
+        given: u64,
+        /// The configured limit.
+        max: u64,
+        /// The endpoint (`namespace/name`) that needed it, when one did.
+        endpoint: Option<String>,
+    },
+    /// A numeric identity range ran out. Not a settable limit: the ranges
+    /// are Cilium's.
+    #[error("{range}: {given} needed, the limit is {limit}")]
+    RangeExhausted {
         /// Which range ran out.
-        what: &'static str,
+        range: IdentityRange,
         /// How many were needed.
         given: usize,
-        /// The limit.
+        /// How many numbers the range holds.
         limit: usize,
     },
     /// An `--endpoint` or peer name does not exist.
     #[error("unknown endpoint `{0}`")]
     UnknownEndpoint(String),
+}
+
+/// A numeric identity range of [`CompileError::RangeExhausted`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum IdentityRange {
+    /// Cluster-allocated endpoint identities (256..=65535).
+    Endpoint,
+    /// Local-scope CIDR identities (`0x01000000 | n`).
+    Cidr,
+}
+
+impl std::fmt::Display for IdentityRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IdentityRange::Endpoint => "endpoint identities",
+            IdentityRange::Cidr => "CIDR identities",
+        })
+    }
 }

@@ -670,7 +670,7 @@ fn has_localhost_entry(compiled: &Compiled, endpoint: &str) -> bool {
 pub const LOCALHOST_REASON: &str = "allow-localhost: Cilium in Kubernetes mode (allow-localhost=auto) or with allow-localhost=always lets the host reach local endpoints whatever their ingress policy; set `allowLocalhost: policy` in the inventory or test file if the agent runs with --allow-localhost=policy";
 
 fn is_localhost_origin(origin: &Origin) -> bool {
-    origin.kind == "Synthetic" && origin.name == LOCALHOST_ORIGIN_NAME
+    origin.is_synthetic() && origin.name == LOCALHOST_ORIGIN_NAME
 }
 
 /// Explains an evaluation: one sentence per check.

@@ -17,7 +17,7 @@
 //! - [`ipcache`]: prefix → identity table and its datapath encoding;
 //! - [`labels`], [`selector`]: identity labels and label selectors;
 //! - [`inventory`]: the endpoints policies are judged against;
-//! - [`identities`]: identity allocation for label sets and prefixes;
+//! - [`allocation`]: identity allocation for label sets and prefixes;
 //! - [`resolve`]: policy → L4 filters → map state;
 //! - [`compile`]: the driver and its output ([`compile::Compiled`]); the
 //!   synthetic cluster generators of the benchmarks and tests
@@ -30,12 +30,12 @@
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]
 
+pub mod allocation;
 pub mod codes;
 pub mod compile;
 pub mod diff;
 pub mod error;
 pub mod explain;
-pub mod identities;
 pub mod identity;
 pub mod inventory;
 pub mod ipcache;

@@ -19,126 +19,23 @@
 //! | [`CompileLimits::check_l4_policy`] | before an endpoint's map state | key insertions for that endpoint (upper bound) |
 //! | [`EntryBudget::charge`] | after each endpoint's map state | entries of one endpoint and of the whole output |
 //!
-//! Exceeding a limit is an error ([`LimitExceeded`], converted to
-//! [`CompileError::Capacity`]) naming the limit, the amount needed, the
-//! limit and the CLI flag that raises it: porin never emits a truncated map
+//! Exceeding a limit is a [`CompileError::Limit`] carrying the [`Limit`],
+//! the amount needed, the configured value and the endpoint that needed it;
+//! its text names the CLI flag that raises it, and the C API maps the
+//! [`Limit`] to its `porin_limit`: porin never emits a truncated map
 //! state (fail closed: a truncated allow list would be wrong, and so would a
 //! truncated deny list).
 
 use std::collections::BTreeSet;
+
+pub mod kind;
 
 use crate::error::CompileError;
 use crate::ports::port_range_to_masked_ports;
 use crate::resolve::lower::PolicyInput;
 use crate::resolve::policy::{L4Policy, SelectorCache};
 use crate::resolve::rule::{PolicyRule, PortRef, proto};
-
-/// Which limit was exceeded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Limit {
-    /// [`CompileLimits::max_endpoints`].
-    Endpoints,
-    /// [`CompileLimits::max_rules`].
-    Rules,
-    /// [`CompileLimits::max_peer_selectors`].
-    PeerSelectors,
-    /// [`CompileLimits::max_cidr_prefixes`].
-    CidrPrefixes,
-    /// [`CompileLimits::max_identities`].
-    Identities,
-    /// [`CompileLimits::max_selector_evaluations`].
-    SelectorEvaluations,
-    /// [`CompileLimits::max_insertions_per_endpoint`].
-    InsertionsPerEndpoint,
-    /// [`CompileLimits::max_entries_per_endpoint`].
-    EntriesPerEndpoint,
-    /// [`CompileLimits::max_total_entries`].
-    TotalEntries,
-}
-
-impl Limit {
-    /// Every limit, in check order.
-    pub const ALL: [Limit; 9] = [
-        Limit::Endpoints,
-        Limit::Rules,
-        Limit::PeerSelectors,
-        Limit::CidrPrefixes,
-        Limit::Identities,
-        Limit::SelectorEvaluations,
-        Limit::InsertionsPerEndpoint,
-        Limit::EntriesPerEndpoint,
-        Limit::TotalEntries,
-    ];
-
-    /// The CLI flag that sets this limit (`porin compile` / `porin lint`).
-    pub const fn flag(self) -> &'static str {
-        match self {
-            Limit::Endpoints => "--max-endpoints",
-            Limit::Rules => "--max-rules",
-            Limit::PeerSelectors => "--max-peer-selectors",
-            Limit::CidrPrefixes => "--max-cidr-prefixes",
-            Limit::Identities => "--max-identities",
-            Limit::SelectorEvaluations => "--max-selector-evaluations",
-            Limit::InsertionsPerEndpoint => "--max-insertions-per-endpoint",
-            Limit::EntriesPerEndpoint => "--max-entries-per-endpoint",
-            Limit::TotalEntries => "--max-total-entries",
-        }
-    }
-
-    /// What is counted, with the flag that raises the limit (a static text,
-    /// so it fits [`CompileError::Capacity`]).
-    pub const fn description(self) -> &'static str {
-        match self {
-            Limit::Endpoints => "inventory endpoints (raise with `--max-endpoints`)",
-            Limit::Rules => "policy rules after lowering (raise with `--max-rules`)",
-            Limit::PeerSelectors => {
-                "peer selectors in policy rules (raise with `--max-peer-selectors`)"
-            }
-            Limit::CidrPrefixes => {
-                "CIDR prefixes named by policies (raise with `--max-cidr-prefixes`)"
-            }
-            Limit::Identities => "security identities (raise with `--max-identities`)",
-            Limit::SelectorEvaluations => {
-                "selector evaluations, distinct selectors × identities (raise with `--max-selector-evaluations`)"
-            }
-            Limit::InsertionsPerEndpoint => {
-                "policy-map key insertions for one endpoint, upper bound (raise with `--max-insertions-per-endpoint`)"
-            }
-            Limit::EntriesPerEndpoint => {
-                "policy-map entries of one endpoint (raise with `--max-entries-per-endpoint`, at most the policy map size)"
-            }
-            Limit::TotalEntries => {
-                "policy-map entries of all distinct map states together (raise with `--max-total-entries`)"
-            }
-        }
-    }
-}
-
-/// A limit of [`CompileLimits`] was exceeded.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{} exceeded: `{given}` needed{}, the limit is `{limit}`", limit_kind.description(), context.as_ref().map(|c| format!(" by {c}")).unwrap_or_default())]
-pub struct LimitExceeded {
-    /// Which limit.
-    pub limit_kind: Limit,
-    /// How much was needed (at least this much; for
-    /// [`Limit::InsertionsPerEndpoint`] an upper bound of the work).
-    pub given: u64,
-    /// The configured limit.
-    pub limit: u64,
-    /// What needed it (an endpoint name), when one thing did.
-    pub context: Option<String>,
-}
-
-impl From<LimitExceeded> for CompileError {
-    fn from(error: LimitExceeded) -> Self {
-        CompileError::Capacity {
-            what: error.limit_kind.description(),
-            given: usize::try_from(error.given).unwrap_or(usize::MAX),
-            limit: usize::try_from(error.limit).unwrap_or(usize::MAX),
-        }
-    }
-}
+pub use kind::{InventoryLimit, Limit};
 
 /// Bounds on one compilation. [`Default`] is far above any real cluster
 /// (see each field) and keeps a hostile input under about 1 GiB and a few
@@ -241,21 +138,21 @@ impl CompileLimits {
         }
     }
 
-    fn check(&self, limit: Limit, given: u64, context: Option<&str>) -> Result<(), LimitExceeded> {
+    fn check(&self, limit: Limit, given: u64, endpoint: Option<&str>) -> Result<(), CompileError> {
         let max = self.get(limit);
         if given > max {
-            return Err(LimitExceeded {
-                limit_kind: limit,
+            return Err(CompileError::Limit {
+                limit,
                 given,
-                limit: max,
-                context: context.map(str::to_owned),
+                max,
+                endpoint: endpoint.map(str::to_owned),
             });
         }
         Ok(())
     }
 
     /// Before lowering: the inventory's endpoint count.
-    pub fn check_endpoints(&self, endpoints: usize) -> Result<(), LimitExceeded> {
+    pub fn check_endpoints(&self, endpoints: usize) -> Result<(), CompileError> {
         self.check(Limit::Endpoints, wide(endpoints), None)
     }
 
@@ -265,7 +162,7 @@ impl CompileLimits {
     /// not counted here, [`CompileLimits::check_lowered`] counts them).
     /// Lowering costs a few KiB per rule, so a policy set far over the
     /// limit is refused before it is lowered.
-    pub fn check_inputs(&self, policies: &[PolicyInput<'_>]) -> Result<(), LimitExceeded> {
+    pub fn check_inputs(&self, policies: &[PolicyInput<'_>]) -> Result<(), CompileError> {
         let mut rules: u64 = 0;
         for input in policies {
             for (_, rule) in input.policy.cilium_rules() {
@@ -289,7 +186,7 @@ impl CompileLimits {
         &self,
         rules: &[PolicyRule],
         cidr_prefixes: usize,
-    ) -> Result<(), LimitExceeded> {
+    ) -> Result<(), CompileError> {
         self.check(Limit::Rules, wide(rules.len()), None)?;
         let peers = rules
             .iter()
@@ -306,7 +203,7 @@ impl CompileLimits {
         &self,
         rules: &[PolicyRule],
         identities: usize,
-    ) -> Result<(), LimitExceeded> {
+    ) -> Result<(), CompileError> {
         self.check(Limit::Identities, wide(identities), None)?;
         let mut distinct = BTreeSet::new();
         for rule in rules {
@@ -328,7 +225,7 @@ impl CompileLimits {
         endpoint: &str,
         policy: &L4Policy,
         cache: &SelectorCache,
-    ) -> Result<(), LimitExceeded> {
+    ) -> Result<(), CompileError> {
         let bound = insertion_bound(policy, cache);
         self.check(Limit::InsertionsPerEndpoint, bound, Some(endpoint))
     }
@@ -386,7 +283,7 @@ impl EntryBudget<'_> {
     /// Charges `entries` for `endpoint`: refused if that endpoint alone
     /// exceeds [`CompileLimits::max_entries_per_endpoint`] or the running
     /// total exceeds [`CompileLimits::max_total_entries`].
-    pub fn charge(&mut self, endpoint: &str, entries: usize) -> Result<(), LimitExceeded> {
+    pub fn charge(&mut self, endpoint: &str, entries: usize) -> Result<(), CompileError> {
         self.limits
             .check(Limit::EntriesPerEndpoint, wide(entries), Some(endpoint))?;
         self.total = self.total.saturating_add(wide(entries));
@@ -411,79 +308,6 @@ pub struct Limits {
     pub inventory: InventoryLimits,
     /// Compiling.
     pub compile: CompileLimits,
-}
-
-/// Which inventory limit was exceeded ([`InventoryLimits`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum InventoryLimit {
-    /// [`InventoryLimits::max_file_bytes`].
-    FileBytes,
-    /// [`InventoryLimits::max_files`].
-    Files,
-    /// [`InventoryLimits::max_endpoints`].
-    Endpoints,
-    /// [`InventoryLimits::max_documents`].
-    Documents,
-    /// [`InventoryLimits::max_depth`].
-    Depth,
-    /// [`InventoryLimits::max_nodes`].
-    Nodes,
-    /// [`InventoryLimits::max_alias_expansions`].
-    AliasExpansions,
-}
-
-impl InventoryLimit {
-    /// Every inventory limit.
-    pub const ALL: [InventoryLimit; 7] = [
-        InventoryLimit::FileBytes,
-        InventoryLimit::Files,
-        InventoryLimit::Endpoints,
-        InventoryLimit::Documents,
-        InventoryLimit::Depth,
-        InventoryLimit::Nodes,
-        InventoryLimit::AliasExpansions,
-    ];
-
-    /// The CLI flag that sets this limit. The endpoint limit is the
-    /// compiler's ([`Limit::Endpoints`]): one number bounds both the
-    /// inventory read and the compilation.
-    pub const fn flag(self) -> &'static str {
-        match self {
-            InventoryLimit::FileBytes => "--max-inventory-file-bytes",
-            InventoryLimit::Files => "--max-inventory-files",
-            InventoryLimit::Endpoints => Limit::Endpoints.flag(),
-            InventoryLimit::Documents => "--max-inventory-documents",
-            InventoryLimit::Depth => "--max-inventory-depth",
-            InventoryLimit::Nodes => "--max-inventory-nodes",
-            InventoryLimit::AliasExpansions => "--max-inventory-alias-expansions",
-        }
-    }
-
-    /// What is counted, with the flag that raises the limit.
-    pub const fn description(self) -> &'static str {
-        match self {
-            InventoryLimit::FileBytes => {
-                "inventory file size in bytes (raise with `--max-inventory-file-bytes`)"
-            }
-            InventoryLimit::Files => {
-                "inventory files under the given directory (raise with `--max-inventory-files`)"
-            }
-            InventoryLimit::Endpoints => "inventory endpoints (raise with `--max-endpoints`)",
-            InventoryLimit::Documents => {
-                "YAML documents in one inventory file (raise with `--max-inventory-documents`)"
-            }
-            InventoryLimit::Depth => {
-                "YAML nesting depth of an inventory file (raise with `--max-inventory-depth`)"
-            }
-            InventoryLimit::Nodes => {
-                "YAML nodes in one inventory file (raise with `--max-inventory-nodes`)"
-            }
-            InventoryLimit::AliasExpansions => {
-                "YAML nodes replayed by aliases in one inventory file (raise with `--max-inventory-alias-expansions`)"
-            }
-        }
-    }
 }
 
 /// Bounds on reading an inventory (files, Kubernetes manifests, cluster
@@ -581,6 +405,19 @@ fn wide(n: usize) -> u64 {
 mod tests {
     use super::*;
 
+    /// The limit, amount, configured value and endpoint of a limit error.
+    fn parts(error: &CompileError) -> (Limit, u64, u64, Option<&str>) {
+        match error {
+            CompileError::Limit {
+                limit,
+                given,
+                max,
+                endpoint,
+            } => (*limit, *given, *max, endpoint.as_deref()),
+            other => panic!("expected a limit error, got {other:?}"),
+        }
+    }
+
     #[test]
     fn every_limit_round_trips_through_get_and_set() {
         let mut limits = CompileLimits::default();
@@ -618,11 +455,9 @@ mod tests {
         budget.charge("a", 10).unwrap();
         budget.charge("b", 10).unwrap();
         let error = budget.charge("c", 6).unwrap_err();
-        assert_eq!(error.limit_kind, Limit::TotalEntries);
-        assert_eq!((error.given, error.limit), (26, 25));
-        assert_eq!(error.context.as_deref(), Some("c"));
+        assert_eq!(parts(&error), (Limit::TotalEntries, 26, 25, Some("c")));
         let message = error.to_string();
-        assert!(message.contains("`26` needed by c"), "{message}");
+        assert!(message.contains("26 needed by `c`"), "{message}");
         assert!(message.contains("--max-total-entries"), "{message}");
     }
 
@@ -631,12 +466,11 @@ mod tests {
         let limits = CompileLimits::default();
         let mut budget = limits.budget();
         let error = budget.charge("ns/big", 65_537).unwrap_err();
-        assert_eq!(error.limit_kind, Limit::EntriesPerEndpoint);
+        assert_eq!(parts(&error).0, Limit::EntriesPerEndpoint);
         assert_eq!(budget.total(), 0, "a refused endpoint is not charged");
-        let compile_error = CompileError::from(error);
-        let message = compile_error.to_string();
+        let message = error.to_string();
         assert!(
-            message.contains("65537 needed, the limit is 65536"),
+            message.contains("65537 needed by `ns/big`, the limit is 65536"),
             "{message}"
         );
         assert!(message.contains("--max-entries-per-endpoint"), "{message}");
@@ -662,12 +496,12 @@ mod tests {
         };
         limits.check_endpoints(3).unwrap();
         assert_eq!(
-            limits.check_endpoints(4).unwrap_err().limit_kind,
+            parts(&limits.check_endpoints(4).unwrap_err()).0,
             Limit::Endpoints
         );
         limits.check_lowered(&[], 2).unwrap();
         assert_eq!(
-            limits.check_lowered(&[], 3).unwrap_err().limit_kind,
+            parts(&limits.check_lowered(&[], 3).unwrap_err()).0,
             Limit::CidrPrefixes
         );
     }

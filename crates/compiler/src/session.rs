@@ -34,9 +34,9 @@ use std::sync::Arc;
 
 use porin_model::diagnostic::Diagnostic;
 
+use crate::allocation::{FIRST_ALLOCATED, LAST_ALLOCATED};
 use crate::compile::{Compiled, DistillRequest, Distilled, Distiller, drive};
 use crate::error::CompileError;
-use crate::identities::{FIRST_ALLOCATED, LAST_ALLOCATED};
 use crate::inventory::{Inventory, NamedPort};
 use crate::limits::{CompileLimits, EntryBudget};
 use crate::mapstate::MapState;

@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
+use porin_compiler::allocation::{IdentityTable, endpoint_identity_labels};
 use porin_compiler::error::InventoryError;
-use porin_compiler::identities::{IdentityTable, endpoint_identity_labels};
 use porin_compiler::inventory::Inventory;
 
 fn fixtures() -> PathBuf {

@@ -90,9 +90,7 @@ fn refused(what: &str, limit: Limit, run: impl FnOnce() -> Result<(), CompileErr
     let elapsed = start.elapsed();
     assert!(elapsed < TIME_LIMIT, "{what}: took {elapsed:?}");
     match result {
-        Err(CompileError::Capacity {
-            what: description, ..
-        }) if description == limit.description() => {
+        Err(CompileError::Limit { limit: refused, .. }) if refused == limit => {
             println!("{what}: refused in {elapsed:?}");
         }
         other => panic!("{what}: expected {limit:?} to refuse, got {other:?}"),

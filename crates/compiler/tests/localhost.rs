@@ -95,7 +95,7 @@ fn localhost_origin(compiled: &Compiled) -> Option<u32> {
     compiled
         .origins
         .iter()
-        .find(|o| o.kind == "Synthetic" && o.name == "allow-localhost-ingress")
+        .find(|o| o.is_synthetic() && o.name == "allow-localhost-ingress")
         .map(|o| o.id)
 }
 

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
+use porin_compiler::allocation::IdentityTable;
 use porin_compiler::compile::synthetic;
-use porin_compiler::identities::IdentityTable;
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
 use proptest::prelude::*;
 

@@ -12,7 +12,7 @@
 use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
-use porin_compiler::identities::IdentityTable;
+use porin_compiler::allocation::IdentityTable;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::invariants::check_identity_invariants;
 use proptest::prelude::*;
@@ -238,7 +238,7 @@ fn the_invariants_catch_a_merged_cidr_identity() {
     table.endpoint_identity[0] = 16_777_217;
     let violation = check_identity_invariants(&inventory, &table).unwrap_err();
     assert!(
-        violation.contains("outside the cluster scope"),
+        violation.to_string().contains("outside the cluster scope"),
         "{violation}"
     );
 }

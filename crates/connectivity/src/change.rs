@@ -13,8 +13,8 @@
 use std::collections::BTreeMap;
 
 use ipnetwork::IpNetwork;
+use porin_compiler::allocation::IdentityKind;
 use porin_compiler::compile::Compiled;
-use porin_compiler::identities::IdentityKind;
 use porin_compiler::ipcache::Family;
 use porin_compiler::mapstate::Direction;
 

@@ -44,14 +44,14 @@ fn one_endpoint_over_its_entry_limit_fails_the_whole_compile() {
     let mut limits = CompileLimits::default();
     limits.set(Limit::EntriesPerEndpoint, (largest - 1) as u64);
     match compile(&limits) {
-        Err(error @ CompileError::Capacity { .. }) => {
+        Err(error @ CompileError::Limit { .. }) => {
             let message = error.to_string();
             assert!(
                 message.contains(Limit::EntriesPerEndpoint.flag()),
                 "{message}"
             );
         }
-        Err(other) => panic!("expected Capacity, got {other:?}"),
+        Err(other) => panic!("expected a limit error, got {other:?}"),
         Ok(partial) => panic!(
             "compiled {} endpoints past an entry limit some exceed",
             partial.endpoints.len()

@@ -66,7 +66,7 @@
 //! `bpf(2)` command, the object and the errno.
 
 pub mod apply;
-mod btf;
+mod btf_reader;
 pub mod datapath;
 pub mod engine;
 mod error;
@@ -77,7 +77,7 @@ mod program;
 pub mod sys;
 
 pub use apply::{DirectWrites, MapWriter};
-pub use btf::MapDefinition;
+pub use btf_reader::MapDefinition;
 pub use datapath::{
     Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,
 };

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 
 use object::{Object, ObjectSection, ObjectSymbol, RelocationFlags, RelocationTarget, SectionKind};
 
-use super::btf::{Btf, MapDefinition};
+use super::btf_reader::{Btf, MapDefinition};
 use super::error::KernelError;
 use super::map::Map;
 use super::program::Program;

@@ -8,8 +8,8 @@ use porin_model::diagnostic::{Diagnostic, Location};
 
 use super::analysis;
 use super::config::LintConfig;
+use porin_compiler::allocation::{IdentityKind, IdentityTable};
 use porin_compiler::error::CompileError;
-use porin_compiler::identities::{IdentityKind, IdentityTable};
 use porin_compiler::inventory::{Inventory, NamedPort};
 use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
@@ -155,7 +155,7 @@ impl<'a> Context<'a> {
             input.file == origin.file
                 && input.document == origin.document
                 && input.policy.name() == origin.name
-                && input.policy.kind() == origin.kind
+                && input.policy.kind() == origin.kind.name()
         })
     }
 
@@ -185,10 +185,10 @@ impl<'a> Context<'a> {
 
     /// `Kind ns/name section[i]` for messages.
     pub fn describe(&self, origin: &Origin) -> String {
-        if origin.kind == "Synthetic" && origin.name == LOCALHOST_ORIGIN_NAME {
+        if origin.is_synthetic() && origin.name == LOCALHOST_ORIGIN_NAME {
             return "the host's ingress allow (`allowLocalhost`: Cilium in Kubernetes mode lets the host reach local pods; `allowLocalhost: policy` removes it)".to_owned();
         }
-        if origin.kind == "Synthetic" {
+        if origin.is_synthetic() {
             return format!(
                 "the allow-all of {} (the direction is not enforced without this rule, or every rule selecting the endpoint sets `enableDefaultDeny: false`)",
                 origin.direction

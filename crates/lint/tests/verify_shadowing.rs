@@ -205,7 +205,7 @@ proptest! {
         let full = compile_docs(&docs, &inventory);
         for (rule_index, rule) in cx.rules().iter().enumerate() {
             let origin = cx.origin_by_id(rule.origin).unwrap();
-            if origin.name == "anchor" || origin.kind == "Synthetic" {
+            if origin.name == "anchor" || origin.is_synthetic() {
                 continue;
             }
             let document = origin.document;

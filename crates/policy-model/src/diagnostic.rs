@@ -13,30 +13,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+// Severity is the registry's (each code states its default there); the
+// diagnostics type re-exports it, where users look for it.
 use crate::registry::CodeInfo;
-
-/// How bad a finding is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// The input is invalid or unsafe; exit code 1.
-    Error,
-    /// Probably a mistake; does not change the exit code.
-    Warning,
-    /// Informational (e.g. a skipped document).
-    Info,
-}
-
-impl Severity {
-    /// Lower-case name used by the renderers.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Severity::Error => "error",
-            Severity::Warning => "warning",
-            Severity::Info => "info",
-        }
-    }
-}
+pub use crate::registry::Severity;
 
 /// A place in an input file.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

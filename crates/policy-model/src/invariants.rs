@@ -17,9 +17,47 @@ pub fn fuzz_limits() -> LoadLimits {
     }
 }
 
+/// A loader invariant that does not hold (a bug, never an input error).
+/// The fields are rendered text: the diagnostic or model in debug form,
+/// the JSON that was reloaded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoaderViolation {
+    /// A diagnostic whose location is not 1-based.
+    #[error("location not 1-based: {diagnostic}")]
+    Location {
+        /// The diagnostic, in debug form.
+        diagnostic: String,
+    },
+    /// An accepted policy that does not serialize.
+    #[error("cannot serialize {document}: {message}")]
+    Serialize {
+        /// The loaded document, in debug form.
+        document: String,
+        /// The serializer's error.
+        message: String,
+    },
+    /// The serialized policy does not load again.
+    #[error("reloading the serialized policy failed:\n{json}\n{diagnostics}")]
+    Reload {
+        /// The serialized policy.
+        json: String,
+        /// The diagnostics of reloading it, rendered.
+        diagnostics: String,
+    },
+    /// The serialized policy loads to another model.
+    #[error("round trip changed the model:\n{json}\n{reloaded}")]
+    RoundTrip {
+        /// The serialized policy.
+        json: String,
+        /// What it loaded to, in debug form.
+        reloaded: String,
+    },
+}
+
 /// Loads `data` (ignored unless UTF-8) and checks the invariants. Returns the
-/// first violation as text; the caller decides to panic.
-pub fn check_loader_invariants(data: &[u8]) -> Result<(), String> {
+/// first violation; the caller decides to panic.
+pub fn check_loader_invariants(data: &[u8]) -> Result<(), LoaderViolation> {
     let Ok(text) = std::str::from_utf8(data) else {
         return Ok(());
     };
@@ -30,22 +68,31 @@ pub fn check_loader_invariants(data: &[u8]) -> Result<(), String> {
         if let Some(primary) = &diagnostic.primary
             && (primary.line == 0 || primary.column == 0)
         {
-            return Err(format!("location not 1-based: {diagnostic:?}"));
+            return Err(LoaderViolation::Location {
+                diagnostic: format!("{diagnostic:?}"),
+            });
         }
     }
     for loaded in &outcome.documents {
-        let json = serde_json::to_string(&loaded.doc)
-            .map_err(|e| format!("cannot serialize {loaded:?}: {e}"))?;
+        let json = serde_json::to_string(&loaded.doc).map_err(|e| LoaderViolation::Serialize {
+            document: format!("{loaded:?}"),
+            message: e.to_string(),
+        })?;
         let again = load_str("roundtrip.json", &json, &LoadLimits::default());
         if again.has_errors() {
-            return Err(format!(
-                "reloading the serialized policy failed:\n{json}\n{}",
-                render_human_all(&again.diagnostics, &again.sources)
-            ));
+            return Err(LoaderViolation::Reload {
+                diagnostics: render_human_all(&again.diagnostics, &again.sources),
+                json,
+            });
         }
         match again.documents.as_slice() {
             [reloaded] if reloaded.doc == loaded.doc => {}
-            other => return Err(format!("round trip changed the model:\n{json}\n{other:#?}")),
+            other => {
+                return Err(LoaderViolation::RoundTrip {
+                    reloaded: format!("{other:#?}"),
+                    json,
+                });
+            }
         }
     }
     Ok(())

@@ -19,9 +19,31 @@
 use std::io;
 use std::path::Path;
 
+use serde::Serialize;
 use thiserror::Error;
 
-use crate::diagnostic::Severity;
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The input is invalid or unsafe; exit code 1.
+    Error,
+    /// Probably a mistake; does not change the exit code.
+    Warning,
+    /// Informational (e.g. a skipped document).
+    Info,
+}
+
+impl Severity {
+    /// Lower-case name used by the renderers.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
 
 /// The pipeline stage that reports a code; the code's prefix names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

@@ -4,12 +4,19 @@
 //!
 //! The one outside path allowed is the optional example corpus, and only in
 //! the tests that read it when it is present (`CORPUS_READERS`).
+//!
+//! The other checks of the repository's shape share this test binary (one
+//! binary, not one per check): [`module_graph`], no import cycles between
+//! the files of a crate.
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly on I/O errors")]
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+
+#[path = "repo/module_graph.rs"]
+mod module_graph;
 
 /// The tests that read the optional corpus beside the clone; only they may
 /// name its path.

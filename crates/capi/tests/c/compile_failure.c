@@ -52,10 +52,11 @@ static const char INVALID_PAYMENT[] =
 
 /* An endpoint with a given identity number in the reserved range: the
  * inventory loads, the compile refuses it (COMPILE_FAILED). */
-static const char RESERVED_IDENTITY[] =
+static const char CONFLICTING_IDENTITY[] =
     "kind: Inventory\n"
     "endpoints:\n"
-    "  - {name: broken, namespace: prod, labels: {app: broken}, identity: 5}\n";
+    "  - {name: broken, namespace: prod, labels: {app: broken}, identity: 300}\n"
+    "  - {name: other, namespace: prod, labels: {app: other}, identity: 300}\n";
 
 #define SENTINEL ((porin_compilation *)0x1)
 
@@ -193,14 +194,16 @@ int main(void) {
     free(deep);
     expect_failure(session, PORIN_RESULT_POLICY_INVALID, v1, v1_digest, "nesting limit");
 
-    /* 3. A failure of the compile stage itself (identity allocation). */
+    /* 3. A failure of the compile stage itself (identity allocation: one
+     * given number, two label sets). The inventory reader refuses a
+     * reserved number on a pod itself, so that is no compile failure. */
     CHECK_RESULT(porin_session_clear_policies(session), PORIN_RESULT_OK);
     add_policy(session, "payment.yaml", POLICY);
-    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("reserved.yaml"),
-                                                   (const uint8_t *)RESERVED_IDENTITY,
-                                                   sizeof RESERVED_IDENTITY - 1),
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("conflict.yaml"),
+                                                   (const uint8_t *)CONFLICTING_IDENTITY,
+                                                   sizeof CONFLICTING_IDENTITY - 1),
                  PORIN_RESULT_OK);
-    expect_failure(session, PORIN_RESULT_COMPILE_FAILED, v1, v1_digest, "reserved identity");
+    expect_failure(session, PORIN_RESULT_COMPILE_FAILED, v1, v1_digest, "conflicting identity");
 
     /* The session recovers once the cause is gone, and the previous
      * compilation still equals what it was, next to the new one. */

@@ -18,7 +18,7 @@ use porin_compiler::resolve::lower::PolicyInput;
 use porin_model::diagnostic::render_human_all;
 use porin_model::loader::{LoadOutcome, load_paths};
 
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 
 /// Output format of `porin compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

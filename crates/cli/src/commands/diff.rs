@@ -41,7 +41,7 @@ use porin_model::LoadLimits;
 use porin_model::loader::{LoadError, LoadOutcome, load_paths, load_reader};
 
 use super::compile::compile_loaded;
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 
 /// Output format of `porin diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -27,7 +27,7 @@ use porin_compiler::mapstate::Direction;
 use porin_connectivity::flows::{PortRange, allowed, describe};
 
 use super::compile::load_and_compile;
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 
 /// Arguments of `porin graph`.
 #[derive(Debug, Args)]

@@ -23,7 +23,7 @@ use porin_lint::{Report, verify};
 use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::{Diagnostic, Severity, load_paths};
 
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
 
@@ -85,7 +85,7 @@ fn check_compile_limits(
 ) -> anyhow::Result<()> {
     let empty = Inventory::new();
     match compile_with_limits(inputs, inventory.unwrap_or(&empty), &limits.compile) {
-        Err(error @ CompileError::Capacity { .. }) => Err(error.into()),
+        Err(error @ CompileError::Limit { .. }) => Err(error.into()),
         _ => Ok(()),
     }
 }

@@ -18,7 +18,7 @@ use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain_check};
 use porin_compiler::resolve::rule::{icmp_type, proto};
 
 use super::compile::load_and_compile;
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 
 /// Arguments of `porin query`.
 #[derive(Debug, ClapArgs)]

@@ -21,7 +21,7 @@ use porin_policytest::{
     Both, CaseOutcome, CaseResult, Engine, FileResult, Reference, TestReport, discover, run_files,
 };
 
-use crate::limits::LimitArgs;
+use crate::limit_flags::LimitArgs;
 use crate::render::junit::{self, Case, Problem, Suite};
 
 /// The engine deciding the cases.

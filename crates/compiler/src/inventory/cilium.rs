@@ -23,8 +23,8 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use super::{Endpoint, Inventory, NamedPort, SourceLocation, container_port_proto};
+use crate::allocation::check_given_identity;
 use crate::error::InventoryError;
-use crate::identities::check_given_identity;
 use crate::identity::Identity;
 use crate::labels::{Label, LabelSet, POD_NAMESPACE_LABEL, SOURCE_UNSPEC};
 
@@ -172,7 +172,7 @@ fn add_identity(
     }
     let labels = label_set(item, "labels", value.get("labels"))?;
     let id = u32::try_from(id).map_err(|e| item.invalid("id", e.to_string()))?;
-    check_given_identity(id, &labels).map_err(|m| item.invalid("id", m))?;
+    check_given_identity(id, &labels).map_err(|m| item.invalid("id", m.to_string()))?;
     let namespace = labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.clone());
     inventory.endpoints.push(Endpoint {
         name: format!("identity-{id}"),

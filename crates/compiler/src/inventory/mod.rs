@@ -27,153 +27,19 @@ pub mod invariants;
 pub mod k8s;
 pub mod yaml;
 
+mod model;
+pub(crate) use model::container_port_proto;
+pub use model::{
+    AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint, Inventory,
+    NamedPort, Service, SourceLocation,
+};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 
-use serde::Serialize;
-
 use crate::error::InventoryError;
-use crate::labels::LabelSet;
 use crate::limits::{InventoryLimit, InventoryLimits};
-
-/// Cluster name used when none is given (Cilium's `cluster-name` default).
-pub const DEFAULT_CLUSTER: &str = "default";
-
-/// First automatically assigned IPv4 address: `10.244.0.1`, then upward
-/// through `10.244.0.0/16`... and beyond if ever needed.
-pub const AUTO_IPV4_BASE: Ipv4Addr = Ipv4Addr::new(10, 244, 0, 0);
-/// Base of automatically assigned IPv6 addresses: `fd00:10:244::1` upward.
-pub const AUTO_IPV6_BASE: Ipv6Addr = Ipv6Addr::new(0xfd00, 0x10, 0x244, 0, 0, 0, 0, 0);
-
-/// Where an inventory item was defined.
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct SourceLocation {
-    /// Display path of the file.
-    pub file: String,
-    /// 1-based line, 0 when unknown.
-    pub line: u32,
-}
-
-/// A named container port (for named-port rules).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-pub struct NamedPort {
-    /// The port name (lower case, as Cilium compares them).
-    pub name: String,
-    /// The port number; 0 is kept so the "named port is zero" failure
-    /// of Cilium can be reproduced.
-    pub port: u16,
-    /// IP protocol number (6 TCP, 17 UDP, 132 SCTP).
-    pub proto: u8,
-}
-
-/// One endpoint.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Endpoint {
-    /// Name, unique within its namespace.
-    pub name: String,
-    /// Kubernetes namespace; `None` for endpoints outside Kubernetes.
-    pub namespace: Option<String>,
-    /// The workload's own labels (key → value). A Kubernetes endpoint's
-    /// labels all get source `k8s` (a source the key names is dropped, as
-    /// Cilium's `NewLabel` does); an endpoint outside Kubernetes keeps the
-    /// source its keys name (`source:key`), `unspec` by default.
-    pub labels: BTreeMap<String, String>,
-    /// Addresses (given or assigned).
-    pub ips: Vec<IpAddr>,
-    /// Service account, for Kubernetes endpoints.
-    pub service_account: Option<String>,
-    /// Named container ports.
-    pub ports: Vec<NamedPort>,
-    /// Identity number given by the source (cluster dumps), if any.
-    pub identity: Option<u32>,
-    /// Complete identity labels given by the source (cluster dumps); when
-    /// set they are used as they are, without deriving or filtering.
-    pub identity_labels: Option<LabelSet>,
-    /// Where the endpoint was defined.
-    pub location: SourceLocation,
-}
-
-impl Endpoint {
-    /// `namespace/name`, or `name` for an endpoint outside Kubernetes.
-    pub fn display_name(&self) -> String {
-        match &self.namespace {
-            Some(ns) => format!("{ns}/{}", self.name),
-            None => self.name.clone(),
-        }
-    }
-}
-
-/// A Kubernetes service, for `toServices`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Service {
-    /// Service name.
-    pub name: String,
-    /// Service namespace.
-    pub namespace: String,
-    /// The service's own labels (matched by `k8sServiceSelector`).
-    pub labels: BTreeMap<String, String>,
-    /// The pod selector; `None` for a selector-less service.
-    pub selector: Option<BTreeMap<String, String>>,
-    /// Backend addresses of a selector-less service (its Endpoints).
-    pub backends: Vec<IpAddr>,
-    /// Where the service was defined.
-    pub location: SourceLocation,
-}
-
-/// The agent's `allow-localhost` option (`pkg/option/config.go`
-/// `AllowLocalhost`): whether the host (identity 1) may always reach local
-/// endpoints, whatever their ingress policy.
-///
-/// Cilium inserts the host allow only when the option is `always`
-/// (`DaemonConfig.AlwaysAllowLocalhost`); its default `auto` turns into
-/// `always` when the agent runs in Kubernetes mode (`daemon/cmd/daemon.go`:
-/// "Kubernetes demands that the localhost can always reach local pods") and
-/// stays `auto` (no host allow) outside Kubernetes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AllowLocalhost {
-    /// `always` for Kubernetes endpoints (their identity has a pod
-    /// namespace; reserved endpoints such as health follow the inventory:
-    /// Kubernetes mode when any endpoint has a namespace), `policy` for
-    /// endpoints outside Kubernetes.
-    #[default]
-    Auto,
-    /// The host reaches every endpoint except the host endpoint itself.
-    Always,
-    /// Only policy decides (no host allow).
-    Policy,
-}
-
-impl AllowLocalhost {
-    /// The option as written in YAML and in Cilium's configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Always => "always",
-            Self::Policy => "policy",
-        }
-    }
-}
-
-/// Everything the compiler knows about the cluster.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
-pub struct Inventory {
-    /// Local cluster name (`cluster-name`).
-    pub cluster: String,
-    /// The agent's `allow-localhost` option (porin inventory YAML and test
-    /// files: top-level `allowLocalhost`; other sources keep `auto`).
-    pub allow_localhost: AllowLocalhost,
-    /// Namespace labels by namespace name; every namespace also carries
-    /// `kubernetes.io/metadata.name=<name>` after [`Inventory::finish`].
-    pub namespaces: BTreeMap<String, BTreeMap<String, String>>,
-    /// Endpoints, sorted by (namespace, name) after [`Inventory::finish`].
-    pub endpoints: Vec<Endpoint>,
-    /// DNS answers: name → addresses.
-    pub fqdns: BTreeMap<String, Vec<IpAddr>>,
-    /// Services.
-    pub services: Vec<Service>,
-}
 
 impl Inventory {
     /// An empty inventory of the default cluster.
@@ -339,10 +205,10 @@ impl Inventory {
                 line: endpoint.location.line,
                 message: format!("endpoint `{}`: {message}", endpoint.display_name()),
             };
-            let labels =
-                crate::identities::try_endpoint_identity_labels(endpoint, self).map_err(invalid)?;
+            let labels = crate::allocation::try_endpoint_identity_labels(endpoint, self)
+                .map_err(|e| invalid(e.to_string()))?;
             if let Some(id) = endpoint.identity {
-                crate::identities::check_given_identity(id, &labels)
+                crate::allocation::check_given_identity(id, &labels)
                     .map_err(|m| invalid(format!("identity {m}")))?;
             }
         }
@@ -511,14 +377,4 @@ fn is_inventory_file(path: &Path) -> bool {
     path.extension()
         .and_then(|e| e.to_str())
         .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
-}
-
-/// Parses an IP protocol name of a container port (`TCP` default).
-pub(crate) fn container_port_proto(name: Option<&str>) -> Option<u8> {
-    match name.map(str::to_ascii_uppercase).as_deref() {
-        None | Some("TCP") => Some(6),
-        Some("UDP") => Some(17),
-        Some("SCTP") => Some(132),
-        Some(_) => None,
-    }
 }

@@ -29,8 +29,8 @@ use serde_saphyr::Spanned;
 use super::{
     AllowLocalhost, Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto,
 };
+use crate::allocation::{check_given_identity, try_endpoint_identity_labels};
 use crate::error::InventoryError;
-use crate::identities::{check_given_identity, try_endpoint_identity_labels};
 use crate::limits::{InventoryLimit, InventoryLimits};
 
 /// One parsed YAML document with the line it starts on.

@@ -43,17 +43,18 @@ pub struct Origin {
     pub id: u32,
     /// Policy kind (`CiliumNetworkPolicy`, ..., or `Synthetic` for the
     /// allow-all rules Cilium adds itself).
-    pub kind: String,
+    pub kind: OriginKind,
     /// Policy namespace (none for cluster-wide policies).
     pub namespace: Option<String>,
     /// Policy name.
     pub name: String,
     /// Section: `ingress`, `ingressDeny`, `egress`, `egressDeny`.
-    pub section: String,
+    pub section: RuleSection,
     /// Index of the item in its section.
     pub index: usize,
-    /// Direction.
-    pub direction: String,
+    /// Direction (serialized `ingress`/`egress`).
+    #[serde(serialize_with = "serialize_display")]
+    pub direction: Direction,
     /// Whether the rule denies.
     pub deny: bool,
     /// Field path of the item, e.g. `spec.ingress[0]`.
@@ -66,7 +67,102 @@ pub struct Origin {
     pub line: u32,
 }
 
+/// The kind of policy an [`Origin`] is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum OriginKind {
+    /// `CiliumNetworkPolicy`.
+    CiliumNetworkPolicy,
+    /// `CiliumClusterwideNetworkPolicy`.
+    CiliumClusterwideNetworkPolicy,
+    /// Kubernetes `NetworkPolicy`.
+    NetworkPolicy,
+    /// A rule Cilium adds itself (allow-all of an unenforced direction,
+    /// the host's localhost allow).
+    Synthetic,
+}
+
+impl OriginKind {
+    /// The kind of a policy document.
+    pub fn of(policy: &PolicyDocument) -> Self {
+        match policy {
+            PolicyDocument::CiliumNetworkPolicy(_) => OriginKind::CiliumNetworkPolicy,
+            PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
+                OriginKind::CiliumClusterwideNetworkPolicy
+            }
+            PolicyDocument::NetworkPolicy(_) => OriginKind::NetworkPolicy,
+        }
+    }
+
+    /// The name as written in YAML (`Synthetic` for Cilium's own rules).
+    pub const fn name(self) -> &'static str {
+        match self {
+            OriginKind::CiliumNetworkPolicy => "CiliumNetworkPolicy",
+            OriginKind::CiliumClusterwideNetworkPolicy => "CiliumClusterwideNetworkPolicy",
+            OriginKind::NetworkPolicy => "NetworkPolicy",
+            OriginKind::Synthetic => "Synthetic",
+        }
+    }
+}
+
+impl std::fmt::Display for OriginKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The rule section of a policy an [`Origin`] is an item of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RuleSection {
+    /// `ingress`.
+    Ingress,
+    /// `ingressDeny`.
+    IngressDeny,
+    /// `egress`.
+    Egress,
+    /// `egressDeny`.
+    EgressDeny,
+}
+
+impl RuleSection {
+    /// The field name (`ingressDeny`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            RuleSection::Ingress => "ingress",
+            RuleSection::IngressDeny => "ingressDeny",
+            RuleSection::Egress => "egress",
+            RuleSection::EgressDeny => "egressDeny",
+        }
+    }
+
+    /// The allow section of a direction (where Cilium's own rules go).
+    pub const fn allow(direction: Direction) -> Self {
+        match direction {
+            Direction::Ingress => RuleSection::Ingress,
+            Direction::Egress => RuleSection::Egress,
+        }
+    }
+}
+
+impl std::fmt::Display for RuleSection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+fn serialize_display<S: serde::Serializer>(
+    value: &impl std::fmt::Display,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.collect_str(value)
+}
+
 impl Origin {
+    /// Whether the rule is one Cilium adds itself, not a policy's.
+    pub fn is_synthetic(&self) -> bool {
+        self.kind == OriginKind::Synthetic
+    }
+
     /// `kind namespace/name route (file:line)` for explanations.
     pub fn describe(&self) -> String {
         let name = match &self.namespace {
@@ -196,12 +292,12 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
     ] {
         ctx.out.origins.push(Origin {
             id,
-            kind: "Synthetic".to_owned(),
+            kind: OriginKind::Synthetic,
             namespace: None,
             name: format!("allow-any-{direction}"),
-            section: direction.to_string(),
+            section: RuleSection::allow(direction),
             index: 0,
-            direction: direction.to_string(),
+            direction,
             deny: false,
             route: String::new(),
             file: String::new(),
@@ -252,12 +348,12 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
         let id = u32::try_from(ctx.out.origins.len()).unwrap_or(u32::MAX);
         ctx.out.origins.push(Origin {
             id,
-            kind: "Synthetic".to_owned(),
+            kind: OriginKind::Synthetic,
             namespace: None,
             name: LOCALHOST_ORIGIN_NAME.to_owned(),
-            section: Direction::Ingress.to_string(),
+            section: RuleSection::Ingress,
             index: 0,
-            direction: Direction::Ingress.to_string(),
+            direction: Direction::Ingress,
             deny: false,
             route: String::new(),
             file: String::new(),
@@ -392,28 +488,28 @@ fn entity_selectors(entity: Entity, cluster: &str) -> Vec<Selector> {
 /// What a rule section is, for routes and origins.
 #[derive(Clone, Copy)]
 struct Section {
-    name: &'static str,
+    id: RuleSection,
     direction: Direction,
     deny: bool,
 }
 
 const INGRESS: Section = Section {
-    name: "ingress",
+    id: RuleSection::Ingress,
     direction: Direction::Ingress,
     deny: false,
 };
 const INGRESS_DENY: Section = Section {
-    name: "ingressDeny",
+    id: RuleSection::IngressDeny,
     direction: Direction::Ingress,
     deny: true,
 };
 const EGRESS: Section = Section {
-    name: "egress",
+    id: RuleSection::Egress,
     direction: Direction::Egress,
     deny: false,
 };
 const EGRESS_DENY: Section = Section {
-    name: "egressDeny",
+    id: RuleSection::EgressDeny,
     direction: Direction::Egress,
     deny: true,
 };
@@ -467,12 +563,12 @@ impl Ctx<'_> {
         let (line, _) = input.locate(route);
         self.out.origins.push(Origin {
             id,
-            kind: input.policy.kind().to_owned(),
+            kind: OriginKind::of(input.policy),
             namespace: namespace.map(str::to_owned),
             name: input.policy.name().to_owned(),
-            section: section.name.to_owned(),
+            section: section.id,
             index,
-            direction: section.direction.to_string(),
+            direction: section.direction,
             deny: section.deny,
             route: route.to_owned(),
             file: input.file.to_owned(),
@@ -1108,7 +1204,7 @@ impl Ctx<'_> {
                     ports: &dyn Fn(&mut Self, &str) -> Vec<PortSpec>,
                     auth: Option<AuthMode>,
                     dd: bool| {
-            let route = format!("{spec_route}.{}[{index}]", section.name);
+            let route = format!("{spec_route}.{}[{index}]", section.id);
             let origin = ctx.new_origin(input, namespace, section, index, &route);
             let ports = ports(ctx, &route);
             let item = ItemCtx {
@@ -1223,7 +1319,7 @@ impl Ctx<'_> {
             ),
         ] {
             for (index, (peers, ports)) in items.unwrap_or_default().into_iter().enumerate() {
-                let route = format!("spec.{}[{index}]", section.name);
+                let route = format!("spec.{}[{index}]", section.id);
                 let origin = self.new_origin(input, Some(&namespace), section, index, &route);
                 let port_specs = self.knp_ports(input, &route, ports);
                 let peer_lists: Vec<Vec<Selector>> = match peers.filter(|p| !p.is_empty()) {

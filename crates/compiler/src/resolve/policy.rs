@@ -18,8 +18,8 @@ use porin_model::diagnostic::Diagnostic;
 use super::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use super::rule::{AuthMode, L7, L7Parser, PolicyRule, PortRef, proto};
 use super::selection::SelectionIndex;
+use crate::allocation::{IdentityTable, endpoint_identity_labels};
 use crate::codes;
-use crate::identities::{IdentityTable, endpoint_identity_labels};
 use crate::identity::Identity;
 use crate::inventory::{AllowLocalhost, Endpoint, Inventory, NamedPort};
 use crate::labels::{POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED};
@@ -68,7 +68,42 @@ pub struct SelectorPolicy {
     pub origins: BTreeSet<u32>,
     /// A merge conflict Cilium refuses (`cannot merge conflicting ...`);
     /// porin then emits nothing for this selector (fail closed).
-    pub conflict: Option<String>,
+    pub conflict: Option<MergeConflict>,
+}
+
+/// Two rules on the same port and peer that Cilium refuses to merge
+/// (`mergePortProto`: "cannot merge conflicting ...").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum MergeConflict {
+    /// Two L7 parsers neither of which is promoted to the other.
+    #[error("cannot merge conflicting L7 parsers ({first}/{second})")]
+    Parsers {
+        /// The first parser's name.
+        first: String,
+        /// The second parser's name.
+        second: String,
+    },
+    /// Two CiliumEnvoyConfig listeners of the same priority.
+    #[error(
+        "cannot merge conflicting CiliumEnvoyConfig Listeners ({first}/{second}) with the same priority ({priority})"
+    )]
+    Listeners {
+        /// The first listener.
+        first: String,
+        /// The second listener.
+        second: String,
+        /// Their priority.
+        priority: u8,
+    },
+    /// Two authentication modes.
+    #[error("cannot merge conflicting authentication types ({first:?}/{second:?})")]
+    Auth {
+        /// The first mode.
+        first: AuthMode,
+        /// The second mode.
+        second: AuthMode,
+    },
 }
 
 /// The filters of one direction.
@@ -172,7 +207,7 @@ impl SelectorCache {
 
 /// Parser promotion of `mergePortProto` (None → TLS → HTTP/Kafka/proxylib;
 /// DNS and CRD merge only with themselves or None).
-fn merge_parser(a: &L7, b: &L7) -> Result<L7, String> {
+fn merge_parser(a: &L7, b: &L7) -> Result<L7, MergeConflict> {
     let (pa, pb) = (&a.parser, &b.parser);
     let mut merged = if pa == pb {
         a.clone()
@@ -189,11 +224,10 @@ fn merge_parser(a: &L7, b: &L7) -> Result<L7, String> {
     {
         a.clone()
     } else {
-        return Err(format!(
-            "cannot merge conflicting L7 parsers ({}/{})",
-            pa.name(),
-            pb.name()
-        ));
+        return Err(MergeConflict::Parsers {
+            first: pa.name().to_string(),
+            second: pb.name().to_string(),
+        });
     };
     if a.parser == L7Parser::Crd && b.parser == L7Parser::Crd && a.listener != b.listener {
         // The listener with the higher priority (lower number) wins; a tie
@@ -206,11 +240,11 @@ fn merge_parser(a: &L7, b: &L7) -> Result<L7, String> {
             std::cmp::Ordering::Less => a.clone(),
             std::cmp::Ordering::Greater => b.clone(),
             std::cmp::Ordering::Equal => {
-                return Err(format!(
-                    "cannot merge conflicting CiliumEnvoyConfig Listeners ({}/{}) with the same priority ({prio_a})",
-                    a.listener.clone().unwrap_or_default(),
-                    b.listener.clone().unwrap_or_default()
-                ));
+                return Err(MergeConflict::Listeners {
+                    first: a.listener.clone().unwrap_or_default(),
+                    second: b.listener.clone().unwrap_or_default(),
+                    priority: prio_a,
+                });
             }
         };
     }
@@ -234,13 +268,14 @@ fn merge_selector_policy(existing: &mut SelectorPolicy, new: SelectorPolicy) {
             }
             match merge_parser(&existing.l7, &new.l7) {
                 Ok(l7) => existing.l7 = l7,
-                Err(message) => existing.conflict = Some(message),
+                Err(conflict) => existing.conflict = Some(conflict),
             }
             match (existing.auth, new.auth) {
                 (Some(a), Some(b)) if a != b => {
-                    existing.conflict = Some(format!(
-                        "cannot merge conflicting authentication types ({a:?}/{b:?})"
-                    ));
+                    existing.conflict = Some(MergeConflict::Auth {
+                        first: a,
+                        second: b,
+                    });
                 }
                 (None, Some(b)) => existing.auth = Some(b),
                 _ => {}

@@ -34,7 +34,7 @@ use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
 
-use crate::identities::IdentityTable;
+use crate::allocation::IdentityTable;
 use crate::labels::{SOURCE_CIDR, parse_cidr_label_key, prefix_contains};
 use crate::selector::{Operator, Requirement, Selector};
 

@@ -135,7 +135,7 @@ pub fn report(
             let Some(other) = cx.origin_by_id(*id) else {
                 continue;
             };
-            if other.kind == "Synthetic" {
+            if other.is_synthetic() {
                 d.notes.push(format!("{label}: {}", cx.describe(other)));
             } else {
                 d.related.push((cx.rule_location(other), label.to_owned()));

@@ -132,7 +132,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         else {
             continue;
         };
-        let direction = if deny.direction == Direction::Egress.to_string() {
+        let direction = if deny.direction == Direction::Egress {
             "to"
         } else {
             "from"
@@ -152,7 +152,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             ),
         )
         .at(cx.rule_location(deny));
-        if allow.kind == "Synthetic" {
+        if allow.is_synthetic() {
             d.notes.push(format!("allowed by {}", cx.describe(allow)));
         } else {
             d.related.push((

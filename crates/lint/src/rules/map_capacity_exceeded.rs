@@ -108,13 +108,13 @@ pub fn finding(cx: &Context<'_>, unit: &Unit, code: CodeInfo, limit: usize) -> D
             ));
         }
         let location = cx.rule_location(origin);
-        if rank == 0 && origin.kind != "Synthetic" {
+        if rank == 0 && !origin.is_synthetic() {
             d.primary = Some(location);
             d.notes.push(format!(
                 "largest contributor {}: {text}",
                 cx.describe(origin)
             ));
-        } else if origin.kind != "Synthetic" {
+        } else if !origin.is_synthetic() {
             d.related.push((location, text));
         } else {
             d.notes.push(format!("{}: {text}", cx.describe(origin)));

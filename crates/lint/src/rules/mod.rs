@@ -81,7 +81,7 @@ pub fn thousands(n: usize) -> String {
 
 /// Rule indices that are real policy rules (not the synthetic allow-alls).
 pub fn is_user_rule(cx: &Context<'_>, rule: usize) -> bool {
-    cx.origin(rule).is_some_and(|o| o.kind != "Synthetic")
+    cx.origin(rule).is_some_and(|o| !o.is_synthetic())
 }
 
 #[cfg(test)]

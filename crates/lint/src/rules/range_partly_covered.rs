@@ -135,7 +135,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         .at(cx.location(origin, &format!("{}.toPorts", origin.route)));
         for id in origins {
             if let Some(other) = cx.origin_by_id(id) {
-                if other.kind == "Synthetic" {
+                if other.is_synthetic() {
                     d.notes
                         .push(format!("already allowed by {}", cx.describe(other)));
                 } else {

@@ -58,7 +58,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let key = (
             origin.file.clone(),
             origin.document,
-            origin.kind.clone(),
+            origin.kind.to_string(),
             origin.name.clone(),
             prefix,
         );

@@ -125,7 +125,7 @@ pub fn is_k8s_port_name(s: &str) -> bool {
 /// Go `strconv.ParseUint(s, 0, 16)`: base from the prefix (`0x`, `0o`, `0b`,
 /// leading `0` = octal), `_` allowed between digits. Cilium parses ports this
 /// way, so `"010"` is port 8 (docs/semantics.md §10.2, a quirk porin mirrors).
-pub fn parse_go_uint16(s: &str) -> Result<u16, String> {
+pub fn parse_go_uint16(s: &str) -> Result<u16, ParseUintError> {
     let lower = s.to_ascii_lowercase();
     let (radix, digits) = if let Some(rest) = lower.strip_prefix("0x") {
         (16, rest)
@@ -150,21 +150,76 @@ pub fn parse_go_uint16(s: &str) -> Result<u16, String> {
         })
     };
     let cleaned: String = digits.chars().filter(|&c| c != '_').collect();
+    let syntax = || ParseUintError::Syntax { text: s.to_owned() };
+    let range = || ParseUintError::Range { text: s.to_owned() };
     if cleaned.is_empty() || !underscores_ok {
-        return Err(format!(
-            "strconv.ParseUint: parsing \"{s}\": invalid syntax"
-        ));
+        return Err(syntax());
     }
     match u64::from_str_radix(&cleaned, radix) {
-        Ok(value) => u16::try_from(value)
-            .map_err(|_| format!("strconv.ParseUint: parsing \"{s}\": value out of range")),
-        Err(error) if matches!(error.kind(), std::num::IntErrorKind::PosOverflow) => Err(format!(
-            "strconv.ParseUint: parsing \"{s}\": value out of range"
-        )),
-        Err(_) => Err(format!(
-            "strconv.ParseUint: parsing \"{s}\": invalid syntax"
-        )),
+        Ok(value) => u16::try_from(value).map_err(|_| range()),
+        Err(error) if matches!(error.kind(), std::num::IntErrorKind::PosOverflow) => Err(range()),
+        Err(_) => Err(syntax()),
     }
+}
+
+/// Why [`parse_go_uint16`] refused a text: Go's `strconv.ParseUint` error,
+/// word for word (Cilium reports it so).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ParseUintError {
+    /// Not a number in any base Go accepts.
+    #[error("strconv.ParseUint: parsing \"{text}\": invalid syntax")]
+    Syntax {
+        /// The text.
+        text: String,
+    },
+    /// A number above 65535.
+    #[error("strconv.ParseUint: parsing \"{text}\": value out of range")]
+    Range {
+        /// The text.
+        text: String,
+    },
+}
+
+/// Why [`parse_prefix`] refused a text: Go's `netip.ParsePrefix` error,
+/// word for word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PrefixError {
+    /// No `/`.
+    #[error("netip.ParsePrefix(\"{text}\"): no '/'")]
+    NoSlash {
+        /// The text.
+        text: String,
+    },
+    /// An IPv6 zone (`%eth0`).
+    #[error("netip.ParsePrefix(\"{text}\"): IPv6 zones cannot be present in a prefix")]
+    Zone {
+        /// The text.
+        text: String,
+    },
+    /// The address does not parse.
+    #[error("netip.ParsePrefix(\"{text}\"): ParseAddr(\"{addr}\"): invalid IP address")]
+    Address {
+        /// The text.
+        text: String,
+        /// The part before the `/`.
+        addr: String,
+    },
+    /// The length is not a decimal without leading zeros.
+    #[error("netip.ParsePrefix(\"{text}\"): bad bits after slash: \"{len}\"")]
+    Bits {
+        /// The text.
+        text: String,
+        /// The part after the `/`.
+        len: String,
+    },
+    /// The length is longer than the family's address.
+    #[error("netip.ParsePrefix(\"{text}\"): prefix length out of range")]
+    Length {
+        /// The text.
+        text: String,
+    },
 }
 
 /// A parsed `address/length` prefix.
@@ -205,19 +260,22 @@ impl Prefix {
 /// Go `netip.ParsePrefix`: `addr/len`, decimal length without leading zeros,
 /// no IPv6 zone, length within the family. Rust's address parser, like Go's,
 /// rejects IPv4 octets with leading zeros.
-pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
+pub fn parse_prefix(s: &str) -> Result<Prefix, PrefixError> {
+    let text = || s.to_owned();
     let Some((addr, len)) = s.split_once('/') else {
-        return Err(format!("netip.ParsePrefix(\"{s}\"): no '/'"));
+        return Err(PrefixError::NoSlash { text: text() });
     };
     if addr.contains('%') {
-        return Err(format!(
-            "netip.ParsePrefix(\"{s}\"): IPv6 zones cannot be present in a prefix"
-        ));
+        return Err(PrefixError::Zone { text: text() });
     }
-    let addr: IpAddr = addr.parse().map_err(|_| {
-        format!("netip.ParsePrefix(\"{s}\"): ParseAddr(\"{addr}\"): invalid IP address")
+    let addr: IpAddr = addr.parse().map_err(|_| PrefixError::Address {
+        text: text(),
+        addr: addr.to_owned(),
     })?;
-    let bad_len = || format!("netip.ParsePrefix(\"{s}\"): bad bits after slash: \"{len}\"");
+    let bad_len = || PrefixError::Bits {
+        text: text(),
+        len: len.to_owned(),
+    };
     if len.is_empty()
         || !len.bytes().all(|b| b.is_ascii_digit())
         || (len.len() > 1 && len.starts_with('0'))
@@ -227,9 +285,7 @@ pub fn parse_prefix(s: &str) -> Result<Prefix, String> {
     let bits: u8 = len.parse().map_err(|_| bad_len())?;
     let max = if addr.is_ipv4() { 32 } else { 128 };
     if bits > max {
-        return Err(format!(
-            "netip.ParsePrefix(\"{s}\"): prefix length out of range"
-        ));
+        return Err(PrefixError::Length { text: text() });
     }
     Ok(Prefix { addr, len: bits })
 }

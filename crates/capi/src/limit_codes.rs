@@ -1,15 +1,14 @@
 //! `porin_limit`: the resource limits of a session, settable from C.
 //!
 //! Every limit of the CLI's flags (SECURITY.md, "Limits") has a
-//! `porin_limit` value; `porin_session_set_limit` sets it for the calls
-//! that follow on that session.
+//! `porin_limit` value; `porin_session_set_limit` (in the session module)
+//! sets it for the calls that follow on that session, and a limit error of
+//! the library names the value that raises it ([`compile_error`]).
 
 use porin_compiler::error::{CompileError, InventoryError};
 use porin_compiler::limits::{InventoryLimit, Limit, Limits};
 
-use crate::ffi::{boundary, out_ptr, write_out};
-use crate::result::porin_result;
-use crate::session::{porin_session, session_limits, with_session_limits};
+use crate::result::{Failure, porin_result};
 
 /// A resource limit of a session. Numbers are fixed forever and grouped:
 /// 1-99 loading policy documents, 100-199 reading inventory, 200-299
@@ -255,99 +254,40 @@ impl porin_limit {
 /// The message and result of a compile error: a compile limit gives
 /// `LIMIT_EXCEEDED` and names the `porin_limit` that raises it (the
 /// compiler's text names the CLI flag).
-pub(crate) fn compile_error(error: &CompileError) -> (porin_result, String) {
+pub(crate) fn compile_error(error: &CompileError) -> Failure {
     match error {
-        CompileError::Capacity { what, .. } => {
-            let limit = Limit::ALL
-                .into_iter()
-                .find(|l| l.description() == *what)
-                .and_then(porin_limit::of_compile);
-            match limit {
-                Some(limit) => (
-                    porin_result::LimitExceeded,
-                    format!(
-                        "{error} (C API: porin_session_set_limit with {})",
-                        limit.c_name()
-                    ),
-                ),
-                // A numeric range ran out (identity numbers): not settable.
-                None => (porin_result::CompileFailed, error.to_string()),
-            }
-        }
+        CompileError::Limit { limit, .. } => limit_exceeded(error, porin_limit::of_compile(*limit)),
         CompileError::Inventory(inner) => inventory_error(inner),
-        _ => (porin_result::CompileFailed, error.to_string()),
+        _ => Failure::new(porin_result::CompileFailed, error.to_string()),
     }
 }
 
 /// The message and result of an inventory error: a limit gives
 /// `LIMIT_EXCEEDED` naming the `porin_limit`, an unreadable file `IO`, the
 /// rest `INVENTORY_INVALID`.
-pub(crate) fn inventory_error(error: &InventoryError) -> (porin_result, String) {
+pub(crate) fn inventory_error(error: &InventoryError) -> Failure {
     match error {
-        InventoryError::Limit { limit_kind, .. } => match porin_limit::of_inventory(*limit_kind) {
-            Some(limit) => (
-                porin_result::LimitExceeded,
-                format!(
-                    "{error} (C API: porin_session_set_limit with {})",
-                    limit.c_name()
-                ),
-            ),
-            None => (porin_result::LimitExceeded, error.to_string()),
-        },
-        InventoryError::Read { .. } => (porin_result::Io, error.to_string()),
-        _ => (porin_result::InventoryInvalid, error.to_string()),
+        InventoryError::Limit { limit_kind, .. } => {
+            limit_exceeded(error, porin_limit::of_inventory(*limit_kind))
+        }
+        InventoryError::Read { .. } => Failure::new(porin_result::Io, error.to_string()),
+        _ => Failure::new(porin_result::InventoryInvalid, error.to_string()),
     }
 }
 
-/// Sets one resource limit of a session for the calls that follow.
-///
-/// - `which`: a `porin_limit` value (any other number gives
-///   INVALID_PARAMETER, the session unchanged).
-/// - `value`: the new limit; every number is valid: 0 refuses any input
-///   that has one such item, `UINT64_MAX` is no limit.
-///
-/// Load and inventory limits apply to the texts and files added after the
-/// call (what was added before is not re-read); compile limits (and
-/// `PORIN_LIMIT_ENDPOINTS`, which also bounds inventory reads) apply to the
-/// next `porin_session_compile`, which fails with LIMIT_EXCEEDED when one
-/// is exceeded. Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`),
-/// INVALID_HANDLE, PANIC.
-#[unsafe(no_mangle)]
-pub extern "C" fn porin_session_set_limit(
-    session: *mut porin_session,
-    which: u32,
-    value: u64,
-) -> porin_result {
-    with_session_limits(session, |limits| {
-        let limit = porin_limit::from_u32(which).ok_or((
-            porin_result::InvalidParameter,
-            format!("{which} is not a porin_limit"),
-        ))?;
-        limit.set(limits, value);
-        Ok(())
-    })
-}
-
-/// Writes the current value of one limit of a session to `*out_value`.
-///
-/// - `which`: a `porin_limit` value (any other number gives
-///   INVALID_PARAMETER).
-///
-/// Returns OK, INVALID_PARAMETER, NULL_PARAMETER (`session`, `out_value`),
-/// INVALID_HANDLE, PANIC.
-#[unsafe(no_mangle)]
-pub extern "C" fn porin_session_get_limit(
-    session: *const porin_session,
-    which: u32,
-    out_value: *mut u64,
-) -> porin_result {
-    boundary(|| {
-        let limits = session_limits(session)?;
-        out_ptr(out_value)?;
-        let limit = porin_limit::from_u32(which).ok_or(porin_result::InvalidParameter)?;
-        write_out(out_value, limit.get(limits));
-        Ok(())
-    })
+/// `LIMIT_EXCEEDED` with the library's text and the `porin_limit` that
+/// raises the limit. The library's limits are non-exhaustive:
+/// `every_library_limit_has_a_c_value` fails until a new one has a value,
+/// and until then the text alone is given.
+fn limit_exceeded(error: &dyn std::fmt::Display, limit: Option<porin_limit>) -> Failure {
+    let message = match limit {
+        Some(limit) => format!(
+            "{error} (C API: porin_session_set_limit with {})",
+            limit.c_name()
+        ),
+        None => error.to_string(),
+    };
+    Failure::new(porin_result::LimitExceeded, message)
 }
 
 #[cfg(test)]

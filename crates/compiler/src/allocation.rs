@@ -24,8 +24,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnetwork::IpNetwork;
 use serde::Serialize;
 
-use crate::error::{CompileError, InventoryError};
-use crate::identity::Identity;
+use crate::error::{CompileError, IdentityRange, InventoryError};
+use crate::identity::{Identity, IdentityError};
 use crate::inventory::{Endpoint, Inventory};
 use crate::labels::{
     CLUSTER_LABEL, Label, LabelSet, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL,
@@ -171,8 +171,8 @@ impl IdentityTable {
                 next += 1;
             }
             if next > LAST_ALLOCATED {
-                return Err(CompileError::Capacity {
-                    what: "endpoint identities",
+                return Err(CompileError::RangeExhausted {
+                    range: IdentityRange::Endpoint,
                     given: by_labels.len() + 1,
                     limit: (LAST_ALLOCATED - FIRST_ALLOCATED + 1) as usize,
                 });
@@ -222,8 +222,8 @@ impl IdentityTable {
         sorted.dedup();
         for (index, prefix) in sorted.into_iter().enumerate() {
             let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
-            let id = Identity::local(number).map_err(|_| CompileError::Capacity {
-                what: "CIDR identities",
+            let id = Identity::local(number).map_err(|_| CompileError::RangeExhausted {
+                range: IdentityRange::Cidr,
                 given: prefixes.len(),
                 limit: Identity::MAX_INDEX as usize,
             })?;
@@ -358,7 +358,7 @@ pub fn endpoint_identity_labels(endpoint: &Endpoint, inventory: &Inventory) -> L
 pub fn try_endpoint_identity_labels(
     endpoint: &Endpoint,
     inventory: &Inventory,
-) -> Result<LabelSet, String> {
+) -> Result<LabelSet, LabelError> {
     if let Some(given) = &endpoint.identity_labels {
         return Ok(given.clone());
     }
@@ -376,12 +376,9 @@ pub fn try_endpoint_identity_labels(
                 .iter()
                 .find(|l| DERIVED_SOURCES.contains(&l.source.as_str()))
             {
-                return Err(format!(
-                    "label `{label}`: Cilium derives `{}:` labels itself from addresses and DNS \
-                     answers, an endpoint cannot carry one (it would share the local-scope \
-                     identities of pkg/identity/numericidentity.go ScopeForLabels)",
-                    label.source
-                ));
+                return Err(LabelError::Derived {
+                    label: label.clone(),
+                });
             }
             labels
         }
@@ -400,17 +397,16 @@ pub fn try_endpoint_identity_labels(
 /// two values at random (`reserved.io.cilium.k8s.policy.serviceaccount` is
 /// a valid Kubernetes label key). porin cannot give Cilium's answer and
 /// fails closed.
-fn check_pod_keys(endpoint: &Endpoint) -> Result<(), String> {
+fn check_pod_keys(endpoint: &Endpoint) -> Result<(), LabelError> {
     for (raw, value) in &endpoint.labels {
         let label = Label::from_key_value(raw, value, SOURCE_K8S);
         if !raw.starts_with(CILIUM_OWNED_LABEL_PREFIX)
             && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX)
         {
-            return Err(format!(
-                "label key `{raw}` becomes `{label}`, a label Cilium sets itself: \
-                 SanitizePodLabels strips `{CILIUM_OWNED_LABEL_PREFIX}*` keys by their text \
-                 before labels.Map2Labels drops the source, so Cilium would let the pod claim it"
-            ));
+            return Err(LabelError::CiliumOwned {
+                raw: raw.clone(),
+                label,
+            });
         }
     }
     Ok(())
@@ -450,23 +446,22 @@ fn pod_label_map(
 
 /// `labels.Map2Labels(map, source)`: one label per entry, keyed by the
 /// label's key, refusing what Cilium would decide at random.
-fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSet, String> {
+fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSet, LabelError> {
     let mut by_key: BTreeMap<String, (Label, &str)> = BTreeMap::new();
     for (raw, value) in map {
         let label = Label::from_key_value(raw, value, source);
         if label.key.is_empty() {
-            return Err(format!(
-                "label key `{raw}` has no key after its source prefix"
-            ));
+            return Err(LabelError::EmptyKey { raw: raw.clone() });
         }
         if let Some((first, first_raw)) = by_key.get(&label.key)
             && *first != label
         {
-            return Err(format!(
-                "label keys `{first_raw}` and `{raw}` both become the key `{}` (`{first}` and \
-                 `{label}`): Cilium's labels.Map2Labels keeps one of them at random",
-                label.key
-            ));
+            return Err(LabelError::SameKey {
+                first_raw: (*first_raw).to_owned(),
+                raw: raw.clone(),
+                first: Box::new(first.clone()),
+                label: Box::new(label),
+            });
         }
         by_key.insert(label.key.clone(), (label, raw));
     }
@@ -475,26 +470,174 @@ fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSe
 
 /// The labels of an endpoint outside Kubernetes that has reserved labels:
 /// exactly one reserved endpoint label, nothing else.
-fn reserved_endpoint_labels(labels: LabelSet) -> Result<LabelSet, String> {
+fn reserved_endpoint_labels(labels: LabelSet) -> Result<LabelSet, LabelError> {
     let label = match labels.len() {
         1 => labels.iter().next().cloned(),
         _ => None,
     };
     let Some(label) = label else {
-        return Err(format!(
-            "labels `{labels}` mix a reserved label with others: Cilium refuses such an endpoint \
-             (daemon/cmd/endpoint.go createEndpoint: \"not allowed to add reserved labels\")"
-        ));
+        return Err(LabelError::ReservedWithOthers { labels });
     };
     let is_endpoint = Identity::from_reserved_name(&label.key)
         .is_some_and(|id| RESERVED_ENDPOINT_IDENTITIES.contains(&id));
     if !is_endpoint || !label.value.is_empty() {
-        return Err(format!(
-            "label `{label}`: only the reserved labels of agent endpoints make an endpoint \
-             (reserved:host, reserved:health, reserved:init, reserved:ingress, without a value)"
-        ));
+        return Err(LabelError::NotAnEndpointReserved { label });
     }
     Ok(labels)
+}
+
+/// Why an endpoint's labels have no identity labels porin can give Cilium's
+/// answer for ([`try_endpoint_identity_labels`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum LabelError {
+    /// A CIDR, FQDN or CIDR-group label on an endpoint.
+    #[error(
+        "label `{label}`: Cilium derives `{}:` labels itself from addresses and DNS answers, an \
+         endpoint cannot carry one (it would share the local-scope identities of \
+         pkg/identity/numericidentity.go ScopeForLabels)",
+        label.source
+    )]
+    Derived {
+        /// The label.
+        label: Label,
+    },
+    /// A pod label key that becomes one of Cilium's own (`io.cilium.k8s*`).
+    #[error(
+        "label key `{raw}` becomes `{label}`, a label Cilium sets itself: SanitizePodLabels \
+         strips `{CILIUM_OWNED_LABEL_PREFIX}*` keys by their text before labels.Map2Labels \
+         drops the source, so Cilium would let the pod claim it"
+    )]
+    CiliumOwned {
+        /// The key as written.
+        raw: String,
+        /// The label it becomes.
+        label: Label,
+    },
+    /// A label key that is only a source prefix.
+    #[error("label key `{raw}` has no key after its source prefix")]
+    EmptyKey {
+        /// The key as written.
+        raw: String,
+    },
+    /// Two label keys that become the same key with different values.
+    #[error(
+        "label keys `{first_raw}` and `{raw}` both become the key `{}` (`{first}` and \
+         `{label}`): Cilium's labels.Map2Labels keeps one of them at random",
+        label.key
+    )]
+    SameKey {
+        /// The first key as written.
+        first_raw: String,
+        /// The second key as written.
+        raw: String,
+        /// The label of the first key (boxed: the error stays small).
+        first: Box<Label>,
+        /// The label of the second key.
+        label: Box<Label>,
+    },
+    /// A reserved label next to other labels.
+    #[error(
+        "labels `{labels}` mix a reserved label with others: Cilium refuses such an endpoint \
+         (daemon/cmd/endpoint.go createEndpoint: \"not allowed to add reserved labels\")"
+    )]
+    ReservedWithOthers {
+        /// The endpoint's labels.
+        labels: LabelSet,
+    },
+    /// A reserved label that is not an agent endpoint's.
+    #[error(
+        "label `{label}`: only the reserved labels of agent endpoints make an endpoint \
+         (reserved:host, reserved:health, reserved:init, reserved:ingress, without a value)"
+    )]
+    NotAnEndpointReserved {
+        /// The label.
+        label: Label,
+    },
+}
+
+/// Why an identity number cannot be given to an endpoint
+/// ([`check_given_identity`]). The messages start with the number: callers
+/// say "identity" before them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum GivenIdentityError {
+    /// Not a number Cilium's identity scopes allow.
+    #[error(transparent)]
+    Number(#[from] IdentityError),
+    /// A local-scope (CIDR/FQDN) identity.
+    #[error(
+        "{id} ({id:#010x}) is in the local identity scope (0x01xxxxxx, \
+         pkg/identity/numericidentity.go IdentityScopeLocal), which Cilium allocates only to \
+         CIDR and FQDN prefixes: an endpoint never holds it"
+    )]
+    LocalScope {
+        /// The number.
+        id: u32,
+    },
+    /// A remote-node identity.
+    #[error(
+        "{id} ({id:#010x}) is in the remote-node identity scope (0x02xxxxxx, \
+         IdentityScopeRemoteNode): an endpoint never holds it"
+    )]
+    RemoteNodeScope {
+        /// The number.
+        id: u32,
+    },
+    /// A reserved identity no agent endpoint holds.
+    #[error(
+        "{id} is reserved:{name}, which no endpoint holds (the agent's endpoints are host 1, \
+         health 4, init 5 and ingress 8)"
+    )]
+    ReservedNotAnEndpoint {
+        /// The number.
+        id: u32,
+        /// Its reserved name.
+        name: &'static str,
+    },
+    /// A reserved endpoint's identity without its reserved label.
+    #[error(
+        "{id} is reserved:{name}, but the endpoint's labels `{labels}` are not the {name} \
+         endpoint's (`reserved:{name}`)"
+    )]
+    ReservedLabelMissing {
+        /// The number.
+        id: u32,
+        /// Its reserved name.
+        name: &'static str,
+        /// The endpoint's identity labels.
+        labels: LabelSet,
+    },
+    /// A reserved endpoint's identity with a label it does not carry.
+    #[error("{id} is reserved:{name}, which does not carry `{label}`")]
+    ReservedExtraLabel {
+        /// The number.
+        id: u32,
+        /// Its reserved name.
+        name: &'static str,
+        /// The label.
+        label: Label,
+    },
+    /// A global number Cilium never allocates.
+    #[error(
+        "{id} is no identity Cilium allocates (reserved 1-11, well-known 100-115, \
+         user-reserved 128-255, cluster identities from 256)"
+    )]
+    NotAllocated {
+        /// The number.
+        id: u32,
+    },
+    /// A cluster identity with reserved or derived labels.
+    #[error(
+        "{id} is a cluster identity, but its labels carry `{label}`: Cilium gives reserved, \
+         CIDR and FQDN labels only to reserved and local-scope identities"
+    )]
+    ClusterWithReservedLabel {
+        /// The number.
+        id: u32,
+        /// The label.
+        label: Label,
+    },
 }
 
 /// Whether `id` may be given to an endpoint with these identity labels:
@@ -505,33 +648,24 @@ fn reserved_endpoint_labels(labels: LabelSet) -> Result<LabelSet, String> {
 /// (`0x01xxxxxx` is `IdentityScopeLocal`, allocated only to CIDR and FQDN
 /// prefixes; `0x02xxxxxx` is remote nodes'; numbers Cilium never uses)
 /// would merge the endpoint with an identity it cannot hold.
-pub fn check_given_identity(id: u32, labels: &LabelSet) -> Result<(), String> {
-    let identity = Identity::new(id).map_err(|e| e.to_string())?;
+pub fn check_given_identity(id: u32, labels: &LabelSet) -> Result<(), GivenIdentityError> {
+    let identity = Identity::new(id)?;
     if identity.has_local_scope() {
-        return Err(format!(
-            "{id} ({id:#010x}) is in the local identity scope (0x01xxxxxx, \
-             pkg/identity/numericidentity.go IdentityScopeLocal), which Cilium allocates only to \
-             CIDR and FQDN prefixes: an endpoint never holds it"
-        ));
+        return Err(GivenIdentityError::LocalScope { id });
     }
     if identity.has_remote_node_scope() {
-        return Err(format!(
-            "{id} ({id:#010x}) is in the remote-node identity scope (0x02xxxxxx, \
-             IdentityScopeRemoteNode): an endpoint never holds it"
-        ));
+        return Err(GivenIdentityError::RemoteNodeScope { id });
     }
     if let Some(name) = identity.reserved_name() {
         if !RESERVED_ENDPOINT_IDENTITIES.contains(&identity) {
-            return Err(format!(
-                "{id} is reserved:{name}, which no endpoint holds (the agent's endpoints are \
-                 host 1, health 4, init 5 and ingress 8)"
-            ));
+            return Err(GivenIdentityError::ReservedNotAnEndpoint { id, name });
         }
         if labels.find(SOURCE_RESERVED, name).is_none() {
-            return Err(format!(
-                "{id} is reserved:{name}, but the endpoint's labels `{labels}` are not the \
-                 {name} endpoint's (`reserved:{name}`)"
-            ));
+            return Err(GivenIdentityError::ReservedLabelMissing {
+                id,
+                name,
+                labels: labels.clone(),
+            });
         }
         // The host identity also carries reserved:kube-apiserver when the
         // apiserver runs on the node, and node labels; the other reserved
@@ -540,9 +674,11 @@ pub fn check_given_identity(id: u32, labels: &LabelSet) -> Result<(), String> {
             .iter()
             .find(|l| l.key != name && (identity != Identity::HOST || is_refused_on_host(l)));
         if let Some(label) = extra {
-            return Err(format!(
-                "{id} is reserved:{name}, which does not carry `{label}`"
-            ));
+            return Err(GivenIdentityError::ReservedExtraLabel {
+                id,
+                name,
+                label: label.clone(),
+            });
         }
         return Ok(());
     }
@@ -550,19 +686,16 @@ pub fn check_given_identity(id: u32, labels: &LabelSet) -> Result<(), String> {
         || (Identity::FIRST_WELL_KNOWN..=Identity::LAST_WELL_KNOWN).contains(&id)
         || id >= Identity::USER_RESERVED_MIN;
     if !known {
-        return Err(format!(
-            "{id} is no identity Cilium allocates (reserved 1-11, well-known 100-115, \
-             user-reserved 128-255, cluster identities from 256)"
-        ));
+        return Err(GivenIdentityError::NotAllocated { id });
     }
     if let Some(label) = labels
         .iter()
         .find(|l| l.source == SOURCE_RESERVED || DERIVED_SOURCES.contains(&l.source.as_str()))
     {
-        return Err(format!(
-            "{id} is a cluster identity, but its labels carry `{label}`: Cilium gives reserved, \
-             CIDR and FQDN labels only to reserved and local-scope identities"
-        ));
+        return Err(GivenIdentityError::ClusterWithReservedLabel {
+            id,
+            label: label.clone(),
+        });
     }
     Ok(())
 }
