@@ -7,9 +7,11 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use porin_compiler::identity::{Identity, IdentityError};
-use porin_compiler::mapstate::{Direction as KeyDirection, Key, KeyError};
+use porin_compiler::mapstate::{Key, KeyError};
 use serde::Serialize;
 use thiserror::Error;
+
+use crate::abi::Layout;
 
 /// `BPF_F_NO_PREALLOC` (required by LPM tries).
 pub const BPF_F_NO_PREALLOC: u32 = 1;
@@ -70,58 +72,6 @@ pub enum MapPinning {
     ByName,
 }
 
-/// The type of one field of a key or value struct.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldType {
-    /// `unsigned char`.
-    U8,
-    /// `unsigned short` (byte order per the field's documentation).
-    U16,
-    /// `unsigned int`.
-    U32,
-    /// `unsigned long long`.
-    U64,
-    /// `unsigned char[n]`.
-    Bytes(u32),
-}
-
-impl FieldType {
-    /// Size in bytes.
-    pub const fn size(self) -> u32 {
-        match self {
-            FieldType::U8 => 1,
-            FieldType::U16 => 2,
-            FieldType::U32 => 4,
-            FieldType::U64 => 8,
-            FieldType::Bytes(n) => n,
-        }
-    }
-}
-
-/// A key or value layout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// A plain `unsigned int` (array indices).
-    U32,
-    /// A packed struct; fields are laid out in order without padding.
-    Struct {
-        /// BTF struct name.
-        name: &'static str,
-        /// `(field name, type)` in order.
-        fields: &'static [(&'static str, FieldType)],
-    },
-}
-
-impl Layout {
-    /// Size in bytes.
-    pub fn size(&self) -> u32 {
-        match self {
-            Layout::U32 => 4,
-            Layout::Struct { fields, .. } => fields.iter().map(|(_, t)| t.size()).sum(),
-        }
-    }
-}
-
 /// One map of the object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapSpec {
@@ -140,83 +90,6 @@ pub struct MapSpec {
     /// Pinning.
     pub pinning: MapPinning,
 }
-
-/// `porin_ipcache4_key`.
-pub const IPCACHE4_KEY: Layout = Layout::Struct {
-    name: "porin_ipcache4_key",
-    fields: &[("prefixlen", FieldType::U32), ("addr", FieldType::Bytes(4))],
-};
-/// `porin_ipcache6_key`.
-pub const IPCACHE6_KEY: Layout = Layout::Struct {
-    name: "porin_ipcache6_key",
-    fields: &[
-        ("prefixlen", FieldType::U32),
-        ("addr", FieldType::Bytes(16)),
-    ],
-};
-/// `porin_ipcache_value`.
-pub const IPCACHE_VALUE: Layout = Layout::Struct {
-    name: "porin_ipcache_value",
-    fields: &[("identity", FieldType::U32), ("flags", FieldType::U32)],
-};
-/// `porin_policy_key` (Cilium `struct policy_key`).
-pub const POLICY_KEY: Layout = Layout::Struct {
-    name: "porin_policy_key",
-    fields: &[
-        ("prefixlen", FieldType::U32),
-        ("identity", FieldType::U32),
-        ("direction", FieldType::U8),
-        ("proto", FieldType::U8),
-        ("dport_be", FieldType::U16),
-    ],
-};
-/// `porin_policy_entry` (Cilium `struct policy_entry`).
-pub const POLICY_ENTRY: Layout = Layout::Struct {
-    name: "porin_policy_entry",
-    fields: &[
-        ("proxy_port_be", FieldType::U16),
-        ("flags", FieldType::U8),
-        ("auth", FieldType::U8),
-        ("precedence", FieldType::U32),
-        ("cookie", FieldType::U32),
-    ],
-};
-/// `porin_config_value`.
-pub const CONFIG_VALUE: Layout = Layout::Struct {
-    name: "porin_config_value",
-    fields: &[
-        ("active_policy", FieldType::U32),
-        ("reserved", FieldType::U32),
-    ],
-};
-/// `porin_ct_key`.
-pub const CT_KEY: Layout = Layout::Struct {
-    name: "porin_ct_key",
-    fields: &[
-        ("saddr", FieldType::Bytes(16)),
-        ("daddr", FieldType::Bytes(16)),
-        ("sport_be", FieldType::U16),
-        ("dport_be", FieldType::U16),
-        ("proto", FieldType::U8),
-        ("family", FieldType::U8),
-        ("direction", FieldType::U8),
-        ("pad", FieldType::U8),
-    ],
-};
-/// `porin_ct_value`.
-pub const CT_VALUE: Layout = Layout::Struct {
-    name: "porin_ct_value",
-    fields: &[
-        ("last_seen_ns", FieldType::U64),
-        ("proxy_port", FieldType::U16),
-        ("reserved", FieldType::Bytes(6)),
-    ],
-};
-/// `porin_counter`.
-pub const COUNTER_VALUE: Layout = Layout::Struct {
-    name: "porin_counter",
-    fields: &[("packets", FieldType::U64), ("bytes", FieldType::U64)],
-};
 
 /// Number of verdict counters (`porin_verdicts` max_entries).
 pub const VERDICT_COUNTERS: u32 = 16;
@@ -304,15 +177,19 @@ pub const TC_ACT_SHOT: i32 = 2;
 /// Cilium's `MARK_MAGIC_TO_PROXY`; the low half of a redirect mark.
 pub const MARK_MAGIC_TO_PROXY: u32 = 0x0200;
 
+/// A redirect mark carries the proxy port (host order) in its upper half.
+pub const MARK_PORT_SHIFT: u32 = 16;
+
 /// The `skb->mark` of a packet redirected to `proxy_port` (host order).
 pub const fn redirect_mark(proxy_port: u16) -> u32 {
-    ((proxy_port as u32) << 16) | MARK_MAGIC_TO_PROXY
+    ((proxy_port as u32) << MARK_PORT_SHIFT) | MARK_MAGIC_TO_PROXY
 }
 
 /// The proxy port a mark carries, if it is a porin redirect mark.
 pub const fn proxy_port_of_mark(mark: u32) -> Option<u16> {
-    if mark & 0xffff == MARK_MAGIC_TO_PROXY && mark >> 16 != 0 {
-        Some((mark >> 16) as u16)
+    let low_half = (1 << MARK_PORT_SHIFT) - 1;
+    if mark & low_half == MARK_MAGIC_TO_PROXY && mark >> MARK_PORT_SHIFT != 0 {
+        Some((mark >> MARK_PORT_SHIFT) as u16)
     } else {
         None
     }
@@ -384,24 +261,10 @@ pub enum MapContentError {
     Key(KeyError),
 }
 
-/// Traffic direction of a policy key (from the endpoint's point of view).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum Direction {
-    /// Traffic entering the endpoint (`porin_to_endpoint`).
-    Ingress,
-    /// Traffic leaving the endpoint (`porin_from_endpoint`).
-    Egress,
-}
-
-impl Direction {
-    /// The key byte (0 ingress, 1 egress).
-    pub const fn byte(self) -> u8 {
-        match self {
-            Direction::Ingress => 0,
-            Direction::Egress => 1,
-        }
-    }
-}
+/// Traffic direction of a policy key, from the endpoint's point of view
+/// (ingress: `porin_to_endpoint`; egress: `porin_from_endpoint`). The
+/// compiler's; its key byte is `abi::PolicyKey::direction_byte`.
+pub use porin_compiler::mapstate::Direction;
 
 /// An IPv4 ipcache key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -491,12 +354,8 @@ impl PolicyKey {
     /// ([`Key::to_bytes`]); this type only carries the fields.
     pub fn to_key(&self) -> Result<Key, MapContentError> {
         let identity = Identity::new(self.identity).map_err(MapContentError::Identity)?;
-        let direction = match self.direction {
-            Direction::Ingress => KeyDirection::Ingress,
-            Direction::Egress => KeyDirection::Egress,
-        };
         Key::new(
-            direction,
+            self.direction,
             identity,
             self.proto,
             self.port,

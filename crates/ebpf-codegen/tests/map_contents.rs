@@ -286,23 +286,6 @@ fn redirect_mark_round_trips() {
     }
 }
 
-#[test]
-fn layouts_have_the_documented_sizes() {
-    for (layout, size) in [
-        (maps::IPCACHE4_KEY, 8),
-        (maps::IPCACHE6_KEY, 20),
-        (maps::IPCACHE_VALUE, 8),
-        (maps::POLICY_KEY, 12),
-        (maps::POLICY_ENTRY, 12),
-        (maps::CONFIG_VALUE, 8),
-        (maps::CT_KEY, 40),
-        (maps::CT_VALUE, 16),
-        (maps::COUNTER_VALUE, 16),
-    ] {
-        assert_eq!(layout.size(), size, "{layout:?}");
-    }
-}
-
 fn screaming(name: &str) -> String {
     let mut out = String::new();
     for (i, c) in name.chars().enumerate() {
