@@ -63,7 +63,8 @@ impl RandomEntry {
         let deny = self.precedence == DENY;
         let proxy = if deny { 0 } else { self.proxy_port };
         let auth = if deny { 0 } else { self.auth };
-        (key, policy_entry(&key, self.precedence, proxy, auth))
+        let value = policy_entry(&key, self.precedence, proxy, auth);
+        (key.to_bytes(), value.to_bytes())
     }
 }
 

@@ -134,14 +134,40 @@ pub struct IpcachePairs {
     pub v6: Vec<Ipcache6Pair>,
 }
 
+/// One ipcache entry of either family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpcachePair {
+    /// A `porin_ipcache4` entry.
+    V4(Ipcache4Pair),
+    /// A `porin_ipcache6` entry.
+    V6(Ipcache6Pair),
+}
+
+impl IpcachePair {
+    /// The entry of `prefix` (host bits cleared) with `value`.
+    pub fn new(prefix: IpNetwork, value: IpcacheValue) -> IpcachePair {
+        match prefix {
+            IpNetwork::V4(prefix) => IpcachePair::V4((Ipcache4Key::from(prefix), value)),
+            IpNetwork::V6(prefix) => IpcachePair::V6((Ipcache6Key::from(prefix), value)),
+        }
+    }
+
+    /// The key and value bytes.
+    pub fn to_bytes(&self) -> (Vec<u8>, Vec<u8>) {
+        match self {
+            IpcachePair::V4((key, value)) => (key.to_bytes().to_vec(), value.to_bytes().to_vec()),
+            IpcachePair::V6((key, value)) => (key.to_bytes().to_vec(), value.to_bytes().to_vec()),
+        }
+    }
+}
+
 /// The map contents of a compiler ipcache (world defaults included).
 pub fn ipcache_pairs(ipcache: &Ipcache) -> IpcachePairs {
     let mut out = IpcachePairs::default();
     for (prefix, identity) in ipcache.iter() {
-        let value = IpcacheValue::new(identity);
-        match prefix {
-            IpNetwork::V4(prefix) => out.v4.push((Ipcache4Key::from(prefix), value)),
-            IpNetwork::V6(prefix) => out.v6.push((Ipcache6Key::from(prefix), value)),
+        match IpcachePair::new(prefix, IpcacheValue::new(identity)) {
+            IpcachePair::V4(pair) => out.v4.push(pair),
+            IpcachePair::V6(pair) => out.v6.push(pair),
         }
     }
     out

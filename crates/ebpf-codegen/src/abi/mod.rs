@@ -38,7 +38,7 @@ pub use conntrack::{CT_ADDR_LEN, CtKey, CtValue};
 pub use counter::Counter;
 pub use ipcache::{
     IPV4_ADDR_LEN, IPV6_ADDR_LEN, Ipcache4Key, Ipcache4Pair, Ipcache6Key, Ipcache6Pair,
-    IpcachePairs, IpcacheValue, ipcache_pairs,
+    IpcachePair, IpcachePairs, IpcacheValue, ipcache_pairs,
 };
 pub use policy::{
     PolicyEntry, PolicyKey, PolicyPair, decode_policy_pair, policy_pair, policy_pairs,
