@@ -769,8 +769,8 @@ fn hand_built_structs_equal_the_abi_encoding() {
             precedence: Precedence::from_raw(precedence),
             proxy_port,
             auth: AuthRequirement::from_byte(auth),
-            cookie: 0,
-            origins: Default::default(),
+            // Cookie 0, no origins.
+            ..Entry::allow()
         };
         assert_eq!(ours_entry, PolicyEntry::from_entry(&key, &entry), "{key:?}");
         assert_eq!(ours_entry.to_entry(&key), Ok(entry), "{key:?}");

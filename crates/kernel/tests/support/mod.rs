@@ -280,7 +280,7 @@ pub fn policy_entry(precedence: u32, proxy_port: u16, auth_type: u8, explicit_au
         } else {
             AuthRequirement::derived(auth_type)
         },
-        cookie: 0,
-        origins: Default::default(),
+        // Cookie 0, no origins.
+        ..Entry::allow()
     }
 }
