@@ -19,7 +19,7 @@ use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::programs::SchedClassifier;
 use kernel_support::{EGRESS, HTTP_REDIRECT, INGRESS, allow, deny, ipcache4, kernel_available};
 use kernel_support::{policy_entry, policy_key, porin_object};
-use porin_ebpf::abi::PolicyKey;
+use porin_ebpf::abi::{IpcacheValue, PolicyEntry, PolicyKey};
 use porin_kernel::packet::{Packet, echo_rest};
 use porin_kernel::{Datapath, Direction, SkBuff, sys};
 
@@ -66,7 +66,7 @@ fn aya_and_porin_loaders_give_identical_verdicts() {
     // aya.
     let mut aya = aya::Ebpf::load(&object).expect("aya 0.14 loads porin's object");
     {
-        let mut ipc: LpmTrie<_, [u8; 4], [u8; 8]> =
+        let mut ipc: LpmTrie<_, [u8; 4], [u8; IpcacheValue::SIZE]> =
             LpmTrie::try_from(aya.map_mut("porin_ipcache4").unwrap()).unwrap();
         for (key, value) in &ipcache {
             ipc.insert(&Key::new(key.prefixlen, key.addr), value.to_bytes(), 0)
@@ -74,7 +74,7 @@ fn aya_and_porin_loaders_give_identical_verdicts() {
         }
     }
     {
-        let mut pol: LpmTrie<_, [u8; 8], [u8; 12]> =
+        let mut pol: LpmTrie<_, [u8; 8], [u8; PolicyEntry::SIZE]> =
             LpmTrie::try_from(aya.map_mut("porin_policy_a").unwrap()).unwrap();
         for (key, value) in &policy {
             // aya's LPM key is the prefix length and the bytes after it.

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::process::Command;
 
 use porin_compiler::mapstate::{Entry, Key};
-use porin_ebpf::abi::{PolicyKey, policy_pair};
+use porin_ebpf::abi::{IpcacheValue, PolicyEntry, PolicyKey, policy_pair};
 use porin_ebpf::maps::{Direction, MapUpdate, PolicySlot, Verdict, redirect_mark};
 use support::*;
 
@@ -708,7 +708,7 @@ fn aya_loads_both_programs() {
             .load()
             .unwrap_or_else(|e| panic!("aya load {name}: {e:?}"));
     }
-    let mut ipcache: aya::maps::LpmTrie<_, [u8; 4], [u8; 8]> =
+    let mut ipcache: aya::maps::LpmTrie<_, [u8; 4], [u8; IpcacheValue::SIZE]> =
         aya::maps::LpmTrie::try_from(ebpf.map_mut("porin_ipcache4").unwrap()).unwrap();
     ipcache
         .insert(
@@ -717,7 +717,7 @@ fn aya_loads_both_programs() {
             0,
         )
         .unwrap();
-    let mut policy: aya::maps::LpmTrie<_, [u8; 8], [u8; 12]> =
+    let mut policy: aya::maps::LpmTrie<_, [u8; 8], [u8; PolicyEntry::SIZE]> =
         aya::maps::LpmTrie::try_from(ebpf.map_mut("porin_policy_a").unwrap()).unwrap();
     let (raw_key, raw_value) = policy_pair(
         &key(1000, Direction::Egress, 6, 80, 16),
