@@ -249,15 +249,7 @@ pub struct MapUpdate {
 }
 
 fn hex<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&hex_string(bytes))
-}
-
-fn hex_string(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    s.serialize_str(&crate::compiled::hex(bytes))
 }
 
 impl MapUpdate {

@@ -2,7 +2,7 @@
 //! once (`DATAPATH.md` §2).
 //!
 //! Each map key or value is one `#[repr(C)]` struct declared with
-//! [`abi_struct!`], whose one line per field gives the field's name (the
+//! `abi_struct!`, whose one line per field gives the field's name (the
 //! BTF member name `bpftool` shows), its type, its byte order and the name
 //! of its offset constant. Everything else is derived from that line:
 //!
