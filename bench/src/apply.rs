@@ -17,6 +17,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
+use porin_ebpf::abi::{PolicyEntry as AbiEntry, PolicyKey};
 use porin_ebpf::{ObjectConfig, emit};
 use porin_kernel::Datapath;
 use porin_kernel::datapath::RETIRE_GRACE;
@@ -46,9 +47,9 @@ pub struct ApplyRow {
 }
 
 /// The entries to add or change and the keys to delete, turning `old` into `new`.
-pub fn difference(old: &[PolicyEntry], new: &[PolicyEntry]) -> (Vec<PolicyEntry>, Vec<[u8; 12]>) {
-    let before: BTreeMap<[u8; 12], [u8; 12]> = old.iter().copied().collect();
-    let after: BTreeMap<[u8; 12], [u8; 12]> = new.iter().copied().collect();
+pub fn difference(old: &[PolicyEntry], new: &[PolicyEntry]) -> (Vec<PolicyEntry>, Vec<PolicyKey>) {
+    let before: BTreeMap<PolicyKey, AbiEntry> = old.iter().copied().collect();
+    let after: BTreeMap<PolicyKey, AbiEntry> = new.iter().copied().collect();
     let upserts = after
         .iter()
         .filter(|(k, v)| before.get(*k) != Some(*v))
@@ -74,15 +75,15 @@ fn replace_in_place(
     new: &[PolicyEntry],
 ) -> Result<usize> {
     let map = active_map(datapath)?;
-    let keep: std::collections::BTreeSet<[u8; 12]> = new.iter().map(|(k, _)| *k).collect();
+    let keep: std::collections::BTreeSet<PolicyKey> = new.iter().map(|(k, _)| *k).collect();
     let mut calls = 0;
     for (key, value) in new {
-        map.update(key, value)?;
+        map.update(&key.to_bytes(), &value.to_bytes())?;
         calls += 1;
     }
     for (key, _) in old {
         if !keep.contains(key) {
-            map.delete(key)?;
+            map.delete(&key.to_bytes())?;
             calls += 1;
         }
     }
@@ -97,10 +98,10 @@ fn apply_difference(
     let (upserts, deletes) = difference(old, new);
     let map = active_map(datapath)?;
     for (key, value) in &upserts {
-        map.update(key, value)?;
+        map.update(&key.to_bytes(), &value.to_bytes())?;
     }
     for key in &deletes {
-        map.delete(key)?;
+        map.delete(&key.to_bytes())?;
     }
     Ok(upserts.len() + deletes.len())
 }
@@ -178,13 +179,9 @@ pub fn run(config: &ApplyConfig) -> Result<Vec<ApplyRow>> {
         rows[2].seconds.push(secs);
         rows[2].entries = written;
         // The live map now holds exactly policy C.
-        let live: Vec<PolicyEntry> = datapath
-            .policy_entries(datapath.active_slot()?)?
-            .into_iter()
-            .filter_map(|(k, v)| Some((k.try_into().ok()?, v.try_into().ok()?)))
-            .collect();
+        let live: Vec<PolicyEntry> = datapath.policy_entries(datapath.active_slot()?)?;
         let mut expected = policy_c.policy.clone();
-        expected.sort();
+        expected.sort_by_key(|(k, _)| k.to_bytes());
         anyhow::ensure!(
             live == expected,
             "the difference did not produce the new policy"
@@ -313,12 +310,22 @@ mod tests {
 
     #[test]
     fn difference_lists_only_what_changed() {
-        let e = |k: u8, v: u8| ([k; 12], [v; 12]);
+        let key = |k: u32| PolicyKey {
+            identity: k,
+            ..PolicyKey::default()
+        };
+        let e = |k: u32, v: u32| {
+            let value = AbiEntry {
+                precedence: v,
+                ..AbiEntry::default()
+            };
+            (key(k), value)
+        };
         let old = vec![e(1, 1), e(2, 2), e(3, 3)];
         let new = vec![e(1, 1), e(2, 9), e(4, 4)];
         let (upserts, deletes) = difference(&old, &new);
         assert_eq!(upserts, vec![e(2, 9), e(4, 4)]);
-        assert_eq!(deletes, vec![[3; 12]]);
+        assert_eq!(deletes, vec![key(3)]);
         assert_eq!(difference(&old, &old), (vec![], vec![]));
     }
 }

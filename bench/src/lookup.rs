@@ -6,6 +6,7 @@
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
+use porin_ebpf::abi::Ipcache4Key;
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MIN, emit};
 use porin_kernel::packet::Packet;
 use porin_kernel::{Datapath, Direction};
@@ -51,11 +52,11 @@ pub struct LookupRow {
     pub non_ip: Vec<f64>,
 }
 
-fn ipcache_key(addr: std::net::Ipv4Addr) -> [u8; 8] {
-    let mut key = [0u8; 8];
-    key[0..4].copy_from_slice(&32u32.to_le_bytes());
-    key[4..8].copy_from_slice(&addr.octets());
-    key
+fn ipcache_key(addr: std::net::Ipv4Addr) -> Ipcache4Key {
+    Ipcache4Key {
+        prefixlen: Ipcache4Key::FULL_PREFIX,
+        addr: addr.octets(),
+    }
 }
 
 /// Moves the entry with `key` to the end (inserted last).
@@ -79,7 +80,7 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
     let rules = rules_for(entries)?;
     let (mut policy, synthesised) = workload::porin_policy(&workload::rules(rules, 0)?)?;
     // Pad the ipcache with /32s of an existing identity in 10.220.0.0/16 and up.
-    let filler = policy.ipcache4.first().map(|(_, v)| *v).unwrap_or([0; 8]);
+    let filler = policy.ipcache4.first().map(|(_, v)| *v).unwrap_or_default();
     let mut next = u32::from_be_bytes([10, 220, 0, 0]);
     while policy.ipcache4.len() < config.ipcache_entries {
         policy
@@ -91,7 +92,7 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
     let client_key = policy
         .policy
         .iter()
-        .find(|(k, _)| k[8] == 0 && k[4..8] == policy.client_identity.to_le_bytes())
+        .find(|(k, _)| workload::is_client_ingress(k, policy.client_identity))
         .map(|(k, _)| *k)
         .context("no policy entry for the client")?;
     move_last(&mut policy.policy, &client_key)?;

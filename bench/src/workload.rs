@@ -15,7 +15,12 @@ use porin_compiler::compile::compile;
 use porin_compiler::identity::Identity;
 use porin_compiler::inventory::{Endpoint, Inventory};
 use porin_compiler::ipcache::Ipcache;
+use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::lower::PolicyInput;
+use porin_ebpf::abi::{
+    Ipcache4Key, Ipcache4Pair, Ipcache6Pair, IpcacheValue, PolicyKey, PolicyPair, ipcache_pairs,
+    policy_pairs,
+};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_str;
 
@@ -112,12 +117,12 @@ pub fn inventory() -> Result<Inventory> {
     Ok(inventory)
 }
 
-/// A policy-map entry and an IPv4 ipcache entry, as the datapath stores them.
-pub type PolicyEntry = ([u8; 12], [u8; 12]);
+/// A policy-map entry (the datapath ABI's key and value).
+pub type PolicyEntry = PolicyPair;
 /// An IPv4 ipcache entry.
-pub type Ipcache4Entry = ([u8; 8], [u8; 8]);
+pub type Ipcache4Entry = Ipcache4Pair;
 /// An IPv6 ipcache entry.
-pub type Ipcache6Entry = ([u8; 20], [u8; 8]);
+pub type Ipcache6Entry = Ipcache6Pair;
 
 /// What porin compiled for the server endpoint.
 #[derive(Debug, Clone)]
@@ -163,10 +168,11 @@ pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
         ipcache.insert(entry.prefix, identity);
     }
     let client_identity = compiled.identity_of_ip(IpAddr::V4(CLIENT));
+    let ipcache = ipcache_pairs(&ipcache);
     Ok(PorinPolicy {
-        policy: endpoint.state.to_datapath_entries(),
-        ipcache4: ipcache.datapath_entries_v4(),
-        ipcache6: ipcache.datapath_entries_v6(),
+        policy: policy_pairs(&endpoint.state),
+        ipcache4: ipcache.v4,
+        ipcache6: ipcache.v6,
         client_identity,
     })
 }
@@ -200,35 +206,33 @@ pub fn synthesise_rules(rules: &[Rule]) -> Result<PorinPolicy> {
     let template = policy
         .policy
         .iter()
-        .find(|(k, _)| k[8] == 0 && k[4..8] == policy.client_identity.to_le_bytes())
+        .find(|(k, _)| is_client_ingress(k, policy.client_identity))
         .map(|(_, v)| *v)
         .context("no client entry in the compiled template")?;
     let first = policy
         .ipcache4
         .iter()
-        .map(|(_, v)| u32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+        .map(|(_, v)| v.identity)
         .filter(|id| id & Identity::SCOPE_MASK == Identity::SCOPE_LOCAL)
         .max()
         .unwrap_or(Identity::SCOPE_LOCAL)
         + 1;
     for (next, rule) in (first..).zip(others) {
         let identity = Identity::new(next).map_err(|e| anyhow::anyhow!("identity {next}: {e}"))?;
-        let mut key = [0u8; 12];
-        key[0..4].copy_from_slice(&64u32.to_le_bytes());
-        key[4..8].copy_from_slice(&next.to_le_bytes());
-        key[9] = 17;
-        key[10..12].copy_from_slice(&rule.port.to_be_bytes());
+        let key = PolicyKey::lookup(Direction::Ingress, next, 17, rule.port);
         policy.policy.push((key, template));
-        let mut prefix = [0u8; 8];
-        prefix[0..4].copy_from_slice(&32u32.to_le_bytes());
-        prefix[4..8].copy_from_slice(&rule.peer.octets());
-        policy
-            .ipcache4
-            .push((prefix, porin_compiler::ipcache::value_bytes(identity)));
+        let prefix = Ipcache4Key::new(32, rule.peer)?;
+        policy.ipcache4.push((prefix, IpcacheValue::new(identity)));
     }
-    policy.policy.sort();
-    policy.ipcache4.sort();
+    // In map byte order, as the kernel lists them.
+    policy.policy.sort_by_key(|(k, _)| k.to_bytes());
+    policy.ipcache4.sort_by_key(|(k, _)| k.to_bytes());
     Ok(policy)
+}
+
+/// Whether `key` is the client's exact ingress key.
+pub fn is_client_ingress(key: &PolicyKey, client_identity: u32) -> bool {
+    key.direction == PolicyKey::INGRESS && key.identity == client_identity
 }
 
 /// Name of the iptables chain's table and of the nft table.
@@ -291,23 +295,38 @@ mod tests {
     fn porin_compiles_one_exact_entry_per_rule() {
         let compiled = compile_rules(&rules(10, 0).unwrap()).unwrap();
         // Ingress: one exact (identity, UDP, port) entry per rule.
-        let ingress: Vec<_> = compiled.policy.iter().filter(|(k, _)| k[8] == 0).collect();
+        let ingress: Vec<_> = compiled
+            .policy
+            .iter()
+            .filter(|(k, _)| k.direction == PolicyKey::INGRESS)
+            .collect();
         assert_eq!(ingress.len(), 10, "{:?}", compiled.policy);
-        assert!(ingress.iter().all(|(k, _)| k[0] == 64 && k[9] == 17));
+        assert!(
+            ingress
+                .iter()
+                .all(|(k, _)| k.prefixlen == 64 && k.proto == 17)
+        );
         let client = ingress
             .iter()
-            .find(|(k, _)| k[4..8] == compiled.client_identity.to_le_bytes())
+            .find(|(k, _)| is_client_ingress(k, compiled.client_identity))
             .unwrap();
-        assert_eq!(client.0[10..12], ECHO_PORT.to_be_bytes());
+        assert_eq!(client.0.dport_be, ECHO_PORT);
         // ipcache: the 10 peers, the server, 0.0.0.0/0.
         assert_eq!(compiled.ipcache4.len(), 12);
         // Egress is not enforced (no egress rules): the one other entry is an L3-only egress
         // allow for every peer (identity 0), which BENCHMARKS.md's "skip the egress program" relies on.
-        let others: Vec<_> = compiled.policy.iter().filter(|(k, _)| k[8] != 0).collect();
+        let others: Vec<_> = compiled
+            .policy
+            .iter()
+            .filter(|(k, _)| k.direction != PolicyKey::INGRESS)
+            .collect();
         assert_eq!(others.len(), 1, "{others:?}");
         let (key, entry) = others[0];
-        assert_eq!((key[0], &key[4..8], key[8]), (40, &[0u8; 4][..], 1));
-        assert_eq!(entry[2] & 1, 0, "allow, not deny");
+        assert_eq!(
+            (key.prefixlen, key.identity, key.direction),
+            (40, 0, PolicyKey::EGRESS)
+        );
+        assert!(!entry.is_deny(), "allow, not deny");
     }
 
     #[test]
@@ -322,7 +341,7 @@ mod tests {
             let mut v: Vec<_> = p
                 .policy
                 .iter()
-                .map(|(k, v)| (k[0], k[8], k[9], [k[10], k[11]], *v))
+                .map(|(k, v)| (k.prefixlen, k.direction, k.proto, k.dport_be, *v))
                 .collect();
             v.sort();
             v

@@ -36,9 +36,10 @@ use libfuzzer_sys::{Corpus, fuzz_target};
 use porin_compiler::compile::{Compiled, compile};
 use porin_compiler::identity::Identity;
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
-use porin_compiler::mapstate::{Direction, Key};
+use porin_compiler::mapstate::Direction;
 use porin_compiler::ports::port_range_to_masked_ports;
 use porin_compiler::resolve::lower::PolicyInput;
+use porin_ebpf::abi::{decode_policy_pair, policy_pair};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_str;
 
@@ -605,12 +606,12 @@ fn yaml_text(text: &str) -> Corpus {
     if let Ok(compiled) = compile(&inputs, &inventory) {
         for endpoint in &compiled.endpoints {
             for (key, entry) in endpoint.state.iter() {
-                let bytes = key.to_bytes();
-                match Key::from_bytes(&bytes) {
-                    Ok(back) => assert_eq!(back, *key, "key bytes do not round-trip"),
-                    Err(error) => panic!("{key:?} encodes to invalid bytes {bytes:?}: {error}"),
+                let (raw_key, raw_value) = policy_pair(key, entry);
+                let (key_bytes, value_bytes) = (raw_key.to_bytes(), raw_value.to_bytes());
+                match decode_policy_pair(&key_bytes, &value_bytes) {
+                    Ok((back, _)) => assert_eq!(back, *key, "key bytes do not round-trip"),
+                    Err(error) => panic!("{key:?} encodes to invalid bytes {key_bytes:?}: {error}"),
                 }
-                let _ = entry.to_datapath_bytes(key);
             }
         }
         let _ = compiled.to_json();

@@ -6,6 +6,9 @@ use std::ffi::c_char;
 use porin_compiler::compile::Compiled;
 use porin_compiler::diff::{ChangeKind, policy_diff};
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
+use porin_ebpf::abi::{
+    Ipcache4Key, Ipcache6Key, IpcachePair, IpcacheValue, PolicyEntry, PolicyKey, policy_pairs,
+};
 use porin_ebpf::{EmitError, ObjectConfig, emit};
 
 use crate::ffi::{
@@ -14,16 +17,48 @@ use crate::ffi::{
 use crate::result::porin_result;
 use crate::strings::porin_str;
 
-/// Bytes of a policy-map key and value (`DATAPATH.md` §2.2).
-pub const PORIN_POLICY_KEY_SIZE: usize = 12;
-/// Bytes of a policy-map value.
-pub const PORIN_POLICY_VALUE_SIZE: usize = 12;
-/// Bytes of an IPv4 ipcache key (`DATAPATH.md` §2.1).
-pub const PORIN_IPCACHE4_KEY_SIZE: usize = 8;
-/// Bytes of an IPv6 ipcache key.
-pub const PORIN_IPCACHE6_KEY_SIZE: usize = 20;
-/// Bytes of an ipcache value.
-pub const PORIN_IPCACHE_VALUE_SIZE: usize = 8;
+/// The sizes `porin.h` states as `PORIN_POLICY_KEY_SIZE` and friends:
+/// `(macro, documentation, size)`. They are the datapath ABI's
+/// (`porin_ebpf::abi`), so they are defined once; the header's generator
+/// writes them with [`header_size_macros`].
+const ABI_SIZES: [(&str, &str, usize); 5] = [
+    (
+        "PORIN_POLICY_KEY_SIZE",
+        "Bytes of a policy-map key and value (`DATAPATH.md` §2.2).",
+        PolicyKey::SIZE,
+    ),
+    (
+        "PORIN_POLICY_VALUE_SIZE",
+        "Bytes of a policy-map value.",
+        PolicyEntry::SIZE,
+    ),
+    (
+        "PORIN_IPCACHE4_KEY_SIZE",
+        "Bytes of an IPv4 ipcache key (`DATAPATH.md` §2.1).",
+        Ipcache4Key::SIZE,
+    ),
+    (
+        "PORIN_IPCACHE6_KEY_SIZE",
+        "Bytes of an IPv6 ipcache key.",
+        Ipcache6Key::SIZE,
+    ),
+    (
+        "PORIN_IPCACHE_VALUE_SIZE",
+        "Bytes of an ipcache value.",
+        IpcacheValue::SIZE,
+    ),
+];
+
+/// The `#define`s of the map key and value sizes, in the header's comment
+/// style (for `tests/header.rs`, which generates `include/porin.h`; not
+/// part of the C API).
+#[doc(hidden)]
+pub fn header_size_macros() -> String {
+    ABI_SIZES
+        .iter()
+        .map(|(name, doc, size)| format!("\n\n/*\n {doc}\n */\n#define {name} {size}"))
+        .collect()
+}
 
 /// A compilation. Opaque and immutable.
 ///
@@ -108,15 +143,15 @@ impl Compilation {
             .endpoints
             .iter()
             .map(|endpoint| {
-                let mut packed = Packed::new(PORIN_POLICY_KEY_SIZE, PORIN_POLICY_VALUE_SIZE);
-                for (key, value) in endpoint.state.to_datapath_entries() {
-                    packed.push(&key, &value);
+                let mut packed = Packed::new(PolicyKey::SIZE, PolicyEntry::SIZE);
+                for (key, value) in policy_pairs(&endpoint.state) {
+                    packed.push(&key.to_bytes(), &value.to_bytes());
                 }
                 packed
             })
             .collect();
-        let mut ipcache4 = Packed::new(PORIN_IPCACHE4_KEY_SIZE, PORIN_IPCACHE_VALUE_SIZE);
-        let mut ipcache6 = Packed::new(PORIN_IPCACHE6_KEY_SIZE, PORIN_IPCACHE_VALUE_SIZE);
+        let mut ipcache4 = Packed::new(Ipcache4Key::SIZE, IpcacheValue::SIZE);
+        let mut ipcache6 = Packed::new(Ipcache6Key::SIZE, IpcacheValue::SIZE);
         for entry in &compiled.ipcache {
             let (key, value) = ipcache_bytes(entry);
             if entry.prefix.is_ipv4() {
@@ -145,17 +180,14 @@ impl Compilation {
     }
 }
 
-/// `DATAPATH.md` §2.1 bytes of an ipcache entry: key `prefixlen u32 LE` +
-/// address (network order); value `identity u32 LE` + `flags u32` (0).
-fn ipcache_bytes(entry: &porin_compiler::compile::IpcacheEntry) -> (Vec<u8>, [u8; 8]) {
-    let mut key = u32::from(entry.prefix.prefix()).to_le_bytes().to_vec();
-    match entry.prefix.network() {
-        std::net::IpAddr::V4(a) => key.extend_from_slice(&a.octets()),
-        std::net::IpAddr::V6(a) => key.extend_from_slice(&a.octets()),
-    }
-    let mut value = [0u8; 8];
-    value[..4].copy_from_slice(&entry.identity.to_le_bytes());
-    (key, value)
+/// The map bytes of an ipcache entry (`porin_ebpf::abi`; the identity is
+/// the compiler's, which allocated it).
+fn ipcache_bytes(entry: &porin_compiler::compile::IpcacheEntry) -> (Vec<u8>, Vec<u8>) {
+    let value = IpcacheValue {
+        identity: entry.identity,
+        flags: 0,
+    };
+    IpcachePair::new(entry.prefix, value).to_bytes()
 }
 
 fn compilation_ref<'a>(c: *const porin_compilation) -> Result<&'a Compilation, porin_result> {
@@ -541,11 +573,13 @@ pub extern "C" fn porin_compilation_policy_diff(
                 ChangeKind::Change => porin_change_kind::Change,
                 ChangeKind::Delete => porin_change_kind::Delete,
             };
-            (
-                kind,
-                change.key_bytes().to_vec(),
-                change.value_bytes().map(|v| v.to_vec()),
-            )
+            let key = PolicyKey::from_key(&change.key);
+            let value = change.entry.as_ref().map(|entry| {
+                PolicyEntry::from_entry(&change.key, entry)
+                    .to_bytes()
+                    .to_vec()
+            });
+            (kind, key.to_bytes().to_vec(), value)
         })
         .collect();
         write_out(out, into_handle(Diff { changes }).cast::<porin_diff>());
@@ -576,7 +610,7 @@ pub extern "C" fn porin_compilation_ipcache_diff(
             6 => true,
             _ => return Err(porin_result::InvalidParameter),
         };
-        let select = |c: &Compilation| -> std::collections::BTreeMap<(u8, Vec<u8>), [u8; 8]> {
+        let select = |c: &Compilation| -> std::collections::BTreeMap<(u8, Vec<u8>), Vec<u8>> {
             c.compiled
                 .ipcache
                 .iter()
@@ -592,12 +626,12 @@ pub extern "C" fn porin_compilation_ipcache_diff(
         let mut changes = Vec::new();
         for (key, value) in &after {
             match before.get(key) {
-                None => changes.push((porin_change_kind::Add, key.1.clone(), Some(value.to_vec()))),
+                None => changes.push((porin_change_kind::Add, key.1.clone(), Some(value.clone()))),
                 Some(previous) if previous != value => {
                     changes.push((
                         porin_change_kind::Change,
                         key.1.clone(),
-                        Some(value.to_vec()),
+                        Some(value.clone()),
                     ));
                 }
                 Some(_) => {}

@@ -72,32 +72,22 @@ pub struct MapChange {
     pub entry: Option<Entry>,
 }
 
-impl MapChange {
-    /// The 12-byte datapath key.
-    pub fn key_bytes(&self) -> [u8; 12] {
-        self.key.to_bytes()
-    }
-
-    /// The 12-byte datapath value (`None` for a delete).
-    pub fn value_bytes(&self) -> Option<[u8; 12]> {
-        self.entry.as_ref().map(|e| e.to_datapath_bytes(&self.key))
-    }
-}
-
-/// The ordered writes that turn `old` into `new` (entries compared by their
-/// datapath encoding; origins do not matter to the datapath).
+/// The ordered writes that turn `old` into `new`, as typed keys and entries
+/// (the map bytes are `porin-ebpf`'s `abi::policy_pair`). Entries are
+/// compared by what the datapath stores ([`Entry::datapath_eq`]; origins do
+/// not matter to the datapath): a map state's denies carry no proxy port or
+/// auth (it normalises them), so equal here is equal in the map.
 pub fn policy_diff(old: &MapState, new: &MapState) -> Vec<MapChange> {
     let fence = Entry::deny();
-    let is_fence =
-        |key: &Key, entry: &Entry| entry.to_datapath_bytes(key) == fence.to_datapath_bytes(key);
+    let is_fence = |entry: &Entry| entry.datapath_eq(&fence);
     let mut fences = Vec::new();
     let mut settles = Vec::new();
     for (key, entry) in new.iter() {
         let previous = old.get(key);
-        if previous.is_some_and(|p| p.to_datapath_bytes(key) == entry.to_datapath_bytes(key)) {
+        if previous.is_some_and(|p| p.datapath_eq(entry)) {
             continue;
         }
-        let fenced_already = previous.is_some_and(|p| is_fence(key, p));
+        let fenced_already = previous.is_some_and(is_fence);
         if !fenced_already {
             fences.push(MapChange {
                 kind: if previous.is_some() {
@@ -107,14 +97,14 @@ pub fn policy_diff(old: &MapState, new: &MapState) -> Vec<MapChange> {
                 },
                 phase: Phase::Fence,
                 key: *key,
-                entry: Some(if is_fence(key, entry) {
+                entry: Some(if is_fence(entry) {
                     entry.clone()
                 } else {
                     fence.clone()
                 }),
             });
         }
-        if !is_fence(key, entry) {
+        if !is_fence(entry) {
             settles.push(MapChange {
                 kind: ChangeKind::Change,
                 phase: Phase::Settle,
@@ -127,7 +117,7 @@ pub fn policy_diff(old: &MapState, new: &MapState) -> Vec<MapChange> {
         if new.get(key).is_some() {
             continue;
         }
-        if !is_fence(key, entry) {
+        if !is_fence(entry) {
             fences.push(MapChange {
                 kind: ChangeKind::Change,
                 phase: Phase::Fence,
@@ -230,13 +220,22 @@ mod tests {
         out
     }
 
+    /// What the datapath stores of a state: keys and entries without origins.
+    fn datapath_view(state: &MapState) -> Vec<(Key, Entry)> {
+        state
+            .iter()
+            .map(|(key, entry)| {
+                let mut entry = entry.clone();
+                entry.origins.clear();
+                (*key, entry)
+            })
+            .collect()
+    }
+
     /// The hole check: every prefix of the change list, every flow.
     fn assert_no_hole(old: &MapState, new: &MapState) {
         let changes = policy_diff(old, new);
-        assert_eq!(
-            apply(old, &changes).to_datapath_entries(),
-            new.to_datapath_entries()
-        );
+        assert_eq!(datapath_view(&apply(old, &changes)), datapath_view(new));
         for n in 0..=changes.len() {
             let mid = apply(old, &changes[..n]);
             for (identity, proto, port) in flows() {

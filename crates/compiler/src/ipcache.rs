@@ -6,10 +6,9 @@
 //! `0.0.0.0/0 → world-ipv4 (9)` and `::/0 → world-ipv6 (10)` (dual-stack, as
 //! Cilium with both families on) unless those prefixes are overridden.
 //!
-//! Datapath layout (the contract: `crates/ebpf-codegen/DATAPATH.md` §2.1):
-//! - IPv4 key, 8 bytes: `prefixlen u32 LE` (0..=32) + 4 address bytes;
-//! - IPv6 key, 20 bytes: `prefixlen u32 LE` (0..=128) + 16 address bytes;
-//! - value, 8 bytes: `identity u32 LE` + `flags u32 LE` (0, reserved).
+//! The map bytes are `porin-ebpf`'s (`abi::ipcache_pairs`, the contract in
+//! `crates/ebpf-codegen/DATAPATH.md` §2.1); [`Ipcache::iter`] is what they are
+//! made from.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -270,39 +269,6 @@ impl Ipcache {
         });
         v4.chain(v6)
     }
-
-    /// The IPv4 LPM map contents: (8-byte key, 8-byte value) pairs.
-    pub fn datapath_entries_v4(&self) -> Vec<([u8; 8], [u8; 8])> {
-        self.v4
-            .iter()
-            .map(|((len, net), id)| {
-                let mut key = [0_u8; 8];
-                key[0..4].copy_from_slice(&u32::from(*len).to_le_bytes());
-                key[4..8].copy_from_slice(&net.to_be_bytes());
-                (key, value_bytes(*id))
-            })
-            .collect()
-    }
-
-    /// The IPv6 LPM map contents: (20-byte key, 8-byte value) pairs.
-    pub fn datapath_entries_v6(&self) -> Vec<([u8; 20], [u8; 8])> {
-        self.v6
-            .iter()
-            .map(|((len, net), id)| {
-                let mut key = [0_u8; 20];
-                key[0..4].copy_from_slice(&u32::from(*len).to_le_bytes());
-                key[4..20].copy_from_slice(&net.to_be_bytes());
-                (key, value_bytes(*id))
-            })
-            .collect()
-    }
-}
-
-/// The 8-byte ipcache value: identity LE, flags 0.
-pub fn value_bytes(identity: Identity) -> [u8; 8] {
-    let mut value = [0_u8; 8];
-    value[0..4].copy_from_slice(&identity.get().to_le_bytes());
-    value
 }
 
 #[cfg(test)]
@@ -363,33 +329,6 @@ mod tests {
             Some(Identity::WORLD_IPV4)
         );
         assert_eq!(cache.lookup(ip("8.8.8.8")), Identity::WORLD);
-    }
-
-    #[test]
-    fn datapath_encodings_are_exact() {
-        let mut cache = Ipcache::new();
-        cache.insert(net("10.1.0.0/16"), Identity::local(0x0203).unwrap());
-        cache.insert(net("2001:db8::/32"), Identity::new(300).unwrap());
-        let v4 = cache.datapath_entries_v4();
-        assert_eq!(
-            v4,
-            vec![
-                ([0, 0, 0, 0, 0, 0, 0, 0], [9, 0, 0, 0, 0, 0, 0, 0]),
-                (
-                    [16, 0, 0, 0, 10, 1, 0, 0],
-                    [0x03, 0x02, 0x00, 0x01, 0, 0, 0, 0]
-                ),
-            ]
-        );
-        let v6 = cache.datapath_entries_v6();
-        assert_eq!(v6.len(), 2);
-        assert_eq!(v6[0].0, [0_u8; 20]);
-        assert_eq!(v6[0].1, [10, 0, 0, 0, 0, 0, 0, 0]);
-        let mut key = [0_u8; 20];
-        key[0] = 32;
-        key[4..8].copy_from_slice(&[0x20, 0x01, 0x0d, 0xb8]);
-        assert_eq!(v6[1].0, key);
-        assert_eq!(v6[1].1, [0x2c, 0x01, 0, 0, 0, 0, 0, 0]);
     }
 
     // bpf/bpf_lxc.c: a miss is WORLD_IPV4_ID / WORLD_IPV6_ID (9 / 10 in a

@@ -10,9 +10,10 @@ use object::{
 };
 use thiserror::Error;
 
+use crate::abi::{FieldType, Layout};
 use crate::asm::Assembled;
 use crate::btf::{Btf, BtfError, BtfType, DataSec, IntEncoding, SecInfo, TypeId, Var, VarLinkage};
-use crate::maps::{FieldType, Layout, MapPinning, MapSpec};
+use crate::maps::{MapPinning, MapSpec};
 
 /// Why an object could not be written.
 #[derive(Debug, Error)]
@@ -58,6 +59,12 @@ pub struct ObjectLayout<'a> {
     pub license: &'a str,
 }
 
+/// A size or offset of the ABI as BTF writes it. ABI structs are tens of
+/// bytes (`crate::abi`), so the conversion never saturates.
+fn btf_size(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Size of one map definition member (a pointer) in `.maps`.
 const MAP_MEMBER_SIZE: u32 = 8;
 
@@ -82,21 +89,21 @@ pub fn maps_btf(maps: &[MapSpec]) -> Result<Btf, ElfError> {
     let layout_type = |btf: &mut Btf, layout: &Layout| -> TypeId {
         match layout {
             Layout::U32 => u32t,
-            Layout::Struct { name, fields } => {
-                let mut members = Vec::new();
-                let mut offset = 0u32;
-                for (field, ty) in fields.iter() {
-                    let id = match ty {
-                        FieldType::U8 => u8t,
-                        FieldType::U16 => u16t,
-                        FieldType::U32 => u32t,
-                        FieldType::U64 => u64t,
-                        FieldType::Bytes(n) => btf.array(u8t, u32t, *n),
-                    };
-                    members.push((*field, id, offset));
-                    offset += ty.size();
-                }
-                btf.structure(name, offset, &members)
+            Layout::Struct { name, size, fields } => {
+                let members: Vec<_> = fields
+                    .iter()
+                    .map(|field| {
+                        let id = match field.ty {
+                            FieldType::U8 => u8t,
+                            FieldType::U16 => u16t,
+                            FieldType::U32 => u32t,
+                            FieldType::U64 => u64t,
+                            FieldType::Bytes(n) => btf.array(u8t, u32t, btf_size(n)),
+                        };
+                        (field.name, id, btf_size(field.offset))
+                    })
+                    .collect();
+                btf.structure(name, btf_size(*size), &members)
             }
         }
     };

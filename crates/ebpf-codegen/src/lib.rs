@@ -15,6 +15,7 @@
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]
 
+pub mod abi;
 pub mod asm;
 pub mod btf;
 pub mod compiled;
@@ -26,9 +27,13 @@ pub mod program;
 
 use thiserror::Error;
 
+use crate::abi::{
+    ConfigValue, Counter, CtKey, CtValue, Ipcache4Key, Ipcache6Key, IpcacheValue, Layout,
+    PolicyEntry, PolicyKey,
+};
 use crate::elf::{ObjectLayout, ProgramCode};
 use crate::maps::{
-    BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, Direction, Layout, MapKind, MapPinning, MapSpec,
+    BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, Direction, MapKind, MapPinning, MapSpec,
     VERDICT_COUNTERS, names,
 };
 
@@ -126,32 +131,32 @@ impl ObjectConfig {
             spec(
                 names::IPCACHE4,
                 MapKind::LpmTrie,
-                maps::IPCACHE4_KEY,
-                maps::IPCACHE_VALUE,
+                Ipcache4Key::LAYOUT,
+                IpcacheValue::LAYOUT,
                 self.ipcache4_max_entries,
                 lpm,
             ),
             spec(
                 names::IPCACHE6,
                 MapKind::LpmTrie,
-                maps::IPCACHE6_KEY,
-                maps::IPCACHE_VALUE,
+                Ipcache6Key::LAYOUT,
+                IpcacheValue::LAYOUT,
                 self.ipcache6_max_entries,
                 lpm,
             ),
             spec(
                 names::POLICY_A,
                 MapKind::LpmTrie,
-                maps::POLICY_KEY,
-                maps::POLICY_ENTRY,
+                PolicyKey::LAYOUT,
+                PolicyEntry::LAYOUT,
                 self.policy_map_max_entries,
                 lpm,
             ),
             spec(
                 names::POLICY_B,
                 MapKind::LpmTrie,
-                maps::POLICY_KEY,
-                maps::POLICY_ENTRY,
+                PolicyKey::LAYOUT,
+                PolicyEntry::LAYOUT,
                 self.policy_map_max_entries,
                 lpm,
             ),
@@ -159,15 +164,15 @@ impl ObjectConfig {
                 names::CONFIG,
                 MapKind::Array,
                 Layout::U32,
-                maps::CONFIG_VALUE,
+                ConfigValue::LAYOUT,
                 1,
                 BPF_F_RDONLY_PROG,
             ),
             spec(
                 names::CONNTRACK,
                 MapKind::LruHash,
-                maps::CT_KEY,
-                maps::CT_VALUE,
+                CtKey::LAYOUT,
+                CtValue::LAYOUT,
                 self.ct_max_entries,
                 0,
             ),
@@ -175,7 +180,7 @@ impl ObjectConfig {
                 names::VERDICTS,
                 MapKind::PercpuArray,
                 Layout::U32,
-                maps::COUNTER_VALUE,
+                Counter::LAYOUT,
                 VERDICT_COUNTERS,
                 0,
             ),

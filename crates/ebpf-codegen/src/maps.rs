@@ -1,15 +1,16 @@
-//! The object's maps: their definitions (type, layouts, sizes, BTF shape)
-//! and the bytes an agent writes into them with `bpf_map_update_elem`.
-//!
-//! Every layout here is the one in `DATAPATH.md` §2; the tests pin each one
-//! byte by byte.
+//! The object's maps: their definitions (type, sizes, flags, names), the
+//! verdict counter indices and redirect marks, and the updates an agent
+//! performs with `bpf_map_update_elem` ([`MapUpdate`], with the JSON and
+//! `bpftool` forms). The keys and values themselves, and their bytes, are
+//! [`crate::abi`]'s (`DATAPATH.md` §2).
 
-use std::net::{Ipv4Addr, Ipv6Addr};
-
-use porin_compiler::identity::{Identity, IdentityError};
-use porin_compiler::mapstate::{Direction as KeyDirection, Key, KeyError};
+use porin_compiler::mapstate::{Entry, Key};
 use serde::Serialize;
-use thiserror::Error;
+
+use crate::abi::{
+    AbiError, ConfigValue, Ipcache4Key, Ipcache6Key, IpcacheValue, Layout, decode_policy_pair,
+    index_key, policy_pair,
+};
 
 /// `BPF_F_NO_PREALLOC` (required by LPM tries).
 pub const BPF_F_NO_PREALLOC: u32 = 1;
@@ -70,58 +71,6 @@ pub enum MapPinning {
     ByName,
 }
 
-/// The type of one field of a key or value struct.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FieldType {
-    /// `unsigned char`.
-    U8,
-    /// `unsigned short` (byte order per the field's documentation).
-    U16,
-    /// `unsigned int`.
-    U32,
-    /// `unsigned long long`.
-    U64,
-    /// `unsigned char[n]`.
-    Bytes(u32),
-}
-
-impl FieldType {
-    /// Size in bytes.
-    pub const fn size(self) -> u32 {
-        match self {
-            FieldType::U8 => 1,
-            FieldType::U16 => 2,
-            FieldType::U32 => 4,
-            FieldType::U64 => 8,
-            FieldType::Bytes(n) => n,
-        }
-    }
-}
-
-/// A key or value layout.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Layout {
-    /// A plain `unsigned int` (array indices).
-    U32,
-    /// A packed struct; fields are laid out in order without padding.
-    Struct {
-        /// BTF struct name.
-        name: &'static str,
-        /// `(field name, type)` in order.
-        fields: &'static [(&'static str, FieldType)],
-    },
-}
-
-impl Layout {
-    /// Size in bytes.
-    pub fn size(&self) -> u32 {
-        match self {
-            Layout::U32 => 4,
-            Layout::Struct { fields, .. } => fields.iter().map(|(_, t)| t.size()).sum(),
-        }
-    }
-}
-
 /// One map of the object.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct MapSpec {
@@ -140,83 +89,6 @@ pub struct MapSpec {
     /// Pinning.
     pub pinning: MapPinning,
 }
-
-/// `porin_ipcache4_key`.
-pub const IPCACHE4_KEY: Layout = Layout::Struct {
-    name: "porin_ipcache4_key",
-    fields: &[("prefixlen", FieldType::U32), ("addr", FieldType::Bytes(4))],
-};
-/// `porin_ipcache6_key`.
-pub const IPCACHE6_KEY: Layout = Layout::Struct {
-    name: "porin_ipcache6_key",
-    fields: &[
-        ("prefixlen", FieldType::U32),
-        ("addr", FieldType::Bytes(16)),
-    ],
-};
-/// `porin_ipcache_value`.
-pub const IPCACHE_VALUE: Layout = Layout::Struct {
-    name: "porin_ipcache_value",
-    fields: &[("identity", FieldType::U32), ("flags", FieldType::U32)],
-};
-/// `porin_policy_key` (Cilium `struct policy_key`).
-pub const POLICY_KEY: Layout = Layout::Struct {
-    name: "porin_policy_key",
-    fields: &[
-        ("prefixlen", FieldType::U32),
-        ("identity", FieldType::U32),
-        ("direction", FieldType::U8),
-        ("proto", FieldType::U8),
-        ("dport_be", FieldType::U16),
-    ],
-};
-/// `porin_policy_entry` (Cilium `struct policy_entry`).
-pub const POLICY_ENTRY: Layout = Layout::Struct {
-    name: "porin_policy_entry",
-    fields: &[
-        ("proxy_port_be", FieldType::U16),
-        ("flags", FieldType::U8),
-        ("auth", FieldType::U8),
-        ("precedence", FieldType::U32),
-        ("cookie", FieldType::U32),
-    ],
-};
-/// `porin_config_value`.
-pub const CONFIG_VALUE: Layout = Layout::Struct {
-    name: "porin_config_value",
-    fields: &[
-        ("active_policy", FieldType::U32),
-        ("reserved", FieldType::U32),
-    ],
-};
-/// `porin_ct_key`.
-pub const CT_KEY: Layout = Layout::Struct {
-    name: "porin_ct_key",
-    fields: &[
-        ("saddr", FieldType::Bytes(16)),
-        ("daddr", FieldType::Bytes(16)),
-        ("sport_be", FieldType::U16),
-        ("dport_be", FieldType::U16),
-        ("proto", FieldType::U8),
-        ("family", FieldType::U8),
-        ("direction", FieldType::U8),
-        ("pad", FieldType::U8),
-    ],
-};
-/// `porin_ct_value`.
-pub const CT_VALUE: Layout = Layout::Struct {
-    name: "porin_ct_value",
-    fields: &[
-        ("last_seen_ns", FieldType::U64),
-        ("proxy_port", FieldType::U16),
-        ("reserved", FieldType::Bytes(6)),
-    ],
-};
-/// `porin_counter`.
-pub const COUNTER_VALUE: Layout = Layout::Struct {
-    name: "porin_counter",
-    fields: &[("packets", FieldType::U64), ("bytes", FieldType::U64)],
-};
 
 /// Number of verdict counters (`porin_verdicts` max_entries).
 pub const VERDICT_COUNTERS: u32 = 16;
@@ -304,15 +176,19 @@ pub const TC_ACT_SHOT: i32 = 2;
 /// Cilium's `MARK_MAGIC_TO_PROXY`; the low half of a redirect mark.
 pub const MARK_MAGIC_TO_PROXY: u32 = 0x0200;
 
+/// A redirect mark carries the proxy port (host order) in its upper half.
+pub const MARK_PORT_SHIFT: u32 = 16;
+
 /// The `skb->mark` of a packet redirected to `proxy_port` (host order).
 pub const fn redirect_mark(proxy_port: u16) -> u32 {
-    ((proxy_port as u32) << 16) | MARK_MAGIC_TO_PROXY
+    ((proxy_port as u32) << MARK_PORT_SHIFT) | MARK_MAGIC_TO_PROXY
 }
 
 /// The proxy port a mark carries, if it is a porin redirect mark.
 pub const fn proxy_port_of_mark(mark: u32) -> Option<u16> {
-    if mark & 0xffff == MARK_MAGIC_TO_PROXY && mark >> 16 != 0 {
-        Some((mark >> 16) as u16)
+    let low_half = (1 << MARK_PORT_SHIFT) - 1;
+    if mark & low_half == MARK_MAGIC_TO_PROXY && mark >> MARK_PORT_SHIFT != 0 {
+        Some((mark >> MARK_PORT_SHIFT) as u16)
     } else {
         None
     }
@@ -322,258 +198,10 @@ pub const fn proxy_port_of_mark(mark: u32) -> Option<u16> {
 // Map contents.
 // ---------------------------------------------------------------------------
 
-/// Why map contents could not be serialised.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum MapContentError {
-    /// An ipcache prefix longer than the address.
-    #[error("ipcache prefix length {prefix_len} exceeds {max} bits")]
-    PrefixTooLong {
-        /// Given length.
-        prefix_len: u8,
-        /// Address bits.
-        max: u8,
-    },
-    /// A port prefix length above 16.
-    #[error("port prefix length {0} exceeds 16")]
-    PortPrefixTooLong(u8),
-    /// A port with protocol 0 (any): Cilium only wildcards the protocol
-    /// when the port is fully wildcarded.
-    #[error("protocol 0 (any) with port {port}/{port_prefix_len}: a port needs a protocol")]
-    PortWithoutProtocol {
-        /// Port.
-        port: u16,
-        /// Prefix length.
-        port_prefix_len: u8,
-    },
-    /// Port bits set beyond the prefix.
-    #[error("port {port} has bits outside its /{port_prefix_len} prefix")]
-    PortNotMasked {
-        /// Port.
-        port: u16,
-        /// Prefix length.
-        port_prefix_len: u8,
-    },
-    /// A raw key or value of the wrong length.
-    #[error("{what}: expected {expected} bytes, got {got}")]
-    Length {
-        /// What was being parsed.
-        what: &'static str,
-        /// Expected length.
-        expected: usize,
-        /// Actual length.
-        got: usize,
-    },
-    /// A raw policy entry whose lpm_prefix_length disagrees with its key.
-    #[error(
-        "policy entry lpm_prefix_length {entry} does not match key prefixlen {key_prefixlen} - 40"
-    )]
-    PrefixMismatch {
-        /// From the entry flags.
-        entry: u8,
-        /// From the key.
-        key_prefixlen: u32,
-    },
-    /// A raw policy key with a prefixlen outside 40..=64.
-    #[error("policy key prefixlen {0} is outside 40..=64")]
-    BadPolicyPrefix(u32),
-    /// A policy key whose peer identity is not a valid identity number.
-    #[error("policy key identity: {0}")]
-    Identity(IdentityError),
-    /// Any other policy key the compiler's key constructor rejects.
-    #[error("policy key: {0}")]
-    Key(KeyError),
-}
-
-/// Traffic direction of a policy key (from the endpoint's point of view).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
-pub enum Direction {
-    /// Traffic entering the endpoint (`porin_to_endpoint`).
-    Ingress,
-    /// Traffic leaving the endpoint (`porin_from_endpoint`).
-    Egress,
-}
-
-impl Direction {
-    /// The key byte (0 ingress, 1 egress).
-    pub const fn byte(self) -> u8 {
-        match self {
-            Direction::Ingress => 0,
-            Direction::Egress => 1,
-        }
-    }
-}
-
-/// An IPv4 ipcache key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ipcache4Key {
-    /// Prefix length 0..=32.
-    pub prefix_len: u8,
-    /// Address (host bits are not cleared; the trie ignores them).
-    pub addr: Ipv4Addr,
-}
-
-impl Ipcache4Key {
-    /// The 8 key bytes.
-    pub fn to_bytes(&self) -> Result<[u8; 8], MapContentError> {
-        if self.prefix_len > 32 {
-            return Err(MapContentError::PrefixTooLong {
-                prefix_len: self.prefix_len,
-                max: 32,
-            });
-        }
-        let mut out = [0u8; 8];
-        out[0..4].copy_from_slice(&u32::from(self.prefix_len).to_le_bytes());
-        out[4..8].copy_from_slice(&self.addr.octets());
-        Ok(out)
-    }
-}
-
-/// An IPv6 ipcache key.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ipcache6Key {
-    /// Prefix length 0..=128.
-    pub prefix_len: u8,
-    /// Address.
-    pub addr: Ipv6Addr,
-}
-
-impl Ipcache6Key {
-    /// The 20 key bytes.
-    pub fn to_bytes(&self) -> Result<[u8; 20], MapContentError> {
-        if self.prefix_len > 128 {
-            return Err(MapContentError::PrefixTooLong {
-                prefix_len: self.prefix_len,
-                max: 128,
-            });
-        }
-        let mut out = [0u8; 20];
-        out[0..4].copy_from_slice(&u32::from(self.prefix_len).to_le_bytes());
-        out[4..20].copy_from_slice(&self.addr.octets());
-        Ok(out)
-    }
-}
-
-/// An ipcache value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct IpcacheValue {
-    /// Numeric security identity.
-    pub identity: u32,
-}
-
-impl IpcacheValue {
-    /// The 8 value bytes (flags 0).
-    pub fn to_bytes(&self) -> [u8; 8] {
-        let mut out = [0u8; 8];
-        out[0..4].copy_from_slice(&self.identity.to_le_bytes());
-        out
-    }
-}
-
-/// A policy key in userspace form (docs/semantics.md §4.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PolicyKey {
-    /// Peer identity; 0 = any.
-    pub identity: u32,
-    /// Direction.
-    pub direction: Direction,
-    /// IP protocol; 0 = any (then port and prefix must be 0).
-    pub proto: u8,
-    /// Destination port (ICMP type), host order.
-    pub port: u16,
-    /// Number of leading port bits matched (0..=16).
-    pub port_prefix_len: u8,
-}
-
-impl PolicyKey {
-    /// The compiler's key for these fields
-    /// ([`porin_compiler::mapstate::Key::new`], the strict constructor).
-    /// Policy keys have one encoding, the compiler's
-    /// ([`Key::to_bytes`]); this type only carries the fields.
-    pub fn to_key(&self) -> Result<Key, MapContentError> {
-        let identity = Identity::new(self.identity).map_err(MapContentError::Identity)?;
-        let direction = match self.direction {
-            Direction::Ingress => KeyDirection::Ingress,
-            Direction::Egress => KeyDirection::Egress,
-        };
-        Key::new(
-            direction,
-            identity,
-            self.proto,
-            self.port,
-            self.port_prefix_len,
-        )
-        .map_err(|error| match error {
-            KeyError::PortPrefixTooLong { port_prefix_len } => {
-                MapContentError::PortPrefixTooLong(port_prefix_len)
-            }
-            KeyError::PortWithoutProtocol {
-                port,
-                port_prefix_len,
-            } => MapContentError::PortWithoutProtocol {
-                port,
-                port_prefix_len,
-            },
-            KeyError::UnmaskedPort {
-                port,
-                port_prefix_len,
-            } => MapContentError::PortNotMasked {
-                port,
-                port_prefix_len,
-            },
-            other => MapContentError::Key(other),
-        })
-    }
-
-    /// The LPM prefix length of the datapath key
-    /// ([`Key::datapath_prefix_len`]): 40 any protocol; 48 + n for a
-    /// protocol and the top n port bits (48 protocol only, 64 exact). A
-    /// masked range starting at port 0 keeps its n bits (`0/6` → 54), where
-    /// Cilium's `NewKeyFromPolicyKey` would write a protocol-only key that
-    /// allows every port (docs/semantics.md §4.5 quirk): porin fails closed.
-    pub fn prefixlen(&self) -> Result<u32, MapContentError> {
-        Ok(self.to_key()?.datapath_prefix_len())
-    }
-
-    /// The 12 key bytes ([`Key::to_bytes`]).
-    pub fn to_bytes(&self) -> Result<[u8; 12], MapContentError> {
-        Ok(self.to_key()?.to_bytes())
-    }
-}
-
-/// A policy entry in userspace form (docs/semantics.md §4.3, §5.2).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PolicyEntry {
-    /// L7 proxy port (host order), 0 = none.
-    pub proxy_port: u16,
-    /// Deny entry.
-    pub deny: bool,
-    /// Auth type (bits 0-6).
-    pub auth_type: u8,
-    /// The auth requirement is explicit (bit 7).
-    pub explicit_auth: bool,
-    /// Precedence (higher wins; deny = `0xFFFF_FFFF`).
-    pub precedence: u32,
-    /// Policy-log cookie.
-    pub cookie: u32,
-}
-
-impl PolicyEntry {
-    /// The 12 value bytes for a key with `key_prefixlen` (the entry stores
-    /// `key_prefixlen - 40`).
-    pub fn to_bytes(&self, key_prefixlen: u32) -> Result<[u8; 12], MapContentError> {
-        if !(40..=64).contains(&key_prefixlen) {
-            return Err(MapContentError::BadPolicyPrefix(key_prefixlen));
-        }
-        let lpm = (key_prefixlen - 40) as u8;
-        let mut out = [0u8; 12];
-        out[0..2].copy_from_slice(&self.proxy_port.to_be_bytes());
-        out[2] = (lpm << 3) | u8::from(self.deny);
-        out[3] = (self.auth_type & 0x7f) | (u8::from(self.explicit_auth) << 7);
-        out[4..8].copy_from_slice(&self.precedence.to_le_bytes());
-        out[8..12].copy_from_slice(&self.cookie.to_le_bytes());
-        Ok(out)
-    }
-}
+/// Traffic direction of a policy key, from the endpoint's point of view
+/// (ingress: `porin_to_endpoint`; egress: `porin_from_endpoint`). The
+/// compiler's; its key byte is `abi::PolicyKey::direction_byte`.
+pub use porin_compiler::mapstate::Direction;
 
 /// The two policy slots of the atomic-replacement scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -602,13 +230,8 @@ impl PolicySlot {
     }
 
     /// The `porin_config` value selecting this slot.
-    pub fn config_value(self) -> [u8; 8] {
-        let mut out = [0u8; 8];
-        out[0] = match self {
-            PolicySlot::A => 0,
-            PolicySlot::B => 1,
-        };
-        out
+    pub const fn config_value(self) -> ConfigValue {
+        ConfigValue::for_slot(self)
     }
 }
 
@@ -626,92 +249,54 @@ pub struct MapUpdate {
 }
 
 fn hex<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&hex_string(bytes))
-}
-
-fn hex_string(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    s.serialize_str(&crate::compiled::hex(bytes))
 }
 
 impl MapUpdate {
     /// An ipcache update for an IPv4 prefix.
-    pub fn ipcache4(key: Ipcache4Key, value: IpcacheValue) -> Result<MapUpdate, MapContentError> {
-        Ok(MapUpdate {
+    pub fn ipcache4(key: Ipcache4Key, value: IpcacheValue) -> MapUpdate {
+        MapUpdate {
             map: names::IPCACHE4,
-            key: key.to_bytes()?.to_vec(),
+            key: key.to_bytes().to_vec(),
             value: value.to_bytes().to_vec(),
-        })
+        }
     }
 
     /// An ipcache update for an IPv6 prefix.
-    pub fn ipcache6(key: Ipcache6Key, value: IpcacheValue) -> Result<MapUpdate, MapContentError> {
-        Ok(MapUpdate {
+    pub fn ipcache6(key: Ipcache6Key, value: IpcacheValue) -> MapUpdate {
+        MapUpdate {
             map: names::IPCACHE6,
-            key: key.to_bytes()?.to_vec(),
+            key: key.to_bytes().to_vec(),
             value: value.to_bytes().to_vec(),
-        })
+        }
     }
 
-    /// A policy update into `slot`.
-    pub fn policy(
-        slot: PolicySlot,
-        key: PolicyKey,
-        entry: PolicyEntry,
-    ) -> Result<MapUpdate, MapContentError> {
-        let prefixlen = key.prefixlen()?;
-        Ok(MapUpdate {
+    /// A policy update into `slot`: the compiler's key and entry, encoded
+    /// by [`crate::abi::policy_pair`].
+    pub fn policy(slot: PolicySlot, key: &Key, entry: &Entry) -> MapUpdate {
+        let (key, value) = policy_pair(key, entry);
+        MapUpdate {
             map: slot.map_name(),
-            key: key.to_bytes()?.to_vec(),
-            value: entry.to_bytes(prefixlen)?.to_vec(),
-        })
+            key: key.to_bytes().to_vec(),
+            value: value.to_bytes().to_vec(),
+        }
     }
 
-    /// A policy update from the compiler's raw 12/12 bytes, checked for the
-    /// invariants the datapath relies on (prefixlen 40..=64, entry
-    /// lpm_prefix_length = prefixlen − 40).
-    pub fn policy_raw(
-        slot: PolicySlot,
-        key: &[u8],
-        value: &[u8],
-    ) -> Result<MapUpdate, MapContentError> {
-        let key: [u8; 12] = key.try_into().map_err(|_| MapContentError::Length {
-            what: "policy key",
-            expected: 12,
-            got: key.len(),
-        })?;
-        let value: [u8; 12] = value.try_into().map_err(|_| MapContentError::Length {
-            what: "policy entry",
-            expected: 12,
-            got: value.len(),
-        })?;
-        let prefixlen = u32::from_le_bytes([key[0], key[1], key[2], key[3]]);
-        if !(40..=64).contains(&prefixlen) {
-            return Err(MapContentError::BadPolicyPrefix(prefixlen));
-        }
-        let lpm = value[2] >> 3;
-        if u32::from(lpm) != prefixlen - 40 {
-            return Err(MapContentError::PrefixMismatch {
-                entry: lpm,
-                key_prefixlen: prefixlen,
-            });
-        }
-        Ok(MapUpdate {
-            map: slot.map_name(),
-            key: key.to_vec(),
-            value: value.to_vec(),
-        })
+    /// A policy update from raw key and value bytes (e.g. from the C API),
+    /// accepted only if they decode to a key and entry porin would write
+    /// ([`crate::abi::decode_policy_pair`]: prefixlen 40 or 48..=64, no
+    /// bits beyond the prefix, `lpm_prefix_length` = prefixlen − 40, ...).
+    pub fn policy_raw(slot: PolicySlot, key: &[u8], value: &[u8]) -> Result<MapUpdate, AbiError> {
+        let (key, entry) = decode_policy_pair(key, value)?;
+        Ok(MapUpdate::policy(slot, &key, &entry))
     }
 
     /// The config update that makes `slot` active.
     pub fn activate(slot: PolicySlot) -> MapUpdate {
         MapUpdate {
             map: names::CONFIG,
-            key: 0u32.to_le_bytes().to_vec(),
-            value: slot.config_value().to_vec(),
+            key: index_key(ConfigValue::KEY).to_vec(),
+            value: slot.config_value().to_bytes().to_vec(),
         }
     }
 
@@ -734,40 +319,6 @@ impl MapUpdate {
     }
 }
 
-/// One verdict counter summed over CPUs.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct Counter {
-    /// Packets.
-    pub packets: u64,
-    /// Bytes (`skb->len`).
-    pub bytes: u64,
-}
-
-impl Counter {
-    /// Sums the per-CPU values of one `porin_verdicts` entry, as
-    /// `bpf_map_lookup_elem` returns them (16 bytes per possible CPU:
-    /// packets u64 LE, bytes u64 LE).
-    pub fn sum_per_cpu(values: &[u8]) -> Result<Counter, MapContentError> {
-        if values.is_empty() || !values.len().is_multiple_of(16) {
-            return Err(MapContentError::Length {
-                what: "per-CPU counter values",
-                expected: 16,
-                got: values.len(),
-            });
-        }
-        let mut sum = Counter::default();
-        for cpu in values.chunks_exact(16) {
-            let mut packets = [0u8; 8];
-            let mut bytes = [0u8; 8];
-            packets.copy_from_slice(&cpu[0..8]);
-            bytes.copy_from_slice(&cpu[8..16]);
-            sum.packets = sum.packets.wrapping_add(u64::from_le_bytes(packets));
-            sum.bytes = sum.bytes.wrapping_add(u64::from_le_bytes(bytes));
-        }
-        Ok(sum)
-    }
-}
-
 /// Serialises updates as a JSON array of `{"map", "key", "value"}` with
 /// space-separated hex bytes.
 pub fn updates_to_json(updates: &[MapUpdate]) -> Result<String, serde_json::Error> {
@@ -779,13 +330,13 @@ pub fn updates_to_json(updates: &[MapUpdate]) -> Result<String, serde_json::Erro
 /// inactive map first.
 pub fn policy_replacement(
     currently_active: PolicySlot,
-    entries: &[(PolicyKey, PolicyEntry)],
-) -> Result<Vec<MapUpdate>, MapContentError> {
+    entries: &[(Key, Entry)],
+) -> Vec<MapUpdate> {
     let target = currently_active.other();
-    let mut out = entries
+    let mut out: Vec<MapUpdate> = entries
         .iter()
-        .map(|(k, e)| MapUpdate::policy(target, *k, *e))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|(key, entry)| MapUpdate::policy(target, key, entry))
+        .collect();
     out.push(MapUpdate::activate(target));
-    Ok(out)
+    out
 }

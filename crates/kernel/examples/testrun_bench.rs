@@ -8,6 +8,9 @@
 
 use std::net::Ipv4Addr;
 
+use porin_compiler::identity::Identity;
+use porin_compiler::mapstate::{Entry, Key};
+use porin_ebpf::abi::{Ipcache4Key, Ipcache4Pair, IpcacheValue, PolicyPair, policy_pair};
 use porin_ebpf::{ObjectConfig, emit};
 use porin_kernel::packet::Packet;
 use porin_kernel::{Datapath, Direction};
@@ -22,55 +25,44 @@ const REPEAT: u32 = 20_000;
 /// Single-packet runs per new-flow measurement (median taken).
 const NEW_FLOW_RUNS: u16 = 2_000;
 
-fn policy_key(identity: u32, proto: u8, dport: u16) -> [u8; 12] {
-    let mut key = [0u8; 12];
-    key[0..4].copy_from_slice(&64u32.to_le_bytes());
-    key[4..8].copy_from_slice(&identity.to_le_bytes());
-    key[8] = 0; // ingress
-    key[9] = proto;
-    key[10..12].copy_from_slice(&dport.to_be_bytes());
-    key
-}
+type Error = Box<dyn std::error::Error>;
 
-fn allow_entry() -> [u8; 12] {
-    let mut entry = [0u8; 12];
-    entry[2] = 24 << 3; // exact proto + port: lpm_prefix_length 24
-    entry[4..8].copy_from_slice(&0xFFFF_FF01u32.to_le_bytes());
-    entry
+/// An exact ingress allow of (identity, proto, dport).
+fn allow(identity: u32, proto: u8, dport: u16) -> Result<PolicyPair, Error> {
+    let key = Key::ingress()
+        .with_identity(Identity::new(identity)?)
+        .with_port_proto(proto, dport)?;
+    Ok(policy_pair(&key, &Entry::allow()))
 }
 
 /// `count` distinct exact TCP allow entries, the measured one (CLIENT_ID, TCP 80) among them.
-fn policy(count: u32) -> Vec<([u8; 12], [u8; 12])> {
-    let mut entries = vec![(policy_key(CLIENT_ID, 6, 80), allow_entry())];
+fn policy(count: u32) -> Result<Vec<PolicyPair>, Error> {
+    let mut entries = vec![allow(CLIENT_ID, 6, 80)?];
     let mut index = 0u32;
     while entries.len() < count as usize {
         let identity = 1_000 + index / 1_000;
         let port = u16::try_from(1 + index % 1_000).unwrap_or(1);
-        entries.push((policy_key(identity, 6, port), allow_entry()));
+        entries.push(allow(identity, 6, port)?);
         index += 1;
     }
-    entries
+    Ok(entries)
 }
 
 /// 8,000 /32 entries in 10.0.0.0/8, the client among them, plus 0.0.0.0/0 -> world.
-fn ipcache() -> Vec<([u8; 8], [u8; 8])> {
-    let entry = |addr: Ipv4Addr, prefix: u32, identity: u32| {
-        let mut key = [0u8; 8];
-        key[0..4].copy_from_slice(&prefix.to_le_bytes());
-        key[4..8].copy_from_slice(&addr.octets());
-        let mut value = [0u8; 8];
-        value[0..4].copy_from_slice(&identity.to_le_bytes());
-        (key, value)
+fn ipcache() -> Result<Vec<Ipcache4Pair>, Error> {
+    let entry = |addr: Ipv4Addr, prefix: u8, identity: u32| -> Result<Ipcache4Pair, Error> {
+        let value = IpcacheValue::new(Identity::new(identity)?);
+        Ok((Ipcache4Key::new(prefix, addr)?, value))
     };
     let mut entries = vec![
-        entry(CLIENT, 32, CLIENT_ID),
-        entry(Ipv4Addr::UNSPECIFIED, 0, 9),
+        entry(CLIENT, 32, CLIENT_ID)?,
+        entry(Ipv4Addr::UNSPECIFIED, 0, 9)?,
     ];
     for i in 0..IPCACHE_ENTRIES - 2 {
         let [_, b, c, d] = (0x0a01_0000u32 + i).to_be_bytes();
-        entries.push(entry(Ipv4Addr::new(10, b, c, d), 32, 1_000 + i % 1_000));
+        entries.push(entry(Ipv4Addr::new(10, b, c, d), 32, 1_000 + i % 1_000)?);
     }
-    entries
+    Ok(entries)
 }
 
 fn median(mut values: Vec<u32>) -> u32 {
@@ -91,8 +83,8 @@ fn measure(entries: u32) -> Result<Row, Box<dyn std::error::Error>> {
         ..ObjectConfig::default()
     };
     let datapath = Datapath::load(&emit(&config)?)?;
-    datapath.install_ipcache(&ipcache(), &[])?;
-    datapath.install_policy(&policy(entries))?;
+    datapath.install_ipcache(&ipcache()?, &[])?;
+    datapath.install_policy(&policy(entries)?)?;
     let program = datapath.program(Direction::ToEndpoint)?;
     let ctx = porin_kernel::SkBuff::default();
 

@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use super::error::KernelError;
 use super::map::Map;
 use porin_compiler::diff::MapChange;
+use porin_ebpf::abi::{PolicyEntry, PolicyKey, PolicyPair};
 
 /// Performs the individual map writes of a policy apply.
 pub trait MapWriter {
@@ -48,12 +49,12 @@ impl MapWriter for DirectWrites {
 /// error: its contents are then a prefix of `entries` on top of what it held.
 pub fn fill_map<W: MapWriter>(
     map: &Map,
-    entries: &[([u8; 12], [u8; 12])],
+    entries: &[PolicyPair],
     writer: &mut W,
 ) -> Result<(), KernelError> {
     for (index, (key, value)) in entries.iter().enumerate() {
         writer
-            .update(map, key, value)
+            .update(map, &key.to_bytes(), &value.to_bytes())
             .map_err(|source| KernelError::PolicyWrite {
                 map: map.name().to_owned(),
                 index,
@@ -102,19 +103,22 @@ pub fn apply_changes<W: MapWriter>(
     // kept up to date as writes succeed.
     let mut shadow = snapshot(map)?;
     // undo[j] = (key, value before write j): None when the key was absent.
-    let mut undo: Vec<([u8; 12], Option<Vec<u8>>)> = Vec::with_capacity(count);
+    let mut undo: Vec<(PolicyKey, Option<PolicyEntry>)> = Vec::with_capacity(count);
     for (index, change) in changes.iter().enumerate() {
-        let key = change.key_bytes();
-        let value = change.value_bytes();
+        let key = PolicyKey::from_key(&change.key);
+        let value = change
+            .entry
+            .as_ref()
+            .map(|entry| PolicyEntry::from_entry(&change.key, entry));
         let written = match &value {
-            Some(value) => writer.update(map, &key, value),
-            None => writer.delete(map, &key).map(drop),
+            Some(value) => writer.update(map, &key.to_bytes(), &value.to_bytes()),
+            None => writer.delete(map, &key.to_bytes()).map(drop),
         };
         if let Err(source) = written {
             return Err(roll_back(map, undo, writer, index, count, source));
         }
         let previous = match value {
-            Some(value) => shadow.insert(key, value.to_vec()),
+            Some(value) => shadow.insert(key, value),
             None => shadow.remove(&key),
         };
         undo.push((key, previous));
@@ -122,21 +126,23 @@ pub fn apply_changes<W: MapWriter>(
     Ok(())
 }
 
-/// Every stored (key, value) of a policy map, by exact key.
-fn snapshot(map: &Map) -> Result<BTreeMap<[u8; 12], Vec<u8>>, KernelError> {
+/// Every stored (key, value) of a policy map, by exact key. Read as raw
+/// structs, not decoded: whatever the map held is what a rollback restores.
+fn snapshot(map: &Map) -> Result<BTreeMap<PolicyKey, PolicyEntry>, KernelError> {
+    let wrong_size = |what: &'static str, given: usize, expected: usize| KernelError::WrongSize {
+        what,
+        map: map.name().to_owned(),
+        given,
+        expected,
+    };
     let mut entries = BTreeMap::new();
     for key in map.keys()? {
-        let exact: [u8; 12] = key
-            .as_slice()
-            .try_into()
-            .map_err(|_| KernelError::WrongSize {
-                what: "key",
-                map: map.name().to_owned(),
-                given: key.len(),
-                expected: 12,
-            })?;
+        let exact = PolicyKey::from_bytes(&key)
+            .map_err(|_| wrong_size("key", key.len(), PolicyKey::SIZE))?;
         // A stored key's own entry is its longest match, so this lookup is exact.
         if let Some(value) = map.lookup(&key)? {
+            let value = PolicyEntry::from_bytes(&value)
+                .map_err(|_| wrong_size("value", value.len(), PolicyEntry::SIZE))?;
             entries.insert(exact, value);
         }
     }
@@ -146,7 +152,7 @@ fn snapshot(map: &Map) -> Result<BTreeMap<[u8; 12], Vec<u8>>, KernelError> {
 /// Undoes the logged writes in reverse order and builds the error that reports write `index`.
 fn roll_back<W: MapWriter>(
     map: &Map,
-    undo: Vec<([u8; 12], Option<Vec<u8>>)>,
+    undo: Vec<(PolicyKey, Option<PolicyEntry>)>,
     writer: &mut W,
     index: usize,
     count: usize,
@@ -154,8 +160,8 @@ fn roll_back<W: MapWriter>(
 ) -> KernelError {
     for (undo_index, (key, previous)) in undo.into_iter().enumerate().rev() {
         let restored = match &previous {
-            Some(value) => writer.update(map, &key, value),
-            None => writer.delete(map, &key).map(drop),
+            Some(value) => writer.update(map, &key.to_bytes(), &value.to_bytes()),
+            None => writer.delete(map, &key.to_bytes()).map(drop),
         };
         if let Err(rollback) = restored {
             return KernelError::RollbackFailed {

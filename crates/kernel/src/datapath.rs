@@ -8,6 +8,12 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use porin_compiler::diff::MapChange;
+use porin_compiler::mapstate::Direction as PolicyDirection;
+use porin_ebpf::ObjectConfig;
+use porin_ebpf::abi::{
+    ConfigValue, Ipcache4Pair, Ipcache6Pair, PolicyEntry, PolicyKey, PolicyPair, index_key,
+};
+use porin_ebpf::maps::{self, MapKind, names};
 
 use super::apply::{DirectWrites, MapWriter, apply_changes, fill_map};
 use super::error::KernelError;
@@ -18,40 +24,31 @@ use super::sys::MapType;
 use super::{TC_ACT_OK, TC_ACT_SHOT};
 
 /// `porin_ipcache4`: IPv4 LPM ipcache (DATAPATH.md §2.1).
-pub const IPCACHE4: &str = "porin_ipcache4";
+pub const IPCACHE4: &str = names::IPCACHE4;
 /// `porin_ipcache6`: IPv6 LPM ipcache.
-pub const IPCACHE6: &str = "porin_ipcache6";
+pub const IPCACHE6: &str = names::IPCACHE6;
 /// `porin_policy_a`: policy slot 0.
-pub const POLICY_A: &str = "porin_policy_a";
+pub const POLICY_A: &str = names::POLICY_A;
 /// `porin_policy_b`: policy slot 1.
-pub const POLICY_B: &str = "porin_policy_b";
+pub const POLICY_B: &str = names::POLICY_B;
 /// `porin_config`: the active-slot switch (§2.3).
-pub const CONFIG: &str = "porin_config";
+pub const CONFIG: &str = names::CONFIG;
 /// `porin_ct`: conntrack (§2.4).
-pub const CONNTRACK: &str = "porin_ct";
+pub const CONNTRACK: &str = names::CONNTRACK;
 /// `porin_verdicts`: per-CPU verdict counters (§2.5).
-pub const VERDICTS: &str = "porin_verdicts";
+pub const VERDICTS: &str = names::VERDICTS;
 /// The program on the endpoint's outbound path (policy direction egress).
-pub const FROM_ENDPOINT: &str = "porin_from_endpoint";
+pub const FROM_ENDPOINT: &str = porin_ebpf::program::FROM_ENDPOINT;
 /// The program on the endpoint's inbound path (policy direction ingress).
-pub const TO_ENDPOINT: &str = "porin_to_endpoint";
+pub const TO_ENDPOINT: &str = porin_ebpf::program::TO_ENDPOINT;
 
 /// `MARK_MAGIC_TO_PROXY` in the low 16 bits of `skb->mark` on an L7 redirect (§1).
-pub const MARK_MAGIC_TO_PROXY: u32 = 0x0200;
+pub const MARK_MAGIC_TO_PROXY: u32 = maps::MARK_MAGIC_TO_PROXY;
 
-/// (name, type, key size, value size) of every map the contract requires.
-const REQUIRED_MAPS: [(&str, MapType, u32, u32); 7] = [
-    (IPCACHE4, MapType::LPM_TRIE, 8, 8),
-    (IPCACHE6, MapType::LPM_TRIE, 20, 8),
-    (POLICY_A, MapType::LPM_TRIE, 12, 12),
-    (POLICY_B, MapType::LPM_TRIE, 12, 12),
-    (CONFIG, MapType::ARRAY, 4, 8),
-    (CONNTRACK, MapType::LRU_HASH, 40, 16),
-    (VERDICTS, MapType::PERCPU_ARRAY, 4, 16),
-];
-
-/// A map entry as raw (key, value) bytes.
-pub type RawEntry = (Vec<u8>, Vec<u8>);
+/// The kernel map type of a map kind of the object.
+fn map_type(kind: MapKind) -> MapType {
+    MapType(kind.number())
+}
 
 /// Which of the two programs sees the packet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -71,49 +68,19 @@ impl Direction {
         }
     }
 
-    /// The policy-key direction byte (0 ingress, 1 egress).
-    pub fn policy_direction(self) -> u8 {
+    /// The policy direction this program enforces (egress for packets the
+    /// endpoint sends).
+    pub fn policy_direction(self) -> PolicyDirection {
         match self {
-            Self::FromEndpoint => 1,
-            Self::ToEndpoint => 0,
+            Self::FromEndpoint => PolicyDirection::Egress,
+            Self::ToEndpoint => PolicyDirection::Ingress,
         }
     }
 }
 
-/// One of the two policy maps of the atomic replacement scheme.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum PolicySlot {
-    /// `porin_policy_a` (`active_policy = 0`).
-    A,
-    /// `porin_policy_b` (`active_policy = 1`).
-    B,
-}
-
-impl PolicySlot {
-    /// The other slot.
-    pub fn other(self) -> Self {
-        match self {
-            Self::A => Self::B,
-            Self::B => Self::A,
-        }
-    }
-
-    /// The map name.
-    pub fn map_name(self) -> &'static str {
-        match self {
-            Self::A => POLICY_A,
-            Self::B => POLICY_B,
-        }
-    }
-
-    /// The `active_policy` value naming this slot.
-    pub fn config_value(self) -> u32 {
-        match self {
-            Self::A => 0,
-            Self::B => 1,
-        }
-    }
-}
+/// One of the two policy maps of the atomic replacement scheme (the
+/// object's, `porin_ebpf::maps::PolicySlot`).
+pub use porin_ebpf::maps::PolicySlot;
 
 /// The verdict counters of DATAPATH.md §2.5, by index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -191,14 +158,9 @@ impl Counter {
     }
 }
 
-/// Packets and bytes of one counter, summed over CPUs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct CounterValue {
-    /// Packets.
-    pub packets: u64,
-    /// Bytes (`skb->len`).
-    pub bytes: u64,
-}
+/// Packets and bytes of one counter, summed over CPUs (the ABI's
+/// `porin_counter`).
+pub type CounterValue = porin_ebpf::abi::Counter;
 
 /// All 16 counter slots.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -250,8 +212,12 @@ impl KernelVerdict {
 
 /// Decodes porin's redirect mark: `(proxy_port << 16) | 0x0200` (DATAPATH.md §1).
 pub fn proxy_port_from_mark(mark: u32) -> Option<u16> {
-    let port = u16::try_from(mark >> 16).ok()?;
-    (mark & 0xffff == MARK_MAGIC_TO_PROXY && port != 0).then_some(port)
+    maps::proxy_port_of_mark(mark)
+}
+
+/// A map holding bytes that are no key or value of the ABI.
+fn contract(map: &str, error: &porin_ebpf::abi::AbiError) -> KernelError {
+    KernelError::Contract(format!("map `{map}`: {error}"))
 }
 
 /// porin's object, loaded, with the agent-side operations of DATAPATH.md.
@@ -275,11 +241,16 @@ impl Datapath {
 
     /// Wraps an already loaded object after checking it against the contract.
     pub fn from_object(object: LoadedObject) -> Result<Self, KernelError> {
-        for (name, map_type, key_size, value_size) in REQUIRED_MAPS {
+        // The contract's maps are the emitter's (names, types and the ABI's
+        // key and value sizes); sizes do not depend on the configuration.
+        for required in ObjectConfig::default().maps() {
+            let name = required.name;
+            let map_type = map_type(required.kind);
+            let (key_size, value_size) = (required.key.size(), required.value.size());
             let spec = object.map(name)?.spec();
             if spec.map_type != map_type
-                || spec.key_size != key_size
-                || spec.value_size != value_size
+                || usize::try_from(spec.key_size).ok() != Some(key_size)
+                || usize::try_from(spec.value_size).ok() != Some(value_size)
             {
                 return Err(KernelError::Contract(format!(
                     "map `{name}` is {:?} with key {} / value {} bytes; DATAPATH.md says \
@@ -314,29 +285,28 @@ impl Datapath {
     pub fn active_slot(&self) -> Result<PolicySlot, KernelError> {
         let value = self
             .map(CONFIG)?
-            .lookup(&0u32.to_le_bytes())?
+            .lookup(&index_key(ConfigValue::KEY))?
             .ok_or_else(|| KernelError::Contract("`porin_config` has no key 0".to_owned()))?;
-        match value
-            .get(0..4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        {
-            Some(0) => Ok(PolicySlot::A),
-            Some(1) => Ok(PolicySlot::B),
-            other => Err(KernelError::Contract(format!(
-                "`porin_config.active_policy` is {other:?}, not 0 or 1"
-            ))),
-        }
+        ConfigValue::from_bytes(&value)
+            .and_then(|config| config.slot())
+            .map_err(|e| KernelError::Contract(format!("`porin_config`: {e}")))
     }
 
     /// Writes a raw `active_policy` value (tests of the bad-config fail-closed rule use this).
     pub fn set_active_policy_raw(&self, active_policy: u32) -> Result<(), KernelError> {
-        let mut value = [0u8; 8];
-        value[0..4].copy_from_slice(&active_policy.to_le_bytes());
-        self.map(CONFIG)?.update(&0u32.to_le_bytes(), &value)
+        self.write_config(ConfigValue {
+            active_policy,
+            reserved: 0,
+        })
+    }
+
+    fn write_config(&self, value: ConfigValue) -> Result<(), KernelError> {
+        self.map(CONFIG)?
+            .update(&index_key(ConfigValue::KEY), &value.to_bytes())
     }
 
     /// Step 1 of the atomic replacement: clears the inactive policy map and writes `entries`
-    /// (12-byte key, 12-byte value each) into it. Returns the slot written. The programs keep
+    /// (the ABI's key and value structs) into it. Returns the slot written. The programs keep
     /// reading the active slot meanwhile. Waits until [`RETIRE_GRACE`] has passed since the last
     /// flip, because program runs that started before it may still read the retired map.
     ///
@@ -344,17 +314,14 @@ impl Datapath {
     /// small for `entries`) the error is [`KernelError::PolicyWrite`], naming the map, the
     /// entry index, the entry count and the errno. The inactive slot then holds a partial
     /// policy that is never enforced: the next write clears it first.
-    pub fn write_inactive_policy(
-        &self,
-        entries: &[([u8; 12], [u8; 12])],
-    ) -> Result<PolicySlot, KernelError> {
+    pub fn write_inactive_policy(&self, entries: &[PolicyPair]) -> Result<PolicySlot, KernelError> {
         self.write_inactive_policy_with(entries, &mut DirectWrites)
     }
 
     /// [`Datapath::write_inactive_policy`] with every entry write going through `writer`.
     pub fn write_inactive_policy_with<W: MapWriter>(
         &self,
-        entries: &[([u8; 12], [u8; 12])],
+        entries: &[PolicyPair],
         writer: &mut W,
     ) -> Result<PolicySlot, KernelError> {
         self.wait_out_retire_grace();
@@ -379,7 +346,7 @@ impl Datapath {
     /// Clears the inactive slot and fills it; no grace period.
     fn fill_inactive_slot<W: MapWriter>(
         &self,
-        entries: &[([u8; 12], [u8; 12])],
+        entries: &[PolicyPair],
         writer: &mut W,
     ) -> Result<PolicySlot, KernelError> {
         let slot = self.active_slot()?.other();
@@ -391,7 +358,7 @@ impl Datapath {
 
     /// Step 2: flips `porin_config` to `slot` with one 8-byte update.
     pub fn activate(&self, slot: PolicySlot) -> Result<(), KernelError> {
-        self.set_active_policy_raw(slot.config_value())?;
+        self.write_config(slot.config_value())?;
         *self
             .last_flip
             .lock()
@@ -402,17 +369,14 @@ impl Datapath {
     /// Replaces the whole policy atomically (write the inactive slot, then flip). Returns the
     /// new active slot. On error the previously active slot stays active (see
     /// [`Datapath::write_inactive_policy`]).
-    pub fn install_policy(
-        &self,
-        entries: &[([u8; 12], [u8; 12])],
-    ) -> Result<PolicySlot, KernelError> {
+    pub fn install_policy(&self, entries: &[PolicyPair]) -> Result<PolicySlot, KernelError> {
         self.install_policy_with(entries, &mut DirectWrites)
     }
 
     /// [`Datapath::install_policy`] with every entry write going through `writer`.
     pub fn install_policy_with<W: MapWriter>(
         &self,
-        entries: &[([u8; 12], [u8; 12])],
+        entries: &[PolicyPair],
         writer: &mut W,
     ) -> Result<PolicySlot, KernelError> {
         let slot = self.write_inactive_policy_with(entries, writer)?;
@@ -430,7 +394,7 @@ impl Datapath {
     /// [`Datapath::install_policy`].
     pub fn install_policy_unattached(
         &self,
-        entries: &[([u8; 12], [u8; 12])],
+        entries: &[PolicyPair],
     ) -> Result<PolicySlot, KernelError> {
         let slot = self.fill_inactive_slot(entries, &mut DirectWrites)?;
         self.activate(slot)?;
@@ -458,8 +422,9 @@ impl Datapath {
         apply_changes(map, changes, writer)
     }
 
-    /// The entries of one policy slot, sorted by key bytes.
-    pub fn policy_entries(&self, slot: PolicySlot) -> Result<Vec<RawEntry>, KernelError> {
+    /// The entries of one policy slot, sorted by key bytes (raw structs: a
+    /// map holding bytes porin would never write is still read back).
+    pub fn policy_entries(&self, slot: PolicySlot) -> Result<Vec<PolicyPair>, KernelError> {
         let map = self.map(slot.map_name())?;
         let mut entries = Vec::new();
         for key in map.keys()? {
@@ -468,24 +433,32 @@ impl Datapath {
             }
         }
         entries.sort();
-        Ok(entries)
+        entries
+            .iter()
+            .map(|(key, value)| {
+                Ok((
+                    PolicyKey::from_bytes(key).map_err(|e| contract(slot.map_name(), &e))?,
+                    PolicyEntry::from_bytes(value).map_err(|e| contract(slot.map_name(), &e))?,
+                ))
+            })
+            .collect()
     }
 
     /// Replaces the ipcache contents (both families) with the given LPM entries.
     pub fn install_ipcache(
         &self,
-        v4: &[([u8; 8], [u8; 8])],
-        v6: &[([u8; 20], [u8; 8])],
+        v4: &[Ipcache4Pair],
+        v6: &[Ipcache6Pair],
     ) -> Result<(), KernelError> {
         let map4 = self.map(IPCACHE4)?;
         map4.clear()?;
         for (key, value) in v4 {
-            map4.update(key, value)?;
+            map4.update(&key.to_bytes(), &value.to_bytes())?;
         }
         let map6 = self.map(IPCACHE6)?;
         map6.clear()?;
         for (key, value) in v6 {
-            map6.update(key, value)?;
+            map6.update(&key.to_bytes(), &value.to_bytes())?;
         }
         Ok(())
     }
@@ -505,15 +478,10 @@ impl Datapath {
         let map = self.map(VERDICTS)?;
         let mut counters = Counters::default();
         for (index, slot) in counters.slots.iter_mut().enumerate() {
-            let key = u32::try_from(index).unwrap_or(0).to_le_bytes();
+            let key = index_key(u32::try_from(index).unwrap_or(0));
             for cpu in map.lookup_per_cpu(&key)?.unwrap_or_default() {
-                let word = |at: usize| {
-                    cpu.get(at..at + 8)
-                        .and_then(|b| b.try_into().ok())
-                        .map_or(0, u64::from_le_bytes)
-                };
-                slot.packets += word(0);
-                slot.bytes += word(8);
+                let value = CounterValue::from_bytes(&cpu).map_err(|e| contract(VERDICTS, &e))?;
+                *slot = slot.add(&value);
             }
         }
         Ok(counters)

@@ -1,8 +1,9 @@
 //! # porin-kernel: run porin's object in the real kernel and read its verdicts
 //!
 //! porin proves its datapath by executing it, not by simulating it. This crate is the narrow
-//! path from bytes (the object `porin-ebpf` emits, the map contents it encodes) to kernel
-//! objects, and the kernel engine of `porin test` on top of it:
+//! path from the object `porin-ebpf` emits and the map contents of its ABI (`porin_ebpf::abi`,
+//! encoded to bytes only at the `bpf(2)` call) to kernel objects, and the kernel engine of
+//! `porin test` on top of it:
 //!
 //! - [`sys`]: a safe wrapper over `bpf(2)` (maps, program load with the verifier log,
 //!   `BPF_PROG_TEST_RUN`, pinning, BTF load). The only `unsafe` code of the crate.
@@ -27,6 +28,9 @@
 //! `unsafe` code is denied by the workspace lints and allowed only in [`sys`].
 //!
 //! ```no_run
+//! use porin_compiler::identity::Identity;
+//! use porin_compiler::mapstate::{Entry, Key};
+//! use porin_ebpf::abi::{Ipcache4Key, IpcacheValue, policy_pair};
 //! use porin_kernel::{Datapath, Direction};
 //! use porin_kernel::packet::Packet;
 //! use std::net::Ipv4Addr;
@@ -34,23 +38,13 @@
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let object = porin_ebpf::emit(&porin_ebpf::ObjectConfig::default())?;
 //! let datapath = Datapath::load(&object)?;
-//! // ipcache 10.0.2.0/24 -> identity 1000 (DATAPATH.md §2.1 bytes).
-//! let mut key = [0u8; 8];
-//! key[0..4].copy_from_slice(&24u32.to_le_bytes());
-//! key[4..8].copy_from_slice(&[10, 0, 2, 0]);
-//! let mut value = [0u8; 8];
-//! value[0..4].copy_from_slice(&1000u32.to_le_bytes());
-//! datapath.install_ipcache(&[(key, value)], &[])?;
+//! // ipcache 10.0.2.0/24 -> identity 1000 (DATAPATH.md §2.1).
+//! let peer = Identity::new(1000)?;
+//! let prefix = Ipcache4Key::new(24, Ipv4Addr::new(10, 0, 2, 0))?;
+//! datapath.install_ipcache(&[(prefix, IpcacheValue::new(peer))], &[])?;
 //! // Policy: identity 1000 may reach TCP 80 (ingress); written to the idle slot, then flipped.
-//! let mut policy_key = [0u8; 12];
-//! policy_key[0..4].copy_from_slice(&64u32.to_le_bytes());
-//! policy_key[4..8].copy_from_slice(&1000u32.to_le_bytes());
-//! policy_key[9] = 6;
-//! policy_key[10..12].copy_from_slice(&80u16.to_be_bytes());
-//! let mut entry = [0u8; 12];
-//! entry[2] = 24 << 3;
-//! entry[4..8].copy_from_slice(&0xFFFF_FF01u32.to_le_bytes());
-//! datapath.install_policy(&[(policy_key, entry)])?;
+//! let key = Key::ingress().with_identity(peer).with_port_proto(6, 80)?;
+//! datapath.install_policy(&[policy_pair(&key, &Entry::allow())])?;
 //! let syn = Packet::tcp4(Ipv4Addr::new(10, 0, 2, 7), 40000, Ipv4Addr::new(10, 0, 1, 1), 80);
 //! let verdict = datapath.decide(Direction::ToEndpoint, &syn.build())?;
 //! assert!(verdict.passed());

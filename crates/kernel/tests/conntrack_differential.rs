@@ -16,10 +16,7 @@ use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-use porin_ebpf::maps::{
-    Direction, Ipcache4Key, IpcacheValue, MapUpdate, PolicyEntry, PolicyKey, PolicySlot, Verdict,
-    redirect_mark,
-};
+use porin_ebpf::maps::{Direction, MapUpdate, PolicySlot, Verdict, redirect_mark};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use support::*;
@@ -209,39 +206,30 @@ fn conntrack_agrees_with_the_model() {
     let result = runner.run(&strategy, |(policy, packets)| {
         let mut s = Script::default();
         for (addr, identity) in PEERS {
-            let key = Ipcache4Key {
-                prefix_len: 32,
-                addr,
-            };
-            s.update(MapUpdate::ipcache4(key, IpcacheValue { identity }).unwrap());
+            s.update(v4_update(32, addr, identity));
         }
         for (&(identity, ingress, proto, port), &(deny, proxy_port)) in &policy {
-            let key = PolicyKey {
+            let direction = if ingress {
+                Direction::Ingress
+            } else {
+                Direction::Egress
+            };
+            let key = policy_key(
                 identity,
-                direction: if ingress {
-                    Direction::Ingress
-                } else {
-                    Direction::Egress
-                },
+                direction,
                 proto,
                 port,
-                port_prefix_len: if port == 0 { 0 } else { 16 },
+                if port == 0 { 0 } else { 16 },
+            );
+            let precedence = if deny {
+                u32::MAX
+            } else if proxy_port != 0 {
+                0xFFFF_FF9A
+            } else {
+                0xFFFF_FF01
             };
-            let entry = PolicyEntry {
-                proxy_port,
-                deny,
-                auth_type: 0,
-                explicit_auth: false,
-                precedence: if deny {
-                    u32::MAX
-                } else if proxy_port != 0 {
-                    0xFFFF_FF9A
-                } else {
-                    0xFFFF_FF01
-                },
-                cookie: 0,
-            };
-            s.update(MapUpdate::policy(PolicySlot::A, key, entry).unwrap());
+            let entry = policy_entry(precedence, proxy_port, 0, false);
+            s.update(MapUpdate::policy(PolicySlot::A, &key, &entry));
         }
         let mut model = Model::default();
         for p in &packets {

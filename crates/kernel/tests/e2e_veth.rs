@@ -325,7 +325,7 @@ fn inbound_targets() -> Vec<String> {
 /// The policy of the endpoint: ingress from the peer to TCP 8080 and UDP 9090; TCP 8082 is
 /// allowed for every identity (identity 0) but denied for the peer (deny wins, docs/semantics.md
 /// §5.4); egress allows nothing until `allow_egress`.
-fn endpoint_policy(allow_egress: bool) -> Vec<([u8; 12], [u8; 12])> {
+fn endpoint_policy(allow_egress: bool) -> Vec<porin_ebpf::abi::PolicyPair> {
     let mut entries = vec![
         allow(PEER_IDENTITY, INGRESS, TCP, TCP_ALLOWED, Some(16)),
         allow(PEER_IDENTITY, INGRESS, UDP, UDP_ALLOWED, Some(16)),

@@ -19,6 +19,7 @@ use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::programs::SchedClassifier;
 use kernel_support::{EGRESS, HTTP_REDIRECT, INGRESS, allow, deny, ipcache4, kernel_available};
 use kernel_support::{policy_entry, policy_key, porin_object};
+use porin_ebpf::abi::{IpcacheValue, PolicyEntry, PolicyKey};
 use porin_kernel::packet::{Packet, echo_rest};
 use porin_kernel::{Datapath, Direction, SkBuff, sys};
 
@@ -58,28 +59,30 @@ fn aya_and_porin_loaders_give_identical_verdicts() {
             .object()
             .map("porin_policy_a")
             .unwrap()
-            .update(key, value)
+            .update(&key.to_bytes(), &value.to_bytes())
             .unwrap();
     }
 
     // aya.
     let mut aya = aya::Ebpf::load(&object).expect("aya 0.14 loads porin's object");
     {
-        let mut ipc: LpmTrie<_, [u8; 4], [u8; 8]> =
+        let mut ipc: LpmTrie<_, [u8; 4], [u8; IpcacheValue::SIZE]> =
             LpmTrie::try_from(aya.map_mut("porin_ipcache4").unwrap()).unwrap();
         for (key, value) in &ipcache {
-            let prefix = u32::from_le_bytes(key[0..4].try_into().unwrap());
-            let addr: [u8; 4] = key[4..8].try_into().unwrap();
-            ipc.insert(&Key::new(prefix, addr), *value, 0).unwrap();
+            ipc.insert(&Key::new(key.prefixlen, key.addr), value.to_bytes(), 0)
+                .unwrap();
         }
     }
     {
-        let mut pol: LpmTrie<_, [u8; 8], [u8; 12]> =
+        let mut pol: LpmTrie<_, [u8; 8], [u8; PolicyEntry::SIZE]> =
             LpmTrie::try_from(aya.map_mut("porin_policy_a").unwrap()).unwrap();
         for (key, value) in &policy {
-            let prefix = u32::from_le_bytes(key[0..4].try_into().unwrap());
-            let data: [u8; 8] = key[4..12].try_into().unwrap();
-            pol.insert(&Key::new(prefix, data), *value, 0).unwrap();
+            // aya's LPM key is the prefix length and the bytes after it.
+            let data: [u8; 8] = key.to_bytes()[PolicyKey::OFF_IDENTITY..]
+                .try_into()
+                .unwrap();
+            pol.insert(&Key::new(key.prefixlen, data), value.to_bytes(), 0)
+                .unwrap();
         }
     }
     for name in ["porin_to_endpoint", "porin_from_endpoint"] {

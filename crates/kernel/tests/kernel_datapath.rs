@@ -726,11 +726,16 @@ fn ipcache_longest_prefix_selects_the_identity() {
     assert_eq!(to_pod(&dp, &Packet::tcp4(INTERNET, 2, POD, 9)), PASS_NEW);
 }
 
-/// The hand-built bytes these tests write agree with the crate's own serialisers
-/// (`porin_ebpf::maps`), so the kernel tests and the agent speak the same layout.
+/// The structs these tests build field by field from DATAPATH.md agree with the ABI's encoding
+/// of the compiler's keys and entries (`porin_ebpf::abi`), so the kernel tests and the agent
+/// speak the same layout.
 #[test]
-fn hand_built_bytes_equal_the_crate_serialisers() {
-    use porin_ebpf::maps::{self, Ipcache4Key, Ipcache6Key, IpcacheValue, PolicyEntry, PolicyKey};
+fn hand_built_structs_equal_the_abi_encoding() {
+    use porin_compiler::identity::Identity;
+    use porin_compiler::mapstate::{
+        AuthRequirement, Direction as KeyDirection, Entry, Key, Precedence,
+    };
+    use porin_ebpf::abi::{Ipcache4Key, Ipcache6Key, IpcacheValue, PolicyEntry, PolicyKey};
     let cases = [
         (
             FRONTEND_ID,
@@ -767,53 +772,38 @@ fn hand_built_bytes_equal_the_crate_serialisers() {
     ];
     for (identity, direction, protocol, port, prefix, precedence, proxy_port, auth) in cases {
         let ours_key = policy_key(identity, direction, protocol, port, prefix);
-        let theirs_key = PolicyKey {
-            identity,
-            direction: if direction == EGRESS {
-                maps::Direction::Egress
+        let key = Key::new(
+            if direction == EGRESS {
+                KeyDirection::Egress
             } else {
-                maps::Direction::Ingress
+                KeyDirection::Ingress
             },
-            proto: protocol,
+            Identity::new(identity).unwrap(),
+            protocol,
             port,
-            port_prefix_len: prefix.unwrap_or(0),
-        };
-        assert_eq!(ours_key, theirs_key.to_bytes().unwrap(), "{theirs_key:?}");
+            prefix.unwrap_or(0),
+        )
+        .unwrap();
+        assert_eq!(ours_key, PolicyKey::from_key(&key), "{key:?}");
         let ours_entry = policy_entry(&ours_key, precedence, proxy_port, auth);
-        let theirs_entry = PolicyEntry {
+        let entry = Entry {
+            precedence: Precedence::from_raw(precedence),
             proxy_port,
-            deny: precedence == kernel_support::DENY,
-            auth_type: auth & 0x7f,
-            explicit_auth: auth & 0x80 != 0,
-            precedence,
-            cookie: 0,
+            auth: AuthRequirement::from_byte(auth),
+            // Cookie 0, no origins.
+            ..Entry::allow()
         };
-        let prefixlen = theirs_key.prefixlen().unwrap();
-        assert_eq!(
-            ours_entry,
-            theirs_entry.to_bytes(prefixlen).unwrap(),
-            "{theirs_key:?}"
-        );
+        assert_eq!(ours_entry, PolicyEntry::from_entry(&key, &entry), "{key:?}");
+        assert_eq!(ours_entry.to_entry(&key), Ok(entry), "{key:?}");
     }
     let (key4, value4) = ipcache4(FRONTEND, 24, FRONTEND_ID);
-    let theirs4 = Ipcache4Key {
-        prefix_len: 24,
-        addr: FRONTEND,
-    };
-    assert_eq!(key4, theirs4.to_bytes().unwrap());
+    assert_eq!(key4, Ipcache4Key::new(24, FRONTEND).unwrap());
     assert_eq!(
         value4,
-        IpcacheValue {
-            identity: FRONTEND_ID
-        }
-        .to_bytes()
+        IpcacheValue::new(Identity::new(FRONTEND_ID).unwrap())
     );
     let (key6, _) = ipcache6(frontend6(), 64, FRONTEND_ID);
-    let theirs6 = Ipcache6Key {
-        prefix_len: 64,
-        addr: frontend6(),
-    };
-    assert_eq!(key6, theirs6.to_bytes().unwrap());
+    assert_eq!(key6, Ipcache6Key::new(64, frontend6()).unwrap());
 }
 
 /// DATAPATH.md §2.3 step 3: the retired map is not rewritten until a grace period after the

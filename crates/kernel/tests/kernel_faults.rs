@@ -27,6 +27,7 @@ use kernel_support::{ipcache4, kernel_available};
 use porin_compiler::diff::{MapChange, policy_diff};
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::{self, Entry, Key, ListenerPriority, MapState};
+use porin_ebpf::abi::{PolicyPair, policy_pairs};
 use porin_ebpf::{ObjectConfig, emit};
 use porin_kernel::packet::Packet;
 use porin_kernel::{
@@ -107,21 +108,16 @@ fn state(entries: &[(Key, Entry)]) -> MapState {
     state
 }
 
-/// The datapath bytes of a map state, sorted by key (as `Datapath::policy_entries` returns).
-fn raw(state: &MapState) -> Vec<([u8; 12], [u8; 12])> {
-    let mut out: Vec<_> = state
-        .iter()
-        .map(|(key, entry)| (key.to_bytes(), entry.to_datapath_bytes(key)))
-        .collect();
-    out.sort();
+/// The policy-map pairs of a map state, sorted by key bytes (as `Datapath::policy_entries`
+/// returns them).
+fn raw(state: &MapState) -> Vec<PolicyPair> {
+    let mut out = policy_pairs(state);
+    out.sort_by_key(|(key, _)| key.to_bytes());
     out
 }
 
-fn raw_vec(state: &MapState) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn raw_vec(state: &MapState) -> Vec<PolicyPair> {
     raw(state)
-        .into_iter()
-        .map(|(k, v)| (k.to_vec(), v.to_vec()))
-        .collect()
 }
 
 /// The policy the endpoint enforces before each apply: frontend may use TCP 80, everyone

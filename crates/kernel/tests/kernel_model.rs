@@ -19,6 +19,7 @@ use std::net::Ipv4Addr;
 use kernel_support::{
     ALLOW, DENY, HTTP_REDIRECT, kernel_available, policy_entry, policy_key, porin_object,
 };
+use porin_ebpf::abi::{PolicyEntry, PolicyKey};
 use porin_kernel::packet::Packet;
 use porin_kernel::{Counter, Datapath, Direction};
 use proptest::prelude::*;
@@ -37,6 +38,10 @@ const PORTS: [u16; 6] = [0, 79, 80, 81, 8080, 8087];
 /// Another allow level between plain allow and the redirect, to vary precedences.
 const ALLOW_HIGHER: u32 = 0xFFFF_FF02;
 
+/// Policy key and value bytes (`porin_policy_key`, `porin_policy_entry`).
+type KeyBytes = [u8; PolicyKey::SIZE];
+type ValueBytes = [u8; PolicyEntry::SIZE];
+
 /// One random policy entry: key fields plus the entry's precedence, proxy port and auth byte.
 #[derive(Debug, Clone)]
 struct RandomEntry {
@@ -52,7 +57,7 @@ struct RandomEntry {
 }
 
 impl RandomEntry {
-    fn bytes(&self) -> ([u8; 12], [u8; 12]) {
+    fn bytes(&self) -> (KeyBytes, ValueBytes) {
         let key = policy_key(
             self.identity,
             self.direction,
@@ -63,7 +68,8 @@ impl RandomEntry {
         let deny = self.precedence == DENY;
         let proxy = if deny { 0 } else { self.proxy_port };
         let auth = if deny { 0 } else { self.auth };
-        (key, policy_entry(&key, self.precedence, proxy, auth))
+        let value = policy_entry(&key, self.precedence, proxy, auth);
+        (key.to_bytes(), value.to_bytes())
     }
 }
 
@@ -117,7 +123,7 @@ struct Value {
     precedence: u32,
 }
 
-fn decode(value: &[u8; 12]) -> Value {
+fn decode(value: &ValueBytes) -> Value {
     Value {
         proxy_port: u16::from_be_bytes([value[0], value[1]]),
         deny: value[2] & 1 != 0,
@@ -130,7 +136,7 @@ fn decode(value: &[u8; 12]) -> Value {
 /// LPM lookup of `{64, identity, direction, proto, dport}` over the map contents: the matching
 /// key with the longest prefix (prefix bits cover identity, direction, proto, port in order).
 fn lpm_lookup(
-    map: &BTreeMap<[u8; 12], [u8; 12]>,
+    map: &BTreeMap<KeyBytes, ValueBytes>,
     identity: u32,
     direction: u8,
     proto: u8,
@@ -159,7 +165,7 @@ fn lpm_lookup(
 
 /// DATAPATH.md §3 steps 2-6: the counter the packet must move (no conntrack involved).
 fn model(
-    map: &BTreeMap<[u8; 12], [u8; 12]>,
+    map: &BTreeMap<KeyBytes, ValueBytes>,
     identity: u32,
     direction: u8,
     proto: u8,

@@ -18,10 +18,9 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;
 use std::process::Command;
 
-use porin_ebpf::maps::{
-    Direction, Ipcache4Key, Ipcache6Key, IpcacheValue, MapUpdate, PolicyEntry, PolicyKey,
-    PolicySlot, Verdict, redirect_mark,
-};
+use porin_compiler::mapstate::{Entry, Key};
+use porin_ebpf::abi::{IpcacheValue, PolicyEntry, PolicyKey, policy_pair};
+use porin_ebpf::maps::{Direction, MapUpdate, PolicySlot, Verdict, redirect_mark};
 use support::*;
 
 #[test]
@@ -96,31 +95,12 @@ const ALLOW: u32 = 0xFFFF_FF01;
 const REDIRECT: u32 = 0xFFFF_FF9A;
 const DENY: u32 = 0xFFFF_FFFF;
 
-fn key(
-    identity: u32,
-    direction: Direction,
-    proto: u8,
-    port: u16,
-    port_prefix_len: u8,
-) -> PolicyKey {
-    PolicyKey {
-        identity,
-        direction,
-        proto,
-        port,
-        port_prefix_len,
-    }
+fn key(identity: u32, direction: Direction, proto: u8, port: u16, port_prefix_len: u8) -> Key {
+    policy_key(identity, direction, proto, port, port_prefix_len)
 }
 
-fn entry(precedence: u32, proxy_port: u16, auth_type: u8, explicit_auth: bool) -> PolicyEntry {
-    PolicyEntry {
-        proxy_port,
-        deny: precedence == DENY,
-        auth_type,
-        explicit_auth,
-        precedence,
-        cookie: 0,
-    }
+fn entry(precedence: u32, proxy_port: u16, auth_type: u8, explicit_auth: bool) -> Entry {
+    policy_entry(precedence, proxy_port, auth_type, explicit_auth)
 }
 
 /// The verdict scenario: every rule of DATAPATH.md §3/§4 that a packet can
@@ -136,18 +116,14 @@ fn verdict_script() -> String {
     let web6: Ipv6Addr = "fd00:1::1".parse().unwrap(); // identity 1000
     let world6: Ipv6Addr = "2001:db8::1".parse().unwrap(); // ::/0 -> 10
 
-    let v4 = |prefix_len, addr, identity| {
-        MapUpdate::ipcache4(Ipcache4Key { prefix_len, addr }, IpcacheValue { identity }).unwrap()
-    };
+    let v4 = v4_update;
     s.update(v4(24, Ipv4Addr::new(10, 0, 0, 0), 1000));
     s.update(v4(24, Ipv4Addr::new(10, 0, 1, 0), 2000));
-    let v6 = |prefix_len, addr, identity| {
-        MapUpdate::ipcache6(Ipcache6Key { prefix_len, addr }, IpcacheValue { identity }).unwrap()
-    };
+    let v6 = v6_update;
     s.update(v6(64, "fd00:1::".parse().unwrap(), 1000));
     s.update(v6(0, Ipv6Addr::UNSPECIFIED, 10));
 
-    let pol = |k: PolicyKey, e: PolicyEntry| MapUpdate::policy(PolicySlot::A, k, e).unwrap();
+    let pol = |k: Key, e: Entry| MapUpdate::policy(PolicySlot::A, &k, &e);
     let rules = [
         (key(1000, Egress, 6, 80, 16), entry(ALLOW, 0, 0, false)),
         (
@@ -659,14 +635,11 @@ fn verdict_script() -> String {
         0,
         "replies still pass",
     );
-    s.update(
-        MapUpdate::policy(
-            PolicySlot::B,
-            key(1000, Egress, 6, 0, 0),
-            entry(ALLOW, 0, 0, false),
-        )
-        .unwrap(),
-    );
+    s.update(MapUpdate::policy(
+        PolicySlot::B,
+        &key(1000, Egress, 6, 0, 0),
+        &entry(ALLOW, 0, 0, false),
+    ));
     s.run(
         FROM,
         t4(ep, web, 40021, 81),
@@ -745,7 +718,7 @@ fn aya_loads_both_programs() {
             .load()
             .unwrap_or_else(|e| panic!("aya load {name}: {e:?}"));
     }
-    let mut ipcache: aya::maps::LpmTrie<_, [u8; 4], [u8; 8]> =
+    let mut ipcache: aya::maps::LpmTrie<_, [u8; 4], [u8; IpcacheValue::SIZE]> =
         aya::maps::LpmTrie::try_from(ebpf.map_mut("porin_ipcache4").unwrap()).unwrap();
     ipcache
         .insert(
@@ -754,14 +727,20 @@ fn aya_loads_both_programs() {
             0,
         )
         .unwrap();
-    let mut policy: aya::maps::LpmTrie<_, [u8; 8], [u8; 12]> =
+    let mut policy: aya::maps::LpmTrie<_, [u8; 8], [u8; PolicyEntry::SIZE]> =
         aya::maps::LpmTrie::try_from(ebpf.map_mut("porin_policy_a").unwrap()).unwrap();
-    let raw = key(1000, Direction::Egress, 6, 80, 16).to_bytes().unwrap();
-    let data: [u8; 8] = raw[4..12].try_into().unwrap();
+    let (raw_key, raw_value) = policy_pair(
+        &key(1000, Direction::Egress, 6, 80, 16),
+        &entry(ALLOW, 0, 0, false),
+    );
+    // aya's LPM key is the prefix length and the bytes after it.
+    let data: [u8; 8] = raw_key.to_bytes()[PolicyKey::OFF_IDENTITY..]
+        .try_into()
+        .unwrap();
     policy
         .insert(
-            &aya::maps::lpm_trie::Key::new(64, data),
-            entry(ALLOW, 0, 0, false).to_bytes(64).unwrap(),
+            &aya::maps::lpm_trie::Key::new(raw_key.prefixlen, data),
+            raw_value.to_bytes(),
             0,
         )
         .unwrap();
@@ -830,20 +809,12 @@ fn tc_enforces_policy_on_a_veth() {
     };
     std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
     let globals = "/sys/fs/bpf/tc/globals";
-    let ipcache = MapUpdate::ipcache4(
-        Ipcache4Key {
-            prefix_len: 32,
-            addr: Ipv4Addr::new(10, 77, 0, 1),
-        },
-        IpcacheValue { identity: 5000 },
-    )
-    .unwrap();
+    let ipcache = v4_update(32, Ipv4Addr::new(10, 77, 0, 1), 5000);
     let allow = MapUpdate::policy(
         PolicySlot::A,
-        key(5000, Direction::Egress, 6, 7777, 16),
-        entry(ALLOW, 0, 0, false),
-    )
-    .unwrap();
+        &key(5000, Direction::Egress, 6, 7777, 16),
+        &entry(ALLOW, 0, 0, false),
+    );
     let update = |u: &MapUpdate| {
         format!(
             "bpftool {}",
@@ -1005,32 +976,17 @@ fn libbpf_conntrack_entries_expire() {
     std::fs::write(&object, porin_ebpf::emit(&config).unwrap()).unwrap();
     let (ep, web) = (Ipv4Addr::new(10, 1, 0, 5), Ipv4Addr::new(10, 0, 0, 1));
     let mut s = Script::default();
-    s.update(
-        MapUpdate::ipcache4(
-            Ipcache4Key {
-                prefix_len: 24,
-                addr: Ipv4Addr::new(10, 0, 0, 0),
-            },
-            IpcacheValue { identity: 1000 },
-        )
-        .unwrap(),
-    );
-    s.update(
-        MapUpdate::policy(
-            PolicySlot::A,
-            key(1000, Egress, 17, 53, 16),
-            entry(ALLOW, 0, 0, false),
-        )
-        .unwrap(),
-    );
-    s.update(
-        MapUpdate::policy(
-            PolicySlot::A,
-            key(1000, Egress, 6, 80, 16),
-            entry(ALLOW, 0, 0, false),
-        )
-        .unwrap(),
-    );
+    s.update(v4_update(24, Ipv4Addr::new(10, 0, 0, 0), 1000));
+    s.update(MapUpdate::policy(
+        PolicySlot::A,
+        &key(1000, Egress, 17, 53, 16),
+        &entry(ALLOW, 0, 0, false),
+    ));
+    s.update(MapUpdate::policy(
+        PolicySlot::A,
+        &key(1000, Egress, 6, 80, 16),
+        &entry(ALLOW, 0, 0, false),
+    ));
     let u = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 17, 0, &udp(sport, dport)));
     let t = |src, dst, sport, dport| eth(ETH_IPV4, &ipv4(src, dst, 6, 0, &tcp(sport, dport)));
     s.run(

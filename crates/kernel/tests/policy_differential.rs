@@ -19,18 +19,51 @@ mod support;
 use std::net::Ipv4Addr;
 use std::process::Command;
 
-use porin_ebpf::maps::{
-    Direction, Ipcache4Key, Ipcache6Key, IpcacheValue, MapUpdate, PolicyEntry, PolicyKey,
-    PolicySlot, Verdict, redirect_mark,
-};
+use porin_compiler::mapstate::Key;
+use porin_ebpf::maps::{Direction, MapUpdate, PolicySlot, Verdict, redirect_mark};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use support::*;
+
+/// A rule's key, as the model reads it.
+#[derive(Clone, Copy, Debug)]
+struct PolicyKey {
+    identity: u32,
+    direction: Direction,
+    proto: u8,
+    port: u16,
+    port_prefix_len: u8,
+}
+
+/// A rule's entry, as the model reads it.
+#[derive(Clone, Copy, Debug)]
+struct PolicyEntry {
+    proxy_port: u16,
+    deny: bool,
+    auth_type: u8,
+    explicit_auth: bool,
+    precedence: u32,
+}
 
 #[derive(Clone, Debug)]
 struct Rule {
     key: PolicyKey,
     entry: PolicyEntry,
+}
+
+impl Rule {
+    /// The compiler's key of the rule: two rules with the same one share a trie key.
+    fn datapath_key(&self) -> Key {
+        let k = &self.key;
+        policy_key(k.identity, k.direction, k.proto, k.port, k.port_prefix_len)
+    }
+
+    /// The map update that writes the rule into slot A.
+    fn update(&self) -> MapUpdate {
+        let e = &self.entry;
+        let entry = policy_entry(e.precedence, e.proxy_port, e.auth_type, e.explicit_auth);
+        MapUpdate::policy(PolicySlot::A, &self.datapath_key(), &entry)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -116,7 +149,6 @@ fn rule() -> impl Strategy<Value = Rule> {
                         auth_type: if deny { 0 } else { auth },
                         explicit_auth: !deny && explicit,
                         precedence,
-                        cookie: 0,
                     },
                 }
             },
@@ -264,42 +296,19 @@ fn datapath_decides_like_the_model() {
         // Later rules replace earlier ones with the same trie key.
         let mut effective: Vec<Rule> = Vec::new();
         for rule in &rules {
-            let bytes = rule.key.to_bytes().unwrap();
-            effective.retain(|r| r.key.to_bytes().unwrap() != bytes);
+            let key = rule.datapath_key();
+            effective.retain(|r| r.datapath_key() != key);
             effective.push(rule.clone());
         }
         let mut s = Script::default();
         for (peer, identity) in PEERS.iter().take(2) {
-            s.update(
-                MapUpdate::ipcache4(
-                    Ipcache4Key {
-                        prefix_len: 32,
-                        addr: *peer,
-                    },
-                    IpcacheValue {
-                        identity: *identity,
-                    },
-                )
-                .unwrap(),
-            );
+            s.update(v4_update(32, *peer, *identity));
         }
         for (peer, identity) in PEERS6.iter().take(2) {
-            let key = Ipcache6Key {
-                prefix_len: 64,
-                addr: peer.parse().unwrap(),
-            };
-            s.update(
-                MapUpdate::ipcache6(
-                    key,
-                    IpcacheValue {
-                        identity: *identity,
-                    },
-                )
-                .unwrap(),
-            );
+            s.update(v6_update(64, peer.parse().unwrap(), *identity));
         }
         for rule in &rules {
-            s.update(MapUpdate::policy(PolicySlot::A, rule.key, rule.entry).unwrap());
+            s.update(rule.update());
         }
         for (i, p) in packets.iter().enumerate() {
             let (verdict, mark) = model(&effective, p);

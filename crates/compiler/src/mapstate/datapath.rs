@@ -1,8 +1,8 @@
 //! Datapath constants shared by the reference evaluator and the eBPF side.
 //!
-//! The byte layouts themselves live with their types: [`super::Key::to_bytes`]
-//! (`struct policy_key`) and [`super::Entry::to_datapath_bytes`]
-//! (`struct policy_entry`), docs/semantics.md §5.1–§5.2.
+//! The byte layouts (`struct policy_key`, `struct policy_entry`,
+//! docs/semantics.md §5.1–§5.2) are not the compiler's: `porin-ebpf`'s
+//! `abi` module encodes [`super::Key`] and [`super::Entry`].
 
 /// `DROP_POLICY`: no entry matched (default deny).
 pub const DROP_POLICY: i32 = -133;

@@ -4,7 +4,6 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 use super::error::EntryError;
-use super::key::Key;
 
 /// Rule priority: lower wins; only the low 24 bits are usable
 /// (`types.Priority`, `MaxPriority = 2^24 - 1`). All user rules of a
@@ -202,9 +201,10 @@ impl AuthType {
     }
 }
 
-/// Auth requirement byte (`AuthRequirement`): bits 0–6 the [`AuthType`],
-/// bit 7 set when the rule stated it *explicitly*; derived (inherited from a
-/// covering entry) requirements have bit 7 clear.
+/// Cilium's `AuthRequirement` (a `uint8`): bits 0–6 the [`AuthType`], bit
+/// 7 set when the rule stated it *explicitly*; derived (inherited from a
+/// covering entry) requirements have bit 7 clear. The policy-map byte is
+/// encoded by `porin-ebpf`'s `abi::PolicyEntry` from the typed accessors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct AuthRequirement(u8);
 
@@ -224,12 +224,12 @@ impl AuthRequirement {
         AuthRequirement(auth.0)
     }
 
-    /// From the raw datapath byte.
+    /// From Cilium's `uint8` value.
     pub const fn from_byte(byte: u8) -> AuthRequirement {
         AuthRequirement(byte)
     }
 
-    /// The raw datapath byte.
+    /// Cilium's `uint8` value.
     pub const fn to_byte(self) -> u8 {
         self.0
     }
@@ -406,69 +406,6 @@ impl Entry {
         } else if other.auth.is_explicit() {
             self.auth = other.auth;
         }
-    }
-
-    /// The 12-byte datapath value for this entry under `key`
-    /// (`struct policy_entry`, docs/semantics.md §5.2): `[0..2]` proxy port BE,
-    /// `[2]` flags (bit 0 deny, bits 3–7 `lpm_prefix_length`), `[3]` auth
-    /// byte, `[4..8]` precedence LE, `[8..12]` cookie LE. A deny carries no
-    /// proxy port or auth (`NewEntryFromPolicyEntry`).
-    pub fn to_datapath_bytes(&self, key: &Key) -> [u8; 12] {
-        let deny = self.is_deny();
-        let (proxy_port, auth) = if deny {
-            (0, 0)
-        } else {
-            (self.proxy_port, self.auth.to_byte())
-        };
-        let mut bytes = [0_u8; 12];
-        bytes[0..2].copy_from_slice(&proxy_port.to_be_bytes());
-        bytes[2] = u8::from(deny) | (key.lpm_prefix_length() << 3);
-        bytes[3] = auth;
-        bytes[4..8].copy_from_slice(&self.precedence.get().to_le_bytes());
-        bytes[8..12].copy_from_slice(&self.cookie.to_le_bytes());
-        bytes
-    }
-
-    /// Parses a datapath value for `key` (origins are empty). Rejects a wrong
-    /// length, reserved flag bits, a prefix length that disagrees with the
-    /// key (`PolicyEntry.IsValid`), a deny flag that disagrees with the
-    /// precedence, and a deny with proxy port or auth.
-    pub fn from_datapath_bytes(key: &Key, bytes: &[u8]) -> Result<Entry, EntryError> {
-        let bytes: &[u8; 12] = bytes
-            .try_into()
-            .map_err(|_| EntryError::WrongLength { len: bytes.len() })?;
-        let proxy_port = u16::from_be_bytes([bytes[0], bytes[1]]);
-        let flags = bytes[2];
-        if flags & 0b110 != 0 {
-            return Err(EntryError::ReservedFlags { flags });
-        }
-        let lpm = flags >> 3;
-        if lpm != key.lpm_prefix_length() {
-            return Err(EntryError::PrefixLengthMismatch {
-                entry: lpm,
-                key: key.lpm_prefix_length(),
-            });
-        }
-        let precedence =
-            Precedence::from_raw(u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]));
-        let deny = flags & 1 == 1;
-        if deny != precedence.is_deny() {
-            return Err(EntryError::DenyFlagMismatch {
-                precedence: precedence.get(),
-            });
-        }
-        let auth = AuthRequirement::from_byte(bytes[3]);
-        if deny && (proxy_port != 0 || auth != AuthRequirement::NONE) {
-            return Err(EntryError::DenyWithRedirectOrAuth);
-        }
-        let cookie = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
-        Ok(Entry {
-            precedence,
-            proxy_port,
-            auth,
-            cookie,
-            origins: BTreeSet::new(),
-        })
     }
 }
 

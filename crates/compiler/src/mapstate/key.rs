@@ -7,7 +7,8 @@ use crate::ports::{MaskedPort, prefix_mask};
 
 use super::error::KeyError;
 
-/// Traffic direction of a policy key (`trafficdirection`: 0 ingress, 1 egress).
+/// Traffic direction of a policy key (Cilium's `trafficdirection`; its
+/// datapath byte is `porin-ebpf`'s `abi::PolicyKey::direction_byte`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Direction {
     /// Traffic entering the endpoint; the peer is the source.
@@ -19,24 +20,6 @@ pub enum Direction {
 impl Direction {
     /// Both directions, ingress first.
     pub const ALL: [Direction; 2] = [Direction::Ingress, Direction::Egress];
-
-    /// The datapath byte: 0 ingress, 1 egress.
-    pub const fn to_byte(self) -> u8 {
-        match self {
-            Direction::Ingress => 0,
-            Direction::Egress => 1,
-        }
-    }
-
-    /// Parses the datapath byte; anything but 0 or 1 is rejected (the 7 pad
-    /// bits of `struct policy_key` must be zero).
-    pub const fn from_byte(byte: u8) -> Result<Direction, KeyError> {
-        match byte {
-            0 => Ok(Direction::Ingress),
-            1 => Ok(Direction::Egress),
-            _ => Err(KeyError::InvalidDirection { byte }),
-        }
-    }
 }
 
 impl fmt::Display for Direction {
@@ -74,8 +57,9 @@ impl Key {
     pub const DATAPATH_FULL_PREFIX: u32 = 64;
 
     /// A strict constructor: rejects anything that is not already a
-    /// normalised key (used by [`Key::from_bytes`] and by callers holding raw
-    /// fields). The builder methods below mirror Cilium's normalising ones.
+    /// normalised key (used by the datapath ABI's decoder, `porin-ebpf`'s
+    /// `abi::PolicyKey::to_key`, and by callers holding raw fields). The
+    /// builder methods below mirror Cilium's normalising ones.
     pub fn new(
         direction: Direction,
         identity: Identity,
@@ -314,57 +298,6 @@ impl Key {
     pub const fn port_proto_covers(&self, other: &Key) -> bool {
         self.direction as u8 == other.direction as u8
             && (self.port_proto_is_equal(other) || self.port_proto_is_broader(other))
-    }
-
-    /// The 12-byte datapath key (`struct policy_key`, docs/semantics.md §5.1):
-    /// `[0..4]` prefixlen LE, `[4..8]` identity LE, `[8]` direction,
-    /// `[9]` protocol, `[10..12]` port big-endian.
-    pub fn to_bytes(&self) -> [u8; 12] {
-        let mut bytes = [0_u8; 12];
-        bytes[0..4].copy_from_slice(&self.datapath_prefix_len().to_le_bytes());
-        bytes[4..8].copy_from_slice(&self.identity.get().to_le_bytes());
-        bytes[8] = self.direction.to_byte();
-        bytes[9] = self.proto;
-        bytes[10..12].copy_from_slice(&self.port.to_be_bytes());
-        bytes
-    }
-
-    /// Parses a 12-byte datapath key written by [`Key::to_bytes`]. Rejects
-    /// wrong lengths, prefix lengths porin never writes (below 40, 41–47, or
-    /// above 64), a protocol-0 key with a non-40 prefix, and set bits beyond
-    /// the prefix.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Key, KeyError> {
-        let bytes: &[u8; 12] = bytes
-            .try_into()
-            .map_err(|_| KeyError::WrongLength { len: bytes.len() })?;
-        let prefixlen = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        let raw_identity = u32::from_le_bytes([bytes[4], bytes[5], bytes[6], bytes[7]]);
-        let identity = Identity::new(raw_identity).map_err(KeyError::Identity)?;
-        let direction = Direction::from_byte(bytes[8])?;
-        let proto = bytes[9];
-        let port = u16::from_be_bytes([bytes[10], bytes[11]]);
-        let port_prefix_len = match prefixlen {
-            40 => {
-                if proto != 0 || port != 0 {
-                    return Err(KeyError::BitsBeyondPrefix { prefixlen });
-                }
-                0
-            }
-            48..=64 => {
-                if proto == 0 {
-                    return Err(KeyError::PortWithoutProtocol {
-                        port,
-                        port_prefix_len: (prefixlen - 48) as u8,
-                    });
-                }
-                (prefixlen - 48) as u8
-            }
-            _ => return Err(KeyError::InvalidPrefixLength { prefixlen }),
-        };
-        if port & !prefix_mask(port_prefix_len) != 0 {
-            return Err(KeyError::BitsBeyondPrefix { prefixlen });
-        }
-        Key::new(direction, identity, proto, port, port_prefix_len)
     }
 }
 

@@ -9,11 +9,14 @@
 //!
 //! # Contents
 //!
-//! - [`Key`], [`Direction`]: a map key; [`Key::to_bytes`] is the 12-byte
-//!   datapath key.
+//! - [`Key`], [`Direction`]: a map key; [`Key::datapath_prefix_len`] is its
+//!   LPM prefix length in the datapath.
 //! - [`Entry`], [`Precedence`], [`Priority`], [`ListenerPriority`],
-//!   [`AuthType`], [`AuthRequirement`]: a map value;
-//!   [`Entry::to_datapath_bytes`] is the 12-byte datapath value.
+//!   [`AuthType`], [`AuthRequirement`]: a map value.
+//!
+//! The compiler knows no bytes: the policy map's key and value layout
+//! (`struct policy_key`, `struct policy_entry`) and their encoding from
+//! these types are `porin-ebpf`'s `abi` module.
 //! - [`MapState`]: the ordered map of one endpoint, with
 //!   [`MapState::insert_with_features`] (Cilium's `insertWithChanges`) and
 //!   [`MapState::lookup`] (the datapath's two-lookup decision).
@@ -36,7 +39,8 @@
 //! assert_eq!(state.get(&allow), None);
 //! let decision = state.lookup(Direction::Ingress, foo, 6, 80);
 //! assert!(!decision.verdict.is_allowed());
-//! assert_eq!(deny.to_bytes(), [60, 0, 0, 0, 0, 0, 0, 0, 0, 6, 0, 80]);
+//! // Protocol (8 bits) and 12 port bits after the 40 static ones.
+//! assert_eq!(deny.datapath_prefix_len(), 60);
 //! ```
 //!
 //! # Contract for the resolve stage
@@ -139,15 +143,6 @@ impl MapState {
             });
         }
         Ok(self.entries.insert(key, normalise(entry)))
-    }
-
-    /// The datapath encoding of every entry, in key order: (12-byte key,
-    /// 12-byte value) pairs ready for the policy map.
-    pub fn to_datapath_entries(&self) -> Vec<([u8; 12], [u8; 12])> {
-        self.entries
-            .iter()
-            .map(|(key, entry)| (key.to_bytes(), entry.to_datapath_bytes(key)))
-            .collect()
     }
 }
 

@@ -3,6 +3,8 @@
 //! is fully initialised (the verifier requires it) and unused key bytes are
 //! zero (the conntrack key's address padding relies on it).
 
+use crate::abi::{ConfigValue, CtKey, CtValue, Ipcache4Key, Ipcache6Key, PolicyKey};
+
 /// Conntrack key of this packet (40 bytes, `porin_ct_key`).
 pub const CT_KEY: i16 = -48;
 /// Conntrack key of the reversed tuple (40 bytes).
@@ -43,3 +45,21 @@ pub const NOW: i16 = -280;
 pub const LIFETIME: i16 = -288;
 /// Bytes of stack used (all zeroed on entry).
 pub const SIZE: i16 = 288;
+
+/// Bytes from `slot` up to the next slot above it.
+const fn room(slot: i16, above: i16) -> usize {
+    (above - slot) as usize
+}
+
+// Each map key or value built on the stack fits its slot (a field added to
+// `crate::abi` that outgrows one fails the build here, not in the verifier).
+const _: () = {
+    assert!(CtKey::SIZE <= room(CT_KEY, 0));
+    assert!(CtKey::SIZE <= room(CT_REVERSED_KEY, CT_KEY));
+    assert!(CtValue::SIZE <= room(CT_VALUE, SCRATCH));
+    assert!(PolicyKey::SIZE <= room(POLICY_KEY, CT_VALUE));
+    assert!(Ipcache4Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
+    assert!(Ipcache6Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
+    // `porin_config`'s key is index 0, which the zeroed slot already holds.
+    assert!(ConfigValue::KEY == 0 && 4 <= room(ZERO_KEY, IPCACHE_KEY));
+};

@@ -10,12 +10,14 @@
 //! packet and return `TC_ACT_OK` or `TC_ACT_SHOT`.
 
 mod frame;
+mod hdr;
 mod parse;
 mod policy;
 
 use std::collections::BTreeMap;
 
 use crate::ObjectConfig;
+use crate::abi::{ConfigValue, Counter};
 use crate::asm::{AsmError, Assembled, Assembler, Label};
 use crate::insn::{AluOp, Cond, Helper, Reg, Size};
 use crate::maps::{Direction, TC_ACT_OK, TC_ACT_SHOT, Verdict, names};
@@ -24,6 +26,12 @@ use crate::maps::{Direction, TC_ACT_OK, TC_ACT_SHOT, Verdict, names};
 pub const FROM_ENDPOINT: &str = "porin_from_endpoint";
 /// Name of the program for traffic entering the endpoint.
 pub const TO_ENDPOINT: &str = "porin_to_endpoint";
+
+/// A byte offset or length of `crate::abi` as an instruction offset. ABI
+/// structs are tens of bytes, far below `i16::MAX`.
+pub(crate) const fn off(offset: usize) -> i16 {
+    offset as i16
+}
 
 /// Ethertypes.
 mod ethertype {
@@ -126,8 +134,14 @@ impl<'c> Gen<'c> {
         self.lookup(names::CONFIG, frame::ZERO_KEY);
         let a = &mut self.a;
         a.jmp_imm(Cond::Eq, Reg::R0, 0, bad);
-        a.load(Size::U32, Reg::R1, Reg::R0, 0);
-        a.jmp32_imm(Cond::Gt, Reg::R1, 1, bad);
+        a.load(
+            Size::U32,
+            Reg::R1,
+            Reg::R0,
+            off(ConfigValue::OFF_ACTIVE_POLICY),
+        );
+        // Slots are 0 and 1 (`ConfigValue::SLOT_A`, `SLOT_B`).
+        a.jmp32_imm(Cond::Gt, Reg::R1, ConfigValue::SLOT_B as i32, bad);
         a.store(Size::U32, Reg::R10, frame::POLICY_SLOT, Reg::R1);
     }
 
@@ -161,14 +175,13 @@ impl<'c> Gen<'c> {
         self.lookup(names::VERDICTS, frame::COUNTER_INDEX);
         let a = &mut self.a;
         a.jmp_imm(Cond::Eq, Reg::R0, 0, done);
-        a.load(Size::U64, Reg::R1, Reg::R0, 0);
+        a.load(Size::U64, Reg::R1, Reg::R0, off(Counter::OFF_PACKETS));
         a.alu64_imm(AluOp::Add, Reg::R1, 1);
-        a.store(Size::U64, Reg::R0, 0, Reg::R1);
-        // skb->len (offset 0 of __sk_buff).
-        a.load(Size::U32, Reg::R2, Reg::R6, 0);
-        a.load(Size::U64, Reg::R1, Reg::R0, 8);
+        a.store(Size::U64, Reg::R0, off(Counter::OFF_PACKETS), Reg::R1);
+        a.load(Size::U32, Reg::R2, Reg::R6, hdr::skb::LEN);
+        a.load(Size::U64, Reg::R1, Reg::R0, off(Counter::OFF_BYTES));
         a.alu64_reg(AluOp::Add, Reg::R1, Reg::R2);
-        a.store(Size::U64, Reg::R0, 8, Reg::R1);
+        a.store(Size::U64, Reg::R0, off(Counter::OFF_BYTES), Reg::R1);
         a.bind(done);
     }
 }

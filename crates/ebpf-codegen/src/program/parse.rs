@@ -2,7 +2,11 @@
 //! extension headers, and the L4 fields policy needs. Every rule here is a
 //! line of `DATAPATH.md` §4.
 
-use super::{Gen, ethertype, frame};
+use super::hdr::{eth, icmp, ipv4, ipv6, ports};
+use super::{Gen, ethertype, frame, off};
+use crate::abi::{
+    CtKey, IPV4_ADDR_LEN, IPV6_ADDR_LEN, Ipcache4Key, Ipcache6Key, IpcacheValue, PolicyKey,
+};
 use crate::asm::Label;
 use crate::insn::{AluOp, Cond, Endian, Reg, Size, SwapBits};
 use crate::maps::{Direction, Verdict, names};
@@ -70,13 +74,24 @@ impl Gen<'_> {
         let non_ip = self.verdict(Verdict::PassedNonIp);
         let untagged = self.a.new_label();
 
-        self.a.store_imm(Size::U32, Reg::R10, frame::L3_OFFSET, 14);
-        self.load_bytes(None, 12, frame::HEADER, 2);
+        self.a
+            .store_imm(Size::U32, Reg::R10, frame::L3_OFFSET, eth::HEADER_LEN);
+        self.load_bytes(None, eth::ETHERTYPE, frame::HEADER, eth::ETHERTYPE_LEN);
         self.ethertype_to_r7();
         self.a.jmp_imm(Cond::Ne, Reg::R7, ethertype::VLAN, untagged);
         // One 802.1Q tag: the inner ethertype follows the 4-byte tag.
-        self.a.store_imm(Size::U32, Reg::R10, frame::L3_OFFSET, 18);
-        self.load_bytes(None, 16, frame::HEADER, 2);
+        self.a.store_imm(
+            Size::U32,
+            Reg::R10,
+            frame::L3_OFFSET,
+            eth::HEADER_LEN + eth::VLAN_TAG_LEN,
+        );
+        self.load_bytes(
+            None,
+            eth::ETHERTYPE + eth::VLAN_TAG_LEN,
+            frame::HEADER,
+            eth::ETHERTYPE_LEN,
+        );
         self.ethertype_to_r7();
         self.a
             .jmp_imm(Cond::Eq, Reg::R7, ethertype::VLAN, unsupported);
@@ -106,15 +121,15 @@ impl Gen<'_> {
         let fragment = self.verdict(Verdict::DroppedFragment);
         const H: i16 = frame::HEADER;
 
-        self.load_bytes(Some(frame::L3_OFFSET), 0, H, 20);
+        self.load_bytes(Some(frame::L3_OFFSET), 0, H, ipv4::MIN_LEN);
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, H);
         a.mov64_reg(Reg::R2, Reg::R1);
-        a.alu64_imm(AluOp::Rsh, Reg::R2, 4);
-        a.jmp_imm(Cond::Ne, Reg::R2, 4, malformed);
-        a.alu64_imm(AluOp::And, Reg::R1, 0x0f);
-        a.jmp_imm(Cond::Lt, Reg::R1, 5, malformed);
-        a.alu64_imm(AluOp::Lsh, Reg::R1, 2);
+        a.alu64_imm(AluOp::Rsh, Reg::R2, ipv4::VERSION_SHIFT);
+        a.jmp_imm(Cond::Ne, Reg::R2, ipv4::VERSION, malformed);
+        a.alu64_imm(AluOp::And, Reg::R1, ipv4::IHL_MASK);
+        a.jmp_imm(Cond::Lt, Reg::R1, ipv4::MIN_IHL, malformed);
+        a.alu64_imm(AluOp::Lsh, Reg::R1, ipv4::IHL_SHIFT);
         a.load(Size::U32, Reg::R2, Reg::R10, frame::L3_OFFSET);
         a.alu64_reg(AluOp::Add, Reg::R2, Reg::R1);
         a.store(Size::U32, Reg::R10, frame::L4_OFFSET, Reg::R2);
@@ -125,27 +140,14 @@ impl Gen<'_> {
 
         let a = &mut self.a;
         // Fragment offset (13 bits after the flags) must be zero.
-        a.load(Size::U16, Reg::R1, Reg::R10, H + 6);
+        a.load(Size::U16, Reg::R1, Reg::R10, H + ipv4::FRAG_OFF);
         a.endian(Endian::Big, SwapBits::B16, Reg::R1);
-        a.alu64_imm(AluOp::And, Reg::R1, 0x1fff);
+        a.alu64_imm(AluOp::And, Reg::R1, ipv4::FRAG_OFFSET_MASK);
         a.jmp_imm(Cond::Ne, Reg::R1, 0, fragment);
 
-        a.load(Size::U8, Reg::R1, Reg::R10, H + 9);
+        a.load(Size::U8, Reg::R1, Reg::R10, H + ipv4::PROTO);
         a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
-        a.store_imm(Size::U8, Reg::R10, frame::CT_KEY + 37, 4);
-        a.load(Size::U32, Reg::R1, Reg::R10, H + 12);
-        a.store(Size::U32, Reg::R10, frame::CT_KEY, Reg::R1);
-        a.load(Size::U32, Reg::R1, Reg::R10, H + 16);
-        a.store(Size::U32, Reg::R10, frame::CT_KEY + 16, Reg::R1);
-
-        let peer = match self.direction {
-            Direction::Egress => H + 16,
-            Direction::Ingress => H + 12,
-        };
-        self.a
-            .store_imm(Size::U32, Reg::R10, frame::IPCACHE_KEY, 32);
-        self.copy_stack(peer, frame::IPCACHE_KEY + 4, 4);
-        self.identity_from(names::IPCACHE4, Family::V4);
+        self.addresses_and_identity(Family::V4);
         self.l4(Family::V4, track);
     }
 
@@ -157,31 +159,20 @@ impl Gen<'_> {
         let extensions = self.verdict(Verdict::DroppedIpv6Extensions);
         const H: i16 = frame::HEADER;
 
-        self.load_bytes(Some(frame::L3_OFFSET), 0, H, 40);
+        self.load_bytes(Some(frame::L3_OFFSET), 0, H, ipv6::LEN);
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, H);
-        a.alu64_imm(AluOp::Rsh, Reg::R1, 4);
-        a.jmp_imm(Cond::Ne, Reg::R1, 6, malformed);
-        a.load(Size::U8, Reg::R1, Reg::R10, H + 7);
+        a.alu64_imm(AluOp::Rsh, Reg::R1, ipv6::VERSION_SHIFT);
+        a.jmp_imm(Cond::Ne, Reg::R1, ipv6::VERSION, malformed);
+        a.load(Size::U8, Reg::R1, Reg::R10, H + ipv6::HOP_LIMIT);
         a.store(Size::U8, Reg::R10, frame::HOP_LIMIT, Reg::R1);
-        a.load(Size::U8, Reg::R1, Reg::R10, H + 6);
+        a.load(Size::U8, Reg::R1, Reg::R10, H + ipv6::NEXT_HEADER);
         a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
-        a.store_imm(Size::U8, Reg::R10, frame::CT_KEY + 37, 6);
-        self.copy_stack(H + 8, frame::CT_KEY, 16);
-        self.copy_stack(H + 24, frame::CT_KEY + 16, 16);
-
-        let peer = match self.direction {
-            Direction::Egress => H + 24,
-            Direction::Ingress => H + 8,
-        };
-        self.a
-            .store_imm(Size::U32, Reg::R10, frame::IPCACHE_KEY, 128);
-        self.copy_stack(peer, frame::IPCACHE_KEY + 4, 16);
-        self.identity_from(names::IPCACHE6, Family::V6);
+        self.addresses_and_identity(Family::V6);
 
         let a = &mut self.a;
         a.load(Size::U32, Reg::R1, Reg::R10, frame::L3_OFFSET);
-        a.alu64_imm(AluOp::Add, Reg::R1, 40);
+        a.alu64_imm(AluOp::Add, Reg::R1, ipv6::LEN);
         a.store(Size::U32, Reg::R10, frame::L4_OFFSET, Reg::R1);
 
         // The extension-header walk, unrolled.
@@ -203,31 +194,51 @@ impl Gen<'_> {
 
             // Options-style headers: length in 8-byte units, excluding the first 8.
             self.a.bind(options);
-            self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 2);
+            self.load_bytes(
+                Some(frame::L4_OFFSET),
+                0,
+                frame::SCRATCH,
+                ipv6::EXT_PREFIX_LEN,
+            );
             let a = &mut self.a;
-            a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + 1);
-            a.alu64_imm(AluOp::Add, Reg::R2, 1);
-            a.alu64_imm(AluOp::Lsh, Reg::R2, 3);
+            a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + ipv6::EXT_LEN);
+            a.alu64_imm(AluOp::Add, Reg::R2, ipv6::OPTIONS_LEN_BIAS);
+            a.alu64_imm(AluOp::Lsh, Reg::R2, ipv6::OPTIONS_LEN_SHIFT);
             a.ja(advance);
 
             // AH: length in 4-byte units, excluding the first 8 bytes.
             self.a.bind(auth);
-            self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 2);
+            self.load_bytes(
+                Some(frame::L4_OFFSET),
+                0,
+                frame::SCRATCH,
+                ipv6::EXT_PREFIX_LEN,
+            );
             let a = &mut self.a;
-            a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + 1);
-            a.alu64_imm(AluOp::Add, Reg::R2, 2);
-            a.alu64_imm(AluOp::Lsh, Reg::R2, 2);
+            a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + ipv6::EXT_LEN);
+            a.alu64_imm(AluOp::Add, Reg::R2, ipv6::AH_LEN_BIAS);
+            a.alu64_imm(AluOp::Lsh, Reg::R2, ipv6::AH_LEN_SHIFT);
             a.ja(advance);
 
             // Fragment header: 8 bytes; a non-zero offset is a non-first fragment.
             self.a.bind(frag);
-            self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 4);
+            self.load_bytes(
+                Some(frame::L4_OFFSET),
+                0,
+                frame::SCRATCH,
+                ipv6::FRAG_PREFIX_LEN,
+            );
             let a = &mut self.a;
-            a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + 2);
+            a.load(
+                Size::U16,
+                Reg::R1,
+                Reg::R10,
+                frame::SCRATCH + ipv6::FRAG_OFF,
+            );
             a.endian(Endian::Big, SwapBits::B16, Reg::R1);
-            a.alu64_imm(AluOp::And, Reg::R1, 0xfff8);
+            a.alu64_imm(AluOp::And, Reg::R1, ipv6::FRAG_OFFSET_MASK);
             a.jmp_imm(Cond::Ne, Reg::R1, 0, fragment);
-            a.mov64_imm(Reg::R2, 8);
+            a.mov64_imm(Reg::R2, ipv6::FRAG_HEADER_LEN);
 
             // r2 = header length; the next header is the first byte.
             a.bind(advance);
@@ -242,6 +253,51 @@ impl Gen<'_> {
         self.l4(Family::V6, track);
     }
 
+    /// From the L3 header at `frame::HEADER`: the conntrack key's family and
+    /// addresses (IPv4 fills the first 4 bytes of each; the zeroed frame
+    /// supplies the rest), then the peer's identity.
+    fn addresses_and_identity(&mut self, family: Family) {
+        const H: i16 = frame::HEADER;
+        let (saddr, daddr, len, ct_family) = match family {
+            Family::V4 => (ipv4::SADDR, ipv4::DADDR, IPV4_ADDR_LEN, CtKey::FAMILY_V4),
+            Family::V6 => (ipv6::SADDR, ipv6::DADDR, IPV6_ADDR_LEN, CtKey::FAMILY_V6),
+        };
+        let (prefixlen_at, addr_at, full_prefix, map) = match family {
+            Family::V4 => (
+                Ipcache4Key::OFF_PREFIXLEN,
+                Ipcache4Key::OFF_ADDR,
+                Ipcache4Key::FULL_PREFIX,
+                names::IPCACHE4,
+            ),
+            Family::V6 => (
+                Ipcache6Key::OFF_PREFIXLEN,
+                Ipcache6Key::OFF_ADDR,
+                Ipcache6Key::FULL_PREFIX,
+                names::IPCACHE6,
+            ),
+        };
+        self.a.store_imm(
+            Size::U8,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_FAMILY),
+            i32::from(ct_family),
+        );
+        self.copy_stack(H + saddr, frame::CT_KEY + off(CtKey::OFF_SADDR), off(len));
+        self.copy_stack(H + daddr, frame::CT_KEY + off(CtKey::OFF_DADDR), off(len));
+        let peer = match self.direction {
+            Direction::Egress => daddr,
+            Direction::Ingress => saddr,
+        };
+        self.a.store_imm(
+            Size::U32,
+            Reg::R10,
+            frame::IPCACHE_KEY + off(prefixlen_at),
+            full_prefix as i32,
+        );
+        self.copy_stack(H + peer, frame::IPCACHE_KEY + off(addr_at), off(len));
+        self.identity_from(map, family);
+    }
+
     /// `frame::IDENTITY` = ipcache lookup of `frame::IPCACHE_KEY`, or the
     /// family's world identity (9 / 10) on a miss.
     fn identity_from(&mut self, map: &str, family: Family) {
@@ -250,14 +306,14 @@ impl Gen<'_> {
         let a = &mut self.a;
         a.mov64_imm(Reg::R1, family.world_identity());
         a.jmp_imm(Cond::Eq, Reg::R0, 0, have);
-        a.load(Size::U32, Reg::R1, Reg::R0, 0);
+        a.load(Size::U32, Reg::R1, Reg::R0, off(IpcacheValue::OFF_IDENTITY));
         a.bind(have);
         a.store(Size::U32, Reg::R10, frame::IDENTITY, Reg::R1);
     }
 
-    /// L4 fields: the policy dport (`POLICY_KEY + 10`, BE) and the
-    /// conntrack ports (`CT_KEY + 32/34`, BE). Protocols without ports keep
-    /// the zeroes of the prologue.
+    /// L4 fields: the policy dport (`PolicyKey::OFF_DPORT`, BE) and the
+    /// conntrack ports (`CtKey::OFF_SPORT` / `OFF_DPORT`, BE). Protocols
+    /// without ports keep the zeroes of the prologue.
     fn l4(&mut self, family: Family, track: Label) {
         let ports = self.a.new_label();
         let icmp = self.a.new_label();
@@ -275,13 +331,28 @@ impl Gen<'_> {
 
         // TCP/UDP/SCTP: source and destination port, kept in network order.
         self.a.bind(ports);
-        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 4);
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, ports::LEN);
         let a = &mut self.a;
-        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH);
-        a.store(Size::U16, Reg::R10, frame::CT_KEY + 32, Reg::R1);
-        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + 2);
-        a.store(Size::U16, Reg::R10, frame::CT_KEY + 34, Reg::R1);
-        a.store(Size::U16, Reg::R10, frame::POLICY_KEY + 10, Reg::R1);
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + ports::SPORT);
+        a.store(
+            Size::U16,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_SPORT),
+            Reg::R1,
+        );
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + ports::DPORT);
+        a.store(
+            Size::U16,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_DPORT),
+            Reg::R1,
+        );
+        a.store(
+            Size::U16,
+            Reg::R10,
+            frame::POLICY_KEY + off(PolicyKey::OFF_DPORT),
+            Reg::R1,
+        );
         a.ja(track);
 
         // ICMP / ICMPv6: the type is the policy "port" (bytes [0, type]).
@@ -290,26 +361,27 @@ impl Gen<'_> {
         // ICMPv6; echo identifiers need 8 bytes either way.
         self.a.bind(icmp);
         let header = match family {
-            Family::V4 => 8,
-            Family::V6 => 1,
+            Family::V4 => icmp::HEADER_LEN,
+            Family::V6 => icmp::TYPE_LEN,
         };
         self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, header);
         let echo = self.a.new_label();
         let a = &mut self.a;
-        a.load(Size::U8, Reg::R1, Reg::R10, frame::SCRATCH);
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::SCRATCH + icmp::TYPE);
         match family {
             Family::V4 => {
                 if self.config.allow_icmp_frag_needed {
                     let not_frag_needed = self.a.new_label();
                     let allow = self.verdict(Verdict::AllowedIcmpFragNeeded);
                     let a = &mut self.a;
-                    a.jmp_imm(Cond::Ne, Reg::R1, 3, not_frag_needed);
-                    a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + 1);
-                    a.jmp_imm(Cond::Eq, Reg::R2, 4, allow);
+                    a.jmp_imm(Cond::Ne, Reg::R1, icmp::V4_DEST_UNREACH, not_frag_needed);
+                    a.load(Size::U8, Reg::R2, Reg::R10, frame::SCRATCH + icmp::CODE);
+                    a.jmp_imm(Cond::Eq, Reg::R2, icmp::V4_FRAG_NEEDED, allow);
                     a.bind(not_frag_needed);
                 }
-                self.a.jmp_imm(Cond::Eq, Reg::R1, 8, echo);
-                self.a.jmp_imm(Cond::Eq, Reg::R1, 0, echo);
+                self.a
+                    .jmp_imm(Cond::Eq, Reg::R1, icmp::V4_ECHO_REQUEST, echo);
+                self.a.jmp_imm(Cond::Eq, Reg::R1, icmp::V4_ECHO_REPLY, echo);
             }
             Family::V6 => {
                 if self.config.allow_ipv6_ndp {
@@ -319,31 +391,57 @@ impl Gen<'_> {
                     // Neighbour solicitation/advertisement only, as Cilium's
                     // `is_icmp6_ndp` (bpf/lib/icmp6.h); RS, RA and redirects go
                     // through policy.
-                    a.jmp_imm(Cond::Lt, Reg::R1, 135, not_ndp);
-                    a.jmp_imm(Cond::Gt, Reg::R1, 136, not_ndp);
+                    a.jmp_imm(Cond::Lt, Reg::R1, icmp::V6_NEIGHBOUR_SOLICITATION, not_ndp);
+                    a.jmp_imm(Cond::Gt, Reg::R1, icmp::V6_NEIGHBOUR_ADVERTISEMENT, not_ndp);
                     a.load(Size::U8, Reg::R2, Reg::R10, frame::HOP_LIMIT);
-                    a.jmp_imm(Cond::Eq, Reg::R2, 255, pass);
+                    a.jmp_imm(Cond::Eq, Reg::R2, icmp::NDP_HOP_LIMIT, pass);
                     a.bind(not_ndp);
                 }
-                self.a.jmp_imm(Cond::Eq, Reg::R1, 128, echo);
-                self.a.jmp_imm(Cond::Eq, Reg::R1, 129, echo);
+                self.a
+                    .jmp_imm(Cond::Eq, Reg::R1, icmp::V6_ECHO_REQUEST, echo);
+                self.a.jmp_imm(Cond::Eq, Reg::R1, icmp::V6_ECHO_REPLY, echo);
             }
         }
         let a = &mut self.a;
         // Not an echo: conntrack ports (0, type).
-        a.store(Size::U8, Reg::R10, frame::POLICY_KEY + 11, Reg::R1);
-        a.store(Size::U8, Reg::R10, frame::CT_KEY + 35, Reg::R1);
+        a.store(
+            Size::U8,
+            Reg::R10,
+            frame::POLICY_KEY + off(PolicyKey::OFF_ICMP_TYPE),
+            Reg::R1,
+        );
+        a.store(
+            Size::U8,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_ICMP_TYPE),
+            Reg::R1,
+        );
         a.ja(track);
 
         // Echo request/reply: both conntrack ports are the identifier, so
         // the reversed tuple of a reply is the request's tuple.
         a.bind(echo);
-        a.store(Size::U8, Reg::R10, frame::POLICY_KEY + 11, Reg::R1);
-        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, 8);
+        a.store(
+            Size::U8,
+            Reg::R10,
+            frame::POLICY_KEY + off(PolicyKey::OFF_ICMP_TYPE),
+            Reg::R1,
+        );
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, icmp::HEADER_LEN);
         let a = &mut self.a;
-        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + 4);
-        a.store(Size::U16, Reg::R10, frame::CT_KEY + 32, Reg::R1);
-        a.store(Size::U16, Reg::R10, frame::CT_KEY + 34, Reg::R1);
+        a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + icmp::ECHO_ID);
+        a.store(
+            Size::U16,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_SPORT),
+            Reg::R1,
+        );
+        a.store(
+            Size::U16,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_DPORT),
+            Reg::R1,
+        );
         a.ja(track);
     }
 }

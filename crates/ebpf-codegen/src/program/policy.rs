@@ -5,15 +5,23 @@
 //! for the conntrack interplay: only replies (`CT_REPLY`) skip policy;
 //! every other packet, established or not, is checked.
 
-use super::{Gen, frame, parse::proto};
+use porin_compiler::mapstate::{Key, Precedence};
+
+use super::hdr::skb;
+use super::{Gen, frame, off, parse::proto};
+use crate::abi::{CT_ADDR_LEN, CtKey, CtValue, PolicyEntry, PolicyKey};
 use crate::asm::Label;
 use crate::insn::{AluOp, Cond, Endian, Helper, Reg, Size, SwapBits};
-use crate::maps::{Direction, MARK_MAGIC_TO_PROXY, Verdict, names};
+use crate::maps::{Direction, MARK_MAGIC_TO_PROXY, MARK_PORT_SHIFT, Verdict, names};
 
 /// `MAX_PRECEDENCE`: a deny at priority 0, which short-circuits.
-const MAX_PRECEDENCE: u32 = 0xFFFF_FFFF;
-/// Offset of `mark` in `struct __sk_buff`.
-const SKB_MARK: i16 = 8;
+const MAX_PRECEDENCE: u32 = Precedence::MAX.get();
+/// Offsets and masks of `porin_policy_entry` the decision reads.
+const PRECEDENCE: i16 = off(PolicyEntry::OFF_PRECEDENCE);
+const FLAGS: i16 = off(PolicyEntry::OFF_FLAGS);
+const AUTH: i16 = off(PolicyEntry::OFF_AUTH);
+const LPM_SHIFT: i32 = PolicyEntry::LPM_SHIFT as i32;
+const AUTH_TYPE_MASK: i32 = PolicyEntry::AUTH_TYPE_MASK as i32;
 
 impl Gen<'_> {
     /// From `track` on: conntrack reply check, policy, conntrack update.
@@ -29,7 +37,7 @@ impl Gen<'_> {
         self.a.mov64_reg(Reg::R7, Reg::R0);
         self.refresh_if_fresh(Reg::R7, policy);
         let a = &mut self.a;
-        a.load(Size::U16, Reg::R1, Reg::R7, 8);
+        a.load(Size::U16, Reg::R1, Reg::R7, off(CtValue::OFF_PROXY_PORT));
         a.jmp_imm(Cond::Eq, Reg::R1, 0, reply);
         self.set_mark_from_r1();
         self.a.ja(reply);
@@ -39,31 +47,65 @@ impl Gen<'_> {
     }
 
     fn direction_byte(&self) -> u8 {
-        self.direction.byte()
+        PolicyKey::direction_byte(self.direction)
     }
 
     fn fill_ct_keys(&mut self) {
         let dir = self.direction_byte();
-        let reverse_dir = match self.direction {
-            Direction::Egress => Direction::Ingress.byte(),
-            Direction::Ingress => Direction::Egress.byte(),
-        };
+        let reverse_dir = PolicyKey::direction_byte(match self.direction {
+            Direction::Egress => Direction::Ingress,
+            Direction::Ingress => Direction::Egress,
+        });
+        let (key, reversed) = (frame::CT_KEY, frame::CT_REVERSED_KEY);
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
-        a.store(Size::U8, Reg::R10, frame::CT_KEY + 36, Reg::R1);
-        a.store(Size::U8, Reg::R10, frame::CT_REVERSED_KEY + 36, Reg::R1);
-        a.store_imm(Size::U8, Reg::R10, frame::CT_KEY + 38, dir);
-        a.store_imm(Size::U8, Reg::R10, frame::CT_REVERSED_KEY + 38, reverse_dir);
-        a.load(Size::U8, Reg::R1, Reg::R10, frame::CT_KEY + 37);
-        a.store(Size::U8, Reg::R10, frame::CT_REVERSED_KEY + 37, Reg::R1);
+        a.store(Size::U8, Reg::R10, key + off(CtKey::OFF_PROTO), Reg::R1);
+        a.store(
+            Size::U8,
+            Reg::R10,
+            reversed + off(CtKey::OFF_PROTO),
+            Reg::R1,
+        );
+        a.store_imm(Size::U8, Reg::R10, key + off(CtKey::OFF_DIRECTION), dir);
+        a.store_imm(
+            Size::U8,
+            Reg::R10,
+            reversed + off(CtKey::OFF_DIRECTION),
+            reverse_dir,
+        );
+        a.load(Size::U8, Reg::R1, Reg::R10, key + off(CtKey::OFF_FAMILY));
+        a.store(
+            Size::U8,
+            Reg::R10,
+            reversed + off(CtKey::OFF_FAMILY),
+            Reg::R1,
+        );
         // Swapped addresses and ports.
-        self.copy_stack(frame::CT_KEY, frame::CT_REVERSED_KEY + 16, 16);
-        self.copy_stack(frame::CT_KEY + 16, frame::CT_REVERSED_KEY, 16);
+        self.copy_stack(
+            key + off(CtKey::OFF_SADDR),
+            reversed + off(CtKey::OFF_DADDR),
+            off(CT_ADDR_LEN),
+        );
+        self.copy_stack(
+            key + off(CtKey::OFF_DADDR),
+            reversed + off(CtKey::OFF_SADDR),
+            off(CT_ADDR_LEN),
+        );
         let a = &mut self.a;
-        a.load(Size::U16, Reg::R1, Reg::R10, frame::CT_KEY + 32);
-        a.store(Size::U16, Reg::R10, frame::CT_REVERSED_KEY + 34, Reg::R1);
-        a.load(Size::U16, Reg::R1, Reg::R10, frame::CT_KEY + 34);
-        a.store(Size::U16, Reg::R10, frame::CT_REVERSED_KEY + 32, Reg::R1);
+        a.load(Size::U16, Reg::R1, Reg::R10, key + off(CtKey::OFF_SPORT));
+        a.store(
+            Size::U16,
+            Reg::R10,
+            reversed + off(CtKey::OFF_DPORT),
+            Reg::R1,
+        );
+        a.load(Size::U16, Reg::R1, Reg::R10, key + off(CtKey::OFF_DPORT));
+        a.store(
+            Size::U16,
+            Reg::R10,
+            reversed + off(CtKey::OFF_SPORT),
+            Reg::R1,
+        );
     }
 
     fn now_and_lifetime(&mut self) {
@@ -86,7 +128,7 @@ impl Gen<'_> {
     fn refresh_if_fresh(&mut self, value: Reg, stale: Label) {
         let fresh = self.a.new_label();
         let a = &mut self.a;
-        a.load(Size::U64, Reg::R1, value, 0);
+        a.load(Size::U64, Reg::R1, value, off(CtValue::OFF_LAST_SEEN));
         a.load(Size::U64, Reg::R2, Reg::R10, frame::NOW);
         // A timestamp from the future (another CPU) is fresh.
         a.jmp_reg(Cond::Lt, Reg::R2, Reg::R1, fresh);
@@ -95,15 +137,15 @@ impl Gen<'_> {
         a.jmp_reg(Cond::Gt, Reg::R2, Reg::R3, stale);
         a.bind(fresh);
         a.load(Size::U64, Reg::R2, Reg::R10, frame::NOW);
-        a.store(Size::U64, value, 0, Reg::R2);
+        a.store(Size::U64, value, off(CtValue::OFF_LAST_SEEN), Reg::R2);
     }
 
     /// `skb->mark = r1 << 16 | MARK_MAGIC_TO_PROXY` (r1 = proxy port, host order).
     fn set_mark_from_r1(&mut self) {
         let a = &mut self.a;
-        a.alu64_imm(AluOp::Lsh, Reg::R1, 16);
+        a.alu64_imm(AluOp::Lsh, Reg::R1, MARK_PORT_SHIFT as i32);
         a.alu64_imm(AluOp::Or, Reg::R1, MARK_MAGIC_TO_PROXY as i32);
-        a.store(Size::U32, Reg::R6, SKB_MARK, Reg::R1);
+        a.store(Size::U32, Reg::R6, skb::MARK, Reg::R1);
     }
 
     /// The two lookups and `__policy_check`; on allow, conntrack and the
@@ -122,13 +164,24 @@ impl Gen<'_> {
         let dir = self.direction_byte();
 
         // Key: {64, identity, direction, proto, dport} (dport written by L4).
+        let key = frame::POLICY_KEY;
         let a = &mut self.a;
-        a.store_imm(Size::U32, Reg::R10, frame::POLICY_KEY, 64);
+        a.store_imm(
+            Size::U32,
+            Reg::R10,
+            key + off(PolicyKey::OFF_PREFIXLEN),
+            Key::DATAPATH_FULL_PREFIX as i32,
+        );
         a.load(Size::U32, Reg::R1, Reg::R10, frame::IDENTITY);
-        a.store(Size::U32, Reg::R10, frame::POLICY_KEY + 4, Reg::R1);
-        a.store_imm(Size::U8, Reg::R10, frame::POLICY_KEY + 8, dir);
+        a.store(
+            Size::U32,
+            Reg::R10,
+            key + off(PolicyKey::OFF_IDENTITY),
+            Reg::R1,
+        );
+        a.store_imm(Size::U8, Reg::R10, key + off(PolicyKey::OFF_DIRECTION), dir);
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
-        a.store(Size::U8, Reg::R10, frame::POLICY_KEY + 9, Reg::R1);
+        a.store(Size::U8, Reg::R10, key + off(PolicyKey::OFF_PROTO), Reg::R1);
 
         // r9 = the active policy map, read once per packet.
         a.load(Size::U32, Reg::R1, Reg::R10, frame::POLICY_SLOT);
@@ -144,7 +197,7 @@ impl Gen<'_> {
         let a = &mut self.a;
         a.mov64_reg(Reg::R8, Reg::R0);
         a.jmp_imm(Cond::Eq, Reg::R8, 0, l4_lookup);
-        a.load(Size::U32, Reg::R1, Reg::R8, 4);
+        a.load(Size::U32, Reg::R1, Reg::R8, PRECEDENCE);
         a.jmp32_imm(
             Cond::Ne,
             Reg::R1,
@@ -157,7 +210,12 @@ impl Gen<'_> {
 
         // L4-only lookup (identity 0). r7 = l4 entry or NULL.
         a.bind(l4_lookup);
-        a.store_imm(Size::U32, Reg::R10, frame::POLICY_KEY + 4, 0);
+        a.store_imm(
+            Size::U32,
+            Reg::R10,
+            frame::POLICY_KEY + off(PolicyKey::OFF_IDENTITY),
+            0,
+        );
         self.policy_lookup();
         let a = &mut self.a;
         a.mov64_reg(Reg::R7, Reg::R0);
@@ -171,14 +229,14 @@ impl Gen<'_> {
         a.jmp_imm(Cond::Eq, Reg::R7, 0, check);
         // Both: L4 wins on higher precedence, or equal precedence and a
         // longer proto/port prefix.
-        a.load(Size::U32, Reg::R1, Reg::R7, 4);
-        a.load(Size::U32, Reg::R2, Reg::R8, 4);
+        a.load(Size::U32, Reg::R1, Reg::R7, PRECEDENCE);
+        a.load(Size::U32, Reg::R2, Reg::R8, PRECEDENCE);
         a.jmp_reg(Cond::Gt, Reg::R1, Reg::R2, choose_l4);
         a.jmp_reg(Cond::Ne, Reg::R1, Reg::R2, check);
-        a.load(Size::U8, Reg::R1, Reg::R7, 2);
-        a.alu64_imm(AluOp::Rsh, Reg::R1, 3);
-        a.load(Size::U8, Reg::R2, Reg::R8, 2);
-        a.alu64_imm(AluOp::Rsh, Reg::R2, 3);
+        a.load(Size::U8, Reg::R1, Reg::R7, FLAGS);
+        a.alu64_imm(AluOp::Rsh, Reg::R1, LPM_SHIFT);
+        a.load(Size::U8, Reg::R2, Reg::R8, FLAGS);
+        a.alu64_imm(AluOp::Rsh, Reg::R2, LPM_SHIFT);
         a.jmp_reg(Cond::Gt, Reg::R1, Reg::R2, choose_l4);
         a.ja(check);
         a.bind(choose_l4);
@@ -188,28 +246,33 @@ impl Gen<'_> {
 
         // __policy_check(chosen = r8, other = r7 or 0).
         a.bind(check);
-        a.load(Size::U8, Reg::R1, Reg::R8, 2);
-        a.alu64_imm(AluOp::And, Reg::R1, 1);
+        a.load(Size::U8, Reg::R1, Reg::R8, FLAGS);
+        a.alu64_imm(AluOp::And, Reg::R1, i32::from(PolicyEntry::FLAG_DENY));
         a.jmp_imm(Cond::Ne, Reg::R1, 0, by_rule);
-        a.load(Size::U8, Reg::R3, Reg::R8, 3);
+        a.load(Size::U8, Reg::R3, Reg::R8, AUTH);
         a.mov64_reg(Reg::R4, Reg::R3);
-        a.alu64_imm(AluOp::And, Reg::R4, 0x7f);
+        a.alu64_imm(AluOp::And, Reg::R4, AUTH_TYPE_MASK);
         // Derived auth: the other entry's type if precedences are equal, the
         // chosen one's is not explicit, and the other's is greater.
         a.jmp_imm(Cond::Eq, Reg::R7, 0, auth_done);
-        a.alu64_imm(AluOp::And, Reg::R3, 0x80);
+        a.alu64_imm(AluOp::And, Reg::R3, i32::from(PolicyEntry::AUTH_EXPLICIT));
         a.jmp_imm(Cond::Ne, Reg::R3, 0, auth_done);
-        a.load(Size::U32, Reg::R1, Reg::R7, 4);
-        a.load(Size::U32, Reg::R2, Reg::R8, 4);
+        a.load(Size::U32, Reg::R1, Reg::R7, PRECEDENCE);
+        a.load(Size::U32, Reg::R2, Reg::R8, PRECEDENCE);
         a.jmp_reg(Cond::Ne, Reg::R1, Reg::R2, auth_done);
-        a.load(Size::U8, Reg::R1, Reg::R7, 3);
-        a.alu64_imm(AluOp::And, Reg::R1, 0x7f);
+        a.load(Size::U8, Reg::R1, Reg::R7, AUTH);
+        a.alu64_imm(AluOp::And, Reg::R1, AUTH_TYPE_MASK);
         a.jmp_reg(Cond::Le, Reg::R1, Reg::R4, auth_done);
         a.mov64_reg(Reg::R4, Reg::R1);
         a.bind(auth_done);
         a.jmp_imm(Cond::Ne, Reg::R4, 0, auth_required);
 
-        a.load(Size::U16, Reg::R1, Reg::R8, 0);
+        a.load(
+            Size::U16,
+            Reg::R1,
+            Reg::R8,
+            off(PolicyEntry::OFF_PROXY_PORT),
+        );
         a.endian(Endian::Big, SwapBits::B16, Reg::R1);
         a.store(Size::U32, Reg::R10, frame::PROXY_PORT, Reg::R1);
         self.allowed();
@@ -239,15 +302,25 @@ impl Gen<'_> {
         self.refresh_if_fresh(Reg::R7, create);
         let a = &mut self.a;
         a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
-        a.store(Size::U16, Reg::R7, 8, Reg::R1);
+        a.store(Size::U16, Reg::R7, off(CtValue::OFF_PROXY_PORT), Reg::R1);
         a.store_imm(Size::U32, Reg::R10, frame::ESTABLISHED, 1);
         a.ja(tracked);
 
         a.bind(create);
         a.load(Size::U64, Reg::R1, Reg::R10, frame::NOW);
-        a.store(Size::U64, Reg::R10, frame::CT_VALUE, Reg::R1);
+        a.store(
+            Size::U64,
+            Reg::R10,
+            frame::CT_VALUE + off(CtValue::OFF_LAST_SEEN),
+            Reg::R1,
+        );
         a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
-        a.store(Size::U16, Reg::R10, frame::CT_VALUE + 8, Reg::R1);
+        a.store(
+            Size::U16,
+            Reg::R10,
+            frame::CT_VALUE + off(CtValue::OFF_PROXY_PORT),
+            Reg::R1,
+        );
         a.ld_map(Reg::R1, names::CONNTRACK);
         a.mov64_reg(Reg::R2, Reg::R10);
         a.alu64_imm(AluOp::Add, Reg::R2, i32::from(frame::CT_KEY));

@@ -1,6 +1,10 @@
 //! Shared helpers of the kernel tests: skip-or-fail policy and a tiny instruction encoder.
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+use porin_ebpf::abi::{
+    Ipcache4Key, Ipcache4Pair, Ipcache6Key, Ipcache6Pair, IpcacheValue, PolicyEntry, PolicyKey,
+    PolicyPair,
+};
 use porin_kernel as kernel;
 
 /// True when the kernel can be used. Without it: in CI (`CI=true`) the test fails loudly;
@@ -53,19 +57,20 @@ pub const ALLOW: u32 = 0xFFFF_FF01;
 pub const HTTP_REDIRECT: u32 = 0xFFFF_FF9A;
 
 /// Policy direction bytes.
-pub const INGRESS: u8 = 0;
+pub const INGRESS: u8 = PolicyKey::INGRESS;
 /// Egress.
-pub const EGRESS: u8 = 1;
+pub const EGRESS: u8 = PolicyKey::EGRESS;
 
-/// A policy key per DATAPATH.md §2.2: `port_prefix` of `None` means L3-only (prefix 40, proto
-/// must be 0), `Some(0)` proto-only (48), `Some(n)` proto + top n port bits.
+/// A policy key per DATAPATH.md §2.2, field by field (independently of the compiler's key
+/// encoding): `port_prefix` of `None` means L3-only (prefix 40, proto must be 0), `Some(0)`
+/// proto-only (48), `Some(n)` proto + top n port bits.
 pub fn policy_key(
     identity: u32,
     direction: u8,
     proto: u8,
     dport: u16,
     port_prefix: Option<u8>,
-) -> [u8; 12] {
+) -> PolicyKey {
     let prefixlen: u32 = match port_prefix {
         None => 40,
         Some(n) => 48 + u32::from(n.min(16)),
@@ -75,26 +80,26 @@ pub fn policy_key(
         Some(n) if n >= 16 => 0xffff,
         Some(n) => 0xffff << (16 - n),
     };
-    let mut key = [0u8; 12];
-    key[0..4].copy_from_slice(&prefixlen.to_le_bytes());
-    key[4..8].copy_from_slice(&identity.to_le_bytes());
-    key[8] = direction;
-    key[9] = proto;
-    key[10..12].copy_from_slice(&(dport & mask).to_be_bytes());
-    key
+    PolicyKey {
+        prefixlen,
+        identity,
+        direction,
+        proto,
+        dport_be: dport & mask,
+    }
 }
 
 /// A policy entry for `key` per DATAPATH.md §2.2 (the LPM prefix length is derived from the key).
-pub fn policy_entry(key: &[u8; 12], precedence: u32, proxy_port: u16, auth: u8) -> [u8; 12] {
-    let prefixlen = u32::from_le_bytes([key[0], key[1], key[2], key[3]]);
-    let lpm = u8::try_from(prefixlen - 40).expect("prefix >= 40");
-    let deny = precedence == DENY;
-    let mut entry = [0u8; 12];
-    entry[0..2].copy_from_slice(&proxy_port.to_be_bytes());
-    entry[2] = (lpm << 3) | u8::from(deny);
-    entry[3] = auth;
-    entry[4..8].copy_from_slice(&precedence.to_le_bytes());
-    entry
+pub fn policy_entry(key: &PolicyKey, precedence: u32, proxy_port: u16, auth: u8) -> PolicyEntry {
+    let lpm = u8::try_from(key.prefixlen - 40).expect("prefix >= 40");
+    let deny = u8::from(precedence == DENY);
+    PolicyEntry {
+        proxy_port_be: proxy_port,
+        flags: (lpm << PolicyEntry::LPM_SHIFT) | (deny * PolicyEntry::FLAG_DENY),
+        auth,
+        precedence,
+        ..PolicyEntry::default()
+    }
 }
 
 /// An allow entry for (identity, direction, proto, port/prefix).
@@ -104,7 +109,7 @@ pub fn allow(
     proto: u8,
     dport: u16,
     port_prefix: Option<u8>,
-) -> ([u8; 12], [u8; 12]) {
+) -> PolicyPair {
     let key = policy_key(identity, direction, proto, dport, port_prefix);
     (key, policy_entry(&key, ALLOW, 0, 0))
 }
@@ -116,29 +121,34 @@ pub fn deny(
     proto: u8,
     dport: u16,
     port_prefix: Option<u8>,
-) -> ([u8; 12], [u8; 12]) {
+) -> PolicyPair {
     let key = policy_key(identity, direction, proto, dport, port_prefix);
     (key, policy_entry(&key, DENY, 0, 0))
 }
 
 /// An IPv4 ipcache entry `addr/prefix -> identity`.
-pub fn ipcache4(addr: std::net::Ipv4Addr, prefix: u32, identity: u32) -> ([u8; 8], [u8; 8]) {
-    let mut key = [0u8; 8];
-    key[0..4].copy_from_slice(&prefix.to_le_bytes());
-    key[4..8].copy_from_slice(&addr.octets());
-    let mut value = [0u8; 8];
-    value[0..4].copy_from_slice(&identity.to_le_bytes());
-    (key, value)
+pub fn ipcache4(addr: std::net::Ipv4Addr, prefix: u32, identity: u32) -> Ipcache4Pair {
+    let key = Ipcache4Key {
+        prefixlen: prefix,
+        addr: addr.octets(),
+    };
+    (key, ipcache_value(identity))
 }
 
 /// An IPv6 ipcache entry `addr/prefix -> identity`.
-pub fn ipcache6(addr: std::net::Ipv6Addr, prefix: u32, identity: u32) -> ([u8; 20], [u8; 8]) {
-    let mut key = [0u8; 20];
-    key[0..4].copy_from_slice(&prefix.to_le_bytes());
-    key[4..20].copy_from_slice(&addr.octets());
-    let mut value = [0u8; 8];
-    value[0..4].copy_from_slice(&identity.to_le_bytes());
-    (key, value)
+pub fn ipcache6(addr: std::net::Ipv6Addr, prefix: u32, identity: u32) -> Ipcache6Pair {
+    let key = Ipcache6Key {
+        prefixlen: prefix,
+        addr: addr.octets(),
+    };
+    (key, ipcache_value(identity))
+}
+
+fn ipcache_value(identity: u32) -> IpcacheValue {
+    IpcacheValue {
+        identity,
+        ..IpcacheValue::default()
+    }
 }
 
 /// porin's datapath object with the default configuration (`include/porin.bpf.o`).

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
+use porin_compiler::identity::Identity;
+use porin_compiler::mapstate::{AuthRequirement, AuthType, Direction, Entry, Key, Precedence};
+use porin_ebpf::abi::{Ipcache4Key, Ipcache6Key, IpcacheValue};
 use porin_ebpf::maps::{MapUpdate, Verdict};
 use std::process::Command;
 
@@ -228,4 +231,56 @@ pub fn build_libbpf_loader(dir: &Path) -> std::path::PathBuf {
         "gcc load_libbpf.c failed (libbpf-dev installed?):\n{log}"
     );
     binary
+}
+
+/// The ipcache update `addr/prefix_len -> identity`.
+pub fn v4_update(prefix_len: u8, addr: Ipv4Addr, identity: u32) -> MapUpdate {
+    let key = Ipcache4Key::new(prefix_len, addr).expect("prefix fits");
+    MapUpdate::ipcache4(
+        key,
+        IpcacheValue::new(Identity::new(identity).expect("identity")),
+    )
+}
+
+/// The IPv6 ipcache update `addr/prefix_len -> identity`.
+pub fn v6_update(prefix_len: u8, addr: Ipv6Addr, identity: u32) -> MapUpdate {
+    let key = Ipcache6Key::new(prefix_len, addr).expect("prefix fits");
+    MapUpdate::ipcache6(
+        key,
+        IpcacheValue::new(Identity::new(identity).expect("identity")),
+    )
+}
+
+/// A policy key (the compiler's strict constructor: the port is masked to its prefix).
+pub fn policy_key(
+    identity: u32,
+    direction: Direction,
+    proto: u8,
+    port: u16,
+    port_prefix_len: u8,
+) -> Key {
+    Key::new(
+        direction,
+        Identity::new(identity).expect("identity"),
+        proto,
+        port,
+        port_prefix_len,
+    )
+    .expect("a valid key")
+}
+
+/// A policy entry from its datapath fields (a deny is precedence `0xFFFFFFFF`).
+pub fn policy_entry(precedence: u32, proxy_port: u16, auth_type: u8, explicit_auth: bool) -> Entry {
+    let auth_type = AuthType::new(auth_type).expect("7-bit auth type");
+    Entry {
+        precedence: Precedence::from_raw(precedence),
+        proxy_port,
+        auth: if explicit_auth {
+            AuthRequirement::explicit(auth_type)
+        } else {
+            AuthRequirement::derived(auth_type)
+        },
+        // Cookie 0, no origins.
+        ..Entry::allow()
+    }
 }

@@ -1,63 +1,10 @@
-//! Property tests: encodings round-trip, the lookup agrees with the
-//! byte-level datapath model, and insertion is order independent and keeps
-//! deny precedence (docs/semantics.md §4.6).
+//! Property tests: insertion is order independent and keeps deny
+//! precedence (docs/semantics.md §4.6). The encodings and the agreement of
+//! the lookup with a byte-level datapath model are porin-ebpf's abi tests.
 
 use proptest::prelude::*;
 
-use super::datapath_oracle::can_access;
 use super::*;
-
-fn any_identity() -> impl Strategy<Value = Identity> {
-    (0_u32..=2, 0_u32..=0xFF_FFFF).prop_map(|(scope, index)| {
-        let index = if scope > 0 && index == 0 { 1 } else { index };
-        Identity::new((scope << 24) | index).unwrap()
-    })
-}
-
-fn any_key() -> impl Strategy<Value = Key> {
-    (
-        any::<bool>(),
-        any_identity(),
-        any::<u8>(),
-        any::<u16>(),
-        0_u8..=16,
-    )
-        .prop_map(|(egress, identity, proto, port, prefix)| {
-            let dir = if egress {
-                Direction::Egress
-            } else {
-                Direction::Ingress
-            };
-            let base = Key::for_direction(dir).with_identity(identity);
-            if proto == 0 {
-                base
-            } else {
-                base.with_masked_port(proto, MaskedPort::from_prefix(port, prefix))
-                    .unwrap()
-            }
-        })
-}
-
-fn any_entry() -> impl Strategy<Value = Entry> {
-    (
-        0_u32..=Priority::MAX.get(),
-        any::<bool>(),
-        any::<u16>(),
-        any::<u8>(),
-        any::<u8>(),
-        any::<u32>(),
-    )
-        .prop_map(|(priority, deny, proxy_port, listener, auth, cookie)| {
-            Entry::new(
-                Priority::new(priority).unwrap(),
-                deny,
-                proxy_port,
-                ListenerPriority::new(listener),
-                AuthRequirement::from_byte(auth),
-            )
-            .with_cookie(cookie)
-        })
-}
 
 /// Keys drawn from a small universe so that they overlap a lot.
 fn small_key() -> impl Strategy<Value = Key> {
@@ -84,27 +31,6 @@ fn small_key() -> impl Strategy<Value = Key> {
         })
 }
 
-/// Entries with overlapping precedences: allow/deny/redirect at levels 0-1,
-/// a few auth requirements.
-fn small_entry() -> impl Strategy<Value = Entry> {
-    (
-        0_u32..=1,
-        prop::sample::select(vec![0_u8, 1, 2]), // allow, deny, redirect
-        prop::sample::select(vec![0_u8, 101, 121]),
-        prop::sample::select(vec![0_u8, 1, 2, 0x80, 0x81, 0x82]),
-        1_u16..=3,
-    )
-        .prop_map(|(priority, kind, listener, auth, proxy)| {
-            Entry::new(
-                Priority::new(priority).unwrap(),
-                kind == 1,
-                if kind == 2 { proxy } else { 0 },
-                ListenerPriority::new(listener),
-                AuthRequirement::from_byte(auth),
-            )
-        })
-}
-
 fn probes() -> Vec<(Direction, u32, u8, u16)> {
     let mut out = Vec::new();
     for dir in Direction::ALL {
@@ -119,87 +45,8 @@ fn probes() -> Vec<(Direction, u32, u8, u16)> {
     out
 }
 
-fn assert_matches_oracle(ms: &MapState) -> Result<(), TestCaseError> {
-    let encoded = ms.to_datapath_entries();
-    for (dir, identity, proto, port) in probes() {
-        let d = ms.lookup(dir, id(identity), proto, port);
-        let o = can_access(&encoded, identity, dir == Direction::Egress, proto, port);
-        let ctx = format!("{dir} id={identity} proto={proto} port={port}: {d:?} vs {o:?}");
-        prop_assert_eq!(d.verdict.drop_code().unwrap_or(0), o.ret, "{}", ctx);
-        prop_assert_eq!(d.match_type as u8, o.match_type, "{}", ctx);
-        prop_assert_eq!(
-            d.chosen.as_ref().map(|c| c.key.to_bytes()),
-            o.chosen_key,
-            "{}",
-            ctx
-        );
-        match d.verdict {
-            Verdict::Redirect { proxy_port } => {
-                prop_assert_eq!(proxy_port, o.proxy_port, "{}", ctx)
-            }
-            Verdict::Allow => prop_assert_eq!(o.proxy_port, 0, "{}", ctx),
-            Verdict::AuthRequired { auth_type } => {
-                prop_assert_eq!(auth_type.get(), o.auth_type, "{}", ctx);
-            }
-            Verdict::Deny { .. } => {}
-        }
-    }
-    Ok(())
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
-
-    #[test]
-    fn key_bytes_round_trip(key in any_key()) {
-        let bytes = key.to_bytes();
-        prop_assert_eq!(Key::from_bytes(&bytes).unwrap(), key);
-        // The encoded prefix covers exactly the key's meaningful bits.
-        let prefixlen = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
-        prop_assert_eq!(prefixlen, key.datapath_prefix_len());
-        prop_assert!(prefixlen == 40 || (48..=64).contains(&prefixlen));
-    }
-
-    #[test]
-    fn entry_bytes_round_trip(key in any_key(), entry in any_entry()) {
-        let bytes = entry.to_datapath_bytes(&key);
-        let decoded = Entry::from_datapath_bytes(&key, &bytes).unwrap();
-        prop_assert_eq!(decoded, entry.clone());
-        prop_assert_eq!(bytes[2] & 1 == 1, entry.is_deny());
-        prop_assert_eq!(u32::from(bytes[2] >> 3) + 40, key.datapath_prefix_len());
-    }
-
-    /// The evaluator agrees with the byte-level datapath model on arbitrary
-    /// states (not only ones the insertion logic would build).
-    #[test]
-    fn lookup_agrees_with_datapath_oracle(
-        pairs in prop::collection::vec((small_key(), small_entry()), 0..12)
-    ) {
-        let mut ms = MapState::new();
-        for (k, e) in pairs {
-            ms.upsert(k, e).unwrap();
-        }
-        assert_matches_oracle(&ms)?;
-    }
-
-    /// Insertion results also agree with the oracle (and never panic) under
-    /// every feature set.
-    #[test]
-    fn inserted_states_agree_with_datapath_oracle(
-        pairs in prop::collection::vec((small_key(), small_entry()), 0..12),
-        features in 0_u8..16,
-    ) {
-        let features = [PolicyFeatures::DENY, PolicyFeatures::REDIRECT, PolicyFeatures::ORDERED, PolicyFeatures::AUTH]
-            .into_iter()
-            .enumerate()
-            .filter(|(i, _)| features & (1 << i) != 0)
-            .fold(PolicyFeatures::NONE, |acc, (_, f)| acc | f);
-        let mut ms = MapState::new();
-        for (k, e) in pairs {
-            ms.insert_with_features(k, e, features).unwrap();
-        }
-        assert_matches_oracle(&ms)?;
-    }
 
     /// Deny vs allow (priority 0, no redirect): the final state does not
     /// depend on insertion order, and every flow gets the policy's meaning —

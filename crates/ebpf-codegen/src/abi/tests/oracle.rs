@@ -3,22 +3,29 @@
 //! `__policy_can_access` / `__policy_check` logic over `struct policy_entry`
 //! bytes (`bpf/lib/policy.h`, 1.19 layout, docs/semantics.md §5). Used as the
 //! brute-force oracle of the property tests, so it shares no code with
-//! `MapState::lookup` beyond the encoders under test.
+//! `MapState::lookup` beyond the encoders under test (`crate::abi`).
+
+use crate::abi::{PolicyEntry, PolicyKey};
+
+/// Policy key bytes.
+pub(super) type KeyBytes = [u8; PolicyKey::SIZE];
+/// Policy entry bytes.
+pub(super) type ValueBytes = [u8; PolicyEntry::SIZE];
 
 /// What the datapath returns: the drop code or 0 (`CTX_ACT_OK`), the proxy
 /// port, the match type and the chosen stored key bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Outcome {
-    pub(crate) ret: i32,
-    pub(crate) proxy_port: u16,
-    pub(crate) auth_type: u8,
-    pub(crate) match_type: u8,
-    pub(crate) chosen_key: Option<[u8; 12]>,
+pub(super) struct Outcome {
+    pub(super) ret: i32,
+    pub(super) proxy_port: u16,
+    pub(super) auth_type: u8,
+    pub(super) match_type: u8,
+    pub(super) chosen_key: Option<KeyBytes>,
 }
 
 /// `bpf_lpm_trie_key` match: the stored key's first `prefixlen` data bits
 /// equal the lookup key's.
-fn prefix_matches(stored: &[u8; 12], lookup: &[u8; 12]) -> Option<u32> {
+fn prefix_matches(stored: &KeyBytes, lookup: &KeyBytes) -> Option<u32> {
     let prefixlen = u32::from_le_bytes([stored[0], stored[1], stored[2], stored[3]]);
     if prefixlen > 64 {
         return None;
@@ -33,31 +40,34 @@ fn prefix_matches(stored: &[u8; 12], lookup: &[u8; 12]) -> Option<u32> {
     Some(prefixlen)
 }
 
-fn lpm<'a>(map: &'a [([u8; 12], [u8; 12])], lookup: &[u8; 12]) -> Option<&'a ([u8; 12], [u8; 12])> {
+fn lpm<'a>(
+    map: &'a [(KeyBytes, ValueBytes)],
+    lookup: &KeyBytes,
+) -> Option<&'a (KeyBytes, ValueBytes)> {
     map.iter()
         .filter_map(|kv| prefix_matches(&kv.0, lookup).map(|p| (p, kv)))
         .max_by_key(|(p, _)| *p)
         .map(|(_, kv)| kv)
 }
 
-fn precedence(v: &[u8; 12]) -> u32 {
+fn precedence(v: &ValueBytes) -> u32 {
     u32::from_le_bytes([v[4], v[5], v[6], v[7]])
 }
-fn deny(v: &[u8; 12]) -> bool {
+fn deny(v: &ValueBytes) -> bool {
     v[2] & 1 == 1
 }
-fn lpm_len(v: &[u8; 12]) -> u8 {
+fn lpm_len(v: &ValueBytes) -> u8 {
     v[2] >> 3
 }
-fn auth_type(v: &[u8; 12]) -> u8 {
+fn auth_type(v: &ValueBytes) -> u8 {
     v[3] & 0x7f
 }
-fn explicit_auth(v: &[u8; 12]) -> bool {
+fn explicit_auth(v: &ValueBytes) -> bool {
     v[3] & 0x80 != 0
 }
 
-pub(crate) fn can_access(
-    map: &[([u8; 12], [u8; 12])],
+pub(super) fn can_access(
+    map: &[(KeyBytes, ValueBytes)],
     identity: u32,
     egress: bool,
     proto: u8,
@@ -99,7 +109,11 @@ pub(crate) fn can_access(
     }
 }
 
-fn check(chosen: &([u8; 12], [u8; 12]), other: Option<&([u8; 12], [u8; 12])>, l3: bool) -> Outcome {
+fn check(
+    chosen: &(KeyBytes, ValueBytes),
+    other: Option<&(KeyBytes, ValueBytes)>,
+    l3: bool,
+) -> Outcome {
     let v = &chosen.1;
     let p_len = lpm_len(v);
     let match_type = match (l3, p_len) {
