@@ -11,9 +11,9 @@ use super::text::{is_dns1123_subdomain, is_iana_svc_name, parse_go_uint16, parse
 use crate::codes;
 use crate::diagnostic::Severity;
 use crate::model::{
-    CidrRule, EgressDenyRule, EgressRule, EndpointSelector, Entity, FqdnSelector, Groups,
-    IcmpFamily, IcmpRule, IngressDenyRule, IngressRule, IntOrString, L4Proto, L7Rules, ObjectMeta,
-    PortProtocol, PortRule, PortRuleDns, PortRuleHttp, PortRuleKafka, Rule, Service,
+    CidrRule, EndpointSelector, FqdnSelector, IcmpFamily, IcmpRule, IntOrString, L4Proto, L7Rules,
+    ObjectMeta, PortProtocol, PortRule, PortRuleDns, PortRuleHttp, PortRuleKafka, Rule, RuleItem,
+    RuleSection, ToPorts,
 };
 use crate::registry::CodeInfo;
 use crate::route::Route;
@@ -126,11 +126,8 @@ fn non_empty<T>(list: Option<&Vec<T>>) -> bool {
 
 fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule) {
     // Rule.Validate, rule_validation.go, in its order.
-    if !non_empty(rule.ingress.as_ref())
-        && !non_empty(rule.ingress_deny.as_ref())
-        && !non_empty(rule.egress.as_ref())
-        && !non_empty(rule.egress_deny.as_ref())
-    {
+    let sections = rule.sections();
+    if sections.iter().all(|(_, items)| items.is_empty()) {
         findings
             .report(
                 codes::NO_DIRECTION,
@@ -196,17 +193,10 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
             SelectorKind::Cilium,
         );
     }
-    for (index, item) in rule.ingress.iter().flatten().enumerate() {
-        validate_ingress(findings, &at.key("ingress").index(index), item, host);
-    }
-    for (index, item) in rule.ingress_deny.iter().flatten().enumerate() {
-        validate_ingress_deny(findings, &at.key("ingressDeny").index(index), item);
-    }
-    for (index, item) in rule.egress.iter().flatten().enumerate() {
-        validate_egress(findings, &at.key("egress").index(index), item, host);
-    }
-    for (index, item) in rule.egress_deny.iter().flatten().enumerate() {
-        validate_egress_deny(findings, &at.key("egressDeny").index(index), item);
+    for (section, items) in sections {
+        for (index, item) in items.iter().enumerate() {
+            validate_item(findings, &at.key(section.name()).index(index), item, host);
+        }
     }
     if let Some(value) = rule.log.as_ref().and_then(|l| l.value.as_deref()) {
         validate_log(findings, &at.key("log").key("value"), value);
@@ -616,284 +606,120 @@ fn validate_icmps(
     }
 }
 
-/// The peer fields an ingress allow rule and an ingress deny rule share
-/// (Cilium's `IngressCommonRule`, `pkg/policy/api/ingress.go`): both are
-/// checked by [`validate_ingress_peers`], in the same order.
-struct IngressPeers<'a> {
-    from_endpoints: Option<&'a Vec<EndpointSelector>>,
-    from_requires: Option<&'a Vec<EndpointSelector>>,
-    from_cidr: Option<&'a Vec<String>>,
-    from_cidr_set: Option<&'a Vec<CidrRule>>,
-    from_entities: Option<&'a Vec<Entity>>,
-    from_nodes: Option<&'a Vec<EndpointSelector>>,
-    from_groups: Option<&'a Vec<Groups>>,
-}
-
-fn validate_ingress_peers(findings: &mut Findings, at: &Route, peers: &IngressPeers<'_>) {
-    check_l3_mixing(
-        findings,
-        at,
-        &[
-            L3Kind {
-                name: "FromEndpoints",
-                key: "fromEndpoints",
-                present: non_empty(peers.from_endpoints),
-            },
-            L3Kind {
-                name: "FromCIDR",
-                key: "fromCIDR",
-                present: non_empty(peers.from_cidr),
-            },
-            L3Kind {
-                name: "FromCIDRSet",
-                key: "fromCIDRSet",
-                present: non_empty(peers.from_cidr_set),
-            },
-            L3Kind {
-                name: "FromEntities",
-                key: "fromEntities",
-                present: non_empty(peers.from_entities),
-            },
-            L3Kind {
-                name: "FromNodes",
-                key: "fromNodes",
-                present: non_empty(peers.from_nodes),
-            },
-            L3Kind {
-                name: "FromGroups",
-                key: "fromGroups",
-                present: non_empty(peers.from_groups),
-            },
-        ],
-    );
-    requires_removed(findings, at, "fromRequires", peers.from_requires);
-    nodes_need_flag(findings, at, "fromNodes", peers.from_nodes);
-    validate_endpoint_selectors(findings, at, "fromEndpoints", peers.from_endpoints);
-    validate_endpoint_selectors(findings, at, "fromNodes", peers.from_nodes);
-    validate_cidrs(findings, at, "fromCIDR", peers.from_cidr);
-    validate_cidr_rules(findings, at, "fromCIDRSet", peers.from_cidr_set);
-}
-
-/// The peer fields an egress allow rule and an egress deny rule share
-/// (Cilium's `EgressCommonRule`, `pkg/policy/api/egress.go`); `toFQDNs`
-/// exists only on allow rules, so deny rules pass `None`.
-struct EgressPeers<'a> {
-    to_endpoints: Option<&'a Vec<EndpointSelector>>,
-    to_requires: Option<&'a Vec<EndpointSelector>>,
-    to_cidr: Option<&'a Vec<String>>,
-    to_cidr_set: Option<&'a Vec<CidrRule>>,
-    to_entities: Option<&'a Vec<Entity>>,
-    to_services: Option<&'a Vec<Service>>,
-    to_fqdns: Option<&'a Vec<FqdnSelector>>,
-    to_groups: Option<&'a Vec<Groups>>,
-    to_nodes: Option<&'a Vec<EndpointSelector>>,
-}
-
-fn validate_egress_peers(findings: &mut Findings, at: &Route, peers: &EgressPeers<'_>) {
-    // A kind that is absent (toFQDNs on a deny rule) is never present, so it
-    // cannot take part in a mixing error.
-    check_l3_mixing(
-        findings,
-        at,
-        &[
-            L3Kind {
-                name: "ToCIDR",
-                key: "toCIDR",
-                present: non_empty(peers.to_cidr),
-            },
-            L3Kind {
-                name: "ToCIDRSet",
-                key: "toCIDRSet",
-                present: non_empty(peers.to_cidr_set),
-            },
-            L3Kind {
-                name: "ToEndpoints",
-                key: "toEndpoints",
-                present: non_empty(peers.to_endpoints),
-            },
-            L3Kind {
-                name: "ToEntities",
-                key: "toEntities",
-                present: non_empty(peers.to_entities),
-            },
-            L3Kind {
-                name: "ToServices",
-                key: "toServices",
-                present: non_empty(peers.to_services),
-            },
-            L3Kind {
-                name: "ToFQDNs",
-                key: "toFQDNs",
-                present: non_empty(peers.to_fqdns),
-            },
-            L3Kind {
-                name: "ToGroups",
-                key: "toGroups",
-                present: non_empty(peers.to_groups),
-            },
-            L3Kind {
-                name: "ToNodes",
-                key: "toNodes",
-                present: non_empty(peers.to_nodes),
-            },
-        ],
-    );
-    requires_removed(findings, at, "toRequires", peers.to_requires);
-    nodes_need_flag(findings, at, "toNodes", peers.to_nodes);
-    validate_endpoint_selectors(findings, at, "toEndpoints", peers.to_endpoints);
-    validate_endpoint_selectors(findings, at, "toNodes", peers.to_nodes);
-    validate_cidrs(findings, at, "toCIDR", peers.to_cidr);
-    validate_cidr_rules(findings, at, "toCIDRSet", peers.to_cidr_set);
-    validate_services(findings, at, peers.to_services);
-}
-
-fn validate_ingress(findings: &mut Findings, at: &Route, item: &IngressRule, host: bool) {
-    validate_ingress_peers(
-        findings,
-        at,
-        &IngressPeers {
-            from_endpoints: item.from_endpoints.as_ref(),
-            from_requires: item.from_requires.as_ref(),
-            from_cidr: item.from_cidr.as_ref(),
-            from_cidr_set: item.from_cidr_set.as_ref(),
-            from_entities: item.from_entities.as_ref(),
-            from_nodes: item.from_nodes.as_ref(),
-            from_groups: item.from_groups.as_ref(),
-        },
-    );
-    obsolete_auth(findings, at, item.auth.as_ref());
-    if host && has_l7(item.to_ports.as_ref()) {
-        findings
-            .report(
-                codes::HOST_L7,
-                at.key("toPorts"),
-                "L7 policy is not supported on host ingress yet",
-            )
-            .at_key()
-            .note("this rule has a nodeSelector, so it is a host policy");
-    }
-    validate_icmps(
-        findings,
-        at,
-        item.icmps.as_ref(),
-        non_empty(item.to_ports.as_ref()),
-    );
-    for (index, port_rule) in item.to_ports.iter().flatten().enumerate() {
-        validate_port_rule(findings, &at.key("toPorts").index(index), port_rule, true);
+/// The L3 kinds of an item in the order of Cilium's mixing check:
+/// `IngressCommonRule.Validate` (`pkg/policy/api/ingress.go`) and
+/// `EgressCommonRule.Validate` (`pkg/policy/api/egress.go`) test them in
+/// different orders, which decides which field a message blames. A kind the
+/// item type lacks (`toFQDNs` of a deny rule) is never present, so it cannot
+/// take part in a mixing error.
+fn l3_kinds(item: &RuleItem<'_>) -> Vec<L3Kind<'static>> {
+    let kind = |name, key, present| L3Kind { name, key, present };
+    if item.section.is_ingress() {
+        vec![
+            kind("FromEndpoints", "fromEndpoints", non_empty(item.endpoints)),
+            kind("FromCIDR", "fromCIDR", non_empty(item.cidr)),
+            kind("FromCIDRSet", "fromCIDRSet", non_empty(item.cidr_set)),
+            kind("FromEntities", "fromEntities", non_empty(item.entities)),
+            kind("FromNodes", "fromNodes", non_empty(item.nodes)),
+            kind("FromGroups", "fromGroups", non_empty(item.groups)),
+        ]
+    } else {
+        vec![
+            kind("ToCIDR", "toCIDR", non_empty(item.cidr)),
+            kind("ToCIDRSet", "toCIDRSet", non_empty(item.cidr_set)),
+            kind("ToEndpoints", "toEndpoints", non_empty(item.endpoints)),
+            kind("ToEntities", "toEntities", non_empty(item.entities)),
+            kind("ToServices", "toServices", non_empty(item.services)),
+            kind("ToFQDNs", "toFQDNs", non_empty(item.fqdns)),
+            kind("ToGroups", "toGroups", non_empty(item.groups)),
+            kind("ToNodes", "toNodes", non_empty(item.nodes)),
+        ]
     }
 }
 
-fn validate_ingress_deny(findings: &mut Findings, at: &Route, item: &IngressDenyRule) {
-    validate_ingress_peers(
-        findings,
-        at,
-        &IngressPeers {
-            from_endpoints: item.from_endpoints.as_ref(),
-            from_requires: item.from_requires.as_ref(),
-            from_cidr: item.from_cidr.as_ref(),
-            from_cidr_set: item.from_cidr_set.as_ref(),
-            from_entities: item.from_entities.as_ref(),
-            from_nodes: item.from_nodes.as_ref(),
-            from_groups: item.from_groups.as_ref(),
-        },
-    );
-    validate_icmps(
-        findings,
-        at,
-        item.icmps.as_ref(),
-        non_empty(item.to_ports.as_ref()),
-    );
-    for (index, port_rule) in item.to_ports.iter().flatten().enumerate() {
-        validate_ports(
-            findings,
-            &at.key("toPorts").index(index),
-            port_rule.ports.as_ref(),
-            false,
-        );
-    }
+/// The peer fields every section shares (Cilium's `IngressCommonRule` /
+/// `EgressCommonRule`), checked in the same order for allow and deny items.
+fn validate_peers(findings: &mut Findings, at: &Route, item: &RuleItem<'_>) {
+    check_l3_mixing(findings, at, &l3_kinds(item));
+    let from = item.section.peer_prefix();
+    let key = |field: &str| format!("{from}{field}");
+    requires_removed(findings, at, &key("Requires"), item.requires);
+    nodes_need_flag(findings, at, &key("Nodes"), item.nodes);
+    validate_endpoint_selectors(findings, at, &key("Endpoints"), item.endpoints);
+    validate_endpoint_selectors(findings, at, &key("Nodes"), item.nodes);
+    validate_cidrs(findings, at, &key("CIDR"), item.cidr);
+    validate_cidr_rules(findings, at, &key("CIDRSet"), item.cidr_set);
+    validate_services(findings, at, item.services);
 }
 
-fn validate_egress(findings: &mut Findings, at: &Route, item: &EgressRule, host: bool) {
-    validate_egress_peers(
-        findings,
-        at,
-        &EgressPeers {
-            to_endpoints: item.to_endpoints.as_ref(),
-            to_requires: item.to_requires.as_ref(),
-            to_cidr: item.to_cidr.as_ref(),
-            to_cidr_set: item.to_cidr_set.as_ref(),
-            to_entities: item.to_entities.as_ref(),
-            to_services: item.to_services.as_ref(),
-            to_fqdns: item.to_fqdns.as_ref(),
-            to_groups: item.to_groups.as_ref(),
-            to_nodes: item.to_nodes.as_ref(),
-        },
-    );
-    validate_fqdns(findings, at, item.to_fqdns.as_ref());
-    obsolete_auth(findings, at, item.auth.as_ref());
-    if host {
-        // EgressRule.Validate: Kafka/HTTP unsupported on host egress.
-        for (index, port_rule) in item.to_ports.iter().flatten().enumerate() {
-            let Some(rules) = &port_rule.rules else {
-                continue;
-            };
-            for (present, name, key) in [
-                (non_empty(rules.http.as_ref()), "HTTP", "http"),
-                (non_empty(rules.kafka.as_ref()), "Kafka", "kafka"),
-            ] {
-                if present {
-                    findings
-                        .report(
-                            codes::HOST_L7,
-                            at.key("toPorts").index(index).key("rules").key(key),
-                            format!("L7 protocol {name} is not supported on host egress yet"),
-                        )
-                        .at_key()
-                        .note("this rule has a nodeSelector, so it is a host policy");
-                }
+/// One item of any section. Fields the item type lacks are `None` in the
+/// view, so their checks find nothing.
+fn validate_item(findings: &mut Findings, at: &Route, item: &RuleItem<'_>, host: bool) {
+    validate_peers(findings, at, item);
+    validate_fqdns(findings, at, item.fqdns);
+    obsolete_auth(findings, at, item.auth);
+    if host && let Some(ToPorts::Allow(port_rules)) = item.to_ports {
+        validate_host_l7(findings, at, item.section, port_rules);
+    }
+    validate_icmps(findings, at, item.icmps, item.has_ports());
+    match item.to_ports {
+        Some(ToPorts::Allow(port_rules)) => {
+            for (index, port_rule) in port_rules.iter().enumerate() {
+                let at = at.key("toPorts").index(index);
+                validate_port_rule(findings, &at, port_rule, item.section.is_ingress());
             }
         }
-    }
-    validate_icmps(
-        findings,
-        at,
-        item.icmps.as_ref(),
-        non_empty(item.to_ports.as_ref()),
-    );
-    for (index, port_rule) in item.to_ports.iter().flatten().enumerate() {
-        validate_port_rule(findings, &at.key("toPorts").index(index), port_rule, false);
+        Some(ToPorts::Deny(port_rules)) => {
+            for (index, port_rule) in port_rules.iter().enumerate() {
+                let at = at.key("toPorts").index(index);
+                validate_ports(findings, &at, port_rule.ports.as_ref(), false);
+            }
+        }
+        None => {}
     }
 }
 
-fn validate_egress_deny(findings: &mut Findings, at: &Route, item: &EgressDenyRule) {
-    validate_egress_peers(
-        findings,
-        at,
-        &EgressPeers {
-            to_endpoints: item.to_endpoints.as_ref(),
-            to_requires: item.to_requires.as_ref(),
-            to_cidr: item.to_cidr.as_ref(),
-            to_cidr_set: item.to_cidr_set.as_ref(),
-            to_entities: item.to_entities.as_ref(),
-            to_services: item.to_services.as_ref(),
-            to_fqdns: None,
-            to_groups: item.to_groups.as_ref(),
-            to_nodes: item.to_nodes.as_ref(),
-        },
-    );
-    validate_icmps(
-        findings,
-        at,
-        item.icmps.as_ref(),
-        non_empty(item.to_ports.as_ref()),
-    );
-    for (index, port_rule) in item.to_ports.iter().flatten().enumerate() {
-        validate_ports(
-            findings,
-            &at.key("toPorts").index(index),
-            port_rule.ports.as_ref(),
-            false,
-        );
+/// L7 on a host policy (a rule with a nodeSelector): `IngressRule.Validate`
+/// refuses any L7 on host ingress, `EgressRule.Validate` Kafka and HTTP on
+/// host egress.
+fn validate_host_l7(
+    findings: &mut Findings,
+    at: &Route,
+    section: RuleSection,
+    port_rules: &[PortRule],
+) {
+    if section.is_ingress() {
+        if has_l7(port_rules) {
+            findings
+                .report(
+                    codes::HOST_L7,
+                    at.key("toPorts"),
+                    "L7 policy is not supported on host ingress yet",
+                )
+                .at_key()
+                .note("this rule has a nodeSelector, so it is a host policy");
+        }
+        return;
+    }
+    for (index, port_rule) in port_rules.iter().enumerate() {
+        let Some(rules) = &port_rule.rules else {
+            continue;
+        };
+        for (present, name, key) in [
+            (non_empty(rules.http.as_ref()), "HTTP", "http"),
+            (non_empty(rules.kafka.as_ref()), "Kafka", "kafka"),
+        ] {
+            if present {
+                findings
+                    .report(
+                        codes::HOST_L7,
+                        at.key("toPorts").index(index).key("rules").key(key),
+                        format!("L7 protocol {name} is not supported on host egress yet"),
+                    )
+                    .at_key()
+                    .note("this rule has a nodeSelector, so it is a host policy");
+            }
+        }
     }
 }
 
@@ -921,11 +747,8 @@ fn validate_services(
 /// every port rule whose L7 rules are not `IsEmpty`, even with zero rules
 /// (so `http: []` or an `l7proto` list counts), and `IngressRule.Validate`
 /// tests the map's length for host policies.
-fn has_l7(port_rules: Option<&Vec<PortRule>>) -> bool {
-    port_rules
-        .into_iter()
-        .flatten()
-        .any(|p| !l7_is_empty(p.rules.as_ref()))
+fn has_l7(port_rules: &[PortRule]) -> bool {
+    port_rules.iter().any(|p| !l7_is_empty(p.rules.as_ref()))
 }
 
 /// `L7Rules.IsEmpty`: no http/kafka/dns/l7 list at all (an `l7proto` alone is "empty").

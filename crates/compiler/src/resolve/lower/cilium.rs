@@ -2,15 +2,13 @@
 
 use porin_model::model::{AuthenticationMode, Rule};
 
-use super::peers::{
-    ItemCtx, Peers, egress_deny_peers, egress_peers, ingress_deny_peers, ingress_peers,
-};
-use super::ports::has_l4;
+use super::origin::direction_of;
+use super::peers::ItemCtx;
 use super::selectors::{convert_selector, namespace_pin};
-use super::{Ctx, EGRESS, EGRESS_DENY, INGRESS, INGRESS_DENY, PolicyInput, Section};
+use super::{Ctx, PolicyInput};
 use crate::codes;
 use crate::labels::{POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED};
-use crate::resolve::rule::{AuthMode, PolicyRule, PortSpec};
+use crate::resolve::rule::{AuthMode, PolicyRule};
 use crate::selector::SelectorKey;
 
 impl Ctx<'_> {
@@ -63,91 +61,39 @@ impl Ctx<'_> {
             .and_then(|v| self.out.cookies.get(v).copied())
             .unwrap_or(0);
 
-        let push = |ctx: &mut Self,
-                    section: Section,
-                    index: usize,
-                    peers: Peers<'_>,
-                    l4_present: bool,
-                    ports: &dyn Fn(&mut Self, &str) -> Vec<PortSpec>,
-                    auth: Option<AuthMode>,
-                    dd: bool| {
-            let route = format!("{spec_route}.{}[{index}]", section.id);
-            let origin = ctx.new_origin(input, namespace, section, index, &route);
-            let ports = ports(ctx, &route);
-            let item = ItemCtx {
-                input,
-                namespace,
-                subject_selects_init,
-                route: route.clone(),
-                deny: section.deny,
-                direction: section.direction,
+        for (section, items) in rule.sections() {
+            let dd = if section.is_ingress() {
+                ingress_dd
+            } else {
+                egress_dd
             };
-            let peers = ctx.peers(&item, &peers, l4_present);
-            ctx.out.rules.push(PolicyRule {
-                origin,
-                subject: subject.clone(),
-                direction: section.direction,
-                deny: section.deny,
-                default_deny: dd,
-                peers,
-                l3_only: !l4_present,
-                ports,
-                auth,
-                cookie,
-            });
-        };
-
-        for (i, item) in rule.ingress.iter().flatten().enumerate() {
-            let peers = ingress_peers(item);
-            push(
-                self,
-                INGRESS,
-                i,
-                peers,
-                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
-                &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
-                auth_of(item.authentication.as_ref().map(|a| a.mode)),
-                ingress_dd,
-            );
-        }
-        for (i, item) in rule.ingress_deny.iter().flatten().enumerate() {
-            let peers = ingress_deny_peers(item);
-            push(
-                self,
-                INGRESS_DENY,
-                i,
-                peers,
-                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
-                &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
-                None,
-                ingress_dd,
-            );
-        }
-        for (i, item) in rule.egress.iter().flatten().enumerate() {
-            let peers = egress_peers(item);
-            push(
-                self,
-                EGRESS,
-                i,
-                peers,
-                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
-                &|c, r| c.port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
-                auth_of(item.authentication.as_ref().map(|a| a.mode)),
-                egress_dd,
-            );
-        }
-        for (i, item) in rule.egress_deny.iter().flatten().enumerate() {
-            let peers = egress_deny_peers(item);
-            push(
-                self,
-                EGRESS_DENY,
-                i,
-                peers,
-                has_l4(item.to_ports.as_ref(), item.icmps.as_ref()),
-                &|c, r| c.deny_port_rules(input, r, item.to_ports.as_ref(), item.icmps.as_ref()),
-                None,
-                egress_dd,
-            );
+            for (index, rule_item) in items.iter().enumerate() {
+                let l4_present = rule_item.has_l4();
+                let route = format!("{spec_route}.{section}[{index}]");
+                let origin = self.new_origin(input, namespace, section, index, &route);
+                let ports = self.port_rules(input, &route, rule_item);
+                let item = ItemCtx {
+                    input,
+                    namespace,
+                    subject_selects_init,
+                    route: route.clone(),
+                    deny: section.is_deny(),
+                    direction: direction_of(section),
+                };
+                let peers = self.peers(&item, rule_item, l4_present);
+                self.out.rules.push(PolicyRule {
+                    origin,
+                    subject: subject.clone(),
+                    direction: direction_of(section),
+                    deny: section.is_deny(),
+                    default_deny: dd,
+                    peers,
+                    l3_only: !l4_present,
+                    ports,
+                    auth: auth_of(rule_item.authentication.map(|a| a.mode)),
+                    cookie,
+                });
+            }
         }
     }
 }

@@ -4,12 +4,13 @@
 use std::collections::BTreeMap;
 
 use porin_model::model::{
-    IntOrString, K8sProtocol, LabelSelector, NetworkPolicy, NetworkPolicyPeer,
+    IntOrString, K8sProtocol, LabelSelector, NetworkPolicy, NetworkPolicyPeer, RuleSection,
 };
 
+use super::origin::direction_of;
 use super::peers::ItemCtx;
 use super::selectors::{k8s_selector, namespace_pin, without_namespace_match};
-use super::{Ctx, EGRESS, INGRESS, PolicyInput, Section};
+use super::{Ctx, PolicyInput};
 use crate::codes;
 use crate::labels::{CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_K8S};
 use crate::mapstate::Direction;
@@ -35,7 +36,7 @@ impl Ctx<'_> {
 
         for (section, items) in [
             (
-                INGRESS,
+                RuleSection::Ingress,
                 spec.ingress.as_ref().map(|l| {
                     l.iter()
                         .map(|r| (r.from.as_ref(), r.ports.as_ref()))
@@ -43,7 +44,7 @@ impl Ctx<'_> {
                 }),
             ),
             (
-                EGRESS,
+                RuleSection::Egress,
                 spec.egress.as_ref().map(|l| {
                     l.iter()
                         .map(|r| (r.to.as_ref(), r.ports.as_ref()))
@@ -52,7 +53,8 @@ impl Ctx<'_> {
             ),
         ] {
             for (index, (peers, ports)) in items.unwrap_or_default().into_iter().enumerate() {
-                let route = format!("spec.{}[{index}]", section.id);
+                let route = format!("spec.{section}[{index}]");
+                let direction = direction_of(section);
                 let origin = self.new_origin(input, Some(&namespace), section, index, &route);
                 let port_specs = self.knp_ports(input, &route, ports);
                 let peer_lists: Vec<Vec<Selector>> = match peers.filter(|p| !p.is_empty()) {
@@ -63,18 +65,18 @@ impl Ctx<'_> {
                         .map(|(j, peer)| {
                             let peer_route = format!(
                                 "{route}.{}[{j}]",
-                                if section.direction == Direction::Ingress {
+                                if direction == Direction::Ingress {
                                     "from"
                                 } else {
                                     "to"
                                 }
                             );
-                            self.knp_peer(input, &namespace, section.direction, &peer_route, peer)
+                            self.knp_peer(input, &namespace, direction, &peer_route, peer)
                         })
                         .collect(),
                 };
                 for selectors in peer_lists {
-                    if section.direction == Direction::Ingress {
+                    if direction == Direction::Ingress {
                         ingress_count += 1;
                     } else {
                         egress_count += 1;
@@ -82,7 +84,7 @@ impl Ctx<'_> {
                     self.out.rules.push(PolicyRule {
                         origin,
                         subject: subject.clone(),
-                        direction: section.direction,
+                        direction,
                         deny: false,
                         default_deny: true,
                         peers: Some(selectors),
@@ -96,13 +98,14 @@ impl Ctx<'_> {
         }
         use porin_model::model::PolicyType;
         let has = |t: PolicyType| policy_types.contains(&t);
-        let default_deny = |ctx: &mut Self, section: Section| {
+        let default_deny = |ctx: &mut Self, section: RuleSection| {
+            let direction = direction_of(section);
             let route = "spec.policyTypes".to_owned();
             let origin = ctx.new_origin(input, Some(&namespace), section, 0, &route);
             ctx.out.rules.push(PolicyRule {
                 origin,
                 subject: subject.clone(),
-                direction: section.direction,
+                direction,
                 deny: false,
                 default_deny: true,
                 peers: None,
@@ -113,10 +116,10 @@ impl Ctx<'_> {
             });
         };
         if ingress_count == 0 && (has(PolicyType::Ingress) || !has(PolicyType::Egress)) {
-            default_deny(self, INGRESS);
+            default_deny(self, RuleSection::Ingress);
         }
         if egress_count == 0 && has(PolicyType::Egress) {
-            default_deny(self, EGRESS);
+            default_deny(self, RuleSection::Egress);
         }
     }
 

@@ -17,6 +17,7 @@ mod ports;
 mod selectors;
 
 pub use origin::{Origin, OriginKind, RuleSection};
+use origin::{allow_section, direction_of};
 pub use selectors::convert_selector;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -147,7 +148,7 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             kind: OriginKind::Synthetic,
             namespace: None,
             name: format!("allow-any-{direction}"),
-            section: RuleSection::allow(direction),
+            section: allow_section(direction),
             index: 0,
             direction,
             deny: false,
@@ -217,41 +218,12 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
     ctx.out
 }
 
-/// What a rule section is, for routes and origins.
-#[derive(Clone, Copy)]
-struct Section {
-    id: RuleSection,
-    direction: Direction,
-    deny: bool,
-}
-
-const INGRESS: Section = Section {
-    id: RuleSection::Ingress,
-    direction: Direction::Ingress,
-    deny: false,
-};
-const INGRESS_DENY: Section = Section {
-    id: RuleSection::IngressDeny,
-    direction: Direction::Ingress,
-    deny: true,
-};
-const EGRESS: Section = Section {
-    id: RuleSection::Egress,
-    direction: Direction::Egress,
-    deny: false,
-};
-const EGRESS_DENY: Section = Section {
-    id: RuleSection::EgressDeny,
-    direction: Direction::Egress,
-    deny: true,
-};
-
 impl Ctx<'_> {
     fn new_origin(
         &mut self,
         input: &PolicyInput<'_>,
         namespace: Option<&str>,
-        section: Section,
+        section: RuleSection,
         index: usize,
         route: &str,
     ) -> u32 {
@@ -262,10 +234,10 @@ impl Ctx<'_> {
             kind: OriginKind::of(input.policy),
             namespace: namespace.map(str::to_owned),
             name: input.policy.name().to_owned(),
-            section: section.id,
+            section,
             index,
-            direction: section.direction,
-            deny: section.deny,
+            direction: direction_of(section),
+            deny: section.is_deny(),
             route: route.to_owned(),
             file: input.file.to_owned(),
             document: input.document,

@@ -1,6 +1,7 @@
 //! Where compiled entries come from: [`Origin`] and its enums.
 
 use porin_model::model::PolicyDocument;
+pub use porin_model::model::RuleSection;
 use serde::Serialize;
 
 use crate::mapstate::Direction;
@@ -79,43 +80,20 @@ impl std::fmt::Display for OriginKind {
     }
 }
 
-/// The rule section of a policy an [`Origin`] is an item of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub enum RuleSection {
-    /// `ingress`.
-    Ingress,
-    /// `ingressDeny`.
-    IngressDeny,
-    /// `egress`.
-    Egress,
-    /// `egressDeny`.
-    EgressDeny,
-}
-
-impl RuleSection {
-    /// The field name (`ingressDeny`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            RuleSection::Ingress => "ingress",
-            RuleSection::IngressDeny => "ingressDeny",
-            RuleSection::Egress => "egress",
-            RuleSection::EgressDeny => "egressDeny",
-        }
-    }
-
-    /// The allow section of a direction (where Cilium's own rules go).
-    pub const fn allow(direction: Direction) -> Self {
-        match direction {
-            Direction::Ingress => RuleSection::Ingress,
-            Direction::Egress => RuleSection::Egress,
-        }
+/// The direction of a section's traffic.
+pub(super) const fn direction_of(section: RuleSection) -> Direction {
+    if section.is_ingress() {
+        Direction::Ingress
+    } else {
+        Direction::Egress
     }
 }
 
-impl std::fmt::Display for RuleSection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+/// The allow section of a direction (where Cilium's own rules go).
+pub(super) const fn allow_section(direction: Direction) -> RuleSection {
+    match direction {
+        Direction::Ingress => RuleSection::Ingress,
+        Direction::Egress => RuleSection::Egress,
     }
 }
 

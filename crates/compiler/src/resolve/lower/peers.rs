@@ -5,10 +5,7 @@ use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
 use porin_model::CodeInfo;
-use porin_model::model::{
-    CidrRule, EgressDenyRule, EgressRule, Entity, FqdnSelector, IngressDenyRule, IngressRule,
-    LabelSelector, Service as ServiceRef,
-};
+use porin_model::model::{FqdnSelector, LabelSelector, RuleItem, Service as ServiceRef};
 
 use super::selectors::{
     convert_selector, entity_selectors, is_cluster_key, is_namespace_labels_key,
@@ -23,30 +20,17 @@ use crate::mapstate::Direction;
 use crate::resolve::matchpattern::MatchPattern;
 use crate::selector::{Requirement, Selector, SelectorKey};
 
-/// The L3 fields of one rule item, common to the four item types.
-#[derive(Default)]
-pub(super) struct Peers<'r> {
-    pub(super) endpoints: Option<&'r Vec<LabelSelector>>,
-    pub(super) cidr: Option<&'r Vec<String>>,
-    pub(super) cidr_set: Option<&'r Vec<CidrRule>>,
-    pub(super) entities: Option<&'r Vec<Entity>>,
-    pub(super) nodes: Option<&'r Vec<LabelSelector>>,
-    pub(super) groups: bool,
-    pub(super) services: Option<&'r Vec<ServiceRef>>,
-    pub(super) fqdns: Option<&'r Vec<FqdnSelector>>,
-}
-
-impl Peers<'_> {
-    pub(super) fn any_set(&self) -> bool {
-        self.endpoints.is_some()
-            || self.cidr.is_some()
-            || self.cidr_set.is_some()
-            || self.entities.is_some()
-            || self.nodes.is_some()
-            || self.groups
-            || self.services.is_some()
-            || self.fqdns.is_some()
-    }
+/// Whether an item names any L3 peer field (a `fromGroups`/`toGroups` list
+/// counts only when it has an entry; `*Requires` are removed in 1.19).
+fn any_peer_set(item: &RuleItem<'_>) -> bool {
+    item.endpoints.is_some()
+        || item.cidr.is_some()
+        || item.cidr_set.is_some()
+        || item.entities.is_some()
+        || item.nodes.is_some()
+        || item.groups.is_some_and(|g| !g.is_empty())
+        || item.services.is_some()
+        || item.fqdns.is_some()
 }
 
 /// Everything about the rule being lowered that peer resolution needs.
@@ -158,10 +142,10 @@ impl Ctx<'_> {
     pub(super) fn peers(
         &mut self,
         item: &ItemCtx<'_>,
-        peers: &Peers<'_>,
+        peers: &RuleItem<'_>,
         has_ports: bool,
     ) -> Option<Vec<Selector>> {
-        if !peers.any_set() {
+        if !any_peer_set(peers) {
             // Only toPorts: every peer on those ports; nothing at all: the
             // rule allows nothing but still enforces (§3.2).
             return has_ports.then(|| vec![Selector::wildcard()]);
@@ -210,7 +194,7 @@ impl Ctx<'_> {
                 &mut selectors,
             );
         }
-        if peers.groups {
+        if peers.groups.is_some_and(|g| !g.is_empty()) {
             let route = format!("{base}.{from}Groups");
             self.unresolved(
                 item,
@@ -448,55 +432,5 @@ impl Ctx<'_> {
             self.out.prefixes.insert(prefix);
             selectors.push(Selector::cidr(prefix, &[]));
         }
-    }
-}
-
-pub(super) fn ingress_peers(item: &IngressRule) -> Peers<'_> {
-    Peers {
-        endpoints: item.from_endpoints.as_ref(),
-        cidr: item.from_cidr.as_ref(),
-        cidr_set: item.from_cidr_set.as_ref(),
-        entities: item.from_entities.as_ref(),
-        nodes: item.from_nodes.as_ref(),
-        groups: item.from_groups.as_ref().is_some_and(|g| !g.is_empty()),
-        ..Peers::default()
-    }
-}
-
-pub(super) fn ingress_deny_peers(item: &IngressDenyRule) -> Peers<'_> {
-    Peers {
-        endpoints: item.from_endpoints.as_ref(),
-        cidr: item.from_cidr.as_ref(),
-        cidr_set: item.from_cidr_set.as_ref(),
-        entities: item.from_entities.as_ref(),
-        nodes: item.from_nodes.as_ref(),
-        groups: item.from_groups.as_ref().is_some_and(|g| !g.is_empty()),
-        ..Peers::default()
-    }
-}
-
-pub(super) fn egress_peers(item: &EgressRule) -> Peers<'_> {
-    Peers {
-        endpoints: item.to_endpoints.as_ref(),
-        cidr: item.to_cidr.as_ref(),
-        cidr_set: item.to_cidr_set.as_ref(),
-        entities: item.to_entities.as_ref(),
-        nodes: item.to_nodes.as_ref(),
-        groups: item.to_groups.as_ref().is_some_and(|g| !g.is_empty()),
-        services: item.to_services.as_ref(),
-        fqdns: item.to_fqdns.as_ref(),
-    }
-}
-
-pub(super) fn egress_deny_peers(item: &EgressDenyRule) -> Peers<'_> {
-    Peers {
-        endpoints: item.to_endpoints.as_ref(),
-        cidr: item.to_cidr.as_ref(),
-        cidr_set: item.to_cidr_set.as_ref(),
-        entities: item.to_entities.as_ref(),
-        nodes: item.to_nodes.as_ref(),
-        groups: item.to_groups.as_ref().is_some_and(|g| !g.is_empty()),
-        services: item.to_services.as_ref(),
-        fqdns: None,
     }
 }

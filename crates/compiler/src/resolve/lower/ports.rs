@@ -1,6 +1,8 @@
 //! L4 of a rule item: `toPorts` and `icmps`.
 
-use porin_model::model::{IcmpFamily, IcmpRule, IntOrString, L4Proto, PortProtocol, PortRule};
+use porin_model::model::{
+    IcmpFamily, IcmpRule, IntOrString, L4Proto, PortProtocol, RuleItem, ToPorts,
+};
 
 use super::l7::l7_of;
 use super::{Ctx, PolicyInput};
@@ -8,44 +10,37 @@ use crate::codes;
 use crate::resolve::rule::{L7, PortRef, PortSpec, icmp_type, parse_port_number, proto};
 
 impl Ctx<'_> {
+    /// The L4 of an item: its `toPorts` (with L7 for allow items), then its
+    /// `icmps`.
     pub(super) fn port_rules(
         &mut self,
         input: &PolicyInput<'_>,
         route: &str,
-        to_ports: Option<&Vec<PortRule>>,
-        icmps: Option<&Vec<IcmpRule>>,
+        item: &RuleItem<'_>,
     ) -> Vec<PortSpec> {
         let mut specs = Vec::new();
-        for (i, port_rule) in to_ports.iter().flat_map(|l| l.iter()).enumerate() {
-            let l7 = l7_of(port_rule);
-            for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
+        // (L7 of the port rule, its ports), for allow and deny port rules alike.
+        let port_rules: Vec<(L7, Option<&Vec<PortProtocol>>)> = match item.to_ports {
+            Some(ToPorts::Allow(list)) => {
+                list.iter().map(|p| (l7_of(p), p.ports.as_ref())).collect()
+            }
+            Some(ToPorts::Deny(list)) => list
+                .iter()
+                .map(|p| (L7::none(), p.ports.as_ref()))
+                .collect(),
+            None => Vec::new(),
+        };
+        for (i, (l7, ports)) in port_rules.into_iter().enumerate() {
+            for (j, pp) in ports.iter().flat_map(|l| l.iter()).enumerate() {
                 let r = format!("{route}.toPorts[{i}].ports[{j}]");
-                if let Some(spec) = self.port_spec(input, &r, pp, l7.clone(), false) {
+                if let Some(spec) =
+                    self.port_spec(input, &r, pp, l7.clone(), item.section.is_deny())
+                {
                     specs.push(spec);
                 }
             }
         }
-        self.icmp_specs(input, route, icmps, &mut specs);
-        specs
-    }
-
-    pub(super) fn deny_port_rules(
-        &mut self,
-        input: &PolicyInput<'_>,
-        route: &str,
-        to_ports: Option<&Vec<porin_model::model::PortDenyRule>>,
-        icmps: Option<&Vec<IcmpRule>>,
-    ) -> Vec<PortSpec> {
-        let mut specs = Vec::new();
-        for (i, port_rule) in to_ports.iter().flat_map(|l| l.iter()).enumerate() {
-            for (j, pp) in port_rule.ports.iter().flat_map(|l| l.iter()).enumerate() {
-                let r = format!("{route}.toPorts[{i}].ports[{j}]");
-                if let Some(spec) = self.port_spec(input, &r, pp, L7::none(), true) {
-                    specs.push(spec);
-                }
-            }
-        }
-        self.icmp_specs(input, route, icmps, &mut specs);
+        self.icmp_specs(input, route, item.icmps, &mut specs);
         specs
     }
 
@@ -172,12 +167,4 @@ impl Ctx<'_> {
             l7,
         })
     }
-}
-
-/// Whether a rule item has an L4 part (`toPorts` or `icmps` non-empty, as
-/// `len(ToPorts) > 0 || len(ICMPs) > 0` in `pkg/policy/rule.go`). An item
-/// whose ports all fail to parse is still an L4 rule: it allows nothing
-/// rather than everything.
-pub(super) fn has_l4<P, I>(to_ports: Option<&Vec<P>>, icmps: Option<&Vec<I>>) -> bool {
-    to_ports.is_some_and(|l| !l.is_empty()) || icmps.is_some_and(|l| !l.is_empty())
 }
