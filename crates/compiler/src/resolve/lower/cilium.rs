@@ -77,8 +77,7 @@ impl Ctx<'_> {
                     namespace,
                     subject_selects_init,
                     route: route.clone(),
-                    deny: section.is_deny(),
-                    direction: direction_of(section),
+                    section,
                 };
                 let peers = self.peers(&item, rule_item, l4_present);
                 self.out.rules.push(PolicyRule {

@@ -7,7 +7,7 @@ use porin_model::model::{
     IntOrString, K8sProtocol, LabelSelector, NetworkPolicy, NetworkPolicyPeer, RuleSection,
 };
 
-use super::origin::direction_of;
+use super::origin::{allow_section, direction_of};
 use super::peers::ItemCtx;
 use super::selectors::{k8s_selector, namespace_pin, without_namespace_match};
 use super::{Ctx, PolicyInput};
@@ -243,8 +243,7 @@ impl Ctx<'_> {
                 namespace: Some(namespace),
                 subject_selects_init: false,
                 route: route.to_owned(),
-                deny: false,
-                direction,
+                section: allow_section(direction),
             };
             let except = block.except.clone().unwrap_or_default();
             self.add_cidr(

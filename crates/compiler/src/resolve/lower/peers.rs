@@ -5,7 +5,9 @@ use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
 use porin_model::CodeInfo;
-use porin_model::model::{FqdnSelector, LabelSelector, RuleItem, Service as ServiceRef};
+use porin_model::model::{
+    FqdnSelector, LabelSelector, RuleItem, RuleSection, Service as ServiceRef,
+};
 
 use super::selectors::{
     convert_selector, entity_selectors, is_cluster_key, is_namespace_labels_key,
@@ -16,7 +18,6 @@ use crate::codes;
 use crate::labels::{
     CLUSTER_LABEL, POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED, canonical_prefix, host_prefix,
 };
-use crate::mapstate::Direction;
 use crate::resolve::matchpattern::MatchPattern;
 use crate::selector::{Requirement, Selector, SelectorKey};
 
@@ -39,8 +40,8 @@ pub(super) struct ItemCtx<'x> {
     pub(super) namespace: Option<&'x str>,
     pub(super) subject_selects_init: bool,
     pub(super) route: String,
-    pub(super) deny: bool,
-    pub(super) direction: Direction,
+    /// The section of the item (for KNP, the allow section of its direction).
+    pub(super) section: RuleSection,
 }
 
 impl Ctx<'_> {
@@ -54,7 +55,7 @@ impl Ctx<'_> {
         what: String,
         selectors: &mut Vec<Selector>,
     ) {
-        let consequence = if item.deny {
+        let consequence = if item.section.is_deny() {
             selectors.push(Selector::wildcard());
             "porin denies these ports to every peer instead (fail closed)"
         } else {
@@ -150,11 +151,7 @@ impl Ctx<'_> {
             // rule allows nothing but still enforces (§3.2).
             return has_ports.then(|| vec![Selector::wildcard()]);
         }
-        let from = if item.direction == Direction::Ingress {
-            "from"
-        } else {
-            "to"
-        };
+        let from = item.section.peer_prefix();
         let base = &item.route;
         let mut selectors = Vec::new();
         for sel in peers.endpoints.iter().flat_map(|l| l.iter()) {
@@ -228,7 +225,7 @@ impl Ctx<'_> {
         has_ports: bool,
         selectors: &mut Vec<Selector>,
     ) {
-        if item.deny {
+        if item.section.is_deny() {
             let consequence = if has_ports {
                 selectors.push(Selector::wildcard());
                 "with its ports, Cilium denies them to every peer, and so does porin"
@@ -258,7 +255,7 @@ impl Ctx<'_> {
         // processRule appends nothing for these; if nothing else of the
         // rule's toServices yields a peer, Cilium's rule has an empty L3,
         // which with ports is every peer.
-        let rule_has_no_peer = selectors.len() == before && has_ports && !item.deny;
+        let rule_has_no_peer = selectors.len() == before && has_ports && !item.section.is_deny();
         if services.is_empty() && rule_has_no_peer {
             failures.push((
                 format!("{base}.toServices"),
