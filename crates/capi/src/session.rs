@@ -551,10 +551,7 @@ pub extern "C" fn porin_session_compile(
             .compile(&inputs, &inventory)
             .map_err(|e| compile_error(&e))?;
         let mut findings = state.policies.diagnostics.clone();
-        findings.extend(compiled.diagnostics.iter().cloned());
-        for endpoint in &compiled.endpoints {
-            findings.extend(endpoint.diagnostics.iter().cloned());
-        }
+        findings.extend(compiled.all_diagnostics().cloned());
         let compilation = Compilation::new(compiled)
             .map_err(|e| Failure::new(porin_result::EmitFailed, e.to_string()))?;
         // Success: keep the assigned addresses and identity numbers.

@@ -283,13 +283,18 @@ impl Compiled {
         usize::try_from(id).ok().and_then(|i| self.origins.get(i))
     }
 
+    /// Every diagnostic of the compilation: the policy-wide ones, then each
+    /// endpoint's in endpoint order. The front ends (CLI, C API, `porin
+    /// test`) report this list, so none forgets the endpoints' findings.
+    pub fn all_diagnostics(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics
+            .iter()
+            .chain(self.endpoints.iter().flat_map(|e| e.diagnostics.iter()))
+    }
+
     /// Whether any diagnostic is an error.
     pub fn has_errors(&self) -> bool {
-        self.diagnostics.iter().any(Diagnostic::is_error)
-            || self
-                .endpoints
-                .iter()
-                .any(|e| e.diagnostics.iter().any(Diagnostic::is_error))
+        self.all_diagnostics().any(Diagnostic::is_error)
     }
 
     /// Deterministic, pretty JSON.

@@ -65,12 +65,7 @@ fn run_file_into(
     };
     result.file.clone_from(&prepared.file);
     result.name.clone_from(&prepared.spec.name);
-    let mut findings: Vec<&porin_model::diagnostic::Diagnostic> =
-        prepared.compiled.diagnostics.iter().collect();
-    for endpoint in &prepared.compiled.endpoints {
-        findings.extend(endpoint.diagnostics.iter());
-    }
-    for finding in findings {
+    for finding in prepared.compiled.all_diagnostics() {
         if finding.severity == porin_model::diagnostic::Severity::Info {
             continue;
         }

@@ -81,10 +81,7 @@ pub fn compile_loaded(
         .context("cannot load the inventory")?;
     let inputs = PolicyInput::from_outcome(&outcome);
     let compiled = compile_with_limits(&inputs, &inventory, &limits.compile)?;
-    let mut diagnostics = compiled.diagnostics.clone();
-    for endpoint in &compiled.endpoints {
-        diagnostics.extend(endpoint.diagnostics.iter().cloned());
-    }
+    let diagnostics: Vec<_> = compiled.all_diagnostics().cloned().collect();
     if !diagnostics.is_empty() {
         eprint!("{}", render_human_all(&diagnostics, &outcome.sources));
     }

@@ -3,6 +3,7 @@
 //! (`pkg/policy/types/policyentry.go`, built by `utils.RulesToPolicyEntries`
 //! and `k8s.ParseNetworkPolicy`).
 
+use porin_model::model::{IcmpFamily, icmp_type_number};
 use serde::Serialize;
 
 use crate::mapstate::Direction;
@@ -217,65 +218,20 @@ pub struct PolicyRule {
     pub cookie: u32,
 }
 
-/// ICMPv4 type names (`icmpIpv4TypeNameToCode`, `pkg/policy/api/icmp.go`).
-const ICMPV4_TYPES: &[(&str, u8)] = &[
-    ("EchoReply", 0),
-    ("DestinationUnreachable", 3),
-    ("Redirect", 5),
-    ("Echo", 8),
-    ("EchoRequest", 8),
-    ("RouterAdvertisement", 9),
-    ("RouterSelection", 10),
-    ("TimeExceeded", 11),
-    ("ParameterProblem", 12),
-    ("Timestamp", 13),
-    ("TimestampReply", 14),
-    ("Photuris", 40),
-    ("ExtendedEchoRequest", 42),
-    ("ExtendedEchoReply", 43),
-];
-
-/// ICMPv6 type names (`icmpIpv6TypeNameToCode`).
-const ICMPV6_TYPES: &[(&str, u8)] = &[
-    ("DestinationUnreachable", 1),
-    ("PacketTooBig", 2),
-    ("TimeExceeded", 3),
-    ("ParameterProblem", 4),
-    ("EchoRequest", 128),
-    ("EchoReply", 129),
-    ("MulticastListenerQuery", 130),
-    ("MulticastListenerReport", 131),
-    ("MulticastListenerDone", 132),
-    ("RouterSolicitation", 133),
-    ("RouterAdvertisement", 134),
-    ("NeighborSolicitation", 135),
-    ("NeighborAdvertisement", 136),
-    ("RedirectMessage", 137),
-    ("RouterRenumbering", 138),
-    ("ICMPNodeInformationQuery", 139),
-    ("ICMPNodeInformationResponse", 140),
-    ("InverseNeighborDiscoverySolicitation", 141),
-    ("InverseNeighborDiscoveryAdvertisement", 142),
-    ("HomeAgentAddressDiscoveryRequest", 144),
-    ("HomeAgentAddressDiscoveryReply", 145),
-    ("MobilePrefixSolicitation", 146),
-    ("MobilePrefixAdvertisement", 147),
-    ("DuplicateAddressRequestCodeSuffix", 157),
-    ("DuplicateAddressConfirmationCodeSuffix", 158),
-    ("ExtendedEchoRequest", 160),
-    ("ExtendedEchoReply", 161),
-];
-
 /// The ICMP type number of a type name or number (`ICMPField.PortProtocol`).
+/// Names come from porin-model's one table (`icmpIpv4TypeNameToCode` /
+/// `icmpIpv6TypeNameToCode`, `pkg/policy/api/icmp.go`); any text Rust reads
+/// as a `u8` is that number.
 pub fn icmp_type(text: &str, ipv6: bool) -> Option<u8> {
     if let Ok(number) = text.parse::<u8>() {
         return Some(number);
     }
-    let table = if ipv6 { ICMPV6_TYPES } else { ICMPV4_TYPES };
-    table
-        .iter()
-        .find(|(name, _)| *name == text)
-        .map(|(_, code)| *code)
+    let family = if ipv6 {
+        IcmpFamily::IPv6
+    } else {
+        IcmpFamily::IPv4
+    };
+    icmp_type_number(family, text)
 }
 
 /// Parses a port string as Cilium does (`strconv.ParseUint(s, 0, 16)`):

@@ -4,6 +4,7 @@
 pub mod cilium;
 pub mod k8s;
 pub mod meta;
+pub mod section;
 pub mod selector;
 
 use schemars::JsonSchema;
@@ -12,6 +13,7 @@ use serde::Serialize;
 pub use cilium::*;
 pub use k8s::*;
 pub use meta::ObjectMeta;
+pub use section::{RuleItem, RuleSection, ToPorts};
 pub use selector::{EndpointSelector, LabelSelector, LabelSelectorRequirement, SelectorOperator};
 
 /// One policy resource, whichever kind it is.

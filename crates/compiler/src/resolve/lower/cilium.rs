@@ -1,0 +1,106 @@
+//! Lowering of one CNP/CCNP rule.
+
+use porin_model::model::{AuthenticationMode, Rule};
+
+use super::origin::direction_of;
+use super::peers::ItemCtx;
+use super::selectors::{convert_selector, namespace_pin};
+use super::{Ctx, PolicyInput};
+use crate::codes;
+use crate::labels::{POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED};
+use crate::resolve::rule::{AuthMode, PolicyRule};
+use crate::selector::SelectorKey;
+
+impl Ctx<'_> {
+    pub(super) fn lower_cilium_rule(
+        &mut self,
+        input: &PolicyInput<'_>,
+        namespace: Option<&str>,
+        spec_route: &str,
+        rule: &Rule,
+    ) {
+        let Some(endpoint_selector) = &rule.endpoint_selector else {
+            if rule.node_selector.is_some() {
+                self.diag(
+                    input,
+                    codes::HOST_POLICY,
+                    &format!("{spec_route}.nodeSelector"),
+                    "rules with a nodeSelector apply to nodes (host firewall), not to inventory endpoints; porin skips them".to_owned(),
+                );
+            }
+            return;
+        };
+        let mut subject = convert_selector(endpoint_selector);
+        // matchesPodInit: `HasKey("reserved.init")`, the exact key with any
+        // operator; `any.init` does not count.
+        let subject_selects_init =
+            subject.has_key(|k| k.source == SOURCE_RESERVED && k.key == "init");
+        if let Some(ns) = namespace {
+            // ParseToCiliumRule: `AddMatch(k8s.io.kubernetes.pod.namespace, ns)`
+            // replaces only the matchLabels entry with exactly that extended
+            // key. An `any.` namespace key or a matchExpression on the
+            // namespace stays and is ANDed (then the subject may select
+            // nothing).
+            let mut user = endpoint_selector.clone();
+            if let Some(labels) = user.match_labels.as_mut() {
+                labels.retain(|key, _| {
+                    let key = SelectorKey::extend(key);
+                    !(key.source == SOURCE_K8S && key.key == POD_NAMESPACE_LABEL)
+                });
+            }
+            subject = convert_selector(&user);
+            subject.push(namespace_pin(ns));
+        }
+        let default_deny = rule.enable_default_deny.as_ref();
+        let ingress_dd = default_deny.and_then(|d| d.ingress).unwrap_or(true);
+        let egress_dd = default_deny.and_then(|d| d.egress).unwrap_or(true);
+        let cookie = rule
+            .log
+            .as_ref()
+            .and_then(|l| l.value.as_ref())
+            .and_then(|v| self.out.cookies.get(v).copied())
+            .unwrap_or(0);
+
+        for (section, items) in rule.sections() {
+            let dd = if section.is_ingress() {
+                ingress_dd
+            } else {
+                egress_dd
+            };
+            for (index, rule_item) in items.iter().enumerate() {
+                let l4_present = rule_item.has_l4();
+                let route = format!("{spec_route}.{section}[{index}]");
+                let origin = self.new_origin(input, namespace, section, index, &route);
+                let ports = self.port_rules(input, &route, rule_item);
+                let item = ItemCtx {
+                    input,
+                    namespace,
+                    subject_selects_init,
+                    route: route.clone(),
+                    section,
+                };
+                let peers = self.peers(&item, rule_item, l4_present);
+                self.out.rules.push(PolicyRule {
+                    origin,
+                    subject: subject.clone(),
+                    direction: direction_of(section),
+                    deny: section.is_deny(),
+                    default_deny: dd,
+                    peers,
+                    l3_only: !l4_present,
+                    ports,
+                    auth: auth_of(rule_item.authentication.map(|a| a.mode)),
+                    cookie,
+                });
+            }
+        }
+    }
+}
+
+pub(super) fn auth_of(mode: Option<AuthenticationMode>) -> Option<AuthMode> {
+    mode.map(|m| match m {
+        AuthenticationMode::Disabled => AuthMode::Disabled,
+        AuthenticationMode::Required => AuthMode::Required,
+        AuthenticationMode::TestAlwaysFail => AuthMode::TestAlwaysFail,
+    })
+}

@@ -1,0 +1,262 @@
+//! Policy documents → [`PolicyRule`]s (Cilium's `ParseToCiliumRule` +
+//! `RulesToPolicyEntries` for CNP/CCNP, `ParseNetworkPolicy` for KNP).
+//!
+//! Selector rewriting follows docs/semantics.md §3.1 (`pkg/k8s/apis/cilium.io/utils/utils.go`
+//! `getEndpointSelector`/`ParseToCiliumRule`, `pkg/k8s/network_policy.go`).
+//! Peers porin cannot resolve offline (nodes, groups, CIDR groups, services
+//! or FQDNs missing from the inventory) compile to nothing in allow rules
+//! and to the wildcard peer in deny rules: fail closed both ways, with a
+//! diagnostic saying so.
+
+mod cilium;
+mod knp;
+mod l7;
+mod origin;
+mod peers;
+mod ports;
+mod selectors;
+
+pub use origin::{Origin, OriginKind, RuleSection};
+use origin::{allow_section, direction_of};
+pub use selectors::convert_selector;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use ipnetwork::IpNetwork;
+use porin_model::CodeInfo;
+use porin_model::diagnostic::{Diagnostic, Location};
+use porin_model::loader::LoadOutcome;
+use porin_model::model::PolicyDocument;
+use porin_model::route::Route;
+
+use super::rule::PolicyRule;
+use crate::inventory::{AllowLocalhost, Inventory};
+use crate::mapstate::Direction;
+
+/// One policy document to lower, with a way to locate its fields.
+#[derive(Clone, Copy)]
+pub struct PolicyInput<'a> {
+    /// Display path of the file.
+    pub file: &'a str,
+    /// Document index in the file.
+    pub document: usize,
+    /// Position in a `List` document, if the policy came from one.
+    pub item: Option<usize>,
+    /// The policy.
+    pub policy: &'a PolicyDocument,
+    /// The load that produced it, to locate fields (none: line 0).
+    pub source: Option<&'a LoadOutcome>,
+}
+
+impl<'a> PolicyInput<'a> {
+    /// Every valid document of a load.
+    pub fn from_outcome(outcome: &'a LoadOutcome) -> Vec<PolicyInput<'a>> {
+        outcome
+            .documents
+            .iter()
+            .map(|doc| PolicyInput {
+                file: &doc.file,
+                document: doc.index,
+                item: doc.item,
+                policy: &doc.doc,
+                source: Some(outcome),
+            })
+            .collect()
+    }
+
+    /// The (line, column) of a field path of this policy (0, 0 if unknown).
+    pub fn locate(&self, route: &str) -> (u32, u32) {
+        let full = match self.item {
+            Some(item) if route.is_empty() => format!("items[{item}]"),
+            Some(item) => format!("items[{item}].{route}"),
+            None => route.to_owned(),
+        };
+        let Some(source) = self.source else {
+            return (0, 0);
+        };
+        Route::parse(&full)
+            .and_then(|r| source.locate(self.file, self.document, &r))
+            .map_or((0, 0), |l| (l.line, l.column))
+    }
+
+    /// The location of a field path of this policy (line and column 0 if
+    /// unknown).
+    pub fn location(&self, route: &str) -> Location {
+        let (line, column) = self.locate(route);
+        Location {
+            file: self.file.to_owned(),
+            document: self.document,
+            line,
+            column,
+            route: route.to_owned(),
+        }
+    }
+}
+
+/// The result of lowering all policies.
+#[derive(Debug, Default)]
+pub struct Lowered {
+    /// The rules, in input order.
+    pub rules: Vec<PolicyRule>,
+    /// Origin table, indexed by origin id.
+    pub origins: Vec<Origin>,
+    /// Every prefix the rules name (CIDR identities are made for these).
+    pub prefixes: BTreeSet<IpNetwork>,
+    /// Findings.
+    pub diagnostics: Vec<Diagnostic>,
+    /// Log cookie numbers by `log.value`.
+    pub cookies: BTreeMap<String, u32>,
+    /// Origin id of the synthetic host allow (`allow-localhost-ingress`,
+    /// see [`crate::inventory::AllowLocalhost`]); none when the inventory
+    /// says `allowLocalhost: policy`. It comes after the policies' origins
+    /// so their ids do not depend on the option.
+    pub localhost_origin: Option<u32>,
+}
+
+/// Origin ids of the synthetic allow-all rules (§3.3): always 0 and 1.
+pub const ORIGIN_ALLOW_ANY_INGRESS: u32 = 0;
+/// See [`ORIGIN_ALLOW_ANY_INGRESS`].
+pub const ORIGIN_ALLOW_ANY_EGRESS: u32 = 1;
+
+/// Name of the synthetic origin of the host allow: Cilium's label
+/// `reserved:io.cilium.policy.derived-from=allow-localhost-ingress`
+/// (`LabelAllowLocalHostIngress`, `pkg/policy/mapstate.go`).
+pub const LOCALHOST_ORIGIN_NAME: &str = "allow-localhost-ingress";
+
+struct Ctx<'a> {
+    inventory: &'a Inventory,
+    cluster: String,
+    out: Lowered,
+}
+
+/// Lowers every policy.
+///
+/// Log cookies are numbered 1.. in sorted order of the distinct
+/// `log.value` strings, so they do not depend on input order.
+pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
+    let mut ctx = Ctx {
+        inventory,
+        cluster: inventory.cluster.clone(),
+        out: Lowered::default(),
+    };
+    for (id, direction) in [
+        (ORIGIN_ALLOW_ANY_INGRESS, Direction::Ingress),
+        (ORIGIN_ALLOW_ANY_EGRESS, Direction::Egress),
+    ] {
+        ctx.out.origins.push(Origin {
+            id,
+            kind: OriginKind::Synthetic,
+            namespace: None,
+            name: format!("allow-any-{direction}"),
+            section: allow_section(direction),
+            index: 0,
+            direction,
+            deny: false,
+            route: String::new(),
+            file: String::new(),
+            document: 0,
+            line: 0,
+        });
+    }
+    let mut log_values = BTreeSet::new();
+    for input in inputs {
+        for (_, rule) in input.policy.cilium_rules() {
+            if let Some(value) = rule.log.as_ref().and_then(|l| l.value.clone())
+                && !value.is_empty()
+            {
+                log_values.insert(value);
+            }
+        }
+    }
+    ctx.out.cookies = log_values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| (v, u32::try_from(i + 1).unwrap_or(u32::MAX)))
+        .collect();
+    for input in inputs {
+        match input.policy {
+            PolicyDocument::NetworkPolicy(knp) => ctx.lower_knp(input, knp),
+            PolicyDocument::CiliumNetworkPolicy(_)
+            | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
+                let namespaced = matches!(input.policy, PolicyDocument::CiliumNetworkPolicy(_));
+                let namespace = if namespaced {
+                    Some(
+                        input
+                            .policy
+                            .metadata()
+                            .namespace
+                            .clone()
+                            .unwrap_or_else(|| "default".to_owned()),
+                    )
+                } else {
+                    None
+                };
+                for (spec_route, rule) in input.policy.cilium_rules() {
+                    ctx.lower_cilium_rule(input, namespace.as_deref(), &spec_route, rule);
+                }
+            }
+        }
+    }
+    if inventory.allow_localhost != AllowLocalhost::Policy {
+        let id = u32::try_from(ctx.out.origins.len()).unwrap_or(u32::MAX);
+        ctx.out.origins.push(Origin {
+            id,
+            kind: OriginKind::Synthetic,
+            namespace: None,
+            name: LOCALHOST_ORIGIN_NAME.to_owned(),
+            section: RuleSection::Ingress,
+            index: 0,
+            direction: Direction::Ingress,
+            deny: false,
+            route: String::new(),
+            file: String::new(),
+            document: 0,
+            line: 0,
+        });
+        ctx.out.localhost_origin = Some(id);
+    }
+    ctx.out
+}
+
+impl Ctx<'_> {
+    fn new_origin(
+        &mut self,
+        input: &PolicyInput<'_>,
+        namespace: Option<&str>,
+        section: RuleSection,
+        index: usize,
+        route: &str,
+    ) -> u32 {
+        let id = u32::try_from(self.out.origins.len()).unwrap_or(u32::MAX);
+        let (line, _) = input.locate(route);
+        self.out.origins.push(Origin {
+            id,
+            kind: OriginKind::of(input.policy),
+            namespace: namespace.map(str::to_owned),
+            name: input.policy.name().to_owned(),
+            section,
+            index,
+            direction: direction_of(section),
+            deny: section.is_deny(),
+            route: route.to_owned(),
+            file: input.file.to_owned(),
+            document: input.document,
+            line,
+        });
+        id
+    }
+
+    fn diag(
+        &mut self,
+        input: &PolicyInput<'_>,
+        code: CodeInfo,
+        route: &str,
+        message: String,
+    ) -> usize {
+        let location = input.location(route);
+        self.out
+            .diagnostics
+            .push(Diagnostic::new(code, message).at(location));
+        self.out.diagnostics.len() - 1
+    }
+}
