@@ -25,6 +25,8 @@ use porin_compiler::ipcache::Ipcache;
 use serde::Serialize;
 use thiserror::Error;
 
+pub use crate::maps::hex;
+
 use crate::ObjectConfig;
 use crate::abi::{
     Ipcache4Pair, Ipcache6Pair, IpcacheValue, PolicyEntry, PolicyKey, PolicyPair, ipcache_pairs,
@@ -275,15 +277,6 @@ pub struct PolicyEntryJson {
     pub precedence: u32,
     /// Cookie.
     pub cookie: u32,
-}
-
-/// Space-separated lower-case hex bytes.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
 }
 
 fn ipcache_json(

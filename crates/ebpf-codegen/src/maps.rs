@@ -35,6 +35,11 @@ pub mod names {
     pub const VERDICTS: &str = "porin_verdicts";
 }
 
+/// Cilium's bounds for `bpf-policy-map-max` (`option.PolicyMapMin/Max`).
+pub const POLICY_MAP_MIN: u32 = 256;
+/// Upper bound of the policy map size.
+pub const POLICY_MAP_MAX: u32 = 65536;
+
 /// Kernel map types used by the object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum MapKind {
@@ -235,21 +240,54 @@ impl PolicySlot {
     }
 }
 
+// The slot conversions of `ConfigValue` live with the slot, so that
+// `abi` never names `maps`.
+impl ConfigValue {
+    /// The value that makes `slot` active.
+    pub const fn for_slot(slot: PolicySlot) -> ConfigValue {
+        ConfigValue {
+            active_policy: match slot {
+                PolicySlot::A => Self::SLOT_A,
+                PolicySlot::B => Self::SLOT_B,
+            },
+            reserved: 0,
+        }
+    }
+
+    /// The slot this value makes active.
+    pub const fn slot(&self) -> Result<PolicySlot, AbiError> {
+        match self.active_policy {
+            Self::SLOT_A => Ok(PolicySlot::A),
+            Self::SLOT_B => Ok(PolicySlot::B),
+            other => Err(AbiError::BadSlot(other)),
+        }
+    }
+}
+
 /// One `bpf_map_update_elem` an agent performs.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MapUpdate {
     /// Map name.
     pub map: &'static str,
     /// Key bytes.
-    #[serde(serialize_with = "hex")]
+    #[serde(serialize_with = "serialize_hex")]
     pub key: Vec<u8>,
     /// Value bytes.
-    #[serde(serialize_with = "hex")]
+    #[serde(serialize_with = "serialize_hex")]
     pub value: Vec<u8>,
 }
 
-fn hex<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::compiled::hex(bytes))
+fn serialize_hex<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&hex(bytes))
+}
+
+/// Space-separated lower-case hex bytes.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 impl MapUpdate {

@@ -1,9 +1,8 @@
 //! `porin_config`: the one-entry array naming the active policy slot
-//! (`DATAPATH.md` §2.3).
+//! (`DATAPATH.md` §2.3). Its conversions from and to a
+//! [`PolicySlot`](crate::maps::PolicySlot) are with the slot, in `maps`.
 
-use crate::maps::PolicySlot;
-
-use super::{AbiError, abi_struct};
+use super::abi_struct;
 
 abi_struct! {
     /// `porin_config_value`.
@@ -24,24 +23,4 @@ impl ConfigValue {
     pub const SLOT_A: u32 = 0;
     /// `active_policy` of slot B.
     pub const SLOT_B: u32 = 1;
-
-    /// The value that makes `slot` active.
-    pub const fn for_slot(slot: PolicySlot) -> ConfigValue {
-        ConfigValue {
-            active_policy: match slot {
-                PolicySlot::A => Self::SLOT_A,
-                PolicySlot::B => Self::SLOT_B,
-            },
-            reserved: 0,
-        }
-    }
-
-    /// The slot this value makes active.
-    pub const fn slot(&self) -> Result<PolicySlot, AbiError> {
-        match self.active_policy {
-            Self::SLOT_A => Ok(PolicySlot::A),
-            Self::SLOT_B => Ok(PolicySlot::B),
-            other => Err(AbiError::BadSlot(other)),
-        }
-    }
 }

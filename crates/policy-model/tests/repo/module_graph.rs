@@ -508,11 +508,6 @@ const KNOWN: &[(&str, &str)] = &[
         "rules/mod.rs holds the rule table and the helpers the rules share (the code registry \
          gives each rule its own file)",
     ),
-    (
-        "crates/ebpf-codegen/src/",
-        "lib.rs holds ObjectConfig, which program/ reads, and emit, which calls program/ (the \
-         datapath ABI module)",
-    ),
 ];
 
 #[test]
