@@ -78,4 +78,22 @@ mod tests {
         )
         .unwrap_or_else(|e| panic!("{e}"));
     }
+
+    #[test]
+    fn rules_are_numbered_in_order_and_documented() {
+        for (i, rule) in rules::ALL.iter().enumerate() {
+            let info = &rule.info;
+            assert_eq!(info.code, format!("PR{:03}", i + 1));
+            assert_eq!(info.stage, porin_model::Stage::Lint, "{}", info.code);
+            let doc = info
+                .doc
+                .unwrap_or_else(|| panic!("{} has no documentation", info.code));
+            assert!(
+                !doc.what.is_empty() && !doc.why.is_empty() && !doc.references.is_empty(),
+                "{}",
+                info.code
+            );
+            assert_eq!(lookup(info.name).map(|r| r.code), Some(info.code));
+        }
+    }
 }

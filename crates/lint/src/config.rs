@@ -12,26 +12,23 @@
 //!   deny-bypass: error         # error | warning | info | off
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
-use porin_model::diagnostic::Severity;
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde::Deserialize;
 use thiserror::Error;
 
 use super::codes;
+pub use crate::settings::{
+    DEFAULT_CILIUM_VERSION, DEFAULT_IPCACHE_MAP_MAX, DEFAULT_POLICY_MAP_MAX, DEFAULT_WARN_FRACTION,
+    LintConfig, RuleLevel,
+};
 
-/// Cilium's `bpf-policy-map-max` default (`pkg/option/config.go`).
-pub const DEFAULT_POLICY_MAP_MAX: u32 = 16_384;
 /// Cilium's lower clamp of `bpf-policy-map-max` (`PolicyMapMin`).
 pub const POLICY_MAP_MIN: u32 = 1 << 8;
 /// Cilium's upper clamp of `bpf-policy-map-max` (`PolicyMapMax`).
 pub const POLICY_MAP_MAX: u32 = 1 << 16;
-/// Default size of Cilium's `cilium_ipcache` map (`pkg/maps/ipcache`).
-pub const DEFAULT_IPCACHE_MAP_MAX: u32 = 512_000;
-/// Default warning fraction of the capacity rules.
-pub const DEFAULT_WARN_FRACTION: f64 = 0.8;
-/// The Cilium version porin models.
-pub const DEFAULT_CILIUM_VERSION: (u32, u32) = (1, 19);
 /// The annotation that turns rules off for one policy.
 pub const IGNORE_ANNOTATION: &str = "porin.dev/ignore";
 
@@ -80,42 +77,6 @@ pub enum ConfigError {
         /// The value.
         value: f64,
     },
-}
-
-/// What the configuration says about one rule.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RuleLevel {
-    /// Turned off.
-    Off,
-    /// Reported with this severity.
-    Severity(Severity),
-}
-
-/// The effective lint configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct LintConfig {
-    /// Policy-map size per endpoint, clamped to 256..=65536.
-    pub policy_map_max: u32,
-    /// ipcache map size.
-    pub ipcache_map_max: u32,
-    /// Fraction of a map above which the capacity rules warn.
-    pub warn_fraction: f64,
-    /// Cilium (major, minor) whose field support PR016 checks.
-    pub cilium_version: (u32, u32),
-    /// Per-code overrides.
-    pub rules: BTreeMap<&'static str, RuleLevel>,
-}
-
-impl Default for LintConfig {
-    fn default() -> Self {
-        Self {
-            policy_map_max: DEFAULT_POLICY_MAP_MAX,
-            ipcache_map_max: DEFAULT_IPCACHE_MAP_MAX,
-            warn_fraction: DEFAULT_WARN_FRACTION,
-            cilium_version: DEFAULT_CILIUM_VERSION,
-            rules: BTreeMap::new(),
-        }
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,6 +198,66 @@ pub fn parse_ignore(value: &str) -> (Vec<&'static str>, Vec<String>) {
         }
     }
     (codes_out, unknown)
+}
+
+/// `porin.dev/ignore` per (file, document).
+pub(crate) fn annotation_ignores(
+    inputs: &[PolicyInput<'_>],
+) -> BTreeMap<(String, usize), BTreeSet<&'static str>> {
+    let mut map: BTreeMap<(String, usize), BTreeSet<&'static str>> = BTreeMap::new();
+    for input in inputs {
+        let Some(value) = input
+            .policy
+            .metadata()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(IGNORE_ANNOTATION))
+        else {
+            continue;
+        };
+        let (codes, _) = parse_ignore(value);
+        map.entry((input.file.to_owned(), input.document))
+            .or_default()
+            .extend(codes);
+    }
+    map
+}
+
+/// Unknown codes in `porin.dev/ignore` annotations, as diagnostics (the
+/// annotation is otherwise silently useless).
+pub fn annotation_problems(inputs: &[PolicyInput<'_>]) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    for input in inputs {
+        let Some(value) = input
+            .policy
+            .metadata()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(IGNORE_ANNOTATION))
+        else {
+            continue;
+        };
+        let (_, unknown) = parse_ignore(value);
+        for name in unknown {
+            let route = "metadata.annotations";
+            let (line, column) = input.locate(route);
+            out.push(
+                Diagnostic::new(
+                    codes::UNKNOWN_IGNORED_RULE,
+                    format!("`{IGNORE_ANNOTATION}` names unknown lint rule `{name}`"),
+                )
+                .at(Location {
+                    file: input.file.to_owned(),
+                    document: input.document,
+                    line,
+                    column,
+                    route: route.to_owned(),
+                })
+                .help("use codes like PR005 or names like redundant-allow (`porin explain`)"),
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]

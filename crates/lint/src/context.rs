@@ -6,8 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Location};
 
-use super::analysis;
-use super::config::LintConfig;
+use crate::settings::LintConfig;
 use porin_compiler::allocation::{IdentityKind, IdentityTable};
 use porin_compiler::error::CompileError;
 use porin_compiler::inventory::{Inventory, NamedPort};
@@ -15,6 +14,7 @@ use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
 use porin_compiler::resolve::policy::{L4Policy, Resolver};
 use porin_compiler::resolve::rule::PolicyRule;
+use porin_connectivity::analysis;
 
 /// Endpoints that share an identity and named ports, hence a map state.
 #[derive(Debug, Clone)]

@@ -37,18 +37,16 @@ pub mod codes;
 pub mod config;
 pub(crate) mod context;
 pub mod rules;
-
-// The connectivity model the rules decide flows with (porin-connectivity),
-// in scope as `crate::analysis` and `crate::flows`.
-use porin_connectivity::{analysis, flows};
+mod settings;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use porin_model::diagnostic::{Diagnostic, Location, Severity};
+use porin_model::diagnostic::{Diagnostic, Severity};
 
+pub use config::annotation_problems;
 pub use context::{Context, Coverage, Unit};
 
-use config::{IGNORE_ANNOTATION, LintConfig, RuleLevel, parse_ignore};
+use config::{LintConfig, RuleLevel, annotation_ignores};
 use porin_compiler::error::CompileError;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::resolve::lower::PolicyInput;
@@ -171,64 +169,4 @@ fn finish(
             .then(a.message.cmp(&b.message))
     });
     report
-}
-
-/// `porin.dev/ignore` per (file, document).
-fn annotation_ignores(
-    inputs: &[PolicyInput<'_>],
-) -> BTreeMap<(String, usize), BTreeSet<&'static str>> {
-    let mut map: BTreeMap<(String, usize), BTreeSet<&'static str>> = BTreeMap::new();
-    for input in inputs {
-        let Some(value) = input
-            .policy
-            .metadata()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(IGNORE_ANNOTATION))
-        else {
-            continue;
-        };
-        let (codes, _) = parse_ignore(value);
-        map.entry((input.file.to_owned(), input.document))
-            .or_default()
-            .extend(codes);
-    }
-    map
-}
-
-/// Unknown codes in `porin.dev/ignore` annotations, as diagnostics (the
-/// annotation is otherwise silently useless).
-pub fn annotation_problems(inputs: &[PolicyInput<'_>]) -> Vec<Diagnostic> {
-    let mut out = Vec::new();
-    for input in inputs {
-        let Some(value) = input
-            .policy
-            .metadata()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(IGNORE_ANNOTATION))
-        else {
-            continue;
-        };
-        let (_, unknown) = parse_ignore(value);
-        for name in unknown {
-            let route = "metadata.annotations";
-            let (line, column) = input.locate(route);
-            out.push(
-                Diagnostic::new(
-                    codes::UNKNOWN_IGNORED_RULE,
-                    format!("`{IGNORE_ANNOTATION}` names unknown lint rule `{name}`"),
-                )
-                .at(Location {
-                    file: input.file.to_owned(),
-                    document: input.document,
-                    line,
-                    column,
-                    route: route.to_owned(),
-                })
-                .help("use codes like PR005 or names like redundant-allow (`porin explain`)"),
-            );
-        }
-    }
-    out
 }

@@ -16,7 +16,7 @@ use porin_model::{CodeInfo, Doc, Stage};
 use super::Rule;
 use super::is_user_rule;
 use crate::Context;
-use crate::analysis::{decide, flow_points};
+use porin_connectivity::analysis::{decide, flow_points};
 
 pub use crate::context::Coverage;
 

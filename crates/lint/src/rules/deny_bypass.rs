@@ -17,7 +17,7 @@ use porin_model::{CodeInfo, Doc, Stage};
 use super::Rule;
 use super::is_user_rule;
 use crate::Context;
-use crate::analysis::flow_points;
+use porin_connectivity::analysis::flow_points;
 use porin_compiler::identity::Identity;
 use porin_compiler::labels::SOURCE_CIDR;
 use porin_compiler::mapstate::Direction;
@@ -181,7 +181,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
 
 /// One representative (protocol, port) of every flow class of `state`
 /// (in the rule's direction) that the deny rule covers: exact, since the
-/// verdict is constant on a class (see [`crate::analysis`]).
+/// verdict is constant on a class (see [`porin_connectivity::analysis`]).
 fn denied_ports(
     rule: &porin_compiler::resolve::rule::PolicyRule,
     state: &porin_compiler::mapstate::MapState,

@@ -1,25 +1,15 @@
 //! The lint rules. Each rule is one module: its [`Rule`] constant (code,
 //! name, default severity and documentation, next to the check) and its
 //! check. [`ALL`] registers them: adding a rule is one line in the
-//! `register!` list below.
+//! `register!` list below. This file only lists the rules: what they share
+//! is `support.rs` and running them is `run.rs`, so a rule naming a helper
+//! never names the table that names the rule.
 
-use porin_model::CodeInfo;
-use porin_model::diagnostic::Diagnostic;
+mod run;
+mod support;
 
-use super::Context;
-use super::config::RuleLevel;
-
-/// A rule's check: appends its findings.
-pub type Check = fn(&Context<'_>, &mut Vec<Diagnostic>);
-
-/// A lint rule: its entry in the code registry and its check.
-#[derive(Debug, Clone, Copy)]
-pub struct Rule {
-    /// Code, name, default severity, documentation.
-    pub info: CodeInfo,
-    /// The check.
-    pub check: Check,
-}
+pub use run::run_all;
+pub use support::{Check, Rule, is_user_rule, thousands};
 
 /// Declares each rule's module and lists its [`Rule`] in [`ALL`].
 macro_rules! register {
@@ -50,67 +40,4 @@ register! {
     unsupported_field,
     range_partly_covered,
     port_rule_without_ports,
-}
-
-/// Runs every enabled check (the ones needing an inventory only with one).
-pub fn run_all(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    for rule in ALL {
-        if cx.config.level(rule.info.code) == RuleLevel::Off {
-            continue;
-        }
-        if rule.info.needs_inventory && !cx.has_inventory {
-            continue;
-        }
-        (rule.check)(cx, out);
-    }
-    out.extend(super::annotation_problems(cx.inputs));
-}
-
-/// `12,345`.
-pub fn thousands(n: usize) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// Rule indices that are real policy rules (not the synthetic allow-alls).
-pub fn is_user_rule(cx: &Context<'_>, rule: usize) -> bool {
-    cx.origin(rule).is_some_and(|o| !o.is_synthetic())
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(super::thousands(14_616), "14,616");
-        assert_eq!(super::thousands(999), "999");
-        assert_eq!(super::thousands(1_000_000), "1,000,000");
-    }
-
-    #[test]
-    fn rules_are_numbered_in_order_and_documented() {
-        for (i, rule) in super::ALL.iter().enumerate() {
-            let info = &rule.info;
-            assert_eq!(info.code, format!("PR{:03}", i + 1));
-            assert_eq!(info.stage, porin_model::Stage::Lint, "{}", info.code);
-            let doc = info
-                .doc
-                .unwrap_or_else(|| panic!("{} has no documentation", info.code));
-            assert!(
-                !doc.what.is_empty() && !doc.why.is_empty() && !doc.references.is_empty(),
-                "{}",
-                info.code
-            );
-            assert_eq!(
-                crate::codes::lookup(info.name).map(|r| r.code),
-                Some(info.code)
-            );
-        }
-    }
 }

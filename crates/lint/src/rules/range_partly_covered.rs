@@ -14,8 +14,8 @@ use super::Rule;
 use super::allow_shadowed_by_deny::coverage;
 use super::is_user_rule;
 use crate::Context;
-use crate::analysis::{comparable, decide, flow_points};
-use crate::flows::{describe, merge};
+use porin_connectivity::analysis::{comparable, decide, flow_points};
+use porin_connectivity::flows::{describe, merge};
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::rule::PortRef;
 

@@ -498,23 +498,10 @@ fn cycles(graph: &BTreeMap<PathBuf, BTreeSet<PathBuf>>) -> Vec<Vec<PathBuf>> {
     found
 }
 
-/// Where cycles are still known, by directory, with why: each is being
-/// reshaped on another branch of issue 13, which fixes it there. A cycle
-/// is tolerated only if every file of it lies under one of these; an entry
-/// that no longer has a cycle must be removed (the test says so).
-const KNOWN: &[(&str, &str)] = &[
-    (
-        "crates/lint/src/",
-        "rules/mod.rs holds the rule table and the helpers the rules share (the code registry \
-         gives each rule its own file)",
-    ),
-];
-
 #[test]
 fn no_import_cycles_between_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let mut report = Vec::new();
-    let mut seen = BTreeSet::new();
     let mut crates = 0;
     for entry in std::fs::read_dir(root.join("crates")).expect("crates/") {
         let src = entry.expect("entry").path().join("src");
@@ -528,22 +515,8 @@ fn no_import_cycles_between_files() {
                 .iter()
                 .map(|f| f.strip_prefix(&root).unwrap_or(f).display().to_string())
                 .collect();
-            let known = KNOWN
-                .iter()
-                .position(|(dir, _)| names.iter().all(|n| n.starts_with(dir)));
-            match known {
-                Some(index) => {
-                    seen.insert(index);
-                }
-                None => report.push(names.join(" -> ")),
-            }
+            report.push(names.join(" -> "));
         }
-    }
-    for (index, (dir, _)) in KNOWN.iter().enumerate() {
-        assert!(
-            seen.contains(&index),
-            "no cycle left under {dir}: remove it from KNOWN"
-        );
     }
     assert!(crates >= 8, "found only {crates} crates under crates/");
     assert!(
