@@ -200,19 +200,24 @@ pub fn parse_ignore(value: &str) -> (Vec<&'static str>, Vec<String>) {
     (codes_out, unknown)
 }
 
+/// The `porin.dev/ignore` annotation of a policy, if it has one.
+fn ignore_annotation<'a>(input: &'a PolicyInput<'_>) -> Option<&'a str> {
+    input
+        .policy
+        .metadata()
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(IGNORE_ANNOTATION))
+        .map(String::as_str)
+}
+
 /// `porin.dev/ignore` per (file, document).
 pub(crate) fn annotation_ignores(
     inputs: &[PolicyInput<'_>],
 ) -> BTreeMap<(String, usize), BTreeSet<&'static str>> {
     let mut map: BTreeMap<(String, usize), BTreeSet<&'static str>> = BTreeMap::new();
     for input in inputs {
-        let Some(value) = input
-            .policy
-            .metadata()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(IGNORE_ANNOTATION))
-        else {
+        let Some(value) = ignore_annotation(input) else {
             continue;
         };
         let (codes, _) = parse_ignore(value);
@@ -228,13 +233,7 @@ pub(crate) fn annotation_ignores(
 pub fn annotation_problems(inputs: &[PolicyInput<'_>]) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     for input in inputs {
-        let Some(value) = input
-            .policy
-            .metadata()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(IGNORE_ANNOTATION))
-        else {
+        let Some(value) = ignore_annotation(input) else {
             continue;
         };
         let (_, unknown) = parse_ignore(value);
