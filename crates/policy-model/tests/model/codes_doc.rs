@@ -1,7 +1,7 @@
 //! `crates/policy-model/CODES.md` lists every `PM0xx` code; its table is
 //! generated from the registry (`porin_model::codes::ALL`) and this test
 //! fails when it is stale (`UPDATE_CODES=1 cargo test -p porin-model --test
-//! codes_doc` rewrites it). Every code also has a fixture in
+//! model codes_doc::` rewrites it). Every code also has a fixture in
 //! `fixtures/invalid/` or a test naming it.
 
 use std::path::Path;

@@ -20,7 +20,7 @@ mod module_graph;
 /// The tests that read the optional corpus beside the clone; only they may
 /// name its path.
 const CORPUS_READERS: &[&str] = &[
-    "crates/compiler/tests/corpus.rs",
+    "crates/compiler/tests/compiler/corpus.rs",
     "crates/lint/tests/verify_corpus.rs",
     "crates/policy-model/tests/model/corpus.rs",
 ];
