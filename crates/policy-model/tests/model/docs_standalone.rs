@@ -21,7 +21,7 @@ mod module_graph;
 /// name its path.
 const CORPUS_READERS: &[&str] = &[
     "crates/compiler/tests/compiler/corpus.rs",
-    "crates/lint/tests/verify_corpus.rs",
+    "crates/lint/tests/lint/verify_corpus.rs",
     "crates/policy-model/tests/model/corpus.rs",
 ];
 
