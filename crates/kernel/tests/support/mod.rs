@@ -2,7 +2,11 @@
 //! a tiny packet builder (test input only; the kernel helper owns
 //! `src/packet.rs`), and scratch paths.
 
-#![allow(dead_code, reason = "each test binary uses a subset")]
+#![allow(
+    dead_code,
+    clippy::unwrap_used,
+    reason = "each test binary uses a subset; a failed unwrap is a failed test"
+)]
 
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};

@@ -5,7 +5,7 @@
 //!
 //! The hex and text columns were produced by llvm-objdump 14 (the
 //! independent oracle). To regenerate after adding rows, run
-//! `REGENERATE_TABLE=1 cargo test -p porin-ebpf --test encoding -- --nocapture`
+//! `REGENERATE_TABLE=1 cargo test -p porin-ebpf --test ebpf encoding:: -- --nocapture`
 //! and paste the printed rows (they come from llvm-objdump, not from us).
 //!
 //! llvm 14 cannot decode three valid kernel forms: `BPF_MOD`, `BPF_JSET` and

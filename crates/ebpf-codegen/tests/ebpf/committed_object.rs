@@ -1,7 +1,7 @@
 //! `include/porin.bpf.o` is the emitter's output for the default config,
 //! committed so reviewers and loaders can use it without building. This test
 //! fails when it is stale; `UPDATE_OBJECT=1 cargo test -p porin-ebpf --test
-//! committed_object` rewrites it.
+//! ebpf committed_object::` rewrites it.
 
 #![allow(
     clippy::unwrap_used,
@@ -40,7 +40,7 @@ fn committed_object_is_up_to_date() {
     });
     assert!(
         committed == fresh,
-        "{} is stale ({} bytes committed, {} emitted); run UPDATE_OBJECT=1 cargo test -p porin-ebpf --test committed_object",
+        "{} is stale ({} bytes committed, {} emitted); run UPDATE_OBJECT=1 cargo test -p porin-ebpf --test ebpf committed_object::",
         path.display(),
         committed.len(),
         fresh.len()

@@ -1,6 +1,6 @@
 //! Readable dumps of the generated programs (insta snapshots), so every
 //! change to the datapath shows up as a reviewable diff of its assembly.
-//! Update with `INSTA_UPDATE=always cargo test -p porin-ebpf --test dump`
+//! Update with `INSTA_UPDATE=always cargo test -p porin-ebpf --test ebpf dump::`
 //! (or `cargo insta review`).
 
 #![allow(

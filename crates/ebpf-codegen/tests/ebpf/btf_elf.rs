@@ -10,8 +10,7 @@
 
 // The root/CI skip rule and the scratch object file (bpftool test); the
 // module lives with the kernel tests, which use the rest of it.
-#[path = "../../kernel/tests/support/mod.rs"]
-mod support;
+use crate::support;
 
 use object::{Object as _, ObjectSection as _, ObjectSymbol as _};
 use porin_ebpf::asm::Assembler;
