@@ -2,7 +2,7 @@
 //! (issue #8: "nothing is emitted for that endpoint, and the caller is told;
 //! porin never produces a partial map"), through the Rust API an agent
 //! uses: `compile_with_limits`, then `MapContents` for the object.
-//! (The C ABI side is `crates/capi/tests/c_compile_failure.rs`.)
+//! (The C ABI side is `crates/capi/tests/capi/c_compile_failure.rs`.)
 
 #![allow(
     clippy::unwrap_used,

@@ -45,7 +45,7 @@ fn committed_header_is_fresh() {
     let committed = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         committed == generated,
-        "include/porin.h is stale: run `UPDATE_HEADER=1 cargo test -p porin-capi --test header`"
+        "include/porin.h is stale: run `UPDATE_HEADER=1 cargo test -p porin-capi --test capi header::`"
     );
 }
 

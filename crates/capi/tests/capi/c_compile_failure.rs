@@ -7,7 +7,7 @@
 //! handle stays valid with the same object, entries, ipcache and decisions.
 //! Run under valgrind (memcheck): no error, no definite or indirect leak.
 
-mod common;
+use crate::common;
 
 #[test]
 fn a_failed_compile_emits_nothing_and_keeps_the_previous_compilation() {

@@ -3,7 +3,7 @@
 //! its verdicts must equal those of `porin test` (same flows and policies
 //! as the C agent).
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;

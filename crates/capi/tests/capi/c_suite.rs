@@ -4,7 +4,7 @@
 //! translation units) and runs it under valgrind: no error, no definite or
 //! indirect leak.
 
-mod common;
+use crate::common;
 
 #[test]
 fn c_suite_passes_under_valgrind() {

@@ -10,7 +10,7 @@
 //! In CI (`CI=true`) a missing gcc or valgrind fails the test; elsewhere it
 //! prints `SKIPPED: <reason>`.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

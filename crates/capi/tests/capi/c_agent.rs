@@ -5,7 +5,7 @@
 //! decides again. Its verdicts must equal those of `porin test`. With a
 //! write of the difference made to fail, it must roll back and keep v1.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 use std::process::Command;
