@@ -3,7 +3,7 @@
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
 // The kernel tests' packet and tool helpers (btf_elf uses `require` and `object_file`).
-#[path = "../../../kernel/tests/support/mod.rs"]
+#[path = "../../../kernel/tests/kernel/support/mod.rs"]
 mod support;
 
 mod asm_roundtrip;

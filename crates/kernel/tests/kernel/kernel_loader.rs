@@ -8,7 +8,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod kernel_support;
+use crate::kernel_support;
 
 use std::process::Command;
 

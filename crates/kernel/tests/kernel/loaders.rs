@@ -6,13 +6,12 @@
 //! `CI=true`.
 
 // aya builds only for Linux (a Linux-only dev-dependency).
-#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod support;
+use crate::support;
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 use std::path::Path;

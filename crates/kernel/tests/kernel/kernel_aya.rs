@@ -4,13 +4,12 @@
 //! porin's `kernel::sys::prog_test_run` on aya's program fds.
 
 // aya builds only for Linux (a Linux-only dev-dependency).
-#![cfg(target_os = "linux")]
 #![allow(
     clippy::unwrap_used,
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod kernel_support;
+use crate::kernel_support;
 
 use std::net::Ipv4Addr;
 use std::os::fd::AsFd;

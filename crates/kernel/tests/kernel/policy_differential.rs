@@ -14,7 +14,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod support;
+use crate::support;
 
 use std::net::Ipv4Addr;
 use std::process::Command;

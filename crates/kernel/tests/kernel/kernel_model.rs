@@ -11,7 +11,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
-mod kernel_support;
+use crate::kernel_support;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
