@@ -317,7 +317,7 @@ static size_t read_flows(const char *path, struct flow *flows) {
 
 /* ---- applying a difference to the live map, with rollback ---- */
 
-/* Test hook (set by crates/capi/tests/c_agent.rs through the environment
+/* Test hook (set by crates/capi/tests/capi/c_agent.rs through the environment
  * variable PORIN_AGENT_FAIL_AT_WRITE=K): write K (0-based) of every
  * difference fails with EIO as if the kernel had refused it, before
  * reaching the kernel. Unset (the default): -1, never fires. */

@@ -25,6 +25,7 @@
     reason = "test code: a failed unwrap is a failed test"
 )]
 
+#[path = "kernel/kernel_support/mod.rs"]
 mod kernel_support;
 
 use std::io::{BufRead, BufReader, Read, Write};

@@ -4,7 +4,7 @@
  * map entries for any endpoint, not even for endpoints the failure does
  * not concern), and the previous compilation handle stays valid and
  * byte-for-byte unchanged. Run under valgrind by
- * crates/capi/tests/c_compile_failure.rs. Exit 0 = pass. */
+ * crates/capi/tests/capi/c_compile_failure.rs. Exit 0 = pass. */
 #include <stdint.h>
 
 #include "suite.h"

@@ -1,4 +1,4 @@
-/* Negative control of crates/capi/tests/c_threads.rs: two threads write a
+/* Negative control of crates/capi/tests/capi/c_threads.rs: two threads write a
  * shared counter without a lock. helgrind and drd, run with the same
  * suppressions as the porin thread test, must report it; otherwise the
  * race check proves nothing. */

@@ -1,6 +1,6 @@
 /* The C test suite of porin's C API: every function, every misuse.
  * Built with -std=c11 -Wall -Wextra -Werror -pedantic and run under
- * valgrind by crates/capi/tests/c_suite.rs. argv[1]: a directory of
+ * valgrind by crates/capi/tests/capi/c_suite.rs. argv[1]: a directory of
  * policy files (the repository's fixtures/examples). Exit 0 = pass. */
 #include <stdint.h>
 

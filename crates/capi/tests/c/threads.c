@@ -1,5 +1,5 @@
 /* porin's C API from several threads at once, for valgrind's helgrind and
- * drd (run by crates/capi/tests/c_threads.rs).
+ * drd (run by crates/capi/tests/capi/c_threads.rs).
  *
  * The threading contract (crates/capi/src/lib.rs): sessions are used by
  * one thread at a time; compilations, diagnostics, decisions and

@@ -1,0 +1,13 @@
+//! The integration tests of this crate, one module per former test file, linked into one
+//! test binary (one link of the crate and its dependencies instead of one per file; see
+//! BENCHMARKS.md, "cargo test --workspace: build and link").
+
+mod cli;
+mod common;
+mod duplicates;
+mod limits;
+mod limits_memory;
+mod test_junit;
+mod verify_diff_graph;
+mod verify_formats;
+mod world_peer;

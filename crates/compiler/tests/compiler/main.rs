@@ -1,0 +1,13 @@
+//! The integration tests of this crate, one module per former test file, linked into one
+//! test binary (one link of the crate and its dependencies instead of one per file; see
+//! BENCHMARKS.md, "cargo test --workspace: build and link").
+
+mod codes_doc;
+mod corpus;
+mod inventory;
+mod limits_compile;
+mod limits_inventory;
+mod localhost;
+mod properties;
+mod properties_inventory;
+mod resolve;

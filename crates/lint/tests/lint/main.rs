@@ -1,0 +1,8 @@
+//! The integration tests of this crate, one module per former test file, linked into one
+//! test binary (one link of the crate and its dependencies instead of one per file; see
+//! BENCHMARKS.md, "cargo test --workspace: build and link").
+
+mod verify_corpus;
+mod verify_fixtures;
+mod verify_semantics;
+mod verify_shadowing;
