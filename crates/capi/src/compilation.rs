@@ -50,7 +50,7 @@ const ABI_SIZES: [(&str, &str, usize); 5] = [
 ];
 
 /// The `#define`s of the map key and value sizes, in the header's comment
-/// style (for `tests/header.rs`, which generates `include/porin.h`; not
+/// style (for `tests/capi/header.rs`, which generates `include/porin.h`; not
 /// part of the C API).
 #[doc(hidden)]
 pub fn header_size_macros() -> String {

@@ -1,5 +1,5 @@
 //! Loader invariants, checked by the `parse_policy_yaml` fuzz target and by
-//! the replay of its regressions (`tests/regression_fuzz.rs`): whatever the
+//! the replay of its regressions (`tests/model/regression_fuzz.rs`): whatever the
 //! input, loading ends (no panic), renders, and every policy it accepts
 //! serializes and loads back to the same model.
 
