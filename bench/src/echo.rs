@@ -114,7 +114,7 @@ pub fn latency(target: SocketAddr, samples: usize, warmup: usize) -> Result<Late
         let answered = loop {
             match socket.recv(&mut reply) {
                 Ok(n) if decode(&reply[..n]) == Some(seq) => break true,
-                Ok(_) => continue,
+                Ok(_) => {}
                 Err(_) => break false,
             }
         };

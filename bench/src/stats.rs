@@ -38,6 +38,10 @@ impl Spread {
     /// `median (min–max)` with `digits` decimals; a single run shows only its value.
     pub fn show(&self, digits: usize) -> String {
         let value = |v: f64| group(v, digits);
+        #[allow(
+            clippy::float_cmp,
+            reason = "equal only when every run measured the same value"
+        )]
         if self.min == self.max {
             value(self.median)
         } else {

@@ -356,11 +356,11 @@ fn labels_arg(
     Ok(out)
 }
 
-fn find(inventory: &Inventory, namespace: &Option<String>, name: &str) -> Option<usize> {
+fn find(inventory: &Inventory, namespace: Option<&String>, name: &str) -> Option<usize> {
     inventory
         .endpoints
         .iter()
-        .position(|e| &e.namespace == namespace && e.name == name)
+        .position(|e| e.namespace.as_ref() == namespace && e.name == name)
 }
 
 /// Adds one endpoint.
@@ -411,7 +411,7 @@ pub extern "C" fn porin_session_endpoint_add(
             })?;
             addresses.push(address);
         }
-        if find(&state.inventory, &namespace, name).is_some() {
+        if find(&state.inventory, namespace.as_ref(), name).is_some() {
             return Err(Failure::new(
                 porin_result::AlreadyExists,
                 format!("endpoint `{name}` already exists"),
@@ -449,7 +449,7 @@ pub extern "C" fn porin_session_endpoint_remove(
     with_session(session, |state| {
         let namespace = optional_namespace(namespace, namespace_len)?;
         let name = string(name, name_len).map_err(plain)?;
-        let index = find(&state.inventory, &namespace, name)
+        let index = find(&state.inventory, namespace.as_ref(), name)
             .ok_or_else(|| Failure::new(porin_result::NotFound, format!("no endpoint `{name}`")))?;
         state.inventory.endpoints.remove(index);
         Ok(())
@@ -474,7 +474,7 @@ pub extern "C" fn porin_session_endpoint_set_labels(
         let namespace = optional_namespace(namespace, namespace_len)?;
         let name = string(name, name_len).map_err(plain)?;
         let labels = labels_arg(labels, label_count)?;
-        let index = find(&state.inventory, &namespace, name)
+        let index = find(&state.inventory, namespace.as_ref(), name)
             .ok_or_else(|| Failure::new(porin_result::NotFound, format!("no endpoint `{name}`")))?;
         if let Some(endpoint) = state.inventory.endpoints.get_mut(index) {
             endpoint.labels = labels;

@@ -93,8 +93,7 @@ fn peer_name(compiled: &Compiled, peer: &Peer, id: u32) -> String {
     }
     let info = compiled.identities.iter().find(|i| i.id == id);
     match info.map(|i| &i.kind) {
-        Some(IdentityKind::Reserved { name })
-        | Some(IdentityKind::ReservedEndpoints { name, .. }) => {
+        Some(IdentityKind::Reserved { name } | IdentityKind::ReservedEndpoints { name, .. }) => {
             format!("reserved:{name}")
         }
         Some(IdentityKind::Endpoints { endpoints }) => {

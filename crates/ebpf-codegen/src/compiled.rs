@@ -181,14 +181,24 @@ impl MapContents {
                 .ipcache4
                 .iter()
                 .map(|(k, v)| {
-                    ipcache_json(&k.to_bytes(), v, Ipv4Addr::from(k.addr).into(), k.prefixlen)
+                    ipcache_json(
+                        &k.to_bytes(),
+                        *v,
+                        Ipv4Addr::from(k.addr).into(),
+                        k.prefixlen,
+                    )
                 })
                 .collect(),
             ipcache6: self
                 .ipcache6
                 .iter()
                 .map(|(k, v)| {
-                    ipcache_json(&k.to_bytes(), v, Ipv6Addr::from(k.addr).into(), k.prefixlen)
+                    ipcache_json(
+                        &k.to_bytes(),
+                        *v,
+                        Ipv6Addr::from(k.addr).into(),
+                        k.prefixlen,
+                    )
                 })
                 .collect(),
             endpoints: self
@@ -281,7 +291,7 @@ pub struct PolicyEntryJson {
 
 fn ipcache_json(
     key: &[u8],
-    value: &IpcacheValue,
+    value: IpcacheValue,
     addr: std::net::IpAddr,
     prefixlen: u32,
 ) -> IpcacheEntryJson {

@@ -238,7 +238,7 @@ impl KernelError {
     pub fn is_unavailable(&self) -> bool {
         matches!(
             self.errno(),
-            Some(libc::EPERM) | Some(libc::EACCES) | Some(libc::ENOSYS)
+            Some(libc::EPERM | libc::EACCES | libc::ENOSYS)
         ) && matches!(self, Self::Syscall { .. })
     }
 }

@@ -631,7 +631,7 @@ fn deserialize_all(
                     }
                     Segment::Index(source_index)
                 }
-                key => key.clone(),
+                Segment::Key(key) => Segment::Key(key.clone()),
             };
             path.push(mapped.clone());
             original.push(mapped);

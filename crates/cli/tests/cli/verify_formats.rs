@@ -264,7 +264,13 @@ fn sarif_of_every_lint_fixture_validates_against_the_schema() {
             std::fs::read_dir(workspace().join("fixtures/lint").join(&dir))
                 .unwrap()
                 .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .filter(|f| f.ends_with(".yaml") && f != "porin.yaml" && f != "inventory.yaml")
+                .filter(|f| {
+                    std::path::Path::new(f)
+                        .extension()
+                        .is_some_and(|e| e.eq_ignore_ascii_case("yaml"))
+                        && f != "porin.yaml"
+                        && f != "inventory.yaml"
+                })
                 .collect();
         files.sort();
         for file in files {

@@ -165,7 +165,7 @@ impl Inventory {
     /// and unique, and endpoints without addresses get deterministic ones.
     pub fn finish(&mut self) -> Result<(), InventoryError> {
         if self.cluster.is_empty() {
-            self.cluster = DEFAULT_CLUSTER.to_owned();
+            DEFAULT_CLUSTER.clone_into(&mut self.cluster);
         }
         for endpoint in &self.endpoints {
             if let Some(ns) = &endpoint.namespace {

@@ -324,7 +324,7 @@ impl InventoryFields {
     /// Adds these fields to an inventory.
     pub fn add_to(&self, inventory: &mut Inventory, file: &str) -> Result<(), InventoryError> {
         if let Some(cluster) = &self.cluster {
-            inventory.cluster = cluster.clone();
+            inventory.cluster.clone_from(cluster);
         }
         if let Some(allow_localhost) = self.allow_localhost {
             inventory.allow_localhost = allow_localhost;

@@ -225,8 +225,8 @@ fn merge_parser(a: &L7, b: &L7) -> Result<L7, MergeConflict> {
         a.clone()
     } else {
         return Err(MergeConflict::Parsers {
-            first: pa.name().to_string(),
-            second: pb.name().to_string(),
+            first: pa.name().clone(),
+            second: pb.name().clone(),
         });
     };
     if a.parser == L7Parser::Crd && b.parser == L7Parser::Crd && a.listener != b.listener {
@@ -697,7 +697,7 @@ impl<'a> Resolver<'a> {
                             .with_cookie(sp.cookie)
                     };
                     let mut entry = entry;
-                    entry.origins = sp.origins.clone();
+                    entry.origins.clone_from(&sp.origins);
                     entries.push((*selector, entry));
                 }
                 entries.sort_by_key(|(selector, _)| !self.cache.selector(*selector).is_wildcard());

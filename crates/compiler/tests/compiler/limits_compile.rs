@@ -21,9 +21,8 @@ fn compile_synthetic(limits: &CompileLimits) -> Result<Compiled, CompileError> {
 fn refused_by(limit: Limit, value: u64) -> String {
     let mut limits = CompileLimits::default();
     limits.set(limit, value);
-    let error = match compile_synthetic(&limits) {
-        Ok(_) => panic!("{limit:?} = {value}: compiled"),
-        Err(error) => error,
+    let Err(error) = compile_synthetic(&limits) else {
+        panic!("{limit:?} = {value}: compiled")
     };
     let message = error.to_string();
     match &error {

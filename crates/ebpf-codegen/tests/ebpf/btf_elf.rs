@@ -209,7 +209,7 @@ fn object_read_sees_sections_symbols_and_relocations() {
         }
         match symbol.kind() {
             object::SymbolKind::Text => {
-                programs.push((name.to_owned(), symbol.address(), symbol.size()))
+                programs.push((name.to_owned(), symbol.address(), symbol.size()));
             }
             object::SymbolKind::Data if symbol.section_index() == Some(maps.index()) => {
                 map_symbols.insert(

@@ -326,7 +326,10 @@ fn markdown_links_into_docs_resolve() {
     let mut problems = Vec::new();
     let mut checked = 0;
     for (file, text) in texts() {
-        if !file.ends_with(".md") {
+        if !std::path::Path::new(&file)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("md"))
+        {
             continue;
         }
         let dir = Path::new(&file).parent().unwrap_or(Path::new(""));

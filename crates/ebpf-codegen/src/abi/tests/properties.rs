@@ -145,7 +145,7 @@ fn assert_matches_oracle(ms: &MapState) -> Result<(), TestCaseError> {
         );
         match d.verdict {
             Verdict::Redirect { proxy_port } => {
-                prop_assert_eq!(proxy_port, o.proxy_port, "{}", ctx)
+                prop_assert_eq!(proxy_port, o.proxy_port, "{}", ctx);
             }
             Verdict::Allow => prop_assert_eq!(o.proxy_port, 0, "{}", ctx),
             Verdict::AuthRequired { auth_type } => {
