@@ -17,7 +17,7 @@
 //! From Rust, no: use `porin-compiler` and `porin-ebpf` directly. This
 //! crate exists for agents written in C or Go (cgo).
 //!
-//! ## Conventions (also in `crates/capi/README.md`)
+//! ## Conventions (also in the repository README, "API conventions")
 //!
 //! - Opaque handles `porin_<noun>`, functions `porin_<noun>_<verb>`;
 //!   `_free(NULL)` is a no-op, and freeing a handle twice is detected
