@@ -451,9 +451,12 @@ pub const INVENTORY_FIELDS: &[&str] = &[
     "services",
 ];
 
-/// The top-level keys of one YAML mapping document, with their locations
-/// (values are skipped unread).
-struct TopLevelKeys(Vec<Spanned<String>>);
+/// The `kind` and the top-level keys of one YAML mapping document, with
+/// their locations (other values are skipped unread), in one pass.
+struct TopLevelKeys {
+    kind: Option<String>,
+    keys: Vec<Spanned<String>>,
+}
 
 impl<'de> Deserialize<'de> for TopLevelKeys {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -467,12 +470,16 @@ impl<'de> Deserialize<'de> for TopLevelKeys {
                 self,
                 mut map: A,
             ) -> Result<TopLevelKeys, A::Error> {
-                let mut keys = Vec::new();
+                let (mut kind, mut keys) = (None, Vec::new());
                 while let Some(key) = map.next_key::<Spanned<String>>()? {
-                    map.next_value::<serde::de::IgnoredAny>()?;
+                    if key.value == "kind" {
+                        kind = map.next_value::<Option<String>>()?;
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
                     keys.push(key);
                 }
-                Ok(TopLevelKeys(keys))
+                Ok(TopLevelKeys { kind, keys })
             }
         }
         deserializer.deserialize_map(Keys)
@@ -490,19 +497,15 @@ pub fn check_top_level_fields(
     limits: &InventoryLimits,
     accepted: impl Fn(&str) -> Option<Vec<&'static str>>,
 ) -> Result<(), InventoryError> {
-    #[derive(Deserialize)]
-    struct Kind {
-        #[serde(default)]
-        kind: Option<String>,
-    }
-    let kinds: Vec<Option<Kind>> =
+    let documents: Vec<Option<TopLevelKeys>> =
         serde_saphyr::from_multiple_with_options(text, parse_options(limits))
             .map_err(|e| parse_error(file, &e, limits))?;
-    let keys: Vec<Option<TopLevelKeys>> =
-        serde_saphyr::from_multiple_with_options(text, parse_options(limits))
-            .map_err(|e| parse_error(file, &e, limits))?;
-    for (kind, keys) in kinds.into_iter().zip(keys) {
-        let (Some(Kind { kind: Some(kind) }), Some(TopLevelKeys(keys))) = (kind, keys) else {
+    for document in documents.into_iter().flatten() {
+        let TopLevelKeys {
+            kind: Some(kind),
+            keys,
+        } = document
+        else {
             continue;
         };
         let Some(fields) = accepted(&kind) else {
