@@ -909,8 +909,9 @@ fn is_policy_file(path: &Path) -> bool {
 }
 
 /// Lists the policy files under a directory, recursively and sorted.
-/// Symbolic links to directories are not followed (no cycles).
-fn collect_files(dir: &Path, limits: &LoadLimits) -> Result<Vec<PathBuf>, LoadError> {
+/// Symbolic links to directories are not followed (no cycles). Public for
+/// `porin lint --context`, which must know which files a directory names.
+pub fn policy_files(dir: &Path, limits: &LoadLimits) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(current) = pending.pop() {
@@ -983,7 +984,7 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
             source,
         })?;
         if metadata.is_dir() {
-            for file in collect_files(path, limits)? {
+            for file in policy_files(path, limits)? {
                 charge(&file)?;
                 outcome.merge(load_file(&file, limits)?);
             }

@@ -36,7 +36,8 @@ pub struct Args {
     #[arg(required = true)]
     pub policies: Vec<PathBuf>,
     /// Inventory: a porin inventory file, Kubernetes manifests (file or
-    /// directory) or a `cilium-dbg identity/endpoint list -o json` dump.
+    /// directory) or a `cilium-dbg identity/endpoint list -o json` dump; `-`
+    /// reads standard input.
     #[arg(long)]
     pub inventory: PathBuf,
     /// Only this endpoint (`namespace/name`, or `name` outside Kubernetes).
@@ -57,6 +58,11 @@ pub fn load_and_compile(
     inventory: &Path,
     limits: &Limits,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
+    if inventory.as_os_str() == "-" && policies.iter().any(|p| p.as_os_str() == "-") {
+        bail!(
+            "standard input (`-`) can be read once: give it to the policies or to --inventory, not both"
+        );
+    }
     let outcome = load_paths(policies, &limits.load).context("cannot load policies")?;
     compile_loaded(outcome, inventory, limits)
 }

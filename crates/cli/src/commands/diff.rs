@@ -308,6 +308,12 @@ fn to_json(diffs: &[EndpointDiff]) -> String {
 /// Runs `porin diff`.
 pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.limits();
+    // Each side loads the inventory; standard input would be empty the second time.
+    if args.inventory.as_os_str() == "-" {
+        anyhow::bail!(
+            "porin diff reads the inventory once per side: give a file or directory, not `-`"
+        );
+    }
     let Some(old) = compile_side(&args.old, &args.inventory, &limits)? else {
         return Ok(ExitCode::from(2));
     };

@@ -1,13 +1,20 @@
 //! `porin lint PATH... [--inventory FILE_OR_DIR] [--config FILE]
-//! [--format human|json|sarif|junit|github] [--fail-on error|warning|never]`:
-//! load and validate policies, run the verifier's lint rules
-//! (`porin_lint`), print the findings.
+//! [--context PATH]... [--format human|json|sarif|junit|github]
+//! [--fail-on error|warning|never]`: load and validate policies, run the
+//! verifier's lint rules (`porin_lint`), print the findings.
+//!
+//! `--context` loads more policies that every rule sees but whose findings
+//! are not reported: a pre-commit hook passes the changed files as PATH and
+//! the whole policy set as context, so the rules that compare policies (PR004,
+//! PR005, PR007, ...) see every policy the cluster runs and only the changed
+//! files are reported on.
 //!
 //! Without `--inventory`, the rules that need one (capacity, shadowing,
 //! deny bypass, selectors that select nothing, DNS, named ports) are
 //! skipped, with a note on standard error. The configuration is `--config`,
 //! else `.porin.yaml` in the current directory if present.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -20,8 +27,10 @@ use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_lint::config::LintConfig;
 use porin_lint::{Report, verify};
+use porin_model::codes::SKIPPED_DOCUMENT;
 use porin_model::diagnostic::{render_human_all, render_json};
-use porin_model::{Diagnostic, Severity, load_paths};
+use porin_model::loader::policy_files;
+use porin_model::{Diagnostic, LoadLimits, Severity, load_paths};
 
 use crate::limit_flags::LimitArgs;
 use crate::output::Status;
@@ -40,7 +49,8 @@ pub struct LintArgs {
     #[arg(short, long)]
     pub verbose: bool,
     /// Inventory (porin inventory, Kubernetes manifests or a Cilium dump;
-    /// file or directory): enables the rules that need endpoints.
+    /// file or directory, `-` for standard input): enables the rules that
+    /// need endpoints.
     #[arg(long, value_name = "FILE_OR_DIR")]
     pub inventory: Option<PathBuf>,
     /// Lint configuration (default: `.porin.yaml` in the current directory, if any).
@@ -49,6 +59,12 @@ pub struct LintArgs {
     /// Which findings fail the run (exit 1).
     #[arg(long, value_enum, default_value_t = FailOn::Error)]
     pub fail_on: FailOn,
+    /// More policies (file or directory, repeatable) the rules see, whose own
+    /// findings are not reported; files also given as PATH are reported on.
+    /// Errors that make a context file invalid are still reported: the
+    /// analysis would be wrong without its policies.
+    #[arg(long, value_name = "PATH")]
+    pub context: Vec<PathBuf>,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -90,12 +106,76 @@ fn check_compile_limits(
     }
 }
 
+/// The files a path names: itself, or the policy files under a directory.
+fn files_of(path: &Path, limits: &LoadLimits) -> anyhow::Result<Vec<PathBuf>> {
+    if path.is_dir() {
+        Ok(policy_files(path, limits)?)
+    } else {
+        Ok(vec![path.to_owned()])
+    }
+}
+
+/// The files of `--context` not also named (directly or through a
+/// directory) by a PATH, without repeats: loading a file twice would make
+/// its policies duplicates of themselves (PM042).
+fn context_files(args: &LintArgs, limits: &LoadLimits) -> anyhow::Result<Vec<PathBuf>> {
+    if args.context.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Canonical paths, so `policies/a.yaml` and `./policies/a.yaml` are one file.
+    let canonical = |file: &Path| std::fs::canonicalize(file).unwrap_or_else(|_| file.to_owned());
+    let mut seen = BTreeSet::new();
+    for path in args.paths.iter().filter(|p| p.as_os_str() != "-") {
+        for file in files_of(path, limits)? {
+            seen.insert(canonical(&file));
+        }
+    }
+    let mut files = Vec::new();
+    for path in &args.context {
+        if path.as_os_str() == "-" {
+            anyhow::bail!("--context cannot read standard input; give a file or directory");
+        }
+        if !path.exists() {
+            anyhow::bail!(
+                "cannot read the context {}: no such file or directory",
+                path.display()
+            );
+        }
+        for file in files_of(path, limits)? {
+            if seen.insert(canonical(&file)) {
+                files.push(file);
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// Whether a finding is located in a `--context` file (and so is not
+/// reported, unless it makes that file invalid).
+fn in_context(diagnostic: &Diagnostic, context: &BTreeSet<String>) -> bool {
+    diagnostic
+        .primary
+        .as_ref()
+        .is_some_and(|at| context.contains(&at.file))
+}
+
 /// Runs the lint: exit 0 when nothing fails the run, 1 otherwise, 2 when a
 /// path, the inventory or the configuration cannot be read.
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let limits = args.limits.limits();
     let config = load_config(args.config.as_deref())?;
-    let outcome = load_paths(&args.paths, &limits.load)?;
+    let stdin_readers = args.paths.iter().filter(|p| p.as_os_str() == "-").count()
+        + usize::from(args.inventory.as_deref() == Some(Path::new("-")));
+    if stdin_readers > 1 {
+        anyhow::bail!(
+            "standard input (`-`) can be read once: give it to PATH or to --inventory, not both"
+        );
+    }
+    let context = context_files(args, &limits.load)?;
+    let context_names: BTreeSet<String> = context.iter().map(|f| f.display().to_string()).collect();
+    let mut paths = args.paths.clone();
+    paths.extend(context);
+    let outcome = load_paths(&paths, &limits.load)?;
     let inventory = match &args.inventory {
         Some(path) => Some(
             Inventory::load_with_limits(path, &limits.inventory)
@@ -107,10 +187,29 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     check_compile_limits(&inputs, inventory.as_ref(), &limits)?;
     let report: Report = verify(&inputs, inventory.as_ref(), &config)?;
 
-    let mut diagnostics: Vec<Diagnostic> = outcome.diagnostics.clone();
-    diagnostics.extend(report.findings.iter().cloned());
+    // Load errors of context files stay: the analysis is wrong without
+    // their policies. Their other findings are not this run's to report.
+    let mut diagnostics: Vec<Diagnostic> = outcome
+        .diagnostics
+        .iter()
+        .filter(|d| d.is_error() || !in_context(d, &context_names))
+        .cloned()
+        .collect();
+    diagnostics.extend(
+        report
+            .findings
+            .iter()
+            .filter(|d| !in_context(d, &context_names))
+            .cloned(),
+    );
     if !args.verbose {
-        diagnostics.retain(|d| d.severity != Severity::Info || args.format != LintFormat::Human);
+        // Notes are for people; a skipped Deployment is not a finding for
+        // code scanning or a test report either, so machine formats leave
+        // it out too (`-v` keeps it).
+        diagnostics.retain(|d| {
+            d.code != SKIPPED_DOCUMENT.code
+                && (d.severity != Severity::Info || args.format != LintFormat::Human)
+        });
     }
     let fails = outcome.has_errors() || diagnostics.iter().any(|d| args.fail_on.fails(d.severity));
     let status = if fails {

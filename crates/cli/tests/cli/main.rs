@@ -7,6 +7,7 @@ mod common;
 mod duplicates;
 mod limits;
 mod limits_memory;
+mod lint_context;
 mod test_junit;
 mod verify_diff_graph;
 mod verify_formats;

@@ -56,7 +56,8 @@ impl Inventory {
     /// A directory is read recursively (files ending in `.yaml`, `.yml` or
     /// `.json`, in path order); each file may be porin YAML, Kubernetes
     /// manifests or a Cilium dump; documents of other kinds (policies, for
-    /// example) are ignored.
+    /// example) are ignored. The path `-` reads standard input (one file,
+    /// named `<stdin>` in messages).
     pub fn load(path: &Path) -> Result<Self, InventoryError> {
         Self::load_with_limits(path, &InventoryLimits::default())
     }
@@ -79,6 +80,11 @@ impl Inventory {
         path: &Path,
         limits: &InventoryLimits,
     ) -> Result<(), InventoryError> {
+        // `-` is standard input, as for policy paths (porin_model::load_paths).
+        if path.as_os_str() == "-" {
+            let text = read_rest(path, std::io::stdin().lock(), limits)?;
+            return self.add_text_with_limits("<stdin>", &text, limits);
+        }
         let mut files = Vec::new();
         collect_files(path, path, limits, &mut files)?;
         for file in files {
@@ -287,7 +293,6 @@ fn check_limit(
 /// Reads a file, refusing it by its size before reading and, should it
 /// grow meanwhile, after at most one byte more than the limit.
 fn read_bounded(file: &Path, limits: &InventoryLimits) -> Result<String, InventoryError> {
-    use std::io::Read as _;
     let display = file.display().to_string();
     let read_error = |source| InventoryError::Read {
         path: file.to_path_buf(),
@@ -296,8 +301,28 @@ fn read_bounded(file: &Path, limits: &InventoryLimits) -> Result<String, Invento
     let handle = std::fs::File::open(file).map_err(read_error)?;
     let size = handle.metadata().map_err(read_error)?.len();
     check_limit(&display, InventoryLimit::FileBytes, size, limits)?;
+    read_rest(file, handle, limits)
+}
+
+/// Reads at most one byte more than `max_file_bytes` from `reader` (a file,
+/// or standard input, whose size is not known before) and refuses more.
+fn read_rest(
+    file: &Path,
+    reader: impl std::io::Read,
+    limits: &InventoryLimits,
+) -> Result<String, InventoryError> {
+    use std::io::Read as _;
+    let display = if file.as_os_str() == "-" {
+        "<stdin>".to_owned()
+    } else {
+        file.display().to_string()
+    };
+    let read_error = |source| InventoryError::Read {
+        path: file.to_path_buf(),
+        source,
+    };
     let mut bytes = Vec::new();
-    handle
+    reader
         .take(limits.max_file_bytes.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(read_error)?;

@@ -24,3 +24,5 @@ pub fn porin(args: &[&str]) -> Output {
         .output()
         .expect("porin runs")
 }
+
+pub mod dist;
