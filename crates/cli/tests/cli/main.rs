@@ -2,12 +2,14 @@
 //! test binary (one link of the crate and its dependencies instead of one per file; see
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
+mod action;
 mod cli;
 mod common;
 mod duplicates;
 mod limits;
 mod limits_memory;
 mod lint_context;
+mod release;
 mod test_junit;
 mod verify_diff_graph;
 mod verify_formats;
