@@ -9,6 +9,7 @@ mod duplicates;
 mod limits;
 mod limits_memory;
 mod lint_context;
+mod precommit;
 mod release;
 mod test_junit;
 mod verify_diff_graph;
