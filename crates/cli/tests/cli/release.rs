@@ -223,3 +223,53 @@ fn the_container_image_builds_and_porin_runs_from_its_exported_root() {
     assert_eq!(code, 0, "{out}{stderr}");
     assert!(out.contains("2 valid policies loaded"), "{out}");
 }
+
+/// The README's install lines, as written, up to the first alternative
+/// (`# or:`), with `REPO` pointed at a directory laid out like the
+/// releases (`releases/download/vVERSION/`) holding the local archive.
+#[test]
+fn the_readmes_install_lines_give_a_working_porin() {
+    let Some(dir) = dist::dist_dir() else { return };
+    let readme = std::fs::read_to_string(workspace().join("README.md")).expect("README");
+    let section = &readme[readme.find("## Install").expect("an Install section")..];
+    let block = &section[section.find("```sh\n").expect("a sh block") + 6..];
+    let block = &block[..block.find("```").expect("closed block")];
+    let lines: Vec<&str> = block
+        .lines()
+        .take_while(|l| !l.starts_with("# or:"))
+        .collect();
+    let script = lines.join("\n");
+    assert!(
+        script.starts_with("REPO=https://example.invalid/porin "),
+        "the first line sets REPO:\n{script}"
+    );
+    let scratch = Scratch::new("readme-install");
+    let releases = scratch.join(&format!("releases/download/v{}", version()));
+    std::fs::create_dir_all(&releases).expect("releases dir");
+    for file in [archive_name(), format!("{}.sha256", archive_name())] {
+        std::fs::copy(dir.join(&file), releases.join(&file)).expect("copy release file");
+    }
+    let script = script.replacen(
+        "REPO=https://example.invalid/porin",
+        &format!("REPO=file://{}", scratch.0.display()),
+        1,
+    );
+    let home = scratch.join("home");
+    let work = scratch.join("work");
+    std::fs::create_dir_all(&work).expect("work dir");
+    let (code, out, stderr) = run(Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(&work)
+        .env_clear()
+        .env("PATH", SYSTEM_PATH)
+        .env("HOME", &home));
+    assert_eq!(
+        code, 0,
+        "the README's install lines failed:\n{script}\n{out}{stderr}"
+    );
+    let (code, out, _) = run(Command::new(home.join(".local/bin/porin")).arg("--version"));
+    assert_eq!(
+        (code, out.trim()),
+        (0, format!("porin {}", version()).as_str())
+    );
+}
