@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_compiler::compile::{Compiled, compile_with_limits};
+use porin_compiler::error::InventoryError;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
@@ -83,8 +84,7 @@ pub fn compile_loaded(
     if outcome.has_errors() {
         return Ok(Err(outcome));
     }
-    let inventory = Inventory::load_with_limits(inventory, &limits.inventory)
-        .context("cannot load the inventory")?;
+    let inventory = load_inventory(inventory, limits).context("cannot load the inventory")?;
     let inputs = PolicyInput::from_outcome(&outcome);
     let compiled = compile_with_limits(&inputs, &inventory, &limits.compile)?;
     let diagnostics: Vec<_> = compiled.all_diagnostics().cloned().collect();
@@ -92,6 +92,15 @@ pub fn compile_loaded(
         eprint!("{}", render_human_all(&diagnostics, &outcome.sources));
     }
     Ok(Ok((compiled, outcome)))
+}
+
+/// Loads the inventory of `--inventory PATH`; `-` is standard input.
+pub fn load_inventory(path: &Path, limits: &Limits) -> Result<Inventory, InventoryError> {
+    if path.as_os_str() == "-" {
+        Inventory::load_reader_with_limits("<stdin>", std::io::stdin().lock(), &limits.inventory)
+    } else {
+        Inventory::load_with_limits(path, &limits.inventory)
+    }
 }
 
 /// Runs `porin compile`.

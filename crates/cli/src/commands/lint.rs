@@ -32,6 +32,7 @@ use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::loader::policy_files;
 use porin_model::{Diagnostic, LoadLimits, Severity, load_paths};
 
+use crate::commands::compile::load_inventory;
 use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
@@ -178,7 +179,7 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let outcome = load_paths(&paths, &limits.load)?;
     let inventory = match &args.inventory {
         Some(path) => Some(
-            Inventory::load_with_limits(path, &limits.inventory)
+            load_inventory(path, &limits)
                 .with_context(|| format!("cannot load the inventory {}", path.display()))?,
         ),
         None => None,

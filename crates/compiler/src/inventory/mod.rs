@@ -56,8 +56,7 @@ impl Inventory {
     /// A directory is read recursively (files ending in `.yaml`, `.yml` or
     /// `.json`, in path order); each file may be porin YAML, Kubernetes
     /// manifests or a Cilium dump; documents of other kinds (policies, for
-    /// example) are ignored. The path `-` reads standard input (one file,
-    /// named `<stdin>` in messages).
+    /// example) are ignored.
     pub fn load(path: &Path) -> Result<Self, InventoryError> {
         Self::load_with_limits(path, &InventoryLimits::default())
     }
@@ -73,6 +72,21 @@ impl Inventory {
         Ok(inventory)
     }
 
+    /// Loads an inventory from one stream (`porin --inventory -` passes
+    /// standard input), named `name` in messages, and finishes it: at most
+    /// `max_file_bytes` are read, as from a file.
+    pub fn load_reader_with_limits(
+        name: &str,
+        reader: impl std::io::Read,
+        limits: &InventoryLimits,
+    ) -> Result<Self, InventoryError> {
+        let text = read_rest(Path::new(name), reader, limits)?;
+        let mut inventory = Self::new();
+        inventory.add_text_with_limits(name, &text, limits)?;
+        inventory.finish()?;
+        Ok(inventory)
+    }
+
     /// Adds the inventory content of a file or directory (not finished),
     /// read as [`Inventory::load_with_limits`] reads it.
     pub fn add_path_with_limits(
@@ -80,11 +94,6 @@ impl Inventory {
         path: &Path,
         limits: &InventoryLimits,
     ) -> Result<(), InventoryError> {
-        // `-` is standard input, as for policy paths (porin_model::load_paths).
-        if path.as_os_str() == "-" {
-            let text = read_rest(path, std::io::stdin().lock(), limits)?;
-            return self.add_text_with_limits("<stdin>", &text, limits);
-        }
         let mut files = Vec::new();
         collect_files(path, path, limits, &mut files)?;
         for file in files {
@@ -305,18 +314,14 @@ fn read_bounded(file: &Path, limits: &InventoryLimits) -> Result<String, Invento
 }
 
 /// Reads at most one byte more than `max_file_bytes` from `reader` (a file,
-/// or standard input, whose size is not known before) and refuses more.
+/// or a stream whose size is not known before) and refuses more.
 fn read_rest(
     file: &Path,
     reader: impl std::io::Read,
     limits: &InventoryLimits,
 ) -> Result<String, InventoryError> {
     use std::io::Read as _;
-    let display = if file.as_os_str() == "-" {
-        "<stdin>".to_owned()
-    } else {
-        file.display().to_string()
-    };
+    let display = file.display().to_string();
     let read_error = |source| InventoryError::Read {
         path: file.to_path_buf(),
         source,
