@@ -135,7 +135,8 @@ pub fn run(command: &mut Command) -> (i32, String, String) {
 /// A PATH with the system's tools only: no cargo, no rustc, no porin.
 pub const SYSTEM_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
-/// Runs `git ARGS...` in `dir` (with an identity for commits); returns stdout.
+/// Runs `git ARGS...` in `dir` and returns stdout. Commits get an
+/// identity and a fixed date, so the same files give the same commit.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let (code, out, err) = run(Command::new("git")
         .args([
@@ -145,6 +146,8 @@ pub fn git(dir: &Path, args: &[&str]) -> String {
             "user.email=test@example.invalid",
         ])
         .args(args)
+        .env("GIT_AUTHOR_DATE", "2000-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2000-01-01T00:00:00Z")
         .current_dir(dir));
     assert_eq!(code, 0, "git {args:?}: {out}{err}");
     out
