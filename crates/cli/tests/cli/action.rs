@@ -92,6 +92,9 @@ struct Runner {
     temp: PathBuf,
     inputs: BTreeMap<String, String>,
     github: BTreeMap<&'static str, String>,
+    /// What the runner's image has beyond the system (a Rust toolchain).
+    tools_path: Vec<String>,
+    tools_env: Vec<(&'static str, String)>,
 }
 
 impl Runner {
@@ -175,6 +178,7 @@ impl Runner {
             std::fs::write(&output_file, "").expect("output file");
             std::fs::write(&path_file, "").expect("path file");
             let mut path = path_additions.clone();
+            path.extend(self.tools_path.iter().cloned());
             path.push(SYSTEM_PATH.to_owned());
             let mut command = Command::new("bash");
             command
@@ -201,6 +205,9 @@ impl Runner {
                     Some(dir) => PathBuf::from(self.eval(dir, &outcome.outputs)),
                     None => self.workspace.clone(),
                 });
+            for (key, value) in &self.tools_env {
+                command.env(key, value);
+            }
             for (key, value) in &step.env {
                 command.env(key, self.eval(value, &outcome.outputs));
             }
@@ -300,6 +307,8 @@ fn runner(scratch: &Scratch, repo: PathBuf, dist_dir: &Path) -> Runner {
         temp,
         inputs,
         github,
+        tools_path: Vec::new(),
+        tools_env: Vec::new(),
     }
 }
 
@@ -444,5 +453,55 @@ fn an_unreadable_inventory_stops_the_action_with_exit_2() {
     assert!(
         !repo.join("porin.sarif").exists(),
         "no half-written SARIF is left to upload"
+    );
+}
+
+/// `install: source`: cargo install from the action's checkout. The test
+/// gives the step the running toolchain and the workspace's target
+/// directory with the release archive's target, so cargo reuses the build
+/// `scripts/dist` made instead of compiling porin again.
+#[test]
+fn the_source_install_builds_porin_with_cargo() {
+    let Some((scratch, repo, dist_dir)) = scenario("action-source") else {
+        return;
+    };
+    let cargo = PathBuf::from(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    let Some(toolchain) = cargo.parent().filter(|dir| dir.join("rustc").exists()) else {
+        dist::skip("no toolchain directory beside $CARGO");
+        return;
+    };
+    let mut runner = runner(&scratch, repo.clone(), dist_dir);
+    runner.inputs.insert("install".into(), "source".into());
+    runner.tools_path.push(toolchain.display().to_string());
+    let home = PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/root".into()));
+    let cargo_home =
+        std::env::var("CARGO_HOME").unwrap_or_else(|_| home.join(".cargo").display().to_string());
+    runner.tools_env = vec![
+        ("CARGO_HOME", cargo_home),
+        (
+            "CARGO_TARGET_DIR",
+            workspace().join("target").display().to_string(),
+        ),
+        ("CARGO_BUILD_TARGET", dist::TARGET.to_owned()),
+    ];
+    let outcome = runner.run(&action());
+    let log = &outcome.log;
+    assert_eq!(outcome.code("Install porin"), Some(0), "{log}");
+    let porin = outcome.output("install", "porin");
+    assert_eq!(
+        porin,
+        format!("{}/porin/bin/porin", runner.temp.display()),
+        "{log}"
+    );
+    assert!(
+        log.contains("Installed package `porin-cli"),
+        "cargo install ran:\n{log}"
+    );
+    assert_eq!(outcome.output("lint", "exit-code"), "0", "{log}");
+    let sarif = sarif(&repo, &outcome);
+    assert!(
+        sarif["runs"][0]["results"]
+            .as_array()
+            .is_some_and(|r| !r.is_empty())
     );
 }
