@@ -1,4 +1,8 @@
-//! "Did you mean" suggestions by edit distance.
+//! "Did you mean" suggestions by edit distance, and the one replacement a
+//! diagnostic suggests (for editors' quick fixes).
+
+use crate::codes;
+use crate::diagnostic::Diagnostic;
 
 /// Levenshtein distance over characters (inputs here are short field names).
 fn edit_distance(a: &str, b: &str) -> usize {
@@ -37,9 +41,79 @@ pub fn did_you_mean<'c>(
     best.filter(|(d, _)| *d <= limit).map(|(_, c)| c)
 }
 
+/// The text that should replace the token at a diagnostic's primary
+/// location, when the diagnostic suggests exactly one mechanical fix: the
+/// field an unknown field is a typo of (PM003 `did you mean "fromEndpoints"?`),
+/// the quoted form of an unquoted string (PM004 `quote the value: "8080"`),
+/// or the enum value a wrong one is close to (`did you mean `TCP`?`, e.g.
+/// PM006, PM017, PM023). `None` for every other diagnostic.
+///
+/// The phrases are the ones this crate writes (loader.rs, yaml/de.rs); the
+/// tests below load real inputs, so a change of wording fails here rather
+/// than silently disabling an editor's quick fix.
+pub fn suggested_replacement(diagnostic: &Diagnostic) -> Option<String> {
+    if diagnostic.code == codes::UNKNOWN_FIELD.code {
+        let (_, rest) = diagnostic.message.split_once(", did you mean \"")?;
+        let field = rest.strip_suffix("\"?")?;
+        return plain_token(field).then(|| field.to_owned());
+    }
+    let help = diagnostic.help.as_deref()?;
+    if diagnostic.code == codes::WRONG_TYPE.code {
+        let quoted = help.strip_prefix("the field is a string; quote the value: ")?;
+        let inner = quoted.strip_prefix('"')?.strip_suffix('"')?;
+        return (!inner.contains(['"', '\\'])).then(|| quoted.to_owned());
+    }
+    let (_, rest) = help.split_once("did you mean `")?;
+    let (value, _) = rest.split_once("`?")?;
+    plain_token(value).then(|| value.to_owned())
+}
+
+/// A suggestion that can stand unquoted in YAML as it is (names and enum
+/// values: letters, digits, `-`, `_`, `.`, `/`).
+fn plain_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn replacements(yaml: &str) -> Vec<(&'static str, Option<String>)> {
+        let outcome = crate::load_str("t.yaml", yaml, &crate::LoadLimits::default());
+        outcome
+            .diagnostics
+            .iter()
+            .map(|d| (d.code, suggested_replacement(d)))
+            .collect()
+    }
+
+    #[test]
+    fn the_loaders_own_suggestions_are_recognised() {
+        let head = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: a, namespace: b}\nspec:\n  endpointSelector: {}\n";
+        let typo = format!("{head}  ingress:\n  - fromEndpoint: [{{}}]\n");
+        assert_eq!(
+            replacements(&typo),
+            [("PM003", Some("fromEndpoints".to_owned()))]
+        );
+        let unquoted = format!(
+            "{head}  ingress:\n  - toPorts: [{{ports: [{{port: 8080, protocol: TCP}}]}}]\n"
+        );
+        assert_eq!(
+            replacements(&unquoted),
+            [("PM004", Some("\"8080\"".to_owned()))]
+        );
+        let lower = format!(
+            "{head}  ingress:\n  - toPorts: [{{ports: [{{port: \"80\", protocol: tcp}}]}}]\n"
+        );
+        assert_eq!(replacements(&lower), [("PM023", Some("TCP".to_owned()))]);
+        let entity = format!("{head}  ingress:\n  - fromEntities: [worl]\n");
+        assert_eq!(replacements(&entity), [("PM017", Some("world".to_owned()))]);
+        let far = format!("{head}  ingress:\n  - fromEntities: [zzzzzzzz]\n");
+        assert_eq!(replacements(&far), [("PM017", None)]);
+    }
 
     #[test]
     fn suggests_plural_field() {
