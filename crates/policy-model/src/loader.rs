@@ -908,9 +908,11 @@ fn is_policy_file(path: &Path) -> bool {
         .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
 }
 
-/// Lists the policy files under a directory, recursively and sorted.
+/// Lists the policy files under a directory, recursively and sorted, as
+/// [`load_path`] reads them (public for callers that load some of the files
+/// from elsewhere, e.g. the language server's unsaved editor buffers).
 /// Symbolic links to directories are not followed (no cycles).
-fn collect_files(dir: &Path, limits: &LoadLimits) -> Result<Vec<PathBuf>, LoadError> {
+pub fn collect_files(dir: &Path, limits: &LoadLimits) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_owned()];
     while let Some(current) = pending.pop() {
