@@ -141,6 +141,20 @@ fn hover_shows_the_models_field_docs_and_porin_explain() {
     assert!(client.stop());
 }
 
+/// The labels offered at (line, character).
+fn completions(client: &mut Client, uri: &str, line: u32, character: u32) -> Vec<String> {
+    let response = client.request(
+        "textDocument/completion",
+        json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": character}}),
+    );
+    response["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|i| i["label"].as_str().map(str::to_owned))
+        .collect()
+}
+
 #[test]
 fn completion_offers_fields_and_enum_values_at_the_path() {
     let (mut client, _, uri) = start("completion");
@@ -149,34 +163,13 @@ fn completion_offers_fields_and_enum_values_at_the_path() {
         .replace("protocol: tcp", "protocol: ");
     client.open(&uri, &typing);
     // Line 12 (0-based 11) is `    ` inside the ingress item.
-    let response = client.request(
-        "textDocument/completion",
-        json!({"textDocument": {"uri": uri}, "position": {"line": 11, "character": 4}}),
-    );
-    let labels: Vec<&str> = response["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|i| i["label"].as_str())
-        .collect();
-    assert!(labels.contains(&"fromEntities"), "{labels:?}");
-    assert!(labels.contains(&"icmps"), "{labels:?}");
+    let labels = completions(&mut client, &uri, 11, 4);
+    let has = |name: &str| labels.iter().any(|l| l == name);
+    assert!(has("fromEntities") && has("icmps"), "{labels:?}");
     // `toPorts` is already there; `egress` belongs to the rule, not the item.
-    assert!(
-        !labels.contains(&"toPorts") && !labels.contains(&"egress"),
-        "{labels:?}"
-    );
+    assert!(!has("toPorts") && !has("egress"), "{labels:?}");
     // The protocol's value.
-    let response = client.request(
-        "textDocument/completion",
-        json!({"textDocument": {"uri": uri}, "position": {"line": 17, "character": 18}}),
-    );
-    let labels: Vec<&str> = response["result"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|i| i["label"].as_str())
-        .collect();
+    let labels = completions(&mut client, &uri, 17, 18);
     assert_eq!(labels, ["TCP", "UDP", "SCTP", "VRRP", "IGMP", "ANY"]);
     assert!(client.stop());
 }
