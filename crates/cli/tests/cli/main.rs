@@ -5,6 +5,7 @@
 mod cli;
 mod common;
 mod duplicates;
+mod editors;
 mod limits;
 mod limits_memory;
 mod test_junit;

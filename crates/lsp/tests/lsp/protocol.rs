@@ -11,25 +11,7 @@ use crate::common::{Client, file_uri, places, scratch, workspace_root};
 /// An invalid policy; `porin lint` reports (1-based line:column)
 /// PM003 at 11:5 (`fromEndpoint`), PM004 at 16:15 (`8080`) and PM023 at
 /// 17:19 (`tcp`).
-pub const INVALID: &str = "\
-apiVersion: cilium.io/v2
-kind: CiliumNetworkPolicy
-metadata:
-  name: web
-  namespace: default
-spec:
-  endpointSelector:
-    matchLabels:
-      app: web
-  ingress:
-  - fromEndpoint:
-    - matchLabels:
-        app: x
-    toPorts:
-    - ports:
-      - port: 8080
-        protocol: tcp
-";
+pub const INVALID: &str = include_str!("../../../../fixtures/editors/invalid-web.yaml");
 
 fn start(name: &str) -> (Client, std::path::PathBuf, String) {
     let dir = scratch(name);
