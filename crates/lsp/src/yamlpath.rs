@@ -104,16 +104,20 @@ fn is_blank_or_comment(line: &str) -> bool {
 
 /// The YAML document (lines between `---` markers) around line `at`.
 fn document_bounds(lines: &[&str], at: usize) -> (usize, usize) {
-    let is_marker = |l: &str| l.starts_with("---") || l.starts_with("...");
     let start = lines[..at]
         .iter()
         .rposition(|l| is_marker(l))
         .map_or(0, |m| m + 1);
-    let end = lines[at..]
+    let end = lines[at + 1..]
         .iter()
         .position(|l| is_marker(l))
-        .map_or(lines.len(), |m| at + m);
+        .map_or(lines.len(), |m| at + 1 + m);
     (start, end)
+}
+
+/// A document marker line (`---`, `...`): no field is on it.
+fn is_marker(line: &str) -> bool {
+    line.starts_with("---") || line.starts_with("...")
 }
 
 /// The cursor at byte `byte` of line `line` (0-based) of `text`.
@@ -123,6 +127,9 @@ pub fn cursor(text: &str, line: usize, byte: usize) -> Option<Cursor> {
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
         .collect();
     let current = *lines.get(line)?;
+    if is_marker(current) {
+        return None;
+    }
     let byte = (0..=byte.min(current.len()))
         .rev()
         .find(|&b| current.is_char_boundary(b))?;
@@ -367,8 +374,8 @@ spec:
 
     #[test]
     fn any_position_is_answered_without_panicking() {
-        let text = "a:\n  - é: [x\n\t- : :\n- - - k: v\n";
-        for line in 0..6 {
+        let text = "a:\n  - é: [x\n---\n\t- : :\n- - - k: v\n...\n---";
+        for line in 0..9 {
             for byte in 0..20 {
                 let _ = cursor(text, line, byte);
             }
