@@ -226,6 +226,13 @@ spec:
         protocol: TCP
 ";
     std::fs::write(dir.join("b.yaml"), b).unwrap();
+    // The workspace's `.porin.yaml` applies, as it does to `porin lint`
+    // there: PR005 made an error, PR011 (duplicate rule) off.
+    std::fs::write(
+        dir.join(".porin.yaml"),
+        "rules:\n  redundant-allow: error\n  PR011: off\n",
+    )
+    .unwrap();
     let mut client = Client::start(Options::default());
     client.initialize(
         &dir,
@@ -253,7 +260,8 @@ spec:
         .iter()
         .find(|d| d["code"] == "PR005")
         .expect("PR005 on b.yaml");
-    assert_eq!(pr005["severity"], 2);
+    assert_eq!(pr005["severity"], 1);
+    assert!(!b_found.iter().any(|d| d["code"] == "PR011"), "{b_found:?}");
     assert_eq!(pr005["range"]["start"], json!({"line": 10, "character": 4}));
     let related = &pr005["relatedInformation"][0];
     assert_eq!(related["location"]["uri"], a_uri);
@@ -359,4 +367,30 @@ fn exit_without_shutdown_is_not_clean() {
     let mut client = Client::start(Options::default());
     client.initialize(&scratch("exit"), Value::Null);
     assert!(!client.exit());
+}
+
+#[test]
+fn codes_link_to_the_docs_when_a_url_is_configured() {
+    let dir = scratch("links");
+    let mut client = Client::start(Options::default());
+    client.initialize(
+        &dir,
+        json!({"docsUrl": "https://docs.example/codes/{code}.html"}),
+    );
+    let uri = file_uri(&dir.join("web.yaml"));
+    client.open(&uri, INVALID);
+    let diagnostics = client.diagnostics(&uri);
+    let links: Vec<&str> = diagnostics
+        .iter()
+        .filter_map(|d| d["codeDescription"]["href"].as_str())
+        .collect();
+    assert_eq!(
+        links,
+        [
+            "https://docs.example/codes/PM003.html",
+            "https://docs.example/codes/PM004.html",
+            "https://docs.example/codes/PM023.html",
+        ]
+    );
+    assert!(client.stop());
 }
