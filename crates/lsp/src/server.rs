@@ -547,7 +547,8 @@ impl Server {
                 .collect();
             now.insert(file.clone(), published);
         }
-        // Files that had findings and are no longer analysed: clear them.
+        // Files published before and no longer analysed (closed, left the
+        // set): cleared.
         for file in self.published.keys() {
             now.entry(file.clone()).or_default();
         }
@@ -568,7 +569,9 @@ impl Server {
                     version: opened.map(|d| d.version),
                 });
             }
-            if !published.is_empty() || self.documents.contains_key(&file) {
+            // Kept: every file analysed (so a clean file is not published
+            // again on every change), and findings not yet cleared.
+            if !published.is_empty() || analysis.by_file.contains_key(&file) {
                 self.published.insert(file, published);
             }
         }

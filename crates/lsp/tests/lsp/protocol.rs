@@ -60,6 +60,25 @@ fn diagnostics_have_porin_lints_codes_places_and_messages() {
         .filter_map(|d| d["code"].as_str())
         .collect();
     assert_eq!(codes, ["PM003", "PM023"]);
+    // A change that changes no finding publishes nothing.
+    client.notifications.clear();
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": uri, "version": 3}, "contentChanges": [{"text": format!("{fixed}# a comment\n")}]}),
+    );
+    let hover = client.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": 0}}),
+    );
+    assert!(hover.get("error").is_none(), "{hover}");
+    assert!(
+        !client
+            .notifications
+            .iter()
+            .any(|n| n["method"] == "textDocument/publishDiagnostics"),
+        "{:?}",
+        client.notifications
+    );
     // Closing clears them.
     client.notify(
         "textDocument/didClose",
@@ -226,6 +245,12 @@ spec:
         protocol: TCP
 ";
     std::fs::write(dir.join("b.yaml"), b).unwrap();
+    // A clean file of the set (not a policy: skipped).
+    std::fs::write(
+        dir.join("c.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+    )
+    .unwrap();
     // The workspace's `.porin.yaml` applies, as it does to `porin lint`
     // there: PR005 made an error, PR011 (duplicate rule) off.
     std::fs::write(
@@ -271,6 +296,30 @@ spec:
     );
     assert_eq!(related["message"], "already allowed by this rule");
     assert!(seen[&a_uri].iter().any(|d| d["code"] == "PR005"));
+
+    // A change that changes no finding publishes nothing, for any file of
+    // the set (the clean c.yaml was published once, as clean).
+    let c_uri = file_uri(&dir.join("c.yaml"));
+    if !seen.contains_key(&c_uri) {
+        client.wait(|m| {
+            m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == c_uri
+        });
+    }
+    client.notifications.clear();
+    client.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": b_uri, "version": 2}, "contentChanges": [{"text": format!("{b}# a comment\n")}]}),
+    );
+    client.request(
+        "textDocument/hover",
+        json!({"textDocument": {"uri": b_uri}, "position": {"line": 0, "character": 0}}),
+    );
+    let published: Vec<&Value> = client
+        .notifications
+        .iter()
+        .filter(|n| n["method"] == "textDocument/publishDiagnostics")
+        .collect();
+    assert_eq!(published, Vec::<&Value>::new());
 
     // Without the inventory, the same open file is linted alone: clean.
     let mut alone = Client::start(Options::default());
