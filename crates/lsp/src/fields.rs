@@ -9,8 +9,12 @@ use crate::yamlpath::Segment;
 
 /// The schema, and lookups along a YAML path.
 pub struct Fields {
-    root: Value,
+    root: &'static Value,
 }
+
+/// Generated once per process: it is the same for every server (and the
+/// fuzz target starts a server per input).
+static SCHEMA: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
 
 /// A field as hover and completion show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,7 +43,7 @@ const MAX_HOPS: usize = 32;
 impl Default for Fields {
     fn default() -> Self {
         Fields {
-            root: porin_model::schema::policy_schema(),
+            root: SCHEMA.get_or_init(porin_model::schema::policy_schema),
         }
     }
 }
