@@ -846,7 +846,9 @@ fn byte_offset(text: &str, position: Position, encoding: Encoding) -> usize {
     text.len()
 }
 
-/// The path of a policy document given on the command line, absolute.
+/// A path given on the command line, made absolute against the working
+/// directory (the server resolves the client's paths against the workspace
+/// root instead).
 pub fn absolute(path: &Path) -> PathBuf {
     if path.is_absolute() {
         path.to_owned()

@@ -48,9 +48,9 @@ pub fn did_you_mean<'c>(
 /// or the enum value a wrong one is close to (`did you mean `TCP`?`, e.g.
 /// PM006, PM017, PM023). `None` for every other diagnostic.
 ///
-/// The phrases are the ones this crate writes (loader.rs, yaml/de.rs); the
-/// tests below load real inputs, so a change of wording fails here rather
-/// than silently disabling an editor's quick fix.
+/// The phrases are the ones this crate writes (loader.rs, yaml/de.rs); a
+/// test (`tests/model/suggestions.rs`) loads real inputs, so a change of
+/// wording fails there rather than silently disabling an editor's quick fix.
 pub fn suggested_replacement(diagnostic: &Diagnostic) -> Option<String> {
     if diagnostic.code == codes::UNKNOWN_FIELD.code {
         let (_, rest) = diagnostic.message.split_once(", did you mean \"")?;
@@ -80,40 +80,6 @@ fn plain_token(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn replacements(yaml: &str) -> Vec<(&'static str, Option<String>)> {
-        let outcome = crate::load_str("t.yaml", yaml, &crate::LoadLimits::default());
-        outcome
-            .diagnostics
-            .iter()
-            .map(|d| (d.code, suggested_replacement(d)))
-            .collect()
-    }
-
-    #[test]
-    fn the_loaders_own_suggestions_are_recognised() {
-        let head = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: a, namespace: b}\nspec:\n  endpointSelector: {}\n";
-        let typo = format!("{head}  ingress:\n  - fromEndpoint: [{{}}]\n");
-        assert_eq!(
-            replacements(&typo),
-            [("PM003", Some("fromEndpoints".to_owned()))]
-        );
-        let unquoted = format!(
-            "{head}  ingress:\n  - toPorts: [{{ports: [{{port: 8080, protocol: TCP}}]}}]\n"
-        );
-        assert_eq!(
-            replacements(&unquoted),
-            [("PM004", Some("\"8080\"".to_owned()))]
-        );
-        let lower = format!(
-            "{head}  ingress:\n  - toPorts: [{{ports: [{{port: \"80\", protocol: tcp}}]}}]\n"
-        );
-        assert_eq!(replacements(&lower), [("PM023", Some("TCP".to_owned()))]);
-        let entity = format!("{head}  ingress:\n  - fromEntities: [worl]\n");
-        assert_eq!(replacements(&entity), [("PM017", Some("world".to_owned()))]);
-        let far = format!("{head}  ingress:\n  - fromEntities: [zzzzzzzz]\n");
-        assert_eq!(replacements(&far), [("PM017", None)]);
-    }
 
     #[test]
     fn suggests_plural_field() {
