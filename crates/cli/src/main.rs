@@ -46,6 +46,8 @@ enum Command {
     Graph(commands::graph::GraphArgs),
     /// Show how connectivity changes between two policy versions.
     Diff(commands::diff::DiffArgs),
+    /// Run the language server on standard input and output (for editors).
+    Lsp(commands::lsp::LspArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +61,7 @@ fn main() -> ExitCode {
         Command::Explain(args) => commands::explain::run(args).map(ExitCode::from),
         Command::Graph(args) => commands::graph::run(args),
         Command::Diff(args) => commands::diff::run(args),
+        Command::Lsp(args) => commands::lsp::run(args).map(ExitCode::from),
     };
     match result {
         Ok(code) => code,

@@ -146,8 +146,9 @@ impl SourceMap {
 
 /// Width of the token starting at `column` (1-based, in characters) on `line`,
 /// for the caret underline: a quoted string to its closing quote, otherwise
-/// up to the next blank or YAML flow indicator. At least 1.
-fn token_width(line: &str, column: u32) -> usize {
+/// up to the next blank or YAML flow indicator. At least 1. (Public for
+/// renderers that mark a range instead of a point, e.g. the language server.)
+pub fn token_width(line: &str, column: u32) -> usize {
     let start = usize::try_from(column.saturating_sub(1)).unwrap_or(usize::MAX);
     let rest: Vec<char> = line.chars().skip(start).collect();
     let Some(&first) = rest.first() else {

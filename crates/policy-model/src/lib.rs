@@ -62,3 +62,4 @@ pub use loader::{
 pub use model::*;
 pub use registry::{CodeInfo, Doc, Stage};
 pub use route::Route;
+pub use suggest::suggested_replacement;

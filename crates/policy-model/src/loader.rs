@@ -908,9 +908,11 @@ fn is_policy_file(path: &Path) -> bool {
         .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
 }
 
-/// Lists the policy files under a directory, recursively and sorted.
-/// Symbolic links to directories are not followed (no cycles). Public for
-/// `porin lint --context`, which must know which files a directory names.
+/// Lists the policy files under a directory, recursively and sorted, as
+/// [`load_path`] reads them (public for callers that load some of the files
+/// from elsewhere or must know which files a directory names: the language
+/// server's unsaved editor buffers, `porin lint --context`).
+/// Symbolic links to directories are not followed (no cycles).
 pub fn policy_files(dir: &Path, limits: &LoadLimits) -> Result<Vec<PathBuf>, LoadError> {
     let mut files = Vec::new();
     let mut pending = vec![dir.to_owned()];

@@ -6,6 +6,7 @@ mod action;
 mod cli;
 mod common;
 mod duplicates;
+mod editors;
 mod limits;
 mod limits_memory;
 mod lint_context;

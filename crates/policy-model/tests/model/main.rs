@@ -13,3 +13,4 @@ mod limits;
 mod multiple_errors;
 mod regression_fuzz;
 mod schema;
+mod suggestions;
