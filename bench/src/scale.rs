@@ -111,8 +111,8 @@ impl Cell {
             .map(|r| r.run.max_rss_kib as f64 / 1024.0)
     }
 
-    /// `1.23 s, 45.6 MiB`, or the reason it has no figure.
-    pub fn show(&self) -> String {
+    /// `1.23 s, 45.6 MiB`, or the reason it has no figure (the full error as a note).
+    pub fn show(&self, notes: &mut Notes) -> String {
         match self {
             Cell::Skipped(reason) => reason.clone(),
             Cell::Measured(r) => {
@@ -126,11 +126,40 @@ impl Cell {
                     Outcome::TimedOut => {
                         format!("did not finish in {:.0} s", r.run.limit_secs)
                     }
-                    Outcome::Exited(2) => format!("exit 2 after {figures}: {}", r.error),
-                    _ => format!("{} after {figures} {}", r.run.note(), r.error),
+                    Outcome::Exited(2) => {
+                        format!("exit 2 after {figures} {}", notes.mark(&r.error))
+                    }
+                    _ => format!("{} after {figures} {}", r.run.note(), notes.mark(&r.error)),
                 }
             }
         }
+    }
+}
+
+/// Footnotes of a table: the full error of each refused run, numbered once per distinct text.
+#[derive(Debug, Default)]
+pub struct Notes(Vec<String>);
+
+impl Notes {
+    /// The marker of `text` (`[n]`), adding it when new.
+    pub fn mark(&mut self, text: &str) -> String {
+        let index = match self.0.iter().position(|t| t == text) {
+            Some(i) => i,
+            None => {
+                self.0.push(text.to_owned());
+                self.0.len() - 1
+            }
+        };
+        format!("[{}]", index + 1)
+    }
+
+    /// The notes as Markdown lines (empty when none), clearing them for the next table.
+    pub fn render(&mut self) -> String {
+        let mut out = String::new();
+        for (i, text) in self.0.drain(..).enumerate() {
+            let _ = writeln!(out, "\n[{}]: `{text}`", i + 1);
+        }
+        out
     }
 }
 
@@ -199,7 +228,7 @@ pub fn run_porin(
         .find(|l| !l.trim().is_empty())
         .unwrap_or_default()
         .chars()
-        .take(200)
+        .take(400)
         .collect::<String>();
     let mut findings = BTreeMap::new();
     let mut digest = None;
@@ -214,7 +243,7 @@ pub fn run_porin(
     let _ = std::fs::remove_file(&err);
     Ok(PorinRun {
         run,
-        error: error.replace('|', "\\|"),
+        error: error.replace('|', "\\|").replace('`', "'"),
         findings,
         digest,
     })
@@ -238,6 +267,17 @@ pub struct SizeRow {
     pub compile: Cell,
     /// Compile, 1 thread.
     pub compile_1: Cell,
+    /// Lint with `--max-total-entries` raised, when the default refused (exit 2).
+    pub lint_raised: Option<Cell>,
+    /// Compile with `--max-total-entries` raised, when the default refused (exit 2).
+    pub compile_raised: Option<Cell>,
+}
+
+/// `--max-total-entries` at its maximum: the figure behind a refusal by the total-entries limit.
+const RAISED_TOTAL: [&str; 2] = ["--max-total-entries", "18446744073709551615"];
+
+fn refused(cell: &Cell) -> bool {
+    matches!(cell, Cell::Measured(r) if r.run.outcome == Outcome::Exited(2))
 }
 
 const NOT_RUN_SMALLER: &str = "not run (the smaller size did not finish)";
@@ -317,11 +357,32 @@ pub fn run_mode(config: &ScaleConfig, mode: Identities) -> Result<Vec<SizeRow>> 
         let compile_1 = measured_or(compile.finished().is_none().then_some(NOT_RUN_TWO), || {
             run_porin(config, &root, &compile_args, Some(1), false)
         })?;
+        let lint_raised = if refused(&lint) {
+            let mut args = lint_args.to_vec();
+            args.extend(RAISED_TOTAL);
+            Some(measured_or(skip("lint_raised", &gave_up), || {
+                run_porin(config, &root, &args, Some(2), true)
+            })?)
+        } else {
+            None
+        };
+        let compile_raised = if refused(&compile) {
+            let mut args = compile_args.to_vec();
+            args.extend(RAISED_TOTAL);
+            Some(measured_or(skip("compile_raised", &gave_up), || {
+                run_porin(config, &root, &args, Some(2), false)
+            })?)
+        } else {
+            None
+        };
         for (op, cell) in [
-            ("lint", &lint),
-            ("lint_off", &lint_off),
-            ("compile", &compile),
+            ("lint", Some(&lint)),
+            ("lint_off", Some(&lint_off)),
+            ("compile", Some(&compile)),
+            ("lint_raised", lint_raised.as_ref()),
+            ("compile_raised", compile_raised.as_ref()),
         ] {
+            let Some(cell) = cell else { continue };
             if cell.finished().is_none() {
                 gave_up.insert(op, true);
             }
@@ -336,6 +397,8 @@ pub fn run_mode(config: &ScaleConfig, mode: Identities) -> Result<Vec<SizeRow>> 
             lint_off,
             compile,
             compile_1,
+            lint_raised,
+            compile_raised,
         });
     }
     Ok(rows)
@@ -405,61 +468,79 @@ pub fn render_mode(mode: Identities, rows: &[SizeRow], config: &ScaleConfig) -> 
     );
     out.push_str(
         "| policies | pods | identities | every rule, 2 threads | every rule, 1 thread | \
-         speed-up 1→2 threads | PR004/PR005/PR017 off | every rule ÷ shadowing off | findings \
-         (every rule) | growth vs previous size (time / RSS) |\n\
-         |---:|---:|---:|---|---|---:|---|---:|---|---:|\n",
+         speed-up 1→2 threads | PR004/PR005/PR017 off | every rule ÷ shadowing off | every \
+         rule, `--max-total-entries` raised (where the default refused) | findings (every rule) \
+         | growth vs previous size (time / RSS) |\n\
+         |---:|---:|---:|---|---|---:|---|---:|---|---|---:|\n",
     );
+    let mut notes = Notes::default();
     let mut previous = None;
     for row in rows {
         let g = &row.generated;
         let now = pair(&row.lint);
+        let raised = row
+            .lint_raised
+            .as_ref()
+            .map_or_else(|| "—".to_owned(), |c| c.show(&mut notes));
+        let findings = match &row.lint_raised {
+            Some(cell) => findings_cell(cell),
+            None => findings_cell(&row.lint),
+        };
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {raised} | {findings} | {} |",
             group(g.policies as f64, 0),
             group(g.pods as f64, 0),
             group(g.identities as f64, 0),
-            row.lint.show(),
-            row.lint_1.show(),
+            row.lint.show(&mut notes),
+            row.lint_1.show(&mut notes),
             ratio_cell(row.lint_1.secs(), row.lint.secs()),
-            row.lint_off.show(),
+            row.lint_off.show(&mut notes),
             ratio_cell(row.lint.secs(), row.lint_off.secs()),
-            findings_cell(&row.lint),
             growth(previous, now),
         );
         previous = now;
     }
+    out.push_str(&notes.render());
     let _ = writeln!(
         out,
         "\n#### Compile: the same repositories, {what}\n\n`porin compile policies --inventory \
          inventory --format json > /dev/null`, default limits.\n"
     );
     out.push_str(
-        "| policies | pods | identities | 2 threads | 1 thread | speed-up 1→2 threads | growth \
-         vs previous size (time / RSS) |\n|---:|---:|---:|---|---|---:|---:|\n",
+        "| policies | pods | identities | 2 threads | 1 thread | speed-up 1→2 threads | \
+         `--max-total-entries` raised (where the default refused) | growth vs previous size \
+         (time / RSS) |\n|---:|---:|---:|---|---|---:|---|---:|\n",
     );
     let mut previous = None;
     for row in rows {
         let g = &row.generated;
         let now = pair(&row.compile);
+        let raised = row
+            .compile_raised
+            .as_ref()
+            .map_or_else(|| "—".to_owned(), |c| c.show(&mut notes));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {raised} | {} |",
             group(g.policies as f64, 0),
             group(g.pods as f64, 0),
             group(g.identities as f64, 0),
-            row.compile.show(),
-            row.compile_1.show(),
+            row.compile.show(&mut notes),
+            row.compile_1.show(&mut notes),
             ratio_cell(row.compile_1.secs(), row.compile.secs()),
             growth(previous, now),
         );
         previous = now;
     }
+    out.push_str(&notes.render());
     out
 }
 
-/// Compile limits raised to their maximum (the CIDR table's comparison row).
-const RAISED_LIMITS: [&str; 12] = [
+/// Load and compile limits raised to their maximum (the CIDR table's comparison row).
+const RAISED_LIMITS: [&str; 14] = [
+    "--max-total-bytes",
+    "18446744073709551615",
     "--max-cidr-prefixes",
     "18446744073709551615",
     "--max-identities",
@@ -487,13 +568,14 @@ pub fn run_cidr(config: &ScaleConfig) -> Result<String> {
         crate::cpu::load_average()
     );
     out.push_str(
-        "| CIDR rules | default limits | compile limits raised to the maximum | default ÷ raised \
-         |\n|---:|---|---|---:|\n",
+        "| CIDR rules | repository bytes (policies + manifests) | default limits | load and compile limits raised to the \
+         maximum | default ÷ raised |\n|---:|---:|---|---|---:|\n",
     );
+    let mut notes = Notes::default();
     for &rules in &config.cidr_rules {
         let root = config.workdir.join(format!("cidr-{rules}"));
         eprintln!("scale: generating {rules} CIDR rules in {}", root.display());
-        gitops::write_cidr(rules, &root)?;
+        let generated = gitops::write_cidr(rules, &root)?;
         let args = [
             "compile",
             "policies",
@@ -508,16 +590,18 @@ pub fn run_cidr(config: &ScaleConfig) -> Result<String> {
         let raised = Cell::Measured(run_porin(config, &root, &raised_args, Some(2), false)?);
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} |",
             group(rules as f64, 0),
-            default.show(),
-            raised.show(),
+            group(generated.bytes as f64, 0),
+            default.show(&mut notes),
+            raised.show(&mut notes),
             ratio_cell(default.secs(), raised.secs())
         );
         if !config.keep {
             let _ = std::fs::remove_dir_all(&root);
         }
     }
+    out.push_str(&notes.render());
     Ok(out)
 }
 
@@ -546,6 +630,7 @@ pub fn run_cilium(config: &ScaleConfig) -> Result<String> {
         "| shape | rules | identities | porin compile (wall, RSS) | Cilium PR #6893 | porin ÷ \
          Cilium |\n|---|---:|---:|---|---:|---:|\n",
     );
+    let mut notes = Notes::default();
     for &(rules, identities, label) in &config.cilium_shapes {
         let root = config.workdir.join(format!("cilium-{rules}x{identities}"));
         gitops::write_cilium_shape(rules, identities, &root)?;
@@ -565,7 +650,7 @@ pub fn run_cilium(config: &ScaleConfig) -> Result<String> {
             "| {label} | {} | {} | {} | {} ms | {} |",
             group(rules as f64, 0),
             group(identities as f64, 0),
-            cell.show(),
+            cell.show(&mut notes),
             group(CILIUM_PR_6893_MS, 0),
             ratio_cell(cell.secs().map(|s| s * 1e3), Some(CILIUM_PR_6893_MS)),
         );
@@ -573,6 +658,7 @@ pub fn run_cilium(config: &ScaleConfig) -> Result<String> {
             let _ = std::fs::remove_dir_all(&root);
         }
     }
+    out.push_str(&notes.render());
     Ok(out)
 }
 
