@@ -14,7 +14,9 @@
 //! one rule's port changed, one policy deleted, one policy added ([`change`]).
 //!
 //! `nca` is `pip install network-config-analyzer` (a venv is fine: `--nca PATH`). Without it the
-//! porin columns are still measured and the nca columns say "nca not installed".
+//! porin columns are still measured and the nca columns say "nca not installed". nca 2.1.0
+//! holds at most 10,000 pods (an assertion in its `nca/CoreDS/Peer.py`, `max_num_of_pods`):
+//! on more it prints `Error:` and exits 7, which the table shows as an error exit.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -79,17 +81,18 @@ enum Cell {
 }
 
 impl Cell {
+    /// Wall seconds of a run that did its job (exit 0 or 1: porin's "found errors", nca's
+    /// "not equivalent" or "failed sanity check").
     fn secs(&self) -> Option<f64> {
         match self {
-            Cell::Measured(r) if matches!(r.run.outcome, Outcome::Exited(_)) => {
-                Some(r.run.wall_secs)
-            }
+            Cell::Measured(r) if r.run.ran() => Some(r.run.wall_secs),
             _ => None,
         }
     }
 
+    /// Exited by itself (an error exit included): the next size is worth trying.
     fn finished(&self) -> bool {
-        self.secs().is_some()
+        matches!(self, Cell::Measured(r) if matches!(r.run.outcome, Outcome::Exited(_)))
     }
 
     fn show(&self) -> String {
@@ -97,11 +100,18 @@ impl Cell {
             Cell::Skipped(reason) => reason.clone(),
             Cell::Measured(r) => match r.run.outcome {
                 Outcome::TimedOut => format!("did not finish in {:.0} s", r.run.limit_secs),
-                Outcome::Exited(_) => format!(
-                    "{} s, {} MiB",
-                    group(r.run.wall_secs, 2),
-                    group(r.run.max_rss_kib as f64 / 1024.0, 0)
-                ),
+                Outcome::Exited(code) => {
+                    let figures = format!(
+                        "{} s, {} MiB",
+                        group(r.run.wall_secs, 2),
+                        group(r.run.max_rss_kib as f64 / 1024.0, 0)
+                    );
+                    if r.run.ran() {
+                        figures
+                    } else {
+                        format!("error (exit {code}) after {figures}")
+                    }
+                }
                 Outcome::Signalled(_) => r.run.note(),
             },
         }
