@@ -92,11 +92,17 @@ mod tests {
     #[test]
     fn this_thread_accumulates_cpu_time() {
         let before = this_thread_ns();
+        // The scheduler folds a running thread's time into schedstat at its accounting points
+        // (tick, switch, the read itself on some kernels), so a short loop in a release build
+        // may not show yet: spin until it does, for at most two seconds of wall time.
+        let start = std::time::Instant::now();
         let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
+        while this_thread_ns() == before && start.elapsed() < std::time::Duration::from_secs(2) {
+            for i in 0..200_000u64 {
+                x = x.wrapping_mul(31).wrapping_add(i);
+            }
+            std::hint::black_box(x);
         }
-        std::hint::black_box(x);
         assert!(this_thread_ns() > before);
         assert!(process_ns(std::process::id()) >= this_thread_ns());
         assert!(peak_rss_kib().unwrap() > 0);

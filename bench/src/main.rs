@@ -6,20 +6,31 @@
 //! porin-bench lookup [--quick]    BPF_PROG_TEST_RUN ns per packet, 1 rule vs full tables
 //! porin-bench apply [--quick]     time to replace a policy, whole and as a difference
 //! porin-bench compile [--quick]   compile time and peak memory of synthetic clusters
+//! porin-bench gen --out DIR ...   write a generated GitOps repository (policies + manifests)
+//! porin-bench scale [--quick]     the `porin` binary's lint and compile of whole clusters (#14)
+//! porin-bench nca [--quick]       porin vs network-config-analyzer on NetworkPolicies (#15)
 //! ```
+//!
+//! `gen`, `scale` and `nca` need no root: they run the release `porin` binary (and `nca`) as
+//! child processes on generated repositories.
 //!
 //! Needs root (bpf(2), network namespaces, tc, netfilter) and `ip`, `tc`, `nsenter`, `mount`,
 //! `iptables-nft-restore`, `nft`. Progress goes to stderr, tables to stdout. `--quick` runs in
 //! seconds (N ∈ {1, 100}, few samples, one run) and is what `tests/quick.rs` runs in CI.
 
 mod apply;
+mod child;
 mod cmd;
 mod compile_cost;
 mod cpu;
 mod e2e;
 mod echo;
+mod gitops;
+mod incremental;
 mod lookup;
+mod nca;
 mod rig;
+mod scale;
 mod stats;
 mod workload;
 
@@ -50,6 +61,12 @@ enum Commands {
     Apply(Options),
     /// Compile cost of synthetic clusters.
     Compile(Options),
+    /// Write a generated GitOps-like repository (policies, Pod/Namespace/Deployment manifests).
+    Gen(GenArgs),
+    /// Lint and compile generated clusters with the `porin` binary (issue #14).
+    Scale(ScaleArgs),
+    /// porin vs network-config-analyzer (`nca`) on NetworkPolicy clusters (issue #15).
+    Nca(nca::NcaArgs),
     /// Internal: the processes the harness starts (echo server, clients, compile child).
     #[command(hide = true)]
     Role {
@@ -88,6 +105,117 @@ struct Options {
     /// Compile part: only the CIDR table, not the synthetic clusters.
     #[arg(long)]
     only_cidr: bool,
+}
+
+#[derive(Args, Clone)]
+struct GenArgs {
+    /// The directory to write (emptied first).
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// Policy language.
+    #[arg(long, value_enum, default_value_t = gitops::PolicyKind::Cnp)]
+    kind: gitops::PolicyKind,
+    /// Policies.
+    #[arg(long, default_value_t = 100)]
+    policies: usize,
+    /// Application pods (two kube-dns pods come on top).
+    #[arg(long, default_value_t = 1_000)]
+    pods: usize,
+    /// One unique label per pod, or labels shared by the pods of a Deployment.
+    #[arg(long, value_enum, default_value_t = gitops::Identities::Unique)]
+    identities: gitops::Identities,
+    /// Seed (pod names, template hashes, NetworkPolicy peers).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Instead of a cluster: `synthetic::cidr_cluster(N)` (N CIDR rules over ten pods).
+    #[arg(long, value_name = "N")]
+    cidr_rules: Option<usize>,
+    /// Instead of a cluster: Cilium's benchmark shape, `RULES,IDENTITIES`.
+    #[arg(long, value_name = "RULES,IDENTITIES", value_delimiter = ',')]
+    cilium: Option<Vec<usize>>,
+    /// Instead of a cluster: the Online Boutique application (reconstructed), old and new
+    /// versions of its policies.
+    #[arg(long)]
+    boutique: bool,
+}
+
+/// A duration in seconds: `120` or `120s`.
+fn parse_secs(text: &str) -> Result<std::time::Duration, String> {
+    let number = text.trim().trim_end_matches('s');
+    number
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(std::time::Duration::from_secs_f64)
+        .ok_or_else(|| format!("`{text}` is not a number of seconds"))
+}
+
+/// `P:E` (policies:pods) pairs.
+fn parse_size(text: &str) -> Result<(usize, usize), String> {
+    let (p, e) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not POLICIES:PODS"))?;
+    let number = |s: &str| {
+        s.trim()
+            .replace('_', "")
+            .parse::<usize>()
+            .map_err(|e| e.to_string())
+    };
+    Ok((number(p)?, number(e)?))
+}
+
+/// The `porin` binary: beside this executable (both are built into `target/release`), else
+/// `target/release/porin`.
+fn default_porin() -> std::path::PathBuf {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("porin")))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| "target/release/porin".into())
+}
+
+#[derive(Args, Clone)]
+struct ScaleArgs {
+    /// Seconds, not minutes: one tiny size per table (CI smoke test; not a measurement).
+    #[arg(long)]
+    quick: bool,
+    /// The `porin` binary (default: beside porin-bench, else target/release/porin).
+    #[arg(long)]
+    porin: Option<std::path::PathBuf>,
+    /// Wall-time limit per run (`120` or `120s`); a run past it is killed and reported as
+    /// "did not finish".
+    #[arg(long, value_parser = parse_secs, default_value = "120s")]
+    timeout: std::time::Duration,
+    /// Address-space limit per run, GiB.
+    #[arg(long, default_value_t = 8)]
+    memory_gib: u64,
+    /// Cluster sizes as POLICIES:PODS (default 100:1000,1000:10000,3000:30000).
+    #[arg(long, value_parser = parse_size, value_delimiter = ',')]
+    sizes: Option<Vec<(usize, usize)>>,
+    /// Identity modes (default unique,shared).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    modes: Option<Vec<gitops::Identities>>,
+    /// CIDR rule counts (default 65535; 0 to skip).
+    #[arg(long, value_delimiter = ',')]
+    cidr_rules: Option<Vec<usize>>,
+    /// Skip Cilium's benchmark shape.
+    #[arg(long)]
+    no_cilium: bool,
+    /// Rules of the incremental benchmark's policy (default 4096; 0 to skip).
+    #[arg(long)]
+    incremental_rules: Option<usize>,
+    /// Runs of each incremental step (default 5).
+    #[arg(long)]
+    incremental_runs: Option<usize>,
+    /// Where to generate the repositories (default: a directory under the system temp dir).
+    #[arg(long)]
+    workdir: Option<std::path::PathBuf>,
+    /// Keep the generated repositories.
+    #[arg(long)]
+    keep: bool,
+    /// Generator seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
 }
 
 #[derive(Subcommand)]
@@ -131,6 +259,13 @@ enum Role {
         #[arg(long)]
         cidr: bool,
     },
+    /// The incremental benchmark (one-rule change, identity add/remove), in-process.
+    IncrChild {
+        #[arg(long)]
+        rules: usize,
+        #[arg(long)]
+        runs: usize,
+    },
 }
 
 fn main() {
@@ -172,6 +307,103 @@ fn dispatch(command: Commands) -> Result<()> {
             compile_part(&options);
             Ok(())
         }
+        Commands::Gen(args) => generate(&args),
+        Commands::Scale(args) => {
+            let report = scale::run(&scale_config(&args))?;
+            println!("{report}");
+            Ok(())
+        }
+        Commands::Nca(args) => {
+            let report = nca::run(&args, &default_porin())?;
+            println!("{report}");
+            Ok(())
+        }
+    }
+}
+
+fn generate(args: &GenArgs) -> Result<()> {
+    let generated = if let Some(rules) = args.cidr_rules {
+        gitops::write_cidr(rules, &args.out)?
+    } else if let Some(shape) = &args.cilium {
+        let [rules, identities] = shape.as_slice() else {
+            bail!("--cilium takes RULES,IDENTITIES");
+        };
+        gitops::write_cilium_shape(*rules, *identities, &args.out)?
+    } else if args.boutique {
+        nca::write_boutique(&args.out)?
+    } else {
+        gitops::write_cluster(
+            &gitops::ClusterSpec {
+                kind: args.kind,
+                policies: args.policies,
+                pods: args.pods,
+                identities: args.identities,
+                seed: args.seed,
+            },
+            &args.out,
+        )?
+    };
+    eprintln!(
+        "porin-bench gen: {} policies, {} pods, {} identities, {} namespaces: {} files, {} bytes \
+         in {}",
+        generated.policies,
+        generated.pods,
+        generated.identities,
+        generated.namespaces,
+        generated.files,
+        generated.bytes,
+        args.out.display()
+    );
+    println!(
+        "porin lint {0}/policies --inventory {0}/inventory",
+        args.out.display()
+    );
+    Ok(())
+}
+
+fn scale_config(args: &ScaleArgs) -> scale::ScaleConfig {
+    let quick = args.quick;
+    scale::ScaleConfig {
+        porin: args.porin.clone().unwrap_or_else(default_porin),
+        workdir: args.workdir.clone().unwrap_or_else(|| {
+            std::env::temp_dir().join(format!("porin-bench-scale-{}", std::process::id()))
+        }),
+        keep: args.keep,
+        timeout: args.timeout,
+        memory_limit: args.memory_gib << 30,
+        sizes: args.sizes.clone().unwrap_or_else(|| {
+            if quick {
+                vec![(10, 100)]
+            } else {
+                scale::SIZES.to_vec()
+            }
+        }),
+        modes: args
+            .modes
+            .clone()
+            .unwrap_or_else(|| vec![gitops::Identities::Unique, gitops::Identities::Shared]),
+        cidr_rules: args
+            .cidr_rules
+            .clone()
+            .unwrap_or_else(|| vec![if quick { 100 } else { 65_535 }])
+            .into_iter()
+            .filter(|n| *n > 0)
+            .collect(),
+        cilium_shapes: if args.no_cilium {
+            vec![]
+        } else if quick {
+            vec![(30, 10, "quick")]
+        } else {
+            vec![
+                (3_000, 1_000, "PR #6893 text"),
+                (1_000, 3_000, "PR #6893 `SetUpSuite`"),
+            ]
+        },
+        incremental_rules: args
+            .incremental_rules
+            .unwrap_or(if quick { 256 } else { 4_096 }),
+        incremental_runs: args.incremental_runs.unwrap_or(if quick { 2 } else { 5 }),
+        seed: args.seed,
     }
 }
 
@@ -204,6 +436,9 @@ fn run_role(role: Role) -> Result<()> {
                 compile_cost::Workload::Cluster
             };
             echo::print_result(&compile_cost::child(workload, policies, endpoints)?)
+        }
+        Role::IncrChild { rules, runs } => {
+            echo::print_result(&incremental::child(rules, runs.max(1))?)
         }
     }
 }

@@ -1,0 +1,282 @@
+//! Incremental updates for agents (issue #14): a one-rule change to a 4,096-rule policy and a
+//! new or removed identity, each to the map difference for the kernel, through the Rust API under
+//! the C API's session (`porin_compiler::session::IncrementalCompiler` + `pin_identities`, then
+//! `porin_compiler::diff::policy_diff`, the same calls `porin_session_compile` and
+//! `porin_compilation_policy_diff` make). Runs in a child process (`role incr-child`).
+//!
+//! The policy: one CNP selecting `app: server` with `rules` ingress rules, rule `i` allowing
+//! `role: client-<i % 256>` on TCP `10000 + i`; the inventory: the server and 256 client pods
+//! (one identity each), so every rule gives one map entry. The steps:
+//!
+//! - **rule change**: rule 0's port becomes 9999 (and back, alternately): parse the changed
+//!   policy text, compile through the session's compiler, difference of the server's map state;
+//! - **identity add**: a pod `role: client-3, canary: "true"` appears (a new label set that
+//!   the rules `i ≡ 3 (mod 256)` select, 16 of 4,096): compile, difference;
+//! - **identity remove**: it goes away again.
+//!
+//! [`incremental_api`] is where the incremental calls of the `incr` branch go once they exist on
+//! main; until then it returns `None` and the table says so.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use porin_compiler::compile::Compiled;
+use porin_compiler::diff::policy_diff;
+use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::session::{IncrementalCompiler, pin_identities};
+use porin_model::limits::LoadLimits;
+use porin_model::loader::{LoadOutcome, load_str};
+use serde::{Deserialize, Serialize};
+
+/// Client identities in the inventory.
+const CLIENTS: usize = 256;
+/// The subject endpoint.
+const SERVER: &str = "bench/server";
+
+/// Seconds of each part of one step.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Step {
+    /// Parsing the changed policy text (rule change only).
+    pub load_secs: f64,
+    /// Compiling through the session's compiler.
+    pub compile_secs: f64,
+    /// `policy_diff` of the server's map state.
+    pub diff_secs: f64,
+    /// Map writes in the difference.
+    pub changes: usize,
+    /// Map states the session's compiler distilled again.
+    pub computed: usize,
+}
+
+impl Step {
+    /// Everything from the change to the map difference.
+    pub fn total(&self) -> f64 {
+        self.load_secs + self.compile_secs + self.diff_secs
+    }
+}
+
+/// The child's report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IncrementalResult {
+    /// Rules in the policy.
+    pub rules: usize,
+    /// Map entries of the server.
+    pub entries: usize,
+    /// The first (full) compile.
+    pub first_compile_secs: f64,
+    /// Rule changes.
+    pub rule_change: Vec<Step>,
+    /// Identity additions.
+    pub identity_add: Vec<Step>,
+    /// Identity removals.
+    pub identity_remove: Vec<Step>,
+    /// The incremental API's figures, when this build has one ([`incremental_api`]).
+    pub incremental: Option<IncrementalApiResult>,
+}
+
+/// Figures of the incremental API (filled in by [`incremental_api`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct IncrementalApiResult {
+    /// Rule changes.
+    pub rule_change: Vec<Step>,
+    /// Identity additions.
+    pub identity_add: Vec<Step>,
+    /// Identity removals.
+    pub identity_remove: Vec<Step>,
+}
+
+/// The policy text, with rule 0 on `first_port`.
+pub fn policy_yaml(rules: usize, first_port: u16) -> String {
+    let mut yaml = String::from(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: server\n  namespace: bench\nspec:\n  endpointSelector:\n    matchLabels:\n      app: server\n  ingress:\n",
+    );
+    for i in 0..rules {
+        let port = if i == 0 {
+            first_port
+        } else {
+            10_000 + i as u16
+        };
+        let _ = write!(
+            yaml,
+            "  - fromEndpoints:\n    - matchLabels:\n        role: client-{}\n    toPorts:\n    - ports:\n      - port: \"{port}\"\n        protocol: TCP\n",
+            i % CLIENTS
+        );
+    }
+    yaml
+}
+
+fn pod(name: &str, labels: &[(&str, &str)]) -> Endpoint {
+    Endpoint {
+        name: name.to_owned(),
+        namespace: Some("bench".to_owned()),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect::<BTreeMap<_, _>>(),
+        ips: Vec::new(),
+        service_account: None,
+        ports: Vec::new(),
+        identity: None,
+        identity_labels: None,
+        location: SourceLocation::default(),
+    }
+}
+
+fn inventory() -> Result<Inventory> {
+    let mut inventory = Inventory::new();
+    inventory
+        .namespaces
+        .insert("bench".to_owned(), BTreeMap::new());
+    inventory
+        .endpoints
+        .push(pod("server", &[("app", "server")]));
+    for c in 0..CLIENTS {
+        let role = format!("client-{c}");
+        inventory
+            .endpoints
+            .push(pod(&format!("client-{c}"), &[("role", role.as_str())]));
+    }
+    inventory.finish().context("inventory")?;
+    Ok(inventory)
+}
+
+fn load(yaml: &str) -> Result<LoadOutcome> {
+    let limits = LoadLimits {
+        max_file_bytes: u64::MAX,
+        max_nodes: usize::MAX,
+        ..LoadLimits::default()
+    };
+    let outcome = load_str("server.yaml", yaml, &limits);
+    if outcome.has_errors() {
+        bail!("policy rejected: {:?}", outcome.diagnostics.first());
+    }
+    Ok(outcome)
+}
+
+/// The session path of main: what `porin_session_compile` does after a change, then the
+/// difference the agent writes.
+struct SessionPath {
+    compiler: IncrementalCompiler,
+    inventory: Inventory,
+    outcome: LoadOutcome,
+    last: Compiled,
+}
+
+impl SessionPath {
+    fn new(yaml: &str) -> Result<(Self, f64)> {
+        let mut inventory = inventory()?;
+        let outcome = load(yaml)?;
+        let mut compiler = IncrementalCompiler::new();
+        let start = Instant::now();
+        let (last, _) = compiler.compile(&PolicyInput::from_outcome(&outcome), &inventory)?;
+        let secs = start.elapsed().as_secs_f64();
+        pin_identities(&mut inventory, &last);
+        Ok((
+            Self {
+                compiler,
+                inventory,
+                outcome,
+                last,
+            },
+            secs,
+        ))
+    }
+
+    /// Compiles the current policies and inventory; the server's difference to the last.
+    fn step(&mut self, load_secs: f64) -> Result<Step> {
+        let start = Instant::now();
+        let mut inventory = self.inventory.clone();
+        inventory.finish().context("inventory")?;
+        let (compiled, stats) = self
+            .compiler
+            .compile(&PolicyInput::from_outcome(&self.outcome), &inventory)?;
+        pin_identities(&mut inventory, &compiled);
+        let compile_secs = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let old = self.last.endpoint(SERVER).context("server")?;
+        let new = compiled.endpoint(SERVER).context("server")?;
+        let changes = policy_diff(&old.state, &new.state).len();
+        let diff_secs = start.elapsed().as_secs_f64();
+        self.inventory = inventory;
+        self.last = compiled;
+        Ok(Step {
+            load_secs,
+            compile_secs,
+            diff_secs,
+            changes,
+            computed: stats.map_states_computed,
+        })
+    }
+}
+
+/// Runs in the child: `runs` of each step.
+pub fn child(rules: usize, runs: usize) -> Result<IncrementalResult> {
+    let original = policy_yaml(rules, 10_000);
+    let changed = policy_yaml(rules, 9_999);
+    let (mut session, first_compile_secs) = SessionPath::new(&original)?;
+    let entries = session.last.endpoint(SERVER).context("server")?.state.len();
+    let mut result = IncrementalResult {
+        rules,
+        entries,
+        first_compile_secs,
+        rule_change: Vec::new(),
+        identity_add: Vec::new(),
+        identity_remove: Vec::new(),
+        incremental: None,
+    };
+    for run in 0..runs {
+        let text = if run % 2 == 0 { &changed } else { &original };
+        let start = Instant::now();
+        session.outcome = load(text)?;
+        let load_secs = start.elapsed().as_secs_f64();
+        result.rule_change.push(session.step(load_secs)?);
+    }
+    for _ in 0..runs {
+        session
+            .inventory
+            .endpoints
+            .push(pod("canary", &[("role", "client-3"), ("canary", "true")]));
+        result.identity_add.push(session.step(0.0)?);
+        session.inventory.endpoints.retain(|e| e.name != "canary");
+        result.identity_remove.push(session.step(0.0)?);
+    }
+    result.incremental = incremental_api(rules, runs)?;
+    Ok(result)
+}
+
+/// ----- THE INCREMENTAL API SLOT -----
+///
+/// When the `incr` branch's incremental calls (apply one changed policy; add or remove one
+/// identity; produce the map difference) are on main, call them here on the same policy,
+/// inventory and steps as [`child`] ([`policy_yaml`], the `canary` pod) and return their figures.
+/// The table then shows them beside the session path above, in the same run. Until then this
+/// build has no such API and the table says "not in this build".
+#[allow(
+    clippy::unnecessary_wraps,
+    reason = "the signature the incremental API's figures need"
+)]
+fn incremental_api(_rules: usize, _runs: usize) -> Result<Option<IncrementalApiResult>> {
+    Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The steps do what they say: a port change rewrites the changed rule's entries, the
+    /// canary adds entries for the 1-in-256 rules that select it, and removing it restores the
+    /// state.
+    #[test]
+    fn steps_produce_their_differences() {
+        let result = child(512, 2).unwrap();
+        assert!(result.entries >= 512, "{}", result.entries);
+        assert!(result.rule_change.iter().all(|s| s.changes > 0));
+        // Rules 3 and 259 select client-3, hence the canary.
+        assert!(result.identity_add.iter().all(|s| s.changes >= 2));
+        assert!(result.identity_remove.iter().all(|s| s.changes >= 2));
+        assert!(result.incremental.is_none());
+    }
+}
