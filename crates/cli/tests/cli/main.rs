@@ -4,6 +4,7 @@
 
 mod cli;
 mod common;
+mod diff_boutique;
 mod duplicates;
 mod limits;
 mod limits_memory;
