@@ -559,13 +559,55 @@ fn describe_key(compiled: &Compiled, matched: &MatchedEntry) -> String {
     format!("{} key ({peer}, {ports})", key.direction())
 }
 
-/// An identity as explanations name it: `world-ipv4 identity 9`,
-/// `shop/web identity 257`, `any peer` for 0.
+/// An identity as explanations name it: the workloads or entity behind
+/// it, then the number: `default/checkoutservice (identity 258)`,
+/// `world-ipv4 (identity 9)`, `any peer` for 0.
 pub fn describe_identity(compiled: &Compiled, id: u32) -> String {
     if id == 0 {
         return "any peer".to_owned();
     }
-    format!("{} identity {id}", compiled.identity_name(id))
+    format!("{} (identity {id})", compiled.identity_name(id))
+}
+
+/// Why a direction is in default deny: the policies whose default-deny
+/// rules select the endpoint, each once with its first such rule's file
+/// and line (`: default deny, set by NetworkPolicy default/deny-all
+/// (deny.yaml:9)`), at most three named; ` (default deny)` when none is
+/// known.
+fn default_deny_by(compiled: &Compiled, endpoint: &str, direction: Direction) -> String {
+    let Some(endpoint) = compiled.endpoint(endpoint) else {
+        return " (default deny)".to_owned();
+    };
+    let mut policies: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for origin in endpoint
+        .selected_by
+        .direction(direction)
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+    {
+        if !seen.insert((origin.kind, origin.namespace.clone(), origin.name.clone())) {
+            continue;
+        }
+        let name = match &origin.namespace {
+            Some(ns) => format!("{ns}/{}", origin.name),
+            None => origin.name.clone(),
+        };
+        policies.push(if origin.file.is_empty() {
+            format!("{} {name}", origin.kind)
+        } else {
+            format!("{} {name} ({}:{})", origin.kind, origin.file, origin.line)
+        });
+    }
+    match policies.len() {
+        0 => " (default deny)".to_owned(),
+        1..=3 => format!(": default deny, set by {}", policies.join(", ")),
+        n => format!(
+            ": default deny, set by {} and {} more policies",
+            policies[..3].join(", "),
+            n - 3
+        ),
+    }
 }
 
 /// Explains one check in a sentence or two. A check of one family of a
@@ -585,8 +627,9 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
     }
     let Some(chosen) = &check.decision.chosen else {
         return format!(
-            "{subject}: no rule allows {} (default deny)",
-            describe_identity(compiled, check.peer_identity)
+            "{subject}: no rule allows {}{}",
+            describe_identity(compiled, check.peer_identity),
+            default_deny_by(compiled, &check.endpoint, check.direction)
         );
     };
     let mut origins: Vec<String> = chosen

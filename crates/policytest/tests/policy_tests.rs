@@ -241,11 +241,11 @@ fn a_world_case_whose_families_differ_fails_and_names_both() {
         let line = &report.lines[0];
         assert!(line.contains("=> IPv4 deny, IPv6 allow"), "{line}");
         assert!(
-            line.contains("default/dual ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 identity 9"),
+            line.contains("default/dual ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 (identity 9)"),
             "{line}"
         );
         assert!(
-            line.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 identity 10"),
+            line.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 (identity 10)"),
             "{line}"
         );
         assert!(!line.contains("identity 2"), "{line}");

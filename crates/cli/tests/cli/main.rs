@@ -8,6 +8,7 @@ mod diff_boutique;
 mod duplicates;
 mod limits;
 mod limits_memory;
+mod names;
 mod test_junit;
 mod verify_diff_graph;
 mod verify_formats;
