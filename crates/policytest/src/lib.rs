@@ -37,7 +37,7 @@ use porin_compiler::compile::{Compiled, compile_with_limits};
 use porin_compiler::explain::{Evaluation, Flow, FlowVerdict, Peer};
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::yaml::{
-    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields, syntax_error,
+    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields,
 };
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
@@ -164,11 +164,15 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-fn is_policy_test(text: &str) -> bool {
+/// Whether a text is a PolicyTest file: `kind: PolicyTest` at the top
+/// level of YAML, or `"kind": "PolicyTest"` in JSON (`porin query` reads
+/// such a file with its endpoints instead of skipping it as no policy).
+pub fn is_policy_test(text: &str) -> bool {
     text.lines().any(|line| {
         let line = line.trim_end();
         line == "kind: PolicyTest" || line == "kind: \"PolicyTest\"" || line == "kind: 'PolicyTest'"
-    })
+    }) || text.contains("\"kind\":\"PolicyTest\"")
+        || text.contains("\"kind\": \"PolicyTest\"")
 }
 
 /// A loaded and compiled test file.
@@ -190,6 +194,10 @@ impl PreparedTest {
             .map_or(0, |c| c.referenced.line())
     }
 }
+
+/// What the error of [`prepare_with_limits`] says when the file's policies
+/// are invalid (a finding, exit 1, not a failure to run).
+pub const POLICIES_INVALID: &str = "the policies do not validate";
 
 /// Reads, validates and compiles one test file, under the default
 /// [`Limits`].
@@ -215,8 +223,8 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
         .to_string());
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
-    let spec: TestFileSpec =
-        serde_saphyr::from_str(&text).map_err(|e| syntax_error(&display, &e).to_string())?;
+    let spec: TestFileSpec = serde_saphyr::from_str(&text)
+        .map_err(|e| report::render_parse_error(&display, &text, &e))?;
     if spec.kind.as_deref() != Some("PolicyTest") {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
@@ -226,7 +234,7 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     .map_err(|e| e.to_string())?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| report::render_inventory_error(&display, &text, e))?;
     let base = path.parent().unwrap_or(Path::new("."));
     for (index, source) in spec.inventory.iter().enumerate() {
         inventory
@@ -263,7 +271,7 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     }
     if outcome.has_errors() {
         return Err(format!(
-            "{display}: the policies do not validate:\n{}",
+            "{display}: {POLICIES_INVALID}:\n{}",
             render_human_all(&outcome.diagnostics, &outcome.sources).trim_end()
         ));
     }

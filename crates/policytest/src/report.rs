@@ -87,9 +87,34 @@ pub struct CaseResult {
 }
 
 impl TestReport {
-    /// The summary line: `N passed, M failed`.
+    /// The summary line: `N passed, M failed`, then `, K files rejected`
+    /// when files could not be read, parsed, validated or compiled (their
+    /// cases did not run, so a green count alone would hide them), and `,
+    /// porin test could not run` when an error belongs to no file (no test
+    /// file found, the engine did not start).
     pub fn summary(&self) -> String {
-        format!("{} passed, {} failed", self.passed, self.failed)
+        use std::fmt::Write as _;
+        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
+        let rejected = self.rejected_files();
+        if rejected > 0 {
+            let files = if rejected == 1 { "file" } else { "files" };
+            let _ = write!(line, ", {rejected} {files} rejected");
+        }
+        let of_no_file = self
+            .errors
+            .iter()
+            .filter(|e| !self.files.iter().any(|f| f.error.as_ref() == Some(*e)))
+            .count();
+        if of_no_file > 0 {
+            line.push_str(", porin test could not run");
+        }
+        line
+    }
+
+    /// The files whose run stopped at an error (their cases are errors or
+    /// skipped).
+    pub fn rejected_files(&self) -> usize {
+        self.files.iter().filter(|f| f.error.is_some()).count()
     }
 
     /// A run that stopped before any file: no test file found, or the
@@ -228,4 +253,78 @@ pub(crate) fn record_case(
         outcome,
         duration,
     });
+}
+
+/// A test file that does not parse, rendered as `porin lint` renders a
+/// policy file that does not (`error[PM004]: ...`, ` --> file:line:column`,
+/// the source line and a caret): the code of the condition (unknown field,
+/// wrong type, missing field, invalid enum value, duplicate key; YAML
+/// syntax otherwise), located once.
+pub(crate) fn render_parse_error(file: &str, text: &str, error: &serde_saphyr::Error) -> String {
+    render_inventory_error(
+        file,
+        text,
+        porin_compiler::inventory::yaml::syntax_error(file, error),
+    )
+}
+
+/// [`render_parse_error`] of an error reading the test file as an
+/// inventory (its `endpoints`, `identities`, ...); other errors (another
+/// file, a limit) as they are.
+pub(crate) fn render_inventory_error(
+    file: &str,
+    text: &str,
+    error: porin_compiler::error::InventoryError,
+) -> String {
+    use porin_compiler::error::InventoryError;
+    use porin_model::codes;
+    use porin_model::diagnostic::{Diagnostic, Location, SourceMap, render_human};
+
+    let (line, column, message) = match error {
+        InventoryError::Syntax {
+            file: of,
+            line,
+            column,
+            message,
+        } if of == file => (line, column, message),
+        other => return other.to_string(),
+    };
+    // serde-saphyr says `error: line 4 column 13: unclosed bracket '{'`;
+    // the location is printed once, below.
+    let message = message.strip_prefix("error: ").unwrap_or(&message);
+    let message = match message.split_once(": ") {
+        Some((at, rest)) if at.starts_with("line ") && at.contains(" column ") => rest,
+        _ => message,
+    };
+    let code = if message.contains("unknown field") {
+        codes::UNKNOWN_FIELD
+    } else if message.contains("invalid type") {
+        codes::WRONG_TYPE
+    } else if message.contains("missing field") {
+        codes::MISSING_FIELD
+    } else if message.contains("unknown variant") {
+        codes::INVALID_ENUM
+    } else if message.contains("duplicate") {
+        codes::DUPLICATE_KEY
+    } else {
+        codes::YAML_SYNTAX
+    };
+    let what = if code.code == codes::YAML_SYNTAX.code {
+        "invalid YAML"
+    } else {
+        "invalid test file"
+    };
+    let mut diagnostic = Diagnostic::new(code, format!("{what}: {message}"));
+    if line > 0 {
+        diagnostic = diagnostic.at(Location {
+            file: file.to_owned(),
+            document: 0,
+            line,
+            column: column.max(1),
+            route: String::new(),
+        });
+    }
+    let mut sources = SourceMap::default();
+    sources.insert(file, text);
+    render_human(&diagnostic, &sources).trim_end().to_owned()
 }

@@ -2,8 +2,8 @@
 //!
 //! Compiles policies against an inventory and prints each endpoint's
 //! policy-map state (and the identities, ipcache and rule origins in JSON).
-//! Exit codes: 0 compiled; 2 an input could not be read, parsed or
-//! validated (diagnostics on stderr).
+//! Exit codes: 0 compiled; 1 a policy is invalid (diagnostics on stderr);
+//! 2 an input could not be read.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let Ok((mut compiled, _)) =
         load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
     else {
-        return Ok(ExitCode::from(2));
+        // Invalid policies (diagnostics printed): a finding, exit 1.
+        return Ok(ExitCode::from(1));
     };
     // The table names peers by their endpoints, also those filtered out.
     let names = (args.format == Format::Table).then(|| compiled.clone());

@@ -9,6 +9,7 @@ mod duplicates;
 mod limits;
 mod limits_memory;
 mod names;
+mod no_silent_green;
 mod test_junit;
 mod verify_diff_graph;
 mod verify_formats;
