@@ -56,11 +56,12 @@ use crate::limit_flags::LimitArgs;
 /// Output format of `porin diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {
-    /// Text grouped by endpoint.
+    /// Text: the summary line, then one block per changed connection
+    /// (per endpoint with --per-direction).
     Human,
-    /// JSON.
+    /// JSON (`summary`, `policiesAdded`, `policiesRemoved`, `connections`).
     Json,
-    /// Markdown tables (for pull-request comments).
+    /// A Markdown table (for pull-request comments).
     Markdown,
 }
 
