@@ -322,6 +322,9 @@ pub struct Flow {
     pub proto: u8,
     /// Destination port, or ICMP type for ICMP/ICMPv6.
     pub port: u16,
+    /// The one address family to decide the flow in (a test case's
+    /// `family:`); `None` for every family both ends have.
+    pub family: Option<Family>,
 }
 
 /// Why no packet can carry a flow.
@@ -346,6 +349,16 @@ pub enum NoPacket {
     /// No family in common.
     #[error("the two ends have no address family in common; no packet can carry this flow{hint}")]
     NoCommonFamily {
+        /// Why a world end lacks the family, or empty.
+        hint: String,
+    },
+    /// The family asked for is not one the flow can travel in.
+    #[error("no {family} packet can carry this flow: it travels only over {available}{hint}")]
+    FamilyUnavailable {
+        /// The family asked for.
+        family: Family,
+        /// The families it can travel in (`IPv4`, `IPv4 and IPv6`).
+        available: String,
         /// Why a world end lacks the family, or empty.
         hint: String,
     },
@@ -387,6 +400,20 @@ impl Flow {
             proto::ICMPV6 => common.into_iter().filter(|f| *f == Family::V6).collect(),
             _ => common.into_iter().collect(),
         };
+        if let (Some(family), false) = (self.family, families.is_empty()) {
+            if families.contains(&family) {
+                return Ok(vec![family]);
+            }
+            return Err(NoPacket::FamilyUnavailable {
+                family,
+                available: families
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                hint,
+            });
+        }
         if !families.is_empty() {
             return Ok(families);
         }
@@ -478,11 +505,13 @@ pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
             };
         }
     };
-    let groups: Vec<Option<Family>> = if flow.from.is_per_family() || flow.to.is_per_family() {
-        families.iter().copied().map(Some).collect()
-    } else {
-        vec![None]
-    };
+    // A flow asked for in one family is decided, and explained, in it.
+    let groups: Vec<Option<Family>> =
+        if flow.from.is_per_family() || flow.to.is_per_family() || flow.family.is_some() {
+            families.iter().copied().map(Some).collect()
+        } else {
+            vec![None]
+        };
     let mut checks = Vec::new();
     let mut verdicts = Vec::new();
     for group in groups {

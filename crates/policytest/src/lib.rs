@@ -88,6 +88,10 @@ pub struct CaseSpec {
     /// ICMP type.
     #[serde(default)]
     pub icmp_type: Option<Scalar>,
+    /// `ipv4` or `ipv6`: decide the flow in that address family only (both
+    /// ends need an address of it); every family both ends have otherwise.
+    #[serde(default)]
+    pub family: Option<String>,
     /// allow | deny | redirect.
     pub expect: String,
 }
@@ -349,11 +353,26 @@ pub fn resolve_case(
             spec.expect
         )
     })?;
-    let what = if icmp {
+    let family = match spec
+        .family
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None => None,
+        Some("ipv4") => Some(Family::V4),
+        Some("ipv6") => Some(Family::V6),
+        Some(other) => return Err(format!("{at}: family `{other}` is not ipv4 or ipv6")),
+    };
+    let mut what = if icmp {
         format!("{protocol} type {port}")
     } else {
         format!("{protocol}/{port}")
     };
+    if let Some(family) = family {
+        use std::fmt::Write as _;
+        let _ = write!(what, " over {family}");
+    }
     let label = match &spec.name {
         Some(name) => format!("{name} ({} -> {} {what})", spec.from.0, spec.to.0),
         None => format!("{} -> {} {what}", spec.from.0, spec.to.0),
@@ -363,6 +382,7 @@ pub fn resolve_case(
         to,
         proto: proto_number,
         port,
+        family,
     };
     // A case must describe a packet that can exist: deciding an impossible
     // flow would give a verdict the datapath can never produce (the kernel

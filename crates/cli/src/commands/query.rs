@@ -172,6 +172,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         to: Peer::parse(&args.to, &compiled)?,
         proto: proto_number,
         port,
+        family: None,
     };
     // A flow no packet can carry has no verdict in the datapath: refuse it
     // (exit 2) as `porin test` does.
