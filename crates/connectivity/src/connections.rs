@@ -290,6 +290,17 @@ impl End<'_> {
             End::External { old_id, new_id, .. } => (*old_id, *new_id),
         }
     }
+
+    /// Whether nothing this end contributes to a flow changed: its
+    /// identity, and for a workload its map state.
+    fn unchanged(&self) -> bool {
+        let (a, b) = self.ids();
+        a == b
+            && match self {
+                End::Workload { old, new } => old.state == new.state,
+                End::External { .. } => true,
+            }
+    }
 }
 
 /// The endpoints grouped into workloads: same identity and same map state
@@ -298,9 +309,14 @@ fn groups(old: &Compiled, new: &Compiled) -> Vec<Group> {
     type GroupKey = (u32, u32, *const MapState, *const MapState);
     let mut index: BTreeMap<GroupKey, usize> = BTreeMap::new();
     let mut out: Vec<Group> = Vec::new();
+    let old_names: BTreeMap<String, usize> = old
+        .endpoints
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.display_name(), i))
+        .collect();
     for (n, endpoint) in new.endpoints.iter().enumerate() {
-        let name = endpoint.display_name();
-        let Some(o) = old.endpoints.iter().position(|e| e.display_name() == name) else {
+        let Some(&o) = old_names.get(&endpoint.display_name()) else {
             continue;
         };
         let before = &old.endpoints[o];
@@ -561,13 +577,6 @@ fn connection(
             new_peer: id(src_new)?,
         });
     }
-    // Nothing that decides this connection changed: skip the lookups.
-    if checks
-        .iter()
-        .all(|c| c.old.state == c.new.state && c.old_peer == c.new_peer)
-    {
-        return None;
-    }
     let pairs: Vec<(&MapState, Direction)> = checks
         .iter()
         .flat_map(|c| [(&*c.old.state, c.direction), (&*c.new.state, c.direction)])
@@ -675,11 +684,18 @@ pub fn connectivity_diff(old: &Compiled, new: &Compiled) -> ConnectivityDiff {
         });
         ends.push(End::External { old_id, new_id });
     }
+    // Computed once per end, not per pair: comparing map states is linear
+    // in their entries.
+    let unchanged: Vec<bool> = ends.iter().map(End::unchanged).collect();
     let mut raws = Vec::new();
     for from in 0..ends.len() {
         for to in 0..ends.len() {
             let workload = |e: &End<'_>| matches!(e, End::Workload { .. });
             if !workload(&ends[from]) && !workload(&ends[to]) {
+                continue;
+            }
+            // Nothing that decides this connection changed: no lookups.
+            if unchanged[from] && unchanged[to] {
                 continue;
             }
             raws.extend(connection(&ends, from, to, old, new));
