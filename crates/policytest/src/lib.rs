@@ -44,6 +44,7 @@ use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::resolve::rule::proto;
 
 mod engine;
+mod parse_error;
 mod reference;
 mod report;
 mod run;
@@ -228,7 +229,7 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
     let spec: TestFileSpec = serde_saphyr::from_str(&text)
-        .map_err(|e| report::render_parse_error(&display, &text, &e))?;
+        .map_err(|e| parse_error::render_parse_error(&display, &text, &e))?;
     if spec.kind.as_deref() != Some("PolicyTest") {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
@@ -238,7 +239,7 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     .map_err(|e| e.to_string())?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
-        .map_err(|e| report::render_inventory_error(&display, &text, e))?;
+        .map_err(|e| parse_error::render_inventory_error(&display, &text, e))?;
     let base = path.parent().unwrap_or(Path::new("."));
     for (index, source) in spec.inventory.iter().enumerate() {
         inventory
