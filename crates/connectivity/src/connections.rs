@@ -43,7 +43,7 @@ use std::sync::Arc;
 use porin_compiler::allocation::IdentityKind;
 use porin_compiler::compile::{Compiled, EndpointPolicy};
 use porin_compiler::identity::Identity;
-use porin_compiler::mapstate::{Decision, Direction, MapState};
+use porin_compiler::mapstate::{Decision, Direction, MapState, Verdict};
 use porin_compiler::resolve::lower::{Origin, OriginKind};
 
 use crate::change::{Peer, identity_in, peers};
@@ -80,7 +80,8 @@ pub struct Node {
 pub enum ChangeKind {
     /// Nothing passed before; something passes now.
     Opened,
-    /// Something passes before and after, on other ports.
+    /// Something passes before and after, on other ports or otherwise
+    /// through the L7 proxy.
     Changed,
     /// Something passed before; nothing passes now.
     Closed,
@@ -116,6 +117,9 @@ pub enum Effect {
     /// It selects the endpoint, putting the direction in default deny
     /// (new side), or did (old side).
     DefaultDeny,
+    /// Its L7 rules send the flow through the proxy (new side), or did
+    /// (old side).
+    Proxies,
 }
 
 /// How the rule item of a cause differs between the two policy sets.
@@ -163,7 +167,8 @@ pub struct Cause {
     pub check: String,
 }
 
-/// One changed connection.
+/// One changed connection: its allowed ports differ, or the ports that go
+/// through the L7 proxy do (L7 rules added or removed).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connection {
     /// How it changed.
@@ -176,6 +181,10 @@ pub struct Connection {
     pub before: Vec<PortRange>,
     /// The ports that pass now.
     pub after: Vec<PortRange>,
+    /// Of [`Self::before`], the ports that went through the L7 proxy.
+    pub before_l7: Vec<PortRange>,
+    /// Of [`Self::after`], the ports that go through the L7 proxy.
+    pub after_l7: Vec<PortRange>,
     /// The rule items that made it change, old side first.
     pub causes: Vec<Cause>,
 }
@@ -246,7 +255,7 @@ impl ConnectivityDiff {
             parts.push(format!("{} closed", self.count(ChangeKind::Closed)));
             let changed = self.count(ChangeKind::Changed);
             if changed > 0 {
-                parts.push(format!("{changed} with other ports"));
+                parts.push(format!("{changed} changed"));
             }
         }
         if !self.policies_added.is_empty() {
@@ -543,6 +552,8 @@ struct Raw {
     to: usize,
     before: Vec<PortRange>,
     after: Vec<PortRange>,
+    before_l7: Vec<PortRange>,
+    after_l7: Vec<PortRange>,
     causes: BTreeSet<RawCause>,
 }
 
@@ -582,22 +593,46 @@ fn connection(
         .flat_map(|c| [(&*c.old.state, c.direction), (&*c.new.state, c.direction)])
         .collect();
     let (mut before, mut after) = (Vec::new(), Vec::new());
+    let (mut before_l7, mut after_l7) = (Vec::new(), Vec::new());
     let mut causes = BTreeSet::new();
     let mut changed = false;
+    let proxied = |d: &Decision| matches!(d.verdict, Verdict::Redirect { .. });
     for (p, lo, hi) in port_classes(&pairs) {
         let decisions: Vec<(Decision, Decision)> = checks.iter().map(|c| c.decide(p, lo)).collect();
         let was = decisions.iter().all(|(o, _)| o.verdict.is_allowed());
         let is = decisions.iter().all(|(_, n)| n.verdict.is_allowed());
+        // A flow that passes through the L7 proxy is filtered per request:
+        // a connection that starts or stops going through it changed.
+        let was_l7 = was && decisions.iter().any(|(o, _)| proxied(o));
+        let is_l7 = is && decisions.iter().any(|(_, n)| proxied(n));
         if was {
             before.push((p, lo, hi));
         }
         if is {
             after.push((p, lo, hi));
         }
-        if was == is {
+        if was_l7 {
+            before_l7.push((p, lo, hi));
+        }
+        if is_l7 {
+            after_l7.push((p, lo, hi));
+        }
+        if was == is && was_l7 == is_l7 {
             continue;
         }
         changed = true;
+        if was == is {
+            // Passes before and after; the proxy is what changed, at the
+            // checks whose redirect came or went.
+            for (check, (o, n)) in checks.iter().zip(&decisions) {
+                if proxied(n) && !proxied(o) {
+                    causes.extend(check.causes(Side::New, policy_origins(n, new), Effect::Proxies));
+                } else if proxied(o) && !proxied(n) {
+                    causes.extend(check.causes(Side::Old, policy_origins(o, old), Effect::Proxies));
+                }
+            }
+            continue;
+        }
         for (check, d) in checks.iter().zip(&decisions) {
             if is && !d.0.verdict.is_allowed() {
                 causes.extend(cause_of(check, (old, new), d, Side::Old));
@@ -620,6 +655,8 @@ fn connection(
         to,
         before: merge(before),
         after: merge(after),
+        before_l7: merge(before_l7),
+        after_l7: merge(after_l7),
         causes,
     })
 }
@@ -710,6 +747,8 @@ pub fn connectivity_diff(old: &Compiled, new: &Compiled) -> ConnectivityDiff {
             m.change == raw.change
                 && m.before == raw.before
                 && m.after == raw.after
+                && m.before_l7 == raw.before_l7
+                && m.after_l7 == raw.after_l7
                 && ((external_end(raw.to) && external_end(m.to) && m.from == raw.from)
                     || (external_end(raw.from) && external_end(m.from) && m.to == raw.to))
         });
@@ -765,6 +804,8 @@ pub fn connectivity_diff(old: &Compiled, new: &Compiled) -> ConnectivityDiff {
             to: node_of(raw.to, &extra),
             before: raw.before,
             after: raw.after,
+            before_l7: raw.before_l7,
+            after_l7: raw.after_l7,
             causes: resolve(&raw.causes, old, new),
         })
         .collect();

@@ -307,6 +307,8 @@ fn cause_text(cause: &Cause) -> String {
         (Side::New, Effect::DefaultDeny) => {
             format!("puts {} in default deny", cause.check)
         }
+        (Side::Old, Effect::Proxies) => "sent it through the L7 proxy".to_owned(),
+        (Side::New, Effect::Proxies) => "sends it through the L7 proxy".to_owned(),
     };
     format!(
         "{} {what} ({})",
@@ -315,11 +317,26 @@ fn cause_text(cause: &Cause) -> String {
     )
 }
 
+/// `TCP/80 → TCP/80 via the L7 proxy`: the ports before and after, and
+/// which of them go through the proxy.
 fn ports_text(c: &Connection) -> String {
+    let side = |all: &[PortRange], l7: &[PortRange]| {
+        if l7.is_empty() {
+            describe_ports(all)
+        } else if l7 == all {
+            format!("{} via the L7 proxy", describe_ports(all))
+        } else {
+            format!(
+                "{} ({} via the L7 proxy)",
+                describe_ports(all),
+                describe_ports(l7)
+            )
+        }
+    };
     format!(
         "{} → {}",
-        describe_ports(&c.before),
-        describe_ports(&c.after)
+        side(&c.before, &c.before_l7),
+        side(&c.after, &c.after_l7)
     )
 }
 
@@ -434,6 +451,8 @@ fn json_connections(d: &ConnectivityDiff) -> String {
             "to": node(&c.to),
             "before": ranges(&c.before),
             "after": ranges(&c.after),
+            "beforeL7": ranges(&c.before_l7),
+            "afterL7": ranges(&c.after_l7),
             "ports": ports_text(c),
             "causes": c.causes.iter().map(|k| json!({
                 "policy": {

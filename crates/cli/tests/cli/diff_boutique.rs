@@ -134,6 +134,25 @@ fn removing_default_deny_names_the_policy_that_enforced_it() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// An L7 rule added to the front end's Internet ingress: the same port
+/// passes, but through the proxy now (requests are filtered), which the
+/// diff says instead of calling the policy sets equal.
+#[test]
+fn an_added_l7_rule_is_a_change() {
+    let root = scratch("l7", |new| {
+        let path = new.join("frontend.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let world = "  - fromEntities: [world]\n    toPorts:\n    - ports:\n      - port: \"8080\"\n        protocol: TCP\n";
+        assert!(text.contains(world));
+        let l7 = format!("{world}      rules:\n        http:\n        - method: GET\n");
+        std::fs::write(&path, text.replace(world, &l7)).unwrap();
+    });
+    let (code, human) = diff(&root, &[]);
+    assert_eq!(code, Some(1));
+    insta::assert_snapshot!("boutique_l7_human", human);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 #[test]
 fn an_unchanged_policy_set_exits_zero() {
     let root = scratch("same", |_| {});
