@@ -33,9 +33,17 @@
 //!   default-deny rules that select the endpoint
 //!   ([`porin_compiler::compile::EndpointPolicy::selected_by`]).
 //!
+//! - **L7**: a flow that goes through the proxy on one side and not on the
+//!   other changed too (its requests are filtered now, or no longer), even
+//!   on the same ports; L7 rules themselves (paths, methods) are not
+//!   compared.
+//!
 //! CIDR identities are matched by prefix across compilations; a prefix of
 //! one side only is decided on the other with the narrowest identity whose
-//! prefix contains it, as in [`crate::change`].
+//! prefix contains it, as in [`crate::change`]. Peers are the identities
+//! the compilations know: an identity of another cluster, which no
+//! inventory names, is not a row (the per-direction view covers "any
+//! other identity" through the keys of identity 0).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
