@@ -42,8 +42,7 @@
 //! one side only is decided on the other with the narrowest identity whose
 //! prefix contains it, as in [`crate::change`]. Peers are the identities
 //! the compilations know: an identity of another cluster, which no
-//! inventory names, is not a row (the per-direction view covers "any
-//! other identity" through the keys of identity 0).
+//! inventory names, is not a row (nor in the per-direction view).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
