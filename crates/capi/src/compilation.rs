@@ -436,6 +436,7 @@ pub extern "C" fn porin_compilation_decide(
             to,
             proto,
             port,
+            family: None,
         };
         let evaluation = evaluate(&c.compiled, &flow);
         let verdict = match evaluation.verdict {

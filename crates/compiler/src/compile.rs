@@ -123,6 +123,33 @@ pub struct EndpointPolicy {
     /// `entries`, one [`EntryOut`] per key in key order.
     #[serde(rename = "entries", serialize_with = "serialize_entries")]
     pub state: Arc<MapState>,
+    /// The origins of the default-deny rules that select the endpoint, per
+    /// direction: the policies that put a direction in default deny, which
+    /// explanations of a default-deny verdict and `porin diff` name (no map
+    /// entry carries them: a rule that allows nothing adds no key). Not
+    /// serialised; the JSON output is the map state's.
+    #[serde(skip)]
+    pub selected_by: SelectedBy,
+}
+
+/// The origins of the default-deny rules selecting an endpoint, per
+/// direction, in rule order (see [`EndpointPolicy::selected_by`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SelectedBy {
+    /// Rules of ingress sections.
+    pub ingress: Vec<u32>,
+    /// Rules of egress sections.
+    pub egress: Vec<u32>,
+}
+
+impl SelectedBy {
+    /// The origins of one direction.
+    pub fn direction(&self, direction: Direction) -> &[u32] {
+        match direction {
+            Direction::Ingress => &self.ingress,
+            Direction::Egress => &self.egress,
+        }
+    }
 }
 
 fn serialize_entries<S: serde::Serializer>(
@@ -426,6 +453,20 @@ pub(crate) fn drive(
                 computed
             }
         };
+        let mut selected_by = SelectedBy::default();
+        for &rule in resolver.rules_of(identity) {
+            if let Some(rule) = lowered.rules.get(rule)
+                && rule.default_deny
+            {
+                let list = match rule.direction {
+                    Direction::Ingress => &mut selected_by.ingress,
+                    Direction::Egress => &mut selected_by.egress,
+                };
+                if !list.contains(&rule.origin) {
+                    list.push(rule.origin);
+                }
+            }
+        }
         endpoints.push(EndpointPolicy {
             name: endpoint.name.clone(),
             namespace: endpoint.namespace.clone(),
@@ -441,6 +482,7 @@ pub(crate) fn drive(
             },
             diagnostics,
             state,
+            selected_by,
         });
     }
 

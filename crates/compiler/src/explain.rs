@@ -322,6 +322,9 @@ pub struct Flow {
     pub proto: u8,
     /// Destination port, or ICMP type for ICMP/ICMPv6.
     pub port: u16,
+    /// The one address family to decide the flow in (a test case's
+    /// `family:`); `None` for every family both ends have.
+    pub family: Option<Family>,
 }
 
 /// Why no packet can carry a flow.
@@ -346,6 +349,16 @@ pub enum NoPacket {
     /// No family in common.
     #[error("the two ends have no address family in common; no packet can carry this flow{hint}")]
     NoCommonFamily {
+        /// Why a world end lacks the family, or empty.
+        hint: String,
+    },
+    /// The family asked for is not one the flow can travel in.
+    #[error("no {family} packet can carry this flow: it travels only over {available}{hint}")]
+    FamilyUnavailable {
+        /// The family asked for.
+        family: Family,
+        /// The families it can travel in (`IPv4`, `IPv4 and IPv6`).
+        available: String,
         /// Why a world end lacks the family, or empty.
         hint: String,
     },
@@ -387,6 +400,20 @@ impl Flow {
             proto::ICMPV6 => common.into_iter().filter(|f| *f == Family::V6).collect(),
             _ => common.into_iter().collect(),
         };
+        if let (Some(family), false) = (self.family, families.is_empty()) {
+            if families.contains(&family) {
+                return Ok(vec![family]);
+            }
+            return Err(NoPacket::FamilyUnavailable {
+                family,
+                available: families
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                hint,
+            });
+        }
         if !families.is_empty() {
             return Ok(families);
         }
@@ -478,11 +505,13 @@ pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
             };
         }
     };
-    let groups: Vec<Option<Family>> = if flow.from.is_per_family() || flow.to.is_per_family() {
-        families.iter().copied().map(Some).collect()
-    } else {
-        vec![None]
-    };
+    // A flow asked for in one family is decided, and explained, in it.
+    let groups: Vec<Option<Family>> =
+        if flow.from.is_per_family() || flow.to.is_per_family() || flow.family.is_some() {
+            families.iter().copied().map(Some).collect()
+        } else {
+            vec![None]
+        };
     let mut checks = Vec::new();
     let mut verdicts = Vec::new();
     for group in groups {
@@ -559,13 +588,55 @@ fn describe_key(compiled: &Compiled, matched: &MatchedEntry) -> String {
     format!("{} key ({peer}, {ports})", key.direction())
 }
 
-/// An identity as explanations name it: `world-ipv4 identity 9`,
-/// `shop/web identity 257`, `any peer` for 0.
+/// An identity as explanations name it: the workloads or entity behind
+/// it, then the number: `default/checkoutservice (identity 258)`,
+/// `world-ipv4 (identity 9)`, `any peer` for 0.
 pub fn describe_identity(compiled: &Compiled, id: u32) -> String {
     if id == 0 {
         return "any peer".to_owned();
     }
-    format!("{} identity {id}", compiled.identity_name(id))
+    format!("{} (identity {id})", compiled.identity_name(id))
+}
+
+/// Why a direction is in default deny: the policies whose default-deny
+/// rules select the endpoint, each once with its first such rule's file
+/// and line (`: default deny, set by NetworkPolicy default/deny-all
+/// (deny.yaml:9)`), at most three named; ` (default deny)` when none is
+/// known.
+fn default_deny_by(compiled: &Compiled, endpoint: &str, direction: Direction) -> String {
+    let Some(endpoint) = compiled.endpoint(endpoint) else {
+        return " (default deny)".to_owned();
+    };
+    let mut policies: Vec<String> = Vec::new();
+    let mut seen = BTreeSet::new();
+    for origin in endpoint
+        .selected_by
+        .direction(direction)
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+    {
+        if !seen.insert((origin.kind, origin.namespace.clone(), origin.name.clone())) {
+            continue;
+        }
+        let name = match &origin.namespace {
+            Some(ns) => format!("{ns}/{}", origin.name),
+            None => origin.name.clone(),
+        };
+        policies.push(if origin.file.is_empty() {
+            format!("{} {name}", origin.kind)
+        } else {
+            format!("{} {name} ({}:{})", origin.kind, origin.file, origin.line)
+        });
+    }
+    match policies.len() {
+        0 => " (default deny)".to_owned(),
+        1..=3 => format!(": default deny, set by {}", policies.join(", ")),
+        n => format!(
+            ": default deny, set by {} and {} more policies",
+            policies[..3].join(", "),
+            n - 3
+        ),
+    }
 }
 
 /// Explains one check in a sentence or two. A check of one family of a
@@ -585,8 +656,9 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
     }
     let Some(chosen) = &check.decision.chosen else {
         return format!(
-            "{subject}: no rule allows {} (default deny)",
-            describe_identity(compiled, check.peer_identity)
+            "{subject}: no rule allows {}{}",
+            describe_identity(compiled, check.peer_identity),
+            default_deny_by(compiled, &check.endpoint, check.direction)
         );
     };
     let mut origins: Vec<String> = chosen

@@ -204,6 +204,63 @@ impl Selector {
     pub fn matches(&self, labels: &LabelSet) -> bool {
         self.requirements.iter().all(|r| r.matches(labels))
     }
+
+    /// The selector as a policy author wrote it, in label-selector syntax:
+    /// `app=frontend`, `tier in (a,b)`, `!canary`, with the source prefix
+    /// of Kubernetes and unspecified labels left out (`reserved:host`
+    /// keeps its own), the namespace Cilium adds to a namespaced policy's
+    /// selector said after it (`app=frontend in namespace shop`) and the
+    /// cluster label it adds left out; `{}` (every identity) when nothing
+    /// is left. The [`Display`](fmt::Display) form is the exact one.
+    pub fn written(&self) -> String {
+        const NAMESPACE: &str = "io.kubernetes.pod.namespace";
+        const CLUSTER: &str = "io.cilium.k8s.policy.cluster";
+        let mut parts = Vec::new();
+        let mut namespace = None;
+        for requirement in &self.requirements {
+            let user_source = matches!(requirement.key.source.as_str(), "k8s" | "any" | "unspec");
+            if user_source && requirement.key.key == CLUSTER {
+                continue;
+            }
+            if user_source
+                && requirement.key.key == NAMESPACE
+                && requirement.operator == Operator::In
+                && requirement.values.len() == 1
+            {
+                namespace = requirement.values.first().cloned();
+                continue;
+            }
+            let key = if user_source {
+                requirement.key.key.clone()
+            } else {
+                format!("{}:{}", requirement.key.source, requirement.key.key)
+            };
+            let values = || {
+                requirement
+                    .values
+                    .iter()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            parts.push(match requirement.operator {
+                Operator::In if requirement.values.len() == 1 => format!("{key}={}", values()),
+                Operator::In => format!("{key} in ({})", values()),
+                Operator::NotIn => format!("{key} notin ({})", values()),
+                Operator::Exists => key,
+                Operator::DoesNotExist => format!("!{key}"),
+            });
+        }
+        let labels = if parts.is_empty() {
+            "{}".to_owned()
+        } else {
+            parts.join(",")
+        };
+        match namespace {
+            Some(ns) => format!("{labels} in namespace {ns}"),
+            None => labels,
+        }
+    }
 }
 
 impl fmt::Display for Selector {
@@ -258,6 +315,30 @@ mod tests {
 
     fn labels(items: &[Label]) -> LabelSet {
         items.iter().cloned().collect()
+    }
+
+    #[test]
+    fn selectors_are_written_as_policies_write_them() {
+        let selector = Selector::from_requirements([
+            Requirement::is_in(SelectorKey::extend("app"), ["frontend".to_owned()]),
+            Requirement::is_in(
+                SelectorKey::extend("k8s:io.kubernetes.pod.namespace"),
+                ["shop".to_owned()],
+            ),
+            Requirement::is_in(
+                SelectorKey::extend("k8s:io.cilium.k8s.policy.cluster"),
+                ["default".to_owned()],
+            ),
+            Requirement::does_not_exist(SelectorKey::extend("canary")),
+        ]);
+        assert_eq!(selector.written(), "app=frontend,!canary in namespace shop");
+        assert_eq!(Selector::reserved("host").written(), "reserved:host");
+        assert_eq!(Selector::wildcard().written(), "{}");
+        let tiers = Selector::from_requirements([Requirement::is_in(
+            SelectorKey::extend("tier"),
+            ["a".to_owned(), "b".to_owned()],
+        )]);
+        assert_eq!(tiers.written(), "tier in (a,b)");
     }
 
     #[test]

@@ -22,7 +22,7 @@ use crate::flows::{PortRange, merge, port_classes};
 
 /// A peer, matched across the two compilations.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Peer {
+pub(crate) enum Peer {
     Identity(u32),
     Cidr(IpNetwork),
 }
@@ -54,7 +54,7 @@ pub struct EndpointDiff {
     pub changes: Vec<Change>,
 }
 
-fn peers(compiled: &Compiled) -> BTreeMap<Peer, u32> {
+pub(crate) fn peers(compiled: &Compiled) -> BTreeMap<Peer, u32> {
     compiled
         .identities
         .iter()
@@ -66,7 +66,7 @@ fn peers(compiled: &Compiled) -> BTreeMap<Peer, u32> {
 }
 
 /// The identity of a peer in a compilation that may lack it.
-fn identity_in(compiled: &Compiled, table: &BTreeMap<Peer, u32>, peer: &Peer) -> u32 {
+pub(crate) fn identity_in(compiled: &Compiled, table: &BTreeMap<Peer, u32>, peer: &Peer) -> u32 {
     if let Some(id) = table.get(peer) {
         return *id;
     }

@@ -13,7 +13,11 @@
 //!   (`porin graph`);
 //! - [`change`]: the connectivity diff of two compilations of one
 //!   inventory, per endpoint, direction and peer, "now allowed" and "now
-//!   denied" port ranges, peers named as users name them (`porin diff`).
+//!   denied" port ranges, peers named as users name them (`porin diff
+//!   --per-direction`, the C API);
+//! - [`connections`]: the change in effective (end-to-end) connectivity
+//!   between workloads and external peer classes, attributed to the rule
+//!   items that caused it (`porin diff`).
 //!
 //! Guarantees: every answer is exact, not sampled. A map state decides a
 //! flow from (direction, peer identity, protocol, port) only, and the
@@ -30,4 +34,5 @@
 
 pub mod analysis;
 pub mod change;
+pub mod connections;
 pub mod flows;

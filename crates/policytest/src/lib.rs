@@ -37,13 +37,14 @@ use porin_compiler::compile::{Compiled, compile_with_limits};
 use porin_compiler::explain::{Evaluation, Flow, FlowVerdict, Peer};
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::yaml::{
-    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields, syntax_error,
+    INVENTORY_FIELDS, Scalar, add_inventory_text_with_limits, check_top_level_fields,
 };
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::resolve::rule::proto;
 
 mod engine;
+mod parse_error;
 mod reference;
 mod report;
 mod run;
@@ -88,6 +89,10 @@ pub struct CaseSpec {
     /// ICMP type.
     #[serde(default)]
     pub icmp_type: Option<Scalar>,
+    /// `ipv4` or `ipv6`: decide the flow in that address family only (both
+    /// ends need an address of it); every family both ends have otherwise.
+    #[serde(default)]
+    pub family: Option<String>,
     /// allow | deny | redirect.
     pub expect: String,
 }
@@ -164,11 +169,15 @@ fn walk(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), String> {
     Ok(())
 }
 
-fn is_policy_test(text: &str) -> bool {
+/// Whether a text is a PolicyTest file: `kind: PolicyTest` at the top
+/// level of YAML, or `"kind": "PolicyTest"` in JSON (`porin query` reads
+/// such a file with its endpoints instead of skipping it as no policy).
+pub fn is_policy_test(text: &str) -> bool {
     text.lines().any(|line| {
         let line = line.trim_end();
         line == "kind: PolicyTest" || line == "kind: \"PolicyTest\"" || line == "kind: 'PolicyTest'"
-    })
+    }) || text.contains("\"kind\":\"PolicyTest\"")
+        || text.contains("\"kind\": \"PolicyTest\"")
 }
 
 /// A loaded and compiled test file.
@@ -190,6 +199,10 @@ impl PreparedTest {
             .map_or(0, |c| c.referenced.line())
     }
 }
+
+/// What the error of [`prepare_with_limits`] says when the file's policies
+/// are invalid (a finding, exit 1, not a failure to run).
+pub const POLICIES_INVALID: &str = "the policies do not validate";
 
 /// Reads, validates and compiles one test file, under the default
 /// [`Limits`].
@@ -215,8 +228,8 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
         .to_string());
     }
     let text = std::fs::read_to_string(path).map_err(|e| format!("{display}: cannot read: {e}"))?;
-    let spec: TestFileSpec =
-        serde_saphyr::from_str(&text).map_err(|e| syntax_error(&display, &e).to_string())?;
+    let spec: TestFileSpec = serde_saphyr::from_str(&text)
+        .map_err(|e| parse_error::render_parse_error(&display, &text, &e))?;
     if spec.kind.as_deref() != Some("PolicyTest") {
         return Err(format!("{display}:1:1: `kind: PolicyTest` is required"));
     }
@@ -226,7 +239,7 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     .map_err(|e| e.to_string())?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| parse_error::render_inventory_error(&display, &text, e))?;
     let base = path.parent().unwrap_or(Path::new("."));
     for (index, source) in spec.inventory.iter().enumerate() {
         inventory
@@ -263,7 +276,7 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
     }
     if outcome.has_errors() {
         return Err(format!(
-            "{display}: the policies do not validate:\n{}",
+            "{display}: {POLICIES_INVALID}:\n{}",
             render_human_all(&outcome.diagnostics, &outcome.sources).trim_end()
         ));
     }
@@ -341,11 +354,26 @@ pub fn resolve_case(
             spec.expect
         )
     })?;
-    let what = if icmp {
+    let family = match spec
+        .family
+        .as_deref()
+        .map(str::to_ascii_lowercase)
+        .as_deref()
+    {
+        None => None,
+        Some("ipv4") => Some(Family::V4),
+        Some("ipv6") => Some(Family::V6),
+        Some(other) => return Err(format!("{at}: family `{other}` is not ipv4 or ipv6")),
+    };
+    let mut what = if icmp {
         format!("{protocol} type {port}")
     } else {
         format!("{protocol}/{port}")
     };
+    if let Some(family) = family {
+        use std::fmt::Write as _;
+        let _ = write!(what, " over {family}");
+    }
     let label = match &spec.name {
         Some(name) => format!("{name} ({} -> {} {what})", spec.from.0, spec.to.0),
         None => format!("{} -> {} {what}", spec.from.0, spec.to.0),
@@ -355,6 +383,7 @@ pub fn resolve_case(
         to,
         proto: proto_number,
         port,
+        family,
     };
     // A case must describe a packet that can exist: deciding an impossible
     // flow would give a verdict the datapath can never produce (the kernel

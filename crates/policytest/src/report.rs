@@ -87,9 +87,34 @@ pub struct CaseResult {
 }
 
 impl TestReport {
-    /// The summary line: `N passed, M failed`.
+    /// The summary line: `N passed, M failed`, then `, K files rejected`
+    /// when files could not be read, parsed, validated or compiled (their
+    /// cases did not run, so a green count alone would hide them), and `,
+    /// porin test could not run` when an error belongs to no file (no test
+    /// file found, the engine did not start).
     pub fn summary(&self) -> String {
-        format!("{} passed, {} failed", self.passed, self.failed)
+        use std::fmt::Write as _;
+        let mut line = format!("{} passed, {} failed", self.passed, self.failed);
+        let rejected = self.rejected_files();
+        if rejected > 0 {
+            let files = if rejected == 1 { "file" } else { "files" };
+            let _ = write!(line, ", {rejected} {files} rejected");
+        }
+        let of_no_file = self
+            .errors
+            .iter()
+            .filter(|e| !self.files.iter().any(|f| f.error.as_ref() == Some(*e)))
+            .count();
+        if of_no_file > 0 {
+            line.push_str(", porin test could not run");
+        }
+        line
+    }
+
+    /// The files whose run stopped at an error (their cases are errors or
+    /// skipped).
+    pub fn rejected_files(&self) -> usize {
+        self.files.iter().filter(|f| f.error.is_some()).count()
     }
 
     /// A run that stopped before any file: no test file found, or the

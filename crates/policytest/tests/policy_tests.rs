@@ -241,11 +241,11 @@ fn a_world_case_whose_families_differ_fails_and_names_both() {
         let line = &report.lines[0];
         assert!(line.contains("=> IPv4 deny, IPv6 allow"), "{line}");
         assert!(
-            line.contains("default/dual ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 identity 9"),
+            line.contains("default/dual ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 (identity 9)"),
             "{line}"
         );
         assert!(
-            line.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 identity 10"),
+            line.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 (identity 10)"),
             "{line}"
         );
         assert!(!line.contains("identity 2"), "{line}");
@@ -384,4 +384,59 @@ fn both_engines_are_judged_and_compared_per_family() {
         line.contains("reference: default/dual ingress (IPv4, world-ipv4): denied"),
         "{line}"
     );
+}
+
+/// A case may ask for one address family (`family: ipv4|ipv6`, issue 17);
+/// one that an end has no address in is an error of the file, naming the
+/// family and the families the flow can travel in; an unknown family word
+/// is one too.
+#[test]
+fn a_case_in_a_family_an_end_lacks_is_refused() {
+    let dir = std::env::temp_dir().join(format!("porin-policytest-family-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let write = |name: &str, family: &str| {
+        let file = dir.join(name);
+        std::fs::write(
+            &file,
+            format!(
+                "kind: PolicyTest
+endpoints:
+  - {{name: client, namespace: default, labels: {{app: client}}, ips: [10.0.17.2, \"fd00::17:2\"]}}
+  - {{name: v6only, namespace: default, labels: {{app: v6only}}, ips: [\"fd00::17:3\"]}}
+cases:
+  - {{from: default/client, to: default/v6only, port: 80, family: {family}, expect: allow}}
+"
+            ),
+        )
+        .unwrap();
+        file
+    };
+    let report = run(&[write("v4.yaml", "ipv4")], &mut Reference);
+    assert_eq!(report.exit_code(), 2, "{:?}", report.lines);
+    assert!(
+        report.errors[0]
+            .contains("cases[0]: no IPv4 packet can carry this flow: it travels only over IPv6"),
+        "{:?}",
+        report.errors
+    );
+    assert_eq!(report.summary(), "0 passed, 0 failed, 1 file rejected");
+    let report = run(&[write("v6.yaml", "ipv6")], &mut Reference);
+    assert_eq!(
+        (report.passed, report.failed),
+        (1, 0),
+        "{:?}",
+        report.errors
+    );
+    assert!(
+        report.lines[0].ends_with("TCP/80 over IPv6 => allow"),
+        "{}",
+        report.lines[0]
+    );
+    let report = run(&[write("v5.yaml", "ipv5")], &mut Reference);
+    assert!(
+        report.errors[0].contains("family `ipv5` is not ipv4 or ipv6"),
+        "{:?}",
+        report.errors
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -2,8 +2,8 @@
 //!
 //! Compiles policies against an inventory and prints each endpoint's
 //! policy-map state (and the identities, ipcache and rule origins in JSON).
-//! Exit codes: 0 compiled; 2 an input could not be read, parsed or
-//! validated (diagnostics on stderr).
+//! Exit codes: 0 compiled; 1 a policy is invalid (diagnostics on stderr);
+//! 2 an input could not be read.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -108,8 +108,11 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let Ok((mut compiled, _)) =
         load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
     else {
-        return Ok(ExitCode::from(2));
+        // Invalid policies (diagnostics printed): a finding, exit 1.
+        return Ok(ExitCode::from(1));
     };
+    // The table names peers by their endpoints, also those filtered out.
+    let names = (args.format == Format::Table).then(|| compiled.clone());
     if let Some(wanted) = &args.endpoint {
         if compiled.endpoint(wanted).is_none() {
             bail!("unknown endpoint `{wanted}`");
@@ -119,21 +122,38 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     match args.format {
         Format::Json => writeln!(out, "{}", compiled.to_json())?,
-        Format::Table => write!(out, "{}", table(&compiled))?,
+        Format::Table => write!(out, "{}", table(&compiled, names.as_ref()))?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The table rendering: per endpoint, its identity and one row per entry.
-pub fn table(compiled: &Compiled) -> String {
+/// The table rendering: per endpoint, its identity and labels as policies
+/// select them (`app=frontend`: the `k8s:` source and the labels Cilium
+/// derives, namespace, service account, cluster, left out), then one row
+/// per entry with the peer named (`default/cartservice`, `world-ipv4`).
+/// `names` (the unfiltered compilation, if `compiled` lost endpoints to
+/// `--endpoint`) names the peers.
+pub fn table(compiled: &Compiled, names: Option<&Compiled>) -> String {
     use std::fmt::Write as _;
+    let names = names.unwrap_or(compiled);
     let mut text = String::new();
     for endpoint in &compiled.endpoints {
+        let labels: Vec<String> = endpoint
+            .labels
+            .iter()
+            .filter(|l| !l.key.starts_with("io.kubernetes.") && !l.key.starts_with("io.cilium."))
+            .map(|l| match l.source.as_str() {
+                "k8s" | "unspec" | "any" => format!("{}={}", l.key, l.value),
+                source => format!("{source}:{}={}", l.key, l.value),
+            })
+            .collect();
         let _ = writeln!(
             text,
-            "{} identity {} ingress {} egress {}",
+            "{} (identity {}{}{}) ingress {} egress {}",
             endpoint.display_name(),
             endpoint.identity,
+            if labels.is_empty() { "" } else { ", " },
+            labels.join(","),
             if endpoint.enforcement.ingress {
                 "enforced"
             } else {
@@ -147,8 +167,17 @@ pub fn table(compiled: &Compiled) -> String {
         );
         let _ = writeln!(
             text,
-            "  {:<8} {:>10} {:<6} {:>11} {:<8} {:>10} {:>5} {:>4} {:>6}  origins",
-            "DIR", "IDENTITY", "PROTO", "PORTS", "VERDICT", "PRECEDENCE", "PROXY", "AUTH", "COOKIE"
+            "  {:<8} {:>10} {:<24} {:<6} {:>11} {:<8} {:>10} {:>5} {:>4} {:>6}  origins",
+            "DIR",
+            "IDENTITY",
+            "PEER",
+            "PROTO",
+            "PORTS",
+            "VERDICT",
+            "PRECEDENCE",
+            "PROXY",
+            "AUTH",
+            "COOKIE"
         );
         for entry in &endpoint.entries() {
             let ports = if entry.proto == "ANY" || entry.port_prefix_len == 0 {
@@ -169,9 +198,10 @@ pub fn table(compiled: &Compiled) -> String {
                 .collect();
             let _ = writeln!(
                 text,
-                "  {:<8} {:>10} {:<6} {:>11} {:<8} {:>#10x} {:>5} {:>4} {:>6}  {}",
+                "  {:<8} {:>10} {:<24} {:<6} {:>11} {:<8} {:>#10x} {:>5} {:>4} {:>6}  {}",
                 entry.direction,
                 entry.identity,
+                names.identity_name(entry.identity),
                 entry.proto,
                 ports,
                 entry.verdict,

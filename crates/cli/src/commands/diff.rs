@@ -1,27 +1,33 @@
-//! `porin diff OLD NEW --inventory FILE_OR_DIR [--format human|json|markdown]`:
-//! how connectivity changes between two versions of a policy set.
+//! `porin diff OLD NEW --inventory FILE_OR_DIR [--format human|json|markdown]
+//! [--per-direction]`: how connectivity changes between two versions of a
+//! policy set.
 //!
 //! OLD and NEW are files or directories, or `REV:PATH` (a git revision and
 //! a path in it, read into memory with `git ls-tree`/`git cat-file` from
-//! the current repository; diagnostics name `REV:path`). Both are compiled against the same inventory. For every
-//! endpoint, direction and peer identity, every port class cut by the keys
-//! of both map states is decided in both (exact), and the classes whose
-//! verdict changes are listed as "now allowed" / "now denied", merged into
-//! port ranges. Each endpoint's own policy decision is compared (an
-//! end-to-end flow needs both the sender's egress and the receiver's
-//! ingress; `porin graph` shows those). Map entry counts are compared per
-//! endpoint.
+//! the current repository; diagnostics name `REV:path`). Both are compiled
+//! against the same inventory.
 //!
-//! Peers are matched by identity number, except CIDR identities, which are
+//! The default view is effective connectivity
+//! ([`porin_connectivity::connections`]): a connection passes when the
+//! source's egress and the destination's ingress both allow it, so only
+//! the workload-to-workload (and workload-to-world, -CIDR, -entity) edges
+//! that really change are listed, external peers that change alike
+//! collapsed into one class row, opened before closed, each with its ports
+//! before → after and the rule items (policy, file, line) that made it
+//! change, after a one-line summary and the policies added or removed.
+//!
+//! `--per-direction` shows each endpoint's own policy decision instead,
+//! per direction and peer identity, "now allowed" / "now denied", with map
+//! entry counts ([`porin_connectivity::change::diff`]).
+//!
+//! Both views are exact: every port class cut by the keys of the map
+//! states involved is decided in both compilations. CIDR identities are
 //! matched by prefix (their numbers depend on the policy set); a prefix
 //! present on one side only is decided on the other side with the
 //! narrowest identity whose prefix contains it (`world` otherwise).
 //!
-//! This module reads and compiles the two sides and renders the result;
-//! the diff itself is [`porin_connectivity::change::diff`].
-//!
-//! Exit codes: 0 no change, 1 connectivity or entry counts changed, 2 an
-//! input could not be read or compiled.
+//! Exit codes: 0 no change, 1 connectivity changed (per direction: or map
+//! entry counts), 2 an input could not be read or compiled.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +38,10 @@ use clap::{Args, ValueEnum};
 use porin_compiler::compile::Compiled;
 use porin_compiler::mapstate::Direction;
 use porin_connectivity::change::{EndpointDiff, diff};
+use porin_connectivity::connections::{
+    Cause, Connection, ConnectivityDiff, Effect, Node, NodeKind, PolicyRef, Side,
+    connectivity_diff, describe_ports,
+};
 use porin_connectivity::flows::{PortRange, describe};
 use serde_json::json;
 
@@ -46,11 +56,12 @@ use crate::limit_flags::LimitArgs;
 /// Output format of `porin diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DiffFormat {
-    /// Text grouped by endpoint.
+    /// Text: the summary line, then one block per changed connection
+    /// (per endpoint with --per-direction).
     Human,
-    /// JSON.
+    /// JSON (`summary`, `policiesAdded`, `policiesRemoved`, `connections`).
     Json,
-    /// Markdown tables (for pull-request comments).
+    /// A Markdown table (for pull-request comments).
     Markdown,
 }
 
@@ -67,6 +78,10 @@ pub struct DiffArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = DiffFormat::Human)]
     pub format: DiffFormat,
+    /// Show each endpoint's own policy decision per direction and peer
+    /// (with map entry counts) instead of end-to-end connections.
+    #[arg(long)]
+    pub per_direction: bool,
     /// Resource limits (each side is loaded and compiled under them).
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -278,6 +293,188 @@ fn markdown(diffs: &[EndpointDiff]) -> String {
     text
 }
 
+/// The sentence of one cause: `CiliumNetworkPolicy default/web
+/// spec.egress[1] (web.yaml:20) allowed it (rule removed)`.
+fn cause_text(cause: &Cause) -> String {
+    let what = match (cause.side, cause.effect) {
+        (Side::Old, Effect::Allows) => "allowed it".to_owned(),
+        (Side::New, Effect::Allows) => "allows it".to_owned(),
+        (Side::Old, Effect::Denies) => "denied it".to_owned(),
+        (Side::New, Effect::Denies) => "denies it".to_owned(),
+        (Side::Old, Effect::DefaultDeny) => {
+            format!("put {} in default deny", cause.check)
+        }
+        (Side::New, Effect::DefaultDeny) => {
+            format!("puts {} in default deny", cause.check)
+        }
+        (Side::Old, Effect::Proxies) => "sent it through the L7 proxy".to_owned(),
+        (Side::New, Effect::Proxies) => "sends it through the L7 proxy".to_owned(),
+    };
+    format!(
+        "{} {what} ({})",
+        cause.origin.describe(),
+        cause.change.words()
+    )
+}
+
+/// `TCP/80 → TCP/80 via the L7 proxy`: the ports before and after, and
+/// which of them go through the proxy.
+fn ports_text(c: &Connection) -> String {
+    let side = |all: &[PortRange], l7: &[PortRange]| {
+        if l7.is_empty() {
+            describe_ports(all)
+        } else if l7 == all {
+            format!("{} via the L7 proxy", describe_ports(all))
+        } else {
+            format!(
+                "{} ({} via the L7 proxy)",
+                describe_ports(all),
+                describe_ports(l7)
+            )
+        }
+    };
+    format!(
+        "{} → {}",
+        side(&c.before, &c.before_l7),
+        side(&c.after, &c.after_l7)
+    )
+}
+
+fn notice(policy: &PolicyRef, what: &str) -> String {
+    format!("policy {what}: {} ({})", policy.describe(), policy.file)
+}
+
+fn human_connections(d: &ConnectivityDiff) -> String {
+    use std::fmt::Write as _;
+    let mut text = format!("{}\n", d.summary());
+    for p in &d.policies_added {
+        let _ = writeln!(text, "{}", notice(p, "added"));
+    }
+    for p in &d.policies_removed {
+        let _ = writeln!(text, "{}", notice(p, "removed"));
+    }
+    for c in &d.connections {
+        let _ = writeln!(
+            text,
+            "\n{:<7} {} → {}: {}",
+            c.change.word(),
+            c.from.name,
+            c.to.name,
+            ports_text(c)
+        );
+        for cause in &c.causes {
+            let _ = writeln!(text, "        because {}", cause_text(cause));
+        }
+    }
+    text
+}
+
+fn markdown_connections(d: &ConnectivityDiff) -> String {
+    use std::fmt::Write as _;
+    let cell = |s: &str| s.replace('|', "\\|");
+    let node = |n: &Node| match n.kind {
+        NodeKind::Workload => format!("`{}`", n.name),
+        NodeKind::External => cell(&n.name),
+    };
+    let mut text = format!("**porin diff**: {}\n", d.summary());
+    for (list, what) in [
+        (&d.policies_added, "added"),
+        (&d.policies_removed, "removed"),
+    ] {
+        for p in list {
+            let _ = write!(
+                text,
+                "\n- policy {what}: {} `{}` (`{}`)",
+                p.kind,
+                cell(&p.describe()[p.kind.name().len() + 1..]),
+                cell(&p.file)
+            );
+        }
+    }
+    if !d.policies_added.is_empty() || !d.policies_removed.is_empty() {
+        text.push('\n');
+    }
+    if d.connections.is_empty() {
+        return text;
+    }
+    text.push_str(
+        "\n| change | from | to | ports (before → after) | caused by |\n|---|---|---|---|---|\n",
+    );
+    for c in &d.connections {
+        let causes: Vec<String> = c.causes.iter().map(|k| cell(&cause_text(k))).collect();
+        let _ = writeln!(
+            text,
+            "| **{}** | {} | {} | {} | {} |",
+            c.change.word(),
+            node(&c.from),
+            node(&c.to),
+            cell(&ports_text(c)),
+            causes.join("<br>")
+        );
+    }
+    text
+}
+
+fn json_connections(d: &ConnectivityDiff) -> String {
+    let ranges = |r: &[PortRange]| -> Vec<serde_json::Value> {
+        r.iter()
+            .map(|(p, lo, hi)| {
+                json!({
+                    "protocol": porin_compiler::resolve::rule::proto::static_name(*p),
+                    "port": lo,
+                    "endPort": hi,
+                })
+            })
+            .collect()
+    };
+    let node = |n: &Node| {
+        json!({
+            "kind": match n.kind { NodeKind::Workload => "workload", NodeKind::External => "external" },
+            "name": n.name,
+            "members": n.members,
+            "identity": n.identity,
+        })
+    };
+    let policy = |p: &PolicyRef| json!({"kind": p.kind.name(), "namespace": p.namespace, "name": p.name, "file": p.file});
+    let value = json!({
+        "summary": {
+            "text": d.summary(),
+            "opened": d.count(porin_connectivity::connections::ChangeKind::Opened),
+            "changed": d.count(porin_connectivity::connections::ChangeKind::Changed),
+            "closed": d.count(porin_connectivity::connections::ChangeKind::Closed),
+        },
+        "policiesAdded": d.policies_added.iter().map(policy).collect::<Vec<_>>(),
+        "policiesRemoved": d.policies_removed.iter().map(policy).collect::<Vec<_>>(),
+        "connections": d.connections.iter().map(|c| json!({
+            "change": c.change.word(),
+            "from": node(&c.from),
+            "to": node(&c.to),
+            "before": ranges(&c.before),
+            "after": ranges(&c.after),
+            "beforeL7": ranges(&c.before_l7),
+            "afterL7": ranges(&c.after_l7),
+            "ports": ports_text(c),
+            "causes": c.causes.iter().map(|k| json!({
+                "policy": {
+                    "kind": k.origin.kind.name(),
+                    "namespace": k.origin.namespace,
+                    "name": k.origin.name,
+                },
+                "route": k.origin.route,
+                "file": k.origin.file,
+                "line": k.origin.line,
+                "side": match k.side { Side::Old => "old", Side::New => "new" },
+                "check": k.check,
+                "change": k.change.words(),
+                "text": cause_text(k),
+            })).collect::<Vec<_>>(),
+        })).collect::<Vec<_>>(),
+    });
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned());
+    text.push('\n');
+    text
+}
+
 fn to_json(diffs: &[EndpointDiff]) -> String {
     let ranges = |r: &[PortRange]| -> Vec<serde_json::Value> {
         r.iter()
@@ -320,17 +517,28 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let Some(new) = compile_side(&args.new, &args.inventory, &limits)? else {
         return Ok(ExitCode::from(2));
     };
-    let diffs = diff(&old, &new);
-    let text = match args.format {
-        DiffFormat::Human => human(&diffs),
-        DiffFormat::Json => to_json(&diffs),
-        DiffFormat::Markdown => markdown(&diffs),
+    let (text, unchanged) = if args.per_direction {
+        let diffs = diff(&old, &new);
+        let text = match args.format {
+            DiffFormat::Human => human(&diffs),
+            DiffFormat::Json => to_json(&diffs),
+            DiffFormat::Markdown => markdown(&diffs),
+        };
+        (text, diffs.is_empty())
+    } else {
+        let d = connectivity_diff(&old, &new);
+        let text = match args.format {
+            DiffFormat::Human => human_connections(&d),
+            DiffFormat::Json => json_connections(&d),
+            DiffFormat::Markdown => markdown_connections(&d),
+        };
+        (text, d.is_empty())
     };
     std::io::stdout()
         .lock()
         .write_all(text.as_bytes())
         .context("cannot write to standard output")?;
-    Ok(if diffs.is_empty() {
+    Ok(if unchanged {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

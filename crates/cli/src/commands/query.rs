@@ -1,15 +1,20 @@
 //! `porin query --from PEER --to PEER --port 8080/tcp POLICIES... --inventory FILE_OR_DIR`
+//! `porin query --from PEER --to PEER --port 8080/tcp TEST.policytest.yaml`
 //!
 //! Decides one flow with the reference evaluator and explains it: which
 //! key matched and which rule produced it, or that no rule allowed it.
+//! A PolicyTest file is read with its policies and endpoints (what `porin
+//! test` decides its cases against), without `--inventory`. Input that
+//! loads no policy at all is refused (every flow would be allowed, which is
+//! never what the user asked about) unless `--allow-empty` says so.
 //! Peers: `namespace/name`, `name`, an IP address or an entity word;
 //! `world` is decided per family (world-ipv4 over IPv4, world-ipv6 over
 //! IPv6), each check line naming the family and identity.
 //! Exit codes: 0 allowed or redirected (in some family, for a world peer
-//! whose families differ), 1 denied, 2 bad input or a flow no packet can
-//! carry.
+//! whose families differ), 1 denied or an invalid policy, 2 porin could not
+//! run (unreadable input, no policy loaded, a flow no packet can carry).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -38,12 +43,17 @@ pub struct Args {
     /// ICMP type (number or name) for ICMP/ICMPv6.
     #[arg(long)]
     pub icmp_type: Option<String>,
-    /// Policy files or directories.
+    /// Policy files or directories, or one PolicyTest file (its policies
+    /// and endpoints).
     #[arg(required = true)]
     pub policies: Vec<PathBuf>,
-    /// Inventory (see `porin compile --help`).
+    /// Inventory (see `porin compile --help`); not with a PolicyTest file.
     #[arg(long)]
-    pub inventory: PathBuf,
+    pub inventory: Option<PathBuf>,
+    /// Decide the flow even when the input loads no policy (every flow is
+    /// then allowed).
+    #[arg(long)]
+    pub allow_empty: bool,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -58,6 +68,28 @@ fn parse_protocol(text: &str) -> anyhow::Result<u8> {
         "ICMPV6" => proto::ICMPV6,
         other => bail!("protocol `{other}` is not TCP, UDP, SCTP, ICMP or ICMPv6"),
     })
+}
+
+/// The PolicyTest file among `paths`, if one is (a file no larger than the
+/// loader reads that [`porin_policytest::is_policy_test`]); an error when
+/// it is not the only path.
+fn policy_test_file(paths: &[PathBuf], max_bytes: u64) -> anyhow::Result<Option<&Path>> {
+    let is_test = |path: &Path| {
+        path.is_file()
+            && std::fs::metadata(path).is_ok_and(|m| m.len() <= max_bytes)
+            && std::fs::read_to_string(path)
+                .is_ok_and(|text| porin_policytest::is_policy_test(&text))
+    };
+    let Some(test) = paths.iter().find(|p| is_test(p)) else {
+        return Ok(None);
+    };
+    if paths.len() > 1 {
+        bail!(
+            "`{}` is a PolicyTest file: give it alone (it names its own policies and endpoints)",
+            test.display()
+        );
+    }
+    Ok(Some(test))
 }
 
 /// Runs `porin query`.
@@ -93,16 +125,54 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     } else {
         port.context("--port is required for TCP, UDP and SCTP")?
     };
-    let Ok((compiled, _)) =
-        load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
-    else {
-        return Ok(ExitCode::from(2));
+    let limits = args.limits.limits();
+    let compiled = match policy_test_file(&args.policies, limits.load.max_file_bytes)? {
+        Some(path) => {
+            if args.inventory.is_some() {
+                bail!(
+                    "`{}` is a PolicyTest file, which brings its own endpoints: drop --inventory",
+                    path.display()
+                );
+            }
+            match porin_policytest::prepare_with_limits(path, &limits) {
+                Ok(prepared) => prepared.compiled,
+                Err(error) => {
+                    eprintln!("{error}");
+                    // An invalid policy is a finding (1); anything else
+                    // stopped porin from running (2).
+                    let invalid = error.contains(porin_policytest::POLICIES_INVALID);
+                    return Ok(ExitCode::from(if invalid { 1 } else { 2 }));
+                }
+            }
+        }
+        None => {
+            let inventory = args.inventory.as_deref().context(
+                "--inventory is required (or give one PolicyTest file, which has its own endpoints)",
+            )?;
+            let Ok((compiled, outcome)) = load_and_compile(&args.policies, inventory, &limits)?
+            else {
+                // Invalid policies: diagnostics printed; a finding, exit 1.
+                return Ok(ExitCode::from(1));
+            };
+            if outcome.documents.is_empty() && !args.allow_empty {
+                bail!(
+                    "no policy loaded from {}: with no policy every flow is allowed; pass --allow-empty to ask anyway",
+                    args.policies
+                        .iter()
+                        .map(|p| format!("`{}`", p.display()))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+            compiled
+        }
     };
     let flow = Flow {
         from: Peer::parse(&args.from, &compiled)?,
         to: Peer::parse(&args.to, &compiled)?,
         proto: proto_number,
         port,
+        family: None,
     };
     // A flow no packet can carry has no verdict in the datapath: refuse it
     // (exit 2) as `porin test` does.

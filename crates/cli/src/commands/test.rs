@@ -2,7 +2,9 @@
 //!
 //! Runs policy test files (`docs/policy-tests.md`).
 //! - `human` (default): one `PASS`/`FAIL` line per case, then
-//!   `N passed, M failed`.
+//!   `N passed, M failed`, with `, K files rejected` when files could not be
+//!   loaded (their cases did not run; the reasons are on stderr, parse
+//!   errors in `porin lint`'s format).
 //! - `junit`: JUnit XML on standard output for CI test reporters: one
 //!   `<testsuite>` per test file, one `<testcase>` per case (see
 //!   [`junit_suites`]); the summary line goes to standard error.
@@ -90,7 +92,12 @@ pub fn run(args: &Args) -> ExitCode {
         eprintln!("note: {note}");
     }
     for error in &report.errors {
-        eprintln!("error: {error}");
+        // Parse errors come rendered as diagnostics (`error[PM004]: ...`).
+        if error.starts_with("error[") {
+            eprintln!("{error}");
+        } else {
+            eprintln!("error: {error}");
+        }
     }
     match args.format {
         TestFormat::Human => println!("{}", report.summary()),

@@ -113,7 +113,8 @@ fn compile_and_query_refuse_the_set() {
         &dir,
         &["compile", "policies", "--inventory", "inventory.yaml"],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // An invalid policy set is a finding (exit 1), not a failure to run.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("error[PM042]"));
     assert!(out.stdout.is_empty(), "{}", text(&out.stdout));
     let out = porin(
@@ -131,7 +132,8 @@ fn compile_and_query_refuse_the_set() {
             "inventory.yaml",
         ],
     );
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    // An invalid policy set is a finding (exit 1), not a failure to run.
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("error[PM042]"));
     assert!(
         !text(&out.stdout).contains("allow"),

@@ -5,11 +5,14 @@
 mod action;
 mod cli;
 mod common;
+mod diff_boutique;
 mod duplicates;
 mod editors;
 mod limits;
 mod limits_memory;
 mod lint_context;
+mod names;
+mod no_silent_green;
 mod precommit;
 mod release;
 mod test_junit;

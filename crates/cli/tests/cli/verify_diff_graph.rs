@@ -37,6 +37,7 @@ fn diff_lists_flows_that_change_in_every_format() {
             INVENTORY,
             "--format",
             format,
+            "--per-direction",
         ]);
         assert_eq!(
             out.status.code(),
@@ -56,6 +57,7 @@ fn diff_lists_flows_that_change_in_every_format() {
         "fixtures/lint/PR004_allow_shadowed_by_deny/trigger.yaml",
         "--inventory",
         INVENTORY,
+        "--per-direction",
     ]);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
@@ -196,8 +198,10 @@ fn diff_of_a_revision_reads_blobs_and_names_them() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("now allowed TCP/443"), "{stdout}");
-    assert!(stdout.contains("now denied TCP/80"), "{stdout}");
+    assert!(
+        stdout.contains("default/api → default/web: TCP/80 → TCP/443"),
+        "{stdout}"
+    );
 
     // An invalid policy in the old revision: located in the blob.
     std::fs::write(repo.join("policies/web.yaml"), web_policy("8080")).unwrap();

@@ -71,7 +71,7 @@ fn query_names_the_family_and_identity_that_decided() {
         "{out}"
     );
     assert!(
-        out.contains("default/v4 ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 identity 9, any protocol)"),
+        out.contains("default/v4 ingress (IPv4, world-ipv4): denied by ingress key (world-ipv4 (identity 9), any protocol)"),
         "{out}"
     );
     assert!(!out.contains("ingress (IPv6"), "{out}");
@@ -87,7 +87,7 @@ fn query_names_the_family_and_identity_that_decided() {
         "{out}"
     );
     assert!(
-        out.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 identity 10"),
+        out.contains("default/dual ingress (IPv6, world-ipv6): allowed by ingress key (world-ipv6 (identity 10)"),
         "{out}"
     );
 

@@ -105,6 +105,7 @@ fn tcp_flow(compiled: &Compiled, from: &str, to: &str, port: u16) -> Flow {
         to: Peer::parse(to, compiled).unwrap(),
         proto: proto::TCP,
         port,
+        family: None,
     }
 }
 

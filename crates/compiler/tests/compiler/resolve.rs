@@ -46,6 +46,7 @@ fn verdict(compiled: &Compiled, from: &str, to: &str, proto_number: u8, port: u1
         to: Peer::parse(to, compiled).unwrap(),
         proto: proto_number,
         port,
+        family: None,
     };
     evaluate(compiled, &flow).verdict
 }
@@ -363,6 +364,7 @@ spec:
         to: Peer::parse("default/b", &compiled).unwrap(),
         proto: proto::TCP,
         port: 80,
+        family: None,
     };
     let text = explain(&compiled, &evaluate(&compiled, &flow));
     assert!(

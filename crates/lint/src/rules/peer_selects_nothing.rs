@@ -56,8 +56,9 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             };
             out.push(
                 Diagnostic::new(RULE.info, format!(
-                        "{}: peer selector `{selector}` selects no identity; the rule {} nothing for it",
+                        "{}: peer selector `{}` selects no identity; the rule {} nothing for it",
                         cx.describe(origin),
+                        selector.written(),
                         if rule.deny { "denies" } else { "allows" }
                     ),
                 )
