@@ -1,7 +1,7 @@
 //! Everything the rules share: the lowered rules, identities, each
 //! endpoint's compiled state, and the exact per-rule effect analysis.
 
-use std::cell::RefCell;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Location};
@@ -14,7 +14,12 @@ use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
 use porin_compiler::resolve::policy::{L4Policy, Resolver};
 use porin_compiler::resolve::rule::PolicyRule;
-use porin_connectivity::analysis;
+use porin_connectivity::analysis::{self, decide, flow_points};
+
+pub(crate) mod shadow;
+
+pub use shadow::RuleEffects;
+use shadow::{Item, UnitAnalysis};
 
 /// Endpoints that share an identity and named ports, hence a map state.
 #[derive(Debug, Clone)]
@@ -62,9 +67,9 @@ pub struct Context<'a> {
     pub ipcache_len: usize,
     /// The compiler's diagnostics (lowering and map-state distillation).
     pub compile_diagnostics: Vec<Diagnostic>,
-    effects: RefCell<BTreeMap<(usize, usize), MapState>>,
-    /// Per rule, the PR004/PR005 coverage (computed on first use).
-    pub coverage: std::cell::OnceCell<Vec<Option<Coverage>>>,
+    /// Per rule item (origin), the effects of removing it (computed on
+    /// first use, see [`shadow`]).
+    effects: OnceCell<BTreeMap<u32, RuleEffects>>,
 }
 
 impl<'a> Context<'a> {
@@ -125,8 +130,7 @@ impl<'a> Context<'a> {
             units,
             ipcache_len,
             compile_diagnostics,
-            effects: RefCell::new(BTreeMap::new()),
-            coverage: std::cell::OnceCell::new(),
+            effects: OnceCell::new(),
         })
     }
 
@@ -214,19 +218,99 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// The map state of a unit with some of its rules removed (exact
-    /// recompilation: the same resolver over the remaining rules).
-    pub fn state_without(&self, unit: &Unit, removed: &BTreeSet<usize>) -> MapState {
-        let rules: Vec<PolicyRule> = unit
-            .rules
+    /// The rule indices of the rule item (origin) of `rule`: lowering may
+    /// split one item into several rules (one per Kubernetes peer, ...),
+    /// and the item is what a user deletes.
+    pub fn item_rules(&self, origin: u32) -> Vec<usize> {
+        self.rules()
             .iter()
-            .filter(|r| !removed.contains(r))
-            .filter_map(|r| self.rules().get(*r).cloned())
-            .collect();
-        self.state_of_rules(unit, &rules)
+            .enumerate()
+            .filter(|(_, r)| r.origin == origin)
+            .map(|(i, _)| i)
+            .collect()
     }
 
-    /// The map state of a unit under exactly `rules`.
+    /// Whether a rule item is analysed for PR004/PR005/PR017: a user allow
+    /// item; `Some(ranged)` says whether one of its ports is a range.
+    fn analysed_item(&self, origin: u32) -> Option<bool> {
+        let o = self.origin_by_id(origin)?;
+        if o.is_synthetic() || o.deny {
+            return None;
+        }
+        Some(self.rules().iter().filter(|r| r.origin == origin).any(|r| {
+            r.ports
+                .iter()
+                .any(|p| matches!(p.port, porin_compiler::resolve::rule::PortRef::Number(n) if n != 0 && p.end_port > n))
+        }))
+    }
+
+    /// The effects of removing each analysed rule item, by origin: one
+    /// pass over the units, each folding its items' effects in (exact, see
+    /// [`shadow`]).
+    pub fn item_effects(&self) -> &BTreeMap<u32, RuleEffects> {
+        self.effects.get_or_init(|| {
+            let mut resolver = Resolver::new(&self.lowered.rules, &self.table, self.inventory)
+                .with_localhost_origin(self.lowered.localhost_origin);
+            let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
+            for unit in &self.units {
+                let Some(endpoint) = unit
+                    .endpoints
+                    .first()
+                    .and_then(|i| self.inventory.endpoints.get(*i))
+                else {
+                    continue;
+                };
+                let items: BTreeMap<u32, bool> = unit
+                    .rules
+                    .iter()
+                    .filter_map(|r| self.rules().get(*r))
+                    .filter_map(|r| Some((r.origin, self.analysed_item(r.origin)?)))
+                    .collect();
+                if items.is_empty() {
+                    continue;
+                }
+                let mut analysis = UnitAnalysis::new(
+                    &mut resolver,
+                    self.rules(),
+                    unit.identity,
+                    endpoint,
+                    &unit.rules,
+                    &unit.state,
+                );
+                for (origin, ranged) in items {
+                    let effects = analysis.effects(&Item { origin, ranged });
+                    out.entry(origin).or_default().merge(effects);
+                }
+            }
+            out
+        })
+    }
+
+    /// The effects of removing the item of `rule` (default if it is not
+    /// analysed or selects nothing).
+    pub fn effects_of(&self, rule: usize) -> RuleEffects {
+        self.rules()
+            .get(rule)
+            .and_then(|r| self.item_effects().get(&r.origin))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether removing the item of `rule` changes any verdict of any
+    /// endpoint it selects (exact; see [`shadow`]). Deny and synthetic
+    /// items are not analysed: recompiles them (for tests).
+    pub fn rule_changes_verdicts(&self, rule: usize) -> bool {
+        let Some(origin) = self.rules().get(rule).map(|r| r.origin) else {
+            return false;
+        };
+        if self.analysed_item(origin).is_some() {
+            return self.effects_of(rule).changes;
+        }
+        self.effects_by_recompiling(origin, false).changes
+    }
+
+    /// The map state of a unit under exactly `rules` (a recompilation with
+    /// a fresh resolver: the reference the fast analysis is tested against).
     pub fn state_of_rules(&self, unit: &Unit, rules: &[PolicyRule]) -> MapState {
         let mut resolver = Resolver::new(rules, &self.table, self.inventory)
             .with_localhost_origin(self.lowered.localhost_origin);
@@ -243,27 +327,69 @@ impl<'a> Context<'a> {
             .0
     }
 
-    /// The state of unit `u` without rule `rule` (cached).
-    pub fn state_without_rule(&self, u: usize, rule: usize) -> MapState {
-        if let Some(state) = self.effects.borrow().get(&(u, rule)) {
-            return state.clone();
+    /// The effects of removing a rule item, by leave-one-out recompilation
+    /// of every unit it selects (the brute-force reference of
+    /// [`Context::item_effects`], for tests; `ranged` fills the classes).
+    #[doc(hidden)]
+    pub fn effects_by_recompiling(&self, origin: u32, ranged: bool) -> RuleEffects {
+        let mut total = RuleEffects::default();
+        for unit in &self.units {
+            if !unit
+                .rules
+                .iter()
+                .any(|r| self.rules().get(*r).is_some_and(|x| x.origin == origin))
+            {
+                continue;
+            }
+            let mut effects = RuleEffects {
+                selected: true,
+                ..RuleEffects::default()
+            };
+            let (own, others): (Vec<PolicyRule>, Vec<PolicyRule>) = unit
+                .rules
+                .iter()
+                .filter_map(|r| self.rules().get(*r).cloned())
+                .partition(|r| r.origin == origin);
+            let without = self.state_of_rules(unit, &others);
+            effects.changes = !analysis::equivalent(&unit.state, &without);
+            let preserved = own.first().is_none_or(|r| {
+                let direction = r.direction;
+                let shape = |rules: &[PolicyRule]| {
+                    let mut resolver = Resolver::new(rules, &self.table, self.inventory);
+                    let policy = resolver.l4_policy(unit.identity);
+                    let dir = policy.direction(direction);
+                    let synthetic = dir.filters.values().flat_map(|per| per.values()).any(|sp| {
+                        sp.origins
+                            .contains(&porin_compiler::resolve::policy::allow_all_origin(
+                                direction,
+                            ))
+                    });
+                    (dir.enforced, dir.features(), synthetic)
+                };
+                let all: Vec<PolicyRule> = own.iter().chain(&others).cloned().collect();
+                shape(&all) == shape(&others)
+            });
+            let alone = self.state_of_rules(unit, &own);
+            for point in flow_points(&[&alone, &without]) {
+                let decision = decide(&alone, &point);
+                let granted = decision.verdict.is_allowed()
+                    && decision
+                        .chosen
+                        .as_ref()
+                        .is_some_and(|c| c.entry.origins.contains(&origin));
+                if granted {
+                    effects.record(
+                        &point,
+                        decision.verdict,
+                        &decide(&without, &point),
+                        ranged,
+                        preserved,
+                    );
+                }
+            }
+            total.merge(effects);
         }
-        let Some(unit) = self.units.get(u) else {
-            return MapState::new();
-        };
-        let state = self.state_without(unit, &[rule].into());
-        self.effects.borrow_mut().insert((u, rule), state.clone());
-        state
-    }
-
-    /// Whether removing `rule` changes any verdict of any endpoint it
-    /// selects (exact; see [`analysis`]).
-    pub fn rule_changes_verdicts(&self, rule: usize) -> bool {
-        self.units
-            .iter()
-            .enumerate()
-            .filter(|(_, unit)| unit.rules.contains(&rule))
-            .any(|(u, unit)| !analysis::equivalent(&unit.state, &self.state_without_rule(u, rule)))
+        total
     }
 
     /// Prefixes of CIDR identities, by identity.

@@ -16,7 +16,6 @@ use porin_model::{CodeInfo, Doc, Stage};
 use super::Rule;
 use super::is_user_rule;
 use crate::Context;
-use porin_connectivity::analysis::{decide, flow_points};
 
 pub use crate::context::Coverage;
 
@@ -48,57 +47,57 @@ the allow.",
     },
 };
 
-/// The coverage of a user allow rule that changes no verdict; `None` if the
-/// rule changes a verdict, selects nothing or would allow nothing alone.
-/// Computed once per run (PR004 and PR005 share it).
+/// The coverage of a user allow rule item that changes no verdict; `None`
+/// if removing the item changes a verdict, it selects nothing or would
+/// allow nothing alone. Computed once per run for every item (PR004,
+/// PR005 and PR017 share it); the item of `rule` is its origin, so an item
+/// is never covered by its own rules.
 pub fn coverage(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
-    cx.coverage
-        .get_or_init(|| (0..cx.rules().len()).map(|r| compute(cx, r)).collect())
-        .get(rule)
-        .cloned()
-        .flatten()
+    let origin = cx.rules().get(rule)?.origin;
+    let effects = cx.item_effects().get(&origin)?;
+    (effects.selected && !effects.changes && effects.flows > 0).then(|| Coverage {
+        denies: effects.denies.clone(),
+        allows: effects.allows.clone(),
+        flows: effects.flows,
+    })
 }
 
-fn compute(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
-    let policy_rule = cx.rules().get(rule)?;
-    if policy_rule.deny || !is_user_rule(cx, rule) {
-        return None;
-    }
-    if !cx.units.iter().any(|u| u.rules.contains(&rule)) || cx.rule_changes_verdicts(rule) {
-        return None;
-    }
-    let mut coverage = Coverage::default();
-    for (u, unit) in cx.units.iter().enumerate() {
-        if !unit.rules.contains(&rule) {
+/// The rules PR004/PR005 report: the first rule of each user allow item
+/// with a coverage, except items a duplicate-rule finding (PR011) already
+/// reports as a pair, and, of two items each covered by the other, the
+/// earlier one (deleting both would lose their flows; deleting the later
+/// one is safe).
+pub fn reported(cx: &Context<'_>) -> Vec<(usize, Coverage)> {
+    let duplicates: BTreeSet<u32> = super::duplicate_rule::duplicate_items(cx)
+        .into_iter()
+        .flat_map(|(a, b)| [a, b])
+        .collect();
+    let mut seen: BTreeSet<u32> = BTreeSet::new();
+    let mut found: Vec<(usize, u32, Coverage)> = Vec::new();
+    for (rule, r) in cx.rules().iter().enumerate() {
+        if r.deny || !is_user_rule(cx, rule) || !seen.insert(r.origin) {
             continue;
         }
-        let alone = cx.state_of_rules(unit, std::slice::from_ref(policy_rule));
-        let without = cx.state_without_rule(u, rule);
-        for point in flow_points(&[&alone, &without]) {
-            let own = decide(&alone, &point);
-            let granted = own.verdict.is_allowed()
-                && own
-                    .chosen
-                    .as_ref()
-                    .is_some_and(|c| c.entry.origins.contains(&policy_rule.origin));
-            if !granted {
-                continue;
-            }
-            coverage.flows += 1;
-            let other = decide(&without, &point);
-            let origins: BTreeSet<u32> = other
-                .chosen
-                .as_ref()
-                .map(|c| c.entry.origins.clone())
-                .unwrap_or_default();
-            if other.verdict.is_allowed() {
-                coverage.allows.extend(origins);
-            } else {
-                coverage.denies.extend(origins);
-            }
+        if duplicates.contains(&r.origin) {
+            continue;
+        }
+        if let Some(c) = coverage(cx, rule) {
+            found.push((rule, r.origin, c));
         }
     }
-    (coverage.flows > 0).then_some(coverage)
+    let covered: std::collections::BTreeMap<u32, BTreeSet<u32>> = found
+        .iter()
+        .map(|(_, origin, c)| (*origin, c.allows.clone()))
+        .collect();
+    found
+        .into_iter()
+        .filter(|(_, origin, c)| {
+            !c.allows.iter().any(|other| {
+                other > origin && covered.get(other).is_some_and(|o| o.contains(origin))
+            })
+        })
+        .map(|(rule, _, c)| (rule, c))
+        .collect()
 }
 
 /// Builds the finding of a dead allow rule.
@@ -151,9 +150,8 @@ pub fn report(
 
 /// Reports allow rules whose flows deny rules decide.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    for rule in 0..cx.rules().len() {
-        if let Some(c) = coverage(cx, rule)
-            && !c.denies.is_empty()
+    for (rule, c) in reported(cx) {
+        if !c.denies.is_empty()
             && let Some(d) = report(cx, rule, &c, RULE.info)
         {
             out.push(d);
