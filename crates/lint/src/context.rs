@@ -47,6 +47,74 @@ pub struct Coverage {
     pub flows: usize,
 }
 
+/// The rule items analysed for PR004/PR005/PR017 (user allow items), by
+/// origin, each with whether one of its ports is a range.
+fn analysed_items(lowered: &Lowered) -> BTreeMap<u32, bool> {
+    let mut out: BTreeMap<u32, bool> = BTreeMap::new();
+    for rule in &lowered.rules {
+        let Some(o) = usize::try_from(rule.origin)
+            .ok()
+            .and_then(|i| lowered.origins.get(i))
+        else {
+            continue;
+        };
+        if o.is_synthetic() || o.deny {
+            continue;
+        }
+        let ranged = rule.ports.iter().any(|p| {
+            matches!(p.port, porin_compiler::resolve::rule::PortRef::Number(n) if n != 0 && p.end_port > n)
+        });
+        *out.entry(rule.origin).or_default() |= ranged;
+    }
+    out
+}
+
+/// Folds the effects of every analysed item of every unit (a unit's state
+/// is not needed after its items are folded in).
+fn fold_effects(
+    resolver: &mut Resolver<'_>,
+    lowered: &Lowered,
+    inventory: &Inventory,
+    units: &[Unit],
+) -> BTreeMap<u32, RuleEffects> {
+    let analysed = analysed_items(lowered);
+    let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
+    for unit in units {
+        let Some(endpoint) = unit
+            .endpoints
+            .first()
+            .and_then(|i| inventory.endpoints.get(*i))
+        else {
+            continue;
+        };
+        let items: BTreeMap<u32, bool> = unit
+            .rules
+            .iter()
+            .filter_map(|r| lowered.rules.get(*r))
+            .filter_map(|r| Some((r.origin, *analysed.get(&r.origin)?)))
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let mut analysis = UnitAnalysis::new(
+            resolver,
+            &lowered.rules,
+            unit.identity,
+            endpoint,
+            &unit.rules,
+            &unit.state,
+        );
+        for (origin, ranged) in items {
+            let effects = analysis.effects(&Item { origin, ranged });
+            out.entry(origin).or_default().merge(effects);
+        }
+    }
+    out
+}
+
+/// The codes that read [`Context::item_effects`].
+const SHADOWING_CODES: [&str; 3] = ["PR004", "PR005", "PR017"];
+
 /// The shared state of one lint run.
 pub struct Context<'a> {
     /// The policies.
@@ -85,6 +153,7 @@ impl<'a> Context<'a> {
         let mut units: Vec<Unit> = Vec::new();
         let mut compile_diagnostics = lowered.diagnostics.clone();
         let mut ipcache_len = 0;
+        let effects = OnceCell::new();
         if has_inventory {
             let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
                 .with_localhost_origin(lowered.localhost_origin);
@@ -119,6 +188,16 @@ impl<'a> Context<'a> {
                 });
             }
             ipcache_len = porin_compiler::compile::build_ipcache(inventory, &table).len();
+            if SHADOWING_CODES
+                .iter()
+                .any(|code| config.level(code) != crate::config::RuleLevel::Off)
+            {
+                // With the resolver that compiled the units (building
+                // another one matches every subject against every
+                // identity again).
+                let computed = fold_effects(&mut resolver, &lowered, inventory, &units);
+                let _ = effects.set(computed);
+            }
         }
         Ok(Self {
             inputs,
@@ -130,7 +209,7 @@ impl<'a> Context<'a> {
             units,
             ipcache_len,
             compile_diagnostics,
-            effects: OnceCell::new(),
+            effects,
         })
     }
 
@@ -230,59 +309,14 @@ impl<'a> Context<'a> {
             .collect()
     }
 
-    /// Whether a rule item is analysed for PR004/PR005/PR017: a user allow
-    /// item; `Some(ranged)` says whether one of its ports is a range.
-    fn analysed_item(&self, origin: u32) -> Option<bool> {
-        let o = self.origin_by_id(origin)?;
-        if o.is_synthetic() || o.deny {
-            return None;
-        }
-        Some(self.rules().iter().filter(|r| r.origin == origin).any(|r| {
-            r.ports
-                .iter()
-                .any(|p| matches!(p.port, porin_compiler::resolve::rule::PortRef::Number(n) if n != 0 && p.end_port > n))
-        }))
-    }
-
     /// The effects of removing each analysed rule item, by origin: one
     /// pass over the units, each folding its items' effects in (exact, see
-    /// [`shadow`]).
+    /// [`shadow`]). Computed in [`Context::new`] when a rule needs it.
     pub fn item_effects(&self) -> &BTreeMap<u32, RuleEffects> {
         self.effects.get_or_init(|| {
             let mut resolver = Resolver::new(&self.lowered.rules, &self.table, self.inventory)
                 .with_localhost_origin(self.lowered.localhost_origin);
-            let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
-            for unit in &self.units {
-                let Some(endpoint) = unit
-                    .endpoints
-                    .first()
-                    .and_then(|i| self.inventory.endpoints.get(*i))
-                else {
-                    continue;
-                };
-                let items: BTreeMap<u32, bool> = unit
-                    .rules
-                    .iter()
-                    .filter_map(|r| self.rules().get(*r))
-                    .filter_map(|r| Some((r.origin, self.analysed_item(r.origin)?)))
-                    .collect();
-                if items.is_empty() {
-                    continue;
-                }
-                let mut analysis = UnitAnalysis::new(
-                    &mut resolver,
-                    self.rules(),
-                    unit.identity,
-                    endpoint,
-                    &unit.rules,
-                    &unit.state,
-                );
-                for (origin, ranged) in items {
-                    let effects = analysis.effects(&Item { origin, ranged });
-                    out.entry(origin).or_default().merge(effects);
-                }
-            }
-            out
+            fold_effects(&mut resolver, &self.lowered, self.inventory, &self.units)
         })
     }
 
@@ -303,8 +337,12 @@ impl<'a> Context<'a> {
         let Some(origin) = self.rules().get(rule).map(|r| r.origin) else {
             return false;
         };
-        if self.analysed_item(origin).is_some() {
-            return self.effects_of(rule).changes;
+        if let Some(effects) = self.item_effects().get(&origin) {
+            return effects.changes;
+        }
+        if analysed_items(&self.lowered).contains_key(&origin) {
+            // Analysed, but it selects no unit.
+            return false;
         }
         self.effects_by_recompiling(origin, false).changes
     }
@@ -378,10 +416,12 @@ impl<'a> Context<'a> {
                         .as_ref()
                         .is_some_and(|c| c.entry.origins.contains(&origin));
                 if granted {
+                    let other = decide(&without, &point);
+                    let entry = other.chosen.as_ref().map(|c| &c.entry);
                     effects.record(
                         &point,
                         decision.verdict,
-                        &decide(&without, &point),
+                        (other.verdict, entry),
                         ranged,
                         preserved,
                     );

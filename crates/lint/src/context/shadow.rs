@@ -42,13 +42,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use porin_compiler::identity::Identity;
 use porin_compiler::inventory::Endpoint;
-use porin_compiler::mapstate::{Direction, Entry, Key, MapState, PolicyFeatures};
+use porin_compiler::mapstate::{Direction, Entry, Key, MapState, PolicyFeatures, Verdict};
 use porin_compiler::resolve::policy::{
     DirectionPolicy, FilterContext, FilterKey, L4Policy, ProxyPorts, Resolver, allow_all_origin,
     proxy_ports,
 };
 use porin_compiler::resolve::rule::{L7Parser, PolicyRule};
-use porin_connectivity::analysis::{FlowPoint, comparable, decide, equivalent};
+use porin_connectivity::analysis::{FlowPoint, comparable, decide_entry, equivalent};
 
 /// A flow class of PR017: (direction, protocol, first port, last port).
 pub type Class = (Direction, u8, u16, u16);
@@ -97,33 +97,30 @@ impl RuleEffects {
     pub fn record(
         &mut self,
         point: &FlowPoint,
-        own: porin_compiler::mapstate::Verdict,
-        other: &porin_compiler::mapstate::Decision,
+        own: Verdict,
+        other: (Verdict, Option<&Entry>),
         ranged: bool,
         preserved: bool,
     ) {
         self.flows += 1;
-        let origins: BTreeSet<u32> = other
-            .chosen
-            .as_ref()
-            .map(|c| c.entry.origins.clone())
-            .unwrap_or_default();
+        let (verdict, entry) = other;
+        let origins = entry.map(|e| &e.origins).into_iter().flatten().copied();
         if ranged {
             // Narrowing the item keeps it in force: its class is covered
             // only if the others decide it alike *and* removing the item
             // keeps the direction's enforcement, synthetic allow-all and
             // features (else "without it" is not "with it narrowed").
-            let covered = preserved && comparable(other.verdict) == comparable(own);
+            let covered = preserved && comparable(verdict) == comparable(own);
             let slot = self
                 .classes
                 .entry((point.direction, point.proto, point.port, point.end_port))
                 .or_insert_with(|| (true, BTreeSet::new()));
             slot.0 &= covered;
             if covered {
-                slot.1.extend(origins.iter().copied());
+                slot.1.extend(origins.clone());
             }
         }
-        if other.verdict.is_allowed() {
+        if verdict.is_allowed() {
             self.allows.extend(origins);
         } else {
             self.denies.extend(origins);
@@ -368,15 +365,17 @@ impl Carriers {
 }
 
 /// The effects of every item of one unit.
-pub struct UnitAnalysis<'r, 'a> {
+pub struct UnitAnalysis<'r, 'a, 'u> {
     resolver: &'r mut Resolver<'a>,
-    rules: &'a [PolicyRule],
+    rules: &'u [PolicyRule],
     identity: u32,
-    endpoint: &'a Endpoint,
-    unit_rules: &'a [usize],
+    endpoint: &'u Endpoint,
+    unit_rules: &'u [usize],
     policy: L4Policy,
     ports: ProxyPorts,
-    state: &'a MapState,
+    state: &'u MapState,
+    /// The host's allow the agent inserts for this endpoint, if any.
+    localhost: Option<(Key, Entry)>,
     directions: [Option<FullDirection>; 2],
     carriers: [Carriers; 2],
     /// Filter keys each rule contributes to.
@@ -393,21 +392,22 @@ fn no_origin(_: u32) -> String {
     String::new()
 }
 
-impl<'r, 'a> UnitAnalysis<'r, 'a> {
+impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
     /// Prepares the analysis of a unit (identity, a representative
     /// endpoint, the indices of its rules and its map state). The L4
     /// policy is resolved again with `resolver`, so that selector ids agree
     /// with every policy this analysis resolves.
     pub fn new(
         resolver: &'r mut Resolver<'a>,
-        rules: &'a [PolicyRule],
+        rules: &'u [PolicyRule],
         identity: u32,
-        endpoint: &'a Endpoint,
-        unit_rules: &'a [usize],
-        state: &'a MapState,
+        endpoint: &'u Endpoint,
+        unit_rules: &'u [usize],
+        state: &'u MapState,
     ) -> Self {
         let policy = resolver.l4_policy_of(identity, unit_rules, None);
         let ports = proxy_ports(&policy);
+        let localhost = resolver.localhost_insertion(endpoint);
         let mut rule_filters = BTreeMap::new();
         let mut filter_rules: [BTreeMap<FilterKey, BTreeSet<usize>>; 2] = Default::default();
         for &r in unit_rules {
@@ -442,6 +442,7 @@ impl<'r, 'a> UnitAnalysis<'r, 'a> {
             policy,
             ports,
             state,
+            localhost,
             directions: [None, None],
             carriers,
             rule_filters,
@@ -479,7 +480,7 @@ impl<'r, 'a> UnitAnalysis<'r, 'a> {
                 }
             }
             if direction == Direction::Ingress
-                && let Some((k, e)) = self.resolver.localhost_insertion(self.endpoint)
+                && let Some((k, e)) = self.localhost.clone()
             {
                 insertions.push((usize::MAX, insertions.len(), k, e));
             }
@@ -527,9 +528,16 @@ impl<'r, 'a> UnitAnalysis<'r, 'a> {
         let dir = policy.direction(direction);
         let full_dir = self.policy.direction(direction);
         let preserved = dir.enforced == full_dir.enforced && dir.features() == full_dir.features();
+        (self.replay(&policy, direction), preserved)
+    }
+
+    /// One direction of the map state of `policy` (what
+    /// [`Resolver::map_state`] builds for it: directions do not interact).
+    fn replay(&self, policy: &L4Policy, direction: Direction) -> MapState {
+        let dir = policy.direction(direction);
         let mut state = MapState::new();
         if dir.enforced {
-            let ports = proxy_ports(&policy);
+            let ports = proxy_ports(policy);
             let cx = FilterContext {
                 endpoint: self.endpoint,
                 direction,
@@ -553,19 +561,17 @@ impl<'r, 'a> UnitAnalysis<'r, 'a> {
             );
         }
         if direction == Direction::Ingress
-            && let Some((k, e)) = self.resolver.localhost_insertion(self.endpoint)
+            && let Some((k, e)) = self.localhost.clone()
         {
             let _ = state.insert_with_features(k, e, policy.ingress.features());
         }
-        (state, preserved)
+        state
     }
 
-    /// The state of the unit under exactly the rules of one item.
-    fn alone(&mut self, rules: &[usize]) -> MapState {
+    /// The item's direction of the unit's state under exactly its rules.
+    fn alone(&mut self, rules: &[usize], direction: Direction) -> MapState {
         let policy = self.resolver.l4_policy_of(self.identity, rules, None);
-        self.resolver
-            .map_state(self.endpoint, &policy, &no_origin)
-            .0
+        self.replay(&policy, direction)
     }
 
     /// The effects of removing `item` from this unit.
@@ -597,7 +603,7 @@ impl<'r, 'a> UnitAnalysis<'r, 'a> {
         if effects.changes && !item.ranged {
             return effects;
         }
-        let alone = self.alone(&item_rules);
+        let alone = self.alone(&item_rules, direction);
         let mut delta = KeyStats::default();
         KeyStats::of(&full_part, direction, -1, &mut delta);
         KeyStats::of(&without_part, direction, 1, &mut delta);
@@ -608,21 +614,18 @@ impl<'r, 'a> UnitAnalysis<'r, 'a> {
             delta: &delta,
         };
         for_each_point(&alone, direction, &without, &mut |point| {
-            let own = decide(&alone, &point);
-            let granted = own.verdict.is_allowed()
-                && own
-                    .chosen
-                    .as_ref()
-                    .is_some_and(|c| c.entry.origins.contains(&item.origin));
+            let (own, chosen) = decide_entry(&alone, &point);
+            let granted =
+                own.is_allowed() && chosen.is_some_and(|e| e.origins.contains(&item.origin));
             if !granted {
                 return;
             }
             let other = if region.matches(&point) {
-                decide(&without_part, &point)
+                decide_entry(&without_part, &point)
             } else {
-                decide(state, &point)
+                decide_entry(state, &point)
             };
-            effects.record(&point, own.verdict, &other, item.ranged, preserved);
+            effects.record(&point, own, other, item.ranged, preserved);
         });
         effects
     }
