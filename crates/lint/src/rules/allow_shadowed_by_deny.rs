@@ -8,7 +8,7 @@
 //! on its own (the state of R alone): deny rules (PR004) or other allows
 //! (PR005).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
@@ -63,41 +63,38 @@ pub fn coverage(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
 }
 
 /// The rules PR004/PR005 report: the first rule of each user allow item
-/// with a coverage, except items a duplicate-rule finding (PR011) already
-/// reports as a pair, and, of two items each covered by the other, the
-/// earlier one (deleting both would lose their flows; deleting the later
-/// one is safe).
+/// with a coverage, except an item of an identical pair (PR011) whose
+/// coverage relies on its twin: "delete this rule" on each of the two
+/// would, followed twice, delete both; PR011 reports the pair once.
 pub fn reported(cx: &Context<'_>) -> Vec<(usize, Coverage)> {
-    let duplicates: BTreeSet<u32> = super::duplicate_rule::duplicate_items(cx)
-        .into_iter()
-        .flat_map(|(a, b)| [a, b])
-        .collect();
+    // Items identical to one another, by the earliest of them.
+    let mut groups: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for (later, earliest) in super::duplicate_rule::duplicate_items(cx) {
+        groups.entry(earliest).or_insert_with(|| [earliest].into()).insert(later);
+    }
+    let mut twins: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for group in groups.values() {
+        for member in group {
+            twins.insert(*member, group.iter().copied().filter(|o| o != member).collect());
+        }
+    }
     let mut seen: BTreeSet<u32> = BTreeSet::new();
-    let mut found: Vec<(usize, u32, Coverage)> = Vec::new();
+    let mut found = Vec::new();
     for (rule, r) in cx.rules().iter().enumerate() {
         if r.deny || !is_user_rule(cx, rule) || !seen.insert(r.origin) {
             continue;
         }
-        if duplicates.contains(&r.origin) {
+        let Some(c) = coverage(cx, rule) else {
             continue;
-        }
-        if let Some(c) = coverage(cx, rule) {
-            found.push((rule, r.origin, c));
+        };
+        let relies_on_twin = twins
+            .get(&r.origin)
+            .is_some_and(|t| t.iter().any(|twin| c.allows.contains(twin)));
+        if !relies_on_twin {
+            found.push((rule, c));
         }
     }
-    let covered: std::collections::BTreeMap<u32, BTreeSet<u32>> = found
-        .iter()
-        .map(|(_, origin, c)| (*origin, c.allows.clone()))
-        .collect();
     found
-        .into_iter()
-        .filter(|(_, origin, c)| {
-            !c.allows.iter().any(|other| {
-                other > origin && covered.get(other).is_some_and(|o| o.contains(origin))
-            })
-        })
-        .map(|(rule, _, c)| (rule, c))
-        .collect()
 }
 
 /// Builds the finding of a dead allow rule.
