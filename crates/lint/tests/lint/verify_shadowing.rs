@@ -270,7 +270,7 @@ fn context_of<'a>(
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(cases(512)))]
+    #![proptest_config(ProptestConfig::with_cases(cases(1000)))]
 
     /// The one-pass analysis ([`Context::item_effects`]) equals
     /// leave-one-out recompilation of every unit, for every analysed item:
