@@ -1,12 +1,13 @@
 //! PR004 `allow-shadowed-by-deny` (and the shared coverage analysis of
 //! PR005 `redundant-allow`).
 //!
-//! An allow rule R "changes no verdict" when, for every endpoint R selects,
-//! the map state compiled without R decides every flow class exactly as
-//! the full state does ([`crate::Context::rule_changes_verdicts`]).
-//! Such a rule is then classified by what decides the flows R would allow
-//! on its own (the state of R alone): deny rules (PR004) or other allows
-//! (PR005).
+//! An allow rule item R (an origin: every rule lowered from one policy
+//! item) "changes no verdict" when, for every endpoint R selects, the map
+//! state without R decides every flow class exactly as the full state does
+//! ([`crate::Context::rule_changes_verdicts`], computed without
+//! recompiling: `context/shadow.rs`). Such an item is then classified by
+//! what decides the flows R would allow on its own (the state of R alone):
+//! deny rules (PR004) or other allows (PR005).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -31,11 +32,11 @@ pub const RULE: Rule = Rule {
         needs_inventory: true,
         summary: "An allow rule grants nothing: deny rules cover every flow it would allow.",
         doc: Some(Doc {
-            what: "For every endpoint the rule selects, porin compiles the map state with and without \
-the rule and compares the verdict of every (peer identity, protocol, port class) exactly (the \
-classes are derived from the keys, nothing is sampled). If the rule changes no verdict anywhere \
-and some flow it would allow on its own is denied by a deny rule, this fires and names the deny \
-rules.",
+            what: "For every endpoint the rule item selects, porin compares the map state with and \
+without the item (every rule lowered from it) on every (peer identity, protocol, port class) \
+exactly (the classes are derived from the keys, nothing is sampled). If the item changes no \
+verdict anywhere and some flow it would allow on its own is denied by a deny rule, this fires and \
+names the deny rules. An item is never covered by its own peers.",
             why: "The author believed the allow opens a path; it does not. Either the allow is dead \
 code or the deny is broader than intended.",
             example: "ingressDeny:\n- fromEntities: [cluster]\ningress:\n- fromEndpoints: [{matchLabels: {app: web}}]\n  toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]",
