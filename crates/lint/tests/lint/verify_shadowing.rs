@@ -338,3 +338,40 @@ proptest! {
         }
     }
 }
+
+/// The one-pass analysis equals leave-one-out recompilation for every
+/// analysed item of the Cilium example corpus (L7, auth, deny, CIDR and
+/// entity rules that the generator does not produce).
+#[test]
+fn fast_effects_match_recompilation_on_the_corpus() {
+    let Some(corpus) = super::verify_corpus::corpus_dir() else {
+        return;
+    };
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let outcome = porin_model::loader::load_path(&corpus, &LoadLimits::default()).unwrap();
+    let inventory =
+        Inventory::load(&root.join("fixtures/inventories/corpus-examples.yaml")).unwrap();
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let config = LintConfig::default();
+    let cx = context_of(&inputs, &inventory, &config);
+    let mut compared = 0;
+    for (origin, fast) in cx.item_effects() {
+        let ranged = !fast.classes.is_empty();
+        let brute = cx.effects_by_recompiling(*origin, ranged);
+        let o = cx.origin_by_id(*origin).unwrap();
+        let what = format!("{} {} {}", o.file, o.name, o.route);
+        assert_eq!(fast.changes, brute.changes, "{what}");
+        if !fast.changes {
+            assert_eq!(
+                (fast.flows, &fast.allows, &fast.denies),
+                (brute.flows, &brute.allows, &brute.denies),
+                "{what}"
+            );
+        }
+        if ranged {
+            assert_eq!(fast.classes, brute.classes, "{what}");
+        }
+        compared += 1;
+    }
+    assert!(compared > 100, "only {compared} items compared");
+}
