@@ -709,12 +709,14 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
             }
         }
         let carriers = &self.carriers[s];
-        let lost = |full: isize, change: isize| full > 0 && full + change <= 0;
-        let features_change = lost(carriers.deny, delta.deny)
-            || lost(carriers.redirect, delta.redirect)
-            || lost(carriers.auth, delta.auth);
+        // A feature or proxy tuple that appears or disappears (a merge
+        // conflict resolved by the removal can switch a parser).
+        let flips = |full: isize, change: isize| (full > 0) != (full + change > 0);
+        let features_change = flips(carriers.deny, delta.deny)
+            || flips(carriers.redirect, delta.redirect)
+            || flips(carriers.auth, delta.auth);
         let proxies_change = delta.proxies.iter().any(|(tuple, change)| {
-            lost(carriers.proxies.get(tuple).copied().unwrap_or(0), *change)
+            flips(carriers.proxies.get(tuple).copied().unwrap_or(0), *change)
         });
         if features_change || proxies_change {
             return self.fallback(direction, &remaining_all, same_synthetic);
