@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_compiler::identity::Identity;
-use porin_compiler::mapstate::{Decision, Direction, MapState, Verdict};
+use porin_compiler::mapstate::{Decision, Direction, Entry, MapState, Verdict};
 
 /// One representative flow of a class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -99,6 +99,13 @@ pub fn decide(state: &MapState, point: &FlowPoint) -> Decision {
     state.lookup(point.direction, identity, point.proto, point.port)
 }
 
+/// Decides one representative flow without copying entries: the verdict
+/// and the entry that decided (`None` for default deny).
+pub fn decide_entry<'m>(state: &'m MapState, point: &FlowPoint) -> (Verdict, Option<&'m Entry>) {
+    let identity = Identity::new(point.identity).unwrap_or(Identity::WORLD);
+    state.lookup_entry(point.direction, identity, point.proto, point.port)
+}
+
 /// The verdict as compared between states. Proxy port *numbers* are
 /// allocated per endpoint in filter order, so removing one L7 rule can
 /// renumber another's port without changing what happens to the flow: a
@@ -118,7 +125,7 @@ pub fn comparable(verdict: Verdict) -> Verdict {
 pub fn differing_points(a: &MapState, b: &MapState) -> Vec<FlowPoint> {
     flow_points(&[a, b])
         .into_iter()
-        .filter(|p| comparable(decide(a, p).verdict) != comparable(decide(b, p).verdict))
+        .filter(|p| comparable(decide_entry(a, p).0) != comparable(decide_entry(b, p).0))
         .collect()
 }
 
@@ -126,13 +133,13 @@ pub fn differing_points(a: &MapState, b: &MapState) -> Vec<FlowPoint> {
 pub fn equivalent(a: &MapState, b: &MapState) -> bool {
     flow_points(&[a, b])
         .iter()
-        .all(|p| comparable(decide(a, p).verdict) == comparable(decide(b, p).verdict))
+        .all(|p| comparable(decide_entry(a, p).0) == comparable(decide_entry(b, p).0))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use porin_compiler::mapstate::{Entry, Key, PolicyFeatures};
+    use porin_compiler::mapstate::{Key, PolicyFeatures};
 
     #[test]
     fn classes_cover_every_port() {

@@ -1,7 +1,7 @@
 //! Everything the rules share: the lowered rules, identities, each
 //! endpoint's compiled state, and the exact per-rule effect analysis.
 
-use std::cell::RefCell;
+use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Location};
@@ -14,7 +14,12 @@ use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
 use porin_compiler::resolve::policy::{L4Policy, Resolver};
 use porin_compiler::resolve::rule::PolicyRule;
-use porin_connectivity::analysis;
+use porin_connectivity::analysis::{self, decide, flow_points};
+
+pub(crate) mod shadow;
+
+pub use shadow::RuleEffects;
+use shadow::{Item, UnitAnalysis};
 
 /// Endpoints that share an identity and named ports, hence a map state.
 #[derive(Debug, Clone)]
@@ -42,6 +47,74 @@ pub struct Coverage {
     pub flows: usize,
 }
 
+/// The rule items analysed for PR004/PR005/PR017 (user allow items), by
+/// origin, each with whether one of its ports is a range.
+fn analysed_items(lowered: &Lowered) -> BTreeMap<u32, bool> {
+    let mut out: BTreeMap<u32, bool> = BTreeMap::new();
+    for rule in &lowered.rules {
+        let Some(o) = usize::try_from(rule.origin)
+            .ok()
+            .and_then(|i| lowered.origins.get(i))
+        else {
+            continue;
+        };
+        if o.is_synthetic() || o.deny {
+            continue;
+        }
+        let ranged = rule.ports.iter().any(|p| {
+            matches!(p.port, porin_compiler::resolve::rule::PortRef::Number(n) if n != 0 && p.end_port > n)
+        });
+        *out.entry(rule.origin).or_default() |= ranged;
+    }
+    out
+}
+
+/// Folds the effects of every analysed item of every unit (a unit's state
+/// is not needed after its items are folded in).
+fn fold_effects(
+    resolver: &mut Resolver<'_>,
+    lowered: &Lowered,
+    inventory: &Inventory,
+    units: &[Unit],
+) -> BTreeMap<u32, RuleEffects> {
+    let analysed = analysed_items(lowered);
+    let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
+    for unit in units {
+        let Some(endpoint) = unit
+            .endpoints
+            .first()
+            .and_then(|i| inventory.endpoints.get(*i))
+        else {
+            continue;
+        };
+        let items: BTreeMap<u32, bool> = unit
+            .rules
+            .iter()
+            .filter_map(|r| lowered.rules.get(*r))
+            .filter_map(|r| Some((r.origin, *analysed.get(&r.origin)?)))
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let mut analysis = UnitAnalysis::new(
+            resolver,
+            &lowered.rules,
+            unit.identity,
+            endpoint,
+            &unit.rules,
+            &unit.state,
+        );
+        for (origin, ranged) in items {
+            let effects = analysis.effects(&Item { origin, ranged });
+            out.entry(origin).or_default().merge(effects);
+        }
+    }
+    out
+}
+
+/// The codes that read [`Context::item_effects`].
+const SHADOWING_CODES: [&str; 3] = ["PR004", "PR005", "PR017"];
+
 /// The shared state of one lint run.
 pub struct Context<'a> {
     /// The policies.
@@ -62,9 +135,9 @@ pub struct Context<'a> {
     pub ipcache_len: usize,
     /// The compiler's diagnostics (lowering and map-state distillation).
     pub compile_diagnostics: Vec<Diagnostic>,
-    effects: RefCell<BTreeMap<(usize, usize), MapState>>,
-    /// Per rule, the PR004/PR005 coverage (computed on first use).
-    pub coverage: std::cell::OnceCell<Vec<Option<Coverage>>>,
+    /// Per rule item (origin), the effects of removing it (computed on
+    /// first use, see [`shadow`]).
+    effects: OnceCell<BTreeMap<u32, RuleEffects>>,
 }
 
 impl<'a> Context<'a> {
@@ -80,6 +153,7 @@ impl<'a> Context<'a> {
         let mut units: Vec<Unit> = Vec::new();
         let mut compile_diagnostics = lowered.diagnostics.clone();
         let mut ipcache_len = 0;
+        let effects = OnceCell::new();
         if has_inventory {
             let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
                 .with_localhost_origin(lowered.localhost_origin);
@@ -114,6 +188,16 @@ impl<'a> Context<'a> {
                 });
             }
             ipcache_len = porin_compiler::compile::build_ipcache(inventory, &table).len();
+            if SHADOWING_CODES
+                .iter()
+                .any(|code| config.level(code) != crate::config::RuleLevel::Off)
+            {
+                // With the resolver that compiled the units (building
+                // another one matches every subject against every
+                // identity again).
+                let computed = fold_effects(&mut resolver, &lowered, inventory, &units);
+                let _ = effects.set(computed);
+            }
         }
         Ok(Self {
             inputs,
@@ -125,8 +209,7 @@ impl<'a> Context<'a> {
             units,
             ipcache_len,
             compile_diagnostics,
-            effects: RefCell::new(BTreeMap::new()),
-            coverage: std::cell::OnceCell::new(),
+            effects,
         })
     }
 
@@ -214,19 +297,58 @@ impl<'a> Context<'a> {
         }
     }
 
-    /// The map state of a unit with some of its rules removed (exact
-    /// recompilation: the same resolver over the remaining rules).
-    pub fn state_without(&self, unit: &Unit, removed: &BTreeSet<usize>) -> MapState {
-        let rules: Vec<PolicyRule> = unit
-            .rules
+    /// The rule indices of the rule item (origin) of `rule`: lowering may
+    /// split one item into several rules (one per Kubernetes peer, ...),
+    /// and the item is what a user deletes.
+    pub fn item_rules(&self, origin: u32) -> Vec<usize> {
+        self.rules()
             .iter()
-            .filter(|r| !removed.contains(r))
-            .filter_map(|r| self.rules().get(*r).cloned())
-            .collect();
-        self.state_of_rules(unit, &rules)
+            .enumerate()
+            .filter(|(_, r)| r.origin == origin)
+            .map(|(i, _)| i)
+            .collect()
     }
 
-    /// The map state of a unit under exactly `rules`.
+    /// The effects of removing each analysed rule item, by origin: one
+    /// pass over the units, each folding its items' effects in (exact, see
+    /// [`shadow`]). Computed in [`Context::new`] when a rule needs it.
+    pub fn item_effects(&self) -> &BTreeMap<u32, RuleEffects> {
+        self.effects.get_or_init(|| {
+            let mut resolver = Resolver::new(&self.lowered.rules, &self.table, self.inventory)
+                .with_localhost_origin(self.lowered.localhost_origin);
+            fold_effects(&mut resolver, &self.lowered, self.inventory, &self.units)
+        })
+    }
+
+    /// The effects of removing the item of `rule` (default if it is not
+    /// analysed or selects nothing).
+    pub fn effects_of(&self, rule: usize) -> RuleEffects {
+        self.rules()
+            .get(rule)
+            .and_then(|r| self.item_effects().get(&r.origin))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Whether removing the item of `rule` changes any verdict of any
+    /// endpoint it selects (exact; see [`shadow`]). Deny and synthetic
+    /// items are not analysed: recompiles them (for tests).
+    pub fn rule_changes_verdicts(&self, rule: usize) -> bool {
+        let Some(origin) = self.rules().get(rule).map(|r| r.origin) else {
+            return false;
+        };
+        if let Some(effects) = self.item_effects().get(&origin) {
+            return effects.changes;
+        }
+        if analysed_items(&self.lowered).contains_key(&origin) {
+            // Analysed, but it selects no unit.
+            return false;
+        }
+        self.effects_by_recompiling(origin, false).changes
+    }
+
+    /// The map state of a unit under exactly `rules` (a recompilation with
+    /// a fresh resolver: the reference the fast analysis is tested against).
     pub fn state_of_rules(&self, unit: &Unit, rules: &[PolicyRule]) -> MapState {
         let mut resolver = Resolver::new(rules, &self.table, self.inventory)
             .with_localhost_origin(self.lowered.localhost_origin);
@@ -243,27 +365,71 @@ impl<'a> Context<'a> {
             .0
     }
 
-    /// The state of unit `u` without rule `rule` (cached).
-    pub fn state_without_rule(&self, u: usize, rule: usize) -> MapState {
-        if let Some(state) = self.effects.borrow().get(&(u, rule)) {
-            return state.clone();
+    /// The effects of removing a rule item, by leave-one-out recompilation
+    /// of every unit it selects (the brute-force reference of
+    /// [`Context::item_effects`], for tests; `ranged` fills the classes).
+    #[doc(hidden)]
+    pub fn effects_by_recompiling(&self, origin: u32, ranged: bool) -> RuleEffects {
+        let mut total = RuleEffects::default();
+        for unit in &self.units {
+            if !unit
+                .rules
+                .iter()
+                .any(|r| self.rules().get(*r).is_some_and(|x| x.origin == origin))
+            {
+                continue;
+            }
+            let mut effects = RuleEffects {
+                selected: true,
+                ..RuleEffects::default()
+            };
+            let (own, others): (Vec<PolicyRule>, Vec<PolicyRule>) = unit
+                .rules
+                .iter()
+                .filter_map(|r| self.rules().get(*r).cloned())
+                .partition(|r| r.origin == origin);
+            let without = self.state_of_rules(unit, &others);
+            effects.changes = !analysis::equivalent(&unit.state, &without);
+            let preserved = own.first().is_none_or(|r| {
+                let direction = r.direction;
+                let shape = |rules: &[PolicyRule]| {
+                    let mut resolver = Resolver::new(rules, &self.table, self.inventory);
+                    let policy = resolver.l4_policy(unit.identity);
+                    let dir = policy.direction(direction);
+                    let synthetic = dir.filters.values().flat_map(|per| per.values()).any(|sp| {
+                        sp.origins
+                            .contains(&porin_compiler::resolve::policy::allow_all_origin(
+                                direction,
+                            ))
+                    });
+                    (dir.enforced, dir.features(), synthetic)
+                };
+                let all: Vec<PolicyRule> = own.iter().chain(&others).cloned().collect();
+                shape(&all) == shape(&others)
+            });
+            let alone = self.state_of_rules(unit, &own);
+            for point in flow_points(&[&alone, &without]) {
+                let decision = decide(&alone, &point);
+                let granted = decision.verdict.is_allowed()
+                    && decision
+                        .chosen
+                        .as_ref()
+                        .is_some_and(|c| c.entry.origins.contains(&origin));
+                if granted {
+                    let other = decide(&without, &point);
+                    let entry = other.chosen.as_ref().map(|c| &c.entry);
+                    effects.record(
+                        &point,
+                        decision.verdict,
+                        (other.verdict, entry),
+                        ranged,
+                        preserved,
+                    );
+                }
+            }
+            total.merge(effects);
         }
-        let Some(unit) = self.units.get(u) else {
-            return MapState::new();
-        };
-        let state = self.state_without(unit, &[rule].into());
-        self.effects.borrow_mut().insert((u, rule), state.clone());
-        state
-    }
-
-    /// Whether removing `rule` changes any verdict of any endpoint it
-    /// selects (exact; see [`analysis`]).
-    pub fn rule_changes_verdicts(&self, rule: usize) -> bool {
-        self.units
-            .iter()
-            .enumerate()
-            .filter(|(_, unit)| unit.rules.contains(&rule))
-            .any(|(u, unit)| !analysis::equivalent(&unit.state, &self.state_without_rule(u, rule)))
+        total
     }
 
     /// Prefixes of CIDR identities, by identity.

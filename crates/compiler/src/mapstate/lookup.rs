@@ -156,6 +156,10 @@ impl fmt::Display for Decision {
     }
 }
 
+/// Which entries a lookup chose, by reference: (chosen, the other lookup's
+/// hit, whether the chosen one is the L3 lookup's).
+type Chosen<'m> = Option<((&'m Key, &'m Entry), Option<(&'m Key, &'m Entry)>, bool)>;
+
 impl MapState {
     /// Longest-prefix match among the keys of exactly `identity` in
     /// `direction` that contain `(proto, port)`; one datapath LPM lookup.
@@ -165,17 +169,40 @@ impl MapState {
         identity: Identity,
         proto: u8,
         port: u16,
-    ) -> Option<MatchedEntry> {
+    ) -> Option<(&Key, &Entry)> {
         let lo = Key::for_direction(direction).with_identity(identity);
         self.entries
             .range(lo..)
             .take_while(|(k, _)| k.direction() == direction && k.identity() == identity)
             .filter(|(k, _)| k.matches_port_proto(proto, port))
             .max_by_key(|(k, _)| k.datapath_prefix_len())
-            .map(|(k, e)| MatchedEntry {
-                key: *k,
-                entry: e.clone(),
-            })
+    }
+
+    /// The two lookups and the choice between them (steps 1 and 2 of
+    /// [`MapState::lookup`]).
+    fn choose(&self, direction: Direction, identity: Identity, proto: u8, port: u16) -> Chosen<'_> {
+        let l3 = self.lpm_lookup(direction, identity, proto, port);
+        if let Some(l3) = l3
+            && l3.1.precedence == Precedence::MAX
+        {
+            return Some((l3, None, true));
+        }
+        let l4 = self.lpm_lookup(direction, Identity::WILDCARD, proto, port);
+        match (l3, l4) {
+            (None, None) => None,
+            (None, Some(l4)) => Some((l4, None, false)),
+            (Some(l3), None) => Some((l3, None, true)),
+            (Some(l3), Some(l4)) => {
+                let l4_wins = l4.1.precedence > l3.1.precedence
+                    || (l4.1.precedence == l3.1.precedence
+                        && l4.0.lpm_prefix_length() > l3.0.lpm_prefix_length());
+                if l4_wins {
+                    Some((l4, Some(l3), false))
+                } else {
+                    Some((l3, Some(l4), true))
+                }
+            }
+        }
     }
 
     /// Decides a packet of protocol `proto` to port `port` from/to peer
@@ -207,15 +234,12 @@ impl MapState {
         proto: u8,
         port: u16,
     ) -> Decision {
-        let l3 = self.lpm_lookup(direction, identity, proto, port);
-        if let Some(l3) = &l3
-            && l3.entry.precedence == Precedence::MAX
-        {
-            return decide(l3.clone(), None, true);
-        }
-        let l4 = self.lpm_lookup(direction, Identity::WILDCARD, proto, port);
-        match (l3, l4) {
-            (None, None) => Decision {
+        let matched = |(key, entry): (&Key, &Entry)| MatchedEntry {
+            key: *key,
+            entry: entry.clone(),
+        };
+        match self.choose(direction, identity, proto, port) {
+            None => Decision {
                 verdict: Verdict::Deny {
                     reason: DenyReason::NoEntry,
                 },
@@ -223,18 +247,27 @@ impl MapState {
                 other: None,
                 match_type: MatchType::None,
             },
-            (None, Some(l4)) => decide(l4, None, false),
-            (Some(l3), None) => decide(l3, None, true),
-            (Some(l3), Some(l4)) => {
-                let l4_wins = l4.entry.precedence > l3.entry.precedence
-                    || (l4.entry.precedence == l3.entry.precedence
-                        && l4.key.lpm_prefix_length() > l3.key.lpm_prefix_length());
-                if l4_wins {
-                    decide(l4, Some(l3), false)
-                } else {
-                    decide(l3, Some(l4), true)
-                }
-            }
+            Some((chosen, other, is_l3)) => decide(matched(chosen), other.map(matched), is_l3),
+        }
+    }
+
+    /// [`MapState::lookup`]'s verdict and deciding entry, without copying
+    /// entries (for analyses that decide many flows).
+    pub fn lookup_entry(
+        &self,
+        direction: Direction,
+        identity: Identity,
+        proto: u8,
+        port: u16,
+    ) -> (Verdict, Option<&Entry>) {
+        match self.choose(direction, identity, proto, port) {
+            None => (
+                Verdict::Deny {
+                    reason: DenyReason::NoEntry,
+                },
+                None,
+            ),
+            Some(((_, chosen), other, _)) => (check(chosen, other.map(|o| o.1)), Some(chosen)),
         }
     }
 }

@@ -430,6 +430,22 @@ impl<'a> Resolver<'a> {
 
     /// Resolves the L4 policy of a subject identity (§3.3, §4.1 steps 1–3).
     pub fn l4_policy(&mut self, identity: u32) -> L4Policy {
+        let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
+        self.l4_policy_of(identity, &rule_indices, None)
+    }
+
+    /// [`Resolver::l4_policy`] of a subject identity under a subset of the
+    /// rules selecting it (`rule_indices`, in input order), for analyses
+    /// that ask what the policy would be without some rules. `synthetic`,
+    /// when given, says per direction (ingress, egress) whether the
+    /// synthetic allow-all of a direction whose rules all opt out of
+    /// default deny is added, instead of deciding it from the subset.
+    pub fn l4_policy_of(
+        &mut self,
+        identity: u32,
+        rule_indices: &[usize],
+        synthetic: Option<[bool; 2]>,
+    ) -> L4Policy {
         let mut policy = L4Policy::default();
         let mut default_deny = [false, false];
         if identity == Identity::INIT.get() {
@@ -439,8 +455,7 @@ impl<'a> Resolver<'a> {
             policy.egress.enforced = true;
             default_deny = [true, true];
         }
-        let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
-        for index in rule_indices {
+        for &index in rule_indices {
             let rule = &self.rules[index];
             let slot = usize::from(rule.direction == Direction::Egress);
             let direction = policy.direction_mut(rule.direction);
@@ -493,7 +508,8 @@ impl<'a> Resolver<'a> {
         // out of default deny (computePolicyEnforcementAndRules).
         for (slot, direction) in Direction::ALL.into_iter().enumerate() {
             let dir = policy.direction_mut(direction);
-            if dir.enforced && !default_deny[slot] {
+            let add = synthetic.map_or(dir.enforced && !default_deny[slot], |s| s[slot]);
+            if add {
                 let wildcard = self.cache.intern(&Selector::wildcard(), self.table);
                 let origin = if direction == Direction::Ingress {
                     ORIGIN_ALLOW_ANY_INGRESS
@@ -576,183 +592,43 @@ impl<'a> Resolver<'a> {
     ) -> (MapState, Vec<Diagnostic>) {
         let mut state = MapState::new();
         let mut diagnostics = Vec::new();
-        // Proxy ports, per endpoint, in sorted filter order.
-        let mut proxy_ports: BTreeMap<(Direction, String, u8, PortRef, u16), u16> = BTreeMap::new();
-        for direction in Direction::ALL {
-            for (key, per_selector) in &policy.direction(direction).filters {
-                for sp in per_selector.values() {
-                    if !sp.deny && sp.l7.parser != L7Parser::None {
-                        proxy_ports.insert(
-                            (
-                                direction,
-                                sp.l7.parser.name(),
-                                key.proto,
-                                key.port.clone(),
-                                key.end_port,
-                            ),
-                            0,
-                        );
-                    }
-                }
-            }
-        }
-        for (offset, port) in proxy_ports.values_mut().enumerate() {
-            *port = PROXY_PORT_BASE.saturating_add(u16::try_from(offset).unwrap_or(u16::MAX));
-        }
-
+        let proxy_ports = proxy_ports(policy);
+        let mut insertions = Vec::new();
         for direction in Direction::ALL {
             let dir = policy.direction(direction);
             if !dir.enforced {
-                let origin = if direction == Direction::Ingress {
-                    ORIGIN_ALLOW_ANY_INGRESS
-                } else {
-                    ORIGIN_ALLOW_ANY_EGRESS
-                };
                 // An allow entry is never a PASS; upsert cannot refuse it.
                 let _ = state.upsert(
                     Key::for_direction(direction),
-                    Entry::allow().with_origin(origin),
+                    Entry::allow().with_origin(allow_all_origin(direction)),
                 );
                 continue;
             }
             let features = dir.features();
             for (filter_key, per_selector) in &dir.filters {
-                let port = match &filter_key.port {
-                    PortRef::Number(n) => *n,
-                    PortRef::Named(name) => {
-                        match self.named_port(direction, endpoint, name, filter_key.proto) {
-                            Ok(port) => port,
-                            Err(reason) => {
-                                let origins: BTreeSet<u32> = per_selector
-                                    .values()
-                                    .flat_map(|p| p.origins.iter().copied())
-                                    .collect();
-                                let mut d = Diagnostic::new(
-                                    codes::NAMED_PORT,
-                                    format!(
-                                        "{direction} named port `{name}`/{} of `{}`: {reason}; the rule yields no keys (as in Cilium)",
-                                        proto::name(filter_key.proto),
-                                        endpoint.display_name()
-                                    ),
-                                );
-                                for origin in origins {
-                                    d.notes.push(format!("from {}", origins_file(origin)));
-                                }
-                                diagnostics.push(d);
-                                continue;
-                            }
-                        }
-                    }
-                };
-                let masked = if filter_key.proto == proto::ANY {
-                    vec![crate::ports::MaskedPort::WILDCARD]
-                } else {
-                    port_range_to_masked_ports(port, filter_key.end_port)
-                };
-                // Entries per selector; the wildcard selector's first.
-                let mut entries: Vec<(SelectorId, Entry)> = Vec::new();
-                for (selector, sp) in per_selector {
-                    if let Some(conflict) = &sp.conflict {
-                        let mut d = Diagnostic::new(
-                            codes::MERGE_CONFLICT,
-                            format!(
-                                "{conflict} on {direction} {}/{} for `{}`; porin allows nothing there (fail closed)",
-                                port,
-                                proto::name(filter_key.proto),
-                                endpoint.display_name()
-                            ),
-                        );
-                        for origin in &sp.origins {
-                            d.notes.push(format!("from {}", origins_file(*origin)));
-                        }
-                        diagnostics.push(d);
-                        continue;
-                    }
-                    let entry = if sp.deny {
-                        Entry::deny()
-                    } else {
-                        let proxy_port = if sp.l7.parser == L7Parser::None {
-                            0
-                        } else {
-                            proxy_ports
-                                .get(&(
-                                    direction,
-                                    sp.l7.parser.name(),
-                                    filter_key.proto,
-                                    filter_key.port.clone(),
-                                    filter_key.end_port,
-                                ))
-                                .copied()
-                                .unwrap_or(PROXY_PORT_BASE)
-                        };
-                        let listener =
-                            ListenerPriority::new(sp.l7.listener_priority().unwrap_or(0));
-                        let auth = match sp.auth {
-                            None => AuthRequirement::NONE,
-                            Some(mode) => AuthRequirement::explicit(
-                                AuthType::new(mode.auth_type()).unwrap_or(AuthType::DISABLED),
-                            ),
-                        };
-                        Entry::new(Priority::ZERO, false, proxy_port, listener, auth)
-                            .with_cookie(sp.cookie)
-                    };
-                    let mut entry = entry;
-                    entry.origins.clone_from(&sp.origins);
-                    entries.push((*selector, entry));
-                }
-                entries.sort_by_key(|(selector, _)| !self.cache.selector(*selector).is_wildcard());
-                let wildcard_entry = entries
-                    .iter()
-                    .find(|(s, _)| self.cache.selector(*s).is_wildcard())
-                    .map(|(_, e)| e.clone());
-                for masked_port in &masked {
-                    let Ok(base) = Key::for_direction(direction)
-                        .with_masked_port(filter_key.proto, *masked_port)
-                    else {
-                        continue;
-                    };
-                    for (selector, entry) in &entries {
-                        let wildcard = self.cache.selector(*selector).is_wildcard();
-                        if !wildcard
-                            && port != 0
-                            && wildcard_entry
-                                .as_ref()
-                                .is_some_and(|w| w.datapath_eq(entry))
-                        {
-                            // toMapState: "identical L3L4 entry suppressed".
-                            continue;
-                        }
-                        for id in self.cache.selection(*selector) {
-                            let Ok(identity) = Identity::new(*id) else {
-                                continue;
-                            };
-                            let key = base.with_identity(identity);
-                            if let Err(error) =
-                                state.insert_with_features(key, entry.clone(), features)
-                            {
-                                diagnostics.push(Diagnostic::new(
-                                    codes::MERGE_CONFLICT,
-                                    format!("{error}"),
-                                ));
-                            }
-                        }
+                insertions.clear();
+                self.filter_insertions(
+                    &FilterContext {
+                        endpoint,
+                        direction,
+                        proxy_ports: &proxy_ports,
+                        origins_file,
+                    },
+                    filter_key,
+                    per_selector,
+                    &mut diagnostics,
+                    &mut insertions,
+                );
+                for (key, entry) in insertions.drain(..) {
+                    if let Err(error) = state.insert_with_features(key, entry, features) {
+                        diagnostics
+                            .push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
                     }
                 }
             }
         }
-        if self.allows_localhost(endpoint) {
-            // determineAllowLocalhostIngress, after every policy entry and
-            // whether or not ingress is enforced: an L3-only ingress allow
-            // for the host at priority 0 (`newAllowEntryWithLabels`,
-            // precedence 0xFFFFFF01, no proxy, no auth), inserted like any
-            // other entry, so a covering deny for the host still wins and a
-            // narrower host deny or redirect stays in place.
-            let mut entry = Entry::allow();
-            if let Some(origin) = self.localhost_origin {
-                entry = entry.with_origin(origin);
-            }
+        if let Some((key, entry)) = self.localhost_insertion(endpoint) {
             let features = policy.direction(Direction::Ingress).features();
-            let key = Key::for_direction(Direction::Ingress).with_identity(Identity::HOST);
             if let Err(error) = state.insert_with_features(key, entry, features) {
                 diagnostics.push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
             }
@@ -760,10 +636,215 @@ impl<'a> Resolver<'a> {
         (state, diagnostics)
     }
 
+    /// The host's ingress allow the agent inserts after every policy entry
+    /// (see [`Resolver::allows_localhost`]), if it does for this endpoint.
+    pub fn localhost_insertion(&self, endpoint: &Endpoint) -> Option<(Key, Entry)> {
+        if !self.allows_localhost(endpoint) {
+            return None;
+        }
+        // determineAllowLocalhostIngress, after every policy entry and
+        // whether or not ingress is enforced: an L3-only ingress allow
+        // for the host at priority 0 (`newAllowEntryWithLabels`,
+        // precedence 0xFFFFFF01, no proxy, no auth), inserted like any
+        // other entry, so a covering deny for the host still wins and a
+        // narrower host deny or redirect stays in place.
+        let mut entry = Entry::allow();
+        if let Some(origin) = self.localhost_origin {
+            entry = entry.with_origin(origin);
+        }
+        let key = Key::for_direction(Direction::Ingress).with_identity(Identity::HOST);
+        Some((key, entry))
+    }
+
+    /// The insertions (key, entry, in insertion order) one filter of an
+    /// enforced direction contributes to the map state ([`Resolver::map_state`]
+    /// inserts them with the direction's features). Exposed so analyses can
+    /// rebuild the part of a map state one filter decides without
+    /// recompiling the rest.
+    pub fn filter_insertions(
+        &self,
+        cx: &FilterContext<'_>,
+        filter_key: &FilterKey,
+        per_selector: &BTreeMap<SelectorId, SelectorPolicy>,
+        diagnostics: &mut Vec<Diagnostic>,
+        out: &mut Vec<(Key, Entry)>,
+    ) {
+        let FilterContext {
+            endpoint,
+            direction,
+            proxy_ports,
+            origins_file,
+        } = *cx;
+        let port = match &filter_key.port {
+            PortRef::Number(n) => *n,
+            PortRef::Named(name) => {
+                match self.named_port(direction, endpoint, name, filter_key.proto) {
+                    Ok(port) => port,
+                    Err(reason) => {
+                        let origins: BTreeSet<u32> = per_selector
+                            .values()
+                            .flat_map(|p| p.origins.iter().copied())
+                            .collect();
+                        let mut d = Diagnostic::new(
+                            codes::NAMED_PORT,
+                            format!(
+                                "{direction} named port `{name}`/{} of `{}`: {reason}; the rule yields no keys (as in Cilium)",
+                                proto::name(filter_key.proto),
+                                endpoint.display_name()
+                            ),
+                        );
+                        for origin in origins {
+                            d.notes.push(format!("from {}", origins_file(origin)));
+                        }
+                        diagnostics.push(d);
+                        return;
+                    }
+                }
+            }
+        };
+        let masked = if filter_key.proto == proto::ANY {
+            vec![crate::ports::MaskedPort::WILDCARD]
+        } else {
+            port_range_to_masked_ports(port, filter_key.end_port)
+        };
+        // Entries per selector; the wildcard selector's first.
+        let mut entries: Vec<(SelectorId, Entry)> = Vec::new();
+        for (selector, sp) in per_selector {
+            if let Some(conflict) = &sp.conflict {
+                let mut d = Diagnostic::new(
+                    codes::MERGE_CONFLICT,
+                    format!(
+                        "{conflict} on {direction} {}/{} for `{}`; porin allows nothing there (fail closed)",
+                        port,
+                        proto::name(filter_key.proto),
+                        endpoint.display_name()
+                    ),
+                );
+                for origin in &sp.origins {
+                    d.notes.push(format!("from {}", origins_file(*origin)));
+                }
+                diagnostics.push(d);
+                continue;
+            }
+            let entry = if sp.deny {
+                Entry::deny()
+            } else {
+                let proxy_port = if sp.l7.parser == L7Parser::None {
+                    0
+                } else {
+                    proxy_ports
+                        .get(&(
+                            direction,
+                            sp.l7.parser.name(),
+                            filter_key.proto,
+                            filter_key.port.clone(),
+                            filter_key.end_port,
+                        ))
+                        .copied()
+                        .unwrap_or(PROXY_PORT_BASE)
+                };
+                let listener = ListenerPriority::new(sp.l7.listener_priority().unwrap_or(0));
+                let auth = match sp.auth {
+                    None => AuthRequirement::NONE,
+                    Some(mode) => AuthRequirement::explicit(
+                        AuthType::new(mode.auth_type()).unwrap_or(AuthType::DISABLED),
+                    ),
+                };
+                Entry::new(Priority::ZERO, false, proxy_port, listener, auth).with_cookie(sp.cookie)
+            };
+            let mut entry = entry;
+            entry.origins.clone_from(&sp.origins);
+            entries.push((*selector, entry));
+        }
+        entries.sort_by_key(|(selector, _)| !self.cache.selector(*selector).is_wildcard());
+        let wildcard_entry = entries
+            .iter()
+            .find(|(s, _)| self.cache.selector(*s).is_wildcard())
+            .map(|(_, e)| e.clone());
+        for masked_port in &masked {
+            let Ok(base) =
+                Key::for_direction(direction).with_masked_port(filter_key.proto, *masked_port)
+            else {
+                continue;
+            };
+            for (selector, entry) in &entries {
+                let wildcard = self.cache.selector(*selector).is_wildcard();
+                if !wildcard
+                    && port != 0
+                    && wildcard_entry
+                        .as_ref()
+                        .is_some_and(|w| w.datapath_eq(entry))
+                {
+                    // toMapState: "identical L3L4 entry suppressed".
+                    continue;
+                }
+                for id in self.cache.selection(*selector) {
+                    let Ok(identity) = Identity::new(*id) else {
+                        continue;
+                    };
+                    out.push((base.with_identity(identity), entry.clone()));
+                }
+            }
+        }
+    }
+
     /// The inventory this resolver works on.
     pub fn inventory(&self) -> &Inventory {
         self.inventory
     }
+}
+
+/// Proxy ports of an endpoint's redirecting filters, by (direction,
+/// parser, protocol, port, end port); see [`PROXY_PORT_BASE`].
+pub type ProxyPorts = BTreeMap<(Direction, String, u8, PortRef, u16), u16>;
+
+/// Numbers the proxy ports of a policy's redirecting filters, per endpoint
+/// in sorted filter order.
+pub fn proxy_ports(policy: &L4Policy) -> ProxyPorts {
+    let mut proxy_ports = ProxyPorts::new();
+    for direction in Direction::ALL {
+        for (key, per_selector) in &policy.direction(direction).filters {
+            for sp in per_selector.values() {
+                if !sp.deny && sp.l7.parser != L7Parser::None {
+                    proxy_ports.insert(
+                        (
+                            direction,
+                            sp.l7.parser.name(),
+                            key.proto,
+                            key.port.clone(),
+                            key.end_port,
+                        ),
+                        0,
+                    );
+                }
+            }
+        }
+    }
+    for (offset, port) in proxy_ports.values_mut().enumerate() {
+        *port = PROXY_PORT_BASE.saturating_add(u16::try_from(offset).unwrap_or(u16::MAX));
+    }
+    proxy_ports
+}
+
+/// The origin of the allow-all entry of a direction no rule enforces.
+pub const fn allow_all_origin(direction: Direction) -> u32 {
+    match direction {
+        Direction::Ingress => ORIGIN_ALLOW_ANY_INGRESS,
+        Direction::Egress => ORIGIN_ALLOW_ANY_EGRESS,
+    }
+}
+
+/// What [`Resolver::filter_insertions`] needs besides the filter.
+#[derive(Clone, Copy)]
+pub struct FilterContext<'c> {
+    /// The endpoint (its named ports resolve ingress named ports).
+    pub endpoint: &'c Endpoint,
+    /// The filter's direction.
+    pub direction: Direction,
+    /// The endpoint's proxy ports ([`proxy_ports`]).
+    pub proxy_ports: &'c ProxyPorts,
+    /// Describes an origin for diagnostics.
+    pub origins_file: &'c dyn Fn(u32) -> String,
 }
 
 fn add_to_filter(

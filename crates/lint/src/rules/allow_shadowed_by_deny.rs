@@ -1,14 +1,15 @@
 //! PR004 `allow-shadowed-by-deny` (and the shared coverage analysis of
 //! PR005 `redundant-allow`).
 //!
-//! An allow rule R "changes no verdict" when, for every endpoint R selects,
-//! the map state compiled without R decides every flow class exactly as
-//! the full state does ([`crate::Context::rule_changes_verdicts`]).
-//! Such a rule is then classified by what decides the flows R would allow
-//! on its own (the state of R alone): deny rules (PR004) or other allows
-//! (PR005).
+//! An allow rule item R (an origin: every rule lowered from one policy
+//! item) "changes no verdict" when, for every endpoint R selects, the map
+//! state without R decides every flow class exactly as the full state does
+//! ([`crate::Context::rule_changes_verdicts`], computed without
+//! recompiling: `context/shadow.rs`). Such an item is then classified by
+//! what decides the flows R would allow on its own (the state of R alone):
+//! deny rules (PR004) or other allows (PR005).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
@@ -16,7 +17,6 @@ use porin_model::{CodeInfo, Doc, Stage};
 use super::Rule;
 use super::is_user_rule;
 use crate::Context;
-use porin_connectivity::analysis::{decide, flow_points};
 
 pub use crate::context::Coverage;
 
@@ -32,11 +32,11 @@ pub const RULE: Rule = Rule {
         needs_inventory: true,
         summary: "An allow rule grants nothing: deny rules cover every flow it would allow.",
         doc: Some(Doc {
-            what: "For every endpoint the rule selects, porin compiles the map state with and without \
-the rule and compares the verdict of every (peer identity, protocol, port class) exactly (the \
-classes are derived from the keys, nothing is sampled). If the rule changes no verdict anywhere \
-and some flow it would allow on its own is denied by a deny rule, this fires and names the deny \
-rules.",
+            what: "For every endpoint the rule item selects, porin compares the map state with and \
+without the item (every rule lowered from it) on every (peer identity, protocol, port class) \
+exactly (the classes are derived from the keys, nothing is sampled). If the item changes no \
+verdict anywhere and some flow it would allow on its own is denied by a deny rule, this fires and \
+names the deny rules. An item is never covered by its own peers.",
             why: "The author believed the allow opens a path; it does not. Either the allow is dead \
 code or the deny is broader than intended.",
             example: "ingressDeny:\n- fromEntities: [cluster]\ningress:\n- fromEndpoints: [{matchLabels: {app: web}}]\n  toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]",
@@ -48,57 +48,54 @@ the allow.",
     },
 };
 
-/// The coverage of a user allow rule that changes no verdict; `None` if the
-/// rule changes a verdict, selects nothing or would allow nothing alone.
-/// Computed once per run (PR004 and PR005 share it).
+/// The coverage of a user allow rule item that changes no verdict; `None`
+/// if removing the item changes a verdict, it selects nothing or would
+/// allow nothing alone. Computed once per run for every item (PR004,
+/// PR005 and PR017 share it); the item of `rule` is its origin, so an item
+/// is never covered by its own rules.
 pub fn coverage(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
-    cx.coverage
-        .get_or_init(|| (0..cx.rules().len()).map(|r| compute(cx, r)).collect())
-        .get(rule)
-        .cloned()
-        .flatten()
+    let origin = cx.rules().get(rule)?.origin;
+    let effects = cx.item_effects().get(&origin)?;
+    (effects.selected && !effects.changes && effects.flows > 0).then(|| Coverage {
+        denies: effects.denies.clone(),
+        allows: effects.allows.clone(),
+        flows: effects.flows,
+    })
 }
 
-fn compute(cx: &Context<'_>, rule: usize) -> Option<Coverage> {
-    let policy_rule = cx.rules().get(rule)?;
-    if policy_rule.deny || !is_user_rule(cx, rule) {
-        return None;
+/// The rules PR004/PR005 report: the first rule of each user allow item
+/// with a coverage, except an item of an identical pair (PR011) whose
+/// coverage relies on its twin: "delete this rule" on each of the two
+/// would, followed twice, delete both; PR011 reports the pair once.
+pub fn reported(cx: &Context<'_>) -> Vec<(usize, Coverage)> {
+    // Items identical to one another, by the earliest of them.
+    let mut groups: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for (later, earliest) in super::duplicate_rule::duplicate_items(cx) {
+        groups.entry(earliest).or_insert_with(|| [earliest].into()).insert(later);
     }
-    if !cx.units.iter().any(|u| u.rules.contains(&rule)) || cx.rule_changes_verdicts(rule) {
-        return None;
+    let mut twins: BTreeMap<u32, BTreeSet<u32>> = BTreeMap::new();
+    for group in groups.values() {
+        for member in group {
+            twins.insert(*member, group.iter().copied().filter(|o| o != member).collect());
+        }
     }
-    let mut coverage = Coverage::default();
-    for (u, unit) in cx.units.iter().enumerate() {
-        if !unit.rules.contains(&rule) {
+    let mut seen: BTreeSet<u32> = BTreeSet::new();
+    let mut found = Vec::new();
+    for (rule, r) in cx.rules().iter().enumerate() {
+        if r.deny || !is_user_rule(cx, rule) || !seen.insert(r.origin) {
             continue;
         }
-        let alone = cx.state_of_rules(unit, std::slice::from_ref(policy_rule));
-        let without = cx.state_without_rule(u, rule);
-        for point in flow_points(&[&alone, &without]) {
-            let own = decide(&alone, &point);
-            let granted = own.verdict.is_allowed()
-                && own
-                    .chosen
-                    .as_ref()
-                    .is_some_and(|c| c.entry.origins.contains(&policy_rule.origin));
-            if !granted {
-                continue;
-            }
-            coverage.flows += 1;
-            let other = decide(&without, &point);
-            let origins: BTreeSet<u32> = other
-                .chosen
-                .as_ref()
-                .map(|c| c.entry.origins.clone())
-                .unwrap_or_default();
-            if other.verdict.is_allowed() {
-                coverage.allows.extend(origins);
-            } else {
-                coverage.denies.extend(origins);
-            }
+        let Some(c) = coverage(cx, rule) else {
+            continue;
+        };
+        let relies_on_twin = twins
+            .get(&r.origin)
+            .is_some_and(|t| t.iter().any(|twin| c.allows.contains(twin)));
+        if !relies_on_twin {
+            found.push((rule, c));
         }
     }
-    (coverage.flows > 0).then_some(coverage)
+    found
 }
 
 /// Builds the finding of a dead allow rule.
@@ -151,9 +148,8 @@ pub fn report(
 
 /// Reports allow rules whose flows deny rules decide.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    for rule in 0..cx.rules().len() {
-        if let Some(c) = coverage(cx, rule)
-            && !c.denies.is_empty()
+    for (rule, c) in reported(cx) {
+        if !c.denies.is_empty()
             && let Some(d) = report(cx, rule, &c, RULE.info)
         {
             out.push(d);

@@ -40,24 +40,46 @@ fn body(rule: &PolicyRule) -> PolicyRule {
     }
 }
 
-/// Reports each rule identical to an earlier one (from another item).
-pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    let mut first: HashMap<String, usize> = HashMap::new();
+/// Each user rule item (origin) identical to an earlier one, with that
+/// earlier item, in input order. Items are compared whole: lowering splits
+/// an item into several rules (one per Kubernetes peer, ...), and an item
+/// only some of whose rules another item repeats is not a duplicate
+/// (deleting it would delete the rest too).
+pub fn duplicate_items(cx: &Context<'_>) -> Vec<(u32, u32)> {
+    let mut items: Vec<(u32, Vec<String>)> = Vec::new();
+    let mut position: HashMap<u32, usize> = HashMap::new();
     for (index, rule) in cx.rules().iter().enumerate() {
         if !is_user_rule(cx, index) {
             continue;
         }
-        let key = format!("{:?}", body(rule));
-        let Some(&earlier) = first.get(&key) else {
-            first.insert(key, index);
-            continue;
-        };
-        let (Some(origin), Some(other)) = (cx.origin(index), cx.origin(earlier)) else {
-            continue;
-        };
-        if origin.id == other.id {
-            continue;
+        let slot = *position.entry(rule.origin).or_insert_with(|| {
+            items.push((rule.origin, Vec::new()));
+            items.len() - 1
+        });
+        if let Some((_, bodies)) = items.get_mut(slot) {
+            bodies.push(format!("{:?}", body(rule)));
         }
+    }
+    let mut first: HashMap<Vec<String>, u32> = HashMap::new();
+    let mut out = Vec::new();
+    for (origin, mut bodies) in items {
+        bodies.sort();
+        match first.get(&bodies) {
+            Some(earlier) => out.push((origin, *earlier)),
+            None => {
+                first.insert(bodies, origin);
+            }
+        }
+    }
+    out
+}
+
+/// Reports each rule item identical to an earlier one, once per pair.
+pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    for (later, earlier) in duplicate_items(cx) {
+        let (Some(origin), Some(other)) = (cx.origin_by_id(later), cx.origin_by_id(earlier)) else {
+            continue;
+        };
         let mut d = Diagnostic::new(
             RULE.info,
             format!("{} duplicates {}", cx.describe(origin), cx.describe(other)),

@@ -5,7 +5,7 @@
 //! rule allows on its own are compared with the state compiled without
 //! it, per port class. A rule that is redundant as a whole is PR005's.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
@@ -14,9 +14,7 @@ use super::Rule;
 use super::allow_shadowed_by_deny::coverage;
 use super::is_user_rule;
 use crate::Context;
-use porin_connectivity::analysis::{comparable, decide, flow_points};
 use porin_connectivity::flows::{describe, merge};
-use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::rule::PortRef;
 
 /// The rule: its registry entry (code, name, default severity,
@@ -44,56 +42,31 @@ narrowing one of them later does not close the port. They also cost policy-map e
     },
 };
 
-/// A flow class: (direction, protocol, first port, last port).
-type Class = (Direction, u8, u16, u16);
-
 /// Reports allow rules with a port range partly allowed by other rules.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    let mut seen: BTreeSet<u32> = BTreeSet::new();
     for (index, rule) in cx.rules().iter().enumerate() {
-        if rule.deny || !is_user_rule(cx, index) {
+        if rule.deny || !is_user_rule(cx, index) || !seen.insert(rule.origin) {
             continue;
         }
-        let has_range = rule
-            .ports
+        // The item's ports (every rule of an item has the same ports).
+        let specs: Vec<_> = cx
+            .item_rules(rule.origin)
+            .into_iter()
+            .filter_map(|r| cx.rules().get(r))
+            .flat_map(|r| r.ports.iter())
+            .collect();
+        let has_range = specs
             .iter()
             .any(|p| matches!(p.port, PortRef::Number(n) if n != 0 && p.end_port > n));
         if !has_range || coverage(cx, index).is_some() {
             continue;
         }
-        // (direction, proto, lo, hi) → (covered for every granted peer, covering origins)
-        let mut classes: BTreeMap<Class, (bool, BTreeSet<u32>)> = BTreeMap::new();
-        let mut selected = false;
-        for (u, unit) in cx.units.iter().enumerate() {
-            if !unit.rules.contains(&index) {
-                continue;
-            }
-            selected = true;
-            let alone = cx.state_of_rules(unit, std::slice::from_ref(rule));
-            let without = cx.state_without_rule(u, index);
-            for point in flow_points(&[&alone, &without]) {
-                let own = decide(&alone, &point);
-                let granted = own.verdict.is_allowed()
-                    && own
-                        .chosen
-                        .as_ref()
-                        .is_some_and(|c| c.entry.origins.contains(&rule.origin));
-                if !granted {
-                    continue;
-                }
-                let other = decide(&without, &point);
-                let covered = comparable(other.verdict) == comparable(own.verdict);
-                let slot = classes
-                    .entry((point.direction, point.proto, point.port, point.end_port))
-                    .or_insert((true, BTreeSet::new()));
-                slot.0 &= covered;
-                if covered && let Some(chosen) = &other.chosen {
-                    slot.1.extend(chosen.entry.origins.iter().copied());
-                }
-            }
-        }
-        if !selected {
+        let effects = cx.effects_of(index);
+        if !effects.selected {
             continue;
         }
+        let classes = &effects.classes;
         let covered: Vec<(u8, u16, u16)> = classes
             .iter()
             .filter(|(_, (all, _))| *all)
@@ -106,7 +79,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let in_range: Vec<(u8, u16, u16)> = covered
             .into_iter()
             .filter(|(_, lo, hi)| {
-                rule.ports.iter().any(|spec| match spec.port {
+                specs.iter().any(|spec| match spec.port {
                     PortRef::Number(n) if n != 0 && spec.end_port > n => {
                         *lo >= n && *hi <= spec.end_port
                     }

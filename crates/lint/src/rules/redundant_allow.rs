@@ -5,7 +5,7 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
 use super::Rule;
-use super::allow_shadowed_by_deny::{coverage, report};
+use super::allow_shadowed_by_deny::{report, reported};
 use crate::Context;
 
 /// The rule: its registry entry (code, name, default severity,
@@ -34,9 +34,8 @@ rule change behaviour unexpectedly. They also cost map entries.",
 /// Reports allow rules covered only by other allows (a rule partly covered
 /// by denies is PR004).
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
-    for rule in 0..cx.rules().len() {
-        if let Some(c) = coverage(cx, rule)
-            && c.denies.is_empty()
+    for (rule, c) in reported(cx) {
+        if c.denies.is_empty()
             && let Some(d) = report(cx, rule, &c, RULE.info)
         {
             out.push(d);

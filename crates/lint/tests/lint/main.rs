@@ -2,6 +2,7 @@
 //! test binary (one link of the crate and its dependencies instead of one per file; see
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
+mod verify_advice;
 mod verify_corpus;
 mod verify_fixtures;
 mod verify_semantics;

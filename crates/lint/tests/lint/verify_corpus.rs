@@ -18,19 +18,29 @@ use porin_lint::{codes, verify};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_path;
 
+/// The corpus directory; `None` (after printing SKIPPED) when it is absent
+/// outside CI, a failure in CI.
+pub(crate) fn corpus_dir() -> Option<PathBuf> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let corpus = root.join("../shared/corpus/cilium-examples");
+    if corpus.is_dir() {
+        return Some(corpus);
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "CI: {} is missing",
+        corpus.display()
+    );
+    println!("SKIPPED: {} is missing", corpus.display());
+    None
+}
+
 #[test]
 fn lint_finishes_over_the_whole_corpus() {
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let corpus = root.join("../shared/corpus/cilium-examples");
-    if !corpus.is_dir() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "CI: {} is missing",
-            corpus.display()
-        );
-        println!("SKIPPED: {} is missing", corpus.display());
+    let Some(corpus) = corpus_dir() else {
         return;
-    }
+    };
     let start = Instant::now();
     let outcome = load_path(&corpus, &LoadLimits::default()).unwrap();
     let inventory =

@@ -20,10 +20,10 @@ use porin_connectivity::analysis::comparable;
 use porin_lint::Context;
 use porin_lint::config::LintConfig;
 use porin_model::limits::LoadLimits;
-use porin_model::loader::load_str;
+use porin_model::loader::{LoadOutcome, load_str};
 use proptest::prelude::*;
 
-const INVENTORY: &str = r"
+pub(crate) const INVENTORY: &str = r"
 kind: Inventory
 cluster: default
 namespaces: {default: {}, other: {}}
@@ -36,7 +36,7 @@ endpoints:
 
 /// Selects nothing but names every prefix the generator uses, so CIDR
 /// identities are numbered the same with and without any generated rule.
-const ANCHOR: &str = r"apiVersion: cilium.io/v2
+pub(crate) const ANCHOR: &str = r"apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
 metadata: {name: anchor, namespace: default}
 spec:
@@ -66,7 +66,7 @@ const PORTS: &[(u16, Option<u16>)] = &[
 const PROTOS: &[&str] = &["TCP", "UDP", "ANY"];
 
 #[derive(Debug, Clone)]
-struct GenRule {
+pub(crate) struct GenRule {
     subject: &'static str,
     egress: bool,
     deny: bool,
@@ -74,9 +74,13 @@ struct GenRule {
     ports: Option<(usize, usize)>,
     http: bool,
     no_default_deny: bool,
+    /// `authentication: {mode: required}` (allows only).
+    auth: bool,
+    /// A second peer: the item lowers to two rules with one origin.
+    second_peer: Option<usize>,
 }
 
-fn rule_strategy() -> impl Strategy<Value = GenRule> {
+pub(crate) fn rule_strategy() -> impl Strategy<Value = GenRule> {
     (
         prop::sample::select(vec!["web", "web", "api"]),
         any::<bool>(),
@@ -85,21 +89,67 @@ fn rule_strategy() -> impl Strategy<Value = GenRule> {
         prop::option::weighted(0.7, (0..PORTS.len(), 0..PROTOS.len())),
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.15),
+        prop::bool::weighted(0.08),
+        prop::option::weighted(0.2, 0..PEERS.len()),
     )
         .prop_map(
-            |(subject, egress, deny, peer, ports, http, no_default_deny)| GenRule {
-                subject,
-                egress,
-                deny,
-                peer,
-                ports,
-                http,
-                no_default_deny,
+            |(subject, egress, deny, peer, ports, http, no_default_deny, auth, second_peer)| {
+                GenRule {
+                    subject,
+                    egress,
+                    deny,
+                    peer,
+                    ports,
+                    http,
+                    no_default_deny,
+                    auth,
+                    second_peer,
+                }
             },
         )
 }
 
-fn yaml(index: usize, rule: &GenRule) -> String {
+/// Kubernetes NetworkPolicy peers: one item with two of them lowers to two
+/// rules sharing one origin.
+const KNP_PEERS: &[&str] = &[
+    "{podSelector: {matchLabels: {app: api}}}",
+    "{podSelector: {}}",
+    "{podSelector: {matchLabels: {app: db}}}",
+    "{ipBlock: {cidr: 10.0.1.0/24}}",
+    "{namespaceSelector: {}}",
+];
+
+fn knp_yaml(index: usize, rule: &GenRule, second: usize) -> String {
+    let (section, way, kind) = if rule.egress {
+        ("egress", "to", "Egress")
+    } else {
+        ("ingress", "from", "Ingress")
+    };
+    let first = KNP_PEERS[rule.peer % KNP_PEERS.len()];
+    let second = KNP_PEERS[second % KNP_PEERS.len()];
+    let ports = match rule.ports {
+        Some((port, proto)) if PROTOS[proto] != "ANY" => {
+            let (number, end) = PORTS[port];
+            let end = end.map_or_else(String::new, |e| format!(", endPort: {e}"));
+            format!(
+                ", ports: [{{protocol: {}, port: {number}{end}}}]",
+                PROTOS[proto]
+            )
+        }
+        _ => String::new(),
+    };
+    format!(
+        "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {{name: p{index}, namespace: default}}\nspec:\n  podSelector: {{matchLabels: {{app: {}}}}}\n  policyTypes: [{kind}]\n  {section}:\n  - {{{way}: [{first}, {second}]{ports}}}\n",
+        rule.subject
+    )
+}
+
+pub(crate) fn yaml(index: usize, rule: &GenRule) -> String {
+    if let Some(second) = rule.second_peer
+        && !rule.deny
+    {
+        return knp_yaml(index, rule, second);
+    }
     let section = match (rule.egress, rule.deny) {
         (false, false) => "ingress",
         (false, true) => "ingressDeny",
@@ -108,8 +158,12 @@ fn yaml(index: usize, rule: &GenRule) -> String {
     };
     let mut fields = Vec::new();
     let peer = PEERS[rule.peer];
+    let way = if rule.egress { "to" } else { "from" };
     if !peer.is_empty() {
-        fields.push(format!("{}{peer}", if rule.egress { "to" } else { "from" }));
+        fields.push(format!("{way}{peer}"));
+    }
+    if rule.auth && !rule.deny {
+        fields.push("authentication: {mode: required}".to_owned());
     }
     if let Some((port, proto)) = rule.ports {
         let (number, end) = PORTS[port];
@@ -136,7 +190,7 @@ fn yaml(index: usize, rule: &GenRule) -> String {
     )
 }
 
-fn inventory() -> Inventory {
+pub(crate) fn inventory() -> Inventory {
     let mut inventory = Inventory::new();
     inventory.add_text("inventory.yaml", INVENTORY).unwrap();
     inventory.finish().unwrap();
@@ -188,17 +242,78 @@ fn brute_force_changes(with: &Compiled, without: &Compiled) -> bool {
     false
 }
 
+/// The documents of a generated policy set (the anchor first), their text
+/// and what loading them gives (checked to load without errors).
+pub(crate) fn generated(rules: &[GenRule]) -> (Vec<String>, String, LoadOutcome) {
+    let mut docs: Vec<String> = vec![ANCHOR.to_owned()];
+    docs.extend(rules.iter().enumerate().map(|(i, r)| yaml(i, r)));
+    let text = docs.join("---\n");
+    let outcome = load_str("gen.yaml", &text, &LoadLimits::default());
+    assert!(!outcome.has_errors(), "{text}\n{:?}", outcome.diagnostics);
+    (docs, text, outcome)
+}
+
+/// `PROPTEST_CASES` if set, else `default`.
+pub(crate) fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn context_of<'a>(
+    inputs: &'a [PolicyInput<'a>],
+    inventory: &'a Inventory,
+    config: &'a LintConfig,
+) -> Context<'a> {
+    Context::new(inputs, inventory, true, config).unwrap()
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig::with_cases(cases(1000)))]
+
+    /// The one-pass analysis ([`Context::item_effects`]) equals
+    /// leave-one-out recompilation of every unit, for every analysed item:
+    /// whether a verdict changes, and (when none does) the classes it
+    /// allows alone and who decides them without it, per port class too.
+    #[test]
+    fn fast_effects_match_recompilation(rules in prop::collection::vec(rule_strategy(), 1..7)) {
+        let inventory = inventory();
+        let (_, text, outcome) = generated(&rules);
+        let inputs = PolicyInput::from_outcome(&outcome);
+        let config = LintConfig::default();
+        let cx = context_of(&inputs, &inventory, &config);
+        let origins: BTreeSet<u32> = cx.rules().iter().map(|r| r.origin).collect();
+        for origin in origins {
+            let Some(fast) = cx.item_effects().get(&origin) else {
+                continue;
+            };
+            let brute = cx.effects_by_recompiling(origin, true);
+            let o = cx.origin_by_id(origin).unwrap();
+            prop_assert_eq!(fast.selected, brute.selected, "{} in\n{}", o.route, text);
+            prop_assert_eq!(fast.changes, brute.changes, "{} of {} in\n{}", o.route, o.name, text);
+            if !fast.changes {
+                prop_assert_eq!(fast.flows, brute.flows, "{} of {} in\n{}", o.route, o.name, text);
+                prop_assert_eq!(&fast.allows, &brute.allows, "{} of {} in\n{}", o.route, o.name, text);
+                prop_assert_eq!(&fast.denies, &brute.denies, "{} of {} in\n{}", o.route, o.name, text);
+            }
+            let ranged = cx.rules().iter().filter(|r| r.origin == origin).any(|r| {
+                r.ports.iter().any(|p| matches!(p.port, porin_compiler::resolve::rule::PortRef::Number(n) if n != 0 && p.end_port > n))
+            });
+            if ranged {
+                prop_assert_eq!(&fast.classes, &brute.classes, "{} of {} in\n{}", o.route, o.name, text);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(cases(96)))]
 
     #[test]
     fn verifier_matches_brute_force(rules in prop::collection::vec(rule_strategy(), 1..5)) {
         let inventory = inventory();
-        let mut docs: Vec<String> = vec![ANCHOR.to_owned()];
-        docs.extend(rules.iter().enumerate().map(|(i, r)| yaml(i, r)));
-        let text = docs.join("---\n");
-        let outcome = load_str("gen.yaml", &text, &LoadLimits::default());
-        prop_assert!(!outcome.has_errors(), "{}\n{:?}", text, outcome.diagnostics);
+        let (docs, _, outcome) = generated(&rules);
         let inputs = PolicyInput::from_outcome(&outcome);
         let config = LintConfig::default();
         let cx = Context::new(&inputs, &inventory, true, &config).unwrap();
@@ -222,4 +337,41 @@ proptest! {
             prop_assert_eq!(verifier, brute, "rule {} of\n{}", origin.route, docs[document]);
         }
     }
+}
+
+/// The one-pass analysis equals leave-one-out recompilation for every
+/// analysed item of the Cilium example corpus (L7, auth, deny, CIDR and
+/// entity rules that the generator does not produce).
+#[test]
+fn fast_effects_match_recompilation_on_the_corpus() {
+    let Some(corpus) = super::verify_corpus::corpus_dir() else {
+        return;
+    };
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let outcome = porin_model::loader::load_path(&corpus, &LoadLimits::default()).unwrap();
+    let inventory =
+        Inventory::load(&root.join("fixtures/inventories/corpus-examples.yaml")).unwrap();
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let config = LintConfig::default();
+    let cx = context_of(&inputs, &inventory, &config);
+    let mut compared = 0;
+    for (origin, fast) in cx.item_effects() {
+        let ranged = !fast.classes.is_empty();
+        let brute = cx.effects_by_recompiling(*origin, ranged);
+        let o = cx.origin_by_id(*origin).unwrap();
+        let what = format!("{} {} {}", o.file, o.name, o.route);
+        assert_eq!(fast.changes, brute.changes, "{what}");
+        if !fast.changes {
+            assert_eq!(
+                (fast.flows, &fast.allows, &fast.denies),
+                (brute.flows, &brute.allows, &brute.denies),
+                "{what}"
+            );
+        }
+        if ranged {
+            assert_eq!(fast.classes, brute.classes, "{what}");
+        }
+        compared += 1;
+    }
+    assert!(compared > 100, "only {compared} items compared");
 }
