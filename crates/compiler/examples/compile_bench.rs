@@ -14,15 +14,48 @@
 //! median of the three wall times (load and compile separately and
 //! together), the peak RSS of the child (which includes the generated YAML
 //! and inventory), and the size of the output.
+//!
+//! Environment: `PORIN_BENCH_UNIQUE=1` gives every endpoint one more label
+//! (`pod: <name>`), so identities = endpoints (the shape of
+//! `porin-bench compile`); `PORIN_BENCH_CIDR=1` generates
+//! `synthetic::cidr_cluster(P)` instead (P CIDR rules over ten endpoints;
+//! E is ignored) and compiles it under default limits;
+//! `PORIN_BENCH_RUNS=N` sets the runs per size (default 3).
 
 use std::process::{Command, ExitCode};
 use std::time::{Duration, Instant};
 
-use porin_compiler::compile::synthetic::cluster;
+use porin_compiler::compile::synthetic::{SyntheticCluster, cidr_cluster, cluster};
 use porin_compiler::resolve::lower::PolicyInput;
 
 const DEFAULT_SIZES: [(usize, usize); 3] = [(10, 100), (100, 1_000), (1_000, 10_000)];
 const RUNS: usize = 3;
+
+fn runs() -> usize {
+    std::env::var("PORIN_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUNS)
+}
+
+fn flag(name: &str) -> bool {
+    std::env::var(name).is_ok_and(|v| v == "1")
+}
+
+fn generate(policies: usize, endpoints: usize) -> SyntheticCluster {
+    if flag("PORIN_BENCH_CIDR") {
+        return cidr_cluster(policies);
+    }
+    let mut synthetic = cluster(policies, endpoints);
+    if flag("PORIN_BENCH_UNIQUE") {
+        for endpoint in &mut synthetic.inventory.endpoints {
+            endpoint
+                .labels
+                .insert("pod".to_owned(), endpoint.name.clone());
+        }
+    }
+    synthetic
+}
 
 fn vm_hwm_kib() -> Option<u64> {
     let status = std::fs::read_to_string("/proc/self/status").ok()?;
@@ -40,7 +73,8 @@ fn median(mut values: Vec<Duration>) -> Duration {
 /// One size, in this process: prints one tab-separated result line.
 fn child(policies: usize, endpoints: usize) -> Result<(), String> {
     let generated = Instant::now();
-    let synthetic = cluster(policies, endpoints);
+    let synthetic = generate(policies, endpoints);
+    let expected = synthetic.inventory.endpoints.len();
     let generate = generated.elapsed();
     let mut load_times = Vec::new();
     let mut compile_times = Vec::new();
@@ -48,7 +82,7 @@ fn child(policies: usize, endpoints: usize) -> Result<(), String> {
     let mut entries = 0usize;
     let mut identities = 0usize;
     let mut ipcache = 0usize;
-    for _ in 0..RUNS {
+    for _ in 0..runs() {
         let start = Instant::now();
         let outcome = synthetic.load();
         let loaded = start.elapsed();
@@ -69,9 +103,9 @@ fn child(policies: usize, endpoints: usize) -> Result<(), String> {
         entries = compiled.endpoints.iter().map(|e| e.state.len()).sum();
         identities = compiled.identities.len();
         ipcache = compiled.ipcache.len();
-        if compiled.endpoints.len() != endpoints {
+        if compiled.endpoints.len() != expected {
             return Err(format!(
-                "compiled {} endpoints, expected {endpoints}",
+                "compiled {} endpoints, expected {expected}",
                 compiled.endpoints.len()
             ));
         }
@@ -113,7 +147,8 @@ fn parse_sizes(args: &[String]) -> Result<Vec<(usize, usize)>, String> {
 fn parent(sizes: &[(usize, usize)]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     println!(
-        "| policies | endpoints | load (ms) | compile (ms) | load + compile (ms, median of {RUNS}) | peak RSS (MiB) | map entries (all endpoints) | identities | ipcache entries |"
+        "| policies | endpoints | load (ms) | compile (ms) | load + compile (ms, median of {}) | peak RSS (MiB) | map entries (all endpoints) | identities | ipcache entries |",
+        runs()
     );
     println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (policies, endpoints) in sizes {

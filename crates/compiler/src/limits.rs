@@ -68,9 +68,15 @@ pub struct CompileLimits {
     /// `bpf-policy-map-max` bound); a state that cannot fit the map is
     /// refused, never truncated.
     pub max_entries_per_endpoint: usize,
-    /// Entries of all distinct map states together (endpoints with the
-    /// same identity and named ports share one state, which is charged
-    /// once). Default 5,000,000 (well under 1 GiB).
+    /// Entries of all distinct map states together, charged only where
+    /// every state is held at once ([`crate::compile::Compilation::compiled`],
+    /// the whole [`crate::compile::Compiled`]); the streams
+    /// ([`crate::compile::Compilation::for_each_unit`],
+    /// [`crate::compile::write_json`]) hold a few states at a time and never
+    /// need it. Default: no limit (a real cluster of 300 policies × 3,000
+    /// pods needs more than the old default of 5,000,000, and what bounds
+    /// memory is the per-endpoint limits); set it to bound a caller that
+    /// builds the whole output.
     pub max_total_entries: usize,
 }
 
@@ -85,7 +91,7 @@ impl Default for CompileLimits {
             max_selector_evaluations: 500_000_000,
             max_insertions_per_endpoint: 4_000_000,
             max_entries_per_endpoint: 65_536,
-            max_total_entries: 5_000_000,
+            max_total_entries: usize::MAX,
         }
     }
 }

@@ -287,7 +287,6 @@ fn merge_selector_policy(existing: &mut SelectorPolicy, new: SelectorPolicy) {
 /// The subjects of rules: which rules select each endpoint identity.
 pub struct Resolver<'a> {
     rules: &'a [PolicyRule],
-    table: &'a IdentityTable,
     inventory: &'a Inventory,
     /// The selector cache (peer selectors).
     pub cache: SelectorCache,
@@ -295,6 +294,10 @@ pub struct Resolver<'a> {
     peer_ids: Vec<Option<Vec<SelectorId>>>,
     cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
     localhost_origin: Option<u32>,
+    /// The wildcard selector, interned up front so that resolving an L4
+    /// policy only reads the cache ([`Resolver::l4_policy`] takes `&self`
+    /// and runs on several threads at once).
+    wildcard: SelectorId,
 }
 
 impl<'a> Resolver<'a> {
@@ -313,25 +316,43 @@ impl<'a> Resolver<'a> {
             .copied()
             .filter(|id| *id != Identity::HOST.get())
             .collect();
+        // Subjects through the label index: a subject selector is tested
+        // only against the identities that can satisfy its most selective
+        // requirement (the same `Selector::matches`, so the same result as
+        // testing every endpoint identity), instead of selectors × endpoint
+        // identities tests.
+        let index = (!rules.is_empty()).then(|| SelectionIndex::new(table));
         let mut subject_matches: HashMap<&Selector, Vec<u32>> = HashMap::new();
         let mut rules_by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (index, rule) in rules.iter().enumerate() {
+        for (index_of_rule, rule) in rules.iter().enumerate() {
             let selected = subject_matches.entry(&rule.subject).or_insert_with(|| {
-                endpoint_ids
-                    .iter()
-                    .copied()
-                    .filter(|id| {
-                        table
-                            .get(*id)
-                            .is_some_and(|info| rule.subject.matches(&info.labels))
-                    })
+                let candidates = match &index {
+                    Some(index) if !rule.subject.is_wildcard() => {
+                        index.select(&rule.subject, table)
+                    }
+                    _ => endpoint_ids
+                        .iter()
+                        .copied()
+                        .filter(|id| {
+                            table
+                                .get(*id)
+                                .is_some_and(|info| rule.subject.matches(&info.labels))
+                        })
+                        .collect(),
+                };
+                candidates
+                    .into_iter()
+                    .filter(|id| endpoint_ids.contains(id))
                     .collect()
             });
             for id in selected.iter() {
-                rules_by_identity.entry(*id).or_default().push(index);
+                rules_by_identity.entry(*id).or_default().push(index_of_rule);
             }
         }
         let mut cache = SelectorCache::default();
+        if let Some(index) = index {
+            cache.index = Some(index);
+        }
         let peer_ids = rules
             .iter()
             .map(|rule| {
@@ -340,6 +361,7 @@ impl<'a> Resolver<'a> {
                     .map(|list| list.iter().map(|s| cache.intern(s, table)).collect())
             })
             .collect();
+        let wildcard = cache.intern(&Selector::wildcard(), table);
         let mut cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>> = BTreeMap::new();
         for endpoint in &inventory.endpoints {
             for port in &endpoint.ports {
@@ -351,13 +373,13 @@ impl<'a> Resolver<'a> {
         }
         Self {
             rules,
-            table,
             inventory,
             cache,
             rules_by_identity,
             peer_ids,
             cluster_ports,
             localhost_origin: None,
+            wildcard,
         }
     }
 
@@ -429,7 +451,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// Resolves the L4 policy of a subject identity (§3.3, §4.1 steps 1–3).
-    pub fn l4_policy(&mut self, identity: u32) -> L4Policy {
+    pub fn l4_policy(&self, identity: u32) -> L4Policy {
         let mut policy = L4Policy::default();
         let mut default_deny = [false, false];
         if identity == Identity::INIT.get() {
@@ -439,8 +461,7 @@ impl<'a> Resolver<'a> {
             policy.egress.enforced = true;
             default_deny = [true, true];
         }
-        let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
-        for index in rule_indices {
+        for &index in self.rules_of(identity) {
             let rule = &self.rules[index];
             let slot = usize::from(rule.direction == Direction::Egress);
             let direction = policy.direction_mut(rule.direction);
@@ -494,7 +515,7 @@ impl<'a> Resolver<'a> {
         for (slot, direction) in Direction::ALL.into_iter().enumerate() {
             let dir = policy.direction_mut(direction);
             if dir.enforced && !default_deny[slot] {
-                let wildcard = self.cache.intern(&Selector::wildcard(), self.table);
+                let wildcard = self.wildcard;
                 let origin = if direction == Direction::Ingress {
                     ORIGIN_ALLOW_ANY_INGRESS
                 } else {
@@ -574,6 +595,25 @@ impl<'a> Resolver<'a> {
         policy: &L4Policy,
         origins_file: &dyn Fn(u32) -> String,
     ) -> (MapState, Vec<Diagnostic>) {
+        self.map_state_where(endpoint, policy, origins_file, &|_| true)
+    }
+
+    /// [`Resolver::map_state`] restricted to the keys whose peer identity
+    /// satisfies `keep`: every other insertion is skipped. Keys of
+    /// identity X interact in the insertion algebra only with keys of X
+    /// and of identity 0 (`covering_keys`, `narrower_keys`: same identity
+    /// or identity 0), and the fate of an identity-0 key depends on
+    /// identity-0 keys only, so with `keep` = {0} ∪ G the result holds
+    /// exactly the keys of the full state whose identity is in {0} ∪ G.
+    /// The capacity census ([`crate::compile::capacity`]) counts a state
+    /// too large to build, one group of identities at a time.
+    pub fn map_state_where(
+        &self,
+        endpoint: &Endpoint,
+        policy: &L4Policy,
+        origins_file: &dyn Fn(u32) -> String,
+        keep: &dyn Fn(u32) -> bool,
+    ) -> (MapState, Vec<Diagnostic>) {
         let mut state = MapState::new();
         let mut diagnostics = Vec::new();
         // Proxy ports, per endpoint, in sorted filter order.
@@ -608,6 +648,9 @@ impl<'a> Resolver<'a> {
                 } else {
                     ORIGIN_ALLOW_ANY_EGRESS
                 };
+                if !keep(0) {
+                    continue;
+                }
                 // An allow entry is never a PASS; upsert cannot refuse it.
                 let _ = state.upsert(
                     Key::for_direction(direction),
@@ -723,6 +766,9 @@ impl<'a> Resolver<'a> {
                             continue;
                         }
                         for id in self.cache.selection(*selector) {
+                            if !keep(*id) {
+                                continue;
+                            }
                             let Ok(identity) = Identity::new(*id) else {
                                 continue;
                             };
@@ -740,7 +786,7 @@ impl<'a> Resolver<'a> {
                 }
             }
         }
-        if self.allows_localhost(endpoint) {
+        if keep(Identity::HOST.get()) && self.allows_localhost(endpoint) {
             // determineAllowLocalhostIngress, after every policy entry and
             // whether or not ingress is enforced: an L3-only ingress allow
             // for the host at priority 0 (`newAllowEntryWithLabels`,
