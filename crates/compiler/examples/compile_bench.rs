@@ -20,6 +20,9 @@
 //! `porin-bench compile`); `PORIN_BENCH_CIDR=1` generates
 //! `synthetic::cidr_cluster(P)` instead (P CIDR rules over ten endpoints;
 //! E is ignored) and compiles it under default limits;
+//! `PORIN_BENCH_STREAM=1` compiles through the unit stream
+//! (`Compilation::for_each_unit`, each state dropped after it is counted)
+//! instead of building the whole `Compiled`;
 //! `PORIN_BENCH_RUNS=N` sets the runs per size (default 3).
 
 use std::process::{Command, ExitCode};
@@ -70,12 +73,42 @@ fn median(mut values: Vec<Duration>) -> Duration {
     values.get(values.len() / 2).copied().unwrap_or_default()
 }
 
+/// The streamed compilation (`PORIN_BENCH_STREAM=1`): every limit checked,
+/// every unit distilled and dropped after counting its entries (what `porin
+/// lint` and `porin compile --format json` do), so the peak is a few states.
+/// Returns (entries over all endpoints, endpoints, identities, ipcache).
+fn stream(
+    inputs: &[PolicyInput<'_>],
+    inventory: &porin_compiler::inventory::Inventory,
+) -> Result<(usize, usize, usize, usize), String> {
+    use porin_compiler::compile::{Compilation, UnitOutcome};
+    let limits = porin_compiler::limits::CompileLimits::default();
+    Compilation::run(inputs, inventory, &limits, |compilation| {
+        compilation.check()?;
+        let mut entries = 0usize;
+        let mut endpoints = 0usize;
+        compilation.for_each_unit(|unit| {
+            if let UnitOutcome::State(state, _) = &unit.outcome {
+                entries += state.len() * unit.plan.endpoints.len();
+            }
+            endpoints += unit.plan.endpoints.len();
+            true
+        });
+        let summary = compilation.summary();
+        Ok((entries, endpoints, summary.identities.len(), summary.ipcache.len()))
+    })
+    .map_err(|e| e.to_string())
+}
+
 /// One size, in this process: prints one tab-separated result line.
 fn child(policies: usize, endpoints: usize) -> Result<(), String> {
     let generated = Instant::now();
     let synthetic = generate(policies, endpoints);
     let expected = synthetic.inventory.endpoints.len();
     let generate = generated.elapsed();
+    if flag("PORIN_BENCH_TRACE") {
+        eprintln!("after generate: VmHWM {:?} KiB, {generate:?}", vm_hwm_kib());
+    }
     let mut load_times = Vec::new();
     let mut compile_times = Vec::new();
     let mut total_times = Vec::new();
@@ -93,20 +126,32 @@ fn child(policies: usize, endpoints: usize) -> Result<(), String> {
             ));
         }
         let inputs = PolicyInput::from_outcome(&outcome);
+        if flag("PORIN_BENCH_TRACE") {
+            eprintln!("after load: VmHWM {:?} KiB, {loaded:?}", vm_hwm_kib());
+        }
         let compile_start = Instant::now();
-        let compiled = porin_compiler::compile::compile(&inputs, &synthetic.inventory)
-            .map_err(|e| e.to_string())?;
+        let (count, endpoints_out, ids, ipc) = if flag("PORIN_BENCH_STREAM") {
+            stream(&inputs, &synthetic.inventory)?
+        } else {
+            let compiled = porin_compiler::compile::compile(&inputs, &synthetic.inventory)
+                .map_err(|e| e.to_string())?;
+            (
+                compiled.endpoints.iter().map(|e| e.state.len()).sum(),
+                compiled.endpoints.len(),
+                compiled.identities.len(),
+                compiled.ipcache.len(),
+            )
+        };
         let compiled_in = compile_start.elapsed();
         total_times.push(start.elapsed());
         load_times.push(loaded);
         compile_times.push(compiled_in);
-        entries = compiled.endpoints.iter().map(|e| e.state.len()).sum();
-        identities = compiled.identities.len();
-        ipcache = compiled.ipcache.len();
-        if compiled.endpoints.len() != expected {
+        entries = count;
+        identities = ids;
+        ipcache = ipc;
+        if endpoints_out != expected {
             return Err(format!(
-                "compiled {} endpoints, expected {expected}",
-                compiled.endpoints.len()
+                "compiled {endpoints_out} endpoints, expected {expected}"
             ));
         }
     }

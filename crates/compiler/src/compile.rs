@@ -522,7 +522,7 @@ impl<'c> Compilation<'c> {
         limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
         let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
         limits.check_identities(&lowered.rules, table.identities.len())?;
-        let compilation = Compilation::plan(inventory, limits, &lowered, &table);
+        let compilation = Compilation::plan(inventory, limits, &lowered, &table)?;
         f(&compilation)
     }
 
@@ -531,9 +531,18 @@ impl<'c> Compilation<'c> {
         limits: &'c CompileLimits,
         lowered: &'c Lowered,
         table: &'c IdentityTable,
-    ) -> Self {
-        let resolver = Resolver::new(&lowered.rules, table, inventory)
+    ) -> Result<Self, CompileError> {
+        let budget = limits.max_selector_evaluations;
+        let resolver = Resolver::with_selector_budget(&lowered.rules, table, inventory, Some(budget))
             .with_localhost_origin(lowered.localhost_origin);
+        if resolver.cache.over_budget() {
+            return Err(CompileError::Limit {
+                limit: Limit::SelectorEvaluations,
+                given: resolver.cache.work(),
+                max: budget,
+                endpoint: None,
+            });
+        }
         // One L4 policy per distinct (selecting rules, init): resolution
         // reads nothing else of the identity (`Resolver::l4_policy`).
         let mut policy_keys: HashMap<(&[usize], bool), usize> = HashMap::new();
@@ -589,7 +598,7 @@ impl<'c> Compilation<'c> {
             }
             endpoint_unit.push(unit);
         }
-        Compilation {
+        Ok(Compilation {
             inventory,
             limits,
             lowered,
@@ -599,7 +608,7 @@ impl<'c> Compilation<'c> {
             identity_policy,
             units,
             endpoint_unit,
-        }
+        })
     }
 
     /// The units, in deterministic order (of first endpoint).

@@ -170,6 +170,11 @@ pub struct SelectorCache {
     selections: Vec<Vec<u32>>,
     /// Label indexes over the table (built on first use).
     index: Option<SelectionIndex>,
+    /// Identities tested against selectors so far.
+    work: u64,
+    /// Most identities to test (`max_selector_evaluations`); past it,
+    /// selectors select nothing and [`SelectorCache::work`] says so.
+    budget: Option<u64>,
 }
 
 impl SelectorCache {
@@ -178,20 +183,37 @@ impl SelectorCache {
         if let Some(id) = self.ids.get(selector) {
             return *id;
         }
+        let over = self.budget.is_some_and(|budget| self.work > budget);
         let selection = if selector.is_wildcard() {
             vec![0]
+        } else if over {
+            // The compilation fails on the budget (`Compilation::run`);
+            // testing more identities would only cost time.
+            Vec::new()
         } else {
             let index = match &mut self.index {
                 Some(index) if index.is_for(table) => index,
                 slot => slot.insert(SelectionIndex::new(table)),
             };
-            index.select(selector, table)
+            index.select_counted(selector, table, &mut self.work)
         };
         let id = self.selectors.len();
         self.selectors.push(selector.clone());
         self.selections.push(selection);
         self.ids.insert(selector.clone(), id);
         id
+    }
+
+    /// Identities tested against selectors so far (subjects and peers):
+    /// when it exceeds the budget, the selections are incomplete and the
+    /// compilation must stop.
+    pub fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// Whether the work exceeded the budget.
+    pub fn over_budget(&self) -> bool {
+        self.budget.is_some_and(|budget| self.work > budget)
     }
 
     /// The selector of an id.
@@ -308,6 +330,17 @@ impl<'a> Resolver<'a> {
         table: &'a IdentityTable,
         inventory: &'a Inventory,
     ) -> Self {
+        Self::with_selector_budget(rules, table, inventory, None)
+    }
+
+    /// [`Resolver::new`], testing at most `budget` identities against
+    /// selectors ([`SelectorCache::over_budget`] tells when it ran out).
+    pub fn with_selector_budget(
+        rules: &'a [PolicyRule],
+        table: &'a IdentityTable,
+        inventory: &'a Inventory,
+        budget: Option<u64>,
+    ) -> Self {
         // The host identity is a subject of node rules only (host firewall,
         // `rule.matchesSubject`), which porin does not compile.
         let endpoint_ids: BTreeSet<u32> = table
@@ -322,15 +355,20 @@ impl<'a> Resolver<'a> {
         // testing every endpoint identity), instead of selectors × endpoint
         // identities tests.
         let index = (!rules.is_empty()).then(|| SelectionIndex::new(table));
+        let mut work: u64 = 0;
         let mut subject_matches: HashMap<&Selector, Vec<u32>> = HashMap::new();
         let mut rules_by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (index_of_rule, rule) in rules.iter().enumerate() {
             let selected = subject_matches.entry(&rule.subject).or_insert_with(|| {
                 let candidates = match &index {
                     Some(index) if !rule.subject.is_wildcard() => {
-                        index.select(&rule.subject, table)
+                        index.select_counted(&rule.subject, table, &mut work)
                     }
-                    _ => endpoint_ids
+                    _ => {
+                        work = work.saturating_add(
+                            u64::try_from(endpoint_ids.len()).unwrap_or(u64::MAX),
+                        );
+                        endpoint_ids
                         .iter()
                         .copied()
                         .filter(|id| {
@@ -338,7 +376,8 @@ impl<'a> Resolver<'a> {
                                 .get(*id)
                                 .is_some_and(|info| rule.subject.matches(&info.labels))
                         })
-                        .collect(),
+                        .collect()
+                    }
                 };
                 candidates
                     .into_iter()
@@ -349,10 +388,12 @@ impl<'a> Resolver<'a> {
                 rules_by_identity.entry(*id).or_default().push(index_of_rule);
             }
         }
-        let mut cache = SelectorCache::default();
-        if let Some(index) = index {
-            cache.index = Some(index);
-        }
+        let mut cache = SelectorCache {
+            index,
+            work,
+            budget,
+            ..SelectorCache::default()
+        };
         let peer_ids = rules
             .iter()
             .map(|rule| {

@@ -120,6 +120,18 @@ impl SelectionIndex {
     /// [`select_brute_force`]. The wildcard selects every identity here
     /// (the selector cache maps it to identity 0 before asking).
     pub fn select(&self, selector: &Selector, table: &IdentityTable) -> Vec<u32> {
+        self.select_counted(selector, table, &mut 0)
+    }
+
+    /// [`SelectionIndex::select`], adding to `work` the identities tested
+    /// (the candidates, or every identity for the brute-force fallback):
+    /// what `max_selector_evaluations` bounds.
+    pub fn select_counted(
+        &self,
+        selector: &Selector,
+        table: &IdentityTable,
+        work: &mut u64,
+    ) -> Vec<u32> {
         let mut best: Option<Vec<usize>> = None;
         for requirement in selector.requirements() {
             let Some(candidates) = self.candidates(requirement) else {
@@ -133,8 +145,10 @@ impl SelectionIndex {
             }
         }
         let Some(mut positions) = best else {
+            *work = work.saturating_add(u64::try_from(table.identities.len()).unwrap_or(u64::MAX));
             return select_brute_force(selector, table);
         };
+        *work = work.saturating_add(u64::try_from(positions.len()).unwrap_or(u64::MAX));
         positions.sort_unstable();
         positions.dedup();
         positions
