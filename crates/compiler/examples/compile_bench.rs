@@ -68,6 +68,18 @@ fn vm_hwm_kib() -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
+/// User + system CPU seconds of this process so far (`/proc/self/stat`,
+/// fields 14 and 15, in clock ticks of 1/100 s): on a shared machine the
+/// wall time depends on the load, the CPU time much less.
+fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    let after = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / 100.0)
+}
+
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort_unstable();
     values.get(values.len() / 2).copied().unwrap_or_default()
@@ -95,7 +107,12 @@ fn stream(
             true
         });
         let summary = compilation.summary();
-        Ok((entries, endpoints, summary.identities.len(), summary.ipcache.len()))
+        Ok((
+            entries,
+            endpoints,
+            summary.identities.len(),
+            summary.ipcache.len(),
+        ))
     })
     .map_err(|e| e.to_string())
 }
@@ -156,8 +173,9 @@ fn child(policies: usize, endpoints: usize) -> Result<(), String> {
         }
     }
     let hwm = vm_hwm_kib().ok_or("cannot read VmHWM from /proc/self/status")?;
+    let cpu = cpu_seconds().unwrap_or(0.0);
     println!(
-        "{policies}\t{endpoints}\t{}\t{}\t{}\t{}\t{hwm}\t{entries}\t{identities}\t{ipcache}",
+        "{policies}\t{endpoints}\t{}\t{}\t{}\t{}\t{hwm}\t{entries}\t{identities}\t{ipcache}\t{cpu:.2}",
         generate.as_micros(),
         median(load_times).as_micros(),
         median(compile_times).as_micros(),
@@ -192,10 +210,10 @@ fn parse_sizes(args: &[String]) -> Result<Vec<(usize, usize)>, String> {
 fn parent(sizes: &[(usize, usize)]) -> Result<(), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     println!(
-        "| policies | endpoints | load (ms) | compile (ms) | load + compile (ms, median of {}) | peak RSS (MiB) | map entries (all endpoints) | identities | ipcache entries |",
+        "| policies | endpoints | load (ms) | compile (ms) | load + compile (ms, median of {}) | peak RSS (MiB) | map entries (all endpoints) | identities | ipcache entries | CPU of the whole child (s, all runs and generation) |",
         runs()
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (policies, endpoints) in sizes {
         let output = Command::new(&exe)
             .args(["--child", &policies.to_string(), &endpoints.to_string()])
@@ -220,6 +238,7 @@ fn parent(sizes: &[(usize, usize)]) -> Result<(), String> {
             entries,
             identities,
             ipcache,
+            cpu,
         ] = fields.as_slice()
         else {
             return Err(format!("unexpected child output: {text}"));
@@ -228,7 +247,7 @@ fn parent(sizes: &[(usize, usize)]) -> Result<(), String> {
             .parse::<f64>()
             .map_or_else(|_| (*hwm).to_owned(), |k| format!("{:.1}", k / 1024.0));
         println!(
-            "| {p} | {e} | {} | {} | {} | {rss} | {entries} | {identities} | {ipcache} |",
+            "| {p} | {e} | {} | {} | {} | {rss} | {entries} | {identities} | {ipcache} | {cpu} |",
             millis(load),
             millis(compile),
             millis(total)

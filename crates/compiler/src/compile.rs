@@ -15,8 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
 
 use ipnetwork::IpNetwork;
-use rayon::prelude::*;
 use porin_model::diagnostic::Diagnostic;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::allocation::{IdentityInfo, IdentityKind, IdentityTable};
@@ -533,8 +533,9 @@ impl<'c> Compilation<'c> {
         table: &'c IdentityTable,
     ) -> Result<Self, CompileError> {
         let budget = limits.max_selector_evaluations;
-        let resolver = Resolver::with_selector_budget(&lowered.rules, table, inventory, Some(budget))
-            .with_localhost_origin(lowered.localhost_origin);
+        let resolver =
+            Resolver::with_selector_budget(&lowered.rules, table, inventory, Some(budget))
+                .with_localhost_origin(lowered.localhost_origin);
         if resolver.cache.over_budget() {
             return Err(CompileError::Limit {
                 limit: Limit::SelectorEvaluations,
@@ -766,7 +767,12 @@ impl<'c> Compilation<'c> {
 
     fn endpoint_policy(&self, index: usize, state: &UnitState) -> EndpointPolicy {
         let endpoint = &self.inventory.endpoints[index];
-        let identity = self.table.endpoint_identity.get(index).copied().unwrap_or(0);
+        let identity = self
+            .table
+            .endpoint_identity
+            .get(index)
+            .copied()
+            .unwrap_or(0);
         let unit = &self.units[self.endpoint_unit[index]];
         let policy = &self.policies[unit.policy];
         EndpointPolicy {
@@ -916,7 +922,10 @@ impl<'c> Compilation<'c> {
         // every state; the streams never do).
         let mut budget = self.limits.budget();
         for (unit, state) in self.units.iter().zip(&states) {
-            budget.charge(&self.endpoint_name(unit.first_endpoint()), state.state.len())?;
+            budget.charge(
+                &self.endpoint_name(unit.first_endpoint()),
+                state.state.len(),
+            )?;
         }
         Ok(self.assemble(states))
     }

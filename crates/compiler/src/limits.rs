@@ -27,7 +27,6 @@
 //! state (fail closed: a truncated allow list would be wrong, and so would a
 //! truncated deny list).
 
-
 pub mod kind;
 
 use crate::error::CompileError;

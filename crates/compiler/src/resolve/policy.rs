@@ -365,18 +365,17 @@ impl<'a> Resolver<'a> {
                         index.select_counted(&rule.subject, table, &mut work)
                     }
                     _ => {
-                        work = work.saturating_add(
-                            u64::try_from(endpoint_ids.len()).unwrap_or(u64::MAX),
-                        );
+                        work = work
+                            .saturating_add(u64::try_from(endpoint_ids.len()).unwrap_or(u64::MAX));
                         endpoint_ids
-                        .iter()
-                        .copied()
-                        .filter(|id| {
-                            table
-                                .get(*id)
-                                .is_some_and(|info| rule.subject.matches(&info.labels))
-                        })
-                        .collect()
+                            .iter()
+                            .copied()
+                            .filter(|id| {
+                                table
+                                    .get(*id)
+                                    .is_some_and(|info| rule.subject.matches(&info.labels))
+                            })
+                            .collect()
                     }
                 };
                 candidates
@@ -385,7 +384,10 @@ impl<'a> Resolver<'a> {
                     .collect()
             });
             for id in selected.iter() {
-                rules_by_identity.entry(*id).or_default().push(index_of_rule);
+                rules_by_identity
+                    .entry(*id)
+                    .or_default()
+                    .push(index_of_rule);
             }
         }
         let mut cache = SelectorCache {

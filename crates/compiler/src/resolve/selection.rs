@@ -173,7 +173,8 @@ impl SelectionIndex {
                 // value: only holders of (key, one of the values) qualify.
                 let mut positions = Vec::new();
                 for value in &requirement.values {
-                    if let Some(holders) = self.by_key_value.get(&(key.key.clone(), value.clone())) {
+                    if let Some(holders) = self.by_key_value.get(&(key.key.clone(), value.clone()))
+                    {
                         positions.extend_from_slice(holders);
                     }
                 }

@@ -107,5 +107,9 @@ fn the_unit_stream_covers_every_endpoint_once_in_order() {
     endpoints.sort_unstable();
     assert_eq!(endpoints, (0..whole.endpoints.len()).collect::<Vec<_>>());
     // Fewer units than endpoints: states are shared across identities.
-    assert!(indices.len() < whole.endpoints.len() / 2, "{}", indices.len());
+    assert!(
+        indices.len() < whole.endpoints.len() / 2,
+        "{}",
+        indices.len()
+    );
 }

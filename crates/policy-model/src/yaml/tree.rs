@@ -371,10 +371,10 @@ impl Builder<'_> {
                     }) => (
                         Node {
                             kind: NodeKind::Mapping({
-                            let mut entries = apply_merge_keys(entries);
-                            entries.shrink_to_fit();
-                            entries
-                        }),
+                                let mut entries = apply_merge_keys(entries);
+                                entries.shrink_to_fit();
+                                entries
+                            }),
                             pos,
                         },
                         anchor,
