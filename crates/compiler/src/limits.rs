@@ -32,7 +32,7 @@ pub mod kind;
 use crate::error::CompileError;
 use crate::ports::port_range_to_masked_ports;
 use crate::resolve::lower::PolicyInput;
-use crate::resolve::policy::{L4Policy, SelectorCache};
+use crate::resolve::policy::{FilterKey, L4Policy, SelectorCache};
 use crate::resolve::rule::{PolicyRule, PortRef, proto};
 pub use kind::{InventoryLimit, Limit};
 
@@ -253,13 +253,7 @@ pub fn insertion_bound(policy: &L4Policy, cache: &SelectorCache) -> u64 {
             continue;
         }
         for (filter, per_selector) in &dir.filters {
-            let blocks = match &filter.port {
-                _ if filter.proto == proto::ANY => 1,
-                PortRef::Named(_) => 1,
-                PortRef::Number(port) => {
-                    wide(port_range_to_masked_ports(*port, filter.end_port).len())
-                }
-            };
+            let blocks = filter_blocks(filter);
             let identities = per_selector
                 .keys()
                 .map(|selector| wide(cache.selection(*selector).len().max(1)))
@@ -268,6 +262,16 @@ pub fn insertion_bound(policy: &L4Policy, cache: &SelectorCache) -> u64 {
         }
     }
     bound
+}
+
+/// The keys one selected identity of `filter` can get: its port blocks (1
+/// for a named port or a protocol-any filter).
+pub(crate) fn filter_blocks(filter: &FilterKey) -> u64 {
+    match &filter.port {
+        _ if filter.proto == proto::ANY => 1,
+        PortRef::Named(_) => 1,
+        PortRef::Number(port) => wide(port_range_to_masked_ports(*port, filter.end_port).len()),
+    }
 }
 
 /// Counts output entries as endpoints are compiled; the driver charges each

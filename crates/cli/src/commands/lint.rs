@@ -115,15 +115,7 @@ fn could_not_run(
     let text = match args.format {
         LintFormat::Sarif => render::sarif::render(
             &outcome.diagnostics,
-            &render::sarif::RunInfo {
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                fallback_file: args
-                    .inventory
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
-                failure: Some(failure),
-            },
+            &sarif_info(args, outcome, Some(failure)),
         ),
         LintFormat::Junit => render::junit::render_failure("porin lint", &failure),
         LintFormat::Github => render::github::render(&diagnostics),
@@ -138,6 +130,24 @@ fn could_not_run(
         .write_all(text.as_bytes())
         .context("cannot write to standard output")?;
     Ok(Status::CouldNotRun)
+}
+
+/// The SARIF run's context: location-less findings go to the inventory or
+/// the first policy file.
+fn sarif_info(
+    args: &LintArgs,
+    outcome: &porin_model::LoadOutcome,
+    failure: Option<Diagnostic>,
+) -> render::sarif::RunInfo {
+    render::sarif::RunInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        fallback_file: args
+            .inventory
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
+        failure,
+    }
 }
 
 /// The diagnostic (PC015) of a compile error that stopped the run.
@@ -205,18 +215,7 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
                 text
             }
         }
-        LintFormat::Sarif => render::sarif::render(
-            &diagnostics,
-            &render::sarif::RunInfo {
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                fallback_file: args
-                    .inventory
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
-                failure: None,
-            },
-        ),
+        LintFormat::Sarif => render::sarif::render(&diagnostics, &sarif_info(args, &outcome, None)),
         LintFormat::Junit => render::junit::render(&diagnostics, &report.skipped, args.fail_on),
         LintFormat::Github => render::github::render(&diagnostics),
     };

@@ -375,7 +375,7 @@ fn expansion_bomb(dir: &Path) {
         dir,
         "bomb.yaml",
         &format!(
-            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a0}}}}\n  ingress:\n  - fromEndpoints: [{{}}]\n    toPorts: [{{ports: [{{port: \"1\", endPort: 65535, protocol: ANY}}]}}]\n"
+            "{CNP_HEAD}  ingress:\n  - fromEndpoints: [{{}}]\n    toPorts: [{{ports: [{{port: \"1\", endPort: 65535, protocol: ANY}}]}}]\n"
         ),
     );
     write(dir, "inv.yaml", &inventory(2_000));

@@ -21,10 +21,9 @@ use porin_model::diagnostic::Diagnostic;
 use super::UnitOutcome;
 use crate::identity::Identity;
 use crate::inventory::Endpoint;
+use crate::limits::filter_blocks;
 use crate::mapstate::{Direction, MapState};
-use crate::ports::port_range_to_masked_ports;
 use crate::resolve::policy::{L4Policy, Resolver, SelectorCache};
-use crate::resolve::rule::{PortRef, proto};
 
 /// The entries of one origin (rule) in a state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,14 +119,7 @@ fn identity_bounds(
             continue;
         }
         for (filter, per_selector) in &dir.filters {
-            let blocks = match &filter.port {
-                _ if filter.proto == proto::ANY => 1,
-                PortRef::Named(_) => 1,
-                PortRef::Number(port) => {
-                    u64::try_from(port_range_to_masked_ports(*port, filter.end_port).len())
-                        .unwrap_or(u64::MAX)
-                }
-            };
+            let blocks = filter_blocks(filter);
             for selector in per_selector.keys() {
                 for id in cache.selection(*selector) {
                     let bound = bounds.entry(*id).or_default();

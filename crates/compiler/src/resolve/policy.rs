@@ -816,9 +816,7 @@ impl<'a> Resolver<'a> {
                                 continue;
                             };
                             let key = base.with_identity(identity);
-                            if let Err(error) =
-                                state.insert_with_features(key, entry.clone(), features)
-                            {
+                            if let Err(error) = state.insert_quiet(key, entry.clone(), features) {
                                 diagnostics.push(Diagnostic::new(
                                     codes::MERGE_CONFLICT,
                                     format!("{error}"),

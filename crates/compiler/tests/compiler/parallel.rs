@@ -4,6 +4,8 @@
 //! ([`write_json`]) writes it; the unit stream visits every unit once, in
 //! order, with the states the whole compilation holds.
 
+#![allow(clippy::unwrap_used, reason = "tests fail loudly")]
+
 use porin_compiler::compile::synthetic::{SyntheticCluster, cluster};
 use porin_compiler::compile::{Compilation, Compiled, UnitOutcome, write_json};
 use porin_compiler::limits::CompileLimits;
