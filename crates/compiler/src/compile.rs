@@ -355,10 +355,9 @@ pub(crate) trait Distiller {
     /// Called once per compilation, after lowering, with the origin table.
     fn start(&mut self, _origins: &[Origin]) {}
 
-    /// The map state of one unit of endpoints that share it; called once
-    /// per distinct unit of a compilation, in inventory order (and again
-    /// for each further identity of a unit whose state has findings, which
-    /// name the endpoint).
+    /// The map state of one identity group of a unit (the endpoints of one
+    /// identity that share a state); called once per group of a
+    /// compilation, in inventory order.
     fn distill(&mut self, request: DistillRequest<'_, '_>) -> Result<Distilled, CompileError>;
 }
 
@@ -370,17 +369,17 @@ pub(crate) fn drive(
     limits: &CompileLimits,
     distiller: &mut dyn Distiller,
 ) -> Result<Compiled, CompileError> {
-    Compilation::run(policies, inventory, limits, |compilation| {
+    // Sequential, and once per identity group: the incremental compiler
+    // caches per (identity, named ports), so a unit whose first identity is
+    // new (an endpoint that sorts first) still reuses its other identities'
+    // states; and no thread pool starts inside the C API's calls.
+    Compilation::run_with(policies, inventory, limits, false, |compilation| {
         distiller.start(&compilation.lowered.origins);
         let mut states = Vec::with_capacity(compilation.units.len());
         for unit in &compilation.units {
             let mut diagnostics = Vec::with_capacity(unit.groups.len());
-            let mut shared: Option<Arc<MapState>> = None;
-            for (group, &(identity, endpoint)) in unit.groups.iter().enumerate() {
-                if group > 0 && diagnostics.iter().all(Vec::is_empty) {
-                    diagnostics.push(Vec::new());
-                    continue;
-                }
+            let mut group_states = Vec::with_capacity(unit.groups.len());
+            for &(identity, endpoint) in &unit.groups {
                 let (state, found) = distiller.distill(DistillRequest {
                     endpoint: &inventory.endpoints[endpoint],
                     identity,
@@ -388,11 +387,12 @@ pub(crate) fn drive(
                     resolver: &compilation.resolver,
                     describe: &compilation.describe(),
                 })?;
-                shared.get_or_insert(state);
+                group_states.push(state);
                 diagnostics.push(found);
             }
             states.push(UnitState {
-                state: shared.unwrap_or_default(),
+                state: group_states.first().cloned().unwrap_or_default(),
+                group_states,
                 diagnostics,
             });
         }
@@ -446,6 +446,9 @@ impl UnitPlan {
 #[derive(Debug, Clone)]
 struct UnitState {
     state: Arc<MapState>,
+    /// Per identity group, when each was distilled on its own (the
+    /// incremental compiler); empty when all share `state`.
+    group_states: Vec<Arc<MapState>>,
     diagnostics: Vec<Vec<Diagnostic>>,
 }
 
@@ -516,13 +519,25 @@ impl<'c> Compilation<'c> {
         limits: &CompileLimits,
         f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
     ) -> Result<R, CompileError> {
+        Self::run_with(policies, inventory, limits, true, f)
+    }
+
+    /// [`Compilation::run`], planning on one thread when `parallel` is
+    /// false.
+    fn run_with<R>(
+        policies: &[PolicyInput<'_>],
+        inventory: &Inventory,
+        limits: &CompileLimits,
+        parallel: bool,
+        f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
+    ) -> Result<R, CompileError> {
         limits.check_endpoints(inventory.endpoints.len())?;
         limits.check_inputs(policies)?;
         let lowered = lower(policies, inventory);
         limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
         let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
         limits.check_identities(&lowered.rules, table.identities.len())?;
-        let compilation = Compilation::plan(inventory, limits, &lowered, &table)?;
+        let compilation = Compilation::plan(inventory, limits, &lowered, &table, parallel)?;
         f(&compilation)
     }
 
@@ -531,6 +546,7 @@ impl<'c> Compilation<'c> {
         limits: &'c CompileLimits,
         lowered: &'c Lowered,
         table: &'c IdentityTable,
+        parallel: bool,
     ) -> Result<Self, CompileError> {
         let budget = limits.max_selector_evaluations;
         let resolver =
@@ -562,16 +578,31 @@ impl<'c> Compilation<'c> {
             }
             identity_policy.insert(identity, index);
         }
-        let policies: Vec<L4Policy> = to_resolve
-            .par_iter()
-            .map(|identity| resolver.l4_policy(*identity))
-            .collect();
-
-        let localhost: Vec<bool> = inventory
-            .endpoints
-            .par_iter()
-            .map(|endpoint| resolver.allows_localhost(endpoint))
-            .collect();
+        let (policies, localhost): (Vec<L4Policy>, Vec<bool>) = if parallel {
+            (
+                to_resolve
+                    .par_iter()
+                    .map(|identity| resolver.l4_policy(*identity))
+                    .collect(),
+                inventory
+                    .endpoints
+                    .par_iter()
+                    .map(|endpoint| resolver.allows_localhost(endpoint))
+                    .collect(),
+            )
+        } else {
+            (
+                to_resolve
+                    .iter()
+                    .map(|identity| resolver.l4_policy(*identity))
+                    .collect(),
+                inventory
+                    .endpoints
+                    .iter()
+                    .map(|endpoint| resolver.allows_localhost(endpoint))
+                    .collect(),
+            )
+        };
         let mut unit_keys: HashMap<(usize, &[NamedPort], bool), usize> = HashMap::new();
         let mut units: Vec<UnitPlan> = Vec::new();
         let mut endpoint_unit = Vec::with_capacity(inventory.endpoints.len());
@@ -794,13 +825,21 @@ impl<'c> Compilation<'c> {
                 .get(unit.group_of(identity))
                 .cloned()
                 .unwrap_or_default(),
-            state: state.state.clone(),
+            state: state
+                .group_states
+                .get(unit.group_of(identity))
+                .unwrap_or(&state.state)
+                .clone(),
         }
     }
 
     fn unit_state(&self, unit: &UnitPlan) -> Result<UnitState, CompileError> {
         match self.distill(unit) {
-            UnitOutcome::State(state, diagnostics) => Ok(UnitState { state, diagnostics }),
+            UnitOutcome::State(state, diagnostics) => Ok(UnitState {
+                state,
+                group_states: Vec::new(),
+                diagnostics,
+            }),
             UnitOutcome::Over(census) => Err(CompileError::Limit {
                 limit: Limit::EntriesPerEndpoint,
                 given: census.entries,
