@@ -79,7 +79,7 @@ pub struct LimitArgs {
     /// Most identities (reserved, endpoint, CIDR).
     #[arg(long, value_name = "N", default_value_t = CompileLimits::default().max_identities)]
     pub max_identities: usize,
-    /// Most selector evaluations (distinct selectors × identities).
+    /// Most selector evaluations (identities tested against selectors, after the label index).
     #[arg(long, value_name = "N", default_value_t = CompileLimits::default().max_selector_evaluations)]
     pub max_selector_evaluations: u64,
     /// Most policy-map key insertions for one endpoint (upper bound,
@@ -89,9 +89,12 @@ pub struct LimitArgs {
     /// Most policy-map entries of one endpoint (at most the policy map size).
     #[arg(long, value_name = "N", default_value_t = CompileLimits::default().max_entries_per_endpoint)]
     pub max_entries_per_endpoint: usize,
-    /// Most policy-map entries of all distinct map states together.
-    #[arg(long, value_name = "N", default_value_t = CompileLimits::default().max_total_entries)]
-    pub max_total_entries: usize,
+    /// Most policy-map entries of all distinct map states together, where
+    /// every state is held at once (`porin query`, `graph`, `diff`, `test`;
+    /// `porin compile --format json` and `porin lint` stream and never
+    /// hold them together). Default: no limit.
+    #[arg(long, value_name = "N")]
+    pub max_total_entries: Option<usize>,
 }
 
 impl LimitArgs {
@@ -109,7 +112,7 @@ impl LimitArgs {
                 Limit::SelectorEvaluations => self.max_selector_evaluations,
                 Limit::InsertionsPerEndpoint => self.max_insertions_per_endpoint,
                 Limit::EntriesPerEndpoint => wide(self.max_entries_per_endpoint),
-                Limit::TotalEntries => wide(self.max_total_entries),
+                Limit::TotalEntries => self.max_total_entries.map_or(u64::MAX, wide),
                 // `Limit` is non-exhaustive: a limit without a flag keeps
                 // its default (the CLI tests fail until it has one).
                 _ => compile.get(limit),

@@ -54,4 +54,8 @@ porin_model::code_table! {
     /// `toServices` in an `egressDeny` item, which Cilium never translates.
     SERVICE_IN_DENY = "PC014", "service-in-deny", Warning,
         "toServices in egressDeny: Cilium translates toServices only in egress rules (processRule), leaving the deny item without L3: with ports it denies them to every peer (porin too); without ports it denies nothing (porin denies the services' backends, fail closed).";
+    /// A compile resource limit was exceeded: porin stopped (exit 2)
+    /// without output, and says so in the requested format.
+    RESOURCE_LIMIT = "PC015", "resource-limit", Error,
+        "A compile resource limit (`--max-...`) was exceeded: porin refused the input before doing the work it bounds and produced no result (exit 2). The message names the limit, the amount needed and the flag that raises it; the defaults never refuse what a Cilium cluster runs.";
 }

@@ -6,6 +6,7 @@
 //! and build the ipcache. The result, [`Compiled`], is deterministic: the
 //! same inputs give byte-identical JSON (every collection is ordered).
 
+pub mod capacity;
 #[cfg(feature = "synthetic")]
 pub mod synthetic;
 
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 use ipnetwork::IpNetwork;
 use porin_model::diagnostic::Diagnostic;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::allocation::{IdentityInfo, IdentityKind, IdentityTable};
@@ -24,7 +26,7 @@ use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory, NamedPort};
 use crate::ipcache::{Family, Ipcache, first_uncovered};
 use crate::labels::{LabelSet, host_prefix};
-use crate::limits::{CompileLimits, EntryBudget};
+use crate::limits::{CompileLimits, Limit, insertion_bound};
 use crate::mapstate::{Direction, Entry, Key, MapState};
 use crate::resolve::lower::{Lowered, Origin, OriginKind, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
@@ -347,11 +349,10 @@ pub fn compile_with_limits(
     inventory: &Inventory,
     limits: &CompileLimits,
 ) -> Result<Compiled, CompileError> {
-    let mut distiller = LimitedDistiller {
-        limits,
-        budget: limits.budget(),
-    };
-    drive(policies, inventory, limits, &mut distiller)
+    Compilation::run(policies, inventory, limits, |compilation| {
+        compilation.check()?;
+        compilation.compiled()
+    })
 }
 
 /// What a [`Distiller`] gets for one endpoint whose map state is needed.
@@ -365,97 +366,478 @@ pub(crate) struct DistillRequest<'r, 'a> {
     /// The resolver (selector cache, named-port tables, `map_state`).
     pub resolver: &'r Resolver<'a>,
     /// Origin id → description, for the map state's diagnostics.
-    pub describe: &'r dyn Fn(u32) -> String,
+    pub describe: &'r (dyn Fn(u32) -> String + Sync),
 }
 
 /// A map state with its findings, shared between endpoints with the same
 /// identity and named ports.
 pub(crate) type Distilled = (Arc<MapState>, Vec<Diagnostic>);
 
-/// How [`drive`] turns a resolved L4 policy into a map state: the batch
-/// compiler distills under limits ([`LimitedDistiller`]), the incremental
-/// one reuses states whose inputs did not change
+/// How [`drive`] turns a resolved L4 policy into a map state when it is not
+/// the batch compiler's parallel distillation: the incremental compiler
+/// reuses states whose inputs did not change
 /// ([`crate::session::IncrementalCompiler`]). Everything else about a
-/// compilation is [`drive`]'s, so the two cannot drift apart.
+/// compilation is [`Compilation`]'s, so the two cannot drift apart.
 pub(crate) trait Distiller {
     /// Called once per compilation, after lowering, with the origin table.
     fn start(&mut self, _origins: &[Origin]) {}
 
-    /// The map state of one (identity, named ports) pair; called once per
-    /// distinct pair of a compilation, in inventory order.
+    /// The map state of one identity group of a unit (the endpoints of one
+    /// identity that share a state); called once per group of a
+    /// compilation, in inventory order.
     fn distill(&mut self, request: DistillRequest<'_, '_>) -> Result<Distilled, CompileError>;
 }
 
-/// The batch distiller: bounds the insertions before distilling and
-/// charges the entries to the compilation's budget.
-struct LimitedDistiller<'l> {
-    limits: &'l CompileLimits,
-    budget: EntryBudget<'l>,
-}
-
-impl Distiller for LimitedDistiller<'_> {
-    fn distill(&mut self, request: DistillRequest<'_, '_>) -> Result<Distilled, CompileError> {
-        let name = request.endpoint.display_name();
-        self.limits
-            .check_l4_policy(&name, request.policy, &request.resolver.cache)?;
-        let (state, diagnostics) =
-            request
-                .resolver
-                .map_state(request.endpoint, request.policy, request.describe);
-        self.budget.charge(&name, state.len())?;
-        Ok((Arc::new(state), diagnostics))
-    }
-}
-
-/// The whole compiler stage, with the map-state step left to `distiller`:
-/// lowering, identity allocation, per-identity L4 policies, endpoint
-/// output, the "selects nothing" findings and the ipcache.
+/// The whole compiler stage with the map-state step left to `distiller`
+/// (used by the incremental compiler; sequential).
 pub(crate) fn drive(
     policies: &[PolicyInput<'_>],
     inventory: &Inventory,
     limits: &CompileLimits,
     distiller: &mut dyn Distiller,
 ) -> Result<Compiled, CompileError> {
-    limits.check_endpoints(inventory.endpoints.len())?;
-    limits.check_inputs(policies)?;
-    let lowered = lower(policies, inventory);
-    limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
-    let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
-    limits.check_identities(&lowered.rules, table.identities.len())?;
-    distiller.start(&lowered.origins);
-    let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
-        .with_localhost_origin(lowered.localhost_origin);
-    let describe = |id: u32| {
-        describe_origin(&lowered.origins, id)
-            .map_or_else(|| format!("origin {id}"), Origin::describe)
-    };
-
-    let mut l4_cache: BTreeMap<u32, L4Policy> = BTreeMap::new();
-    let mut state_cache: HashMap<(u32, Vec<NamedPort>), Distilled> = HashMap::new();
-    let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
-    for (index, endpoint) in inventory.endpoints.iter().enumerate() {
-        let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
-        let policy: &L4Policy = l4_cache
-            .entry(identity)
-            .or_insert_with(|| resolver.l4_policy(identity));
-        let cache_key = (identity, endpoint.ports.clone());
-        let (state, diagnostics) = match state_cache.get(&cache_key) {
-            Some(hit) => hit.clone(),
-            None => {
-                let computed = distiller.distill(DistillRequest {
-                    endpoint,
+    // Sequential, and once per identity group: the incremental compiler
+    // caches per (identity, named ports), so a unit whose first identity is
+    // new (an endpoint that sorts first) still reuses its other identities'
+    // states; and no thread pool starts inside the C API's calls.
+    Compilation::run_with(policies, inventory, limits, false, |compilation| {
+        distiller.start(&compilation.lowered.origins);
+        let mut states = Vec::with_capacity(compilation.units.len());
+        for unit in &compilation.units {
+            let mut diagnostics = Vec::with_capacity(unit.groups.len());
+            let mut group_states = Vec::with_capacity(unit.groups.len());
+            for &(identity, endpoint) in &unit.groups {
+                let (state, found) = distiller.distill(DistillRequest {
+                    endpoint: &inventory.endpoints[endpoint],
                     identity,
-                    policy,
-                    resolver: &resolver,
-                    describe: &describe,
+                    policy: &compilation.policies[unit.policy],
+                    resolver: &compilation.resolver,
+                    describe: &compilation.describe(),
                 })?;
-                state_cache.insert(cache_key, computed.clone());
-                computed
+                group_states.push(state);
+                diagnostics.push(found);
             }
+            states.push(UnitState {
+                state: group_states.first().cloned().unwrap_or_default(),
+                group_states,
+                diagnostics,
+            });
+        }
+        Ok(compilation.assemble(states))
+    })
+}
+
+/// Endpoints that share one map state: the same rules select their
+/// identities (so their L4 policies are equal), with the same named ports
+/// and the same host allow. Cilium shares a `selectorPolicy` per identity;
+/// porin also shares across identities whose selecting rules are equal
+/// (one pod label each: 10,000 identities, 1,000 distinct states), which
+/// changes no entry: the map state is a function of exactly these inputs
+/// ([`Resolver::map_state`] reads the L4 policy, the endpoint's named ports
+/// and whether the host allow applies, besides the shared tables).
+#[derive(Debug, Clone)]
+pub struct UnitPlan {
+    /// Inventory indices of the endpoints, ascending.
+    pub endpoints: Vec<usize>,
+    /// (identity, first endpoint) of each identity among them, in order of
+    /// first appearance. The state's findings name an endpoint, so each
+    /// identity gets its first endpoint's findings (as when states were
+    /// shared per identity only).
+    pub groups: Vec<(u32, usize)>,
+    /// Index of the L4 policy ([`Compilation::policy`]).
+    pub policy: usize,
+}
+
+impl UnitPlan {
+    /// The identity of the unit's first endpoint.
+    pub fn identity(&self) -> u32 {
+        self.groups.first().map_or(0, |g| g.0)
+    }
+
+    /// The unit's first endpoint.
+    pub fn first_endpoint(&self) -> usize {
+        self.groups.first().map_or(0, |g| g.1)
+    }
+
+    /// The group (index into [`UnitPlan::groups`]) of an identity.
+    fn group_of(&self, identity: u32) -> usize {
+        self.groups
+            .iter()
+            .position(|g| g.0 == identity)
+            .unwrap_or(0)
+    }
+}
+
+/// A unit's distilled state and the findings of each of its identity
+/// groups.
+#[derive(Debug, Clone)]
+struct UnitState {
+    state: Arc<MapState>,
+    /// Per identity group, when each was distilled on its own (the
+    /// incremental compiler); empty when all share `state`.
+    group_states: Vec<Arc<MapState>>,
+    diagnostics: Vec<Vec<Diagnostic>>,
+}
+
+/// A unit as the streaming visitors see it ([`Compilation::for_each_unit`]).
+#[derive(Debug)]
+pub struct UnitView<'v> {
+    /// Position of the unit in the compilation's deterministic order
+    /// (order of first endpoint).
+    pub index: usize,
+    /// The plan: endpoints and identities.
+    pub plan: &'v UnitPlan,
+    /// The resolved L4 policy shared by the unit's identities.
+    pub policy: &'v L4Policy,
+    /// The rules selecting the unit's identities, in input order.
+    pub rules: &'v [usize],
+    /// The map state, or its census when it is over the capacity
+    /// ([`UnitOutcome::Over`]).
+    pub outcome: UnitOutcome,
+}
+
+/// What distilling one unit gave.
+#[derive(Debug)]
+pub enum UnitOutcome {
+    /// The state (at most `max_entries_per_endpoint` entries) and the
+    /// findings of each identity group.
+    State(Arc<MapState>, Vec<Vec<Diagnostic>>),
+    /// The state needs more entries than `max_entries_per_endpoint`: it
+    /// was counted one group of peer identities at a time, never built
+    /// whole.
+    Over(capacity::Census),
+}
+
+/// Units distilled per parallel batch per thread: enough to keep every
+/// core busy, few enough that only a handful of states exist at once.
+const UNITS_PER_THREAD: usize = 4;
+
+/// Entries of cached map states the endpoint stream keeps for endpoints
+/// still to come (a few hundred MiB at most); a state evicted for lack of
+/// room is distilled again when one of its endpoints comes.
+const STREAM_CACHE_ENTRIES: usize = 1 << 20;
+
+/// One compilation: lowering, identity allocation, the resolver, each
+/// identity's L4 policy and the plan of units, with the map states
+/// distilled on demand: all at once ([`Compilation::compiled`]) or
+/// streamed, unit by unit ([`Compilation::for_each_unit`]) or endpoint by
+/// endpoint ([`Compilation::for_each_endpoint`]), in parallel (rayon) but
+/// in a deterministic order, so the output is byte-identical whatever the
+/// number of threads.
+pub struct Compilation<'c> {
+    inventory: &'c Inventory,
+    limits: &'c CompileLimits,
+    lowered: &'c Lowered,
+    table: &'c IdentityTable,
+    resolver: Resolver<'c>,
+    policies: Vec<L4Policy>,
+    identity_policy: HashMap<u32, usize>,
+    units: Vec<UnitPlan>,
+    endpoint_unit: Vec<usize>,
+}
+
+impl<'c> Compilation<'c> {
+    /// Lowers, allocates identities and plans the units (with the limit
+    /// checks that come before that work), then runs `f` on the
+    /// compilation.
+    pub fn run<R>(
+        policies: &[PolicyInput<'_>],
+        inventory: &Inventory,
+        limits: &CompileLimits,
+        f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
+    ) -> Result<R, CompileError> {
+        Self::run_with(policies, inventory, limits, true, f)
+    }
+
+    /// [`Compilation::run`], planning on one thread when `parallel` is
+    /// false.
+    fn run_with<R>(
+        policies: &[PolicyInput<'_>],
+        inventory: &Inventory,
+        limits: &CompileLimits,
+        parallel: bool,
+        f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
+    ) -> Result<R, CompileError> {
+        limits.check_endpoints(inventory.endpoints.len())?;
+        limits.check_inputs(policies)?;
+        let lowered = lower(policies, inventory);
+        limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
+        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        limits.check_identities(&lowered.rules, table.identities.len())?;
+        let compilation = Compilation::plan(inventory, limits, &lowered, &table, parallel)?;
+        f(&compilation)
+    }
+
+    fn plan(
+        inventory: &'c Inventory,
+        limits: &'c CompileLimits,
+        lowered: &'c Lowered,
+        table: &'c IdentityTable,
+        parallel: bool,
+    ) -> Result<Self, CompileError> {
+        let budget = limits.max_selector_evaluations;
+        let resolver =
+            Resolver::with_selector_budget(&lowered.rules, table, inventory, Some(budget))
+                .with_localhost_origin(lowered.localhost_origin);
+        if resolver.cache.over_budget() {
+            return Err(CompileError::Limit {
+                limit: Limit::SelectorEvaluations,
+                given: resolver.cache.work(),
+                max: budget,
+                endpoint: None,
+            });
+        }
+        // One L4 policy per distinct (selecting rules, init): resolution
+        // reads nothing else of the identity (`Resolver::l4_policy`).
+        let mut policy_keys: HashMap<(&[usize], bool), usize> = HashMap::new();
+        let mut identity_policy: HashMap<u32, usize> = HashMap::new();
+        let mut to_resolve: Vec<u32> = Vec::new();
+        let distinct: BTreeSet<u32> = table.endpoint_identity.iter().copied().collect();
+        for identity in distinct {
+            let key = (
+                resolver.rules_of(identity),
+                identity == Identity::INIT.get(),
+            );
+            let next = policy_keys.len();
+            let index = *policy_keys.entry(key).or_insert(next);
+            if index == next {
+                to_resolve.push(identity);
+            }
+            identity_policy.insert(identity, index);
+        }
+        let (policies, localhost): (Vec<L4Policy>, Vec<bool>) = if parallel {
+            (
+                to_resolve
+                    .par_iter()
+                    .map(|identity| resolver.l4_policy(*identity))
+                    .collect(),
+                inventory
+                    .endpoints
+                    .par_iter()
+                    .map(|endpoint| resolver.allows_localhost(endpoint))
+                    .collect(),
+            )
+        } else {
+            (
+                to_resolve
+                    .iter()
+                    .map(|identity| resolver.l4_policy(*identity))
+                    .collect(),
+                inventory
+                    .endpoints
+                    .iter()
+                    .map(|endpoint| resolver.allows_localhost(endpoint))
+                    .collect(),
+            )
         };
+        let mut unit_keys: HashMap<(usize, &[NamedPort], bool), usize> = HashMap::new();
+        let mut units: Vec<UnitPlan> = Vec::new();
+        let mut endpoint_unit = Vec::with_capacity(inventory.endpoints.len());
+        for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+            let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
+            let policy = identity_policy.get(&identity).copied().unwrap_or(0);
+            let key = (
+                policy,
+                endpoint.ports.as_slice(),
+                localhost.get(index).copied().unwrap_or(false),
+            );
+            let next = units.len();
+            let unit = *unit_keys.entry(key).or_insert(next);
+            if unit == next {
+                units.push(UnitPlan {
+                    endpoints: Vec::new(),
+                    groups: Vec::new(),
+                    policy,
+                });
+            }
+            let plan = &mut units[unit];
+            plan.endpoints.push(index);
+            if !plan.groups.iter().any(|g| g.0 == identity) {
+                plan.groups.push((identity, index));
+            }
+            endpoint_unit.push(unit);
+        }
+        Ok(Compilation {
+            inventory,
+            limits,
+            lowered,
+            table,
+            resolver,
+            policies,
+            identity_policy,
+            units,
+            endpoint_unit,
+        })
+    }
+
+    /// The units, in deterministic order (of first endpoint).
+    pub fn units(&self) -> &[UnitPlan] {
+        &self.units
+    }
+
+    /// An L4 policy by index ([`UnitPlan::policy`]).
+    pub fn policy(&self, index: usize) -> Option<&L4Policy> {
+        self.policies.get(index)
+    }
+
+    /// The lowered rules and origins.
+    pub fn lowered(&self) -> &Lowered {
+        self.lowered
+    }
+
+    /// The identity table.
+    pub fn table(&self) -> &IdentityTable {
+        self.table
+    }
+
+    /// The resolver.
+    pub fn resolver(&self) -> &Resolver<'c> {
+        &self.resolver
+    }
+
+    fn describe(&self) -> impl Fn(u32) -> String + Sync + '_ {
+        |id: u32| {
+            describe_origin(&self.lowered.origins, id)
+                .map_or_else(|| format!("origin {id}"), Origin::describe)
+        }
+    }
+
+    fn endpoint_name(&self, index: usize) -> String {
+        self.inventory
+            .endpoints
+            .get(index)
+            .map_or_else(String::new, Endpoint::display_name)
+    }
+
+    /// The upper bound of key insertions of a unit
+    /// ([`crate::limits::insertion_bound`]).
+    fn bound(&self, unit: &UnitPlan) -> u64 {
+        insertion_bound(&self.policies[unit.policy], &self.resolver.cache)
+    }
+
+    /// The checks before distilling, for every unit in order: the
+    /// insertion bound ([`CompileLimits::check_l4_policy`]) and, when that
+    /// bound exceeds `max_entries_per_endpoint`, the exact entry count
+    /// ([`capacity::census`], one group of peer identities at a time), so
+    /// a state that cannot fit the map is refused before anything is
+    /// built or written. Returns the first failure in unit order.
+    pub fn check(&self) -> Result<(), CompileError> {
+        self.check_insertions()?;
+        let max = self.limits.max_entries_per_endpoint;
+        for unit in &self.units {
+            if self.bound(unit) > wide(max)
+                && let UnitOutcome::Over(census) = self.census_outcome(unit)
+            {
+                return Err(CompileError::Limit {
+                    limit: Limit::EntriesPerEndpoint,
+                    given: census.entries,
+                    max: wide(max),
+                    endpoint: Some(self.endpoint_name(unit.first_endpoint())),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The insertion-bound check of every unit, in order (what `porin
+    /// lint` checks before its rules compile: the capacity itself is a
+    /// finding there, PR001).
+    pub fn check_insertions(&self) -> Result<(), CompileError> {
+        let max = self.limits.max_insertions_per_endpoint;
+        for unit in &self.units {
+            let bound = self.bound(unit);
+            if bound > max {
+                return Err(CompileError::Limit {
+                    limit: Limit::InsertionsPerEndpoint,
+                    given: bound,
+                    max,
+                    endpoint: Some(self.endpoint_name(unit.first_endpoint())),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn census_outcome(&self, unit: &UnitPlan) -> UnitOutcome {
+        let endpoint = &self.inventory.endpoints[unit.first_endpoint()];
+        capacity::distill_capped(
+            &self.resolver,
+            endpoint,
+            &self.policies[unit.policy],
+            &self.describe(),
+            self.limits.max_entries_per_endpoint,
+        )
+        .into_outcome(unit.groups.len())
+    }
+
+    /// Distills one unit: its state, with the findings of its first
+    /// identity group, and of the others only when there are findings
+    /// (they name the endpoint). A unit whose insertion bound exceeds the
+    /// capacity is counted first ([`capacity::distill_capped`]).
+    fn distill(&self, unit: &UnitPlan) -> UnitOutcome {
+        let describe = self.describe();
+        let policy = &self.policies[unit.policy];
+        let mut outcome = if self.bound(unit) > wide(self.limits.max_entries_per_endpoint) {
+            self.census_outcome(unit)
+        } else {
+            let endpoint = &self.inventory.endpoints[unit.first_endpoint()];
+            let (state, found) = self.resolver.map_state(endpoint, policy, &describe);
+            UnitOutcome::State(Arc::new(state), vec![found])
+        };
+        if let UnitOutcome::State(_, diagnostics) = &mut outcome {
+            diagnostics.truncate(1);
+            let any = diagnostics.iter().any(|d| !d.is_empty());
+            for &(_, first) in unit.groups.iter().skip(1) {
+                if any {
+                    let endpoint = &self.inventory.endpoints[first];
+                    diagnostics.push(self.resolver.map_state(endpoint, policy, &describe).1);
+                } else {
+                    diagnostics.push(Vec::new());
+                }
+            }
+        }
+        outcome
+    }
+
+    /// Streams the units in order: each is distilled (in parallel batches
+    /// of a few units per thread), given to `visit` and dropped, so at most
+    /// one batch of states exists at a time. `visit` returning `false`
+    /// stops the stream.
+    pub fn for_each_unit(&self, mut visit: impl FnMut(UnitView<'_>) -> bool) {
+        let batch = rayon::current_num_threads().max(1) * UNITS_PER_THREAD;
+        for (chunk_index, chunk) in self.units.chunks(batch).enumerate() {
+            let outcomes: Vec<UnitOutcome> =
+                chunk.par_iter().map(|unit| self.distill(unit)).collect();
+            for (offset, (unit, outcome)) in chunk.iter().zip(outcomes).enumerate() {
+                let view = UnitView {
+                    index: chunk_index * batch + offset,
+                    plan: unit,
+                    policy: &self.policies[unit.policy],
+                    rules: self.resolver.rules_of(unit.identity()),
+                    outcome,
+                };
+                if !visit(view) {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn endpoint_policy(&self, index: usize, state: &UnitState) -> EndpointPolicy {
+        let endpoint = &self.inventory.endpoints[index];
+        let identity = self
+            .table
+            .endpoint_identity
+            .get(index)
+            .copied()
+            .unwrap_or(0);
+        let unit = &self.units[self.endpoint_unit[index]];
+        let policy = &self.policies[unit.policy];
+        // The default-deny rules selecting the endpoint, for explanations
+        // that name who put it in default deny.
         let mut selected_by = SelectedBy::default();
-        for &rule in resolver.rules_of(identity) {
-            if let Some(rule) = lowered.rules.get(rule)
+        for &rule in self.resolver.rules_of(identity) {
+            if let Some(rule) = self.lowered.rules.get(rule)
                 && rule.default_deny
             {
                 let list = match rule.direction {
@@ -467,11 +849,12 @@ pub(crate) fn drive(
                 }
             }
         }
-        endpoints.push(EndpointPolicy {
+        EndpointPolicy {
             name: endpoint.name.clone(),
             namespace: endpoint.namespace.clone(),
             identity,
-            labels: table
+            labels: self
+                .table
                 .get(identity)
                 .map(|i| i.labels.clone())
                 .unwrap_or_default(),
@@ -480,30 +863,293 @@ pub(crate) fn drive(
                 ingress: policy.ingress.enforced,
                 egress: policy.egress.enforced,
             },
-            diagnostics,
-            state,
+            diagnostics: state
+                .diagnostics
+                .get(unit.group_of(identity))
+                .cloned()
+                .unwrap_or_default(),
+            state: state
+                .group_states
+                .get(unit.group_of(identity))
+                .unwrap_or(&state.state)
+                .clone(),
             selected_by,
-        });
-    }
-
-    let mut diagnostics = lowered.diagnostics.clone();
-    let mut selecting: BTreeSet<u32> = BTreeSet::new();
-    for id in table.endpoint_identity.iter().collect::<BTreeSet<_>>() {
-        for rule in resolver.rules_of(*id) {
-            selecting.insert(lowered.rules[*rule].origin);
         }
     }
-    diagnostics.extend(selects_nothing(&lowered, &selecting));
 
-    let ipcache = build_ipcache(inventory, &table);
-    Ok(Compiled {
-        cluster: inventory.cluster.clone(),
-        identities: table.identities.clone(),
-        endpoints,
-        ipcache,
-        origins: lowered.origins,
-        diagnostics,
-    })
+    fn unit_state(&self, unit: &UnitPlan) -> Result<UnitState, CompileError> {
+        match self.distill(unit) {
+            UnitOutcome::State(state, diagnostics) => Ok(UnitState {
+                state,
+                group_states: Vec::new(),
+                diagnostics,
+            }),
+            UnitOutcome::Over(census) => Err(CompileError::Limit {
+                limit: Limit::EntriesPerEndpoint,
+                given: census.entries,
+                max: wide(self.limits.max_entries_per_endpoint),
+                endpoint: Some(self.endpoint_name(unit.first_endpoint())),
+            }),
+        }
+    }
+
+    /// Streams the endpoints that `select` keeps, in inventory order, as
+    /// [`Compiled::endpoints`] would hold them. States are distilled in
+    /// parallel windows of endpoints and kept only while endpoints still to
+    /// come need them (within [`STREAM_CACHE_ENTRIES`]; farthest next use
+    /// evicted first, distilled again if needed), so memory stays bounded
+    /// whatever the number of endpoints. `visit` returning `false` stops.
+    pub fn for_each_endpoint(
+        &self,
+        select: &dyn Fn(&Endpoint) -> bool,
+        mut visit: impl FnMut(EndpointPolicy) -> bool,
+    ) -> Result<(), CompileError> {
+        let window = rayon::current_num_threads().max(1) * UNITS_PER_THREAD * 16;
+        let wanted: Vec<usize> = (0..self.inventory.endpoints.len())
+            .filter(|i| select(&self.inventory.endpoints[*i]))
+            .collect();
+        // Per unit, its wanted endpoints in order and how many were emitted.
+        let mut uses: HashMap<usize, (Vec<usize>, usize)> = HashMap::new();
+        for &index in &wanted {
+            uses.entry(self.endpoint_unit[index])
+                .or_default()
+                .0
+                .push(index);
+        }
+        let mut cache: HashMap<usize, UnitState> = HashMap::new();
+        let mut cached_entries = 0usize;
+        for chunk in wanted.chunks(window) {
+            let mut missing: Vec<usize> = Vec::new();
+            for &index in chunk {
+                let unit = self.endpoint_unit[index];
+                if !cache.contains_key(&unit) && !missing.contains(&unit) {
+                    missing.push(unit);
+                }
+            }
+            let states: Vec<Result<UnitState, CompileError>> = missing
+                .par_iter()
+                .map(|unit| self.unit_state(&self.units[*unit]))
+                .collect();
+            for (unit, state) in missing.into_iter().zip(states) {
+                let state = state?;
+                cached_entries += state.state.len();
+                cache.insert(unit, state);
+            }
+            for &index in chunk {
+                let unit = self.endpoint_unit[index];
+                let Some(state) = cache.get(&unit) else {
+                    continue;
+                };
+                let policy = self.endpoint_policy(index, state);
+                if let Some((list, done)) = uses.get_mut(&unit) {
+                    *done += 1;
+                    if *done == list.len()
+                        && let Some(gone) = cache.remove(&unit)
+                    {
+                        cached_entries -= gone.state.len();
+                    }
+                }
+                if !visit(policy) {
+                    return Ok(());
+                }
+            }
+            // Over the room: drop the states needed farthest ahead.
+            while cached_entries > STREAM_CACHE_ENTRIES && cache.len() > 1 {
+                let farthest = cache
+                    .keys()
+                    .copied()
+                    .max_by_key(|unit| {
+                        uses.get(unit)
+                            .and_then(|(list, done)| list.get(*done).copied())
+                            .unwrap_or(usize::MAX)
+                    })
+                    .unwrap_or(0);
+                if let Some(gone) = cache.remove(&farthest) {
+                    cached_entries -= gone.state.len();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Everything but the endpoints: what [`Compiled`] holds besides
+    /// [`Compiled::endpoints`].
+    pub fn summary(&self) -> Summary<'_> {
+        let mut diagnostics = self.lowered.diagnostics.clone();
+        let mut selecting: BTreeSet<u32> = BTreeSet::new();
+        for id in self.table.endpoint_identity.iter().collect::<BTreeSet<_>>() {
+            for rule in self.resolver.rules_of(*id) {
+                selecting.insert(self.lowered.rules[*rule].origin);
+            }
+        }
+        diagnostics.extend(selects_nothing(self.lowered, &selecting));
+        Summary {
+            cluster: &self.inventory.cluster,
+            identities: &self.table.identities,
+            ipcache: build_ipcache(self.inventory, self.table),
+            origins: &self.lowered.origins,
+            diagnostics,
+        }
+    }
+
+    /// Every unit distilled (in parallel), every endpoint output: the
+    /// whole [`Compiled`]. The first unit (in order) over a limit fails it.
+    pub fn compiled(&self) -> Result<Compiled, CompileError> {
+        let states: Vec<Result<UnitState, CompileError>> = self
+            .units
+            .par_iter()
+            .map(|unit| self.unit_state(unit))
+            .collect();
+        let states = states.into_iter().collect::<Result<Vec<_>, _>>()?;
+        // The opt-in bound on everything held at once (only this path holds
+        // every state; the streams never do).
+        let mut budget = self.limits.budget();
+        for (unit, state) in self.units.iter().zip(&states) {
+            budget.charge(
+                &self.endpoint_name(unit.first_endpoint()),
+                state.state.len(),
+            )?;
+        }
+        Ok(self.assemble(states))
+    }
+
+    fn assemble(&self, states: Vec<UnitState>) -> Compiled {
+        let endpoints = (0..self.inventory.endpoints.len())
+            .map(|index| self.endpoint_policy(index, &states[self.endpoint_unit[index]]))
+            .collect();
+        let summary = self.summary();
+        Compiled {
+            cluster: summary.cluster.clone(),
+            identities: summary.identities.to_vec(),
+            endpoints,
+            ipcache: summary.ipcache,
+            origins: summary.origins.to_vec(),
+            diagnostics: summary.diagnostics,
+        }
+    }
+
+    /// The identity → L4 policy index map (for consumers that resolve
+    /// per identity).
+    pub fn policy_of_identity(&self, identity: u32) -> Option<&L4Policy> {
+        self.identity_policy
+            .get(&identity)
+            .and_then(|i| self.policies.get(*i))
+    }
+}
+
+/// What a compilation holds besides its endpoints ([`Compilation::summary`]).
+#[derive(Debug, Clone)]
+pub struct Summary<'s> {
+    /// Local cluster name.
+    pub cluster: &'s String,
+    /// Every identity.
+    pub identities: &'s [IdentityInfo],
+    /// The ipcache.
+    pub ipcache: Vec<IpcacheEntry>,
+    /// Rule origins.
+    pub origins: &'s [Origin],
+    /// Policy-wide findings.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Writes the compilation as [`Compiled::to_json`] would, byte for byte,
+/// endpoint by endpoint ([`Compilation::for_each_endpoint`]) instead of
+/// building the whole [`Compiled`]: the output of `porin compile --format
+/// json` for clusters whose map states do not fit in memory together.
+/// Returns the endpoints' findings (in endpoint order) for the caller to
+/// report. Run [`Compilation::check`] first, or a limit error may come
+/// after part of the output was written.
+pub fn write_json(
+    compilation: &Compilation<'_>,
+    select: &dyn Fn(&Endpoint) -> bool,
+    out: &mut dyn std::io::Write,
+) -> Result<Vec<Diagnostic>, StreamError> {
+    use serde::ser::{SerializeSeq, SerializeStruct};
+
+    struct Endpoints<'e, 'c> {
+        compilation: &'e Compilation<'c>,
+        select: &'e dyn Fn(&Endpoint) -> bool,
+        failed: &'e std::cell::RefCell<Option<CompileError>>,
+        findings: &'e std::cell::RefCell<Vec<Diagnostic>>,
+    }
+    impl Serialize for Endpoints<'_, '_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            let mut seq = serializer.serialize_seq(None)?;
+            let mut error: Option<S::Error> = None;
+            let streamed = self.compilation.for_each_endpoint(self.select, |endpoint| {
+                self.findings
+                    .borrow_mut()
+                    .extend(endpoint.diagnostics.iter().cloned());
+                match seq.serialize_element(&endpoint) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        error = Some(e);
+                        false
+                    }
+                }
+            });
+            if let Some(error) = error {
+                return Err(error);
+            }
+            if let Err(compile_error) = streamed {
+                let text = compile_error.to_string();
+                *self.failed.borrow_mut() = Some(compile_error);
+                return Err(serde::ser::Error::custom(text));
+            }
+            seq.end()
+        }
+    }
+    struct Whole<'w, 'c> {
+        summary: Summary<'w>,
+        endpoints: Endpoints<'w, 'c>,
+    }
+    impl Serialize for Whole<'_, '_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+            // Compiled's fields, in its order.
+            let mut s = serializer.serialize_struct("Compiled", 6)?;
+            s.serialize_field("cluster", self.summary.cluster)?;
+            s.serialize_field("identities", self.summary.identities)?;
+            s.serialize_field("endpoints", &self.endpoints)?;
+            s.serialize_field("ipcache", &self.summary.ipcache)?;
+            s.serialize_field("origins", self.summary.origins)?;
+            s.serialize_field("diagnostics", &self.summary.diagnostics)?;
+            s.end()
+        }
+    }
+    let failed = std::cell::RefCell::new(None);
+    let findings = std::cell::RefCell::new(Vec::new());
+    let whole = Whole {
+        summary: compilation.summary(),
+        endpoints: Endpoints {
+            compilation,
+            select,
+            failed: &failed,
+            findings: &findings,
+        },
+    };
+    let written = serde_json::to_writer_pretty(&mut *out, &whole);
+    if let Some(error) = failed.into_inner() {
+        return Err(StreamError::Compile(error));
+    }
+    written.map_err(|e| StreamError::Write(e.to_string()))?;
+    Ok(findings.into_inner())
+}
+
+/// Why [`write_json`] stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StreamError {
+    /// A limit of the compilation.
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+    /// The output could not be written.
+    #[error("cannot write the output: {0}")]
+    Write(String),
+}
+
+/// `usize` → `u64`, saturating.
+fn wide(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {

@@ -15,7 +15,8 @@
 //! | [`CompileLimits::check_endpoints`] | before lowering | inventory size |
 //! | [`CompileLimits::check_inputs`] | before lowering | rules (a lower bound, from the policy documents) |
 //! | [`CompileLimits::check_lowered`] | after lowering (linear in the input) | rules, peer selectors, CIDR prefixes |
-//! | [`CompileLimits::check_identities`] | after identity allocation | identities, selector evaluation work |
+//! | [`CompileLimits::check_identities`] | after identity allocation | identities |
+//! | [`crate::resolve::policy::Resolver::with_selector_budget`] | while selectors are resolved (stops at the budget) | identities tested against selectors |
 //! | [`CompileLimits::check_l4_policy`] | before an endpoint's map state | key insertions for that endpoint (upper bound) |
 //! | [`EntryBudget::charge`] | after each endpoint's map state | entries of one endpoint and of the whole output |
 //!
@@ -26,14 +27,12 @@
 //! state (fail closed: a truncated allow list would be wrong, and so would a
 //! truncated deny list).
 
-use std::collections::BTreeSet;
-
 pub mod kind;
 
 use crate::error::CompileError;
 use crate::ports::port_range_to_masked_ports;
 use crate::resolve::lower::PolicyInput;
-use crate::resolve::policy::{L4Policy, SelectorCache};
+use crate::resolve::policy::{FilterKey, L4Policy, SelectorCache};
 use crate::resolve::rule::{PolicyRule, PortRef, proto};
 pub use kind::{InventoryLimit, Limit};
 
@@ -56,8 +55,10 @@ pub struct CompileLimits {
     pub max_cidr_prefixes: usize,
     /// Identities (reserved, endpoint, CIDR). Default 200,000.
     pub max_identities: usize,
-    /// Distinct selectors × identities: the work of computing every
-    /// selector's selection. Default 500,000,000 (a few seconds).
+    /// Identities tested against selectors (subjects and peers), after the
+    /// label index narrowed each selector to its candidates: the work of
+    /// computing every selection, counted as it is done and stopped at the
+    /// limit. Default 500,000,000 (a few seconds).
     pub max_selector_evaluations: u64,
     /// Upper bound of key insertions for one endpoint (Σ over its filters of
     /// port blocks × selected identities), checked before its map state is
@@ -68,9 +69,15 @@ pub struct CompileLimits {
     /// `bpf-policy-map-max` bound); a state that cannot fit the map is
     /// refused, never truncated.
     pub max_entries_per_endpoint: usize,
-    /// Entries of all distinct map states together (endpoints with the
-    /// same identity and named ports share one state, which is charged
-    /// once). Default 5,000,000 (well under 1 GiB).
+    /// Entries of all distinct map states together, charged only where
+    /// every state is held at once ([`crate::compile::Compilation::compiled`],
+    /// the whole [`crate::compile::Compiled`]); the streams
+    /// ([`crate::compile::Compilation::for_each_unit`],
+    /// [`crate::compile::write_json`]) hold a few states at a time and never
+    /// need it. Default: no limit (a real cluster of 300 policies × 3,000
+    /// pods needs more than the old default of 5,000,000, and what bounds
+    /// memory is the per-endpoint limits); set it to bound a caller that
+    /// builds the whole output.
     pub max_total_entries: usize,
 }
 
@@ -85,7 +92,7 @@ impl Default for CompileLimits {
             max_selector_evaluations: 500_000_000,
             max_insertions_per_endpoint: 4_000_000,
             max_entries_per_endpoint: 65_536,
-            max_total_entries: 5_000_000,
+            max_total_entries: usize::MAX,
         }
     }
 }
@@ -196,24 +203,18 @@ impl CompileLimits {
         self.check(Limit::CidrPrefixes, wide(cidr_prefixes), None)
     }
 
-    /// After identity allocation: the identity count, and the work of
-    /// evaluating every distinct selector (subjects and peers) against every
-    /// identity, before the resolver does it.
+    /// After identity allocation: the identity count. (The selector work,
+    /// [`CompileLimits::max_selector_evaluations`], is counted as the
+    /// resolver does it, through the label index, and stops at the budget:
+    /// [`crate::resolve::policy::Resolver::with_selector_budget`]. Distinct
+    /// selectors × identities, the old estimate, refused 65,535 CIDR rules
+    /// that the index resolves in a fraction of a second.)
     pub fn check_identities(
         &self,
-        rules: &[PolicyRule],
+        _rules: &[PolicyRule],
         identities: usize,
     ) -> Result<(), CompileError> {
-        self.check(Limit::Identities, wide(identities), None)?;
-        let mut distinct = BTreeSet::new();
-        for rule in rules {
-            distinct.insert(&rule.subject);
-            for peer in rule.peers.iter().flatten() {
-                distinct.insert(peer);
-            }
-        }
-        let work = wide(distinct.len()).saturating_mul(wide(identities));
-        self.check(Limit::SelectorEvaluations, work, None)
+        self.check(Limit::Identities, wide(identities), None)
     }
 
     /// Before an endpoint's map state is built from its resolved L4
@@ -252,13 +253,7 @@ pub fn insertion_bound(policy: &L4Policy, cache: &SelectorCache) -> u64 {
             continue;
         }
         for (filter, per_selector) in &dir.filters {
-            let blocks = match &filter.port {
-                _ if filter.proto == proto::ANY => 1,
-                PortRef::Named(_) => 1,
-                PortRef::Number(port) => {
-                    wide(port_range_to_masked_ports(*port, filter.end_port).len())
-                }
-            };
+            let blocks = filter_blocks(filter);
             let identities = per_selector
                 .keys()
                 .map(|selector| wide(cache.selection(*selector).len().max(1)))
@@ -267,6 +262,16 @@ pub fn insertion_bound(policy: &L4Policy, cache: &SelectorCache) -> u64 {
         }
     }
     bound
+}
+
+/// The keys one selected identity of `filter` can get: its port blocks (1
+/// for a named port or a protocol-any filter).
+pub(crate) fn filter_blocks(filter: &FilterKey) -> u64 {
+    match &filter.port {
+        _ if filter.proto == proto::ANY => 1,
+        PortRef::Named(_) => 1,
+        PortRef::Number(port) => wide(port_range_to_masked_ports(*port, filter.end_port).len()),
+    }
 }
 
 /// Counts output entries as endpoints are compiled; the driver charges each
@@ -404,6 +409,7 @@ fn wide(n: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::BTreeSet;
 
     /// The limit, amount, configured value and endpoint of a limit error.
     fn parts(error: &CompileError) -> (Limit, u64, u64, Option<&str>) {

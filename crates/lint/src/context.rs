@@ -8,8 +8,10 @@ use porin_model::diagnostic::{Diagnostic, Location};
 
 use crate::settings::LintConfig;
 use porin_compiler::allocation::{IdentityKind, IdentityTable};
+use porin_compiler::compile::capacity::{Capped, Census, distill_capped};
 use porin_compiler::error::CompileError;
 use porin_compiler::inventory::{Inventory, NamedPort};
+use porin_compiler::limits::CompileLimits;
 use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::lower::{LOCALHOST_ORIGIN_NAME, Lowered, Origin, PolicyInput, lower};
 use porin_compiler::resolve::policy::{L4Policy, Resolver};
@@ -34,6 +36,22 @@ pub struct Unit {
     pub policy: L4Policy,
     /// The compiled map state.
     pub state: MapState,
+}
+
+/// Endpoints whose state needs more entries than a policy map can hold
+/// (`max_entries_per_endpoint`, 65,536): counted, never built
+/// ([`porin_compiler::compile::capacity`]); PR001 reports them, and the
+/// rules that read map states skip them.
+#[derive(Debug, Clone)]
+pub struct Overflow {
+    /// Indices into the inventory's endpoints.
+    pub endpoints: Vec<usize>,
+    /// The identity of the first.
+    pub identity: u32,
+    /// Indices of the rules selecting the identity, in input order.
+    pub rules: Vec<usize>,
+    /// The exact entry count, per origin.
+    pub census: Census,
 }
 
 /// Who decides the flows a dead allow rule would allow (PR004/PR005).
@@ -72,7 +90,7 @@ fn analysed_items(lowered: &Lowered) -> BTreeMap<u32, bool> {
 /// Folds the effects of every analysed item of every unit (a unit's state
 /// is not needed after its items are folded in).
 fn fold_effects(
-    resolver: &mut Resolver<'_>,
+    resolver: &Resolver<'_>,
     lowered: &Lowered,
     inventory: &Inventory,
     units: &[Unit],
@@ -131,6 +149,8 @@ pub struct Context<'a> {
     pub table: IdentityTable,
     /// Endpoint units (empty without inventory).
     pub units: Vec<Unit>,
+    /// Endpoints over the map capacity (not in `units`).
+    pub overflows: Vec<Overflow>,
     /// The ipcache entry count.
     pub ipcache_len: usize,
     /// The compiler's diagnostics (lowering and map-state distillation).
@@ -151,20 +171,28 @@ impl<'a> Context<'a> {
         let lowered = lower(inputs, inventory);
         let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
         let mut units: Vec<Unit> = Vec::new();
+        let mut overflows: Vec<Overflow> = Vec::new();
         let mut compile_diagnostics = lowered.diagnostics.clone();
         let mut ipcache_len = 0;
         let effects = OnceCell::new();
         if has_inventory {
-            let mut resolver = Resolver::new(&lowered.rules, &table, inventory)
+            let resolver = Resolver::new(&lowered.rules, &table, inventory)
                 .with_localhost_origin(lowered.localhost_origin);
-            let mut by_key: BTreeMap<(u32, Vec<NamedPort>), usize> = BTreeMap::new();
+            let mut by_key: BTreeMap<(u32, Vec<NamedPort>), Result<usize, usize>> = BTreeMap::new();
             let mut policies: BTreeMap<u32, L4Policy> = BTreeMap::new();
             for (index, endpoint) in inventory.endpoints.iter().enumerate() {
                 let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
                 let key = (identity, endpoint.ports.clone());
-                if let Some(&unit) = by_key.get(&key) {
-                    units[unit].endpoints.push(index);
-                    continue;
+                match by_key.get(&key) {
+                    Some(Ok(unit)) => {
+                        units[*unit].endpoints.push(index);
+                        continue;
+                    }
+                    Some(Err(over)) => {
+                        overflows[*over].endpoints.push(index);
+                        continue;
+                    }
+                    None => {}
                 }
                 let policy = policies
                     .entry(identity)
@@ -176,9 +204,24 @@ impl<'a> Context<'a> {
                         .and_then(|i| lowered.origins.get(i))
                         .map_or_else(|| format!("origin {id}"), Origin::describe)
                 };
-                let (state, diagnostics) = resolver.map_state(endpoint, &policy, &describe);
+                let cap = CompileLimits::default().max_entries_per_endpoint;
+                let (state, diagnostics) =
+                    match distill_capped(&resolver, endpoint, &policy, &describe, cap) {
+                        Capped::Fits(state, diagnostics) => (state, diagnostics),
+                        Capped::Over(census, diagnostics) => {
+                            compile_diagnostics.extend(diagnostics);
+                            by_key.insert(key, Err(overflows.len()));
+                            overflows.push(Overflow {
+                                endpoints: vec![index],
+                                identity,
+                                rules: resolver.rules_of(identity).to_vec(),
+                                census,
+                            });
+                            continue;
+                        }
+                    };
                 compile_diagnostics.extend(diagnostics);
-                by_key.insert(key, units.len());
+                by_key.insert(key, Ok(units.len()));
                 units.push(Unit {
                     endpoints: vec![index],
                     identity,
@@ -195,7 +238,7 @@ impl<'a> Context<'a> {
                 // With the resolver that compiled the units (building
                 // another one matches every subject against every
                 // identity again).
-                let computed = fold_effects(&mut resolver, &lowered, inventory, &units);
+                let computed = fold_effects(&resolver, &lowered, inventory, &units);
                 let _ = effects.set(computed);
             }
         }
@@ -207,6 +250,7 @@ impl<'a> Context<'a> {
             lowered,
             table,
             units,
+            overflows,
             ipcache_len,
             compile_diagnostics,
             effects,
@@ -350,7 +394,7 @@ impl<'a> Context<'a> {
     /// The map state of a unit under exactly `rules` (a recompilation with
     /// a fresh resolver: the reference the fast analysis is tested against).
     pub fn state_of_rules(&self, unit: &Unit, rules: &[PolicyRule]) -> MapState {
-        let mut resolver = Resolver::new(rules, &self.table, self.inventory)
+        let resolver = Resolver::new(rules, &self.table, self.inventory)
             .with_localhost_origin(self.lowered.localhost_origin);
         let policy = resolver.l4_policy(unit.identity);
         let Some(endpoint) = unit
@@ -393,7 +437,7 @@ impl<'a> Context<'a> {
             let preserved = own.first().is_none_or(|r| {
                 let direction = r.direction;
                 let shape = |rules: &[PolicyRule]| {
-                    let mut resolver = Resolver::new(rules, &self.table, self.inventory);
+                    let resolver = Resolver::new(rules, &self.table, self.inventory);
                     let policy = resolver.l4_policy(unit.identity);
                     let dir = policy.direction(direction);
                     let synthetic = dir.filters.values().flat_map(|per| per.values()).any(|sp| {

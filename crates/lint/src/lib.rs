@@ -44,7 +44,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use porin_model::diagnostic::{Diagnostic, Severity};
 
 pub use config::annotation_problems;
-pub use context::{Context, Coverage, Unit};
+pub use context::{Context, Coverage, Overflow, Unit};
 
 use config::{LintConfig, RuleLevel, annotation_ignores};
 use porin_compiler::error::CompileError;

@@ -11,12 +11,14 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use clap::{Args as ClapArgs, ValueEnum};
-use porin_compiler::compile::{Compiled, compile_with_limits};
+use porin_compiler::compile::{
+    Compilation, Compiled, StreamError, compile_with_limits, write_json,
+};
 use porin_compiler::error::InventoryError;
-use porin_compiler::inventory::Inventory;
+use porin_compiler::inventory::{Endpoint, Inventory};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_model::diagnostic::render_human_all;
+use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::loader::{LoadOutcome, load_paths};
 
 use crate::limit_flags::LimitArgs;
@@ -105,6 +107,9 @@ pub fn load_inventory(path: &Path, limits: &Limits) -> Result<Inventory, Invento
 
 /// Runs `porin compile`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if args.format == Format::Json {
+        return run_json(args);
+    }
     let Ok((mut compiled, _)) =
         load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
     else {
@@ -125,6 +130,95 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         Format::Table => write!(out, "{}", table(&compiled, names.as_ref()))?,
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `porin compile --format json`, streamed: the output of
+/// [`Compiled::to_json`] byte for byte, written endpoint by endpoint
+/// ([`write_json`]) so that the cluster's map states are never held
+/// together. Every limit is checked before the first byte is written
+/// ([`Compilation::check`]); a limit hit is reported as a JSON array with
+/// its diagnostic (PC015) on standard output, exit 2. Findings go to
+/// standard error after the output (policy-wide first, then each
+/// endpoint's, as before).
+fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
+    let limits = args.limits.limits();
+    if args.inventory.as_os_str() == "-" && args.policies.iter().any(|p| p.as_os_str() == "-") {
+        bail!(
+            "standard input (`-`) can be read once: give it to the policies or to --inventory, not both"
+        );
+    }
+    let outcome = load_paths(&args.policies, &limits.load).context("cannot load policies")?;
+    if !outcome.diagnostics.is_empty() {
+        eprint!(
+            "{}",
+            render_human_all(&outcome.diagnostics, &outcome.sources)
+        );
+    }
+    if outcome.has_errors() {
+        // Invalid policies (diagnostics printed): a finding, exit 1.
+        return Ok(ExitCode::from(1));
+    }
+    let inventory =
+        load_inventory(&args.inventory, &limits).context("cannot load the inventory")?;
+    if let Some(wanted) = &args.endpoint
+        && !inventory
+            .endpoints
+            .iter()
+            .any(|e| &e.display_name() == wanted)
+    {
+        bail!("unknown endpoint `{wanted}`");
+    }
+    let select = |endpoint: &Endpoint| {
+        args.endpoint
+            .as_ref()
+            .is_none_or(|wanted| &endpoint.display_name() == wanted)
+    };
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let written = Compilation::run(&inputs, &inventory, &limits.compile, |compilation| {
+        compilation.check()?;
+        let mut findings = compilation.summary().diagnostics;
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        let streamed = write_json(compilation, &select, &mut out).and_then(|endpoints| {
+            findings.extend(endpoints);
+            writeln!(out)
+                .and_then(|()| out.flush())
+                .map_err(|e| StreamError::Write(e.to_string()))
+        });
+        Ok(streamed.map(|()| findings))
+    });
+    match written {
+        Ok(Ok(findings)) => {
+            if !findings.is_empty() {
+                eprint!("{}", render_human_all(&findings, &outcome.sources));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Err(StreamError::Compile(error))) | Err(error) => limit_failure(&outcome, error),
+        Ok(Err(error)) => Err(error.into()),
+    }
+}
+
+/// A compile error of `porin compile --format json`: a limit is printed as
+/// a JSON array of diagnostics (the load findings, then PC015) on standard
+/// output and as one line on standard error, exit 2; any other error is
+/// the usual one-line error.
+fn limit_failure(
+    outcome: &LoadOutcome,
+    error: porin_compiler::error::CompileError,
+) -> anyhow::Result<ExitCode> {
+    if !matches!(error, porin_compiler::error::CompileError::Limit { .. }) {
+        return Err(error.into());
+    }
+    let mut diagnostics = outcome.diagnostics.clone();
+    diagnostics.push(super::lint::limit_diagnostic(&error));
+    let mut text = render_json(&diagnostics);
+    text.push('\n');
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .context("cannot write to standard output")?;
+    eprintln!("porin: error: {error}");
+    Ok(ExitCode::from(2))
 }
 
 /// The table rendering: per endpoint, its identity and labels as policies

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use porin_compiler::compile::compile_with_limits;
+use porin_compiler::compile::Compilation;
 use porin_compiler::error::CompileError;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::limits::Limits;
@@ -90,19 +90,26 @@ fn load_config(path: Option<&Path>) -> anyhow::Result<LintConfig> {
     Ok(LintConfig::parse(&path.display().to_string(), &text)?)
 }
 
-/// Compiles under the compile limits before the lint rules run: the rules
-/// compile every endpoint themselves, without limits, so a policy set that
-/// exceeds one is refused here (as `porin compile` refuses it) instead of
-/// exhausting memory there. Other compile errors are left to the rules,
-/// which report them their own way.
+/// Checks the compile limits before the lint rules run, without building a
+/// map state: lowering, identities, selector work and each endpoint's
+/// insertion bound ([`Compilation::check_insertions`]). The rules compile
+/// every endpoint themselves, so a hostile policy set is refused here
+/// instead of exhausting memory there. An endpoint over the map capacity
+/// is not refused: that is PR001's finding (counted, never built). Other
+/// compile errors are left to the rules, which report them their own way.
 fn check_compile_limits(
     inputs: &[PolicyInput<'_>],
     inventory: Option<&Inventory>,
     limits: &Limits,
-) -> anyhow::Result<()> {
+) -> Result<(), CompileError> {
     let empty = Inventory::new();
-    match compile_with_limits(inputs, inventory.unwrap_or(&empty), &limits.compile) {
-        Err(error @ CompileError::Limit { .. }) => Err(error.into()),
+    match Compilation::run(
+        inputs,
+        inventory.unwrap_or(&empty),
+        &limits.compile,
+        |compilation| compilation.check_insertions(),
+    ) {
+        Err(error @ CompileError::Limit { .. }) => Err(error),
         _ => Ok(()),
     }
 }
@@ -160,6 +167,64 @@ fn in_context(diagnostic: &Diagnostic, context: &BTreeSet<String>) -> bool {
         .is_some_and(|at| context.contains(&at.file))
 }
 
+/// A compile limit hit while linting: in the requested format (SARIF with a
+/// tool execution notification, JSON and GitHub with the diagnostic, JUnit
+/// with an `<error>`), exit 2. Human output keeps the one-line error on
+/// standard error.
+fn could_not_run(
+    args: &LintArgs,
+    outcome: &porin_model::LoadOutcome,
+    error: CompileError,
+) -> anyhow::Result<Status> {
+    if args.format == LintFormat::Human {
+        return Err(error.into());
+    }
+    let failure = limit_diagnostic(&error);
+    let mut diagnostics: Vec<Diagnostic> = outcome.diagnostics.clone();
+    diagnostics.push(failure.clone());
+    let text = match args.format {
+        LintFormat::Sarif => render::sarif::render(
+            &outcome.diagnostics,
+            &sarif_info(args, outcome, Some(failure)),
+        ),
+        LintFormat::Junit => render::junit::render_failure("porin lint", &failure),
+        LintFormat::Github => render::github::render(&diagnostics),
+        LintFormat::Json | LintFormat::Human => {
+            let mut text = render_json(&diagnostics);
+            text.push('\n');
+            text
+        }
+    };
+    std::io::stdout()
+        .lock()
+        .write_all(text.as_bytes())
+        .context("cannot write to standard output")?;
+    Ok(Status::CouldNotRun)
+}
+
+/// The SARIF run's context: location-less findings go to the inventory or
+/// the first policy file.
+fn sarif_info(
+    args: &LintArgs,
+    outcome: &porin_model::LoadOutcome,
+    failure: Option<Diagnostic>,
+) -> render::sarif::RunInfo {
+    render::sarif::RunInfo {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        fallback_file: args
+            .inventory
+            .as_ref()
+            .map(|p| p.display().to_string())
+            .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
+        failure,
+    }
+}
+
+/// The diagnostic (PC015) of a compile error that stopped the run.
+pub fn limit_diagnostic(error: &CompileError) -> Diagnostic {
+    Diagnostic::new(porin_compiler::codes::RESOURCE_LIMIT, error.to_string())
+}
+
 /// Runs the lint: exit 0 when nothing fails the run, 1 otherwise, 2 when a
 /// path, the inventory or the configuration cannot be read.
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
@@ -185,8 +250,14 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
         None => None,
     };
     let inputs = PolicyInput::from_outcome(&outcome);
-    check_compile_limits(&inputs, inventory.as_ref(), &limits)?;
-    let report: Report = verify(&inputs, inventory.as_ref(), &config)?;
+    if let Err(error) = check_compile_limits(&inputs, inventory.as_ref(), &limits) {
+        return could_not_run(args, &outcome, error);
+    }
+    let report: Report = match verify(&inputs, inventory.as_ref(), &config) {
+        Ok(report) => report,
+        Err(error @ CompileError::Limit { .. }) => return could_not_run(args, &outcome, error),
+        Err(error) => return Err(error.into()),
+    };
 
     // Load errors of context files stay: the analysis is wrong without
     // their policies. Their other findings are not this run's to report.
@@ -244,17 +315,7 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
                 text
             }
         }
-        LintFormat::Sarif => render::sarif::render(
-            &diagnostics,
-            &render::sarif::RunInfo {
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                fallback_file: args
-                    .inventory
-                    .as_ref()
-                    .map(|p| p.display().to_string())
-                    .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
-            },
-        ),
+        LintFormat::Sarif => render::sarif::render(&diagnostics, &sarif_info(args, &outcome, None)),
         LintFormat::Junit => render::junit::render(&diagnostics, &report.skipped, args.fail_on),
         LintFormat::Github => render::github::render(&diagnostics),
     };

@@ -226,6 +226,32 @@ fn describe(d: &Diagnostic) -> String {
     text
 }
 
+/// A run that could not finish (a resource limit): one suite, one case
+/// with an `<error>` (the JUnit element for "could not be run").
+pub fn render_failure(name: &str, failure: &Diagnostic) -> String {
+    write(
+        "porin",
+        &[Suite {
+            name: name.to_owned(),
+            time: None,
+            cases: vec![Case {
+                classname: "porin.lint".to_owned(),
+                name: format!(
+                    "{} {}",
+                    failure.code,
+                    lint_codes::find(failure.code).map_or("", |c| c.name)
+                ),
+                error: Some(Problem {
+                    kind: failure.severity.as_str().to_owned(),
+                    message: failure.message.clone(),
+                    body: describe(failure),
+                }),
+                ..Case::default()
+            }],
+        }],
+    )
+}
+
 /// Renders lint findings as JUnit XML.
 pub fn render(diagnostics: &[Diagnostic], skipped: &[&str], fail_on: FailOn) -> String {
     let mut rules: BTreeMap<&str, (&str, Vec<&Diagnostic>)> = BTreeMap::new();

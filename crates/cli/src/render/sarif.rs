@@ -35,6 +35,11 @@ pub struct RunInfo {
     pub version: String,
     /// Where location-less findings are attached.
     pub fallback_file: Option<String>,
+    /// Why the run stopped before its results (a resource limit): the run
+    /// then has one invocation with `executionSuccessful: false` and this as
+    /// a tool execution notification (SARIF §3.20.21), so code scanning
+    /// shows that porin did not finish instead of a clean run.
+    pub failure: Option<Diagnostic>,
 }
 
 /// The SARIF `$schema` URI.
@@ -158,7 +163,7 @@ pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
         }
         results.push(result);
     }
-    let log = json!({
+    let mut log = json!({
         "$schema": SCHEMA_URI,
         "version": "2.1.0",
         "runs": [{
@@ -173,6 +178,21 @@ pub fn render(diagnostics: &[Diagnostic], info: &RunInfo) -> String {
             "results": results,
         }],
     });
+    if let Some(failure) = &info.failure {
+        let mut text = failure.message.clone();
+        for note in &failure.notes {
+            text.push_str("\nnote: ");
+            text.push_str(note);
+        }
+        log["runs"][0]["invocations"] = json!([{
+            "executionSuccessful": false,
+            "toolExecutionNotifications": [{
+                "level": level(failure.severity),
+                "message": {"text": text},
+                "descriptor": {"id": failure.code},
+            }],
+        }]);
+    }
     let mut text = serde_json::to_string_pretty(&log).unwrap_or_else(|_| "{}".to_owned());
     text.push('\n');
     text

@@ -338,12 +338,16 @@ fn identities() {
 
 #[test]
 fn selector_evaluations() {
-    // 2,000 identities × 2,000 distinct selectors = 4 million.
+    // 2,000 distinct selectors with only negative requirements, which the
+    // label index cannot narrow: each tests all 2,000 identities, 4 million.
     let dir = tempdir("evaluations");
     let mut text = String::from(CNP_HEAD);
     text.push_str("  ingress:\n  - fromEndpoints: [");
     for i in 0..2_000 {
-        let _ = write!(text, "{{matchLabels: {{app: a{i}}}}}, ");
+        let _ = write!(
+            text,
+            "{{matchExpressions: [{{key: app, operator: NotIn, values: [x{i}]}}]}}, "
+        );
     }
     text.push_str("{}]\n");
     write(&dir, "selectors.yaml", &text);
@@ -413,24 +417,233 @@ fn insertions_per_endpoint() {
 
 #[test]
 fn expanded_entries_in_total() {
-    // Each state fits the map; together they exceed the total.
+    // The state fits the map (one state, shared by every endpoint); the
+    // opt-in total is charged where every state is held (`porin graph`).
     let dir = tempdir("total");
     expansion_bomb(&dir);
     refused(
-        "all-to-all on every port, --max-entries-per-endpoint 100000 --max-total-entries 300000",
+        "all-to-all on every port, --max-entries-per-endpoint 100000 --max-total-entries 50000",
         &dir,
         &[
-            "compile",
+            "graph",
             "bomb.yaml",
             "--inventory",
             "inv.yaml",
             "--max-entries-per-endpoint",
             "100000",
             "--max-total-entries",
-            "300000",
+            "50000",
         ],
         &["all distinct map states", "--max-total-entries"],
     );
+}
+
+// --- capacity is a finding; a limit hit speaks the requested format ------
+
+/// 100 MB in kB: what a capacity finding or a refusal may cost at most.
+const SMALL_PEAK_KB: i64 = 100 * 1024;
+
+/// Runs `porin args` in `dir`: (exit code, peak RSS in kB, stdout, stderr).
+///
+/// The peak is the child's own `VmHWM` (`/proc/PID/status`), polled until it
+/// exits: `ru_maxrss` would not do here, since Linux carries the spawning
+/// process's resident set into the child's (this test binary holds other
+/// tests' large inputs meanwhile), and the 100 MB bound is below that.
+/// Polling can miss a peak shorter than the interval, never invent one.
+fn run_measured(dir: &Path, args: &[&str]) -> (Option<i32>, i64, String, String) {
+    let stdout = dir.join("stdout");
+    let stderr = dir.join("stderr");
+    let start = Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_porin"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(File::create(&stdout).unwrap())
+        .stderr(File::create(&stderr).unwrap())
+        .spawn()
+        .expect("porin runs");
+    let status_file = format!("/proc/{}/status", child.id());
+    let mut peak_kb: i64 = 0;
+    let status = loop {
+        if let Ok(text) = std::fs::read_to_string(&status_file)
+            && let Some(kb) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<i64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    };
+    let code = status.code();
+    println!(
+        "porin {}: exit {code:?} in {:?}, peak RSS {peak_kb} kB",
+        args.join(" "),
+        start.elapsed()
+    );
+    (
+        code,
+        peak_kb,
+        std::fs::read_to_string(&stdout).unwrap_or_default(),
+        std::fs::read_to_string(&stderr).unwrap_or_default(),
+    )
+}
+
+/// Endpoint `p0` allows all 1,000 identities (one per endpoint, `app: aN`)
+/// on 164 TCP ports: 164,000 entries, 10× Cilium's default
+/// `bpf-policy-map-max` (16,384, porin's `policyMapMax`) and 2.5× the
+/// largest policy map (65,536).
+fn ten_times_over(dir: &Path) {
+    // At most 40 ports per `toPorts` item (PM022): five items.
+    let ports: Vec<String> = (0..164)
+        .map(|i| format!("{{port: \"{}\", protocol: TCP}}", 2_000 + i))
+        .collect::<Vec<_>>()
+        .chunks(33)
+        .map(|chunk| format!("{{ports: [{}]}}", chunk.join(", ")))
+        .collect();
+    write(
+        dir,
+        "over.yaml",
+        &format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a0}}}}\n  ingress:\n  - fromEndpoints: [{{matchExpressions: [{{key: app, operator: Exists}}]}}]\n    toPorts: [{}]\n",
+            ports.join(", ")
+        ),
+    );
+    write(dir, "inv.yaml", &inventory(1_000));
+}
+
+#[test]
+fn ten_times_over_the_map_is_pr001_in_sarif_with_exit_1() {
+    let dir = tempdir("over-sarif");
+    ten_times_over(&dir);
+    let (code, peak_kb, stdout, stderr) = run_measured(
+        &dir,
+        &[
+            "lint",
+            "over.yaml",
+            "--inventory",
+            "inv.yaml",
+            "--format",
+            "sarif",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let log: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let results = log["runs"][0]["results"].as_array().unwrap();
+    let pr001: Vec<&serde_json::Value> =
+        results.iter().filter(|r| r["ruleId"] == "PR001").collect();
+    assert_eq!(pr001.len(), 1, "{stdout}");
+    let text = pr001[0]["message"]["text"].as_str().unwrap();
+    // The exact count (164 ports × 1,000 identities, plus the host's allow
+    // and the allow-all of the unenforced egress),
+    // the map size and the top contributor with its product.
+    assert!(
+        text.contains("needs 164,002 policy-map entries; the map holds 16,384 (1000%)"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "1 rule × 1,000 identities × 164 port prefixes × 1 protocol (TCP) = 164,000 entries"
+        ),
+        "{text}"
+    );
+    assert_eq!(
+        pr001[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+        "over.yaml"
+    );
+    assert!(log["runs"][0].get("invocations").is_none());
+    assert!(peak_kb < SMALL_PEAK_KB, "peak RSS {peak_kb} kB");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn ten_times_over_the_map_is_pr001_in_every_format() {
+    let dir = tempdir("over-formats");
+    ten_times_over(&dir);
+    for (format, needle) in [
+        ("human", "error[PR001]"),
+        ("json", "\"code\": \"PR001\""),
+        ("junit", "PR001 map-capacity-exceeded"),
+        ("github", "title=porin PR001::endpoint `default/p0"),
+    ] {
+        let (code, _, stdout, stderr) = run_measured(
+            &dir,
+            &[
+                "lint",
+                "over.yaml",
+                "--inventory",
+                "inv.yaml",
+                "--format",
+                format,
+            ],
+        );
+        assert_eq!(code, Some(1), "{format}: {stderr}");
+        assert!(stdout.contains(needle), "{format}: {stdout}");
+        assert!(stdout.contains("164,002"), "{format}: {stdout}");
+    }
+    // `porin compile` cannot emit a state over the map: refused, exit 2,
+    // with the exact count, as a JSON diagnostic.
+    let (code, _, stdout, stderr) =
+        run_measured(&dir, &["compile", "over.yaml", "--inventory", "inv.yaml"]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let diagnostics: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diagnostics[0]["code"], "PC015", "{stdout}");
+    let message = diagnostics[0]["message"].as_str().unwrap();
+    assert!(message.contains("164002"), "{message}");
+    assert!(message.contains("--max-entries-per-endpoint"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_limit_hit_is_reported_in_the_requested_format_with_exit_2() {
+    let dir = tempdir("limit-formats");
+    ten_times_over(&dir);
+    let args = |format: &'static str| {
+        vec![
+            "lint",
+            "over.yaml",
+            "--inventory",
+            "inv.yaml",
+            "--max-insertions-per-endpoint",
+            "1000",
+            "--format",
+            format,
+        ]
+    };
+    let (code, peak_kb, stdout, stderr) = run_measured(&dir, &args("sarif"));
+    assert_eq!(code, Some(2), "{stderr}");
+    let log: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let invocation = &log["runs"][0]["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false, "{stdout}");
+    let notification = &invocation["toolExecutionNotifications"][0];
+    assert_eq!(notification["level"], "error");
+    assert_eq!(notification["descriptor"]["id"], "PC015");
+    let text = notification["message"]["text"].as_str().unwrap();
+    assert!(text.contains("--max-insertions-per-endpoint"), "{text}");
+    assert!(peak_kb < SMALL_PEAK_KB, "peak RSS {peak_kb} kB");
+
+    for (format, needle) in [
+        ("json", "\"code\": \"PC015\""),
+        ("github", "::error title=porin PC015::"),
+        ("junit", "<error"),
+    ] {
+        let (code, _, stdout, stderr) = run_measured(&dir, &args(format));
+        assert_eq!(code, Some(2), "{format}: {stderr}");
+        assert!(stdout.contains(needle), "{format}: {stdout}");
+        assert!(
+            stdout.contains("--max-insertions-per-endpoint"),
+            "{format}: {stdout}"
+        );
+    }
+    // Human output: the one-line error on standard error.
+    let (code, _, stdout, stderr) = run_measured(&dir, &args("human"));
+    assert_eq!(code, Some(2));
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("--max-insertions-per-endpoint"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 // --- inventory ------------------------------------------------------------

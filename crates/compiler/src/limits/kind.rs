@@ -71,7 +71,7 @@ impl Limit {
             }
             Limit::Identities => "security identities (raise with `--max-identities`)",
             Limit::SelectorEvaluations => {
-                "selector evaluations, distinct selectors × identities (raise with `--max-selector-evaluations`)"
+                "selector evaluations, identities tested against selectors (raise with `--max-selector-evaluations`)"
             }
             Limit::InsertionsPerEndpoint => {
                 "policy-map key insertions for one endpoint, upper bound (raise with `--max-insertions-per-endpoint`)"

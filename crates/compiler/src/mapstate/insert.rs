@@ -87,13 +87,16 @@ pub struct Changes {
     pub deletes: BTreeSet<Key>,
     /// Original values of modified or removed keys.
     pub old: BTreeMap<Key, Entry>,
+    /// Record nothing ([`MapState::insert_quiet`]): a batch distillation
+    /// discards the changes, and recording them doubled its tree work.
+    quiet: bool,
 }
 
 impl Changes {
     /// `insertOldIfNotExists`: remember the original value once, unless the
     /// key was first added in this round. True if recorded.
     fn record_old(&mut self, key: Key, entry: &Entry) -> bool {
-        if self.old.contains_key(&key) || self.adds.contains(&key) {
+        if self.quiet || self.old.contains_key(&key) || self.adds.contains(&key) {
             return false;
         }
         self.old.insert(key, entry.clone());
@@ -142,6 +145,21 @@ impl MapState {
         let mut changes = Changes::default();
         self.insert_recording(key, entry, features, &mut changes)?;
         Ok(changes)
+    }
+
+    /// [`MapState::insert_with_features`] without recording the changes
+    /// (the same state; what a batch distillation uses).
+    pub fn insert_quiet(
+        &mut self,
+        key: Key,
+        entry: Entry,
+        features: PolicyFeatures,
+    ) -> Result<(), MapStateError> {
+        let mut changes = Changes {
+            quiet: true,
+            ..Changes::default()
+        };
+        self.insert_recording(key, entry, features, &mut changes)
     }
 
     /// [`MapState::insert_with_features`] accumulating into `changes`.
@@ -203,6 +221,9 @@ impl MapState {
     /// Covering keys: broader-or-equal protocol/port with the same identity
     /// or identity 0 (`BroaderOrEqualKeys` restricted to covering ones, as
     /// `maybeBailEntry` uses it).
+    /// (The insertion itself checks the same relation in place,
+    /// `is_bailed`; the tests compare against this.)
+    #[cfg(test)]
     pub(crate) fn covering_keys(&self, key: &Key) -> Vec<(Key, Entry)> {
         let mut found: Vec<(Key, Entry)> = self
             .keys_with_identity(key.direction(), Identity::WILDCARD)
@@ -269,10 +290,20 @@ impl MapState {
     /// `maybeBailEntry` without PASS: true if a covering key has higher
     /// precedence, or (for a deny) is a different key with equal precedence.
     fn is_bailed(&self, key: &Key, entry: &Entry) -> bool {
-        self.covering_keys(key).iter().any(|(k, v)| {
+        // `covering_keys` without collecting or cloning: this runs once per
+        // insertion with precedence features.
+        let bails = |k: &Key, v: &Entry| {
             v.precedence > entry.precedence
                 || (entry.is_deny() && v.precedence == entry.precedence && k != key)
-        })
+        };
+        let scan = |identity: Identity| {
+            let lo = Key::for_direction(key.direction()).with_identity(identity);
+            self.entries
+                .range(lo..)
+                .take_while(|(k, _)| k.direction() == key.direction() && k.identity() == identity)
+                .any(|(k, v)| k.port_proto_covers(key) && bails(k, v))
+        };
+        scan(Identity::WILDCARD) || (!key.identity().is_wildcard() && scan(key.identity()))
     }
 
     /// `pruneNarrower` without PASS: delete narrower-or-equal keys with lower
@@ -302,8 +333,10 @@ impl MapState {
     fn add_key(&mut self, key: Key, entry: Entry, changes: &mut Changes) {
         let Some(old) = self.entries.get(&key).cloned() else {
             self.entries.insert(key, entry);
-            changes.adds.insert(key);
-            changes.deletes.remove(&key);
+            if !changes.quiet {
+                changes.adds.insert(key);
+                changes.deletes.remove(&key);
+            }
             return;
         };
         if old == entry {
@@ -324,7 +357,7 @@ impl MapState {
             return;
         }
         self.entries.insert(key, merged);
-        if !datapath_equal {
+        if !datapath_equal && !changes.quiet {
             changes.adds.insert(key);
             changes.deletes.remove(&key);
         }

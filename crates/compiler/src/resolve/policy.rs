@@ -170,6 +170,11 @@ pub struct SelectorCache {
     selections: Vec<Vec<u32>>,
     /// Label indexes over the table (built on first use).
     index: Option<SelectionIndex>,
+    /// Identities tested against selectors so far.
+    work: u64,
+    /// Most identities to test (`max_selector_evaluations`); past it,
+    /// selectors select nothing and [`SelectorCache::work`] says so.
+    budget: Option<u64>,
 }
 
 impl SelectorCache {
@@ -178,20 +183,37 @@ impl SelectorCache {
         if let Some(id) = self.ids.get(selector) {
             return *id;
         }
+        let over = self.budget.is_some_and(|budget| self.work > budget);
         let selection = if selector.is_wildcard() {
             vec![0]
+        } else if over {
+            // The compilation fails on the budget (`Compilation::run`);
+            // testing more identities would only cost time.
+            Vec::new()
         } else {
             let index = match &mut self.index {
                 Some(index) if index.is_for(table) => index,
                 slot => slot.insert(SelectionIndex::new(table)),
             };
-            index.select(selector, table)
+            index.select_counted(selector, table, &mut self.work)
         };
         let id = self.selectors.len();
         self.selectors.push(selector.clone());
         self.selections.push(selection);
         self.ids.insert(selector.clone(), id);
         id
+    }
+
+    /// Identities tested against selectors so far (subjects and peers):
+    /// when it exceeds the budget, the selections are incomplete and the
+    /// compilation must stop.
+    pub fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// Whether the work exceeded the budget.
+    pub fn over_budget(&self) -> bool {
+        self.budget.is_some_and(|budget| self.work > budget)
     }
 
     /// The selector of an id.
@@ -287,7 +309,6 @@ fn merge_selector_policy(existing: &mut SelectorPolicy, new: SelectorPolicy) {
 /// The subjects of rules: which rules select each endpoint identity.
 pub struct Resolver<'a> {
     rules: &'a [PolicyRule],
-    table: &'a IdentityTable,
     inventory: &'a Inventory,
     /// The selector cache (peer selectors).
     pub cache: SelectorCache,
@@ -295,6 +316,10 @@ pub struct Resolver<'a> {
     peer_ids: Vec<Option<Vec<SelectorId>>>,
     cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
     localhost_origin: Option<u32>,
+    /// The wildcard selector, interned up front so that resolving an L4
+    /// policy only reads the cache ([`Resolver::l4_policy`] takes `&self`
+    /// and runs on several threads at once).
+    wildcard: SelectorId,
 }
 
 impl<'a> Resolver<'a> {
@@ -305,6 +330,17 @@ impl<'a> Resolver<'a> {
         table: &'a IdentityTable,
         inventory: &'a Inventory,
     ) -> Self {
+        Self::with_selector_budget(rules, table, inventory, None)
+    }
+
+    /// [`Resolver::new`], testing at most `budget` identities against
+    /// selectors ([`SelectorCache::over_budget`] tells when it ran out).
+    pub fn with_selector_budget(
+        rules: &'a [PolicyRule],
+        table: &'a IdentityTable,
+        inventory: &'a Inventory,
+        budget: Option<u64>,
+    ) -> Self {
         // The host identity is a subject of node rules only (host firewall,
         // `rule.matchesSubject`), which porin does not compile.
         let endpoint_ids: BTreeSet<u32> = table
@@ -313,25 +349,53 @@ impl<'a> Resolver<'a> {
             .copied()
             .filter(|id| *id != Identity::HOST.get())
             .collect();
+        // Subjects through the label index: a subject selector is tested
+        // only against the identities that can satisfy its most selective
+        // requirement (the same `Selector::matches`, so the same result as
+        // testing every endpoint identity), instead of selectors × endpoint
+        // identities tests.
+        let index = (!rules.is_empty()).then(|| SelectionIndex::new(table));
+        let mut work: u64 = 0;
         let mut subject_matches: HashMap<&Selector, Vec<u32>> = HashMap::new();
         let mut rules_by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (index, rule) in rules.iter().enumerate() {
+        for (index_of_rule, rule) in rules.iter().enumerate() {
             let selected = subject_matches.entry(&rule.subject).or_insert_with(|| {
-                endpoint_ids
-                    .iter()
-                    .copied()
-                    .filter(|id| {
-                        table
-                            .get(*id)
-                            .is_some_and(|info| rule.subject.matches(&info.labels))
-                    })
+                let candidates = match &index {
+                    Some(index) if !rule.subject.is_wildcard() => {
+                        index.select_counted(&rule.subject, table, &mut work)
+                    }
+                    _ => {
+                        work = work
+                            .saturating_add(u64::try_from(endpoint_ids.len()).unwrap_or(u64::MAX));
+                        endpoint_ids
+                            .iter()
+                            .copied()
+                            .filter(|id| {
+                                table
+                                    .get(*id)
+                                    .is_some_and(|info| rule.subject.matches(&info.labels))
+                            })
+                            .collect()
+                    }
+                };
+                candidates
+                    .into_iter()
+                    .filter(|id| endpoint_ids.contains(id))
                     .collect()
             });
             for id in selected.iter() {
-                rules_by_identity.entry(*id).or_default().push(index);
+                rules_by_identity
+                    .entry(*id)
+                    .or_default()
+                    .push(index_of_rule);
             }
         }
-        let mut cache = SelectorCache::default();
+        let mut cache = SelectorCache {
+            index,
+            work,
+            budget,
+            ..SelectorCache::default()
+        };
         let peer_ids = rules
             .iter()
             .map(|rule| {
@@ -340,6 +404,7 @@ impl<'a> Resolver<'a> {
                     .map(|list| list.iter().map(|s| cache.intern(s, table)).collect())
             })
             .collect();
+        let wildcard = cache.intern(&Selector::wildcard(), table);
         let mut cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>> = BTreeMap::new();
         for endpoint in &inventory.endpoints {
             for port in &endpoint.ports {
@@ -351,13 +416,13 @@ impl<'a> Resolver<'a> {
         }
         Self {
             rules,
-            table,
             inventory,
             cache,
             rules_by_identity,
             peer_ids,
             cluster_ports,
             localhost_origin: None,
+            wildcard,
         }
     }
 
@@ -429,7 +494,7 @@ impl<'a> Resolver<'a> {
     }
 
     /// Resolves the L4 policy of a subject identity (§3.3, §4.1 steps 1–3).
-    pub fn l4_policy(&mut self, identity: u32) -> L4Policy {
+    pub fn l4_policy(&self, identity: u32) -> L4Policy {
         let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
         self.l4_policy_of(identity, &rule_indices, None)
     }
@@ -441,7 +506,7 @@ impl<'a> Resolver<'a> {
     /// synthetic allow-all of a direction whose rules all opt out of
     /// default deny is added, instead of deciding it from the subset.
     pub fn l4_policy_of(
-        &mut self,
+        &self,
         identity: u32,
         rule_indices: &[usize],
         synthetic: Option<[bool; 2]>,
@@ -510,7 +575,7 @@ impl<'a> Resolver<'a> {
             let dir = policy.direction_mut(direction);
             let add = synthetic.map_or(dir.enforced && !default_deny[slot], |s| s[slot]);
             if add {
-                let wildcard = self.cache.intern(&Selector::wildcard(), self.table);
+                let wildcard = self.wildcard;
                 let origin = if direction == Direction::Ingress {
                     ORIGIN_ALLOW_ANY_INGRESS
                 } else {
@@ -590,6 +655,25 @@ impl<'a> Resolver<'a> {
         policy: &L4Policy,
         origins_file: &dyn Fn(u32) -> String,
     ) -> (MapState, Vec<Diagnostic>) {
+        self.map_state_where(endpoint, policy, origins_file, &|_| true)
+    }
+
+    /// [`Resolver::map_state`] restricted to the keys whose peer identity
+    /// satisfies `keep`: every other insertion is skipped. Keys of
+    /// identity X interact in the insertion algebra only with keys of X
+    /// and of identity 0 (`covering_keys`, `narrower_keys`: same identity
+    /// or identity 0), and the fate of an identity-0 key depends on
+    /// identity-0 keys only, so with `keep` = {0} ∪ G the result holds
+    /// exactly the keys of the full state whose identity is in {0} ∪ G.
+    /// The capacity census ([`crate::compile::capacity`]) counts a state
+    /// too large to build, one group of identities at a time.
+    pub fn map_state_where(
+        &self,
+        endpoint: &Endpoint,
+        policy: &L4Policy,
+        origins_file: &dyn Fn(u32) -> String,
+        keep: &dyn Fn(u32) -> bool,
+    ) -> (MapState, Vec<Diagnostic>) {
         let mut state = MapState::new();
         let mut diagnostics = Vec::new();
         let proxy_ports = proxy_ports(policy);
@@ -597,6 +681,9 @@ impl<'a> Resolver<'a> {
         for direction in Direction::ALL {
             let dir = policy.direction(direction);
             if !dir.enforced {
+                if !keep(0) {
+                    continue;
+                }
                 // An allow entry is never a PASS; upsert cannot refuse it.
                 let _ = state.upsert(
                     Key::for_direction(direction),
@@ -620,16 +707,22 @@ impl<'a> Resolver<'a> {
                     &mut insertions,
                 );
                 for (key, entry) in insertions.drain(..) {
-                    if let Err(error) = state.insert_with_features(key, entry, features) {
+                    if !keep(key.identity().get()) {
+                        continue;
+                    }
+                    if let Err(error) = state.insert_quiet(key, entry, features) {
                         diagnostics
                             .push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
                     }
                 }
             }
         }
-        if let Some((key, entry)) = self.localhost_insertion(endpoint) {
+        if let Some((key, entry)) = self
+            .localhost_insertion(endpoint)
+            .filter(|(key, _)| keep(key.identity().get()))
+        {
             let features = policy.direction(Direction::Ingress).features();
-            if let Err(error) = state.insert_with_features(key, entry, features) {
+            if let Err(error) = state.insert_quiet(key, entry, features) {
                 diagnostics.push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
             }
         }

@@ -63,6 +63,11 @@ fn address_bits(address: IpAddr) -> u128 {
 pub struct SelectionIndex {
     /// Positions of the identities holding a label with this key.
     by_key: HashMap<String, Vec<usize>>,
+    /// Positions of the identities holding a (non-CIDR) label with this key
+    /// and value: the candidates of `key In (values)` are the union over
+    /// its values, far fewer than every holder of the key when each pod
+    /// has its own value (`pod: <name>`).
+    by_key_value: HashMap<(String, String), Vec<usize>>,
     /// Positions of the identities holding a CIDR label with this prefix.
     by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)>,
     /// `table.identities` (address, length) the index was built from, to
@@ -79,6 +84,7 @@ impl SelectionIndex {
     /// Indexes every label of every identity of `table`.
     pub fn new(table: &IdentityTable) -> Self {
         let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
+        let mut by_key_value: HashMap<(String, String), Vec<usize>> = HashMap::new();
         let mut by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)> = BTreeMap::new();
         for (position, info) in table.identities.iter().enumerate() {
             for label in info.labels.iter() {
@@ -90,10 +96,15 @@ impl SelectionIndex {
                         .1
                         .push(position);
                 }
+                by_key_value
+                    .entry((label.key.clone(), label.value.clone()))
+                    .or_default()
+                    .push(position);
             }
         }
         Self {
             by_key,
+            by_key_value,
             by_prefix,
             built_from: table_fingerprint(table),
         }
@@ -109,6 +120,18 @@ impl SelectionIndex {
     /// [`select_brute_force`]. The wildcard selects every identity here
     /// (the selector cache maps it to identity 0 before asking).
     pub fn select(&self, selector: &Selector, table: &IdentityTable) -> Vec<u32> {
+        self.select_counted(selector, table, &mut 0)
+    }
+
+    /// [`SelectionIndex::select`], adding to `work` the identities tested
+    /// (the candidates, or every identity for the brute-force fallback):
+    /// what `max_selector_evaluations` bounds.
+    pub fn select_counted(
+        &self,
+        selector: &Selector,
+        table: &IdentityTable,
+        work: &mut u64,
+    ) -> Vec<u32> {
         let mut best: Option<Vec<usize>> = None;
         for requirement in selector.requirements() {
             let Some(candidates) = self.candidates(requirement) else {
@@ -122,8 +145,10 @@ impl SelectionIndex {
             }
         }
         let Some(mut positions) = best else {
+            *work = work.saturating_add(u64::try_from(table.identities.len()).unwrap_or(u64::MAX));
             return select_brute_force(selector, table);
         };
+        *work = work.saturating_add(u64::try_from(positions.len()).unwrap_or(u64::MAX));
         positions.sort_unstable();
         positions.dedup();
         positions
@@ -143,6 +168,18 @@ impl SelectionIndex {
         }
         let key = &requirement.key;
         if key.source != SOURCE_CIDR {
+            if requirement.operator == Operator::In {
+                // `LabelSet::find` looks the key up, then `In` compares the
+                // value: only holders of (key, one of the values) qualify.
+                let mut positions = Vec::new();
+                for value in &requirement.values {
+                    if let Some(holders) = self.by_key_value.get(&(key.key.clone(), value.clone()))
+                    {
+                        positions.extend_from_slice(holders);
+                    }
+                }
+                return Some(positions);
+            }
             return Some(self.by_key.get(&key.key).cloned().unwrap_or_default());
         }
         // An unparsable CIDR key matches no label (`LabelSet::find`).

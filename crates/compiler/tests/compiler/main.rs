@@ -8,6 +8,7 @@ mod inventory;
 mod limits_compile;
 mod limits_inventory;
 mod localhost;
+mod parallel;
 mod properties;
 mod properties_inventory;
 mod resolve;

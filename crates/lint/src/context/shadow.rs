@@ -366,7 +366,7 @@ impl Carriers {
 
 /// The effects of every item of one unit.
 pub struct UnitAnalysis<'r, 'a, 'u> {
-    resolver: &'r mut Resolver<'a>,
+    resolver: &'r Resolver<'a>,
     rules: &'u [PolicyRule],
     identity: u32,
     endpoint: &'u Endpoint,
@@ -398,7 +398,7 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
     /// policy is resolved again with `resolver`, so that selector ids agree
     /// with every policy this analysis resolves.
     pub fn new(
-        resolver: &'r mut Resolver<'a>,
+        resolver: &'r Resolver<'a>,
         rules: &'u [PolicyRule],
         identity: u32,
         endpoint: &'u Endpoint,

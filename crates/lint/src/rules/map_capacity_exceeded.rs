@@ -1,15 +1,16 @@
 //! PR001 `map-capacity-exceeded`: an endpoint's policy map overflows.
-//! The contributor analysis is shared with PR002.
+//! The contributor analysis is shared with PR002; the counting is
+//! porin-compiler's ([`Census`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
 use super::Rule;
 use super::thousands;
-use crate::{Context, Unit};
-use porin_compiler::mapstate::MapState;
+use crate::Context;
+use porin_compiler::compile::capacity::Census;
 use porin_compiler::resolve::rule::proto;
 
 /// The rule: its registry entry (code, name, default severity,
@@ -42,51 +43,30 @@ cilium/cilium#8060, #28337, #41121, #46189.",
     },
 };
 
-/// How many entries one rule contributes to one endpoint's map.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Contribution {
-    /// Entries carrying the rule's origin.
-    pub entries: usize,
-    /// Distinct peer identities.
-    pub identities: BTreeSet<u32>,
-    /// Distinct (protocol, port, prefix length) port prefixes.
-    pub port_prefixes: BTreeSet<(u16, u8)>,
-    /// Distinct protocols.
-    pub protos: BTreeSet<u8>,
-}
-
-/// Contributions per origin id, largest first.
-pub fn contributions(state: &MapState) -> Vec<(u32, Contribution)> {
-    let mut by_origin: BTreeMap<u32, Contribution> = BTreeMap::new();
-    for (key, entry) in state.iter() {
-        for origin in &entry.origins {
-            let c = by_origin.entry(*origin).or_default();
-            c.entries += 1;
-            c.identities.insert(key.identity().get());
-            c.port_prefixes.insert((key.port(), key.port_prefix_len()));
-            c.protos.insert(key.proto());
-        }
-    }
-    let mut list: Vec<(u32, Contribution)> = by_origin.into_iter().collect();
-    list.sort_by(|a, b| b.1.entries.cmp(&a.1.entries).then(a.0.cmp(&b.0)));
-    list
-}
-
-/// The finding of `code` (PR001 or PR002) for one unit at `limit`.
-pub fn finding(cx: &Context<'_>, unit: &Unit, code: CodeInfo, limit: usize) -> Diagnostic {
-    let count = unit.state.len();
-    let percent = count * 100 / limit.max(1);
+/// The finding of `code` (PR001 or PR002) for a state of `census.entries`
+/// entries, for the endpoints called `name`, at `limit`. The census is of a
+/// built state ([`Census::of`]) or, for a state over the map capacity, of
+/// one counted without building it ([`porin_compiler::compile::capacity`]):
+/// the same numbers either way.
+pub fn finding(
+    cx: &Context<'_>,
+    name: &str,
+    census: &Census,
+    code: CodeInfo,
+    limit: usize,
+) -> Diagnostic {
+    let count = usize::try_from(census.entries).unwrap_or(usize::MAX);
+    let percent = u128::from(census.entries) * 100 / (limit.max(1) as u128);
     let mut d = Diagnostic::new(
         code,
         format!(
-            "endpoint `{}` needs {} policy-map entries; the map holds {} ({percent}%)",
-            cx.unit_name(unit),
+            "endpoint `{name}` needs {} policy-map entries; the map holds {} ({percent}%)",
             thousands(count),
             thousands(limit)
         ),
     );
     let mut hints: BTreeSet<&'static str> = BTreeSet::new();
-    for (rank, (origin_id, c)) in contributions(&unit.state).into_iter().take(3).enumerate() {
+    for (rank, (origin_id, c)) in census.contributions().into_iter().take(3).enumerate() {
         let Some(origin) = cx.origin_by_id(origin_id) else {
             continue;
         };
@@ -147,12 +127,36 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{} {}", thousands(n), if n == 1 { one } else { many })
 }
 
-/// Reports every endpoint whose map overflows.
+/// Reports every endpoint whose map overflows: the built states over
+/// `policyMapMax`, and the states too large for any policy map, counted
+/// without being built ([`crate::Overflow`]).
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let limit = usize::try_from(cx.config.policy_map_max).unwrap_or(usize::MAX);
     for unit in &cx.units {
         if unit.state.len() > limit {
-            out.push(finding(cx, unit, RULE.info, limit));
+            let census = Census::of(&unit.state);
+            out.push(finding(cx, &cx.unit_name(unit), &census, RULE.info, limit));
         }
+    }
+    for over in &cx.overflows {
+        let mut d = finding(cx, &overflow_name(cx, over), &over.census, RULE.info, limit);
+        d.notes.push(
+            "the state was counted, not built: the rules that read map states skipped these endpoints"
+                .to_owned(),
+        );
+        out.push(d);
+    }
+}
+
+/// The display name of overflowing endpoints (as [`Context::unit_name`]).
+fn overflow_name(cx: &Context<'_>, over: &crate::Overflow) -> String {
+    let first = over
+        .endpoints
+        .first()
+        .and_then(|i| cx.inventory.endpoints.get(*i))
+        .map_or_else(String::new, |e| e.display_name());
+    match over.endpoints.len() {
+        0 | 1 => first,
+        n => format!("{first} (+{} more with identity {})", n - 1, over.identity),
     }
 }

@@ -7,6 +7,7 @@ use porin_model::{CodeInfo, Doc, Stage};
 use super::Rule;
 use super::map_capacity_exceeded::finding;
 use crate::Context;
+use porin_compiler::compile::capacity::Census;
 
 /// The rule: its registry entry (code, name, default severity,
 /// documentation) and its check.
@@ -48,7 +49,8 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     for unit in &cx.units {
         let count = unit.state.len();
         if count > warn && count <= limit {
-            out.push(finding(cx, unit, RULE.info, limit));
+            let census = Census::of(&unit.state);
+            out.push(finding(cx, &cx.unit_name(unit), &census, RULE.info, limit));
         }
     }
 }

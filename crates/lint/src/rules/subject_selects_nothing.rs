@@ -41,6 +41,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         .units
         .iter()
         .flat_map(|u| u.rules.iter().copied())
+        .chain(cx.overflows.iter().flat_map(|o| o.rules.iter().copied()))
         .collect();
     // Per policy (file, document, kind, name) and rule prefix (`spec`, `specs[i]`).
     let mut policies: BTreeMap<PolicyKey, (bool, usize)> = BTreeMap::new();

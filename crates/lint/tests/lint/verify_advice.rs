@@ -181,7 +181,7 @@ fn check_advice(
                 .cloned()
                 .collect()
         };
-        let mut resolver = Resolver::new(&rules, &cx.table, cx.inventory)
+        let resolver = Resolver::new(&rules, &cx.table, cx.inventory)
             .with_localhost_origin(cx.lowered.localhost_origin);
         // Only the units the item's rules select can change: every other
         // unit has the same rules, identities and named ports as before.

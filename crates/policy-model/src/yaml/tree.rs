@@ -312,7 +312,15 @@ impl Builder<'_> {
                 };
                 self.complete(
                     Node {
-                        kind: NodeKind::Scalar(text.into_owned(), style),
+                        kind: NodeKind::Scalar(
+                            {
+                                // The scanner grows its buffer as it reads.
+                                let mut text = text.into_owned();
+                                text.shrink_to_fit();
+                                text
+                            },
+                            style,
+                        ),
                         pos,
                     },
                     anchor,
@@ -336,10 +344,21 @@ impl Builder<'_> {
                 pos,
             )?,
             Event::SequenceEnd | Event::MappingEnd => {
+                // Containers are kept for the whole run (routes of later
+                // findings resolve against them): shrink each to its length,
+                // or a one-pair mapping keeps room for four (a third of the
+                // tree's memory on 65,535 small policies).
                 let node = match self.stack.pop() {
-                    Some(Frame::Sequence { pos, anchor, items }) => (
+                    Some(Frame::Sequence {
+                        pos,
+                        anchor,
+                        mut items,
+                    }) => (
                         Node {
-                            kind: NodeKind::Sequence(items),
+                            kind: NodeKind::Sequence({
+                                items.shrink_to_fit();
+                                items
+                            }),
                             pos,
                         },
                         anchor,
@@ -351,7 +370,11 @@ impl Builder<'_> {
                         ..
                     }) => (
                         Node {
-                            kind: NodeKind::Mapping(apply_merge_keys(entries)),
+                            kind: NodeKind::Mapping({
+                                let mut entries = apply_merge_keys(entries);
+                                entries.shrink_to_fit();
+                                entries
+                            }),
                             pos,
                         },
                         anchor,
