@@ -472,7 +472,7 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
 /// maybe the inventory is incomplete, maybe the selector is wrong); one
 /// finding per policy, in (kind, namespace, name) order. `selecting` holds
 /// the origins of the rules that select some endpoint.
-fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
+pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
     let mut policy_selects: BTreeMap<(OriginKind, Option<String>, String, String), bool> =
         BTreeMap::new();
     for rule in &lowered.rules {

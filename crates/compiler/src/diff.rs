@@ -138,6 +138,34 @@ pub fn policy_diff(old: &MapState, new: &MapState) -> Vec<MapChange> {
     fences
 }
 
+/// [`policy_diff`] for two states that differ only in keys of the peer
+/// identities `identities` (an incremental update replaced those
+/// identities' parts, `crate::session`): the same writes in the same order,
+/// at the cost of those identities' entries instead of the whole map.
+/// [`policy_diff`] decides every key on its own (fence, then settle, each
+/// phase in key order) and writes nothing for a key both states hold with
+/// the same datapath value, so the keys outside `identities` contribute
+/// nothing and the restriction loses nothing. The precondition is the
+/// caller's; the session's property test checks the result against
+/// [`policy_diff`] of the whole states.
+pub fn policy_diff_within(
+    old: &MapState,
+    new: &MapState,
+    identities: &std::collections::BTreeSet<crate::identity::Identity>,
+) -> Vec<MapChange> {
+    let part = |state: &MapState| {
+        let mut out = MapState::new();
+        for identity in identities {
+            for (key, entry) in state.identity_entries(*identity) {
+                // Entries of a map state are never PASS entries.
+                let _ = out.upsert(key, entry);
+            }
+        }
+        out
+    };
+    policy_diff(&part(old), &part(new))
+}
+
 /// Applies changes to a state (for tests and for agents that mirror the map).
 pub fn apply(state: &MapState, changes: &[MapChange]) -> MapState {
     let mut entries: std::collections::BTreeMap<Key, Entry> =

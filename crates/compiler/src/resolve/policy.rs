@@ -203,6 +203,57 @@ impl SelectorCache {
     pub fn selection(&self, id: SelectorId) -> &[u32] {
         &self.selections[id]
     }
+
+    /// The id of a selector already interned.
+    pub fn id_of(&self, selector: &Selector) -> Option<SelectorId> {
+        self.ids.get(selector).copied()
+    }
+
+    /// Number of interned selectors (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.selectors.len()
+    }
+
+    /// True if no selector is interned.
+    pub fn is_empty(&self) -> bool {
+        self.selectors.is_empty()
+    }
+
+    /// Incremental selection update (a session's, `crate::session`): adds
+    /// `identity` to the selection of `id`, keeping it sorted (the table's
+    /// order). The caller has checked [`Selector::matches`]; the wildcard's
+    /// selection (`[0]`) is never changed.
+    pub fn add_to_selection(&mut self, id: SelectorId, identity: u32) {
+        if self.selectors[id].is_wildcard() {
+            return;
+        }
+        let selection = &mut self.selections[id];
+        if let Err(at) = selection.binary_search(&identity) {
+            selection.insert(at, identity);
+        }
+    }
+
+    /// Removes `identity` from the selection of `id`; true if it was there.
+    pub fn remove_from_selection(&mut self, id: SelectorId, identity: u32) -> bool {
+        if self.selectors[id].is_wildcard() {
+            return false;
+        }
+        let selection = &mut self.selections[id];
+        match selection.binary_search(&identity) {
+            Ok(at) => {
+                selection.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Drops the label index, so the next [`SelectorCache::intern`] builds
+    /// it from the table it is given: a table edited in place may keep its
+    /// storage address and length, which the index cannot tell apart.
+    pub fn forget_index(&mut self) {
+        self.index = None;
+    }
 }
 
 /// Parser promotion of `mergePortProto` (None → TLS → HTTP/Kafka/proxylib;
@@ -284,6 +335,57 @@ fn merge_selector_policy(existing: &mut SelectorPolicy, new: SelectorPolicy) {
     }
 }
 
+/// The owned state of a [`Resolver`] (everything but the rules, table and
+/// inventory it borrows), so a long-lived session can keep it between
+/// updates and edit it ([`Resolver::into_parts`], [`Resolver::from_parts`]).
+#[derive(Debug, Default)]
+pub struct ResolverParts {
+    /// The selector cache.
+    pub cache: SelectorCache,
+    /// Rule indices selecting each endpoint identity, in rule order.
+    pub rules_by_identity: BTreeMap<u32, Vec<usize>>,
+    /// Interned peer selectors of each rule (`None`: selects nothing).
+    pub peer_ids: Vec<Option<Vec<SelectorId>>>,
+    /// The cluster-wide named-port table.
+    pub cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
+    /// Origin of the host allow entries.
+    pub localhost_origin: Option<u32>,
+}
+
+/// Which identities one [`MapOp`] inserts its key for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OpPeers {
+    /// Every identity the selector selects (identity 0 for the wildcard).
+    Selector(SelectorId),
+    /// One fixed identity: 0 for the allow-all of a direction that is not
+    /// enforced, the host (1) for the host allow.
+    Fixed(u32),
+}
+
+/// One step of distilling a map state ([`Resolver::map_ops`]): the key
+/// `key` (its identity replaced by each identity of `peers`) gets `entry`.
+/// A map state is the fold of its ops in order ([`Resolver::apply_ops`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapOp {
+    /// The identities.
+    pub peers: OpPeers,
+    /// The key (identity 0 for [`OpPeers::Selector`], the fixed identity
+    /// otherwise).
+    pub key: Key,
+    /// The entry.
+    pub entry: Entry,
+    /// The features of the key's direction.
+    pub features: PolicyFeatures,
+    /// `MapState::upsert` (allow-all of a direction that is not enforced:
+    /// Cilium's `allowAllIdentities` bypasses the insertion logic) instead
+    /// of `insert_with_features`.
+    pub upsert: bool,
+    /// The filter the op comes from (`None` for the fixed ones): with the
+    /// key it places the op in the fold's order (filters in order, then
+    /// masked ports, then selectors), which a session compares.
+    pub filter: Option<FilterKey>,
+}
+
 /// The subjects of rules: which rules select each endpoint identity.
 pub struct Resolver<'a> {
     rules: &'a [PolicyRule],
@@ -358,6 +460,38 @@ impl<'a> Resolver<'a> {
             peer_ids,
             cluster_ports,
             localhost_origin: None,
+        }
+    }
+
+    /// A resolver over state kept from an earlier one ([`Self::into_parts`]);
+    /// the parts must have been computed for `rules`, `table` and
+    /// `inventory` (a session updates them incrementally).
+    pub fn from_parts(
+        rules: &'a [PolicyRule],
+        table: &'a IdentityTable,
+        inventory: &'a Inventory,
+        parts: ResolverParts,
+    ) -> Self {
+        Self {
+            rules,
+            table,
+            inventory,
+            cache: parts.cache,
+            rules_by_identity: parts.rules_by_identity,
+            peer_ids: parts.peer_ids,
+            cluster_ports: parts.cluster_ports,
+            localhost_origin: parts.localhost_origin,
+        }
+    }
+
+    /// The owned state, to keep for [`Self::from_parts`].
+    pub fn into_parts(self) -> ResolverParts {
+        ResolverParts {
+            cache: self.cache,
+            rules_by_identity: self.rules_by_identity,
+            peer_ids: self.peer_ids,
+            cluster_ports: self.cluster_ports,
+            localhost_origin: self.localhost_origin,
         }
     }
 
@@ -574,7 +708,84 @@ impl<'a> Resolver<'a> {
         policy: &L4Policy,
         origins_file: &dyn Fn(u32) -> String,
     ) -> (MapState, Vec<Diagnostic>) {
+        let (ops, mut diagnostics) = self.map_ops(endpoint, policy, origins_file);
         let mut state = MapState::new();
+        self.apply_ops(&ops, &mut state, &mut diagnostics, None);
+        (state, diagnostics)
+    }
+
+    /// Folds `ops` into `state` in order. With `only`, keys are inserted
+    /// for identity 0 and that identity alone: the keys of a specific
+    /// identity depend only on the insertions for it and for identity 0
+    /// (the insertion algebra compares a key with covering and narrower
+    /// keys of its own identity and of identity 0, and an identity-0 key
+    /// only with identity-0 keys, `mapstate::insert`), so this gives exactly
+    /// the identity's keys of the full fold (`crate::session` relies on it).
+    pub fn apply_ops(
+        &self,
+        ops: &[MapOp],
+        state: &mut MapState,
+        diagnostics: &mut Vec<Diagnostic>,
+        only: Option<u32>,
+    ) {
+        for op in ops {
+            self.apply_op(op, state, diagnostics, only);
+        }
+    }
+
+    /// One op of [`Self::apply_ops`].
+    pub fn apply_op(
+        &self,
+        op: &MapOp,
+        state: &mut MapState,
+        diagnostics: &mut Vec<Diagnostic>,
+        only: Option<u32>,
+    ) {
+        let wanted = |id: u32| only.is_none_or(|o| id == 0 || id == o);
+        let mut insert = |key: Key| {
+            let result = if op.upsert {
+                state.upsert(key, op.entry.clone()).map(drop)
+            } else {
+                state
+                    .insert_with_features(key, op.entry.clone(), op.features)
+                    .map(drop)
+            };
+            if let Err(error) = result {
+                diagnostics.push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
+            }
+        };
+        match op.peers {
+            OpPeers::Fixed(id) => {
+                if wanted(id) {
+                    insert(op.key);
+                }
+            }
+            OpPeers::Selector(selector) => {
+                for id in self.cache.selection(selector) {
+                    if !wanted(*id) {
+                        continue;
+                    }
+                    let Ok(identity) = Identity::new(*id) else {
+                        continue;
+                    };
+                    insert(op.key.with_identity(identity));
+                }
+            }
+        }
+    }
+
+    /// The insertions that distill one endpoint's map state, in order
+    /// ([`Self::map_state`] folds them), with the diagnostics for ports
+    /// that yield no keys and for merge conflicts. They depend on the L4
+    /// policy, the endpoint's and the cluster's named ports and the host
+    /// allow, never on which identities a selector selects.
+    pub fn map_ops(
+        &self,
+        endpoint: &Endpoint,
+        policy: &L4Policy,
+        origins_file: &dyn Fn(u32) -> String,
+    ) -> (Vec<MapOp>, Vec<Diagnostic>) {
+        let mut ops: Vec<MapOp> = Vec::new();
         let mut diagnostics = Vec::new();
         // Proxy ports, per endpoint, in sorted filter order.
         let mut proxy_ports: BTreeMap<(Direction, String, u8, PortRef, u16), u16> = BTreeMap::new();
@@ -608,11 +819,14 @@ impl<'a> Resolver<'a> {
                 } else {
                     ORIGIN_ALLOW_ANY_EGRESS
                 };
-                // An allow entry is never a PASS; upsert cannot refuse it.
-                let _ = state.upsert(
-                    Key::for_direction(direction),
-                    Entry::allow().with_origin(origin),
-                );
+                ops.push(MapOp {
+                    peers: OpPeers::Fixed(0),
+                    key: Key::for_direction(direction),
+                    entry: Entry::allow().with_origin(origin),
+                    features: PolicyFeatures::NONE,
+                    upsert: true,
+                    filter: None,
+                });
                 continue;
             }
             let features = dir.features();
@@ -722,20 +936,14 @@ impl<'a> Resolver<'a> {
                             // toMapState: "identical L3L4 entry suppressed".
                             continue;
                         }
-                        for id in self.cache.selection(*selector) {
-                            let Ok(identity) = Identity::new(*id) else {
-                                continue;
-                            };
-                            let key = base.with_identity(identity);
-                            if let Err(error) =
-                                state.insert_with_features(key, entry.clone(), features)
-                            {
-                                diagnostics.push(Diagnostic::new(
-                                    codes::MERGE_CONFLICT,
-                                    format!("{error}"),
-                                ));
-                            }
-                        }
+                        ops.push(MapOp {
+                            peers: OpPeers::Selector(*selector),
+                            key: base,
+                            entry: entry.clone(),
+                            features,
+                            upsert: false,
+                            filter: Some(filter_key.clone()),
+                        });
                     }
                 }
             }
@@ -752,12 +960,16 @@ impl<'a> Resolver<'a> {
                 entry = entry.with_origin(origin);
             }
             let features = policy.direction(Direction::Ingress).features();
-            let key = Key::for_direction(Direction::Ingress).with_identity(Identity::HOST);
-            if let Err(error) = state.insert_with_features(key, entry, features) {
-                diagnostics.push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
-            }
+            ops.push(MapOp {
+                peers: OpPeers::Fixed(Identity::HOST.get()),
+                key: Key::for_direction(Direction::Ingress).with_identity(Identity::HOST),
+                entry,
+                features,
+                upsert: false,
+                filter: None,
+            });
         }
-        (state, diagnostics)
+        (ops, diagnostics)
     }
 
     /// The inventory this resolver works on.
