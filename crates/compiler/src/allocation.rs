@@ -314,7 +314,11 @@ impl IdentityTable {
                 },
             },
         );
-        self.reindex_from(position);
+        // Every identity above moved up one place.
+        for (_, at) in self.by_id.range_mut(id..) {
+            *at += 1;
+        }
+        self.by_id.insert(id, position);
     }
 
     /// Records the removal of the endpoint at inventory position `index`
@@ -333,7 +337,9 @@ impl IdentityTable {
         if gone {
             self.identities.remove(position);
             self.by_id.remove(&id);
-            self.reindex_from(position);
+            for (_, at) in self.by_id.range_mut(id..) {
+                *at -= 1;
+            }
         }
         self.endpoint_identity.remove(index);
         self.shift_members(index, false);
@@ -355,14 +361,6 @@ impl IdentityTable {
                     }
                 }
             }
-        }
-    }
-
-    /// Positions in `by_id` from `position` on, after an insertion or
-    /// removal there.
-    fn reindex_from(&mut self, position: usize) {
-        for (at, info) in self.identities.iter().enumerate().skip(position) {
-            self.by_id.insert(info.id, at);
         }
     }
 

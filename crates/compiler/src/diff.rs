@@ -31,6 +31,13 @@
 //!    are keys of the new state holding their new values, which are its
 //!    matches in the new state: its verdict is the new one.
 //!
+//! Every key is decided on its own (fence, then settle, each phase in key
+//! order) and a key both states hold with the same datapath value gets no
+//! write, so for two states that differ only in the keys of some peer
+//! identities, the difference of those identities' parts alone is the
+//! whole difference: a live session (`crate::session`) diffs only the parts
+//! it replaced.
+//!
 //! Cost: a key whose final value is not the maximal deny may be written
 //! twice (fence, then value). Deletions and additions stay single writes
 //! when the fence is already final. The property is checked over random
@@ -136,34 +143,6 @@ pub fn policy_diff(old: &MapState, new: &MapState) -> Vec<MapChange> {
     settles.sort_by_key(|c| c.key);
     fences.extend(settles);
     fences
-}
-
-/// [`policy_diff`] for two states that differ only in keys of the peer
-/// identities `identities` (an incremental update replaced those
-/// identities' parts, `crate::session`): the same writes in the same order,
-/// at the cost of those identities' entries instead of the whole map.
-/// [`policy_diff`] decides every key on its own (fence, then settle, each
-/// phase in key order) and writes nothing for a key both states hold with
-/// the same datapath value, so the keys outside `identities` contribute
-/// nothing and the restriction loses nothing. The precondition is the
-/// caller's; the session's property test checks the result against
-/// [`policy_diff`] of the whole states.
-pub fn policy_diff_within(
-    old: &MapState,
-    new: &MapState,
-    identities: &std::collections::BTreeSet<crate::identity::Identity>,
-) -> Vec<MapChange> {
-    let part = |state: &MapState| {
-        let mut out = MapState::new();
-        for identity in identities {
-            for (key, entry) in state.identity_entries(*identity) {
-                // Entries of a map state are never PASS entries.
-                let _ = out.upsert(key, entry);
-            }
-        }
-        out
-    };
-    policy_diff(&part(old), &part(new))
 }
 
 /// Applies changes to a state (for tests and for agents that mirror the map).

@@ -204,7 +204,6 @@ impl CompileLimits {
         rules: &[PolicyRule],
         identities: usize,
     ) -> Result<(), CompileError> {
-        self.check(Limit::Identities, wide(identities), None)?;
         let mut distinct = BTreeSet::new();
         for rule in rules {
             distinct.insert(&rule.subject);
@@ -212,7 +211,19 @@ impl CompileLimits {
                 distinct.insert(peer);
             }
         }
-        let work = wide(distinct.len()).saturating_mul(wide(identities));
+        self.check_identity_work(distinct.len(), identities)
+    }
+
+    /// [`Self::check_identities`] given the number of distinct selectors
+    /// (a session keeps it between updates instead of counting the rules'
+    /// selectors again).
+    pub fn check_identity_work(
+        &self,
+        distinct_selectors: usize,
+        identities: usize,
+    ) -> Result<(), CompileError> {
+        self.check(Limit::Identities, wide(identities), None)?;
+        let work = wide(distinct_selectors).saturating_mul(wide(identities));
         self.check(Limit::SelectorEvaluations, work, None)
     }
 

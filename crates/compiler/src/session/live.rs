@@ -13,7 +13,7 @@ use porin_model::loader::LoadOutcome;
 
 use crate::allocation::{IdentityTable, try_endpoint_identity_labels};
 use crate::compile::{Compiled, EndpointPolicy, Enforcement, build_ipcache, selects_nothing};
-use crate::diff::{MapChange, policy_diff, policy_diff_within};
+use crate::diff::{MapChange, policy_diff};
 use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory, NamedPort};
@@ -120,6 +120,9 @@ struct StateRecord {
     ops: Vec<MapOp>,
     /// Op indices by peers, ascending.
     by_peers: HashMap<OpPeers, Vec<usize>>,
+    /// The peers of the ops for identity 0 (`Fixed(0)`, the selectors
+    /// whose selection is identity 0: the wildcard).
+    zero: Vec<OpPeers>,
 }
 
 impl StateRecord {
@@ -135,19 +138,33 @@ impl StateRecord {
             resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
         let mut state = MapState::new();
         resolver.apply_ops(&ops, &mut state, &mut diagnostics, None);
-        Self::new(state, diagnostics, ops)
+        Self::new(resolver, state, diagnostics, ops)
     }
 
-    fn new(state: MapState, diagnostics: Vec<Diagnostic>, ops: Vec<MapOp>) -> Self {
+    fn new(
+        resolver: &Resolver<'_>,
+        state: MapState,
+        diagnostics: Vec<Diagnostic>,
+        ops: Vec<MapOp>,
+    ) -> Self {
         let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::new();
         for (index, op) in ops.iter().enumerate() {
             by_peers.entry(op.peers).or_default().push(index);
         }
+        let zero = by_peers
+            .keys()
+            .filter(|peers| match peers {
+                OpPeers::Fixed(id) => *id == 0,
+                OpPeers::Selector(s) => resolver.cache.selection(*s).contains(&0),
+            })
+            .copied()
+            .collect();
         Self {
             state: Arc::new(state),
             diagnostics,
             ops,
             by_peers,
+            zero,
         }
     }
 }
@@ -223,6 +240,9 @@ struct Model {
     subjects: HashMap<Selector, Vec<usize>>,
     l4: BTreeMap<u32, L4Policy>,
     states: HashMap<StateKey, StateRecord>,
+    /// Distinct subject and peer selectors of the rules
+    /// (`CompileLimits::check_identities`).
+    distinct_selectors: usize,
     /// Whether some endpoint has a namespace (`Resolver::allows_localhost`
     /// reads it).
     any_namespace: bool,
@@ -267,6 +287,40 @@ impl Session {
         Ok(Self {
             limits,
             texts: Vec::new(),
+            inventory,
+            model,
+        })
+    }
+
+    /// A session over `inventory` with the policy texts `texts` (name,
+    /// loaded text), compiled once: adding texts one by one recompiles at
+    /// each (a new text is not an incremental change).
+    pub fn with_policies(
+        mut inventory: Inventory,
+        texts: Vec<(String, LoadOutcome)>,
+        limits: CompileLimits,
+    ) -> Result<Self, SessionError> {
+        let mut names = BTreeSet::new();
+        let mut kept = Vec::with_capacity(texts.len());
+        for (name, outcome) in texts {
+            if outcome.has_errors() {
+                return Err(SessionError::Policy(outcome.diagnostics));
+            }
+            if !names.insert(name.clone()) {
+                return Err(SessionError::DuplicateText(name));
+            }
+            kept.push(PolicyText { name, outcome });
+        }
+        inventory.finish()?;
+        let inputs: Vec<PolicyInput<'_>> = kept
+            .iter()
+            .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
+            .collect();
+        let (model, inventory) = build_with_spans(&kept, &inputs, inventory, &limits)?;
+        drop(inputs);
+        Ok(Self {
+            limits,
+            texts: kept,
             inventory,
             model,
         })
@@ -420,7 +474,6 @@ impl Session {
                 message: format!("duplicate endpoint `{}`", endpoint.display_name()),
             }));
         }
-        let before = self.inventory.clone();
         match self.add_endpoint_incrementally(&endpoint) {
             Ok(Some(update)) => Ok(update),
             Ok(None) => {
@@ -429,7 +482,12 @@ impl Session {
                 self.replace_inventory(inventory, "the endpoint needs a full allocation")
             }
             Err(e) => {
-                self.inventory = before;
+                // Back to the inventory before the call (a namespace entry
+                // it added stays: it names no endpoint, so it changes no
+                // identity), recompiled in full.
+                self.inventory
+                    .endpoints
+                    .retain(|e| !(e.namespace == endpoint.namespace && e.name == endpoint.name));
                 self.rebuild("restore")?;
                 Err(e)
             }
@@ -528,10 +586,13 @@ impl Session {
     /// to and the states they reach. `None`: not local (the caller
     /// recompiles in full).
     fn replace_text(&mut self, position: usize) -> Result<Option<Update>, SessionError> {
-        let Some(spans) = self.model.spans.clone() else {
-            return Ok(None);
-        };
-        let Some(span) = spans.get(position).cloned() else {
+        let Some(span) = self
+            .model
+            .spans
+            .as_ref()
+            .and_then(|spans| spans.get(position))
+            .cloned()
+        else {
             return Ok(None);
         };
         let text = &self.texts[position];
@@ -543,13 +604,9 @@ impl Session {
         {
             return Ok(None);
         }
-        let inputs: Vec<PolicyInput<'_>> = self
-            .texts
-            .iter()
-            .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
-            .collect();
-        self.limits.check_inputs(&inputs)?;
-        drop(inputs);
+        // The text was lowered alone (bounded by the load limits), so
+        // `check_inputs` (which bounds lowering) is not needed; the lowered
+        // rules are checked below.
         let model = &mut self.model;
         let changed: Vec<usize> = span
             .rules
@@ -636,6 +693,9 @@ impl Session {
             }
         }
         parts.rules_by_identity.retain(|_, list| !list.is_empty());
+        if !changed.is_empty() {
+            model.distinct_selectors = distinct_selectors(&model.lowered.rules);
+        }
         model.peer_index.catch_up(&parts.cache);
         if peers_changed && !selector_order_is_batch_order(&parts) {
             model.parts = parts;
@@ -667,22 +727,35 @@ impl Session {
             let Some(policy) = model.l4.get(&key.0) else {
                 continue;
             };
-            let Some(record) = model.states.get(&key) else {
-                continue;
-            };
-            if !changed_identities.contains(&key.0) && record.diagnostics.is_empty() {
+            if !changed_identities.contains(&key.0)
+                && model
+                    .states
+                    .get(&key)
+                    .is_none_or(|r| r.diagnostics.is_empty())
+            {
                 // Only the origins' descriptions changed, which only
                 // diagnostics show.
                 continue;
             }
+            let Some(record) = model.states.remove(&key) else {
+                continue;
+            };
             let endpoint = &self.inventory.endpoints[first];
             self.limits
                 .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
             let origins = &model.lowered.origins;
             let (ops, diagnostics) =
                 resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
+            let (table, peer_index) = (&model.table, &model.peer_index);
+            let cache = &resolver.cache;
+            let selecting = |id: u32| {
+                table
+                    .get(id)
+                    .map(|info| peer_index.matching(cache, &info.labels))
+                    .unwrap_or_default()
+            };
             let (new_record, changes, folded, replayed) =
-                redistill(&resolver, record, ops, diagnostics);
+                redistill(&resolver, record, ops, diagnostics, &selecting);
             update.states_folded += usize::from(folded);
             update.identities_replayed += replayed;
             if let Err(e) = self
@@ -763,23 +836,28 @@ impl Session {
             return Ok(None);
         }
         // The namespace entry `Inventory::finish` would add.
-        let mut inventory = self.inventory.clone();
-        if let Some(ns) = &endpoint.namespace
-            && !inventory.namespaces.contains_key(ns)
-        {
-            let mut labels = BTreeMap::new();
-            labels.insert(crate::labels::NAMESPACE_NAME_LABEL.to_owned(), ns.clone());
-            inventory.namespaces.insert(ns.clone(), labels);
-        }
-        let Ok(labels) = try_endpoint_identity_labels(endpoint, &inventory) else {
+        let namespace_added = match &endpoint.namespace {
+            Some(ns) if !self.inventory.namespaces.contains_key(ns) => {
+                let mut labels = BTreeMap::new();
+                labels.insert(crate::labels::NAMESPACE_NAME_LABEL.to_owned(), ns.clone());
+                self.inventory.namespaces.insert(ns.clone(), labels);
+                Some(ns.clone())
+            }
+            _ => None,
+        };
+        let labels = try_endpoint_identity_labels(endpoint, &self.inventory)
+            .ok()
+            .filter(|labels| !labels.has_source(SOURCE_RESERVED));
+        let number = labels
+            .as_ref()
+            .and_then(|labels| self.model.table.endpoint_number(labels));
+        let (Some(labels), Some((identity, new_identity))) = (labels, number) else {
+            if let Some(ns) = namespace_added {
+                self.inventory.namespaces.remove(&ns);
+            }
             return Ok(None);
         };
-        if labels.has_source(SOURCE_RESERVED) {
-            return Ok(None);
-        }
-        let Some((identity, new_identity)) = self.model.table.endpoint_number(&labels) else {
-            return Ok(None);
-        };
+        let inventory = &mut self.inventory;
         let index = inventory.endpoints.partition_point(|e| {
             (&e.namespace, &e.name, &e.location)
                 < (&endpoint.namespace, &endpoint.name, &endpoint.location)
@@ -792,13 +870,12 @@ impl Session {
             pinned.identity = Some(identity);
         }
         inventory.endpoints.insert(index, pinned);
-        self.inventory = inventory;
         let model = &mut self.model;
         model.table.insert_endpoint(index, identity, &labels);
         model.parts.cache.forget_index();
         if new_identity {
             self.limits
-                .check_identities(&model.lowered.rules, model.table.identities.len())?;
+                .check_identity_work(model.distinct_selectors, model.table.identities.len())?;
         }
 
         let mut update = Update::incremental(Vec::new());
@@ -824,7 +901,6 @@ impl Session {
             }
             let resolver =
                 Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
-            let only: BTreeSet<Identity> = Identity::new(identity).into_iter().collect();
             for (key, record) in &mut model.states {
                 if !gained
                     .iter()
@@ -832,36 +908,38 @@ impl Session {
                 {
                     continue;
                 }
-                let before = record.state.clone();
-                if !before
-                    .identity_entries(Identity::new(identity).map_err(|_| {
-                        CompileError::Identity {
-                            identity,
-                            message: "not a valid identity".to_owned(),
-                        }
-                    })?)
-                    .is_empty()
-                {
+                let Ok(id) = Identity::new(identity) else {
+                    continue;
+                };
+                if !record.state.identity_entries(id).is_empty() {
                     // A state holding keys of an identity that did not exist
                     // is not what this session computed: fold it again.
                     let mut state = MapState::new();
                     let mut diagnostics = Vec::new();
                     resolver.apply_ops(&record.ops, &mut state, &mut diagnostics, None);
                     update.states_folded += 1;
-                    let changes = policy_diff(&before, &state);
+                    let changes = policy_diff(&record.state, &state);
                     record.state = Arc::new(state);
                     if !changes.is_empty() {
                         state_changes.push((key.clone(), changes));
                     }
                     continue;
                 }
-                let part = replay(&resolver, record, identity);
+                let part = replay(&resolver, record, identity, &gained);
                 update.identities_replayed += 1;
+                // The state had no keys of the identity: the writes are
+                // those that add its part (the difference of the parts is
+                // the whole difference, `crate::diff`), without copying the
+                // state to compare.
+                let mut added = MapState::new();
+                for (k, e) in &part {
+                    let _ = added.upsert(*k, e.clone());
+                }
+                let changes = policy_diff(&MapState::new(), &added);
                 let state = Arc::make_mut(&mut record.state);
                 for (k, e) in part {
                     let _ = state.upsert(k, e);
                 }
-                let changes = policy_diff_within(&before, &record.state, &only);
                 if !changes.is_empty() {
                     state_changes.push((key.clone(), changes));
                 }
@@ -975,15 +1053,17 @@ impl Session {
                 }
                 // Nothing is inserted for a vanished identity: its part of
                 // the state goes, the rest is as it was.
-                let before = record.state.clone();
                 let state = Arc::make_mut(&mut record.state);
+                let mut part = MapState::new();
                 for id in &only {
-                    for (k, _) in before.identity_entries(*id) {
+                    for (k, e) in state.identity_entries(*id) {
                         state.remove(&k);
+                        let _ = part.upsert(k, e);
                     }
                 }
                 update.identities_replayed += 1;
-                let changes = policy_diff_within(&before, &record.state, &only);
+                // The difference of the parts is the whole one: the part goes.
+                let changes = policy_diff(&part, &MapState::new());
                 if !changes.is_empty() {
                     state_changes.push((state_key.clone(), changes));
                 }
@@ -1075,17 +1155,17 @@ fn selector_order_is_batch_order(parts: &ResolverParts) -> bool {
 /// ops differ, every part may change and the state is folded in full.
 fn redistill(
     resolver: &Resolver<'_>,
-    old: &StateRecord,
+    old: StateRecord,
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
+    selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
-    let mut record = StateRecord::new(MapState::new(), diagnostics, ops);
-    let sequence = |r: &StateRecord, peers: &OpPeers| -> Vec<usize> {
-        r.by_peers.get(peers).cloned().unwrap_or_default()
-    };
+    let mut record = StateRecord::new(resolver, MapState::new(), diagnostics, ops);
     let same = |peers: &OpPeers| {
-        let (a, b) = (sequence(old, peers), sequence(&record, peers));
-        a.len() == b.len() && a.iter().zip(&b).all(|(x, y)| old.ops[*x] == record.ops[*y])
+        let empty = Vec::new();
+        let a = old.by_peers.get(peers).unwrap_or(&empty);
+        let b = record.by_peers.get(peers).unwrap_or(&empty);
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| old.ops[*x] == record.ops[*y])
     };
     let all_peers: BTreeSet<OpPeers> = old
         .by_peers
@@ -1126,43 +1206,57 @@ fn redistill(
         record.state = Arc::new(state);
         return (record, changes, true, 0);
     }
-    let mut state: MapState = (*old.state).clone();
-    let mut touched: BTreeSet<Identity> = BTreeSet::new();
+    // The old state without a copy when no one else holds it.
+    let mut shared = old.state;
+    let state = Arc::make_mut(&mut shared);
+    let (mut before, mut after) = (MapState::new(), MapState::new());
     for id in &identities {
         let Ok(identity) = Identity::new(*id) else {
             continue;
         };
-        for (k, _) in old.state.identity_entries(identity) {
+        for (k, e) in state.identity_entries(identity) {
             state.remove(&k);
+            let _ = before.upsert(k, e);
         }
-        for (k, e) in replay(resolver, &record, *id) {
+        let selectors = selecting(*id);
+        for (k, e) in replay(resolver, &record, *id, &selectors) {
+            let _ = after.upsert(k, e.clone());
             let _ = state.upsert(k, e);
         }
-        touched.insert(identity);
     }
-    let changes = policy_diff_within(&old.state, &state, &touched);
-    record.state = Arc::new(state);
+    // The difference of the replaced parts is the whole difference
+    // (`crate::diff`).
+    let changes = policy_diff(&before, &after);
+    record.state = shared;
     let replayed = identities.len();
     (record, changes, false, replayed)
 }
 
 /// The part of a state for one identity: the fold of the identity-0 ops
 /// and the ops whose peers include it, in order.
+///
+/// `selecting` lists the selectors whose selection holds the identity
+/// (from the label index, so the cost is that of the identity's ops, not of
+/// the state's); the selectors selecting identity 0 are the record's own
+/// list.
 fn replay(
     resolver: &Resolver<'_>,
     record: &StateRecord,
     identity: u32,
+    selecting: &[SelectorId],
 ) -> Vec<(crate::mapstate::Key, crate::mapstate::Entry)> {
     let mut indices: Vec<usize> = Vec::new();
-    for (peers, list) in &record.by_peers {
-        let relevant = match peers {
-            OpPeers::Fixed(id) => *id == 0 || *id == identity,
-            OpPeers::Selector(s) => {
-                let selection = resolver.cache.selection(*s);
-                selection.contains(&0) || selection.binary_search(&identity).is_ok()
-            }
-        };
-        if relevant {
+    let peers = record
+        .zero
+        .iter()
+        .copied()
+        .chain(selecting.iter().map(|s| OpPeers::Selector(*s)))
+        .chain([OpPeers::Fixed(identity)]);
+    let mut seen = BTreeSet::new();
+    for peers in peers {
+        if seen.insert(peers)
+            && let Some(list) = record.by_peers.get(&peers)
+        {
             indices.extend_from_slice(list);
         }
     }
@@ -1348,6 +1442,7 @@ fn build(
     let mut peer_index = PeerIndex::default();
     peer_index.catch_up(&parts.cache);
     let any_namespace = inventory.endpoints.iter().any(|e| e.namespace.is_some());
+    let distinct_selectors = distinct_selectors(&lowered.rules);
     let mut subjects: HashMap<Selector, Vec<usize>> = HashMap::new();
     for (index, rule) in lowered.rules.iter().enumerate() {
         subjects
@@ -1376,10 +1471,21 @@ fn build(
             subjects,
             l4,
             states,
+            distinct_selectors,
             any_namespace,
         },
         inventory,
     ))
+}
+
+/// Distinct subject and peer selectors of `rules`.
+fn distinct_selectors(rules: &[PolicyRule]) -> usize {
+    let mut distinct = BTreeSet::new();
+    for rule in rules {
+        distinct.insert(&rule.subject);
+        distinct.extend(rule.peers.iter().flatten());
+    }
+    distinct.len()
 }
 
 /// Why an update was refused (the session is as it was before it).
@@ -1389,6 +1495,9 @@ pub enum SessionError {
     /// The policy text has errors (its diagnostics).
     #[error("the policy text has {} error(s)", .0.iter().filter(|d| d.is_error()).count())]
     Policy(Vec<Diagnostic>),
+    /// Two texts of [`Session::with_policies`] have the same name.
+    #[error("two policy texts are named `{0}`")]
+    DuplicateText(String),
     /// The inventory change is invalid.
     #[error(transparent)]
     Inventory(#[from] InventoryError),
