@@ -249,7 +249,65 @@ struct Model {
 }
 
 /// A live compilation of policy texts against an inventory, updated one
-/// change at a time. See the module docs of [`crate::session`].
+/// change at a time. See the module docs of [`crate::session`] for why
+/// every [`Update`] is exact.
+///
+/// Each call returns the [`Update`]: per endpoint whose map changed, the
+/// ordered hole-free writes (`policy_diff` of its state before and after),
+/// and whether the change went the incremental way ([`UpdatePath`]). A
+/// failed call leaves the session as it was. [`Session::compiled`] is the
+/// whole compilation (as `compile::compile` of [`Session::inputs`] and
+/// [`Session::inventory`] gives it), for an agent's first fill or a check.
+///
+/// # Example
+///
+/// ```
+/// use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+/// use porin_compiler::limits::CompileLimits;
+/// use porin_compiler::session::{Session, UpdatePath};
+/// use porin_model::limits::LoadLimits;
+/// use porin_model::loader::load_str;
+///
+/// let pod = |name: &str, labels: &[(&str, &str)], ip: &str| Endpoint {
+///     name: name.to_owned(),
+///     namespace: Some("prod".to_owned()),
+///     labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+///     ips: vec![ip.parse().unwrap()],
+///     service_account: None,
+///     ports: Vec::new(),
+///     identity: None,
+///     identity_labels: None,
+///     location: SourceLocation::default(),
+/// };
+/// let policy = |port: u16| {
+///     let text = format!(
+///         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\n\
+///          metadata: {{name: db, namespace: prod}}\n\
+///          spec:\n  endpointSelector: {{matchLabels: {{app: db}}}}\n  ingress:\n\
+///          \x20   - fromEndpoints: [{{matchLabels: {{app: api}}}}]\n\
+///          \x20     toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n"
+///     );
+///     load_str("db.yaml", &text, &LoadLimits::default())
+/// };
+/// let mut inventory = Inventory::new();
+/// inventory.endpoints.push(pod("db", &[("app", "db")], "10.0.0.1"));
+/// let mut session = Session::with_policies(
+///     inventory,
+///     vec![("db.yaml".to_owned(), policy(5432))],
+///     CompileLimits::default(),
+/// )?;
+///
+/// // A pod with new labels that the policy's peer selector matches.
+/// let update = session.add_endpoint(pod("api-1", &[("app", "api"), ("pod", "1")], "10.0.0.2"))?;
+/// assert_eq!(update.path, UpdatePath::Incremental);
+/// let db = update.deltas.iter().find(|d| d.endpoint == "prod/db").unwrap();
+/// assert!(!db.changes.is_empty()); // the keys for api-1's identity
+///
+/// // A one-rule change.
+/// let update = session.set_policy("db.yaml", policy(5433))?;
+/// assert_eq!(update.path, UpdatePath::Incremental);
+/// # Ok::<(), porin_compiler::session::SessionError>(())
+/// ```
 pub struct Session {
     limits: CompileLimits,
     texts: Vec<PolicyText>,
