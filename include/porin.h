@@ -430,6 +430,12 @@ typedef struct porin_diff porin_diff;
 typedef struct porin_session porin_session;
 
 /*
+ The writes of one `porin_session_apply_*` call. Opaque, immutable;
+ free with `porin_update_free`. Independent of the session.
+ */
+typedef struct porin_update porin_update;
+
+/*
  A string argument: `len` bytes of UTF-8 at `ptr` (no terminator
  needed). `ptr` may be NULL only when `len` is 0.
  */
@@ -582,6 +588,34 @@ typedef struct {
    */
   porin_str value;
 } porin_label;
+
+/*
+ One endpoint of a `porin_update` (`porin_update_get`); `endpoint` is
+ borrowed from the update.
+ */
+typedef struct {
+  /*
+   `namespace/name` (or `name` outside Kubernetes), as
+   `porin_compilation_endpoint_name` gives it.
+   */
+  porin_str endpoint;
+  /*
+   Its identity (before the call, for a removed endpoint).
+   */
+  uint32_t identity;
+  /*
+   The endpoint is new: its writes fill an empty map.
+   */
+  bool added;
+  /*
+   The endpoint is gone: drop its map (no writes).
+   */
+  bool removed;
+  /*
+   Number of writes (`porin_update_diff` gives them).
+   */
+  size_t writes;
+} porin_endpoint_delta;
 
 /*
  Every code, for tests and the C suite's table.
@@ -1048,6 +1082,127 @@ porin_result porin_session_set_limit(porin_session *session,
 porin_result porin_session_get_limit(const porin_session *session,
                                      uint32_t which,
                                      uint64_t *out_value);
+
+/*
+ Adds the policy text `name` (YAML or JSON, one or more documents) to a
+ live session, or replaces the text of that name, and applies it at
+ once: `*out` lists every endpoint whose map changes, with its
+ hole-free writes (as `porin_compilation_policy_diff` between the
+ compilations before and after would give them, exactly).
+
+ **Live sessions.** The first `porin_session_apply_*` call makes the
+ session live: it compiles the policies and inventory added so far (the
+ documents added before become one text named `<session>`), and from
+ then on the session is edited with `porin_session_apply_*` only (the
+ batch edit functions return INVALID_PARAMETER) and
+ `porin_session_compile` returns its current state. Limits are those set
+ before the first apply. A change is applied incrementally when it can
+ be (replacing a text with one of the same shape: the same number of
+ rules, no new CIDR prefix, no log cookie; an endpoint with addresses
+ and no named ports and a pod identity), else the session recompiles in
+ full; either way the writes are exact (`porin_update_path` says which).
+ A call that fails leaves the session as it was.
+
+ Returns OK, NULL_PARAMETER, INVALID_UTF8, POLICY_INVALID (the text has
+ errors: nothing changed; the message names the first), LIMIT_EXCEEDED,
+ INVENTORY_INVALID, COMPILE_FAILED, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_apply_policy_bytes(porin_session *session,
+                                              const char *name,
+                                              size_t name_len,
+                                              const uint8_t *data,
+                                              size_t len,
+                                              porin_update **out);
+
+/*
+ Removes the policy text `name` from a live session (see
+ `porin_session_apply_policy_bytes`) and applies it.
+
+ Returns OK, NOT_FOUND (no such text), NULL_PARAMETER, INVALID_UTF8,
+ LIMIT_EXCEEDED, COMPILE_FAILED, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_apply_policy_remove(porin_session *session,
+                                               const char *name,
+                                               size_t name_len,
+                                               porin_update **out);
+
+/*
+ Adds one endpoint to a live session (see
+ `porin_session_apply_policy_bytes`) and applies it: a pod with labels
+ no other endpoint has gets a new identity, and every endpoint whose
+ peer selectors match it gets the writes for it (Cilium's selector cache
+ and `MapChanges`); the new endpoint's own map is in the update as
+ `added`. Arguments as `porin_session_endpoint_add`; without addresses,
+ porin assigns them (a full recompile).
+
+ Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER,
+ ALREADY_EXISTS, INVENTORY_INVALID, LIMIT_EXCEEDED, COMPILE_FAILED,
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_apply_endpoint_add(porin_session *session,
+                                              const char *namespace_,
+                                              size_t namespace_len,
+                                              const char *name,
+                                              size_t name_len,
+                                              const porin_label *labels,
+                                              size_t label_count,
+                                              const porin_str *ips,
+                                              size_t ip_count,
+                                              porin_update **out);
+
+/*
+ Removes one endpoint from a live session and applies it: when it was
+ the last endpoint of its identity, every map that held keys for that
+ identity loses them; the endpoint itself is in the update as `removed`.
+
+ Returns OK, NOT_FOUND, NULL_PARAMETER, INVALID_UTF8, LIMIT_EXCEEDED,
+ COMPILE_FAILED, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_apply_endpoint_remove(porin_session *session,
+                                                 const char *namespace_,
+                                                 size_t namespace_len,
+                                                 const char *name,
+                                                 size_t name_len,
+                                                 porin_update **out);
+
+/*
+ Number of endpoints in an update; 0 for NULL or a freed handle.
+ */
+size_t porin_update_count(const porin_update *update);
+
+/*
+ Endpoint `index` (0-based; removed endpoints come first, then the
+ others in inventory order). Returns OK, INVALID_PARAMETER (index),
+ NULL_PARAMETER, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_update_get(const porin_update *update,
+                              size_t index,
+                              porin_endpoint_delta *out);
+
+/*
+ The writes of endpoint `index` as a new `porin_diff` (apply in order;
+ free with `porin_diff_free`). Returns OK, INVALID_PARAMETER (index),
+ NULL_PARAMETER, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_update_diff(const porin_update *update,
+                               size_t index,
+                               porin_diff **out);
+
+/*
+ How the update was computed: `*out_incremental` true when only what the
+ change touches was recomputed; otherwise `*out_reason` (borrowed from
+ the update, not NUL-terminated) says why the session recompiled in full.
+ The writes are exact either way. Returns OK, NULL_PARAMETER,
+ INVALID_HANDLE, PANIC.
+ */
+porin_result porin_update_path(const porin_update *update,
+                               bool *out_incremental,
+                               porin_str *out_reason);
+
+/*
+ Frees an update. NULL is a no-op; a handle freed before is ignored.
+ */
+void porin_update_free(porin_update *update);
 
 #ifdef __cplusplus
 }  // extern "C"

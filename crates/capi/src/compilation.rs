@@ -566,8 +566,17 @@ pub extern "C" fn porin_compilation_policy_diff(
         let changes = policy_diff(
             before.as_deref().unwrap_or(&empty),
             after.as_deref().unwrap_or(&empty),
-        )
-        .into_iter()
+        );
+        write_out(out, policy_diff_handle(&changes));
+        Ok(())
+    })
+}
+
+/// A new `porin_diff` handle holding `changes` as map bytes (the caller
+/// owns it: `porin_diff_free`).
+pub(crate) fn policy_diff_handle(changes: &[porin_compiler::diff::MapChange]) -> *mut porin_diff {
+    let changes = changes
+        .iter()
         .map(|change| {
             let kind = match change.kind {
                 ChangeKind::Add => porin_change_kind::Add,
@@ -583,9 +592,7 @@ pub extern "C" fn porin_compilation_policy_diff(
             (kind, key.to_bytes().to_vec(), value)
         })
         .collect();
-        write_out(out, into_handle(Diff { changes }).cast::<porin_diff>());
-        Ok(())
-    })
+    into_handle(Diff { changes }).cast::<porin_diff>()
 }
 
 /// The ipcache writes from `old` to `new` for one family (4 or 6): adds

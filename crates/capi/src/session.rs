@@ -7,10 +7,13 @@ use std::path::Path;
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::session::{IncrementalCompiler, IncrementalStats, pin_identities};
+use porin_compiler::session::{
+    IncrementalCompiler, IncrementalStats, Session as LiveSession, SessionError, Update,
+    UpdatePath, pin_identities,
+};
 use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
 
-use crate::compilation::{Compilation, porin_compilation};
+use crate::compilation::{Compilation, policy_diff_handle, porin_compilation};
 use crate::diagnostics::{Diagnostics, porin_diagnostics};
 use crate::ffi::{
     array, boundary, boundary_value, bytes, free_handle, handle_mut, handle_ref, into_handle,
@@ -57,6 +60,9 @@ pub(crate) struct Session {
     limits: Limits,
     /// Policy bytes added since the last clear (`max_total_bytes`).
     policy_bytes: u64,
+    /// Set by the first `porin_session_apply_*` call: from then on the
+    /// session is live (see `porin_session_apply_policy_bytes`).
+    live: Option<LiveSession>,
 }
 
 fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin_result> {
@@ -108,6 +114,18 @@ fn with_session(
             }
         }
     })
+}
+
+/// The batch edit functions refuse a live session: its inputs are edited
+/// with `porin_session_apply_*` only, so the two never disagree.
+fn not_live(state: &Session) -> Result<(), Failure> {
+    if state.live.is_some() {
+        return Err(Failure::new(
+            porin_result::InvalidParameter,
+            "the session is live (a porin_session_apply_* call made it so): edit it with porin_session_apply_policy_bytes, porin_session_apply_policy_remove, porin_session_apply_endpoint_add and porin_session_apply_endpoint_remove".to_owned(),
+        ));
+    }
+    Ok(())
 }
 
 fn plain(code: porin_result) -> Failure {
@@ -171,6 +189,7 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             last_error: String::new(),
             limits: Limits::default(),
             policy_bytes: 0,
+            live: None,
         };
         write_out(out, into_handle(session).cast::<porin_session>());
         Ok(())
@@ -205,6 +224,7 @@ pub extern "C" fn porin_session_add_policy_bytes(
     len: usize,
 ) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         let name = string(name, name_len).map_err(plain)?;
         let raw = bytes(data, len).map_err(plain)?;
         let text = std::str::from_utf8(raw).map_err(|e| {
@@ -236,6 +256,7 @@ pub extern "C" fn porin_session_add_policy_bytes(
 #[unsafe(no_mangle)]
 pub extern "C" fn porin_session_clear_policies(session: *mut porin_session) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         state.policies = LoadOutcome::default();
         state.policy_bytes = 0;
         Ok(())
@@ -254,6 +275,7 @@ pub extern "C" fn porin_session_add_policy_path(
     path_len: usize,
 ) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         let path = path_arg(path, path_len)?;
         // What the session already holds counts towards the total.
         let mut limits = state.limits.load.clone();
@@ -283,6 +305,7 @@ pub extern "C" fn porin_session_add_inventory_bytes(
     len: usize,
 ) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         let name = string(name, name_len).map_err(plain)?;
         let raw = bytes(data, len).map_err(plain)?;
         let text = std::str::from_utf8(raw).map_err(|e| {
@@ -308,6 +331,7 @@ pub extern "C" fn porin_session_add_inventory_path(
     path_len: usize,
 ) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         let path = path_arg(path, path_len)?;
         if let Err(e) = std::fs::metadata(path) {
             return Err(Failure::new(
@@ -391,47 +415,82 @@ pub extern "C" fn porin_session_endpoint_add(
     ip_count: usize,
 ) -> porin_result {
     with_session(session, |state| {
-        let namespace = optional_namespace(namespace, namespace_len)?;
-        let name = string(name, name_len).map_err(plain)?;
-        if name.is_empty() || name.contains('/') {
-            return Err(Failure::new(
-                porin_result::InvalidParameter,
-                format!("invalid endpoint name `{name}`"),
-            ));
-        }
-        let labels = labels_arg(labels, label_count)?;
-        let mut addresses: Vec<IpAddr> = Vec::new();
-        for ip in array(ips, ip_count).map_err(plain)? {
-            let text = string(ip.ptr, ip.len).map_err(plain)?;
-            let address = text.trim().parse::<IpAddr>().map_err(|_| {
-                Failure::new(
-                    porin_result::InvalidParameter,
-                    format!("`{text}` is not an IP address"),
-                )
-            })?;
-            addresses.push(address);
-        }
-        if find(&state.inventory, namespace.as_ref(), name).is_some() {
+        not_live(state)?;
+        let endpoint = endpoint_arg(
+            namespace,
+            namespace_len,
+            name,
+            name_len,
+            labels,
+            label_count,
+            ips,
+            ip_count,
+        )?;
+        if find(
+            &state.inventory,
+            endpoint.namespace.as_ref(),
+            &endpoint.name,
+        )
+        .is_some()
+        {
             return Err(Failure::new(
                 porin_result::AlreadyExists,
-                format!("endpoint `{name}` already exists"),
+                format!("endpoint `{}` already exists", endpoint.name),
             ));
         }
-        state.inventory.endpoints.push(Endpoint {
-            name: name.to_owned(),
-            namespace,
-            labels,
-            ips: addresses,
-            service_account: None,
-            ports: Vec::new(),
-            identity: None,
-            identity_labels: None,
-            location: SourceLocation {
-                file: "<porin_session_endpoint_add>".to_owned(),
-                line: 0,
-            },
-        });
+        state.inventory.endpoints.push(endpoint);
         Ok(())
+    })
+}
+
+/// The endpoint of `porin_session_endpoint_add`'s arguments.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "C API: every buffer has its length"
+)]
+fn endpoint_arg(
+    namespace: *const c_char,
+    namespace_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    labels: *const porin_label,
+    label_count: usize,
+    ips: *const porin_str,
+    ip_count: usize,
+) -> Result<Endpoint, Failure> {
+    let namespace = optional_namespace(namespace, namespace_len)?;
+    let name = string(name, name_len).map_err(plain)?;
+    if name.is_empty() || name.contains('/') {
+        return Err(Failure::new(
+            porin_result::InvalidParameter,
+            format!("invalid endpoint name `{name}`"),
+        ));
+    }
+    let labels = labels_arg(labels, label_count)?;
+    let mut addresses: Vec<IpAddr> = Vec::new();
+    for ip in array(ips, ip_count).map_err(plain)? {
+        let text = string(ip.ptr, ip.len).map_err(plain)?;
+        let address = text.trim().parse::<IpAddr>().map_err(|_| {
+            Failure::new(
+                porin_result::InvalidParameter,
+                format!("`{text}` is not an IP address"),
+            )
+        })?;
+        addresses.push(address);
+    }
+    Ok(Endpoint {
+        name: name.to_owned(),
+        namespace,
+        labels,
+        ips: addresses,
+        service_account: None,
+        ports: Vec::new(),
+        identity: None,
+        identity_labels: None,
+        location: SourceLocation {
+            file: "<porin_session_endpoint_add>".to_owned(),
+            line: 0,
+        },
     })
 }
 
@@ -447,6 +506,7 @@ pub extern "C" fn porin_session_endpoint_remove(
     name_len: usize,
 ) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         let namespace = optional_namespace(namespace, namespace_len)?;
         let name = string(name, name_len).map_err(plain)?;
         let index = find(&state.inventory, namespace.as_ref(), name)
@@ -471,6 +531,7 @@ pub extern "C" fn porin_session_endpoint_set_labels(
     label_count: usize,
 ) -> porin_result {
     with_session(session, |state| {
+        not_live(state)?;
         let namespace = optional_namespace(namespace, namespace_len)?;
         let name = string(name, name_len).map_err(plain)?;
         let labels = labels_arg(labels, label_count)?;
@@ -527,6 +588,17 @@ pub extern "C" fn porin_session_compile(
                 );
             }
         };
+        if let Some(live) = &state.live {
+            // A live session: its current state (every change is applied
+            // already).
+            let compiled = live.compiled();
+            let findings: Vec<_> = compiled.all_diagnostics().cloned().collect();
+            let compilation = Compilation::new(compiled)
+                .map_err(|e| Failure::new(porin_result::EmitFailed, e.to_string()))?;
+            give_diagnostics(Diagnostics::new(findings, &state.policies.sources));
+            write_out(out, into_handle(compilation).cast::<porin_compilation>());
+            return Ok(());
+        }
         if state.policies.has_errors() {
             give_diagnostics(Diagnostics::new(
                 state.policies.diagnostics.clone(),
@@ -651,4 +723,349 @@ pub extern "C" fn porin_session_get_limit(
         write_out(out_value, limit.get(limits));
         Ok(())
     })
+}
+
+// ---- live sessions: one change at a time, with the map writes ----
+
+/// The writes of one `porin_session_apply_*` call. Opaque, immutable;
+/// free with `porin_update_free`. Independent of the session.
+#[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]
+pub struct porin_update {
+    _private: [u8; 0],
+}
+
+/// One endpoint of a `porin_update` (`porin_update_get`); `endpoint` is
+/// borrowed from the update.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+#[allow(non_camel_case_types, reason = "C naming: porin_<noun>")]
+pub struct porin_endpoint_delta {
+    /// `namespace/name` (or `name` outside Kubernetes), as
+    /// `porin_compilation_endpoint_name` gives it.
+    pub endpoint: porin_str,
+    /// Its identity (before the call, for a removed endpoint).
+    pub identity: u32,
+    /// The endpoint is new: its writes fill an empty map.
+    pub added: bool,
+    /// The endpoint is gone: drop its map (no writes).
+    pub removed: bool,
+    /// Number of writes (`porin_update_diff` gives them).
+    pub writes: usize,
+}
+
+struct UpdateOut {
+    update: Update,
+    reason: String,
+}
+
+fn update_ref<'a>(update: *const porin_update) -> Result<&'a UpdateOut, porin_result> {
+    handle_ref(update.cast::<UpdateOut>())
+}
+
+fn session_error(error: &SessionError) -> Failure {
+    match error {
+        SessionError::Policy(diagnostics) => {
+            let first = diagnostics
+                .iter()
+                .find(|d| d.is_error())
+                .map(|d| format!(": {}", d.message))
+                .unwrap_or_default();
+            Failure::new(porin_result::PolicyInvalid, format!("{error}{first}"))
+        }
+        SessionError::Inventory(e) => inventory_error(e),
+        SessionError::Compile(e) => compile_error(e),
+        _ => Failure::new(porin_result::CompileFailed, error.to_string()),
+    }
+}
+
+/// The live session, started from the batch inputs on first use.
+fn live(state: &mut Session) -> Result<&mut LiveSession, Failure> {
+    if state.live.is_none() {
+        if state.policies.has_errors() {
+            return Err(Failure::new(
+                porin_result::PolicyInvalid,
+                "the session's policy documents have errors; porin_session_compile lists them"
+                    .to_owned(),
+            ));
+        }
+        let texts = if state.policies.documents.is_empty() {
+            Vec::new()
+        } else {
+            vec![("<session>".to_owned(), state.policies.clone())]
+        };
+        let session = LiveSession::with_policies(
+            state.inventory.clone(),
+            texts,
+            state.limits.compile.clone(),
+        )
+        .map_err(|e| session_error(&e))?;
+        state.live = Some(session);
+    }
+    state
+        .live
+        .as_mut()
+        .ok_or_else(|| Failure::from(porin_result::Panic))
+}
+
+fn give_update(out: *mut *mut porin_update, update: Update) {
+    let reason = match &update.path {
+        UpdatePath::Incremental => String::new(),
+        UpdatePath::Full(reason) => (*reason).to_owned(),
+    };
+    write_out(
+        out,
+        into_handle(UpdateOut { update, reason }).cast::<porin_update>(),
+    );
+}
+
+/// Adds the policy text `name` (YAML or JSON, one or more documents) to a
+/// live session, or replaces the text of that name, and applies it at
+/// once: `*out` lists every endpoint whose map changes, with its
+/// hole-free writes (as `porin_compilation_policy_diff` between the
+/// compilations before and after would give them, exactly).
+///
+/// **Live sessions.** The first `porin_session_apply_*` call makes the
+/// session live: it compiles the policies and inventory added so far (the
+/// documents added before become one text named `<session>`), and from
+/// then on the session is edited with `porin_session_apply_*` only (the
+/// batch edit functions return INVALID_PARAMETER) and
+/// `porin_session_compile` returns its current state. Limits are those set
+/// before the first apply. A change is applied incrementally when it can
+/// be (replacing a text with one of the same shape: the same number of
+/// rules, no new CIDR prefix, no log cookie; an endpoint with addresses
+/// and no named ports and a pod identity), else the session recompiles in
+/// full; either way the writes are exact (`porin_update_path` says which).
+/// A call that fails leaves the session as it was.
+///
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, POLICY_INVALID (the text has
+/// errors: nothing changed; the message names the first), LIMIT_EXCEEDED,
+/// INVENTORY_INVALID, COMPILE_FAILED, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_apply_policy_bytes(
+    session: *mut porin_session,
+    name: *const c_char,
+    name_len: usize,
+    data: *const u8,
+    len: usize,
+    out: *mut *mut porin_update,
+) -> porin_result {
+    with_session(session, |state| {
+        out_ptr(out).map_err(plain)?;
+        let name = string(name, name_len).map_err(plain)?;
+        let raw = bytes(data, len).map_err(plain)?;
+        let text = std::str::from_utf8(raw).map_err(|e| {
+            Failure::new(porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}"))
+        })?;
+        let outcome = load_str(name, text, &state.limits.load);
+        let update = live(state)?
+            .set_policy(name, outcome)
+            .map_err(|e| session_error(&e))?;
+        // For rendering the diagnostics of later compiles.
+        state.policies.sources.insert(name, text);
+        give_update(out, update);
+        Ok(())
+    })
+}
+
+/// Removes the policy text `name` from a live session (see
+/// `porin_session_apply_policy_bytes`) and applies it.
+///
+/// Returns OK, NOT_FOUND (no such text), NULL_PARAMETER, INVALID_UTF8,
+/// LIMIT_EXCEEDED, COMPILE_FAILED, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_apply_policy_remove(
+    session: *mut porin_session,
+    name: *const c_char,
+    name_len: usize,
+    out: *mut *mut porin_update,
+) -> porin_result {
+    with_session(session, |state| {
+        out_ptr(out).map_err(plain)?;
+        let name = string(name, name_len).map_err(plain)?;
+        let update = live(state)?
+            .remove_policy(name)
+            .ok_or_else(|| {
+                Failure::new(porin_result::NotFound, format!("no policy text `{name}`"))
+            })?
+            .map_err(|e| session_error(&e))?;
+        give_update(out, update);
+        Ok(())
+    })
+}
+
+/// Adds one endpoint to a live session (see
+/// `porin_session_apply_policy_bytes`) and applies it: a pod with labels
+/// no other endpoint has gets a new identity, and every endpoint whose
+/// peer selectors match it gets the writes for it (Cilium's selector cache
+/// and `MapChanges`); the new endpoint's own map is in the update as
+/// `added`. Arguments as `porin_session_endpoint_add`; without addresses,
+/// porin assigns them (a full recompile).
+///
+/// Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER,
+/// ALREADY_EXISTS, INVENTORY_INVALID, LIMIT_EXCEEDED, COMPILE_FAILED,
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "C API: every buffer has its length"
+)]
+pub extern "C" fn porin_session_apply_endpoint_add(
+    session: *mut porin_session,
+    namespace: *const c_char,
+    namespace_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    labels: *const porin_label,
+    label_count: usize,
+    ips: *const porin_str,
+    ip_count: usize,
+    out: *mut *mut porin_update,
+) -> porin_result {
+    with_session(session, |state| {
+        out_ptr(out).map_err(plain)?;
+        let endpoint = endpoint_arg(
+            namespace,
+            namespace_len,
+            name,
+            name_len,
+            labels,
+            label_count,
+            ips,
+            ip_count,
+        )?;
+        let live = live(state)?;
+        if live
+            .inventory()
+            .endpoint(&endpoint.display_name())
+            .is_some()
+        {
+            return Err(Failure::new(
+                porin_result::AlreadyExists,
+                format!("endpoint `{}` already exists", endpoint.display_name()),
+            ));
+        }
+        let update = live.add_endpoint(endpoint).map_err(|e| session_error(&e))?;
+        give_update(out, update);
+        Ok(())
+    })
+}
+
+/// Removes one endpoint from a live session and applies it: when it was
+/// the last endpoint of its identity, every map that held keys for that
+/// identity loses them; the endpoint itself is in the update as `removed`.
+///
+/// Returns OK, NOT_FOUND, NULL_PARAMETER, INVALID_UTF8, LIMIT_EXCEEDED,
+/// COMPILE_FAILED, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_apply_endpoint_remove(
+    session: *mut porin_session,
+    namespace: *const c_char,
+    namespace_len: usize,
+    name: *const c_char,
+    name_len: usize,
+    out: *mut *mut porin_update,
+) -> porin_result {
+    with_session(session, |state| {
+        out_ptr(out).map_err(plain)?;
+        let namespace = optional_namespace(namespace, namespace_len)?;
+        let name = string(name, name_len).map_err(plain)?;
+        let reference = match &namespace {
+            Some(ns) => format!("{ns}/{name}"),
+            None => name.to_owned(),
+        };
+        let update = live(state)?
+            .remove_endpoint(&reference)
+            .ok_or_else(|| Failure::new(porin_result::NotFound, format!("no endpoint `{name}`")))?
+            .map_err(|e| session_error(&e))?;
+        give_update(out, update);
+        Ok(())
+    })
+}
+
+/// Number of endpoints in an update; 0 for NULL or a freed handle.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_update_count(update: *const porin_update) -> usize {
+    boundary_value(0, || {
+        update_ref(update).map_or(0, |u| u.update.deltas.len())
+    })
+}
+
+/// Endpoint `index` (0-based; removed endpoints come first, then the
+/// others in inventory order). Returns OK, INVALID_PARAMETER (index),
+/// NULL_PARAMETER, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_update_get(
+    update: *const porin_update,
+    index: usize,
+    out: *mut porin_endpoint_delta,
+) -> porin_result {
+    boundary(|| {
+        let u = update_ref(update)?;
+        out_ptr(out)?;
+        let delta = u
+            .update
+            .deltas
+            .get(index)
+            .ok_or(porin_result::InvalidParameter)?;
+        write_out(
+            out,
+            porin_endpoint_delta {
+                endpoint: crate::diagnostics::borrowed(&delta.endpoint),
+                identity: delta.identity,
+                added: delta.added,
+                removed: delta.removed,
+                writes: delta.changes.len(),
+            },
+        );
+        Ok(())
+    })
+}
+
+/// The writes of endpoint `index` as a new `porin_diff` (apply in order;
+/// free with `porin_diff_free`). Returns OK, INVALID_PARAMETER (index),
+/// NULL_PARAMETER, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_update_diff(
+    update: *const porin_update,
+    index: usize,
+    out: *mut *mut crate::compilation::porin_diff,
+) -> porin_result {
+    boundary(|| {
+        let u = update_ref(update)?;
+        out_ptr(out)?;
+        let delta = u
+            .update
+            .deltas
+            .get(index)
+            .ok_or(porin_result::InvalidParameter)?;
+        write_out(out, policy_diff_handle(&delta.changes));
+        Ok(())
+    })
+}
+
+/// How the update was computed: `*out_incremental` true when only what the
+/// change touches was recomputed; otherwise `*out_reason` (borrowed from
+/// the update, not NUL-terminated) says why the session recompiled in full.
+/// The writes are exact either way. Returns OK, NULL_PARAMETER,
+/// INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_update_path(
+    update: *const porin_update,
+    out_incremental: *mut bool,
+    out_reason: *mut porin_str,
+) -> porin_result {
+    boundary(|| {
+        let u = update_ref(update)?;
+        out_ptr(out_incremental)?;
+        out_ptr(out_reason)?;
+        write_out(out_incremental, u.update.path == UpdatePath::Incremental);
+        write_out(out_reason, crate::diagnostics::borrowed(&u.reason));
+        Ok(())
+    })
+}
+
+/// Frees an update. NULL is a no-op; a handle freed before is ignored.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_update_free(update: *mut porin_update) {
+    boundary_value((), || free_handle(update.cast::<UpdateOut>()));
 }

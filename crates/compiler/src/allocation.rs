@@ -257,6 +257,113 @@ impl IdentityTable {
         })
     }
 
+    /// Incremental allocation (a session's, `crate::session`): the number
+    /// a new endpoint with identity labels `labels` and no given number
+    /// gets from [`Self::allocate`] when every other endpoint holds its
+    /// number as a given one (the session pins them): the number of the
+    /// endpoint identity with these labels (`Some((id, false))`), else the
+    /// lowest number from [`FIRST_ALLOCATED`] no endpoint identity holds
+    /// (`Some((id, true))`). `None` when that is not this simple: the
+    /// labels are a reserved identity's, or the range is exhausted; the
+    /// session then allocates in full.
+    pub fn endpoint_number(&self, labels: &LabelSet) -> Option<(u32, bool)> {
+        let mut taken = BTreeSet::new();
+        for info in &self.identities {
+            match &info.kind {
+                IdentityKind::Endpoints { .. } => {
+                    if info.labels == *labels {
+                        return Some((info.id, false));
+                    }
+                    taken.insert(info.id);
+                }
+                IdentityKind::Reserved { .. } | IdentityKind::ReservedEndpoints { .. } => {
+                    if info.labels == *labels {
+                        return None;
+                    }
+                }
+                IdentityKind::Cidr { .. } => {}
+            }
+        }
+        (FIRST_ALLOCATED..=LAST_ALLOCATED)
+            .find(|n| !taken.contains(n))
+            .map(|n| (n, true))
+    }
+
+    /// Records an endpoint inserted at inventory position `index` with
+    /// endpoint identity `id` (from [`Self::endpoint_number`]), as
+    /// [`Self::allocate`] over the new inventory would: endpoint indices
+    /// from `index` on move up by one.
+    pub fn insert_endpoint(&mut self, index: usize, id: u32, labels: &LabelSet) {
+        self.shift_members(index, true);
+        self.endpoint_identity.insert(index, id);
+        if let Some(&position) = self.by_id.get(&id) {
+            if let IdentityKind::Endpoints { endpoints } = &mut self.identities[position].kind {
+                let at = endpoints.partition_point(|e| *e < index);
+                endpoints.insert(at, index);
+            }
+            return;
+        }
+        let position = self.identities.partition_point(|i| i.id < id);
+        self.identities.insert(
+            position,
+            IdentityInfo {
+                id,
+                labels: labels.clone(),
+                kind: IdentityKind::Endpoints {
+                    endpoints: vec![index],
+                },
+            },
+        );
+        // Every identity above moved up one place.
+        for (_, at) in self.by_id.range_mut(id..) {
+            *at += 1;
+        }
+        self.by_id.insert(id, position);
+    }
+
+    /// Records the removal of the endpoint at inventory position `index`
+    /// (an endpoint identity); returns its identity and whether that
+    /// identity is gone (no other endpoint holds it). `None` when the
+    /// endpoint holds no endpoint identity (a reserved one): the session
+    /// then allocates in full.
+    pub fn remove_endpoint(&mut self, index: usize) -> Option<(u32, bool)> {
+        let id = *self.endpoint_identity.get(index)?;
+        let position = *self.by_id.get(&id)?;
+        let IdentityKind::Endpoints { endpoints } = &mut self.identities[position].kind else {
+            return None;
+        };
+        endpoints.retain(|e| *e != index);
+        let gone = endpoints.is_empty();
+        if gone {
+            self.identities.remove(position);
+            self.by_id.remove(&id);
+            for (_, at) in self.by_id.range_mut(id..) {
+                *at -= 1;
+            }
+        }
+        self.endpoint_identity.remove(index);
+        self.shift_members(index, false);
+        Some((id, gone))
+    }
+
+    /// Moves endpoint indices at or after `index` up (an insertion) or
+    /// down (a removal at `index`, already taken out) by one.
+    fn shift_members(&mut self, index: usize, up: bool) {
+        for info in &mut self.identities {
+            if let IdentityKind::Endpoints { endpoints }
+            | IdentityKind::ReservedEndpoints { endpoints, .. } = &mut info.kind
+            {
+                for e in endpoints.iter_mut() {
+                    if up && *e >= index {
+                        *e += 1;
+                    } else if !up && *e > index {
+                        *e -= 1;
+                    }
+                }
+            }
+        }
+    }
+
     /// The identity with this number.
     pub fn get(&self, id: u32) -> Option<&IdentityInfo> {
         self.by_id.get(&id).map(|&index| &self.identities[index])

@@ -30,7 +30,7 @@ use crate::limits::{CompileLimits, Limit, insertion_bound};
 use crate::mapstate::{Direction, Entry, Key, MapState};
 use crate::resolve::lower::{Lowered, Origin, OriginKind, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
-use crate::resolve::rule::proto;
+use crate::resolve::rule::{PolicyRule, proto};
 
 /// Whether each direction is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -145,6 +145,26 @@ pub struct SelectedBy {
 }
 
 impl SelectedBy {
+    /// The default-deny rules among `selecting` (indices into `rules`,
+    /// in rule order), by direction, each origin once.
+    pub fn of(rules: &[PolicyRule], selecting: &[usize]) -> Self {
+        let mut selected_by = Self::default();
+        for &rule in selecting {
+            if let Some(rule) = rules.get(rule)
+                && rule.default_deny
+            {
+                let list = match rule.direction {
+                    Direction::Ingress => &mut selected_by.ingress,
+                    Direction::Egress => &mut selected_by.egress,
+                };
+                if !list.contains(&rule.origin) {
+                    list.push(rule.origin);
+                }
+            }
+        }
+        selected_by
+    }
+
     /// The origins of one direction.
     pub fn direction(&self, direction: Direction) -> &[u32] {
         match direction {
@@ -835,20 +855,7 @@ impl<'c> Compilation<'c> {
         let policy = &self.policies[unit.policy];
         // The default-deny rules selecting the endpoint, for explanations
         // that name who put it in default deny.
-        let mut selected_by = SelectedBy::default();
-        for &rule in self.resolver.rules_of(identity) {
-            if let Some(rule) = self.lowered.rules.get(rule)
-                && rule.default_deny
-            {
-                let list = match rule.direction {
-                    Direction::Ingress => &mut selected_by.ingress,
-                    Direction::Egress => &mut selected_by.egress,
-                };
-                if !list.contains(&rule.origin) {
-                    list.push(rule.origin);
-                }
-            }
-        }
+        let selected_by = SelectedBy::of(&self.lowered.rules, self.resolver.rules_of(identity));
         EndpointPolicy {
             name: endpoint.name.clone(),
             namespace: endpoint.namespace.clone(),
@@ -1160,7 +1167,7 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
 /// maybe the inventory is incomplete, maybe the selector is wrong); one
 /// finding per policy, in (kind, namespace, name) order. `selecting` holds
 /// the origins of the rules that select some endpoint.
-fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
+pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
     let mut policy_selects: BTreeMap<(OriginKind, Option<String>, String, String), bool> =
         BTreeMap::new();
     for rule in &lowered.rules {

@@ -31,6 +31,13 @@
 //!    are keys of the new state holding their new values, which are its
 //!    matches in the new state: its verdict is the new one.
 //!
+//! Every key is decided on its own (fence, then settle, each phase in key
+//! order) and a key both states hold with the same datapath value gets no
+//! write, so for two states that differ only in the keys of some peer
+//! identities, the difference of those identities' parts alone is the
+//! whole difference: a live session (`crate::session`) diffs only the parts
+//! it replaced.
+//!
 //! Cost: a key whose final value is not the maximal deny may be written
 //! twice (fence, then value). Deletions and additions stay single writes
 //! when the fence is already final. The property is checked over random

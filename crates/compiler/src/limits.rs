@@ -217,6 +217,21 @@ impl CompileLimits {
         self.check(Limit::Identities, wide(identities), None)
     }
 
+    /// The live session's check after an update, given the number of
+    /// distinct selectors it keeps between updates: the identity count and
+    /// the conservative estimate of selector work (distinct selectors ×
+    /// identities). The session's resolver is not budgeted per evaluation
+    /// the way a batch compile's is, so it keeps the older, stricter bound.
+    pub fn check_identity_work(
+        &self,
+        distinct_selectors: usize,
+        identities: usize,
+    ) -> Result<(), CompileError> {
+        self.check(Limit::Identities, wide(identities), None)?;
+        let work = wide(distinct_selectors).saturating_mul(wide(identities));
+        self.check(Limit::SelectorEvaluations, work, None)
+    }
+
     /// Before an endpoint's map state is built from its resolved L4
     /// policy: an upper bound of the key insertions (each filter inserts at
     /// most one key per port block and selected identity; insertions only

@@ -28,6 +28,75 @@
 //! their peer selectors) are distilled again. The ipcache and diagnostics
 //! are rebuilt every time (they are linear). The tests compare the
 //! incremental result with a batch compile after every step.
+//!
+//! # Live sessions: work proportional to the change
+//!
+//! [`IncrementalCompiler`] still runs every cheap stage on each compile.
+//! [`Session`] (module `live`) keeps the whole compiled model (lowered
+//! rules, identity table, selector cache, per-identity L4 policies, and
+//! per map state the *ops* it is the fold of) and applies one change at a
+//! time, giving the hole-free writes ([`crate::diff::policy_diff`]) of
+//! every endpoint it touched ([`Update::deltas`]). It follows Cilium's
+//! design (`pkg/policy/selectorcache.go`: per-selector identity sets
+//! updated as identities come and go; `pkg/policy/distillery.go`: a
+//! resolved policy per identity, shared by its endpoints;
+//! `pkg/policy/mapstate.go` `MapChanges` / `AccumulateMapChanges`: the
+//! keys an identity change adds or deletes, applied to the endpoint's map
+//! without a regeneration) but keeps one property Cilium gives up: **every
+//! update's result is exactly the batch compile's**, map states, entry
+//! origins and diagnostics included, and the writes are exactly
+//! `policy_diff(before, after)`.
+//!
+//! Why that holds:
+//!
+//! 1. **A map state splits by peer identity.** `Resolver::map_ops` lists
+//!    the insertions of a state in order, each "this key and entry for
+//!    every identity of this selector"; the state is their fold
+//!    (`Resolver::apply_ops`). The insertion algebra (`mapstate::insert`)
+//!    compares a key with covering and narrower keys of its own identity
+//!    and of identity 0, and an identity-0 key with identity-0 keys only
+//!    (an identity-0 deny deletes narrower keys of other identities, which
+//!    depends on those keys alone). So the keys of identity X are the fold
+//!    of the identity-0 ops and the X ops, in order: a *replay* of X.
+//! 2. **An identity appears** (a pod with new labels): it gets the number
+//!    the batch allocator would give (`IdentityTable::endpoint_number`:
+//!    every other endpoint holds its number pinned); each selector that
+//!    matches it adds it to its selection (a label-key index narrows the
+//!    selectors tested); each state whose ops use one of those selectors
+//!    gets the replay of X added (it had no X keys). Ops do not depend on
+//!    selections, so nothing else of any state changes.
+//! 3. **An identity goes**: its keys are removed from every state that
+//!    used a selector selecting it; nothing is inserted for it in the
+//!    batch, and the other identities' parts do not depend on it.
+//! 4. **A policy text changes** (the same number of rules and origins, no
+//!    new CIDR prefix, no log cookie): the text alone is lowered again
+//!    (origin ids moved to its place; at each full build the session checks
+//!    that lowering text by text reproduces the whole lowering, else policy
+//!    changes always recompile in full), the changed rules' peers and
+//!    subjects are updated, and the L4 policy of each identity they select
+//!    is resolved again. A state whose L4 policy changed gets its new ops;
+//!    the ops of each selector are compared with the old ones as a sequence
+//!    (with their filter and key, which fix their place in the fold): the
+//!    identities of the selectors whose sequences differ are replayed, the
+//!    rest is kept. If the identity-0 ops differ, the state is folded
+//!    again in full. Selector ids order a filter's selectors in the fold,
+//!    so the session checks that its ids still order the rules' selectors
+//!    as the batch's would (first use in rule order), else it recompiles.
+//! 5. **Anything else** (a text added or removed, a new CIDR prefix, named
+//!    ports, reserved identities, an endpoint without addresses): a full
+//!    recompile ([`UpdatePath::Full`] says why), whose writes are still the
+//!    exact difference. So is any failure: an update that fails restores
+//!    the previous inputs and model, never half-applies.
+//!
+//! [`Session::compiled`] materialises the whole [`Compiled`]; the property
+//! test (`session::live_tests`) checks it, every state and the replayed writes
+//! against a batch compile after each random step.
+
+mod live;
+#[cfg(test)]
+mod live_tests;
+
+pub use live::{EndpointDelta, Session, SessionError, Update, UpdatePath};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -723,6 +723,128 @@ static void check_limits(void) {
     porin_session_free(session);
 }
 
+
+/* The live session (porin_session_apply_*): each change gives the writes
+ * of every endpoint it touches; a one-rule change and a new or removed pod
+ * identity are applied incrementally; the batch edit functions refuse a
+ * live session. */
+static const porin_endpoint_delta *find_delta(const porin_update *update, const char *name,
+                                              porin_endpoint_delta *out) {
+    size_t i, n = porin_update_count(update);
+    for (i = 0; i < n; i++) {
+        CHECK_RESULT(porin_update_get(update, i, out), PORIN_RESULT_OK);
+        if (str_eq(out->endpoint, name)) return out;
+    }
+    return NULL;
+}
+
+static int is_incremental(const porin_update *update) {
+    bool incremental = false;
+    porin_str reason = {NULL, 0};
+    CHECK_RESULT(porin_update_path(update, &incremental, &reason), PORIN_RESULT_OK);
+    CHECK(incremental == (reason.len == 0));
+    return incremental;
+}
+
+static void check_live_session(void) {
+    porin_session *session = new_session();
+    porin_update *update = NULL;
+    porin_endpoint_delta delta;
+    porin_diff *diff = NULL;
+    porin_compilation *compilation = NULL;
+    porin_label payment[] = {{{S("app")}, {S("payment")}}};
+    porin_label web[] = {{{S("tier")}, {S("web")}}, {{S("pod")}, {S("web-1")}}};
+    porin_str payment_ip[] = {{S("10.0.1.20")}};
+    porin_str web_ip[] = {{S("10.0.1.30")}};
+
+    /* The first endpoint (the session becomes live). */
+    CHECK_RESULT(porin_session_apply_endpoint_add(session, S("prod"), S("payment"), payment, 1,
+                                                  payment_ip, 1, &update),
+                 PORIN_RESULT_OK);
+    CHECK(find_delta(update, "prod/payment", &delta) != NULL && delta.added && !delta.removed);
+    porin_update_free(update);
+    /* The batch edit functions refuse a live session. */
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("p"), (const uint8_t *)POLICY,
+                                                strlen(POLICY)),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_session_endpoint_remove(session, S("prod"), S("payment")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+
+    /* A new text: payment's map changes. */
+    CHECK_RESULT(porin_session_apply_policy_bytes(session, S("payment.yaml"),
+                                                  (const uint8_t *)POLICY, strlen(POLICY),
+                                                  &update),
+                 PORIN_RESULT_OK);
+    CHECK(find_delta(update, "prod/payment", &delta) != NULL && !delta.added && delta.writes > 0);
+    porin_update_free(update);
+
+    /* A pod with new labels that payment's peer selector matches:
+     * incremental, payment gains its keys, the pod's own map is added. */
+    CHECK_RESULT(porin_session_apply_endpoint_add(session, S("prod"), S("web-1"), web, 2, web_ip,
+                                                  1, &update),
+                 PORIN_RESULT_OK);
+    CHECK(is_incremental(update));
+    CHECK(find_delta(update, "prod/web-1", &delta) != NULL && delta.added);
+    CHECK(find_delta(update, "prod/payment", &delta) != NULL && !delta.added && delta.writes > 0);
+    CHECK_RESULT(porin_update_diff(update, 1, &diff), PORIN_RESULT_OK);
+    CHECK(diff != NULL);
+    porin_diff_free(diff);
+    CHECK_RESULT(porin_update_diff(update, porin_update_count(update), &diff),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_update_get(update, porin_update_count(update), &delta),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    CHECK_RESULT(porin_update_get(update, 0, NULL), PORIN_RESULT_NULL_PARAMETER);
+    porin_update_free(update);
+
+    /* A one-rule change (port 8080 -> 9090): incremental, fence then
+     * settle for the old and the new key. */
+    CHECK_RESULT(porin_session_apply_policy_bytes(session, S("payment.yaml"),
+                                                  (const uint8_t *)POLICY_V2, strlen(POLICY_V2),
+                                                  &update),
+                 PORIN_RESULT_OK);
+    CHECK(is_incremental(update));
+    CHECK(porin_update_count(update) == 1);
+    CHECK(find_delta(update, "prod/payment", &delta) != NULL && delta.writes == 4);
+    CHECK_RESULT(porin_update_diff(update, 0, &diff), PORIN_RESULT_OK);
+    CHECK(porin_diff_count(diff) == delta.writes);
+    porin_diff_free(diff);
+    porin_update_free(update);
+
+    /* A bad text changes nothing. */
+    update = NULL;
+    CHECK_RESULT(porin_session_apply_policy_bytes(session, S("bad.yaml"),
+                                                  (const uint8_t *)BAD_POLICY, strlen(BAD_POLICY),
+                                                  &update),
+                 PORIN_RESULT_POLICY_INVALID);
+    CHECK(update == NULL);
+
+    /* compile gives the live state. */
+    CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_OK);
+    CHECK(porin_compilation_endpoint_count(compilation) == 2);
+    porin_compilation_free(compilation);
+
+    /* The pod goes: payment loses its keys. */
+    CHECK_RESULT(porin_session_apply_endpoint_remove(session, S("prod"), S("web-1"), &update),
+                 PORIN_RESULT_OK);
+    CHECK(is_incremental(update));
+    CHECK(find_delta(update, "prod/web-1", &delta) != NULL && delta.removed && delta.writes == 0);
+    CHECK(find_delta(update, "prod/payment", &delta) != NULL && delta.writes > 0);
+    porin_update_free(update);
+    CHECK_RESULT(porin_session_apply_endpoint_remove(session, S("prod"), S("web-1"), &update),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_session_apply_policy_remove(session, S("nope"), &update),
+                 PORIN_RESULT_NOT_FOUND);
+    CHECK_RESULT(porin_session_apply_policy_remove(session, S("payment.yaml"), &update),
+                 PORIN_RESULT_OK);
+    CHECK(find_delta(update, "prod/payment", &delta) != NULL && delta.writes > 0);
+    porin_update_free(update);
+    CHECK_RESULT(porin_session_apply_policy_remove(session, S("payment.yaml"), NULL),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK(porin_update_count(NULL) == 0);
+    porin_update_free(NULL);
+    porin_session_free(session);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
@@ -735,6 +857,7 @@ int main(int argc, char **argv) {
     check_duplicate_policy();
     check_compilation();
     check_limits();
+    check_live_session();
     if (suite_failures) {
         fprintf(stderr, "%d check(s) failed\n", suite_failures);
         return 1;

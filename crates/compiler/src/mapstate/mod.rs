@@ -88,6 +88,8 @@ mod tests;
 
 use std::collections::BTreeMap;
 
+use crate::identity::Identity;
+
 pub use datapath::{DROP_POLICY, DROP_POLICY_AUTH_REQUIRED, DROP_POLICY_DENY};
 pub use entry::{AuthRequirement, AuthType, Entry, ListenerPriority, Precedence, Priority};
 pub use error::{EntryError, KeyError};
@@ -129,6 +131,28 @@ impl MapState {
     /// All entries in key order.
     pub fn iter(&self) -> impl Iterator<Item = (&Key, &Entry)> + '_ {
         self.entries.iter()
+    }
+
+    /// The entries whose key has `identity` (both directions), in key
+    /// order: one peer identity's part of the state.
+    pub fn identity_entries(&self, identity: Identity) -> Vec<(Key, Entry)> {
+        let mut out = Vec::new();
+        for direction in Direction::ALL {
+            let low = Key::for_direction(direction).with_identity(identity);
+            out.extend(
+                self.entries
+                    .range(low..)
+                    .take_while(|(k, _)| k.direction() == direction && k.identity() == identity)
+                    .map(|(k, e)| (*k, e.clone())),
+            );
+        }
+        out
+    }
+
+    /// Removes the entry at exactly `key`, without any precedence logic
+    /// (a session replacing one peer identity's part of the state).
+    pub fn remove(&mut self, key: &Key) -> Option<Entry> {
+        self.entries.remove(key)
     }
 
     /// Stores `entry` at `key` without any precedence logic, replacing and

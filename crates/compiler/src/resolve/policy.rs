@@ -216,6 +216,56 @@ impl SelectorCache {
         self.budget.is_some_and(|budget| self.work > budget)
     }
 
+    /// The id of a selector already interned.
+    pub fn id_of(&self, selector: &Selector) -> Option<SelectorId> {
+        self.ids.get(selector).copied()
+    }
+
+    /// Number of interned selectors (ids are `0..len`).
+    pub fn len(&self) -> usize {
+        self.selectors.len()
+    }
+
+    /// True if no selector is interned.
+    pub fn is_empty(&self) -> bool {
+        self.selectors.is_empty()
+    }
+
+    /// Incremental selection update (a session's, `crate::session`): adds
+    /// `identity` to the selection of `id`, keeping it sorted (the table's
+    /// order). The caller has checked [`Selector::matches`]; the wildcard's
+    /// selection (`[0]`) is never changed.
+    pub fn add_to_selection(&mut self, id: SelectorId, identity: u32) {
+        if self.selectors[id].is_wildcard() {
+            return;
+        }
+        let selection = &mut self.selections[id];
+        if let Err(at) = selection.binary_search(&identity) {
+            selection.insert(at, identity);
+        }
+    }
+
+    /// Removes `identity` from the selection of `id`; true if it was there.
+    pub fn remove_from_selection(&mut self, id: SelectorId, identity: u32) -> bool {
+        if self.selectors[id].is_wildcard() {
+            return false;
+        }
+        let selection = &mut self.selections[id];
+        match selection.binary_search(&identity) {
+            Ok(at) => {
+                selection.remove(at);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Drops the label index, so the next [`SelectorCache::intern`] builds
+    /// it from the table it is given: a table edited in place may keep its
+    /// storage address and length, which the index cannot tell apart.
+    pub fn forget_index(&mut self) {
+        self.index = None;
+    }
     /// The selector of an id.
     pub fn selector(&self, id: SelectorId) -> &Selector {
         &self.selectors[id]
@@ -304,6 +354,59 @@ fn merge_selector_policy(existing: &mut SelectorPolicy, new: SelectorPolicy) {
             }
         }
     }
+}
+
+/// The owned state of a [`Resolver`] (everything but the rules, table and
+/// inventory it borrows), so a long-lived session can keep it between
+/// updates and edit it ([`Resolver::into_parts`], [`Resolver::from_parts`]).
+#[derive(Debug, Default)]
+pub struct ResolverParts {
+    /// The selector cache.
+    pub cache: SelectorCache,
+    /// Rule indices selecting each endpoint identity, in rule order.
+    pub rules_by_identity: BTreeMap<u32, Vec<usize>>,
+    /// Interned peer selectors of each rule (`None`: selects nothing).
+    pub peer_ids: Vec<Option<Vec<SelectorId>>>,
+    /// The cluster-wide named-port table.
+    pub cluster_ports: BTreeMap<String, BTreeSet<(u16, u8)>>,
+    /// Origin of the host allow entries.
+    pub localhost_origin: Option<u32>,
+    /// The interned wildcard selector.
+    pub wildcard: SelectorId,
+}
+
+/// Which identities one [`MapOp`] inserts its key for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum OpPeers {
+    /// Every identity the selector selects (identity 0 for the wildcard).
+    Selector(SelectorId),
+    /// One fixed identity: 0 for the allow-all of a direction that is not
+    /// enforced, the host (1) for the host allow.
+    Fixed(u32),
+}
+
+/// One step of distilling a map state ([`Resolver::map_ops`]): the key
+/// `key` (its identity replaced by each identity of `peers`) gets `entry`.
+/// A map state is the fold of its ops in order ([`Resolver::apply_ops`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MapOp {
+    /// The identities.
+    pub peers: OpPeers,
+    /// The key (identity 0 for [`OpPeers::Selector`], the fixed identity
+    /// otherwise).
+    pub key: Key,
+    /// The entry.
+    pub entry: Entry,
+    /// The features of the key's direction.
+    pub features: PolicyFeatures,
+    /// `MapState::upsert` (allow-all of a direction that is not enforced:
+    /// Cilium's `allowAllIdentities` bypasses the insertion logic) instead
+    /// of `insert_with_features`.
+    pub upsert: bool,
+    /// The filter the op comes from (`None` for the fixed ones): with the
+    /// key it places the op in the fold's order (filters in order, then
+    /// masked ports, then selectors), which a session compares.
+    pub filter: Option<FilterKey>,
 }
 
 /// The subjects of rules: which rules select each endpoint identity.
@@ -423,6 +526,42 @@ impl<'a> Resolver<'a> {
             cluster_ports,
             localhost_origin: None,
             wildcard,
+        }
+    }
+
+    /// A resolver over state kept from an earlier one ([`Self::into_parts`]);
+    /// the parts must have been computed for `rules`, `table` and
+    /// `inventory` (a session updates them incrementally).
+    pub fn from_parts(
+        rules: &'a [PolicyRule],
+        table: &'a IdentityTable,
+        inventory: &'a Inventory,
+        parts: ResolverParts,
+    ) -> Self {
+        // The table is the one the parts were computed for; the resolver
+        // itself keeps only what it reads later (the selections).
+        let _ = table;
+        Self {
+            rules,
+            inventory,
+            cache: parts.cache,
+            rules_by_identity: parts.rules_by_identity,
+            peer_ids: parts.peer_ids,
+            cluster_ports: parts.cluster_ports,
+            localhost_origin: parts.localhost_origin,
+            wildcard: parts.wildcard,
+        }
+    }
+
+    /// The owned state, to keep for [`Self::from_parts`].
+    pub fn into_parts(self) -> ResolverParts {
+        ResolverParts {
+            cache: self.cache,
+            rules_by_identity: self.rules_by_identity,
+            peer_ids: self.peer_ids,
+            cluster_ports: self.cluster_ports,
+            localhost_origin: self.localhost_origin,
+            wildcard: self.wildcard,
         }
     }
 
@@ -729,6 +868,123 @@ impl<'a> Resolver<'a> {
         (state, diagnostics)
     }
 
+    /// Folds `ops` into `state` in order. With `only`, keys are inserted
+    /// for identity 0 and that identity alone: the keys of a specific
+    /// identity depend only on the insertions for it and for identity 0
+    /// (the insertion algebra compares a key with covering and narrower
+    /// keys of its own identity and of identity 0, and an identity-0 key
+    /// only with identity-0 keys, `mapstate::insert`), so this gives exactly
+    /// the identity's keys of the full fold (`crate::session` relies on it).
+    pub fn apply_ops(
+        &self,
+        ops: &[MapOp],
+        state: &mut MapState,
+        diagnostics: &mut Vec<Diagnostic>,
+        only: Option<u32>,
+    ) {
+        for op in ops {
+            self.apply_op(op, state, diagnostics, only);
+        }
+    }
+
+    /// One op of [`Self::apply_ops`].
+    pub fn apply_op(
+        &self,
+        op: &MapOp,
+        state: &mut MapState,
+        diagnostics: &mut Vec<Diagnostic>,
+        only: Option<u32>,
+    ) {
+        let wanted = |id: u32| only.is_none_or(|o| id == 0 || id == o);
+        let mut insert = |key: Key| {
+            let result = if op.upsert {
+                state.upsert(key, op.entry.clone()).map(drop)
+            } else {
+                state
+                    .insert_with_features(key, op.entry.clone(), op.features)
+                    .map(drop)
+            };
+            if let Err(error) = result {
+                diagnostics.push(Diagnostic::new(codes::MERGE_CONFLICT, format!("{error}")));
+            }
+        };
+        match op.peers {
+            OpPeers::Fixed(id) => {
+                if wanted(id) {
+                    insert(op.key);
+                }
+            }
+            OpPeers::Selector(selector) => {
+                for id in self.cache.selection(selector) {
+                    if !wanted(*id) {
+                        continue;
+                    }
+                    let Ok(identity) = Identity::new(*id) else {
+                        continue;
+                    };
+                    insert(op.key.with_identity(identity));
+                }
+            }
+        }
+    }
+
+    /// The insertions that distill one endpoint's map state, in order
+    /// ([`Self::map_state`] builds the same state, expanding them as it
+    /// goes), with the diagnostics for ports that yield no keys. They depend
+    /// on the L4 policy, the endpoint's and the cluster's named ports and the
+    /// host allow, never on which identities a selector selects.
+    pub fn map_ops(
+        &self,
+        endpoint: &Endpoint,
+        policy: &L4Policy,
+        origins_file: &dyn Fn(u32) -> String,
+    ) -> (Vec<MapOp>, Vec<Diagnostic>) {
+        let mut ops: Vec<MapOp> = Vec::new();
+        let mut diagnostics = Vec::new();
+        let proxy_ports = proxy_ports(policy);
+        for direction in Direction::ALL {
+            let dir = policy.direction(direction);
+            if !dir.enforced {
+                ops.push(MapOp {
+                    peers: OpPeers::Fixed(0),
+                    key: Key::for_direction(direction),
+                    entry: Entry::allow().with_origin(allow_all_origin(direction)),
+                    features: PolicyFeatures::NONE,
+                    upsert: true,
+                    filter: None,
+                });
+                continue;
+            }
+            let features = dir.features();
+            for (filter_key, per_selector) in &dir.filters {
+                self.filter_ops(
+                    &FilterContext {
+                        endpoint,
+                        direction,
+                        proxy_ports: &proxy_ports,
+                        origins_file,
+                    },
+                    filter_key,
+                    per_selector,
+                    features,
+                    &mut diagnostics,
+                    &mut ops,
+                );
+            }
+        }
+        if let Some((key, entry)) = self.localhost_insertion(endpoint) {
+            ops.push(MapOp {
+                peers: OpPeers::Fixed(Identity::HOST.get()),
+                key,
+                entry,
+                features: policy.direction(Direction::Ingress).features(),
+                upsert: false,
+                filter: None,
+            });
+        }
+        (ops, diagnostics)
+    }
+
     /// The host's ingress allow the agent inserts after every policy entry
     /// (see [`Resolver::allows_localhost`]), if it does for this endpoint.
     pub fn localhost_insertion(&self, endpoint: &Endpoint) -> Option<(Key, Entry)> {
@@ -761,6 +1017,40 @@ impl<'a> Resolver<'a> {
         per_selector: &BTreeMap<SelectorId, SelectorPolicy>,
         diagnostics: &mut Vec<Diagnostic>,
         out: &mut Vec<(Key, Entry)>,
+    ) {
+        let mut ops = Vec::new();
+        self.filter_ops(
+            cx,
+            filter_key,
+            per_selector,
+            PolicyFeatures::NONE,
+            diagnostics,
+            &mut ops,
+        );
+        for op in ops {
+            let OpPeers::Selector(selector) = op.peers else {
+                continue;
+            };
+            for id in self.cache.selection(selector) {
+                let Ok(identity) = Identity::new(*id) else {
+                    continue;
+                };
+                out.push((op.key.with_identity(identity), op.entry.clone()));
+            }
+        }
+    }
+
+    /// The ops (per selector, before the selection is expanded) of one
+    /// filter, in insertion order: [`Self::filter_insertions`] expands them,
+    /// [`Self::map_ops`] keeps them for a session.
+    pub fn filter_ops(
+        &self,
+        cx: &FilterContext<'_>,
+        filter_key: &FilterKey,
+        per_selector: &BTreeMap<SelectorId, SelectorPolicy>,
+        features: PolicyFeatures,
+        diagnostics: &mut Vec<Diagnostic>,
+        out: &mut Vec<MapOp>,
     ) {
         let FilterContext {
             endpoint,
@@ -871,12 +1161,14 @@ impl<'a> Resolver<'a> {
                     // toMapState: "identical L3L4 entry suppressed".
                     continue;
                 }
-                for id in self.cache.selection(*selector) {
-                    let Ok(identity) = Identity::new(*id) else {
-                        continue;
-                    };
-                    out.push((base.with_identity(identity), entry.clone()));
-                }
+                out.push(MapOp {
+                    peers: OpPeers::Selector(*selector),
+                    key: base,
+                    entry: entry.clone(),
+                    features,
+                    upsert: false,
+                    filter: Some(filter_key.clone()),
+                });
             }
         }
     }

@@ -1,0 +1,1575 @@
+//! A live session: policy texts and an inventory kept compiled, updated one
+//! change at a time, each update giving the map writes of every endpoint it
+//! touched (see the parent module's docs for the design and why the
+//! writes are exact).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use ipnetwork::IpNetwork;
+use porin_model::diagnostic::Diagnostic;
+use porin_model::loader::LoadOutcome;
+
+use crate::allocation::{IdentityTable, try_endpoint_identity_labels};
+use crate::compile::{
+    Compiled, EndpointPolicy, Enforcement, SelectedBy, build_ipcache, selects_nothing,
+};
+use crate::diff::{MapChange, policy_diff};
+use crate::error::{CompileError, InventoryError};
+use crate::identity::Identity;
+use crate::inventory::{Endpoint, Inventory, NamedPort};
+use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
+use crate::limits::CompileLimits;
+use crate::mapstate::MapState;
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
+use crate::resolve::policy::{
+    L4Policy, MapOp, OpPeers, Resolver, ResolverParts, SelectorCache, SelectorId,
+};
+use crate::resolve::rule::PolicyRule;
+use crate::selector::{Operator, Selector};
+
+/// More peer identities than this in one state's change: the state is
+/// folded in full (cheaper than replaying that many identities; exact
+/// either way).
+const REPLAY_LIMIT: usize = 64;
+
+/// How an update was computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdatePath {
+    /// Only what the change touches was recomputed.
+    Incremental,
+    /// Everything was recompiled (the reason says why the change could not
+    /// be applied incrementally); the writes are still the exact
+    /// difference.
+    Full(&'static str),
+}
+
+/// The map writes of one endpoint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EndpointDelta {
+    /// `namespace/name` or `name`.
+    pub endpoint: String,
+    /// Its identity after the update (before it, for a removed endpoint).
+    pub identity: u32,
+    /// The endpoint is new: `changes` fill an empty map.
+    pub added: bool,
+    /// The endpoint is gone: its map is to be dropped (`changes` is empty).
+    pub removed: bool,
+    /// The hole-free ordered writes ([`crate::diff::policy_diff`] of the
+    /// endpoint's map state before and after the update).
+    pub changes: Vec<MapChange>,
+}
+
+/// What one update did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Update {
+    /// Endpoints whose map changed, was added or removed, in inventory
+    /// order (removed endpoints first).
+    pub deltas: Vec<EndpointDelta>,
+    /// Incremental or full.
+    pub path: UpdatePath,
+    /// Map states recomputed by a full fold.
+    pub states_folded: usize,
+    /// Peer identities whose part of some map state was replayed.
+    pub identities_replayed: usize,
+}
+
+impl Update {
+    fn incremental(deltas: Vec<EndpointDelta>) -> Self {
+        Self {
+            deltas,
+            path: UpdatePath::Incremental,
+            states_folded: 0,
+            identities_replayed: 0,
+        }
+    }
+}
+
+/// One policy text of a session (a file's worth of documents).
+struct PolicyText {
+    name: String,
+    outcome: LoadOutcome,
+}
+
+/// Where one text's lowering sits in the whole lowering.
+#[derive(Debug, Clone)]
+struct TextSpan {
+    rules: Range<usize>,
+    origins: Range<usize>,
+    diagnostics: Range<usize>,
+    prefixes: BTreeSet<IpNetwork>,
+}
+
+/// A text lowered alone, its origin ids moved to where they sit in the
+/// whole lowering.
+struct TextLowering {
+    rules: Vec<PolicyRule>,
+    origins: Vec<Origin>,
+    diagnostics: Vec<Diagnostic>,
+    prefixes: BTreeSet<IpNetwork>,
+    has_log: bool,
+}
+
+type StateKey = (u32, Vec<NamedPort>);
+
+/// One distinct map state (shared by the endpoints with its identity and
+/// named ports), with the ops it is the fold of.
+#[derive(Debug, Clone)]
+struct StateRecord {
+    state: Arc<MapState>,
+    diagnostics: Vec<Diagnostic>,
+    ops: Vec<MapOp>,
+    /// Op indices by peers, ascending.
+    by_peers: HashMap<OpPeers, Vec<usize>>,
+    /// The peers of the ops for identity 0 (`Fixed(0)`, the selectors
+    /// whose selection is identity 0: the wildcard).
+    zero: Vec<OpPeers>,
+}
+
+impl StateRecord {
+    /// Distills the state of `endpoint` from `policy` in full (as the
+    /// batch compiler does for a state's first endpoint).
+    fn fold(
+        resolver: &Resolver<'_>,
+        endpoint: &Endpoint,
+        policy: &L4Policy,
+        origins: &[Origin],
+    ) -> Self {
+        let (ops, mut diagnostics) =
+            resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
+        let mut state = MapState::new();
+        resolver.apply_ops(&ops, &mut state, &mut diagnostics, None);
+        Self::new(resolver, state, diagnostics, ops)
+    }
+
+    fn new(
+        resolver: &Resolver<'_>,
+        state: MapState,
+        diagnostics: Vec<Diagnostic>,
+        ops: Vec<MapOp>,
+    ) -> Self {
+        let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::new();
+        for (index, op) in ops.iter().enumerate() {
+            by_peers.entry(op.peers).or_default().push(index);
+        }
+        let zero = by_peers
+            .keys()
+            .filter(|peers| match peers {
+                OpPeers::Fixed(id) => *id == 0,
+                OpPeers::Selector(s) => resolver.cache.selection(*s).contains(&0),
+            })
+            .copied()
+            .collect();
+        Self {
+            state: Arc::new(state),
+            diagnostics,
+            ops,
+            by_peers,
+            zero,
+        }
+    }
+}
+
+/// Cilium's selector cache keeps, per selector, the identities it selects
+/// and updates them when an identity appears or goes
+/// (`pkg/policy/selectorcache.go`, `UpdateIdentities`). Testing every
+/// selector against a new identity costs the number of selectors; this
+/// index narrows it to the selectors that can match: a selector with a
+/// positive requirement (`In`/`Exists`) on a non-CIDR key needs a label
+/// with that key (the reasoning of `resolve::selection`), one on a CIDR key
+/// needs a CIDR label; the others are always tested.
+#[derive(Debug, Default, Clone)]
+struct PeerIndex {
+    by_key: HashMap<String, Vec<SelectorId>>,
+    cidr: Vec<SelectorId>,
+    always: Vec<SelectorId>,
+    indexed: usize,
+}
+
+impl PeerIndex {
+    /// Indexes the selectors interned since the last call.
+    fn catch_up(&mut self, cache: &SelectorCache) {
+        for id in self.indexed..cache.len() {
+            let selector = cache.selector(id);
+            if selector.is_wildcard() {
+                continue;
+            }
+            let positive = selector
+                .requirements()
+                .find(|r| matches!(r.operator, Operator::In | Operator::Exists));
+            match positive {
+                Some(r) if r.key.source == SOURCE_CIDR => self.cidr.push(id),
+                Some(r) => self.by_key.entry(r.key.key.clone()).or_default().push(id),
+                None => self.always.push(id),
+            }
+        }
+        self.indexed = cache.len();
+    }
+
+    /// The selectors that select an identity with `labels`.
+    fn matching(&self, cache: &SelectorCache, labels: &LabelSet) -> Vec<SelectorId> {
+        let mut candidates: BTreeSet<SelectorId> = self.always.iter().copied().collect();
+        let mut has_cidr = false;
+        for label in labels.iter() {
+            if let Some(list) = self.by_key.get(&label.key) {
+                candidates.extend(list.iter().copied());
+            }
+            has_cidr |= label.cidr_prefix().is_some();
+        }
+        if has_cidr {
+            candidates.extend(self.cidr.iter().copied());
+        }
+        candidates
+            .into_iter()
+            .filter(|id| cache.selector(*id).matches(labels))
+            .collect()
+    }
+}
+
+/// The compiled form of a session's inputs, kept to update.
+struct Model {
+    lowered: Lowered,
+    /// Per-text spans; `None` when lowering texts one by one does not
+    /// reproduce the whole lowering (log cookies are numbered across
+    /// texts): then policy changes recompile in full.
+    spans: Option<Vec<TextSpan>>,
+    table: IdentityTable,
+    parts: ResolverParts,
+    peer_index: PeerIndex,
+    /// Rule indices by subject selector (a new identity is tested once per
+    /// distinct subject, not once per rule).
+    subjects: HashMap<Selector, Vec<usize>>,
+    l4: BTreeMap<u32, L4Policy>,
+    states: HashMap<StateKey, StateRecord>,
+    /// Distinct subject and peer selectors of the rules
+    /// (`CompileLimits::check_identities`).
+    distinct_selectors: usize,
+    /// Whether some endpoint has a namespace (`Resolver::allows_localhost`
+    /// reads it).
+    any_namespace: bool,
+}
+
+/// A live compilation of policy texts against an inventory, updated one
+/// change at a time. See the module docs of [`crate::session`] for why
+/// every [`Update`] is exact.
+///
+/// Each call returns the [`Update`]: per endpoint whose map changed, the
+/// ordered hole-free writes (`policy_diff` of its state before and after),
+/// and whether the change went the incremental way ([`UpdatePath`]). A
+/// failed call leaves the session as it was. [`Session::compiled`] is the
+/// whole compilation (as `compile::compile` of [`Session::inputs`] and
+/// [`Session::inventory`] gives it), for an agent's first fill or a check.
+///
+/// # Example
+///
+/// ```
+/// use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+/// use porin_compiler::limits::CompileLimits;
+/// use porin_compiler::session::{Session, UpdatePath};
+/// use porin_model::limits::LoadLimits;
+/// use porin_model::loader::load_str;
+///
+/// let pod = |name: &str, labels: &[(&str, &str)], ip: &str| Endpoint {
+///     name: name.to_owned(),
+///     namespace: Some("prod".to_owned()),
+///     labels: labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+///     ips: vec![ip.parse().unwrap()],
+///     service_account: None,
+///     ports: Vec::new(),
+///     identity: None,
+///     identity_labels: None,
+///     location: SourceLocation::default(),
+/// };
+/// let policy = |port: u16| {
+///     let text = format!(
+///         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\n\
+///          metadata: {{name: db, namespace: prod}}\n\
+///          spec:\n  endpointSelector: {{matchLabels: {{app: db}}}}\n  ingress:\n\
+///          \x20   - fromEndpoints: [{{matchLabels: {{app: api}}}}]\n\
+///          \x20     toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n"
+///     );
+///     load_str("db.yaml", &text, &LoadLimits::default())
+/// };
+/// let mut inventory = Inventory::new();
+/// inventory.endpoints.push(pod("db", &[("app", "db")], "10.0.0.1"));
+/// let mut session = Session::with_policies(
+///     inventory,
+///     vec![("db.yaml".to_owned(), policy(5432))],
+///     CompileLimits::default(),
+/// )?;
+///
+/// // A pod with new labels that the policy's peer selector matches.
+/// let update = session.add_endpoint(pod("api-1", &[("app", "api"), ("pod", "1")], "10.0.0.2"))?;
+/// assert_eq!(update.path, UpdatePath::Incremental);
+/// let db = update.deltas.iter().find(|d| d.endpoint == "prod/db").unwrap();
+/// assert!(!db.changes.is_empty()); // the keys for api-1's identity
+///
+/// // A one-rule change.
+/// let update = session.set_policy("db.yaml", policy(5433))?;
+/// assert_eq!(update.path, UpdatePath::Incremental);
+/// # Ok::<(), porin_compiler::session::SessionError>(())
+/// ```
+pub struct Session {
+    limits: CompileLimits,
+    texts: Vec<PolicyText>,
+    inventory: Inventory,
+    model: Model,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("texts", &self.texts.len())
+            .field("endpoints", &self.inventory.endpoints.len())
+            .field("states", &self.model.states.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn describe(origins: &[Origin], id: u32) -> String {
+    usize::try_from(id)
+        .ok()
+        .and_then(|i| origins.get(i))
+        .map_or_else(|| format!("origin {id}"), Origin::describe)
+}
+
+fn state_key(endpoint: &Endpoint, identity: u32) -> StateKey {
+    (identity, endpoint.ports.clone())
+}
+
+impl Session {
+    /// A session over `inventory` (finished here) with no policies, under
+    /// `limits`.
+    pub fn new(mut inventory: Inventory, limits: CompileLimits) -> Result<Self, CompileError> {
+        inventory.finish()?;
+        let (model, inventory) = build(&[], inventory, &limits)?;
+        Ok(Self {
+            limits,
+            texts: Vec::new(),
+            inventory,
+            model,
+        })
+    }
+
+    /// A session over `inventory` with the policy texts `texts` (name,
+    /// loaded text), compiled once: adding texts one by one recompiles at
+    /// each (a new text is not an incremental change).
+    pub fn with_policies(
+        mut inventory: Inventory,
+        texts: Vec<(String, LoadOutcome)>,
+        limits: CompileLimits,
+    ) -> Result<Self, SessionError> {
+        let mut names = BTreeSet::new();
+        let mut kept = Vec::with_capacity(texts.len());
+        for (name, outcome) in texts {
+            if outcome.has_errors() {
+                return Err(SessionError::Policy(outcome.diagnostics));
+            }
+            if !names.insert(name.clone()) {
+                return Err(SessionError::DuplicateText(name));
+            }
+            kept.push(PolicyText { name, outcome });
+        }
+        inventory.finish()?;
+        let inputs: Vec<PolicyInput<'_>> = kept
+            .iter()
+            .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
+            .collect();
+        let (model, inventory) = build_with_spans(&kept, &inputs, inventory, &limits)?;
+        drop(inputs);
+        Ok(Self {
+            limits,
+            texts: kept,
+            inventory,
+            model,
+        })
+    }
+
+    /// The inventory as the session holds it (finished; identity numbers
+    /// pinned as given numbers).
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
+    /// Every policy input of the session, in text order (what a batch
+    /// compile of the same policies takes).
+    pub fn inputs(&self) -> Vec<PolicyInput<'_>> {
+        self.texts
+            .iter()
+            .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
+            .collect()
+    }
+
+    /// Names of the policy texts, in order.
+    pub fn text_names(&self) -> Vec<&str> {
+        self.texts.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// The current map state of an endpoint (`namespace/name` or `name`).
+    pub fn state(&self, reference: &str) -> Option<&Arc<MapState>> {
+        let index = self.inventory.endpoint(reference)?;
+        let endpoint = &self.inventory.endpoints[index];
+        let identity = *self.model.table.endpoint_identity.get(index)?;
+        self.model
+            .states
+            .get(&state_key(endpoint, identity))
+            .map(|r| &r.state)
+    }
+
+    /// The whole compilation as [`crate::compile::compile`] would give it
+    /// for [`Self::inputs`] and [`Self::inventory`] (the property test
+    /// checks that it does). Linear in the size of the cluster: an agent
+    /// applies [`Update::deltas`] instead.
+    pub fn compiled(&self) -> Compiled {
+        let model = &self.model;
+        let mut endpoints = Vec::with_capacity(self.inventory.endpoints.len());
+        for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
+            let identity = model
+                .table
+                .endpoint_identity
+                .get(index)
+                .copied()
+                .unwrap_or(0);
+            let policy = model.l4.get(&identity);
+            let record = model.states.get(&state_key(endpoint, identity));
+            endpoints.push(EndpointPolicy {
+                name: endpoint.name.clone(),
+                namespace: endpoint.namespace.clone(),
+                identity,
+                labels: model
+                    .table
+                    .get(identity)
+                    .map(|i| i.labels.clone())
+                    .unwrap_or_default(),
+                ips: endpoint.ips.clone(),
+                enforcement: Enforcement {
+                    ingress: policy.is_some_and(|p| p.ingress.enforced),
+                    egress: policy.is_some_and(|p| p.egress.enforced),
+                },
+                diagnostics: record.map(|r| r.diagnostics.clone()).unwrap_or_default(),
+                state: record.map_or_else(|| Arc::new(MapState::new()), |r| r.state.clone()),
+                selected_by: SelectedBy::of(
+                    &model.lowered.rules,
+                    model
+                        .parts
+                        .rules_by_identity
+                        .get(&identity)
+                        .map_or(&[][..], Vec::as_slice),
+                ),
+            });
+        }
+        let mut selecting = BTreeSet::new();
+        for id in model
+            .table
+            .endpoint_identity
+            .iter()
+            .collect::<BTreeSet<_>>()
+        {
+            if let Some(rules) = model.parts.rules_by_identity.get(id) {
+                for rule in rules {
+                    selecting.insert(model.lowered.rules[*rule].origin);
+                }
+            }
+        }
+        let mut diagnostics = model.lowered.diagnostics.clone();
+        diagnostics.extend(selects_nothing(&model.lowered, &selecting));
+        Compiled {
+            cluster: self.inventory.cluster.clone(),
+            identities: model.table.identities.clone(),
+            endpoints,
+            ipcache: build_ipcache(&self.inventory, &model.table),
+            origins: model.lowered.origins.clone(),
+            diagnostics,
+        }
+    }
+
+    /// Adds the policy text `name` (a file's documents), or replaces the
+    /// text of that name. A text with errors is refused with its
+    /// diagnostics and changes nothing.
+    pub fn set_policy(&mut self, name: &str, outcome: LoadOutcome) -> Result<Update, SessionError> {
+        if outcome.has_errors() {
+            return Err(SessionError::Policy(outcome.diagnostics));
+        }
+        let position = self.texts.iter().position(|t| t.name == name);
+        let text = PolicyText {
+            name: name.to_owned(),
+            outcome,
+        };
+        let Some(position) = position else {
+            self.texts.push(text);
+            return self.rebuild("a policy text was added").inspect_err(|_| {
+                self.texts.pop();
+            });
+        };
+        let previous = std::mem::replace(&mut self.texts[position], text);
+        let result = match self.replace_text(position) {
+            Ok(Some(update)) => Ok(update),
+            Ok(None) => self.rebuild("the change is not local to its rules"),
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            self.texts[position] = previous;
+            // Back to the previous inputs, exactly (fail closed).
+            self.rebuild("restore")?;
+        }
+        result
+    }
+
+    /// Removes the policy text `name`; `None` when there is none.
+    pub fn remove_policy(&mut self, name: &str) -> Option<Result<Update, SessionError>> {
+        let position = self.texts.iter().position(|t| t.name == name)?;
+        let removed = self.texts.remove(position);
+        let result = self.rebuild("a policy text was removed");
+        if result.is_err() {
+            self.texts.insert(position, removed);
+            let _ = self.rebuild("restore");
+        }
+        Some(result)
+    }
+
+    /// Adds one endpoint.
+    pub fn add_endpoint(&mut self, endpoint: Endpoint) -> Result<Update, SessionError> {
+        if self
+            .inventory
+            .endpoints
+            .iter()
+            .any(|e| e.namespace == endpoint.namespace && e.name == endpoint.name)
+        {
+            return Err(SessionError::Inventory(InventoryError::Invalid {
+                file: endpoint.location.file.clone(),
+                line: endpoint.location.line,
+                message: format!("duplicate endpoint `{}`", endpoint.display_name()),
+            }));
+        }
+        match self.add_endpoint_incrementally(&endpoint) {
+            Ok(Some(update)) => Ok(update),
+            Ok(None) => {
+                let mut inventory = self.inventory.clone();
+                inventory.endpoints.push(endpoint);
+                self.replace_inventory(inventory, "the endpoint needs a full allocation")
+            }
+            Err(e) => {
+                // Back to the inventory before the call (a namespace entry
+                // it added stays: it names no endpoint, so it changes no
+                // identity), recompiled in full.
+                self.inventory
+                    .endpoints
+                    .retain(|e| !(e.namespace == endpoint.namespace && e.name == endpoint.name));
+                self.rebuild("restore")?;
+                Err(e)
+            }
+        }
+    }
+
+    /// Removes the endpoint `namespace/name` (or `name`); `None` when there
+    /// is none.
+    pub fn remove_endpoint(&mut self, reference: &str) -> Option<Result<Update, SessionError>> {
+        let index = self.inventory.endpoint(reference)?;
+        Some(match self.remove_endpoint_incrementally(index) {
+            Some(update) => Ok(update),
+            None => {
+                let mut inventory = self.inventory.clone();
+                inventory.endpoints.remove(index);
+                self.replace_inventory(inventory, "the removal needs a full allocation")
+            }
+        })
+    }
+
+    /// Replaces the whole inventory (a full recompile).
+    pub fn replace_inventory(
+        &mut self,
+        mut inventory: Inventory,
+        reason: &'static str,
+    ) -> Result<Update, SessionError> {
+        inventory.finish()?;
+        let old = self.endpoint_states();
+        let previous = std::mem::replace(&mut self.inventory, inventory);
+        let result = self.rebuild_from(old, reason);
+        if result.is_err() {
+            self.inventory = previous;
+            let _ = self.rebuild("restore");
+        }
+        result
+    }
+
+    /// Recompiles everything and gives the difference to the previous
+    /// states.
+    fn rebuild(&mut self, reason: &'static str) -> Result<Update, SessionError> {
+        let old = self.endpoint_states();
+        self.rebuild_from(old, reason)
+    }
+
+    /// [`Self::rebuild`] given the states before the change.
+    fn rebuild_from(
+        &mut self,
+        old: Vec<(String, u32, Arc<MapState>)>,
+        reason: &'static str,
+    ) -> Result<Update, SessionError> {
+        let inputs: Vec<PolicyInput<'_>> = self
+            .texts
+            .iter()
+            .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
+            .collect();
+        let (model, inventory) =
+            build_with_spans(&self.texts, &inputs, self.inventory.clone(), &self.limits)?;
+        drop(inputs);
+        self.model = model;
+        self.inventory = inventory;
+        let new = self.endpoint_states();
+        let mut update = Update {
+            deltas: whole_differences(&old, &new),
+            path: UpdatePath::Full(reason),
+            states_folded: self.model.states.len(),
+            identities_replayed: 0,
+        };
+        update.deltas.sort_by_key(|d| !d.removed);
+        Ok(update)
+    }
+
+    fn endpoint_states(&self) -> Vec<(String, u32, Arc<MapState>)> {
+        self.inventory
+            .endpoints
+            .iter()
+            .enumerate()
+            .map(|(index, endpoint)| {
+                let identity = self
+                    .model
+                    .table
+                    .endpoint_identity
+                    .get(index)
+                    .copied()
+                    .unwrap_or(0);
+                let state = self
+                    .model
+                    .states
+                    .get(&state_key(endpoint, identity))
+                    .map_or_else(|| Arc::new(MapState::new()), |r| r.state.clone());
+                (endpoint.display_name(), identity, state)
+            })
+            .collect()
+    }
+
+    /// The text at `position` changed: recompute only the rules it lowers
+    /// to and the states they reach. `None`: not local (the caller
+    /// recompiles in full).
+    fn replace_text(&mut self, position: usize) -> Result<Option<Update>, SessionError> {
+        let Some(span) = self
+            .model
+            .spans
+            .as_ref()
+            .and_then(|spans| spans.get(position))
+            .cloned()
+        else {
+            return Ok(None);
+        };
+        let text = &self.texts[position];
+        let lowering = lower_text(text, &self.inventory, span.origins.start);
+        if lowering.has_log
+            || lowering.rules.len() != span.rules.len()
+            || lowering.origins.len() != span.origins.len()
+            || lowering.prefixes != span.prefixes
+        {
+            return Ok(None);
+        }
+        // The text was lowered alone (bounded by the load limits), so
+        // `check_inputs` (which bounds lowering) is not needed; the lowered
+        // rules are checked below.
+        let model = &mut self.model;
+        let changed: Vec<usize> = span
+            .rules
+            .clone()
+            .zip(&lowering.rules)
+            .filter(|(index, rule)| model.lowered.rules[*index] != **rule)
+            .map(|(index, _)| index)
+            .collect();
+        let origins_changed = model.lowered.origins[span.origins.clone()] != lowering.origins[..];
+        // Splice the text's lowering in.
+        for (index, rule) in span.rules.clone().zip(lowering.rules) {
+            let old_subject = &model.lowered.rules[index].subject;
+            if *old_subject != rule.subject {
+                if let Some(list) = model.subjects.get_mut(old_subject) {
+                    list.retain(|r| *r != index);
+                    if list.is_empty() {
+                        model.subjects.remove(old_subject);
+                    }
+                }
+                let list = model.subjects.entry(rule.subject.clone()).or_default();
+                let at = list.partition_point(|r| *r < index);
+                list.insert(at, index);
+            }
+            model.lowered.rules[index] = rule;
+        }
+        for (index, origin) in span.origins.clone().zip(lowering.origins) {
+            model.lowered.origins[index] = origin;
+        }
+        let grown = lowering.diagnostics.len();
+        model
+            .lowered
+            .diagnostics
+            .splice(span.diagnostics.clone(), lowering.diagnostics);
+        if let Some(spans) = &mut model.spans {
+            let delta = grown as isize - span.diagnostics.len() as isize;
+            spans[position].diagnostics = span.diagnostics.start..span.diagnostics.start + grown;
+            for later in spans.iter_mut().skip(position + 1) {
+                later.diagnostics = shift(&later.diagnostics, delta);
+            }
+        }
+        self.limits
+            .check_lowered(&model.lowered.rules, model.lowered.prefixes.len())?;
+
+        // Peers and subjects of the changed rules.
+        let mut parts = std::mem::take(&mut model.parts);
+        let endpoint_ids: BTreeSet<u32> = model
+            .table
+            .endpoint_identity
+            .iter()
+            .copied()
+            .filter(|id| *id != Identity::HOST.get())
+            .collect();
+        let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
+        let mut peers_changed = false;
+        for &index in &changed {
+            let rule = &model.lowered.rules[index];
+            let peers = rule.peers.as_ref().map(|list| {
+                list.iter()
+                    .map(|s| parts.cache.intern(s, &model.table))
+                    .collect::<Vec<_>>()
+            });
+            if parts.peer_ids[index] != peers {
+                peers_changed = true;
+                parts.peer_ids[index] = peers;
+            }
+            for (id, list) in parts.rules_by_identity.iter_mut() {
+                if let Ok(at) = list.binary_search(&index) {
+                    list.remove(at);
+                    subjects_of_changed.insert(*id);
+                }
+            }
+            for id in &endpoint_ids {
+                if model
+                    .table
+                    .get(*id)
+                    .is_some_and(|info| rule.subject.matches(&info.labels))
+                {
+                    let list = parts.rules_by_identity.entry(*id).or_default();
+                    if let Err(at) = list.binary_search(&index) {
+                        list.insert(at, index);
+                    }
+                    subjects_of_changed.insert(*id);
+                }
+            }
+        }
+        parts.rules_by_identity.retain(|_, list| !list.is_empty());
+        if !changed.is_empty() {
+            model.distinct_selectors = distinct_selectors(&model.lowered.rules);
+        }
+        model.peer_index.catch_up(&parts.cache);
+        if peers_changed && !selector_order_is_batch_order(&parts) {
+            model.parts = parts;
+            return Ok(None);
+        }
+
+        let resolver =
+            Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
+        let mut changed_identities = Vec::new();
+        for id in &subjects_of_changed {
+            let policy = resolver.l4_policy(*id);
+            if model.l4.get(id) != Some(&policy) {
+                model.l4.insert(*id, policy);
+                changed_identities.push(*id);
+            }
+        }
+        let mut update = Update::incremental(Vec::new());
+        let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
+        let keys: Vec<StateKey> = model
+            .states
+            .keys()
+            .filter(|(id, _)| changed_identities.contains(id) || origins_changed)
+            .cloned()
+            .collect();
+        for key in keys {
+            let Some(first) = first_endpoint(&self.inventory, &model.table, &key) else {
+                continue;
+            };
+            let Some(policy) = model.l4.get(&key.0) else {
+                continue;
+            };
+            if !changed_identities.contains(&key.0)
+                && model
+                    .states
+                    .get(&key)
+                    .is_none_or(|r| r.diagnostics.is_empty())
+            {
+                // Only the origins' descriptions changed, which only
+                // diagnostics show.
+                continue;
+            }
+            let Some(record) = model.states.remove(&key) else {
+                continue;
+            };
+            let endpoint = &self.inventory.endpoints[first];
+            self.limits
+                .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
+            let origins = &model.lowered.origins;
+            let (ops, diagnostics) =
+                resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
+            let (table, peer_index) = (&model.table, &model.peer_index);
+            let cache = &resolver.cache;
+            let selecting = |id: u32| {
+                table
+                    .get(id)
+                    .map(|info| peer_index.matching(cache, &info.labels))
+                    .unwrap_or_default()
+            };
+            let (new_record, changes, folded, replayed) =
+                redistill(&resolver, record, ops, diagnostics, &selecting);
+            update.states_folded += usize::from(folded);
+            update.identities_replayed += replayed;
+            if let Err(e) = self
+                .limits
+                .budget()
+                .charge(&endpoint.display_name(), new_record.state.len())
+            {
+                model.parts = resolver.into_parts();
+                return Err(e.into());
+            }
+            model.states.insert(key.clone(), new_record);
+            if !changes.is_empty() {
+                state_changes.push((key, changes));
+            }
+        }
+        model.parts = resolver.into_parts();
+        self.check_total()?;
+        update.deltas = self.deltas_for(&state_changes);
+        Ok(Some(update))
+    }
+
+    /// The entry limits over every state, as the batch compiler charges
+    /// them.
+    fn check_total(&self) -> Result<(), SessionError> {
+        let mut budget = self.limits.budget();
+        for ((identity, _), record) in &self.model.states {
+            budget.charge(&format!("identity {identity}"), record.state.len())?;
+        }
+        Ok(())
+    }
+
+    /// One delta per endpoint of each changed state, in inventory order.
+    fn deltas_for(&self, changes: &[(StateKey, Vec<MapChange>)]) -> Vec<EndpointDelta> {
+        if changes.is_empty() {
+            return Vec::new();
+        }
+        let by_key: HashMap<&StateKey, &Vec<MapChange>> =
+            changes.iter().map(|(k, c)| (k, c)).collect();
+        let mut deltas = Vec::new();
+        for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
+            let identity = self.model.table.endpoint_identity[index];
+            if let Some(changes) = by_key.get(&state_key(endpoint, identity)) {
+                deltas.push(EndpointDelta {
+                    endpoint: endpoint.display_name(),
+                    identity,
+                    added: false,
+                    removed: false,
+                    changes: (*changes).clone(),
+                });
+            }
+        }
+        deltas
+    }
+
+    /// Adds an endpoint without a full allocation when its identity is an
+    /// endpoint identity and nothing cluster-wide changes; `None`
+    /// otherwise (the inventory is then unchanged).
+    fn add_endpoint_incrementally(
+        &mut self,
+        endpoint: &Endpoint,
+    ) -> Result<Option<Update>, SessionError> {
+        if endpoint.identity.is_some()
+            || endpoint.identity_labels.is_some()
+            || endpoint.ips.is_empty()
+            || !endpoint.ports.is_empty()
+            || self.model.any_namespace
+                != (self.model.any_namespace || endpoint.namespace.is_some())
+        {
+            return Ok(None);
+        }
+        self.limits
+            .check_endpoints(self.inventory.endpoints.len() + 1)?;
+        if endpoint
+            .ips
+            .iter()
+            .any(|ip| self.inventory.endpoints.iter().any(|e| e.ips.contains(ip)))
+        {
+            return Ok(None);
+        }
+        // The namespace entry `Inventory::finish` would add.
+        let namespace_added = match &endpoint.namespace {
+            Some(ns) if !self.inventory.namespaces.contains_key(ns) => {
+                let mut labels = BTreeMap::new();
+                labels.insert(crate::labels::NAMESPACE_NAME_LABEL.to_owned(), ns.clone());
+                self.inventory.namespaces.insert(ns.clone(), labels);
+                Some(ns.clone())
+            }
+            _ => None,
+        };
+        let labels = try_endpoint_identity_labels(endpoint, &self.inventory)
+            .ok()
+            .filter(|labels| !labels.has_source(SOURCE_RESERVED));
+        let number = labels
+            .as_ref()
+            .and_then(|labels| self.model.table.endpoint_number(labels));
+        let (Some(labels), Some((identity, new_identity))) = (labels, number) else {
+            if let Some(ns) = namespace_added {
+                self.inventory.namespaces.remove(&ns);
+            }
+            return Ok(None);
+        };
+        let inventory = &mut self.inventory;
+        let index = inventory.endpoints.partition_point(|e| {
+            (&e.namespace, &e.name, &e.location)
+                < (&endpoint.namespace, &endpoint.name, &endpoint.location)
+        });
+        let mut pinned = endpoint.clone();
+        if (crate::allocation::FIRST_ALLOCATED..=crate::allocation::LAST_ALLOCATED)
+            .contains(&identity)
+        {
+            // Kept from now on, as every other endpoint's.
+            pinned.identity = Some(identity);
+        }
+        inventory.endpoints.insert(index, pinned);
+        let model = &mut self.model;
+        model.table.insert_endpoint(index, identity, &labels);
+        model.parts.cache.forget_index();
+        if new_identity {
+            self.limits
+                .check_identity_work(model.distinct_selectors, model.table.identities.len())?;
+        }
+
+        let mut update = Update::incremental(Vec::new());
+        let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
+        let mut parts = std::mem::take(&mut model.parts);
+        if new_identity {
+            // Subject side: the rules selecting the new identity, in rule
+            // order (`Resolver::new`).
+            let mut selecting: Vec<usize> = model
+                .subjects
+                .iter()
+                .filter(|(subject, _)| subject.matches(&labels))
+                .flat_map(|(_, rules)| rules.iter().copied())
+                .collect();
+            selecting.sort_unstable();
+            if !selecting.is_empty() {
+                parts.rules_by_identity.insert(identity, selecting);
+            }
+            // Peer side: the selections that gain it.
+            let gained = model.peer_index.matching(&parts.cache, &labels);
+            for selector in &gained {
+                parts.cache.add_to_selection(*selector, identity);
+            }
+            let resolver =
+                Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
+            for (key, record) in &mut model.states {
+                if !gained
+                    .iter()
+                    .any(|s| record.by_peers.contains_key(&OpPeers::Selector(*s)))
+                {
+                    continue;
+                }
+                let Ok(id) = Identity::new(identity) else {
+                    continue;
+                };
+                if !record.state.identity_entries(id).is_empty() {
+                    // A state holding keys of an identity that did not exist
+                    // is not what this session computed: fold it again.
+                    let mut state = MapState::new();
+                    let mut diagnostics = Vec::new();
+                    resolver.apply_ops(&record.ops, &mut state, &mut diagnostics, None);
+                    update.states_folded += 1;
+                    let changes = policy_diff(&record.state, &state);
+                    record.state = Arc::new(state);
+                    if !changes.is_empty() {
+                        state_changes.push((key.clone(), changes));
+                    }
+                    continue;
+                }
+                let part = replay(&resolver, record, identity, &gained);
+                update.identities_replayed += 1;
+                // The state had no keys of the identity: the writes are
+                // those that add its part (the difference of the parts is
+                // the whole difference, `crate::diff`), without copying the
+                // state to compare.
+                let mut added = MapState::new();
+                for (k, e) in &part {
+                    let _ = added.upsert(*k, e.clone());
+                }
+                let changes = policy_diff(&MapState::new(), &added);
+                let state = Arc::make_mut(&mut record.state);
+                for (k, e) in part {
+                    let _ = state.upsert(k, e);
+                }
+                if !changes.is_empty() {
+                    state_changes.push((key.clone(), changes));
+                }
+            }
+            parts = resolver.into_parts();
+        }
+        // The endpoint's own state.
+        let key = state_key(endpoint, identity);
+        let first = first_endpoint(&self.inventory, &model.table, &key);
+        let needs_state = !model.states.contains_key(&key) || first == Some(index);
+        let resolver =
+            Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
+        model
+            .l4
+            .entry(identity)
+            .or_insert_with(|| resolver.l4_policy(identity));
+        let mut own: Option<Arc<MapState>> = None;
+        if needs_state && let Some(policy) = model.l4.get(&identity) {
+            let endpoint = &self.inventory.endpoints[index];
+            if let Err(e) =
+                self.limits
+                    .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)
+            {
+                model.parts = resolver.into_parts();
+                return Err(e.into());
+            }
+            let record = StateRecord::fold(&resolver, endpoint, policy, &model.lowered.origins);
+            update.states_folded += 1;
+            let previous = model.states.get(&key).map(|r| r.state.clone());
+            if let Some(previous) = previous {
+                // Another endpoint shared the state; a new first endpoint
+                // may change its diagnostics only.
+                let changes = policy_diff(&previous, &record.state);
+                if !changes.is_empty() {
+                    state_changes.push((key.clone(), changes));
+                }
+            }
+            own = Some(record.state.clone());
+            model.states.insert(key.clone(), record);
+        }
+        model.parts = resolver.into_parts();
+        self.check_total()?;
+        let own = own.or_else(|| self.model.states.get(&key).map(|r| r.state.clone()));
+        let mut deltas = self.deltas_for(&state_changes);
+        deltas.retain(|d| d.endpoint != endpoint.display_name());
+        deltas.push(EndpointDelta {
+            endpoint: endpoint.display_name(),
+            identity,
+            added: true,
+            removed: false,
+            changes: policy_diff(&MapState::new(), own.as_deref().unwrap_or(&MapState::new())),
+        });
+        update.deltas = deltas;
+        Ok(Some(update))
+    }
+
+    /// Removes the endpoint at `index` without a full allocation; `None`
+    /// when that is not exact (nothing changed then).
+    fn remove_endpoint_incrementally(&mut self, index: usize) -> Option<Update> {
+        let endpoint = self.inventory.endpoints[index].clone();
+        let still_namespaced = self
+            .inventory
+            .endpoints
+            .iter()
+            .enumerate()
+            .any(|(i, e)| i != index && e.namespace.is_some());
+        if !endpoint.ports.is_empty() || still_namespaced != self.model.any_namespace {
+            return None;
+        }
+        let identity = self.model.table.endpoint_identity[index];
+        let key = state_key(&endpoint, identity);
+        let was_first = first_endpoint(&self.inventory, &self.model.table, &key) == Some(index);
+        let labels = match self.model.table.get(identity) {
+            Some(info)
+                if matches!(info.kind, crate::allocation::IdentityKind::Endpoints { .. }) =>
+            {
+                info.labels.clone()
+            }
+            _ => return None,
+        };
+        let (_, gone) = self.model.table.remove_endpoint(index)?;
+        self.inventory.endpoints.remove(index);
+        let model = &mut self.model;
+        model.parts.cache.forget_index();
+        let mut update = Update::incremental(vec![EndpointDelta {
+            endpoint: endpoint.display_name(),
+            identity,
+            added: false,
+            removed: true,
+            changes: Vec::new(),
+        }]);
+        let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
+        let mut parts = std::mem::take(&mut model.parts);
+        if gone {
+            parts.rules_by_identity.remove(&identity);
+            model.l4.remove(&identity);
+            let lost = model.peer_index.matching(&parts.cache, &labels);
+            for selector in &lost {
+                parts.cache.remove_from_selection(*selector, identity);
+            }
+            let only: BTreeSet<Identity> = Identity::new(identity).into_iter().collect();
+            for (state_key, record) in &mut model.states {
+                if state_key.0 == identity {
+                    continue;
+                }
+                if !lost
+                    .iter()
+                    .any(|s| record.by_peers.contains_key(&OpPeers::Selector(*s)))
+                {
+                    continue;
+                }
+                // Nothing is inserted for a vanished identity: its part of
+                // the state goes, the rest is as it was.
+                let state = Arc::make_mut(&mut record.state);
+                let mut part = MapState::new();
+                for id in &only {
+                    for (k, e) in state.identity_entries(*id) {
+                        state.remove(&k);
+                        let _ = part.upsert(k, e);
+                    }
+                }
+                update.identities_replayed += 1;
+                // The difference of the parts is the whole one: the part goes.
+                let changes = policy_diff(&part, &MapState::new());
+                if !changes.is_empty() {
+                    state_changes.push((state_key.clone(), changes));
+                }
+            }
+        }
+        let still_used = first_endpoint(&self.inventory, &model.table, &key);
+        match still_used {
+            None => {
+                model.states.remove(&key);
+            }
+            Some(first) if was_first => {
+                // The state's diagnostics name its first endpoint.
+                let resolver = Resolver::from_parts(
+                    &model.lowered.rules,
+                    &model.table,
+                    &self.inventory,
+                    parts,
+                );
+                if let Some(policy) = model.l4.get(&identity) {
+                    let endpoint = &self.inventory.endpoints[first];
+                    let record =
+                        StateRecord::fold(&resolver, endpoint, policy, &model.lowered.origins);
+                    update.states_folded += 1;
+                    if let Some(previous) = model.states.get(&key) {
+                        let changes = policy_diff(&previous.state, &record.state);
+                        if !changes.is_empty() {
+                            state_changes.push((key.clone(), changes));
+                        }
+                    }
+                    model.states.insert(key.clone(), record);
+                }
+                parts = resolver.into_parts();
+            }
+            Some(_) => {}
+        }
+        model.parts = parts;
+        update.deltas.extend(self.deltas_for(&state_changes));
+        Some(update)
+    }
+}
+
+fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
+    let move_by = |n: usize| usize::try_from(n as isize + delta).unwrap_or(0);
+    move_by(range.start)..move_by(range.end)
+}
+
+/// The first endpoint (inventory order) of a state key: the batch compiler
+/// distills a state for the first endpoint that has it.
+fn first_endpoint(inventory: &Inventory, table: &IdentityTable, key: &StateKey) -> Option<usize> {
+    inventory
+        .endpoints
+        .iter()
+        .enumerate()
+        .find(|(index, e)| table.endpoint_identity.get(*index) == Some(&key.0) && e.ports == key.1)
+        .map(|(index, _)| index)
+}
+
+/// The batch compiler interns peer selectors in rule order
+/// (`Resolver::new`), and a filter's selectors are folded in id order: the
+/// session's ids must order the selectors the rules use as the batch's
+/// would (the wildcard is folded first whatever its id, so it is left
+/// out).
+fn selector_order_is_batch_order(parts: &ResolverParts) -> bool {
+    let mut seen: BTreeSet<SelectorId> = BTreeSet::new();
+    let mut last: Option<SelectorId> = None;
+    for peers in parts.peer_ids.iter().flatten() {
+        for id in peers {
+            if parts.cache.selector(*id).is_wildcard() || !seen.insert(*id) {
+                continue;
+            }
+            if last.is_some_and(|l| *id < l) {
+                return false;
+            }
+            last = Some(*id);
+        }
+    }
+    true
+}
+
+/// The state's ops changed to `ops`: the new record, the writes, whether
+/// it was folded in full and how many identities were replayed.
+///
+/// A specific identity's part of a state is the fold of the ops for
+/// identity 0 and for it, in order (`Resolver::apply_ops`). The order of
+/// ops is fixed by (filter, key, selector), so when the ops of every
+/// selector that selects an identity (and the identity-0 ops) are the same
+/// sequence before and after, its part is the same: only the identities of
+/// the selectors whose sequences differ are replayed. When the identity-0
+/// ops differ, every part may change and the state is folded in full.
+fn redistill(
+    resolver: &Resolver<'_>,
+    old: StateRecord,
+    ops: Vec<MapOp>,
+    diagnostics: Vec<Diagnostic>,
+    selecting: &dyn Fn(u32) -> Vec<SelectorId>,
+) -> (StateRecord, Vec<MapChange>, bool, usize) {
+    let mut record = StateRecord::new(resolver, MapState::new(), diagnostics, ops);
+    let same = |peers: &OpPeers| {
+        let empty = Vec::new();
+        let a = old.by_peers.get(peers).unwrap_or(&empty);
+        let b = record.by_peers.get(peers).unwrap_or(&empty);
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| old.ops[*x] == record.ops[*y])
+    };
+    let all_peers: BTreeSet<OpPeers> = old
+        .by_peers
+        .keys()
+        .chain(record.by_peers.keys())
+        .copied()
+        .collect();
+    let mut identities: BTreeSet<u32> = BTreeSet::new();
+    let mut full = false;
+    for peers in &all_peers {
+        if same(peers) {
+            continue;
+        }
+        match peers {
+            OpPeers::Fixed(0) => full = true,
+            OpPeers::Fixed(id) => {
+                identities.insert(*id);
+            }
+            OpPeers::Selector(s) => {
+                let selection = resolver.cache.selection(*s);
+                if selection.contains(&0) {
+                    full = true;
+                }
+                identities.extend(selection.iter().copied());
+            }
+        }
+        if full || identities.len() > REPLAY_LIMIT {
+            full = true;
+            break;
+        }
+    }
+    if full {
+        let mut state = MapState::new();
+        let mut diagnostics = Vec::new();
+        resolver.apply_ops(&record.ops, &mut state, &mut diagnostics, None);
+        record.diagnostics.extend(diagnostics);
+        let changes = policy_diff(&old.state, &state);
+        record.state = Arc::new(state);
+        return (record, changes, true, 0);
+    }
+    // The old state without a copy when no one else holds it.
+    let mut shared = old.state;
+    let state = Arc::make_mut(&mut shared);
+    let (mut before, mut after) = (MapState::new(), MapState::new());
+    for id in &identities {
+        let Ok(identity) = Identity::new(*id) else {
+            continue;
+        };
+        for (k, e) in state.identity_entries(identity) {
+            state.remove(&k);
+            let _ = before.upsert(k, e);
+        }
+        let selectors = selecting(*id);
+        for (k, e) in replay(resolver, &record, *id, &selectors) {
+            let _ = after.upsert(k, e.clone());
+            let _ = state.upsert(k, e);
+        }
+    }
+    // The difference of the replaced parts is the whole difference
+    // (`crate::diff`).
+    let changes = policy_diff(&before, &after);
+    record.state = shared;
+    let replayed = identities.len();
+    (record, changes, false, replayed)
+}
+
+/// The part of a state for one identity: the fold of the identity-0 ops
+/// and the ops whose peers include it, in order.
+///
+/// `selecting` lists the selectors whose selection holds the identity
+/// (from the label index, so the cost is that of the identity's ops, not of
+/// the state's); the selectors selecting identity 0 are the record's own
+/// list.
+fn replay(
+    resolver: &Resolver<'_>,
+    record: &StateRecord,
+    identity: u32,
+    selecting: &[SelectorId],
+) -> Vec<(crate::mapstate::Key, crate::mapstate::Entry)> {
+    let mut indices: Vec<usize> = Vec::new();
+    let peers = record
+        .zero
+        .iter()
+        .copied()
+        .chain(selecting.iter().map(|s| OpPeers::Selector(*s)))
+        .chain([OpPeers::Fixed(identity)]);
+    let mut seen = BTreeSet::new();
+    for peers in peers {
+        if seen.insert(peers)
+            && let Some(list) = record.by_peers.get(&peers)
+        {
+            indices.extend_from_slice(list);
+        }
+    }
+    indices.sort_unstable();
+    let mut part = MapState::new();
+    let mut diagnostics = Vec::new();
+    for index in indices {
+        resolver.apply_op(
+            &record.ops[index],
+            &mut part,
+            &mut diagnostics,
+            Some(identity),
+        );
+    }
+    match Identity::new(identity) {
+        Ok(id) => part.identity_entries(id),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `policy_diff` of every endpoint whose state differs (by name), plus the
+/// added and removed endpoints.
+fn whole_differences(
+    old: &[(String, u32, Arc<MapState>)],
+    new: &[(String, u32, Arc<MapState>)],
+) -> Vec<EndpointDelta> {
+    let before: HashMap<&str, &(String, u32, Arc<MapState>)> =
+        old.iter().map(|e| (e.0.as_str(), e)).collect();
+    let after: BTreeSet<&str> = new.iter().map(|e| e.0.as_str()).collect();
+    let mut deltas = Vec::new();
+    for (name, identity, _) in old {
+        if !after.contains(name.as_str()) {
+            deltas.push(EndpointDelta {
+                endpoint: name.clone(),
+                identity: *identity,
+                added: false,
+                removed: true,
+                changes: Vec::new(),
+            });
+        }
+    }
+    for (name, identity, state) in new {
+        let (previous, added) = match before.get(name.as_str()) {
+            Some(previous) if Arc::ptr_eq(&previous.2, state) => continue,
+            Some(previous) => (previous.2.clone(), false),
+            None => (Arc::new(MapState::new()), true),
+        };
+        let changes = policy_diff(&previous, state);
+        if changes.is_empty() && !added {
+            continue;
+        }
+        deltas.push(EndpointDelta {
+            endpoint: name.clone(),
+            identity: *identity,
+            added,
+            removed: false,
+            changes,
+        });
+    }
+    deltas
+}
+
+/// Lowers one text alone, its origin ids moved to start at `offset`.
+fn lower_text(text: &PolicyText, inventory: &Inventory, offset: usize) -> TextLowering {
+    let inputs = PolicyInput::from_outcome(&text.outcome);
+    let has_log = inputs.iter().any(|input| {
+        input
+            .policy
+            .cilium_rules()
+            .into_iter()
+            .any(|(_, rule)| rule.log.as_ref().and_then(|l| l.value.as_ref()).is_some())
+    });
+    let lowered = lower(&inputs, inventory);
+    // Origins 0 and 1 are the synthetic allow-alls; the last is the host
+    // allow's unless `allowLocalhost: policy`.
+    let end = lowered.origins.len() - usize::from(lowered.localhost_origin.is_some());
+    let shift_by = |id: u32| -> u32 {
+        if id < 2 {
+            id
+        } else {
+            id + u32::try_from(offset).unwrap_or(u32::MAX) - 2
+        }
+    };
+    let rules = lowered
+        .rules
+        .into_iter()
+        .map(|mut rule| {
+            rule.origin = shift_by(rule.origin);
+            rule
+        })
+        .collect();
+    let origins = lowered.origins[2..end]
+        .iter()
+        .cloned()
+        .map(|mut origin| {
+            origin.id = shift_by(origin.id);
+            origin
+        })
+        .collect();
+    TextLowering {
+        rules,
+        origins,
+        diagnostics: lowered.diagnostics,
+        prefixes: lowered.prefixes,
+        has_log,
+    }
+}
+
+/// The full compile, keeping everything an update needs, with the spans
+/// of each text when lowering texts one by one reproduces it.
+fn build_with_spans(
+    texts: &[PolicyText],
+    inputs: &[PolicyInput<'_>],
+    inventory: Inventory,
+    limits: &CompileLimits,
+) -> Result<(Model, Inventory), CompileError> {
+    let (mut model, inventory) = build(inputs, inventory, limits)?;
+    let mut spans = Vec::with_capacity(texts.len());
+    let (mut rules, mut origins, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
+    let mut prefixes = BTreeSet::new();
+    let mut has_log = false;
+    for text in texts {
+        let lowering = lower_text(text, &inventory, origins.len() + 2);
+        has_log |= lowering.has_log;
+        spans.push(TextSpan {
+            rules: rules.len()..rules.len() + lowering.rules.len(),
+            origins: origins.len() + 2..origins.len() + 2 + lowering.origins.len(),
+            diagnostics: diagnostics.len()..diagnostics.len() + lowering.diagnostics.len(),
+            prefixes: lowering.prefixes.clone(),
+        });
+        rules.extend(lowering.rules);
+        origins.extend(lowering.origins);
+        diagnostics.extend(lowering.diagnostics);
+        prefixes.extend(lowering.prefixes);
+    }
+    let whole = &model.lowered;
+    let end = whole.origins.len() - usize::from(whole.localhost_origin.is_some());
+    let reproduces = !has_log
+        && whole.rules == rules
+        && whole.origins.get(2..end) == Some(&origins[..])
+        && whole.diagnostics == diagnostics
+        && whole.prefixes == prefixes;
+    model.spans = reproduces.then_some(spans);
+    Ok((model, inventory))
+}
+
+/// The batch compile (`compile::drive`'s stages, in its order, under its
+/// limits), keeping the model.
+fn build(
+    inputs: &[PolicyInput<'_>],
+    inventory: Inventory,
+    limits: &CompileLimits,
+) -> Result<(Model, Inventory), CompileError> {
+    limits.check_endpoints(inventory.endpoints.len())?;
+    limits.check_inputs(inputs)?;
+    let lowered = lower(inputs, &inventory);
+    limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
+    let table = IdentityTable::allocate(&inventory, &lowered.prefixes)?;
+    limits.check_identities(&lowered.rules, table.identities.len())?;
+    let resolver = Resolver::new(&lowered.rules, &table, &inventory)
+        .with_localhost_origin(lowered.localhost_origin);
+    let mut budget = limits.budget();
+    let mut l4: BTreeMap<u32, L4Policy> = BTreeMap::new();
+    let mut states: HashMap<StateKey, StateRecord> = HashMap::new();
+    for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+        let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
+        l4.entry(identity)
+            .or_insert_with(|| resolver.l4_policy(identity));
+        let key = state_key(endpoint, identity);
+        if states.contains_key(&key) {
+            continue;
+        }
+        let Some(policy) = l4.get(&identity) else {
+            continue;
+        };
+        let name = endpoint.display_name();
+        limits.check_l4_policy(&name, policy, &resolver.cache)?;
+        let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins);
+        budget.charge(&name, record.state.len())?;
+        states.insert(key, record);
+    }
+    let parts = resolver.into_parts();
+    let mut peer_index = PeerIndex::default();
+    peer_index.catch_up(&parts.cache);
+    let any_namespace = inventory.endpoints.iter().any(|e| e.namespace.is_some());
+    let distinct_selectors = distinct_selectors(&lowered.rules);
+    let mut subjects: HashMap<Selector, Vec<usize>> = HashMap::new();
+    for (index, rule) in lowered.rules.iter().enumerate() {
+        subjects
+            .entry(rule.subject.clone())
+            .or_default()
+            .push(index);
+    }
+    let mut inventory = inventory;
+    // Keep the numbers (Cilium never renumbers a live identity).
+    for (index, endpoint) in inventory.endpoints.iter_mut().enumerate() {
+        let id = table.endpoint_identity[index];
+        if endpoint.identity.is_none()
+            && (crate::allocation::FIRST_ALLOCATED..=crate::allocation::LAST_ALLOCATED)
+                .contains(&id)
+        {
+            endpoint.identity = Some(id);
+        }
+    }
+    Ok((
+        Model {
+            lowered,
+            spans: None,
+            table,
+            parts,
+            peer_index,
+            subjects,
+            l4,
+            states,
+            distinct_selectors,
+            any_namespace,
+        },
+        inventory,
+    ))
+}
+
+/// Distinct subject and peer selectors of `rules`.
+fn distinct_selectors(rules: &[PolicyRule]) -> usize {
+    let mut distinct = BTreeSet::new();
+    for rule in rules {
+        distinct.insert(&rule.subject);
+        distinct.extend(rule.peers.iter().flatten());
+    }
+    distinct.len()
+}
+
+/// Why an update was refused (the session is as it was before it).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SessionError {
+    /// The policy text has errors (its diagnostics).
+    #[error("the policy text has {} error(s)", .0.iter().filter(|d| d.is_error()).count())]
+    Policy(Vec<Diagnostic>),
+    /// Two texts of [`Session::with_policies`] have the same name.
+    #[error("two policy texts are named `{0}`")]
+    DuplicateText(String),
+    /// The inventory change is invalid.
+    #[error(transparent)]
+    Inventory(#[from] InventoryError),
+    /// Compiling failed (a limit, an identity range).
+    #[error(transparent)]
+    Compile(#[from] CompileError),
+}

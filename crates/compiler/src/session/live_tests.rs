@@ -1,0 +1,402 @@
+//! The live session against the batch compiler: after every step of a
+//! random sequence of policy and inventory changes, the session's whole
+//! compilation equals a fresh batch compile of the same inputs, and the
+//! writes it gave, replayed onto the previous states, give the batch's new
+//! states (they are exactly `policy_diff` of the batch states).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use porin_model::limits::LoadLimits;
+use porin_model::loader::{LoadOutcome, load_str};
+use proptest::prelude::*;
+
+use super::{Session, Update, UpdatePath};
+use crate::compile::{Compiled, compile_with_limits};
+use crate::diff::{apply, policy_diff};
+use crate::inventory::{Endpoint, Inventory, SourceLocation};
+use crate::limits::CompileLimits;
+use crate::mapstate::{Entry, Key, MapState};
+
+/// One item of a generated rule list.
+#[derive(Debug, Clone)]
+struct Item {
+    egress: bool,
+    deny: bool,
+    /// 0..3: app=a/b/c, 3..5: tier=web/db, 5: every pod of the namespace,
+    /// 6: a CIDR, 7: world, 8: no L3 peer (identity 0), or `all` without
+    /// ports.
+    peer: u8,
+    /// 0: L3 only, 1..4: a port, 4: a range, 5: an HTTP rule on 80.
+    ports: u8,
+}
+
+/// One generated policy text: a CNP selecting `app=<subject>`.
+#[derive(Debug, Clone)]
+struct Text {
+    subject: u8,
+    items: Vec<Item>,
+}
+
+#[derive(Debug, Clone)]
+enum Step {
+    /// Set text `n` (add it or replace it).
+    SetText(u8, Text),
+    /// Replace text `n` keeping its shape, changing one item's ports or
+    /// peer (the agent's "one-rule change").
+    ChangeOne(u8, usize, u8, u8),
+    RemoveText(u8),
+    /// Add endpoint `n` with labels (app, tier, unique).
+    AddEndpoint(u8, u8, u8, bool),
+    RemoveEndpoint(u8),
+}
+
+const APPS: [&str; 3] = ["a", "b", "c"];
+const TIERS: [&str; 2] = ["web", "db"];
+const PORTS: [u16; 3] = [80, 443, 8080];
+
+fn peer_yaml(out: &mut String, item: &Item) {
+    let (endpoints, cidr, entities) = if item.egress {
+        ("toEndpoints", "toCIDR", "toEntities")
+    } else {
+        ("fromEndpoints", "fromCIDR", "fromEntities")
+    };
+    let _ = match item.peer {
+        0..=2 => writeln!(
+            out,
+            "    - {endpoints}: [{{matchLabels: {{app: {}}}}}]",
+            APPS[usize::from(item.peer)]
+        ),
+        3 | 4 => writeln!(
+            out,
+            "    - {endpoints}: [{{matchLabels: {{tier: {}}}}}]",
+            TIERS[usize::from(item.peer - 3)]
+        ),
+        5 => writeln!(out, "    - {endpoints}: [{{}}]"),
+        6 => writeln!(out, "    - {cidr}: [192.0.2.0/24]"),
+        7 => writeln!(out, "    - {entities}: [world]"),
+        // No L3 peer: the wildcard selector (identity 0 keys).
+        _ if item.ports > 0 => writeln!(out, "    -"),
+        _ => writeln!(out, "    - {entities}: [all]"),
+    };
+    let _ = match item.ports {
+        0 => Ok(()),
+        1..=3 => writeln!(
+            out,
+            "      toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]",
+            PORTS[usize::from(item.ports - 1)]
+        ),
+        4 => writeln!(
+            out,
+            "      toPorts: [{{ports: [{{port: \"8000\", endPort: 8011, protocol: TCP}}]}}]"
+        ),
+        _ if item.deny => writeln!(
+            out,
+            "      toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]"
+        ),
+        _ => writeln!(
+            out,
+            "      toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}], rules: {{http: [{{method: GET}}]}}}}]"
+        ),
+    };
+}
+
+fn text_yaml(index: u8, text: &Text) -> String {
+    let mut out = format!(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
+        APPS[usize::from(text.subject % 3)]
+    );
+    for (section, egress, deny) in [
+        ("ingress", false, false),
+        ("ingressDeny", false, true),
+        ("egress", true, false),
+        ("egressDeny", true, true),
+    ] {
+        let items: Vec<&Item> = text
+            .items
+            .iter()
+            .filter(|i| i.egress == egress && i.deny == deny)
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "  {section}:");
+        for item in items {
+            peer_yaml(&mut out, item);
+        }
+    }
+    out
+}
+
+fn load(index: u8, text: &Text) -> LoadOutcome {
+    let yaml = text_yaml(index, text);
+    let outcome = load_str(&format!("t{index}.yaml"), &yaml, &LoadLimits::default());
+    assert!(!outcome.has_errors(), "{yaml}\n{:?}", outcome.diagnostics);
+    outcome
+}
+
+fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
+    let mut labels = BTreeMap::new();
+    labels.insert("app".to_owned(), APPS[usize::from(app % 3)].to_owned());
+    labels.insert("tier".to_owned(), TIERS[usize::from(tier % 2)].to_owned());
+    if unique {
+        labels.insert("pod".to_owned(), format!("p{n}"));
+    }
+    Endpoint {
+        name: format!("e{n}"),
+        namespace: Some("prod".to_owned()),
+        labels,
+        ips: vec![format!("10.1.0.{}", u16::from(n) + 1).parse().unwrap()],
+        service_account: None,
+        ports: Vec::new(),
+        identity: None,
+        identity_labels: None,
+        location: SourceLocation::default(),
+    }
+}
+
+fn item() -> impl Strategy<Value = Item> {
+    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8)];
+    (any::<bool>(), prop::bool::weighted(0.3), peer, 0u8..6).prop_map(
+        |(egress, deny, peer, ports)| Item {
+            egress,
+            deny,
+            peer,
+            ports,
+        },
+    )
+}
+
+fn text() -> impl Strategy<Value = Text> {
+    (0u8..3, prop::collection::vec(item(), 1..4))
+        .prop_map(|(subject, items)| Text { subject, items })
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
+        4 => (0u8..3, 0usize..4, prop_oneof![0u8..6, 7u8..9], 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
+        1 => (0u8..3).prop_map(Step::RemoveText),
+        4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
+        2 => (0u8..6).prop_map(Step::RemoveEndpoint),
+    ]
+}
+
+/// What the datapath holds of a state (origins are not written).
+fn datapath(state: &MapState) -> Vec<(Key, Entry)> {
+    state
+        .iter()
+        .map(|(k, e)| {
+            let mut e = e.clone();
+            e.origins.clear();
+            (*k, e)
+        })
+        .collect()
+}
+
+fn states(compiled: &Compiled) -> BTreeMap<String, MapState> {
+    compiled
+        .endpoints
+        .iter()
+        .map(|e| (e.display_name(), (*e.state).clone()))
+        .collect()
+}
+
+/// The checks of one step: the session equals the batch; the update's
+/// writes are exactly the batch difference; replaying them onto the
+/// mirror gives the batch's states.
+fn check(
+    session: &Session,
+    update: &Update,
+    before: &BTreeMap<String, MapState>,
+    mirror: &mut BTreeMap<String, MapState>,
+) -> BTreeMap<String, MapState> {
+    let batch = compile_with_limits(
+        &session.inputs(),
+        session.inventory(),
+        &CompileLimits::default(),
+    )
+    .expect("the batch compile of the session's inputs");
+    assert_eq!(
+        session.compiled(),
+        batch,
+        "session != batch after {:?}",
+        update.path
+    );
+    let after = states(&batch);
+    let empty = MapState::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for delta in &update.deltas {
+        assert!(
+            seen.insert(delta.endpoint.clone()),
+            "two deltas for {}",
+            delta.endpoint
+        );
+        if delta.removed {
+            assert!(!after.contains_key(&delta.endpoint));
+            mirror.remove(&delta.endpoint);
+            continue;
+        }
+        let old = if delta.added {
+            &empty
+        } else {
+            before.get(&delta.endpoint).unwrap_or(&empty)
+        };
+        let new = &after[&delta.endpoint];
+        assert_eq!(
+            delta.changes,
+            policy_diff(old, new),
+            "writes of {}",
+            delta.endpoint
+        );
+        let base = if delta.added {
+            MapState::new()
+        } else {
+            mirror.get(&delta.endpoint).cloned().unwrap_or_default()
+        };
+        mirror.insert(delta.endpoint.clone(), apply(&base, &delta.changes));
+    }
+    for (name, state) in &after {
+        if !seen.contains(name) {
+            let old = before
+                .get(name)
+                .expect("an endpoint without a delta existed before");
+            assert!(
+                policy_diff(old, state).is_empty(),
+                "{name} changed without a delta"
+            );
+        }
+        assert_eq!(
+            datapath(&mirror[name]),
+            datapath(state),
+            "replayed writes of {name}"
+        );
+    }
+    assert_eq!(mirror.len(), after.len());
+    after
+}
+
+fn run(steps: &[Step]) -> Vec<UpdatePath> {
+    let mut texts: BTreeMap<u8, Text> = BTreeMap::new();
+    let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
+    let mut before: BTreeMap<String, MapState> = BTreeMap::new();
+    let mut mirror: BTreeMap<String, MapState> = BTreeMap::new();
+    let mut paths = Vec::new();
+    for step in steps {
+        let update = match step.clone() {
+            Step::SetText(n, text) => {
+                let outcome = load(n, &text);
+                texts.insert(n, text);
+                Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
+            }
+            Step::ChangeOne(n, i, peer, ports) => {
+                let Some(mut text) = texts.get(&n).cloned() else {
+                    continue;
+                };
+                let len = text.items.len();
+                let item = &mut text.items[i % len];
+                item.peer = peer;
+                item.ports = ports;
+                let outcome = load(n, &text);
+                texts.insert(n, text);
+                Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
+            }
+            Step::RemoveText(n) => {
+                texts.remove(&n);
+                session.remove_policy(&format!("t{n}")).map(Result::unwrap)
+            }
+            Step::AddEndpoint(n, app, tier, unique) => {
+                let e = endpoint(n, app, tier, unique);
+                if session.inventory().endpoint(&e.display_name()).is_some() {
+                    continue;
+                }
+                Some(session.add_endpoint(e).unwrap())
+            }
+            Step::RemoveEndpoint(n) => session
+                .remove_endpoint(&format!("prod/e{n}"))
+                .map(Result::unwrap),
+        };
+        let Some(update) = update else { continue };
+        paths.push(update.path.clone());
+        before = check(&session, &update, &before, &mut mirror);
+    }
+    paths
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+    #[test]
+    fn every_step_equals_the_batch_compile(
+        first in text(),
+        second in text(),
+        more in prop::collection::vec(step(), 1..16),
+    ) {
+        // A populated start (two pods, two texts), so most random steps
+        // meet states to update rather than an empty session.
+        let mut steps = vec![
+            Step::AddEndpoint(0, 0, 0, false),
+            Step::AddEndpoint(1, 1, 1, false),
+            Step::AddEndpoint(2, 2, 0, true),
+            Step::SetText(0, first),
+            Step::SetText(1, second),
+        ];
+        steps.extend(more);
+        let paths = run(&steps);
+        if std::env::var_os("PORIN_SESSION_PATHS").is_some() {
+            eprintln!("{paths:?}");
+        }
+    }
+}
+
+/// The fixed sequence an agent runs most (a port change, a peer change,
+/// a new pod with new labels selected by a peer selector, its removal)
+/// goes the incremental way, and still equals the batch.
+#[test]
+fn common_changes_are_incremental() {
+    let base = Text {
+        subject: 0,
+        items: vec![
+            Item {
+                egress: false,
+                deny: false,
+                peer: 3,
+                ports: 1,
+            },
+            Item {
+                egress: false,
+                deny: false,
+                peer: 1,
+                ports: 2,
+            },
+            Item {
+                egress: true,
+                deny: false,
+                peer: 2,
+                ports: 3,
+            },
+        ],
+    };
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, false),
+        Step::SetText(0, base),
+        Step::ChangeOne(0, 0, 3, 3),
+        Step::ChangeOne(0, 1, 1, 4),
+        Step::ChangeOne(0, 1, 1, 5),
+        Step::AddEndpoint(2, 1, 0, true),
+        Step::AddEndpoint(3, 2, 1, true),
+        Step::RemoveEndpoint(2),
+        Step::RemoveEndpoint(3),
+    ];
+    let paths = run(&steps);
+    // The first endpoint (the first with a namespace: the host allow of
+    // Kubernetes mode may change) and the first policy text are full
+    // builds; everything after them is incremental.
+    let full: Vec<usize> = paths
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| **p != UpdatePath::Incremental)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(full, vec![0, 2], "{paths:?}");
+}
