@@ -13,7 +13,10 @@
 //!   (`porin graph`);
 //! - [`change`]: the connectivity diff of two compilations of one
 //!   inventory, per endpoint, direction and peer, "now allowed" and "now
-//!   denied" port ranges, peers named as users name them (`porin diff`).
+//!   denied" port ranges, peers named as users name them (`porin diff`);
+//! - [`reach`]: of the flows one allow rule grants at its subject, which
+//!   the peer's own policy (the other direction) lets through end to end
+//!   (porin-lint's PR019 `unreachable-end-to-end`).
 //!
 //! Guarantees: every answer is exact, not sampled. A map state decides a
 //! flow from (direction, peer identity, protocol, port) only, and the
@@ -31,3 +34,4 @@
 pub mod analysis;
 pub mod change;
 pub mod flows;
+pub mod reach;
