@@ -118,7 +118,9 @@ pub fn rule_reach(subject: &Subject<'_>, peer: &Peer<'_>) -> PeerReach {
         }
         blocked.push(class);
         match &other.chosen {
-            Some(chosen) => reach.deny_origins.extend(chosen.entry.origins.iter().copied()),
+            Some(chosen) => reach
+                .deny_origins
+                .extend(chosen.entry.origins.iter().copied()),
             None => reach.default_denied = true,
         }
     }
