@@ -42,6 +42,8 @@ use porin_compiler::inventory::{Endpoint, Inventory, NamedPort, SourceLocation};
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_connectivity::flows::allowed;
+use porin_lint::config::LintConfig;
+use porin_lint::verify;
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_str;
 use serde_json::{Value, json};
@@ -635,6 +637,15 @@ struct Tally {
     allowed_pairs: usize,
     explained: BTreeMap<&'static str, usize>,
     disagreements: Vec<String>,
+    /// porin PR005/PR019 findings on rule items, and how many nca confirms.
+    porin_redundant: usize,
+    confirmed: usize,
+    /// Rule items nca calls redundant and porin does not (expected: see
+    /// [`compare_redundancy`]).
+    nca_only: usize,
+    /// PR005 findings that name the rule item itself among the covering
+    /// rules (issue 15's self-redundancy, fixed on another branch).
+    self_redundant: usize,
 }
 
 /// Compares one cluster; records unexplained disagreements.
@@ -654,6 +665,7 @@ fn compare(nca: &str, cluster: &Cluster, tally: &mut Tally) {
     } else {
         nca_matrix(nca, cluster, &rewritten, &dir.join("rewritten"))
     };
+    compare_redundancy(nca, cluster, &rewritten, &dir.join("sanity"), tally);
     let n = cluster.pods.len();
     tally.cases += 1;
     tally.pairs += n * n.saturating_sub(1);
@@ -692,7 +704,144 @@ fn compare(nca: &str, cluster: &Cluster, tally: &mut Tally) {
     }
 }
 
+/// A rule item: (namespace/name, `ingress` or `egress`, 0-based index).
+type RuleItem = (String, &'static str, usize);
+
+/// Redundancy, where the definitions meet. nca's `--sanity` calls rule
+/// *i* of a policy redundant when the whole configuration's connectivity
+/// (pods and IP ranges) is the same without it ("redundant in config"),
+/// or when another rule of the same policy contains it, and a policy
+/// redundant when the configuration is the same without it (then so is
+/// every one of its rules). porin's PR005 (the rule changes no verdict of
+/// any endpoint it selects: other allows cover it) and PR019 (none of its
+/// flows passes the peer's side) each imply "the configuration's
+/// connectivity is the same without the item", so every such finding must
+/// be one nca reports. The converse does not hold and is only counted:
+/// nca also calls redundant a rule whose flows are partly covered on its
+/// own side and partly blocked on the peer's side (neither porin rule
+/// alone), a rule that selects nothing or whose peers select nothing
+/// (porin's PR007/PR008, not PR005), and a rule whose only effect is on
+/// IP ranges that other rules already reach.
+fn compare_redundancy(
+    nca: &str,
+    cluster: &Cluster,
+    rewritten: &[Value],
+    dir: &Path,
+    tally: &mut Tally,
+) {
+    let inventory = cluster.inventory();
+    let text = Cluster::policy_text(&cluster.policies);
+    let outcome = load_str(&cluster.name, &text, &LoadLimits::default());
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let report = verify(&inputs, Some(&inventory), &LintConfig::default()).unwrap();
+    let item_of = |location: &porin_model::diagnostic::Location| -> Option<RuleItem> {
+        let policy = cluster.policies.get(location.document)?;
+        let name = format!(
+            "{}/{}",
+            policy.pointer("/metadata/namespace")?.as_str()?,
+            policy.pointer("/metadata/name")?.as_str()?
+        );
+        let (section, rest) = location.route.strip_prefix("spec.")?.split_once('[')?;
+        let index: usize = rest.split_once(']')?.0.parse().ok()?;
+        let section = match section {
+            "ingress" => "ingress",
+            "egress" => "egress",
+            _ => return None,
+        };
+        Some((name, section, index))
+    };
+    let mut porin: BTreeMap<RuleItem, &'static str> = BTreeMap::new();
+    for d in &report.findings {
+        if !matches!(d.code, "PR005" | "PR019") {
+            continue;
+        }
+        let Some(primary) = &d.primary else { continue };
+        let Some(item) = item_of(primary) else {
+            continue;
+        };
+        if d.code == "PR005" && d.related.iter().any(|(l, _)| l == primary) {
+            // Issue 15: "already allowed by this rule" pointing at the item
+            // itself (a KNP item with several peers covers itself). The
+            // `shadow` branch fixes it (an item is never redundant with its
+            // own peers); counted, not compared, until it is merged: then
+            // this exemption goes and these findings are compared too.
+            tally.self_redundant += 1;
+            continue;
+        }
+        porin.insert(item, d.code);
+    }
+    cluster.write_nca_inputs(dir, rewritten);
+    let output = Command::new(nca)
+        .arg("--sanity")
+        .arg(dir.join("np"))
+        .arg("--pod_list")
+        .arg(dir.join("pods.yaml"))
+        .arg("--ns_list")
+        .arg(dir.join("ns.yaml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("sanity check"),
+        "{}: nca --sanity did not run, inputs in {}:\n{stdout}\n{}",
+        cluster.name,
+        dir.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut rules: BTreeSet<RuleItem> = BTreeSet::new();
+    let mut policies: BTreeSet<String> = BTreeSet::new();
+    for line in stdout.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words[..] {
+            [
+                dir @ ("Ingress" | "Egress"),
+                "rule",
+                "no.",
+                n,
+                "in",
+                "NetworkPolicy",
+                name,
+                "is",
+                "redundant",
+                ..,
+            ] => {
+                let section = if dir == "Ingress" {
+                    "ingress"
+                } else {
+                    "egress"
+                };
+                let n: usize = n.parse().unwrap();
+                rules.insert((name.to_owned(), section, n - 1));
+            }
+            ["NetworkPolicy", name, "is", verdict, ..] if verdict.starts_with("redundant") => {
+                policies.insert(name.trim_end_matches([':', '.']).to_owned());
+            }
+            _ => {}
+        }
+    }
+    for (item, code) in &porin {
+        tally.porin_redundant += 1;
+        if rules.contains(item) || policies.contains(&item.0) {
+            tally.confirmed += 1;
+        } else {
+            tally.disagreements.push(format!(
+                "{}: porin {code} on NetworkPolicy {} spec.{}[{}], nca does not call it redundant (inputs: {})",
+                cluster.name,
+                item.0,
+                item.1,
+                item.2,
+                dir.display()
+            ));
+        }
+    }
+    tally.nca_only += rules.iter().filter(|r| !porin.contains_key(*r)).count();
+}
+
 fn finish(test: &str, tally: &Tally) {
+    println!(
+        "{test}: redundancy: porin PR005/PR019 on {} rule items, nca confirms {}; nca-only {}; PR005 self-redundancy (issue 15) skipped {}",
+        tally.porin_redundant, tally.confirmed, tally.nca_only, tally.self_redundant
+    );
     println!(
         "{test}: {} cases, {} ordered pod pairs, {} with some connection; explained by expected differences: {:?}; unexplained: {}",
         tally.cases,
