@@ -6,7 +6,9 @@
 //! A new connection between two endpoints passes the sender's egress
 //! policy and then the receiver's ingress policy (Cilium 1.19
 //! `bpf/bpf_lxc.c`: `handle_ipv4_from_lxc` → `policy_can_egress4` on the
-//! source, `ipv4_policy` → `policy_can_access_ingress` on the destination).
+//! source, `ipv4_policy` → `policy_can_access_ingress` on the destination;
+//! the userspace oracle `pkg/policy/lookup.go` `LookupFlow` checks both
+//! ends the same way, docs/semantics.md §4.7).
 //! The rule's own map entries are live (PR004/PR005 do not see it), yet no
 //! packet they allow can arrive.
 //!
@@ -59,9 +61,9 @@ exists, and the map entries cost capacity. Usually the two policies disagree on 
             example: "# shop/db\ningress:\n- from: [{podSelector: {matchLabels: {app: api}}}]\n  ports: [{protocol: TCP, port: 5432}]\n# shop/api\npolicyTypes: [Egress]\negress:\n- to: [{podSelector: {matchLabels: {app: db}}}]\n  ports: [{protocol: TCP, port: 5433}]",
             instead: "Make the two sides agree (allow the same port on the peer's egress, or fix the \
 port here), or delete the rule if the path is not wanted.",
-            references: "Cilium `bpf/bpf_lxc.c` (egress policy at the source, ingress policy at the \
-destination); `porin graph` (the same end-to-end model); nca `--sanity` (np-guard \
-network-config-analyzer reports such rules as redundant).",
+            references: "semantics.md §4.7 (Cilium `pkg/policy/lookup.go` `LookupFlow`: the source's \
+egress, then the destination's ingress; `bpf/bpf_lxc.c`); `porin graph` (the same end-to-end \
+model); np-guard network-config-analyzer `nca --sanity` reports such rules as redundant.",
         }),
     },
 };

@@ -468,7 +468,71 @@ such a selector selects nothing. Rewrite: drop the key from those matchLabels.",
 fixtures/policy-tests/audit/knp-namespace-override.yaml",
         rewrite: pod_namespace_label_overridden,
     },
+    Expected {
+        name: "nca 2.1.0: Exists/DoesNotExist in a podSelector beside a namespaceSelector",
+        reason: "Not a semantic difference but a defect of nca 2.1.0, found by this test: in a peer with \
+both selectors, a podSelector expression `Exists` or `DoesNotExist` only matches pods of the \
+policy's own namespace (`In`/`NotIn` are right). Kubernetes label selectors: `Exists k` is `k In` \
+every value k has in the cluster, `DoesNotExist k` is `k NotIn` them (NotIn also matches a pod \
+without k). Rewrite: exactly that, over the cluster's pods.",
+        source: "Kubernetes apimachinery labels.Selector (Exists, DoesNotExist, NotIn); reproduced with \
+nca --connectivity on a two-namespace cluster (test `nca_exists_defect_is_real`)",
+        rewrite: exists_as_in,
+    },
 ];
+
+/// A value no generated or fixture label has.
+const NO_SUCH_VALUE: &str = "porin-no-such-value";
+
+fn exists_as_in(cluster: &Cluster, policies: &mut [Value]) -> bool {
+    let mut values: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for pod in &cluster.pods {
+        for (k, v) in &pod.labels {
+            values.entry(k).or_default().insert(v);
+        }
+    }
+    let mut changed = false;
+    for policy in policies {
+        for (section, field) in [("ingress", "from"), ("egress", "to")] {
+            let Some(Value::Array(rules)) = policy.pointer_mut(&format!("/spec/{section}")) else {
+                continue;
+            };
+            for rule in rules {
+                let Some(Value::Array(peers)) = rule.get_mut(field) else {
+                    continue;
+                };
+                for peer in peers {
+                    if peer.get("namespaceSelector").is_none() {
+                        continue;
+                    }
+                    let Some(Value::Array(exprs)) =
+                        peer.pointer_mut("/podSelector/matchExpressions")
+                    else {
+                        continue;
+                    };
+                    for expr in exprs {
+                        let op = match expr.get("operator").and_then(Value::as_str) {
+                            Some("Exists") => "In",
+                            Some("DoesNotExist") => "NotIn",
+                            _ => continue,
+                        };
+                        let key = expr.get("key").and_then(Value::as_str).unwrap_or_default();
+                        let mut list: Vec<&str> = values
+                            .get(key)
+                            .map(|v| v.iter().copied().collect())
+                            .unwrap_or_default();
+                        if list.is_empty() {
+                            list.push(NO_SUCH_VALUE);
+                        }
+                        *expr = json!({"key": key, "operator": op, "values": list});
+                        changed = true;
+                    }
+                }
+            }
+        }
+    }
+    changed
+}
 
 fn pod_namespace_label_overridden(_: &Cluster, policies: &mut [Value]) -> bool {
     const KEY: &str = "io.kubernetes.pod.namespace";
@@ -1323,4 +1387,57 @@ fn nca_connection_text_parses() {
         parse_nca_conn("{protocols:ICMP}").is_none(),
         "unknown text is an error, not a silent none"
     );
+}
+
+/// The nca defect [`exists_as_in`] works around is real (and the entry
+/// goes when a fixed nca no longer shows it): `tier Exists` beside a
+/// namespaceSelector misses a pod of another namespace.
+#[test]
+fn nca_exists_defect_is_real() {
+    let Some(nca) = nca_or_skip("nca_exists_defect_is_real") else {
+        return;
+    };
+    let blue = || BTreeMap::from([("team".to_owned(), "blue".to_owned())]);
+    let pod = |ns: &str, name: &str, labels: &[(&str, &str)], ip: &str| Pod {
+        namespace: ns.to_owned(),
+        name: name.to_owned(),
+        labels: labels
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        ip: ip.to_owned(),
+        ports: Vec::new(),
+    };
+    let cluster = Cluster {
+        name: "nca-exists-defect".to_owned(),
+        namespaces: BTreeMap::from([("alpha".to_owned(), blue()), ("beta".to_owned(), blue())]),
+        pods: vec![
+            pod("beta", "src", &[], "10.1.0.1"),
+            pod("alpha", "dst", &[("tier", "y")], "10.0.0.1"),
+        ],
+        policies: vec![json!({
+            "apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
+            "metadata": {"name": "out", "namespace": "beta"},
+            "spec": {"podSelector": {}, "policyTypes": ["Egress"], "egress": [{"to": [{
+                "namespaceSelector": {"matchLabels": {"team": "blue"}},
+                "podSelector": {"matchExpressions": [{"key": "tier", "operator": "Exists"}]},
+            }]}]},
+        })],
+    };
+    let key = ("beta/src".to_owned(), "alpha/dst".to_owned());
+    assert!(
+        porin_matrix(&cluster)
+            .get(&key)
+            .is_some_and(|c| *c == Conn::all())
+    );
+    let dir = work_dir("nca-exists-defect");
+    let raw = nca_matrix(&nca, &cluster, &cluster.policies, &dir.join("original"));
+    assert!(
+        !raw.contains_key(&key),
+        "nca now selects alpha/dst through `Exists`: the defect is fixed, drop the entry from EXPECTED"
+    );
+    let mut rewritten = cluster.policies.clone();
+    assert!(exists_as_in(&cluster, &mut rewritten));
+    let fixed = nca_matrix(&nca, &cluster, &rewritten, &dir.join("rewritten"));
+    assert_eq!(fixed.get(&key), Some(&Conn::all()));
 }
