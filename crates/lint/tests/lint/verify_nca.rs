@@ -701,9 +701,10 @@ struct Tally {
     allowed_pairs: usize,
     explained: BTreeMap<&'static str, usize>,
     disagreements: Vec<String>,
-    /// porin PR005/PR019 findings on rule items, and how many nca confirms.
-    porin_redundant: usize,
-    confirmed: usize,
+    /// porin PR005/PR019 findings on rule items, and how many nca
+    /// confirms, per code.
+    porin_redundant: BTreeMap<&'static str, usize>,
+    confirmed: BTreeMap<&'static str, usize>,
     /// Rule items nca calls redundant and porin does not (expected: see
     /// [`compare_redundancy`]).
     nca_only: usize,
@@ -884,9 +885,9 @@ fn compare_redundancy(
         }
     }
     for (item, code) in &porin {
-        tally.porin_redundant += 1;
+        *tally.porin_redundant.entry(code).or_default() += 1;
         if rules.contains(item) || policies.contains(&item.0) {
-            tally.confirmed += 1;
+            *tally.confirmed.entry(code).or_default() += 1;
         } else {
             tally.disagreements.push(format!(
                 "{}: porin {code} on NetworkPolicy {} spec.{}[{}], nca does not call it redundant (inputs: {})",
@@ -903,7 +904,7 @@ fn compare_redundancy(
 
 fn finish(test: &str, tally: &Tally) {
     println!(
-        "{test}: redundancy: porin PR005/PR019 on {} rule items, nca confirms {}; nca-only {}; PR005 self-redundancy (issue 15) skipped {}",
+        "{test}: redundancy: porin findings on rule items {:?}, nca confirms {:?}; nca-only {}; PR005 self-redundancy (issue 15) skipped {}",
         tally.porin_redundant, tally.confirmed, tally.nca_only, tally.self_redundant
     );
     println!(
