@@ -17,7 +17,10 @@
 //!   --per-direction`, the C API);
 //! - [`connections`]: the change in effective (end-to-end) connectivity
 //!   between workloads and external peer classes, attributed to the rule
-//!   items that caused it (`porin diff`).
+//!   items that caused it (`porin diff`);
+//! - [`reach`]: of the flows one allow rule grants at its subject, which
+//!   the peer's own policy (the other direction) lets through end to end
+//!   (porin-lint's PR019 `unreachable-end-to-end`).
 //!
 //! Guarantees: every answer is exact, not sampled. A map state decides a
 //! flow from (direction, peer identity, protocol, port) only, and the
@@ -36,3 +39,4 @@ pub mod analysis;
 pub mod change;
 pub mod connections;
 pub mod flows;
+pub mod reach;

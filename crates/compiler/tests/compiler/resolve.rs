@@ -464,3 +464,99 @@ spec:
         FlowVerdict::Deny
     );
 }
+
+/// The map state of endpoint `name` under `rules` (what porin-lint's
+/// "without this rule" compiles).
+fn state_under(
+    inventory: &Inventory,
+    rules: &[porin_compiler::resolve::rule::PolicyRule],
+    prefixes: &std::collections::BTreeSet<ipnetwork::IpNetwork>,
+    name: &str,
+) -> porin_compiler::mapstate::MapState {
+    use porin_compiler::allocation::IdentityTable;
+    use porin_compiler::resolve::policy::Resolver;
+    let table = IdentityTable::allocate(inventory, prefixes).unwrap();
+    let index = inventory
+        .endpoints
+        .iter()
+        .position(|e| e.display_name() == name)
+        .unwrap();
+    let resolver = Resolver::new(rules, &table, inventory);
+    let policy = resolver.l4_policy(table.endpoint_identity[index]);
+    resolver
+        .map_state(&inventory.endpoints[index], &policy, &|id| id.to_string())
+        .0
+}
+
+/// Issue 15 (found by the nca differential test): deleting the only item
+/// of a NetworkPolicy with `policyTypes: [Ingress]` leaves the policy's
+/// default deny (Kubernetes: the policy still isolates its pods). The
+/// lowered rules without the item must compile to what the YAML without
+/// the item compiles to, or a lint rule's "delete this rule" is advice
+/// that opens the endpoint. Egress without policyTypes is the other case:
+/// the API server defaults Egress only when `egress` has an item
+/// (pkg/apis/networking/v1/defaults.go), so deleting the last one opens it.
+#[test]
+fn knp_rules_without_an_item_compile_like_the_yaml_without_it() {
+    use porin_compiler::resolve::lower::lower;
+    let with = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: b}}
+  policyTypes: [Ingress]
+  ingress: [{}]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: a}}
+  egress: [{to: [{podSelector: {}}]}]
+"#;
+    let without = r#"
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: b, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: b}}
+  policyTypes: [Ingress]
+---
+apiVersion: networking.k8s.io/v1
+kind: NetworkPolicy
+metadata: {name: a, namespace: default}
+spec:
+  podSelector: {matchLabels: {app: a}}
+"#;
+    let mut inventory = Inventory::new();
+    inventory.add_text("inventory.yaml", INVENTORY).unwrap();
+    inventory.finish().unwrap();
+    let load = |text: &str| load_str("policy.yaml", text, &LoadLimits::default());
+    let (with, without) = (load(with), load(without));
+    let lowered = lower(&PolicyInput::from_outcome(&with), &inventory);
+    let items_removed: Vec<_> = lowered
+        .rules
+        .iter()
+        .filter(|r| {
+            let route = &lowered.origins[r.origin as usize].route;
+            !route.starts_with("spec.ingress[") && !route.starts_with("spec.egress[")
+        })
+        .cloned()
+        .collect();
+    let reference = lower(&PolicyInput::from_outcome(&without), &inventory);
+    for name in ["default/a", "default/b"] {
+        let edited = state_under(&inventory, &items_removed, &lowered.prefixes, name);
+        let yaml = state_under(&inventory, &reference.rules, &reference.prefixes, name);
+        assert_eq!(
+            edited, yaml,
+            "{name}: the rules without the items compile differently from the YAML without them"
+        );
+    }
+    // And b is in default deny for ingress: nothing reaches it.
+    let compiled = compile(&PolicyInput::from_outcome(&without), &inventory).unwrap();
+    assert_eq!(
+        verdict(&compiled, "default/a", "default/b", proto::TCP, 80),
+        FlowVerdict::Deny
+    );
+}

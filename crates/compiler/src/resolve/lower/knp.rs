@@ -31,8 +31,6 @@ impl Ctx<'_> {
         }
         subject.push(namespace_pin(&namespace));
         let policy_types = spec.policy_types.clone().unwrap_or_default();
-        let mut ingress_count = 0usize;
-        let mut egress_count = 0usize;
 
         for (section, items) in [
             (
@@ -76,11 +74,6 @@ impl Ctx<'_> {
                         .collect(),
                 };
                 for selectors in peer_lists {
-                    if direction == Direction::Ingress {
-                        ingress_count += 1;
-                    } else {
-                        egress_count += 1;
-                    }
                     self.out.rules.push(PolicyRule {
                         origin,
                         subject: subject.clone(),
@@ -115,10 +108,17 @@ impl Ctx<'_> {
                 cookie: 0,
             });
         };
-        if ingress_count == 0 && (has(PolicyType::Ingress) || !has(PolicyType::Egress)) {
+        // The default deny a direction gets from policyTypes, as a rule of
+        // its own even when items enforce the direction too: it changes no
+        // map state then, but deleting every item keeps it, as deleting them
+        // from the YAML does (the lint rules' "without this rule" is that
+        // edit). An item-less `egress` without policyTypes has no such
+        // rule: the API server's defaulting gives Egress only when `egress`
+        // has an item (pkg/apis/networking/v1/defaults.go).
+        if has(PolicyType::Ingress) || !has(PolicyType::Egress) {
             default_deny(self, RuleSection::Ingress);
         }
-        if egress_count == 0 && has(PolicyType::Egress) {
+        if has(PolicyType::Egress) {
             default_deny(self, RuleSection::Egress);
         }
     }

@@ -1,0 +1,190 @@
+//! End-to-end reach of one allow rule: of the flows a rule grants at its
+//! subject, which the peer on the other end also lets through.
+//!
+//! A new connection from A to B needs A's egress *and* B's ingress to
+//! allow it (what `porin graph` draws, [`crate::flows::allowed`]). So an
+//! ingress rule of B whose every granted flow A's egress blocks (or an
+//! egress rule of A whose every granted flow B's ingress blocks) admits
+//! nothing end to end, though B's own map state keeps its entry.
+//!
+//! Exact like the rest of this crate: the verdicts of the three states
+//! involved (the rule alone at the subject, the subject's full state, the
+//! peer's state in the other direction) are constant on each port class
+//! cut by their keys ([`crate::flows::port_classes`]), so one lookup per
+//! class and state decides every flow of the class. Nothing is sampled.
+
+use std::collections::BTreeSet;
+
+use porin_compiler::identity::Identity;
+use porin_compiler::mapstate::{Decision, Direction, MapState};
+
+use crate::flows::{PortRange, merge, port_classes};
+
+/// The other direction: the peer's side of a flow.
+pub fn opposite(direction: Direction) -> Direction {
+    match direction {
+        Direction::Ingress => Direction::Egress,
+        Direction::Egress => Direction::Ingress,
+    }
+}
+
+/// The subject side of one rule: where it is enforced and what it grants.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The direction of the rule at the subject.
+    pub direction: Direction,
+    /// The origin id of the rule's entries.
+    pub origin: u32,
+    /// The subject's map state compiled from the rule alone.
+    pub alone: &'a MapState,
+    /// The subject's full map state.
+    pub full: &'a MapState,
+    /// The subject's identity (the peer's view of it).
+    pub identity: u32,
+}
+
+/// The peer side: its state and identity.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer<'a> {
+    /// The peer's full map state (consulted in the opposite direction).
+    pub state: &'a MapState,
+    /// The peer's identity (the subject's view of it).
+    pub identity: u32,
+}
+
+/// How the flows one rule grants toward one peer fare end to end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerReach {
+    /// Classes the rule grants that the subject's full state lets through
+    /// (merged port ranges).
+    pub granted: Vec<PortRange>,
+    /// Classes the rule grants that the subject's own state blocks (a deny
+    /// of the subject's own policy decides them: PR004's concern).
+    pub own_blocked: usize,
+    /// Of [`Self::granted`], the ranges the peer also lets through: the
+    /// rule's end-to-end flows toward this peer.
+    pub passing: Vec<PortRange>,
+    /// Of [`Self::granted`], the ranges the peer blocks.
+    pub blocked: Vec<PortRange>,
+    /// Origins of the peer's entries that decide blocked classes (deny
+    /// rules of the peer's policy).
+    pub deny_origins: BTreeSet<u32>,
+    /// Whether some blocked class has no entry at the peer at all (its
+    /// default deny decides it).
+    pub default_denied: bool,
+}
+
+fn granted_by(decision: &Decision, origin: u32) -> bool {
+    decision.verdict.is_allowed()
+        && decision
+            .chosen
+            .as_ref()
+            .is_some_and(|c| c.entry.origins.contains(&origin))
+}
+
+/// What the rule of `subject` grants toward `peer`, and how much of it the
+/// peer's own policy (opposite direction, toward the subject's identity)
+/// lets through; every port class of every protocol is decided.
+pub fn rule_reach(subject: &Subject<'_>, peer: &Peer<'_>) -> PeerReach {
+    let back = opposite(subject.direction);
+    let classes = port_classes(&[
+        (subject.alone, subject.direction),
+        (subject.full, subject.direction),
+        (peer.state, back),
+    ]);
+    let peer_id = Identity::new(peer.identity).unwrap_or(Identity::WORLD);
+    let subject_id = Identity::new(subject.identity).unwrap_or(Identity::WORLD);
+    let mut reach = PeerReach::default();
+    let (mut granted, mut passing, mut blocked) = (Vec::new(), Vec::new(), Vec::new());
+    for class @ (proto, lo, _) in classes {
+        let alone = subject.alone.lookup(subject.direction, peer_id, proto, lo);
+        if !granted_by(&alone, subject.origin) {
+            continue;
+        }
+        if !subject
+            .full
+            .lookup(subject.direction, peer_id, proto, lo)
+            .verdict
+            .is_allowed()
+        {
+            reach.own_blocked += 1;
+            continue;
+        }
+        granted.push(class);
+        let other = peer.state.lookup(back, subject_id, proto, lo);
+        if other.verdict.is_allowed() {
+            passing.push(class);
+            continue;
+        }
+        blocked.push(class);
+        match &other.chosen {
+            Some(chosen) => reach
+                .deny_origins
+                .extend(chosen.entry.origins.iter().copied()),
+            None => reach.default_denied = true,
+        }
+    }
+    reach.granted = merge(granted);
+    reach.passing = merge(passing);
+    reach.blocked = merge(blocked);
+    reach
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use porin_compiler::mapstate::{Entry, Key, PolicyFeatures};
+
+    fn allow(state: &mut MapState, key: Key, origin: u32) {
+        let mut entry = Entry::allow();
+        entry.origins = [origin].into();
+        state
+            .insert_with_features(key, entry, PolicyFeatures::NONE)
+            .unwrap();
+    }
+
+    /// db's ingress rule (origin 7) grants api TCP/5432 and TCP/6000; api's
+    /// egress allows db TCP/6000 only: one range passes, one is blocked by
+    /// api's default deny.
+    #[test]
+    fn reach_intersects_the_peer_side_per_class() {
+        let (db, api) = (Identity::new(300).unwrap(), Identity::new(301).unwrap());
+        let mut alone = MapState::new();
+        for port in [5432, 6000] {
+            let key = Key::ingress()
+                .with_identity(api)
+                .with_port_proto(6, port)
+                .unwrap();
+            allow(&mut alone, key, 7);
+        }
+        let mut egress = MapState::new();
+        let key = Key::egress()
+            .with_identity(db)
+            .with_port_proto(6, 6000)
+            .unwrap();
+        allow(&mut egress, key, 9);
+        let subject = Subject {
+            direction: Direction::Ingress,
+            origin: 7,
+            alone: &alone,
+            full: &alone,
+            identity: 300,
+        };
+        let peer = Peer {
+            state: &egress,
+            identity: 301,
+        };
+        let reach = rule_reach(&subject, &peer);
+        assert_eq!(reach.granted, vec![(6, 5432, 5432), (6, 6000, 6000)]);
+        assert_eq!(reach.passing, vec![(6, 6000, 6000)]);
+        assert_eq!(reach.blocked, vec![(6, 5432, 5432)]);
+        assert!(reach.default_denied);
+        assert!(reach.deny_origins.is_empty());
+        // Another origin's entries are not the rule's grant.
+        let other = Subject {
+            origin: 8,
+            ..subject
+        };
+        assert_eq!(rule_reach(&other, &peer), PeerReach::default());
+    }
+}
