@@ -308,11 +308,21 @@ endpoints:
     let codes: Vec<&str> = report.findings.iter().map(|f| f.code).collect();
     assert!(!codes.contains(&"PR005"), "{:?}", report.findings);
     let cx = Context::new(&inputs, &inventory, true, &config).unwrap();
+    // The item's rules (the policyTypes default deny is an item of its own).
+    let item: Vec<usize> = (0..cx.rules().len())
+        .filter(|&r| {
+            cx.origin(r)
+                .is_some_and(|o| o.route.ends_with("ingress[0]"))
+        })
+        .collect();
     assert!(
-        cx.rules().len() >= 2 && cx.rules().iter().all(|r| r.origin == cx.rules()[0].origin),
+        item.len() >= 2
+            && item
+                .iter()
+                .all(|&r| cx.rules()[r].origin == cx.rules()[item[0]].origin),
         "the item lowers to one rule per peer, sharing one origin"
     );
-    assert!(cx.rule_changes_verdicts(0));
+    assert!(cx.rule_changes_verdicts(item[0]));
 }
 
 proptest! {
