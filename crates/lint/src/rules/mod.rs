@@ -40,4 +40,5 @@ register! {
     unsupported_field,
     range_partly_covered,
     port_rule_without_ports,
+    cidr_covers_pods,
 }
