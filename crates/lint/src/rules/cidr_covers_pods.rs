@@ -19,8 +19,9 @@
 //! identity its address would have without the pod (the longest policy
 //! prefix containing it, else the family's world identity) is selected by
 //! the peer, so an `except` that removes the address removes the pod. A
-//! pod that a label selector of an allow rule with the same subject and
-//! direction selects is left out: the rules allow it anyway. Deny rules
+//! pod that a label selector of an allow rule in the same direction
+//! selects, for an endpoint the CIDR rule applies to, is left out: the
+//! policies allow it anyway. Deny rules
 //! are PR006's (`deny-bypass`).
 
 use std::collections::BTreeMap;
@@ -52,7 +53,7 @@ of the inventory, but Cilium never matches a pod by its address.",
         doc: Some(Doc {
             what: "For every CIDR peer of an allow rule, porin lists the inventory pods whose \
 addresses the block covers (after its `except` entries) and that no label selector of an allow \
-rule with the same subject and direction selects anyway.",
+rule in the same direction, for an endpoint the rule applies to, selects anyway.",
             why: "In Kubernetes' model an `ipBlock` matches every address in it, pods included, and \
 other network plugins enforce it that way. Cilium decides by security identity: a pod's address \
 resolves to the pod's own identity, never to a CIDR identity, so the block allows none of the \
@@ -200,9 +201,10 @@ fn written_block(selector: &Selector, has_world_entity: bool) -> Option<String> 
     })
 }
 
-/// Whether a label selector of an allow rule with the same subject and
-/// direction as rule `index` selects `identity` (so the rules allow the
-/// pod whatever the CIDR does).
+/// Whether a label selector of an allow rule in the direction of rule
+/// `index`, whose subject shares an identity with its subject, selects
+/// `identity` (so the policies allow the pod whatever the CIDR does, to
+/// some endpoint the rule applies to).
 fn allowed_by_label(
     cx: &Context<'_>,
     cache: &mut SelectorCache,
@@ -212,17 +214,22 @@ fn allowed_by_label(
     let Some(rule) = cx.rules().get(index) else {
         return false;
     };
+    let subject = cache.intern(&rule.subject, &cx.table);
+    let subjects: Vec<u32> = cache.selection(subject).to_vec();
     cx.rules().iter().enumerate().any(|(other, candidate)| {
-        !candidate.deny
-            && candidate.direction == rule.direction
-            && candidate.subject == rule.subject
-            && is_user_rule(cx, other)
-            && candidate.peers.iter().flatten().any(|peer| {
+        if candidate.deny || candidate.direction != rule.direction || !is_user_rule(cx, other) {
+            return false;
+        }
+        let id = cache.intern(&candidate.subject, &cx.table);
+        if !cache.selection(id).iter().any(|s| subjects.contains(s)) {
+            return false;
+        }
+        candidate.peers.iter().flatten().any(|peer| {
                 if peer.has_key(|k| k.source == SOURCE_CIDR) {
                     return false;
                 }
-                let id = cache.intern(peer, &cx.table);
-                cache.selection(id).contains(&identity)
-            })
+            let id = cache.intern(peer, &cx.table);
+            cache.selection(id).contains(&identity)
+        })
     })
 }
