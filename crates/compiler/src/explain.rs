@@ -16,6 +16,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -790,6 +791,27 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
         describe_key(compiled, chosen),
         origins.join("; ")
     );
+    // Rules that put the same key each allow the flow alone: the lint's
+    // duplicate pair (PR011) is one finding, and removing either rule,
+    // not both, keeps the flow.
+    let policy_rules = chosen
+        .entry
+        .origins
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+        .filter(|o| !o.is_synthetic())
+        .count();
+    if policy_rules >= 2
+        && matches!(
+            check.decision.verdict,
+            Verdict::Allow | Verdict::Redirect { .. }
+        )
+    {
+        let _ = write!(
+            sentence,
+            " (each of these {policy_rules} rules alone gives this key: removing one keeps the flow, removing all closes it)"
+        );
+    }
     // An explicit deny rule is the reason itself; a deny for want of an
     // allow (or an auth drop) may be a CIDR that does not match the pod.
     if matches!(

@@ -7,6 +7,7 @@ mod cidr_covers_pods;
 mod cli;
 mod common;
 mod diff_boutique;
+mod duplicate_pair;
 mod duplicates;
 mod editors;
 mod graph_render;
