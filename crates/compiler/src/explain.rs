@@ -791,9 +791,11 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
         describe_key(compiled, chosen),
         origins.join("; ")
     );
-    // Rules that put the same key each allow the flow alone: the lint's
-    // duplicate pair (PR011) is one finding, and removing either rule,
-    // not both, keeps the flow.
+    // The origins of the chosen allow key are allow rules that cover this
+    // peer and port, so each alone allows the flow (another rule's less
+    // specific key may allow it too, hence no claim about removing all):
+    // the lint's duplicate pair (PR011) is one finding, not two
+    // deletable rules.
     let policy_rules = chosen
         .entry
         .origins
@@ -809,7 +811,7 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
     {
         let _ = write!(
             sentence,
-            " (each of these {policy_rules} rules alone gives this key: removing one keeps the flow, removing all closes it)"
+            " (each of these {policy_rules} rules alone allows this flow: removing one of them keeps it)"
         );
     }
     // An explicit deny rule is the reason itself; a deny for want of an

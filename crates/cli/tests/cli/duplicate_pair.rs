@@ -8,7 +8,7 @@
 use crate::common::porin;
 
 const DIR: &str = "crates/cli/tests/cli/data/duplicate_pair";
-const NOTE: &str = "(each of these 2 rules alone gives this key: removing one keeps the flow, removing all closes it)";
+const NOTE: &str = "(each of these 2 rules alone allows this flow: removing one of them keeps it)";
 
 #[test]
 fn query_and_test_name_the_pair_and_keep_one() {
@@ -46,7 +46,7 @@ fn query_and_test_name_the_pair_and_keep_one() {
     std::fs::write(&path, single).unwrap();
     let text = query(path.to_str().unwrap());
     assert!(
-        text.starts_with("allow:") && !text.contains("alone gives"),
+        text.starts_with("allow:") && !text.contains("alone allows"),
         "{text}"
     );
     let _ = std::fs::remove_dir_all(dir);
