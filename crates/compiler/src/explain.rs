@@ -16,10 +16,12 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::fmt::Write as _;
 use std::net::IpAddr;
 
 use serde::Serialize;
 
+use crate::allocation::IdentityKind;
 use crate::compile::{Compiled, EndpointPolicy};
 use crate::identity::Identity;
 pub use crate::ipcache::Family;
@@ -571,7 +573,13 @@ pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
 fn describe_key(compiled: &Compiled, matched: &MatchedEntry) -> String {
     let key = &matched.key;
     let peer = describe_identity(compiled, key.identity().get());
-    let ports = if key.proto() == 0 {
+    format!("{} key ({peer}, {})", key.direction(), describe_ports(key))
+}
+
+/// A key's protocol and ports: `any protocol`, `TCP any port`, `TCP/80`,
+/// `TCP/8000-8080`.
+fn describe_ports(key: &crate::mapstate::Key) -> String {
+    if key.proto() == 0 {
         "any protocol".to_owned()
     } else if key.port_prefix_len() == 0 {
         format!("{} any port", proto::name(key.proto()))
@@ -584,8 +592,7 @@ fn describe_key(compiled: &Compiled, matched: &MatchedEntry) -> String {
             key.port(),
             key.end_port()
         )
-    };
-    format!("{} key ({peer}, {ports})", key.direction())
+    }
 }
 
 /// An identity as explanations name it: the workloads or entity behind
@@ -639,6 +646,99 @@ fn default_deny_by(compiled: &Compiled, endpoint: &str, direction: Direction) ->
     }
 }
 
+/// Why a pod inside a CIDR an allow rule names is denied all the same,
+/// when that is so: `; CIDR 10.0.1.0/24 is allowed (TCP/8080) by
+/// NetworkPolicy default/x spec.egress[0] and covers default/db's address
+/// 10.0.1.3, but Cilium never matches a pod by its address: ...`, empty
+/// otherwise. The peer is a pod of the compilation; its address resolves
+/// to its own identity, so an entry for the CIDR identity its address
+/// would have without the pod (the longest policy prefix of the ipcache
+/// holding it, else the family's world identity, as `except` entries
+/// leave it) never decides its packets (cilium/cilium#9209; lint rule
+/// PR020 `cidr-covers-pods` reports the rule).
+fn cidr_covers_pod_note(compiled: &Compiled, check: &Check) -> String {
+    let Some(endpoint) = compiled.endpoint(&check.endpoint) else {
+        return String::new();
+    };
+    let is_address_identity = |id: u32| {
+        compiled.identities.iter().any(|info| {
+            info.id == id
+                && matches!(
+                    &info.kind,
+                    IdentityKind::Cidr { .. } | IdentityKind::Reserved { .. }
+                )
+        })
+    };
+    let world_origins: BTreeSet<u32> = endpoint
+        .state
+        .iter()
+        .filter(|(key, _)| key.direction() == check.direction && key.identity() == Identity::WORLD)
+        .flat_map(|(_, entry)| entry.origins.iter().copied())
+        .collect();
+    let mut notes = Vec::new();
+    for pod in compiled
+        .endpoints
+        .iter()
+        .filter(|e| e.identity == check.peer_identity)
+    {
+        for ip in &pod.ips {
+            if check.family.is_some_and(|f| f != Family::of(*ip)) {
+                continue;
+            }
+            let address_identity = compiled
+                .ipcache
+                .iter()
+                .filter(|e| e.prefix.contains(*ip) && is_address_identity(e.identity))
+                .max_by_key(|e| e.prefix.prefix())
+                .map_or(Family::of(*ip).world_identity().get(), |e| e.identity);
+            let is_world = Identity::new(address_identity).is_ok_and(|i| i.is_reserved());
+            let allows: Vec<String> = endpoint
+                .state
+                .iter()
+                .filter(|(key, entry)| {
+                    key.direction() == check.direction
+                        && key.identity().get() == address_identity
+                        && !entry.is_deny()
+                })
+                .filter_map(|(key, entry)| {
+                    // Only a policy's rule is a CIDR the user wrote (not
+                    // the allow-all of an unenforced direction).
+                    // A world identity comes from `0.0.0.0/0` or from
+                    // `toEntities: [world]`, which also names
+                    // `reserved:world` (identity 2): only the block is a
+                    // CIDR.
+                    let origins: Vec<String> = entry
+                        .origins
+                        .iter()
+                        .filter(|id| !is_world || !world_origins.contains(id))
+                        .filter_map(|id| compiled.origin(*id))
+                        .filter(|o| !o.is_synthetic())
+                        .map(Origin::describe)
+                        .collect();
+                    (!origins.is_empty())
+                        .then(|| format!("{} by {}", describe_ports(key), origins.join(", ")))
+                })
+                .collect();
+            if allows.is_empty() {
+                continue;
+            }
+            notes.push(format!(
+                "{} is allowed ({}) and covers {}'s address {ip}",
+                compiled.identity_name(address_identity),
+                allows.join("; "),
+                pod.display_name()
+            ));
+        }
+    }
+    if notes.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; {}, but Cilium never matches a pod by its address: the pod keeps its own security identity (cilium/cilium#9209, lint rule PR020 cidr-covers-pods); select it by label",
+        notes.join("; ")
+    )
+}
+
 /// Explains one check in a sentence or two. A check of one family of a
 /// world flow names it: `default/s1 ingress (IPv4, world-ipv4): ...`.
 pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
@@ -656,9 +756,10 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
     }
     let Some(chosen) = &check.decision.chosen else {
         return format!(
-            "{subject}: no rule allows {}{}",
+            "{subject}: no rule allows {}{}{}",
             describe_identity(compiled, check.peer_identity),
-            default_deny_by(compiled, &check.endpoint, check.direction)
+            default_deny_by(compiled, &check.endpoint, check.direction),
+            cidr_covers_pod_note(compiled, check)
         );
     };
     let mut origins: Vec<String> = chosen
@@ -690,6 +791,39 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
         describe_key(compiled, chosen),
         origins.join("; ")
     );
+    // The origins of the chosen allow key are allow rules that cover this
+    // peer and port, so each alone allows the flow (another rule's less
+    // specific key may allow it too, hence no claim about removing all):
+    // the lint's duplicate pair (PR011) is one finding, not two
+    // deletable rules.
+    let policy_rules = chosen
+        .entry
+        .origins
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+        .filter(|o| !o.is_synthetic())
+        .count();
+    if policy_rules >= 2
+        && matches!(
+            check.decision.verdict,
+            Verdict::Allow | Verdict::Redirect { .. }
+        )
+    {
+        let _ = write!(
+            sentence,
+            " (each of these {policy_rules} rules alone allows this flow: removing one of them keeps it)"
+        );
+    }
+    // An explicit deny rule is the reason itself; a deny for want of an
+    // allow (or an auth drop) may be a CIDR that does not match the pod.
+    if matches!(
+        check.decision.verdict,
+        Verdict::Deny {
+            reason: DenyReason::NoEntry
+        }
+    ) {
+        sentence.push_str(&cidr_covers_pod_note(compiled, check));
+    }
     if chosen
         .entry
         .origins

@@ -15,6 +15,10 @@
 //!   inventory, per endpoint, direction and peer, "now allowed" and "now
 //!   denied" port ranges, peers named as users name them (`porin diff
 //!   --per-direction`, the C API);
+//! - [`graph`]: the allowed-connectivity graph between workloads and the
+//!   world, its wildcard edges marked and collapsible, as DOT (`porin
+//!   graph`); [`render`]: its SVG and HTML renderings with a layered
+//!   layout of its own (no Graphviz);
 //! - [`connections`]: the change in effective (end-to-end) connectivity
 //!   between workloads and external peer classes, attributed to the rule
 //!   items that caused it (`porin diff`);
@@ -39,4 +43,6 @@ pub mod analysis;
 pub mod change;
 pub mod connections;
 pub mod flows;
+pub mod graph;
 pub mod reach;
+pub mod render;

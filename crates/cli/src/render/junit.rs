@@ -23,28 +23,9 @@ use porin_model::diagnostic::Diagnostic;
 
 use super::FailOn;
 
-/// Escapes XML text and attribute values. Characters XML 1.0 cannot carry
-/// at all (controls other than tab, newline and carriage return) become
-/// U+FFFD: even as character references they would make the document
-/// ill-formed.
-pub fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' | '\r' | '\t' => out.push(c),
-            c if (c as u32) < 0x20 || matches!(c, '\u{FFFE}' | '\u{FFFF}') => {
-                out.push('\u{FFFD}');
-            }
-            c => out.push(c),
-        }
-    }
-    out
-}
+/// Escapes XML text and attribute values (one escaper for every XML
+/// porin writes: JUnit here, SVG in `porin graph`).
+pub use porin_connectivity::render::xml_escape as escape;
 
 /// A `<failure>` or `<error>` of a test case.
 #[derive(Debug, Clone, PartialEq, Eq)]

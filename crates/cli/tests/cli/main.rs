@@ -3,11 +3,14 @@
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
 mod action;
+mod cidr_covers_pods;
 mod cli;
 mod common;
 mod diff_boutique;
+mod duplicate_pair;
 mod duplicates;
 mod editors;
+mod graph_render;
 mod limits;
 mod limits_memory;
 mod lint_context;

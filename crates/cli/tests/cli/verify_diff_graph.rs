@@ -132,7 +132,7 @@ fn graph_writes_dot() {
         String::from_utf8_lossy(&out.stderr)
     );
     let dot = String::from_utf8(out.stdout).unwrap();
-    assert!(dot.starts_with("digraph {"));
+    assert!(dot.starts_with("digraph porin {"));
     insta::assert_snapshot!("graph_dns", dot);
 }
 

@@ -41,4 +41,5 @@ register! {
     range_partly_covered,
     port_rule_without_ports,
     unreachable_end_to_end,
+    cidr_covers_pods,
 }
