@@ -3,6 +3,7 @@
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
 mod action;
+mod baseline;
 mod cli;
 mod common;
 mod duplicates;
