@@ -6,6 +6,7 @@ mod action;
 mod baseline;
 mod cli;
 mod common;
+mod docsite;
 mod duplicates;
 mod editors;
 mod limits;
