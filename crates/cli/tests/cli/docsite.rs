@@ -48,9 +48,42 @@ fn stage_title(stage: Stage) -> &'static str {
     }
 }
 
+/// Whether a documentation section is YAML (a policy fragment) rather
+/// than prose: its first line is a `key:` or a `- ` item.
+fn is_yaml(body: &str) -> bool {
+    let first = body.lines().next().unwrap_or("").trim_start();
+    first.starts_with("- ")
+        || first.split_once(':').is_some_and(|(key, _)| {
+            !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric())
+        })
+}
+
+/// `porin explain`'s text with the YAML sections (Example, a YAML Use
+/// instead) fenced, so Markdown keeps their lines.
+fn fence_yaml(document: &str) -> String {
+    let mut out = String::new();
+    for (i, section) in document.split("\n## ").enumerate() {
+        if i > 0 {
+            out.push_str("\n## ");
+        }
+        let (heading, body) = section.split_once("\n\n").unwrap_or((section, ""));
+        let body_trimmed = body.trim_end();
+        if i > 0
+            && (heading == "Example" || heading == "Use instead")
+            && is_yaml(body_trimmed)
+            && !body.contains("```")
+        {
+            out.push_str(&format!("{heading}\n\n```yaml\n{body_trimmed}\n```\n"));
+        } else {
+            out.push_str(section);
+        }
+    }
+    out
+}
+
 /// One code's page: `porin explain CODE`'s text as Markdown.
 fn code_page(info: &CodeInfo) -> String {
-    let document = info.document();
+    let document = fence_yaml(&info.document());
     let (title, rest) = document.split_once('\n').unwrap_or((&document, ""));
     format!(
         "<!-- Generated from the code registry (docsite.rs); do not edit. -->\n# {title}\n{rest}\n\
@@ -421,6 +454,15 @@ fn anchors_and_links_follow_mdbook() {
     assert!(ids.contains("a-b") && ids.contains("a-b-1"));
     assert!(!ids.contains("not"));
     assert_eq!(links(text), vec!["b.md#c"]);
+}
+
+#[test]
+fn yaml_sections_are_fenced_and_prose_is_not() {
+    let text = "T\n\nS\n\n## Example\n\nspec:\n  a: 1\n\n## Use instead\n\nKeep one: the first.\n";
+    assert_eq!(
+        fence_yaml(text),
+        "T\n\nS\n\n## Example\n\n```yaml\nspec:\n  a: 1\n```\n\n## Use instead\n\nKeep one: the first.\n"
+    );
 }
 
 #[test]
