@@ -228,9 +228,11 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
             .cloned(),
     );
     if let Some(path) = &args.write_baseline {
+        // A skipped non-policy document is not a finding to record.
         let written = Baseline::new(
             diagnostics
                 .iter()
+                .filter(|d| d.code != SKIPPED_DOCUMENT.code)
                 .map(|d| Fingerprint::of(d, &outcome.trees)),
         );
         std::fs::write(path, written.to_json())

@@ -75,7 +75,14 @@ fn codes(json: &str) -> Vec<String> {
 fn baseline_hides_old_findings_across_moves_and_reports_new_and_stale() {
     let scratch = Scratch::new("baseline");
     let dir = scratch.0.as_path();
-    write(dir, "p/a.yaml", &format!("{API}---\n{WEB}"));
+    // A Deployment beside the policies: skipped (PM008), not recorded.
+    write(
+        dir,
+        "p/a.yaml",
+        &format!(
+            "{API}---\n{WEB}---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\n"
+        ),
+    );
 
     let (code, out, _) = lint(dir, &["p", "--format", "json"]);
     assert_eq!((code, codes(&out).len()), (1, 2), "{out}");
@@ -91,6 +98,10 @@ fn baseline_hides_old_findings_across_moves_and_reports_new_and_stale() {
     let written = std::fs::read_to_string(dir.join("b.json")).expect("written");
     assert!(written.starts_with("{\n  \"version\": 1,"), "{written}");
     assert!(!written.contains("line"), "no positions: {written}");
+    assert!(
+        !written.contains("PM008"),
+        "skipped documents are no findings: {written}"
+    );
 
     // Same files: nothing new, nothing stale.
     let (code, out, err) = lint(dir, &["p", "--baseline", "b.json", "--format", "json"]);
