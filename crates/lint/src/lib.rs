@@ -33,6 +33,7 @@
 // No unsafe code: system calls live in porin-kernel, the C ABI in porin-capi.
 #![forbid(unsafe_code)]
 
+pub mod baseline;
 pub mod codes;
 pub mod config;
 pub(crate) mod context;

@@ -1,6 +1,6 @@
 //! `porin lint PATH... [--inventory FILE_OR_DIR] [--config FILE]
 //! [--context PATH]... [--format human|json|sarif|junit|github]
-//! [--fail-on error|warning|never]`: load and validate policies, run the
+//! [--fail-on error|warning|never] [--baseline FILE] [--write-baseline FILE]`: load and validate policies, run the
 //! verifier's lint rules (`porin_lint`), print the findings.
 //!
 //! `--context` loads more policies that every rule sees but whose findings
@@ -8,6 +8,13 @@
 //! the whole policy set as context, so the rules that compare policies (PR004,
 //! PR005, PR007, ...) see every policy the cluster runs and only the changed
 //! files are reported on.
+//!
+//! `--baseline FILE` reports only the findings not recorded in FILE and,
+//! as `PR021` notes that never fail the run, the entries of the files
+//! linted that match no finding any more; `--write-baseline FILE` records
+//! every finding of the run (it does not change what is reported). The
+//! fingerprints are `porin_lint::baseline`'s: file, object, route, code and
+//! message, no line numbers.
 //!
 //! Without `--inventory`, the rules that need one (capacity, shadowing,
 //! deny bypass, selectors that select nothing, DNS, named ports) are
@@ -25,6 +32,7 @@ use porin_compiler::error::CompileError;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
+use porin_lint::baseline::{self, Baseline, Fingerprint};
 use porin_lint::config::LintConfig;
 use porin_lint::{Report, verify};
 use porin_model::codes::SKIPPED_DOCUMENT;
@@ -66,6 +74,14 @@ pub struct LintArgs {
     /// analysis would be wrong without its policies.
     #[arg(long, value_name = "PATH")]
     pub context: Vec<PathBuf>,
+    /// Report only the findings not recorded in this baseline file (and, as
+    /// notes that never fail the run, its entries no longer found).
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
+    /// Record every finding of this run in a baseline file (JSON, sorted),
+    /// for `--baseline`; what is reported does not change.
+    #[arg(long, value_name = "FILE")]
+    pub write_baseline: Option<PathBuf>,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -237,6 +253,14 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
             "standard input (`-`) can be read once: give it to PATH or to --inventory, not both"
         );
     }
+    let recorded = match &args.baseline {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read the baseline {}", path.display()))?;
+            Some(Baseline::parse(&path.display().to_string(), &text)?)
+        }
+        None => None,
+    };
     let context = context_files(args, &limits.load)?;
     let context_names: BTreeSet<String> = context.iter().map(|f| f.display().to_string()).collect();
     let mut paths = args.paths.clone();
@@ -274,6 +298,41 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
             .filter(|d| !in_context(d, &context_names))
             .cloned(),
     );
+    if let Some(path) = &args.write_baseline {
+        // A skipped non-policy document is not a finding to record.
+        let written = Baseline::new(
+            diagnostics
+                .iter()
+                .filter(|d| d.code != SKIPPED_DOCUMENT.code)
+                .map(|d| Fingerprint::of(d, &outcome.trees)),
+        );
+        std::fs::write(path, written.to_json())
+            .with_context(|| format!("cannot write the baseline {}", path.display()))?;
+    }
+    let mut stale = Vec::new();
+    if let (Some(recorded), Some(path)) = (&recorded, &args.baseline) {
+        // Stale only for the files this run reports on.
+        let scope: BTreeSet<String> = outcome
+            .trees
+            .iter()
+            .filter(|t| !context_names.contains(&t.file))
+            .map(|t| baseline::normalise_file(&t.file))
+            .collect();
+        let applied = recorded.apply(diagnostics, &outcome.trees, |f| scope.contains(f));
+        diagnostics = applied.new;
+        let name = path.display().to_string();
+        stale = applied
+            .stale
+            .iter()
+            .map(|entry| baseline::stale_diagnostic(&name, entry))
+            .collect();
+        if args.format == LintFormat::Human && applied.baselined > 0 {
+            eprintln!(
+                "note: {} findings recorded in the baseline {name} are not reported",
+                applied.baselined
+            );
+        }
+    }
     if !args.verbose {
         // Notes are for people; a skipped Deployment is not a finding for
         // code scanning or a test report either, so machine formats leave
@@ -283,7 +342,12 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
                 && (d.severity != Severity::Info || args.format != LintFormat::Human)
         });
     }
-    let fails = outcome.has_errors() || diagnostics.iter().any(|d| args.fail_on.fails(d.severity));
+    // Stale baseline entries are shown whatever -v says, and never fail.
+    diagnostics.extend(stale);
+    // A baselined load error does not fail the run; without a baseline
+    // every one does (including those of context files).
+    let fails = (recorded.is_none() && outcome.has_errors())
+        || diagnostics.iter().any(|d| args.fail_on.fails(d.severity));
     let status = if fails {
         Status::Findings
     } else {

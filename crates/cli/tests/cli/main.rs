@@ -3,10 +3,12 @@
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
 mod action;
+mod baseline;
 mod cidr_covers_pods;
 mod cli;
 mod common;
 mod diff_boutique;
+mod docsite;
 mod duplicate_pair;
 mod duplicates;
 mod editors;
