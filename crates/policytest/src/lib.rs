@@ -55,7 +55,7 @@ pub use engine::{
 };
 pub use reference::Reference;
 pub use report::{CaseOutcome, CaseResult, FileResult, TestReport};
-pub use run::{prepare_for_run, run, run_files, run_with_limits};
+pub use run::{prepare_for_run, run, run_files, run_files_with_inventory, run_with_limits};
 
 /// One policy reference of a test file.
 #[derive(Debug, Clone, Deserialize)]
@@ -214,6 +214,18 @@ pub fn prepare(path: &Path) -> Result<PreparedTest, String> {
 /// (its size and YAML budget are the inventory's), its policies are
 /// loaded under the load limits and compiled under the compile limits.
 pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest, String> {
+    prepare_with_inventory(path, limits, &[])
+}
+
+/// [`prepare_with_limits`] with more inventory sources (`porin test
+/// --inventory`: manifests, porin YAML, Cilium dumps) added to the file's
+/// own `endpoints` and `inventory:` sources; an endpoint defined twice is
+/// an error, as for any two inventory sources.
+pub fn prepare_with_inventory(
+    path: &Path,
+    limits: &Limits,
+    extra: &[PathBuf],
+) -> Result<PreparedTest, String> {
     let display = path.display().to_string();
     let size = std::fs::metadata(path)
         .map_err(|e| format!("{display}: cannot read: {e}"))?
@@ -251,7 +263,12 @@ pub fn prepare_with_limits(path: &Path, limits: &Limits) -> Result<PreparedTest,
                 )
             })?;
     }
-    inventory.finish().map_err(|e| e.to_string())?;
+    for source in extra {
+        inventory
+            .add_path_with_limits(source, &limits.inventory)
+            .map_err(|e| format!("{display}: --inventory {}: {e}", source.display()))?;
+    }
+    inventory.finish().map_err(|e| format!("{display}: {e}"))?;
 
     let mut outcome = LoadOutcome::default();
     for (index, policy) in spec.policies.iter().enumerate() {

@@ -26,6 +26,10 @@ pub struct TestReport {
     /// An engine that does not fill it leaves it empty; `lines` stays the
     /// reference then.
     pub files: Vec<FileResult>,
+    /// Files refused because their policies do not validate: a finding
+    /// (exit 1, as every command reports an invalid policy), not a failure
+    /// to run. They are also in `errors`.
+    pub invalid_policy_files: usize,
 }
 
 /// The outcome of one test file.
@@ -126,11 +130,13 @@ impl TestReport {
         }
     }
 
-    /// 2 when a file had an error, 1 when a case failed, 0 otherwise.
+    /// 2 when a file could not run for another reason than an invalid
+    /// policy, 1 when a case failed or a file's policies are invalid (the
+    /// README's contract: 1 ran and found an error), 0 otherwise.
     pub fn exit_code(&self) -> i32 {
-        if !self.errors.is_empty() {
+        if self.errors.len() > self.invalid_policy_files {
             2
-        } else if self.failed > 0 {
+        } else if self.failed > 0 || self.invalid_policy_files > 0 {
             1
         } else {
             0

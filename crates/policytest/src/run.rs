@@ -10,8 +10,8 @@ use serde_saphyr::Spanned;
 use crate::engine::Engine;
 use crate::report::{DecidedCase, record_case, unrun_cases};
 use crate::{
-    CaseOutcome, CaseResult, FileResult, PreparedTest, TestFileSpec, TestReport, discover,
-    prepare_with_limits, resolve_case,
+    CaseOutcome, CaseResult, FileResult, POLICIES_INVALID, PreparedTest, TestFileSpec, TestReport,
+    discover, prepare_with_inventory, resolve_case,
 };
 
 /// Runs every test file under `paths` with an engine, under the default
@@ -33,20 +33,37 @@ pub fn run_with_limits(paths: &[PathBuf], engine: &mut dyn Engine, limits: &Limi
 /// object) discovers first, so that a wrong path is reported as such
 /// whichever engine was asked for.
 pub fn run_files(files: &[PathBuf], engine: &mut dyn Engine, limits: &Limits) -> TestReport {
+    run_files_with_inventory(files, engine, limits, &[])
+}
+
+/// [`run_files`] with inventory sources every file gets besides its own
+/// (`porin test --inventory PATH`).
+pub fn run_files_with_inventory(
+    files: &[PathBuf],
+    engine: &mut dyn Engine,
+    limits: &Limits,
+    inventory: &[PathBuf],
+) -> TestReport {
     let mut report = TestReport::default();
     for file in files {
-        run_file(engine, file, limits, &mut report);
+        run_file(engine, file, limits, inventory, &mut report);
     }
     report
 }
 
-fn run_file(engine: &mut dyn Engine, path: &Path, limits: &Limits, report: &mut TestReport) {
+fn run_file(
+    engine: &mut dyn Engine,
+    path: &Path,
+    limits: &Limits,
+    inventory: &[PathBuf],
+    report: &mut TestReport,
+) {
     let started = Instant::now();
     let mut result = FileResult {
         file: path.display().to_string(),
         ..FileResult::default()
     };
-    run_file_into(engine, path, limits, report, &mut result);
+    run_file_into(engine, path, limits, inventory, report, &mut result);
     result.duration = started.elapsed();
     report.files.push(result);
 }
@@ -57,10 +74,12 @@ fn run_file_into(
     engine: &mut dyn Engine,
     path: &Path,
     limits: &Limits,
+    inventory: &[PathBuf],
     report: &mut TestReport,
     result: &mut FileResult,
 ) {
-    let Some(prepared) = prepare_for_run(path, limits, report, result) else {
+    let Some(prepared) = prepare_for_run_with_inventory(path, limits, inventory, report, result)
+    else {
         return;
     };
     result.file.clone_from(&prepared.file);
@@ -135,13 +154,26 @@ pub fn prepare_for_run(
     report: &mut TestReport,
     result: &mut FileResult,
 ) -> Option<PreparedTest> {
-    let (error, expected) = match prepare_with_limits(path, limits) {
+    prepare_for_run_with_inventory(path, limits, &[], report, result)
+}
+
+fn prepare_for_run_with_inventory(
+    path: &Path,
+    limits: &Limits,
+    inventory: &[PathBuf],
+    report: &mut TestReport,
+    result: &mut FileResult,
+) -> Option<PreparedTest> {
+    let (error, expected) = match prepare_with_inventory(path, limits, inventory) {
         Ok(prepared) => match prepared.spec.expect_error.clone() {
             None => return Some(prepared),
             Some(expected) => (None, expected),
         },
         Err(error) => match expected_error(path) {
             None => {
+                if error.starts_with(&format!("{}: {POLICIES_INVALID}", path.display())) {
+                    report.invalid_policy_files += 1;
+                }
                 result.error = Some(error.clone());
                 report.errors.push(error);
                 return None;

@@ -9,9 +9,13 @@
 //!   `<testsuite>` per test file, one `<testcase>` per case (see
 //!   [`junit_suites`]); the summary line goes to standard error.
 //!
-//! Exit codes, whatever the format: 0 every case passed, 1 a case failed,
-//! 2 a file could not be read, parsed or validated (reasons on stderr, with
-//! file:line).
+//! `--inventory PATH` adds inventory sources (Kubernetes manifests...) to
+//! every file's own, so a test file need not restate the workloads.
+//!
+//! Exit codes, whatever the format: 0 every case passed, 1 a case failed or
+//! a file's policies do not validate (an invalid policy is a finding, as in
+//! every command), 2 a file could not be read, parsed or otherwise
+//! prepared (reasons on stderr, with file:line).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +24,8 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_kernel::engine::Kernel;
 use porin_policytest::{
-    Both, CaseOutcome, CaseResult, Engine, FileResult, Reference, TestReport, discover, run_files,
+    Both, CaseOutcome, CaseResult, Engine, FileResult, Reference, TestReport, discover,
+    run_files_with_inventory,
 };
 
 use crate::limit_flags::LimitArgs;
@@ -59,6 +64,12 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = TestFormat::Human)]
     pub format: TestFormat,
+    /// More inventory sources for every test file (files or directories:
+    /// Kubernetes manifests, porin inventory YAML, Cilium agent dumps),
+    /// added to each file's own `endpoints` and `inventory:`; an endpoint
+    /// defined twice is an error. Repeatable.
+    #[arg(long = "inventory", value_name = "PATH")]
+    pub inventory: Vec<PathBuf>,
     /// Resource limits (the test file's inventory, its policies, the
     /// compilation).
     #[command(flatten)]
@@ -73,7 +84,9 @@ pub fn run(args: &Args) -> ExitCode {
     let report = match discover(&args.paths) {
         Err(error) => TestReport::failed(error),
         Ok(files) => match engine(args.engine) {
-            Ok(mut engine) => run_files(&files, engine.as_mut(), &limits),
+            Ok(mut engine) => {
+                run_files_with_inventory(&files, engine.as_mut(), &limits, &args.inventory)
+            }
             Err(error) => TestReport::failed(error.to_string()),
         },
     };

@@ -144,11 +144,12 @@ fn compile_and_query_refuse_the_set() {
 }
 
 #[test]
-fn a_policy_test_with_both_copies_cannot_run() {
+fn a_policy_test_with_both_copies_is_refused_as_invalid() {
     let dir = setup("test");
     let out = porin(&dir, &["test", "s2-test.yaml"]);
     let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert_eq!(out.status.code(), Some(2), "{all}");
+    // Its policies do not validate: a finding (exit 1), as in every command.
+    assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(all.contains("error[PM042]"), "{all}");
     assert!(all.contains("s2-test.yaml#policies[1]"), "{all}");
     assert!(!all.contains("PASS"), "{all}");

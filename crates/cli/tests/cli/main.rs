@@ -20,6 +20,7 @@ mod names;
 mod no_silent_green;
 mod precommit;
 mod release;
+mod reuse_manifests;
 mod test_junit;
 mod verify_diff_graph;
 mod verify_formats;

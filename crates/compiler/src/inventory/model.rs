@@ -90,8 +90,38 @@ pub struct Service {
     pub selector: Option<BTreeMap<String, String>>,
     /// Backend addresses of a selector-less service (its Endpoints).
     pub backends: Vec<IpAddr>,
+    /// The service's ports (`spec.ports`), in manifest order.
+    pub ports: Vec<ServicePort>,
+    /// `spec.clusterIPs` (or `spec.clusterIP`); empty for a headless
+    /// service (`None`) or when the manifest gives none.
+    pub cluster_ips: Vec<IpAddr>,
     /// Where the service was defined.
     pub location: SourceLocation,
+}
+
+/// One port of a Service: the port clients connect to and the pod port
+/// it forwards to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServicePort {
+    /// The port's name, if any.
+    pub name: Option<String>,
+    /// The Service port (`port`).
+    pub port: u16,
+    /// Where the traffic goes on a backing pod (`targetPort`; the Service
+    /// port when absent, as Kubernetes defaults it).
+    pub target: TargetPort,
+    /// IP protocol number (6 TCP default, 17 UDP, 132 SCTP).
+    pub proto: u8,
+}
+
+/// A Service's `targetPort`: a number, or the name of a container port of
+/// each backing pod (resolved per pod, so two pods may differ).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum TargetPort {
+    /// A port number.
+    Number(u16),
+    /// A container port name (lower case).
+    Name(String),
 }
 
 /// The agent's `allow-localhost` option (`pkg/option/config.go`

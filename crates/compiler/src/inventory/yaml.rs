@@ -428,6 +428,8 @@ impl InventoryFields {
                 labels: labels_of(&spec.labels),
                 selector: spec.selector.as_ref().map(labels_of),
                 backends,
+                ports: Vec::new(),
+                cluster_ips: Vec::new(),
                 location: SourceLocation {
                     file: file.to_owned(),
                     line,
