@@ -358,9 +358,9 @@ impl<'a> Context<'a> {
     /// [`shadow`]). Computed in [`Context::new`] when a rule needs it.
     pub fn item_effects(&self) -> &BTreeMap<u32, RuleEffects> {
         self.effects.get_or_init(|| {
-            let mut resolver = Resolver::new(&self.lowered.rules, &self.table, self.inventory)
+            let resolver = Resolver::new(&self.lowered.rules, &self.table, self.inventory)
                 .with_localhost_origin(self.lowered.localhost_origin);
-            fold_effects(&mut resolver, &self.lowered, self.inventory, &self.units)
+            fold_effects(&resolver, &self.lowered, self.inventory, &self.units)
         })
     }
 
@@ -394,8 +394,20 @@ impl<'a> Context<'a> {
     /// The map state of a unit under exactly `rules` (a recompilation with
     /// a fresh resolver: the reference the fast analysis is tested against).
     pub fn state_of_rules(&self, unit: &Unit, rules: &[PolicyRule]) -> MapState {
-        let resolver = Resolver::new(rules, &self.table, self.inventory)
-            .with_localhost_origin(self.lowered.localhost_origin);
+        self.state_with(&self.resolver_of(rules), unit)
+    }
+
+    /// A resolver over exactly `rules` (building one matches every subject
+    /// against the table: callers asking for many units under the same
+    /// rules build it once and call [`Context::state_with`]).
+    pub fn resolver_of<'r>(&'r self, rules: &'r [PolicyRule]) -> Resolver<'r> {
+        Resolver::new(rules, &self.table, self.inventory)
+            .with_localhost_origin(self.lowered.localhost_origin)
+    }
+
+    /// The map state of a unit under the rules of `resolver`
+    /// ([`Context::resolver_of`]).
+    pub fn state_with(&self, resolver: &Resolver<'_>, unit: &Unit) -> MapState {
         let policy = resolver.l4_policy(unit.identity);
         let Some(endpoint) = unit
             .endpoints

@@ -197,12 +197,14 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let mut own_blocked = 0usize;
         let mut alive = false;
         let mut blocked: Vec<Blocked> = Vec::new();
+        // One resolver for the item's rules, whatever the number of units.
+        let own = cx.resolver_of(&own_rules);
         'subjects: for unit in cx
             .units
             .iter()
             .filter(|u| u.rules.iter().any(|r| rule_indices.contains(r)))
         {
-            let alone = cx.state_of_rules(unit, &own_rules);
+            let alone = cx.state_with(&own, unit);
             let subject = Subject {
                 direction,
                 origin: item.origin,
