@@ -204,3 +204,14 @@ mod tests {
         }
     }
 }
+
+/// The diagnostic (PC015) of a compile error that stopped a run
+/// (`porin lint` and `porin compile` print it in the requested format).
+pub fn limit_diagnostic(
+    error: &porin_compiler::error::CompileError,
+) -> porin_model::diagnostic::Diagnostic {
+    porin_model::diagnostic::Diagnostic::new(
+        porin_compiler::codes::RESOURCE_LIMIT,
+        error.to_string(),
+    )
+}

@@ -516,17 +516,8 @@ pub struct UnitView<'v> {
     pub outcome: UnitOutcome,
 }
 
-/// What distilling one unit gave.
-#[derive(Debug)]
-pub enum UnitOutcome {
-    /// The state (at most `max_entries_per_endpoint` entries) and the
-    /// findings of each identity group.
-    State(Arc<MapState>, Vec<Vec<Diagnostic>>),
-    /// The state needs more entries than `max_entries_per_endpoint`: it
-    /// was counted one group of peer identities at a time, never built
-    /// whole.
-    Over(capacity::Census),
-}
+// What distilling one unit gave: defined beside the census it may hold.
+pub use capacity::UnitOutcome;
 
 /// Units distilled per parallel batch per thread: enough to keep every
 /// core busy, few enough that only a handful of states exist at once.

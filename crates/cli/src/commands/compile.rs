@@ -210,7 +210,7 @@ fn limit_failure(
         return Err(error.into());
     }
     let mut diagnostics = outcome.diagnostics.clone();
-    diagnostics.push(super::lint::limit_diagnostic(&error));
+    diagnostics.push(crate::limit_flags::limit_diagnostic(&error));
     let mut text = render_json(&diagnostics);
     text.push('\n');
     std::io::stdout()

@@ -195,7 +195,7 @@ fn could_not_run(
     if args.format == LintFormat::Human {
         return Err(error.into());
     }
-    let failure = limit_diagnostic(&error);
+    let failure = crate::limit_flags::limit_diagnostic(&error);
     let mut diagnostics: Vec<Diagnostic> = outcome.diagnostics.clone();
     diagnostics.push(failure.clone());
     let text = match args.format {
@@ -234,11 +234,6 @@ fn sarif_info(
             .or_else(|| outcome.documents.first().map(|d| d.file.clone())),
         failure,
     }
-}
-
-/// The diagnostic (PC015) of a compile error that stopped the run.
-pub fn limit_diagnostic(error: &CompileError) -> Diagnostic {
-    Diagnostic::new(porin_compiler::codes::RESOURCE_LIMIT, error.to_string())
 }
 
 /// Runs the lint: exit 0 when nothing fails the run, 1 otherwise, 2 when a

@@ -15,10 +15,10 @@
 //! group.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use porin_model::diagnostic::Diagnostic;
 
-use super::UnitOutcome;
 use crate::identity::Identity;
 use crate::inventory::Endpoint;
 use crate::limits::filter_blocks;
@@ -188,4 +188,16 @@ pub fn distill_capped(
         return Capped::Fits(state, diagnostics);
     }
     Capped::Over(census, diagnostics)
+}
+
+/// What distilling one unit gave.
+#[derive(Debug)]
+pub enum UnitOutcome {
+    /// The state (at most `max_entries_per_endpoint` entries) and the
+    /// findings of each identity group.
+    State(Arc<MapState>, Vec<Vec<Diagnostic>>),
+    /// The state needs more entries than `max_entries_per_endpoint`: it
+    /// was counted one group of peer identities at a time, never built
+    /// whole.
+    Over(Census),
 }
