@@ -151,6 +151,17 @@ impl LimitArgs {
     }
 }
 
+/// The diagnostic (PC015) of a compile error that stopped a run
+/// (`porin lint` and `porin compile` print it in the requested format).
+pub fn limit_diagnostic(
+    error: &porin_compiler::error::CompileError,
+) -> porin_model::diagnostic::Diagnostic {
+    porin_model::diagnostic::Diagnostic::new(
+        porin_compiler::codes::RESOURCE_LIMIT,
+        error.to_string(),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{Args as _, Command, FromArgMatches as _};
@@ -203,15 +214,4 @@ mod tests {
             assert_eq!(limits.inventory.get(limit).to_string(), value, "{limit:?}");
         }
     }
-}
-
-/// The diagnostic (PC015) of a compile error that stopped a run
-/// (`porin lint` and `porin compile` print it in the requested format).
-pub fn limit_diagnostic(
-    error: &porin_compiler::error::CompileError,
-) -> porin_model::diagnostic::Diagnostic {
-    porin_model::diagnostic::Diagnostic::new(
-        porin_compiler::codes::RESOURCE_LIMIT,
-        error.to_string(),
-    )
 }
