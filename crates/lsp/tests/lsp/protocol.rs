@@ -255,7 +255,7 @@ spec:
     // there: PR005 made an error, PR011 (duplicate rule) off.
     std::fs::write(
         dir.join(".porin.yaml"),
-        "rules:\n  redundant-allow: error\n  PR011: off\n",
+        "rules:\n  duplicate-rule: error\n  PR005: off\n",
     )
     .unwrap();
     let mut client = Client::start(Options::default());
@@ -265,7 +265,8 @@ spec:
     );
     // Only b.yaml is open; a.yaml is read from disk. Alone, b.yaml has no
     // finding (`porin lint --inventory ... b.yaml`); in the set, its rule
-    // is redundant with a.yaml's (PR005), which is related information.
+    // duplicates a.yaml's (PR011, reported once as a pair, never as two
+    // "delete this rule" PR005s), with a.yaml's rule as related information.
     let b_uri = file_uri(&dir.join("b.yaml"));
     let a_uri = file_uri(&dir.join("a.yaml"));
     client.open(&b_uri, b);
@@ -283,10 +284,10 @@ spec:
     let b_found = &seen[&b_uri];
     let pr005 = b_found
         .iter()
-        .find(|d| d["code"] == "PR005")
-        .expect("PR005 on b.yaml");
+        .find(|d| d["code"] == "PR011")
+        .expect("PR011 (the duplicate pair) on b.yaml");
     assert_eq!(pr005["severity"], 1);
-    assert!(!b_found.iter().any(|d| d["code"] == "PR011"), "{b_found:?}");
+    assert!(!b_found.iter().any(|d| d["code"] == "PR005"), "{b_found:?}");
     assert_eq!(pr005["range"]["start"], json!({"line": 10, "character": 4}));
     let related = &pr005["relatedInformation"][0];
     assert_eq!(related["location"]["uri"], a_uri);
@@ -294,8 +295,9 @@ spec:
         related["location"]["range"]["start"],
         json!({"line": 12, "character": 4})
     );
-    assert_eq!(related["message"], "already allowed by this rule");
-    assert!(seen[&a_uri].iter().any(|d| d["code"] == "PR005"));
+    assert_eq!(related["message"], "the same rule");
+    // The pair is reported once, at the later item: a.yaml stays clean.
+    assert!(seen[&a_uri].is_empty(), "{:?}", seen[&a_uri]);
 
     // A change that changes no finding publishes nothing, for any file of
     // the set (the clean c.yaml was published once, as clean).
