@@ -729,7 +729,7 @@ impl<'c> Compilation<'c> {
     /// The checks before distilling, for every unit in order: the
     /// insertion bound ([`CompileLimits::check_l4_policy`]) and, when that
     /// bound exceeds `max_entries_per_endpoint`, the exact entry count
-    /// ([`capacity::census`], one group of peer identities at a time), so
+    /// (`capacity`'s census, one group of peer identities at a time), so
     /// a state that cannot fit the map is refused before anything is
     /// built or written. Returns the first failure in unit order.
     pub fn check(&self) -> Result<(), CompileError> {
@@ -894,7 +894,7 @@ impl<'c> Compilation<'c> {
     /// Streams the endpoints that `select` keeps, in inventory order, as
     /// [`Compiled::endpoints`] would hold them. States are distilled in
     /// parallel windows of endpoints and kept only while endpoints still to
-    /// come need them (within [`STREAM_CACHE_ENTRIES`]; farthest next use
+    /// come need them (within `STREAM_CACHE_ENTRIES`; farthest next use
     /// evicted first, distilled again if needed), so memory stays bounded
     /// whatever the number of endpoints. `visit` returning `false` stops.
     pub fn for_each_endpoint(

@@ -156,7 +156,7 @@ pub struct Context<'a> {
     /// The compiler's diagnostics (lowering and map-state distillation).
     pub compile_diagnostics: Vec<Diagnostic>,
     /// Per rule item (origin), the effects of removing it (computed on
-    /// first use, see [`shadow`]).
+    /// first use, see `context/shadow.rs`).
     effects: OnceCell<BTreeMap<u32, RuleEffects>>,
 }
 
@@ -355,7 +355,7 @@ impl<'a> Context<'a> {
 
     /// The effects of removing each analysed rule item, by origin: one
     /// pass over the units, each folding its items' effects in (exact, see
-    /// [`shadow`]). Computed in [`Context::new`] when a rule needs it.
+    /// `context/shadow.rs`). Computed in [`Context::new`] when a rule needs it.
     pub fn item_effects(&self) -> &BTreeMap<u32, RuleEffects> {
         self.effects.get_or_init(|| {
             let resolver = Resolver::new(&self.lowered.rules, &self.table, self.inventory)
@@ -375,7 +375,7 @@ impl<'a> Context<'a> {
     }
 
     /// Whether removing the item of `rule` changes any verdict of any
-    /// endpoint it selects (exact; see [`shadow`]). Deny and synthetic
+    /// endpoint it selects (exact; see `context/shadow.rs`). Deny and synthetic
     /// items are not analysed: recompiles them (for tests).
     pub fn rule_changes_verdicts(&self, rule: usize) -> bool {
         let Some(origin) = self.rules().get(rule).map(|r| r.origin) else {
