@@ -194,9 +194,11 @@ impl Inventory {
             // namespace look like another to a namespaceSelector.
             labels.insert(crate::labels::NAMESPACE_NAME_LABEL.to_owned(), name.clone());
         }
-        self.endpoints.sort_by(|a, b| {
-            (&a.namespace, &a.name, &a.location).cmp(&(&b.namespace, &b.name, &b.location))
-        });
+        // A stable sort on the name alone: of two endpoints with one name,
+        // the one loaded first stays first, so the duplicate error points
+        // at the later definition whatever the two files' paths are.
+        self.endpoints
+            .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         for pair in self.endpoints.windows(2) {
             if pair[0].namespace == pair[1].namespace && pair[0].name == pair[1].name {
                 return Err(InventoryError::Invalid {
