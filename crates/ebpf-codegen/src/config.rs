@@ -7,8 +7,8 @@ use crate::abi::{
 };
 use crate::error::EmitError;
 use crate::maps::{
-    BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, MapKind, MapPinning, MapSpec, POLICY_MAP_MAX,
-    POLICY_MAP_MIN, VERDICT_COUNTERS, names,
+    BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, EVENTS_RING_BYTES, MapKind, MapPinning, MapSpec,
+    POLICY_MAP_MAX, POLICY_MAP_MIN, VERDICT_COUNTERS, names,
 };
 
 /// What the emitted object looks like. `ObjectConfig::default()` gives
@@ -146,6 +146,16 @@ impl ObjectConfig {
                 Layout::U32,
                 Counter::LAYOUT,
                 VERDICT_COUNTERS,
+                0,
+            ),
+            // Records are `porin_event` (in the BTF on their own; a ring
+            // buffer has no key or value).
+            spec(
+                names::EVENTS,
+                MapKind::RingBuf,
+                Layout::None,
+                Layout::None,
+                EVENTS_RING_BYTES,
                 0,
             ),
         ]

@@ -33,7 +33,18 @@ pub mod names {
     pub const CONNTRACK: &str = "porin_ct";
     /// Verdict counters (per-CPU array).
     pub const VERDICTS: &str = "porin_verdicts";
+    /// Verdict event records for the agent (ring buffer of `porin_event`).
+    pub const EVENTS: &str = "porin_events";
 }
+
+/// Bytes of the `porin_events` ring buffer (256 KiB: a power of two and a
+/// multiple of the page size, as `BPF_MAP_TYPE_RINGBUF` requires).
+pub const EVENTS_RING_BYTES: u32 = 256 * 1024;
+
+/// The `porin_verdicts` slot that counts events the ring buffer had no room
+/// for (`bpf_ringbuf_output` failed). Not a verdict: the packet's verdict
+/// counter moved as well, and the verdict never waits for the ring.
+pub const EVENTS_LOST_COUNTER: u32 = 15;
 
 /// Cilium's bounds for `bpf-policy-map-max` (`option.PolicyMapMin/Max`).
 pub const POLICY_MAP_MIN: u32 = 256;
@@ -51,6 +62,8 @@ pub enum MapKind {
     LruHash,
     /// `BPF_MAP_TYPE_LPM_TRIE` (11).
     LpmTrie,
+    /// `BPF_MAP_TYPE_RINGBUF` (27).
+    RingBuf,
 }
 
 impl MapKind {
@@ -61,6 +74,7 @@ impl MapKind {
             MapKind::PercpuArray => 6,
             MapKind::LruHash => 9,
             MapKind::LpmTrie => 11,
+            MapKind::RingBuf => 27,
         }
     }
 }
@@ -250,6 +264,8 @@ impl ConfigValue {
                 PolicySlot::A => Self::SLOT_A,
                 PolicySlot::B => Self::SLOT_B,
             },
+            events: 0,
+            prefix_free: 0,
             reserved: 0,
         }
     }

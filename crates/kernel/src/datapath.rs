@@ -37,6 +37,8 @@ pub const CONFIG: &str = names::CONFIG;
 pub const CONNTRACK: &str = names::CONNTRACK;
 /// `porin_verdicts`: per-CPU verdict counters (§2.5).
 pub const VERDICTS: &str = names::VERDICTS;
+/// `porin_events`: the verdict event ring buffer (§2.6).
+pub const EVENTS: &str = names::EVENTS;
 /// The program on the endpoint's outbound path (policy direction egress).
 pub const FROM_ENDPOINT: &str = porin_ebpf::program::FROM_ENDPOINT;
 /// The program on the endpoint's inbound path (policy direction ingress).
@@ -175,9 +177,14 @@ impl Counters {
         self.slots[counter.index()]
     }
 
-    /// Total packets over all counters.
+    /// Total packets over all verdict counters.
     pub fn total_packets(&self) -> u64 {
-        self.slots.iter().map(|v| v.packets).sum()
+        Counter::ALL.iter().map(|c| self.get(*c).packets).sum()
+    }
+
+    /// Events the ring buffer had no room for (slot 15, `DATAPATH.md` §2.6).
+    pub fn events_lost(&self) -> u64 {
+        self.slots[porin_ebpf::maps::EVENTS_LOST_COUNTER as usize].packets
     }
 }
 
@@ -283,21 +290,27 @@ impl Datapath {
 
     /// The slot the programs currently read.
     pub fn active_slot(&self) -> Result<PolicySlot, KernelError> {
+        self.read_config()?
+            .slot()
+            .map_err(|e| KernelError::Contract(format!("`porin_config`: {e}")))
+    }
+
+    /// The whole `porin_config` value.
+    pub(crate) fn read_config(&self) -> Result<ConfigValue, KernelError> {
         let value = self
             .map(CONFIG)?
             .lookup(&index_key(ConfigValue::KEY))?
             .ok_or_else(|| KernelError::Contract("`porin_config` has no key 0".to_owned()))?;
         ConfigValue::from_bytes(&value)
-            .and_then(|config| config.slot())
             .map_err(|e| KernelError::Contract(format!("`porin_config`: {e}")))
     }
 
-    /// Writes a raw `active_policy` value (tests of the bad-config fail-closed rule use this).
+    /// Writes a raw `active_policy` value (tests of the bad-config fail-closed rule use this),
+    /// keeping the other config fields.
     pub fn set_active_policy_raw(&self, active_policy: u32) -> Result<(), KernelError> {
-        self.write_config(ConfigValue {
-            active_policy,
-            reserved: 0,
-        })
+        let mut config = self.read_config()?;
+        config.active_policy = active_policy;
+        self.write_config(config)
     }
 
     fn write_config(&self, value: ConfigValue) -> Result<(), KernelError> {
@@ -356,9 +369,12 @@ impl Datapath {
         Ok(slot)
     }
 
-    /// Step 2: flips `porin_config` to `slot` with one 8-byte update.
+    /// Step 2: flips `porin_config` to `slot` with one 8-byte update that changes only
+    /// `active_policy` (the event switches and the prefix flags are kept).
     pub fn activate(&self, slot: PolicySlot) -> Result<(), KernelError> {
-        self.write_config(slot.config_value())?;
+        let mut config = self.read_config()?;
+        config.active_policy = slot.config_value().active_policy;
+        self.write_config(config)?;
         *self
             .last_flip
             .lock()
@@ -522,7 +538,8 @@ impl Datapath {
             },
         )?;
         let after = self.read_counters()?;
-        let moved: Vec<usize> = (0..16)
+        // Slot 15 counts lost events, not verdicts.
+        let moved: Vec<usize> = (0..Counter::ALL.len())
             .filter(|&i| after.slots[i].packets != before.slots[i].packets)
             .collect();
         let counter = match moved.as_slice() {

@@ -70,6 +70,7 @@ fn every_struct_has_its_documented_size() {
         .map(|layout| match layout {
             Layout::Struct { name, size, .. } => (*name, *size),
             Layout::U32 => ("u32", 4),
+            Layout::None => ("none", 0),
         })
         .collect();
     assert_eq!(
@@ -84,6 +85,7 @@ fn every_struct_has_its_documented_size() {
             ("porin_ct_key", 40),
             ("porin_ct_value", 16),
             ("porin_counter", 16),
+            ("porin_event", 40),
         ]
     );
 }
@@ -134,8 +136,29 @@ fn offsets_are_the_c_layout() {
     );
     assert_eq!([Counter::OFF_PACKETS, Counter::OFF_BYTES], [0, 8]);
     assert_eq!(
-        [ConfigValue::OFF_ACTIVE_POLICY, ConfigValue::OFF_RESERVED],
-        [0, 4]
+        [
+            ConfigValue::OFF_ACTIVE_POLICY,
+            ConfigValue::OFF_EVENTS,
+            ConfigValue::OFF_PREFIX_FREE,
+            ConfigValue::OFF_RESERVED
+        ],
+        [0, 4, 5, 6]
+    );
+    assert_eq!(
+        [
+            Event::OFF_TIMESTAMP,
+            Event::OFF_IFINDEX,
+            Event::OFF_IDENTITY,
+            Event::OFF_PEER_ADDR,
+            Event::OFF_DPORT,
+            Event::OFF_DIRECTION,
+            Event::OFF_VERDICT,
+            Event::OFF_REASON,
+            Event::OFF_PROTO,
+            Event::OFF_FAMILY,
+            Event::OFF_PAD
+        ],
+        [0, 8, 12, 16, 32, 34, 35, 36, 37, 38, 39]
     );
     assert_eq!([Ipcache6Key::OFF_PREFIXLEN, Ipcache6Key::OFF_ADDR], [0, 4]);
 }
@@ -231,9 +254,24 @@ fn config_values_name_the_slots() {
     }
     let bad = ConfigValue {
         active_policy: 7,
-        reserved: 0,
+        ..ConfigValue::default()
     };
     assert_eq!(bad.slot(), Err(AbiError::BadSlot(7)));
+    // Events: the zero value (the kernel's initial one, and what agents written before
+    // events existed store) means drops only; bit 7 makes bits 0-1 explicit.
+    assert_eq!(ConfigValue::default().emits(), (true, false));
+    let explicit = |drops, allows| ConfigValue {
+        events: ConfigValue::events_word(drops, allows),
+        ..ConfigValue::default()
+    };
+    assert_eq!(explicit(false, false).emits(), (false, false));
+    assert_eq!(explicit(false, true).emits(), (false, true));
+    assert_eq!(explicit(true, true).to_bytes(), [0, 0, 0, 0, 0x83, 0, 0, 0]);
+    let prefix_free_b = ConfigValue {
+        prefix_free: 0b10,
+        ..ConfigValue::for_slot(PolicySlot::B)
+    };
+    assert_eq!(prefix_free_b.to_bytes(), [1, 0, 0, 0, 0, 2, 0, 0]);
     assert_eq!(index_key(ConfigValue::KEY), [0, 0, 0, 0]);
 }
 

@@ -3,7 +3,7 @@
 //! is fully initialised (the verifier requires it) and unused key bytes are
 //! zero (the conntrack key's address padding relies on it).
 
-use crate::abi::{ConfigValue, CtKey, CtValue, Ipcache4Key, Ipcache6Key, PolicyKey};
+use crate::abi::{ConfigValue, CtKey, CtValue, Event, Ipcache4Key, Ipcache6Key, PolicyKey};
 
 /// Conntrack key of this packet (40 bytes, `porin_ct_key`).
 pub const CT_KEY: i16 = -48;
@@ -43,8 +43,14 @@ pub const ESTABLISHED: i16 = -272;
 pub const NOW: i16 = -280;
 /// Conntrack lifetime for this protocol in ns (u64).
 pub const LIFETIME: i16 = -288;
-/// Bytes of stack used (all zeroed on entry).
-pub const SIZE: i16 = 288;
+/// Which verdict events to write (u32: `ConfigValue::EVENTS_DROPS` /
+/// `EVENTS_ALLOWS`, the default already applied).
+pub const EVENT_MASK: i16 = -296;
+/// Bytes of stack zeroed on entry (every slot above).
+pub const SIZE: i16 = 296;
+/// The `porin_event` record, built only when one is written (every byte
+/// stored then, so it is below the zeroed area).
+pub const EVENT: i16 = -336;
 
 /// Bytes from `slot` up to the next slot above it.
 const fn room(slot: i16, above: i16) -> usize {
@@ -62,4 +68,9 @@ const _: () = {
     assert!(Ipcache6Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
     // `porin_config`'s key is index 0, which the zeroed slot already holds.
     assert!(ConfigValue::KEY == 0 && 4 <= room(ZERO_KEY, IPCACHE_KEY));
+    assert!(Event::SIZE <= room(EVENT, EVENT_MASK));
+    // The event's peer address is copied from the ipcache key: 16 bytes
+    // from the address, inside the slot (IPv4's tail is zeroed frame).
+    assert!(Ipcache6Key::OFF_ADDR + 16 <= room(IPCACHE_KEY, POLICY_KEY));
+    assert!(Ipcache4Key::OFF_ADDR == Ipcache6Key::OFF_ADDR);
 };

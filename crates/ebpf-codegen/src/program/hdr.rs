@@ -128,4 +128,6 @@ pub(super) mod skb {
     pub const LEN: i16 = 0;
     /// `mark`.
     pub const MARK: i16 = 8;
+    /// `ifindex`.
+    pub const IFINDEX: i16 = 40;
 }

@@ -448,7 +448,7 @@ fn datapath_md_layout_tables_are_the_abi() {
         .iter()
         .filter_map(|layout| match layout {
             Layout::Struct { name, size, fields } => Some((*name, *size, *fields)),
-            Layout::U32 => None,
+            Layout::U32 | Layout::None => None,
         })
         .collect();
     assert_eq!(
@@ -513,6 +513,7 @@ fn datapath_md_map_table_is_the_object() {
     assert_eq!(rows.len(), specs.len());
     let layout = |layout: &Layout| match layout {
         Layout::U32 => format!("{} `u32`", layout.size()),
+        Layout::None => "0 (none)".to_owned(),
         Layout::Struct { name, size, .. } => format!("{size} `{name}`"),
     };
     for (row, spec) in rows.iter().zip(&specs) {

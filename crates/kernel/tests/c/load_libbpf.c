@@ -64,6 +64,7 @@ static const struct expect_map maps[] = {
 	{ "porin_config", BPF_MAP_TYPE_ARRAY, 4, 8, 1 },
 	{ "porin_ct", BPF_MAP_TYPE_LRU_HASH, 40, 16, 65536 },
 	{ "porin_verdicts", BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 16 },
+	{ "porin_events", BPF_MAP_TYPE_RINGBUF, 0, 0, 262144 },
 };
 
 int main(int argc, char **argv)

@@ -58,6 +58,7 @@ func main() {
 		"porin_config":   {uint32(ebpf.Array), 4, 8, 1},
 		"porin_ct":       {uint32(ebpf.LRUHash), 40, 16, 65536},
 		"porin_verdicts": {uint32(ebpf.PerCPUArray), 4, 16, 16},
+		"porin_events":   {uint32(ebpf.RingBuf), 0, 0, 262144},
 	}
 	if len(spec.Maps) != len(want) {
 		fail("%d maps, want %d", len(spec.Maps), len(want))
