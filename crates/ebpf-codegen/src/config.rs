@@ -158,6 +158,41 @@ impl ObjectConfig {
                 EVENTS_RING_BYTES,
                 0,
             ),
+            // The flat lookups (DATAPATH.md §2.1, §2.2): exact keys in
+            // hashes, read before the tries; sized like their tries, so a
+            // state whose union fits the trie's bound fits both.
+            spec(
+                names::IPCACHE4_HOSTS,
+                MapKind::Hash,
+                Ipcache4Key::LAYOUT,
+                IpcacheValue::LAYOUT,
+                self.ipcache4_max_entries,
+                lpm,
+            ),
+            spec(
+                names::IPCACHE6_HOSTS,
+                MapKind::Hash,
+                Ipcache6Key::LAYOUT,
+                IpcacheValue::LAYOUT,
+                self.ipcache6_max_entries,
+                lpm,
+            ),
+            spec(
+                names::POLICY_A_EXACT,
+                MapKind::Hash,
+                PolicyKey::LAYOUT,
+                PolicyEntry::LAYOUT,
+                self.policy_map_max_entries,
+                lpm,
+            ),
+            spec(
+                names::POLICY_B_EXACT,
+                MapKind::Hash,
+                PolicyKey::LAYOUT,
+                PolicyEntry::LAYOUT,
+                self.policy_map_max_entries,
+                lpm,
+            ),
         ]
     }
 }

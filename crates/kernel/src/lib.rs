@@ -73,7 +73,7 @@ pub mod packet;
 mod program;
 pub mod sys;
 
-pub use apply::{DirectWrites, MapWriter};
+pub use apply::{DirectWrites, MapWriter, SlotMaps};
 pub use btf_reader::MapDefinition;
 pub use datapath::{
     Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,

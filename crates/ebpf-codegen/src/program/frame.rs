@@ -46,11 +46,14 @@ pub const LIFETIME: i16 = -288;
 /// Which verdict events to write (u32: `ConfigValue::EVENTS_DROPS` /
 /// `EVENTS_ALLOWS`, the default already applied).
 pub const EVENT_MASK: i16 = -296;
+/// 1 when the active slot's prefix trie is empty (`porin_config.prefix_free`):
+/// policy lookups stop at the exact-key hash (u32).
+pub const TRIE_SKIP: i16 = -304;
 /// Bytes of stack zeroed on entry (every slot above).
-pub const SIZE: i16 = 296;
+pub const SIZE: i16 = 304;
 /// The `porin_event` record, built only when one is written (every byte
 /// stored then, so it is below the zeroed area).
-pub const EVENT: i16 = -336;
+pub const EVENT: i16 = -344;
 
 /// Bytes from `slot` up to the next slot above it.
 const fn room(slot: i16, above: i16) -> usize {
@@ -68,7 +71,7 @@ const _: () = {
     assert!(Ipcache6Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
     // `porin_config`'s key is index 0, which the zeroed slot already holds.
     assert!(ConfigValue::KEY == 0 && 4 <= room(ZERO_KEY, IPCACHE_KEY));
-    assert!(Event::SIZE <= room(EVENT, EVENT_MASK));
+    assert!(Event::SIZE <= room(EVENT, TRIE_SKIP));
     // The event's peer address is copied from the ipcache key: 16 bytes
     // from the address, inside the slot (IPv4's tail is zeroed frame).
     assert!(Ipcache6Key::OFF_ADDR + 16 <= room(IPCACHE_KEY, POLICY_KEY));

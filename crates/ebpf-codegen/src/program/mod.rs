@@ -155,6 +155,16 @@ impl<'c> Gen<'c> {
         // Slots are 0 and 1 (`ConfigValue::SLOT_A`, `SLOT_B`).
         a.jmp32_imm(Cond::Gt, Reg::R1, ConfigValue::SLOT_B as i32, bad);
         a.store(Size::U32, Reg::R10, frame::POLICY_SLOT, Reg::R1);
+        // This slot's `prefix_free` bit (bit `slot`), from the same value.
+        a.load(
+            Size::U8,
+            Reg::R2,
+            Reg::R0,
+            off(ConfigValue::OFF_PREFIX_FREE),
+        );
+        a.alu64_reg(AluOp::Rsh, Reg::R2, Reg::R1);
+        a.alu64_imm(AluOp::And, Reg::R2, 1);
+        a.store(Size::U32, Reg::R10, frame::TRIE_SKIP, Reg::R2);
     }
 
     /// The verdict blocks and the two exits: count, then return.

@@ -262,17 +262,19 @@ impl Gen<'_> {
             Family::V4 => (ipv4::SADDR, ipv4::DADDR, IPV4_ADDR_LEN, CtKey::FAMILY_V4),
             Family::V6 => (ipv6::SADDR, ipv6::DADDR, IPV6_ADDR_LEN, CtKey::FAMILY_V6),
         };
-        let (prefixlen_at, addr_at, full_prefix, map) = match family {
+        let (prefixlen_at, addr_at, full_prefix, hosts, trie) = match family {
             Family::V4 => (
                 Ipcache4Key::OFF_PREFIXLEN,
                 Ipcache4Key::OFF_ADDR,
                 Ipcache4Key::FULL_PREFIX,
+                names::IPCACHE4_HOSTS,
                 names::IPCACHE4,
             ),
             Family::V6 => (
                 Ipcache6Key::OFF_PREFIXLEN,
                 Ipcache6Key::OFF_ADDR,
                 Ipcache6Key::FULL_PREFIX,
+                names::IPCACHE6_HOSTS,
                 names::IPCACHE6,
             ),
         };
@@ -295,17 +297,23 @@ impl Gen<'_> {
             full_prefix as i32,
         );
         self.copy_stack(H + peer, frame::IPCACHE_KEY + off(addr_at), off(len));
-        self.identity_from(map, family);
+        self.identity_from(hosts, trie, family);
     }
 
-    /// `frame::IDENTITY` = ipcache lookup of `frame::IPCACHE_KEY`, or the
-    /// family's world identity (9 / 10) on a miss.
-    fn identity_from(&mut self, map: &str, family: Family) {
+    /// `frame::IDENTITY` = the ipcache's identity for the full-length key
+    /// `frame::IPCACHE_KEY`: the host hash first (a /32 or /128 is the
+    /// longest match there can be), then the trie's longest prefix, else
+    /// the family's world identity (9 / 10).
+    fn identity_from(&mut self, hosts: &str, trie: &str, family: Family) {
         let have = self.a.new_label();
-        self.lookup(map, frame::IPCACHE_KEY);
+        let found = self.a.new_label();
+        self.lookup(hosts, frame::IPCACHE_KEY);
+        self.a.jmp_imm(Cond::Ne, Reg::R0, 0, found);
+        self.lookup(trie, frame::IPCACHE_KEY);
         let a = &mut self.a;
         a.mov64_imm(Reg::R1, family.world_identity());
         a.jmp_imm(Cond::Eq, Reg::R0, 0, have);
+        a.bind(found);
         a.load(Size::U32, Reg::R1, Reg::R0, off(IpcacheValue::OFF_IDENTITY));
         a.bind(have);
         a.store(Size::U32, Reg::R10, frame::IDENTITY, Reg::R1);

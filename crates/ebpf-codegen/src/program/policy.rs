@@ -183,7 +183,7 @@ impl Gen<'_> {
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
         a.store(Size::U8, Reg::R10, key + off(PolicyKey::OFF_PROTO), Reg::R1);
 
-        // r9 = the active policy map, read once per packet.
+        // r9 = the active slot's prefix trie, read once per packet.
         a.load(Size::U32, Reg::R1, Reg::R10, frame::POLICY_SLOT);
         a.jmp_imm(Cond::Ne, Reg::R1, 0, slot_b);
         a.ld_map(Reg::R9, names::POLICY_A);
@@ -278,12 +278,33 @@ impl Gen<'_> {
         self.allowed();
     }
 
+    /// `r0` = the longest match of `frame::POLICY_KEY` (a full-length key)
+    /// in the active slot: its exact-key hash first (a hit is the longest
+    /// match there can be, as the hash holds only prefix length 64), then,
+    /// unless `porin_config.prefix_free` says the slot's trie is empty, the
+    /// trie in r9. The hash lookup has one call site per slot, so each site
+    /// sees one map and the kernel can inline it.
     fn policy_lookup(&mut self) {
+        let slot_b = self.a.new_label();
+        let looked_up = self.a.new_label();
+        let done = self.a.new_label();
         let a = &mut self.a;
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::POLICY_SLOT);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, slot_b);
+        self.lookup(names::POLICY_A_EXACT, frame::POLICY_KEY);
+        self.a.ja(looked_up);
+        self.a.bind(slot_b);
+        self.lookup(names::POLICY_B_EXACT, frame::POLICY_KEY);
+        let a = &mut self.a;
+        a.bind(looked_up);
+        a.jmp_imm(Cond::Ne, Reg::R0, 0, done);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::TRIE_SKIP);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, done);
         a.mov64_reg(Reg::R1, Reg::R9);
         a.mov64_reg(Reg::R2, Reg::R10);
         a.alu64_imm(AluOp::Add, Reg::R2, i32::from(frame::POLICY_KEY));
         a.call(Helper::MAP_LOOKUP_ELEM);
+        a.bind(done);
     }
 
     /// Allowed: create or refresh this direction's conntrack entry, then

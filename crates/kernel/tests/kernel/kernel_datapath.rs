@@ -824,3 +824,57 @@ fn retired_policy_map_waits_out_the_grace_period() {
         started.elapsed()
     );
 }
+
+/// The flat lookups (DATAPATH.md §2.1, §2.2): exact keys are answered by the slot's hash, the
+/// trie is skipped when `prefix_free` says it is empty, consulted otherwise, and a trie write
+/// through the in-place difference makes it consulted again. An agent that writes every key
+/// into the trie (the layout before the hashes) is answered by the trie.
+#[test]
+fn exact_keys_use_the_hash_and_the_trie_only_when_it_can_hold_something() {
+    let Some(dp) = datapath("exact_keys_use_the_hash_and_the_trie_only_when_it_can_hold_something")
+    else {
+        return;
+    };
+    let exact = allow(FRONTEND_ID, INGRESS, TCP, 80, Some(16));
+    let slot = dp.install_policy(&[exact]).unwrap();
+    let maps = dp.slot_maps(slot).unwrap();
+    assert_eq!(maps.exact.keys().unwrap().len(), 1);
+    assert_eq!(maps.prefix.keys().unwrap().len(), 0);
+    let p80 = Packet::tcp4(FRONTEND, 2, POD, 80);
+    let p1024 = Packet::tcp4(FRONTEND, 2, POD, 1024);
+    assert_eq!(to_pod(&dp, &p80), PASS_NEW);
+    // A range entry written behind the datapath's back into the trie of a slot marked
+    // prefix-free is not consulted: the flag is what skips the trie.
+    let range = allow(FRONTEND_ID, INGRESS, TCP, 1024, Some(6));
+    maps.prefix
+        .update(&range.0.to_bytes(), &range.1.to_bytes())
+        .unwrap();
+    assert_eq!(to_pod(&dp, &p1024), DROP_DEFAULT);
+    // The same entry through the in-place difference clears the flag first.
+    let key = range.0.to_key().unwrap();
+    let entry = range.1.to_entry(&key).unwrap();
+    dp.apply_policy_diff(&[porin_compiler::diff::MapChange {
+        kind: porin_compiler::diff::ChangeKind::Add,
+        phase: porin_compiler::diff::Phase::Settle,
+        key,
+        entry: Some(entry),
+    }])
+    .unwrap();
+    assert_eq!(to_pod(&dp, &p1024), PASS_NEW);
+    // A policy with a prefix goes to the trie of the next slot, which is consulted.
+    let next = dp.install_policy(&[exact, range]).unwrap();
+    let maps = dp.slot_maps(next).unwrap();
+    assert_eq!(maps.exact.keys().unwrap().len(), 1);
+    assert_eq!(maps.prefix.keys().unwrap().len(), 1);
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 3, POD, 1025)), PASS_NEW);
+    // Every key in the trie, none in the hash (an agent of the old layout): same verdicts.
+    maps.exact.clear().unwrap();
+    maps.prefix
+        .update(&exact.0.to_bytes(), &exact.1.to_bytes())
+        .unwrap();
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 4, POD, 80)), PASS_NEW);
+    assert_eq!(
+        to_pod(&dp, &Packet::tcp4(FRONTEND, 4, POD, 81)),
+        DROP_DEFAULT
+    );
+}

@@ -48,6 +48,11 @@ fn aya_obj_parses_the_object() {
         ("porin_verdicts", 6, 4, 16, 16, 0),
         // The event ring buffer: no key or value, max_entries = bytes.
         ("porin_events", 27, 0, 0, 262_144, 0),
+        // The flat lookups: exact keys in hashes, read before the tries.
+        ("porin_ip4hash", 1, 8, 8, 65536, 0x81),
+        ("porin_ip6hash", 1, 20, 8, 65536, 0x81),
+        ("porin_polhash_a", 1, 12, 12, 16384, 0x81),
+        ("porin_polhash_b", 1, 12, 12, 16384, 0x81),
     ];
     assert_eq!(obj.maps.len(), expect.len());
     for (name, kind, key, value, max, flags) in expect {
