@@ -23,8 +23,15 @@ pub struct ObjectConfig {
     pub ipcache6_max_entries: u32,
     /// `max_entries` of the conntrack map.
     pub ct_max_entries: u32,
-    /// Conntrack lifetime of TCP flows in seconds (Cilium 21600).
+    /// Conntrack lifetime of established TCP flows in seconds (Cilium
+    /// `CT_CONNECTION_LIFETIME_TCP`, 21600).
     pub ct_lifetime_tcp_secs: u32,
+    /// Conntrack lifetime of a TCP flow that has seen only SYNs (Cilium
+    /// `CT_SYN_TIMEOUT`, 60).
+    pub ct_lifetime_syn_secs: u32,
+    /// Conntrack lifetime of a TCP flow closed in both directions (FIN each
+    /// way, or an RST before both SYNs; Cilium `CT_CLOSE_TIMEOUT`, 10).
+    pub ct_lifetime_close_secs: u32,
     /// Conntrack lifetime of other flows in seconds (Cilium 60).
     pub ct_lifetime_other_secs: u32,
     /// Pass IPv4 ICMP fragmentation-needed without policy (Cilium default).
@@ -43,6 +50,8 @@ impl Default for ObjectConfig {
             ipcache6_max_entries: 65536,
             ct_max_entries: 65536,
             ct_lifetime_tcp_secs: 21600,
+            ct_lifetime_syn_secs: 60,
+            ct_lifetime_close_secs: 10,
             ct_lifetime_other_secs: 60,
             allow_icmp_frag_needed: true,
             allow_ipv6_ndp: true,
@@ -60,6 +69,14 @@ impl ObjectConfig {
         i64::from(self.ct_lifetime_other_secs) * 1_000_000_000
     }
 
+    pub(crate) fn ct_lifetime_syn_ns(&self) -> i64 {
+        i64::from(self.ct_lifetime_syn_secs) * 1_000_000_000
+    }
+
+    pub(crate) fn ct_lifetime_close_ns(&self) -> i64 {
+        i64::from(self.ct_lifetime_close_secs) * 1_000_000_000
+    }
+
     pub(crate) fn validate(&self) -> Result<(), EmitError> {
         if !(POLICY_MAP_MIN..=POLICY_MAP_MAX).contains(&self.policy_map_max_entries) {
             return Err(EmitError::PolicyMapSize(self.policy_map_max_entries));
@@ -73,7 +90,11 @@ impl ObjectConfig {
                 return Err(EmitError::ZeroSize(what));
             }
         }
-        if self.ct_lifetime_tcp_secs == 0 || self.ct_lifetime_other_secs == 0 {
+        if self.ct_lifetime_tcp_secs == 0
+            || self.ct_lifetime_other_secs == 0
+            || self.ct_lifetime_syn_secs == 0
+            || self.ct_lifetime_close_secs == 0
+        {
             return Err(EmitError::ZeroSize("conntrack lifetime"));
         }
         Ok(())

@@ -115,24 +115,25 @@ fn offsets_are_the_c_layout() {
     );
     assert_eq!(
         [
-            CtKey::OFF_SADDR,
-            CtKey::OFF_DADDR,
-            CtKey::OFF_SPORT,
-            CtKey::OFF_DPORT,
+            CtKey::OFF_PEER_ADDR,
+            CtKey::OFF_EP_ADDR,
+            CtKey::OFF_PEER_PORT,
+            CtKey::OFF_EP_PORT,
             CtKey::OFF_PROTO,
             CtKey::OFF_FAMILY,
-            CtKey::OFF_DIRECTION,
             CtKey::OFF_PAD,
         ],
-        [0, 16, 32, 34, 36, 37, 38, 39]
+        [0, 16, 32, 34, 36, 37, 38]
     );
     assert_eq!(
         [
-            CtValue::OFF_LAST_SEEN,
+            CtValue::OFF_EXPIRES,
             CtValue::OFF_PROXY_PORT,
+            CtValue::OFF_OPENED_BY,
+            CtValue::OFF_TCP_STATE,
             CtValue::OFF_RESERVED
         ],
-        [0, 8, 10]
+        [0, 8, 10, 11, 12]
     );
     assert_eq!([Counter::OFF_PACKETS, Counter::OFF_BYTES], [0, 8]);
     assert_eq!(
@@ -185,9 +186,11 @@ fn each_field_is_written_in_its_byte_order() {
         [0x3a, 0x99, 0xc1, 0x81, 0x9a, 0xff, 0xff, 0xff, 7, 0, 0, 0]
     );
     let ct = CtValue {
-        last_seen_ns: 0x0102,
+        expires_ns: 0x0102,
         proxy_port: 15001,
-        reserved: [0; 6],
+        opened_by: PolicyKey::EGRESS,
+        tcp_state: CtValue::TCP_SEEN_NON_SYN,
+        reserved: [0; 4],
     };
     // The conntrack proxy port is host order, unlike the policy entry's.
     assert_eq!(ct.to_bytes()[8..10], [0x99, 0x3a]);
@@ -199,14 +202,13 @@ fn each_field_is_written_in_its_byte_order() {
 #[test]
 fn bytes_round_trip_and_lengths_are_checked() {
     let key = CtKey {
-        saddr: [1; CT_ADDR_LEN],
-        daddr: [2; CT_ADDR_LEN],
-        sport_be: 40000,
-        dport_be: 80,
+        peer_addr: [1; CT_ADDR_LEN],
+        ep_addr: [2; CT_ADDR_LEN],
+        peer_port_be: 40000,
+        ep_port_be: 80,
         proto: 6,
         family: CtKey::FAMILY_V6,
-        direction: PolicyKey::EGRESS,
-        pad: 0,
+        pad: [0; 2],
     };
     assert_eq!(CtKey::from_bytes(&key.to_bytes()), Ok(key));
     assert_eq!(

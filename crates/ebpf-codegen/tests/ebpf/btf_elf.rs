@@ -173,7 +173,7 @@ fn bpftool_dumps_the_typed_structs() {
         "'dport_be' type_id=3 bits_offset=80",
         "STRUCT 'porin_policy_entry' size=12 vlen=5",
         "'precedence' type_id=4 bits_offset=32",
-        "STRUCT 'porin_ct_key' size=40 vlen=8",
+        "STRUCT 'porin_ct_key' size=40 vlen=7",
         "VAR 'porin_ct' type_id=",
         "STRUCT 'porin_event' size=40 vlen=11",
         // Eleven maps of 5 members and the ring buffer's 3 (no key or value).

@@ -878,3 +878,122 @@ fn exact_keys_use_the_hash_and_the_trie_only_when_it_can_hold_something() {
         DROP_DEFAULT
     );
 }
+
+/// The one conntrack entry of a flow (DATAPATH.md §2.4), decoded.
+fn ct_entries(dp: &Datapath) -> Vec<(porin_ebpf::abi::CtKey, porin_ebpf::abi::CtValue)> {
+    let map = dp.object().map(porin_kernel::datapath::CONNTRACK).unwrap();
+    map.keys()
+        .unwrap()
+        .into_iter()
+        .map(|k| {
+            let v = map.lookup(&k).unwrap().unwrap();
+            (
+                porin_ebpf::abi::CtKey::from_bytes(&k).unwrap(),
+                porin_ebpf::abi::CtValue::from_bytes(&v).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// TCP state as Cilium's `bpf/lib/conntrack.h` keeps it: a SYN-only flow has the SYN
+/// lifetime, the first non-SYN packet gives the TCP lifetime, a FIN each way closes it (the
+/// close lifetime, no refresh after), a SYN reopens it; an RST before both SYNs closes both
+/// directions at once. One entry per flow, whichever side sends; IPv6 the same as IPv4.
+#[test]
+fn tcp_state_follows_syn_established_and_closing() {
+    use porin_ebpf::abi::CtValue;
+    use porin_kernel::packet::tcp_flags::{ACK, FIN, RST};
+    let Some(dp) = datapath("tcp_state_follows_syn_established_and_closing") else {
+        return;
+    };
+    dp.install_policy(&[
+        allow(FRONTEND_ID, INGRESS, TCP, 80, Some(16)),
+        allow(FRONTEND_ID, INGRESS, TCP, 81, Some(16)),
+    ])
+    .unwrap();
+    // Lifetimes are compared between entries written microseconds apart: SYN 60 s,
+    // established 21,600 s, closed 10 s.
+    let s = 1_000_000_000u64;
+    for (syn, what) in [
+        (Packet::tcp4(FRONTEND, 5000, POD, 80), "v4"),
+        (Packet::tcp6(frontend6(), 5000, pod6(), 80), "v6"),
+    ] {
+        dp.reset_conntrack().unwrap();
+        assert_eq!(to_pod(&dp, &syn), PASS_NEW, "{what}");
+        let entries = ct_entries(&dp);
+        assert_eq!(entries.len(), 1, "{what}");
+        let (key, value) = entries[0];
+        assert_eq!(key.peer_port_be, 5000);
+        assert_eq!(key.ep_port_be, 80);
+        assert_eq!(value.opened_by, INGRESS);
+        assert_eq!(value.tcp_state, CtValue::TCP_RX_SYN, "{what}");
+        let syn_expiry = value.expires_ns;
+        // SYN|ACK from the pod: a reply, the same entry.
+        let synack = syn.reply();
+        assert_eq!(
+            from_pod(&dp, &synack),
+            (Verdict::Pass, Counter::AllowedReply)
+        );
+        let ack = syn.clone().with_tcp_flags(ACK);
+        assert_eq!(to_pod(&dp, &ack), PASS_EST);
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(
+            value.tcp_state,
+            CtValue::TCP_RX_SYN | CtValue::TCP_TX_SYN | CtValue::TCP_SEEN_NON_SYN
+        );
+        assert!(
+            value.expires_ns > syn_expiry + 21_000 * s,
+            "{what}: established"
+        );
+        // FIN from the peer, FIN from the pod: closed both ways.
+        assert_eq!(
+            to_pod(&dp, &syn.clone().with_tcp_flags(FIN | ACK)),
+            PASS_EST
+        );
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(
+            value.tcp_state & CtValue::TCP_CLOSED,
+            CtValue::TCP_RX_CLOSING
+        );
+        assert!(
+            value.expires_ns > syn_expiry + 21_000 * s,
+            "{what}: half-closed keeps the TCP lifetime"
+        );
+        assert_eq!(
+            from_pod(&dp, &synack.clone().with_tcp_flags(FIN | ACK)),
+            (Verdict::Pass, Counter::AllowedReply)
+        );
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(value.tcp_state & CtValue::TCP_CLOSED, CtValue::TCP_CLOSED);
+        assert!(
+            value.expires_ns + 40 * s < syn_expiry,
+            "{what}: close lifetime"
+        );
+        // The last ACK still passes as a reply, without refreshing the entry.
+        let closing = ct_entries(&dp)[0].1.expires_ns;
+        assert_eq!(
+            from_pod(&dp, &synack.clone().with_tcp_flags(ACK)),
+            (Verdict::Pass, Counter::AllowedReply)
+        );
+        assert_eq!(ct_entries(&dp)[0].1.expires_ns, closing);
+        // A new SYN on the closed flow reopens it.
+        assert_eq!(to_pod(&dp, &syn), PASS_EST);
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(value.tcp_state & CtValue::TCP_CLOSED, 0, "{what}: reopened");
+        assert_eq!(ct_entries(&dp).len(), 1);
+    }
+    // Connection refused: SYN, then RST from the pod before its SYN: closed both ways.
+    dp.reset_conntrack().unwrap();
+    let syn = Packet::tcp4(FRONTEND, 5001, POD, 81);
+    assert_eq!(to_pod(&dp, &syn), PASS_NEW);
+    assert_eq!(
+        from_pod(&dp, &syn.reply().with_tcp_flags(RST | ACK)),
+        (Verdict::Pass, Counter::AllowedReply)
+    );
+    let (_, value) = ct_entries(&dp)[0];
+    assert_eq!(value.tcp_state & CtValue::TCP_CLOSED, CtValue::TCP_CLOSED);
+    assert_eq!(
+        value.tcp_state & (CtValue::TCP_RX_SYN | CtValue::TCP_TX_SYN),
+        CtValue::TCP_RX_SYN
+    );
+}
