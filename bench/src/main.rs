@@ -530,7 +530,7 @@ fn lookup_part(options: &Options) -> Result<()> {
         } else {
             vec![1, 4_096, 65_536]
         },
-        ipcache_entries: 8_000,
+        ipcache_entries: 65_536,
         new_flow_runs: if options.quick { 100 } else { 2_000 },
         repeat: if options.quick { 2_000 } else { 50_000 },
         runs: runs(options),
