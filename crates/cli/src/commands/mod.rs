@@ -7,5 +7,6 @@ pub mod graph;
 pub mod lint;
 pub mod lsp;
 pub mod query;
+pub mod replay;
 pub mod schema;
 pub mod test;

@@ -43,6 +43,7 @@ fn check(relative: &str, text: &str) -> Option<String> {
 fn stage_title(stage: Stage) -> &'static str {
     match stage {
         Stage::Lint => "Lint rules (`PR`)",
+        Stage::Flows => "Recorded flows (`PF`)",
         Stage::Model => "Policy validation (`PM`)",
         Stage::Compiler => "Compilation (`PC`)",
     }
