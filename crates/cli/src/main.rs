@@ -48,6 +48,8 @@ enum Command {
     Diff(commands::diff::DiffArgs),
     /// Replay recorded Hubble flows under policies: what they would break or open.
     Replay(commands::replay::ReplayArgs),
+    /// Write least-privilege policies from recorded Hubble flows.
+    Suggest(commands::suggest::SuggestArgs),
     /// Run the language server on standard input and output (for editors).
     Lsp(commands::lsp::LspArgs),
 }
@@ -64,6 +66,7 @@ fn main() -> ExitCode {
         Command::Graph(args) => commands::graph::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Replay(args) => commands::replay::run(args),
+        Command::Suggest(args) => commands::suggest::run(args),
         Command::Lsp(args) => commands::lsp::run(args).map(ExitCode::from),
     };
     match result {

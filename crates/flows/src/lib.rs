@@ -15,13 +15,15 @@
 //! with counts and first/last time, their ends resolved to inventory
 //! endpoints, reserved entities or ipcache identities
 //! ([`resolve::Resolver`]), and [`replay::replay`] decides each distinct
-//! flow once with the reference evaluator. `porin suggest` writes
+//! flow once with the reference evaluator. [`cases::policy_test`] writes
+//! the distinct flows as a PolicyTest file, [`suggest::suggest`] writes
 //! least-privilege policies from the forwarded flows.
 //!
 //! Diagnostic codes: `PF0xx` ([`codes::ALL`]).
 
 #![forbid(unsafe_code)]
 
+pub mod cases;
 pub mod codes;
 pub mod observe;
 pub mod parse;
@@ -29,4 +31,5 @@ pub mod reader;
 pub mod record;
 pub mod replay;
 pub mod resolve;
+pub mod suggest;
 pub mod time;

@@ -67,6 +67,32 @@ pub struct Seen {
     pub cited: Vec<String>,
     /// File (index into [`Recording::files`]) and line of the first event.
     pub at: (usize, u64),
+    /// The distinct addresses of each end that is no endpoint (an
+    /// endpoint's are the inventory's), at most [`MAX_ADDRESSES`] each:
+    /// `porin suggest` allows exactly these.
+    pub addresses: [Addresses; 2],
+}
+
+/// Most distinct addresses kept per end of a distinct flow.
+pub const MAX_ADDRESSES: usize = 64;
+
+/// The addresses seen at one end.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Addresses {
+    /// Up to [`MAX_ADDRESSES`], sorted.
+    pub kept: std::collections::BTreeSet<IpAddr>,
+    /// Whether more were seen than kept.
+    pub overflow: bool,
+}
+
+impl Addresses {
+    fn add(&mut self, ip: IpAddr) {
+        if self.kept.len() < MAX_ADDRESSES || self.kept.contains(&ip) {
+            self.kept.insert(ip);
+        } else {
+            self.overflow = true;
+        }
+    }
 }
 
 /// A rejected line, or a flow end no endpoint matches.
@@ -261,8 +287,14 @@ fn observe(
         to_ip,
         cited: Vec::new(),
         at,
+        addresses: Default::default(),
     });
     seen.count += 1;
+    for (i, (peer, ip)) in [(from[0], from_ip), (to[0], to_ip)].into_iter().enumerate() {
+        if !matches!(peer, PeerKey::Endpoint(_)) {
+            seen.addresses[i].add(ip);
+        }
+    }
     if let Some(time) = flow.time {
         seen.first = Some(seen.first.map_or(time, |t| t.min(time)));
         seen.last = Some(seen.last.map_or(time, |t| t.max(time)));

@@ -11,6 +11,11 @@
 //! checks, so both are compared. A flow is *allowed* when the checks
 //! compared allow or redirect it.
 //!
+//! An egress event of a flow between endpoints that the recording also
+//! shows dropped at the destination's ingress is no traffic a change can
+//! break (the connection never carried any): it is not a newly denied
+//! flow; the drops are compared end to end.
+//!
 //! - **newly denied**: Cilium forwarded it, the replayed policies deny it;
 //! - **newly allowed**: Cilium dropped it by policy, they allow it;
 //! - **fidelity disagreement**: with the policies in force when it was
@@ -315,8 +320,34 @@ pub fn replay(recording: &Recording, proposed: &Compiled, current: Option<&Compi
         ..Report::default()
     };
     let mut edges = BTreeSet::new();
+    // Flows between endpoints that the destination's ingress dropped: the
+    // source's egress events of them say only that the packet left, and
+    // the connection never carried traffic, so they are no traffic a
+    // change could break (the drops themselves are compared end to end).
+    let dropped_at_ingress: BTreeSet<_> = recording
+        .flows
+        .keys()
+        .filter(|k| {
+            k.recorded == Recorded::Denied
+                && k.direction != TrafficDirection::Egress
+                && matches!(
+                    (k.from[0], k.to[0]),
+                    (PeerKey::Endpoint(_), PeerKey::Endpoint(_))
+                )
+        })
+        .map(|k| (k.from[0], k.to[0], k.proto, k.port, k.family))
+        .collect();
     for (key, seen) in &recording.flows {
         let ips = (seen.from_ip, seen.to_ip);
+        let superseded = key.recorded == Recorded::Allowed
+            && key.direction == TrafficDirection::Egress
+            && dropped_at_ingress.contains(&(
+                key.from[0],
+                key.to[0],
+                key.proto,
+                key.port,
+                key.family,
+            ));
         let edge = Edge {
             from: resolvers.0.name(key.from[0]),
             to: resolvers.0.name(key.to[0]),
@@ -362,7 +393,7 @@ pub fn replay(recording: &Recording, proposed: &Compiled, current: Option<&Compi
             _ => None,
         };
         let mut proposed_decision = decide(proposed, &resolvers.0, key, 0, ips);
-        let changed = allows(proposed_decision.verdict) != recorded_allows;
+        let changed = !superseded && allows(proposed_decision.verdict) != recorded_allows;
         if changed {
             let finding = if recorded_allows {
                 Finding::NewlyDenied
@@ -403,4 +434,81 @@ pub fn replay(recording: &Recording, proposed: &Compiled, current: Option<&Compi
     }
     report.edges = edges.len();
     report
+}
+
+/// Observed flows whose verdict a policy change changes (`porin diff
+/// --flows`), per edge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Changed {
+    /// The source's name in the new compilation, then in the old one
+    /// (they differ for an address whose CIDR identity one side lacks).
+    pub from: [String; 2],
+    /// The destination's names.
+    pub to: [String; 2],
+    /// IP protocol.
+    pub proto: u8,
+    /// Destination port (ICMP type).
+    pub port: u16,
+    /// Whether the change closes it (the old policies allow, the new deny);
+    /// otherwise it opens it.
+    pub closes: bool,
+    /// Flow events.
+    pub flows: u64,
+    /// First time.
+    pub first: Option<Timestamp>,
+    /// Last time.
+    pub last: Option<Timestamp>,
+}
+
+/// Names of both ends (per compilation), protocol, port, whether it closes.
+type ChangedKey = ([String; 2], [String; 2], u8, u16, bool);
+
+/// The observed flows whose verdict differs between `old` and `new`,
+/// aggregated per edge; the recording is resolved against `[new, old]`.
+/// Each distinct flow is decided end to end (both checks), as
+/// connections are.
+pub fn changed_flows(recording: &Recording, new: &Compiled, old: &Compiled) -> Vec<Changed> {
+    let resolvers = [Resolver::new(new), Resolver::new(old)];
+    let mut out: BTreeMap<ChangedKey, Changed> = BTreeMap::new();
+    for (key, seen) in &recording.flows {
+        let ips = (seen.from_ip, seen.to_ip);
+        // End to end, as connections are: an egress event of a flow the
+        // destination drops anyway changes no connection.
+        let whole = FlowKey {
+            direction: TrafficDirection::Unknown,
+            ..*key
+        };
+        let after = allows(decide(new, &resolvers[0], &whole, 0, ips).verdict);
+        let before = allows(decide(old, &resolvers[1], &whole, 1, ips).verdict);
+        if after == before {
+            continue;
+        }
+        let from = [
+            resolvers[0].name(key.from[0]),
+            resolvers[1].name(key.from[1]),
+        ];
+        let to = [resolvers[0].name(key.to[0]), resolvers[1].name(key.to[1])];
+        let entry = out
+            .entry((from.clone(), to.clone(), key.proto, key.port, before))
+            .or_insert_with(|| Changed {
+                from,
+                to,
+                proto: key.proto,
+                port: key.port,
+                closes: before,
+                flows: 0,
+                first: None,
+                last: None,
+            });
+        entry.flows += seen.count;
+        entry.first = match (entry.first, seen.first) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        entry.last = match (entry.last, seen.last) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+    }
+    out.into_values().collect()
 }

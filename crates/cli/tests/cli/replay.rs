@@ -153,3 +153,136 @@ fn an_unreadable_flow_file_exits_2_naming_it() {
         "{err}"
     );
 }
+
+/// A scratch directory under the target directory (not /tmp: its path
+/// must not matter, and tests clean up after themselves).
+fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("porin-flows-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("scratch");
+    dir
+}
+
+#[test]
+fn suggested_policies_lint_without_error_and_replay_clean() {
+    for (flows, inventory) in [
+        (FLOWS, INVENTORY),
+        (
+            "fixtures/flows/boutique/observe.jsonpb",
+            "examples/boutique/manifests.yaml",
+        ),
+    ] {
+        let dir = scratch("suggest");
+        let out = dir.join("suggested.yaml");
+        let run = porin(&[
+            "suggest",
+            "--flows",
+            flows,
+            "--inventory",
+            inventory,
+            "--output",
+            out.to_str().expect("utf-8 path"),
+        ]);
+        assert_eq!(run.status.code(), Some(0), "{run:?}");
+        let lint = porin(&["lint", out.to_str().unwrap(), "--inventory", inventory]);
+        let text = String::from_utf8_lossy(&lint.stdout).into_owned()
+            + &String::from_utf8_lossy(&lint.stderr);
+        assert_eq!(lint.status.code(), Some(0), "{text}");
+        assert!(!text.contains("error["), "{text}");
+        let replay = porin(&[
+            "replay",
+            "--flows",
+            flows,
+            out.to_str().unwrap(),
+            "--inventory",
+            inventory,
+        ]);
+        let text = String::from_utf8_lossy(&replay.stdout).into_owned();
+        assert_eq!(replay.status.code(), Some(0), "{text}");
+        assert!(
+            text.contains("nothing newly denied, nothing newly allowed"),
+            "{text}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn a_recorded_test_file_passes_under_the_policies_it_was_recorded_with() {
+    for (flows, inventory, policies, cases) in [
+        (
+            FLOWS,
+            INVENTORY,
+            "examples/quickstart/policies",
+            "15 passed, 0 failed",
+        ),
+        (
+            "fixtures/flows/boutique/observe.jsonpb",
+            "examples/boutique/manifests.yaml",
+            "examples/boutique/policies",
+            " passed, 0 failed",
+        ),
+    ] {
+        let dir = scratch("from-flows");
+        let out = dir.join("recorded.policytest.yaml");
+        let run = porin(&[
+            "test",
+            "--from-flows",
+            flows,
+            "--inventory",
+            inventory,
+            policies,
+            "--output",
+            out.to_str().expect("utf-8 path"),
+        ]);
+        assert_eq!(run.status.code(), Some(0), "{run:?}");
+        let test = porin(&["test", out.to_str().unwrap()]);
+        let text = String::from_utf8_lossy(&test.stdout).into_owned();
+        assert_eq!(test.status.code(), Some(0), "{text}");
+        assert!(text.trim_end().ends_with(cases), "{text}");
+        assert!(!text.contains("0 passed"), "{text}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+#[test]
+fn diff_with_flows_ranks_changes_by_the_traffic_they_change() {
+    let out = porin(&[
+        "diff",
+        "examples/quickstart/policies",
+        "fixtures/flows/quickstart/proposed",
+        "--inventory",
+        INVENTORY,
+        "--flows",
+        FLOWS,
+    ]);
+    let text = String::from_utf8(out.stdout).expect("utf-8");
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("in the recording (46 flows decided): narrows 1 edge carrying 11 flows, opens 1 edge carrying 2 flows\n"),
+        "{text}"
+    );
+    // The busiest change first.
+    let frontend = text
+        .find("shop/frontend → shop/api")
+        .expect("frontend edge");
+    let remote = text
+        .find("→ shop/api: none → TCP/8080")
+        .expect("remote-node edge");
+    assert!(frontend < remote, "{text}");
+    assert!(text.contains("changes 11 recorded flows ("), "{text}");
+    let json = porin(&[
+        "diff",
+        "examples/quickstart/policies",
+        "fixtures/flows/quickstart/proposed",
+        "--inventory",
+        INVENTORY,
+        "--flows",
+        FLOWS,
+        "--format",
+        "json",
+    ]);
+    let value: Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    assert_eq!(value["observed"]["narrows"]["flows"], 11);
+    assert_eq!(value["connections"][0]["observedFlows"], 11);
+}

@@ -22,3 +22,16 @@ pub fn compiled(policies: &[&str], inventory: &str) -> Compiled {
     let inventory = Inventory::load(&root.join(inventory)).expect("inventory");
     compile(&PolicyInput::from_outcome(&outcome), &inventory).expect("compiles")
 }
+
+/// Compiles policy text against an inventory (relative to the workspace).
+pub fn compiled_text(name: &str, text: &str, inventory: &str) -> Compiled {
+    let outcome = porin_model::loader::load_str(name, text, &LoadLimits::default());
+    assert!(!outcome.has_errors(), "{:#?}\n{text}", outcome.diagnostics);
+    let inventory = Inventory::load(&workspace().join(inventory)).expect("inventory");
+    compile(&PolicyInput::from_outcome(&outcome), &inventory).expect("compiles")
+}
+
+/// The inventory alone, compiled with no policy.
+pub fn inventory_only(inventory: &str) -> Compiled {
+    compiled_text("none.yaml", "", inventory)
+}

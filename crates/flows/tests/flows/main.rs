@@ -3,7 +3,9 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used, reason = "tests")]
 
+mod boutique;
 mod common;
 mod parse;
 mod quickstart;
 mod reader;
+mod suggest;
