@@ -9,6 +9,7 @@
 //! porin-bench gen --out DIR ...   write a generated GitOps repository (policies + manifests)
 //! porin-bench scale [--quick]     the `porin` binary's lint and compile of whole clusters (#14)
 //! porin-bench nca [--quick]       porin vs network-config-analyzer on NetworkPolicies (#15)
+//! porin-bench flows [--quick]     porin replay of a 1,000,000-line Hubble recording (#22)
 //! ```
 //!
 //! `gen`, `scale` and `nca` need no root: they run the release `porin` binary (and `nca`) as
@@ -25,6 +26,7 @@ mod compile_cost;
 mod cpu;
 mod e2e;
 mod echo;
+mod flows;
 mod gitops;
 mod incremental;
 mod lookup;
@@ -67,6 +69,8 @@ enum Commands {
     Scale(ScaleArgs),
     /// porin vs network-config-analyzer (`nca`) on NetworkPolicy clusters (issue #15).
     Nca(nca::NcaArgs),
+    /// `porin replay` of a 1,000,000-line Hubble recording (issue #22).
+    Flows(flows::FlowsArgs),
     /// Internal: the processes the harness starts (echo server, clients, compile child).
     #[command(hide = true)]
     Role {
@@ -311,6 +315,11 @@ fn dispatch(command: Commands) -> Result<()> {
         Commands::Scale(args) => {
             let report = scale::run(&scale_config(&args))?;
             println!("{report}");
+            Ok(())
+        }
+        Commands::Flows(args) => {
+            let porin = args.porin.clone().unwrap_or_else(default_porin);
+            println!("{}", flows::run(&args, &porin)?);
             Ok(())
         }
         Commands::Nca(args) => {

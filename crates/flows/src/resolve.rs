@@ -51,7 +51,9 @@ const ADDRESS_CACHE: usize = 1 << 16;
 /// Resolves flow ends against one compilation.
 pub struct Resolver<'c> {
     compiled: &'c Compiled,
-    by_name: HashMap<(String, String), usize>,
+    /// Namespace, then name: looked up by `&str`, without building a key
+    /// per flow.
+    by_name: HashMap<String, HashMap<String, usize>>,
     by_ip: HashMap<IpAddr, usize>,
     /// Per endpoint, its Kubernetes labels as Hubble writes them.
     k8s_labels: Vec<Vec<String>>,
@@ -66,10 +68,9 @@ impl<'c> Resolver<'c> {
         let mut k8s_labels = Vec::new();
         for (index, endpoint) in compiled.endpoints.iter().enumerate() {
             by_name
-                .entry((
-                    endpoint.namespace.clone().unwrap_or_default(),
-                    endpoint.name.clone(),
-                ))
+                .entry(endpoint.namespace.clone().unwrap_or_default())
+                .or_insert_with(HashMap::new)
+                .entry(endpoint.name.clone())
                 .or_insert(index);
             for ip in &endpoint.ips {
                 by_ip.entry(*ip).or_insert(index);
@@ -134,9 +135,9 @@ impl<'c> Resolver<'c> {
 
     /// Resolves one end.
     pub fn resolve(&mut self, end: &FlowEnd) -> Resolved {
-        let namespace = end.namespace.clone().unwrap_or_default();
+        let names = self.by_name.get(end.namespace.as_deref().unwrap_or_default());
         for name in [&end.pod_name, &end.workload].into_iter().flatten() {
-            if let Some(index) = self.by_name.get(&(namespace.clone(), name.clone())) {
+            if let Some(index) = names.and_then(|n| n.get(name.as_str())) {
                 return Resolved::Peer(PeerKey::Endpoint(*index));
             }
         }
