@@ -22,7 +22,12 @@ use std::path::{Path, PathBuf};
 use porin_compiler::compile::Compiled;
 use porin_compiler::explain::Family;
 
-use crate::reader::{FlowReader, ReadLimits, ReadStats};
+use crate::reader::{Classified, FlowReader, RawLine, ReadLimits, ReadStats, classify};
+
+/// Most lines parsed together.
+const BATCH_LINES: usize = 8192;
+/// Most bytes of lines parsed together (8 MiB).
+const BATCH_BYTES: usize = 8 << 20;
 use crate::record::{FlowRecord, Recorded, TrafficDirection};
 use crate::resolve::{PeerKey, Resolved, Resolver};
 use crate::time::Timestamp;
@@ -195,32 +200,57 @@ fn read_file(
     };
     let file_index = recording.files.len();
     recording.files.push(display.clone());
+    use rayon::prelude::*;
     let mut reader = FlowReader::new(open(path)?, limits);
-    for item in reader.by_ref() {
-        match item {
-            Err(e) => recording.problem(Problem {
-                file: display.clone(),
-                line: e.line,
-                column: e.column,
-                code: e.code,
-                message: e.message,
-            }),
-            Ok((line, flow)) => {
-                observe(
-                    &flow,
-                    (file_index, line),
-                    &display,
-                    resolvers,
-                    recording,
-                    index,
-                );
+    let mut stats = ReadStats::default();
+    let mut batch: Vec<RawLine> = Vec::with_capacity(BATCH_LINES);
+    loop {
+        // A batch is bounded in lines and bytes, so memory stays that of a
+        // few MiB of lines whatever the file's length.
+        batch.clear();
+        let mut bytes = 0;
+        while batch.len() < BATCH_LINES && bytes < BATCH_BYTES {
+            let Some(raw) = reader.next_raw() else {
+                break;
+            };
+            if let RawLine::Line(_, line) = &raw {
+                bytes += line.len();
+            }
+            batch.push(raw);
+        }
+        if batch.is_empty() {
+            break;
+        }
+        let max = reader.limits().max_line_bytes;
+        let parsed: Vec<Classified> = batch.par_iter().map(|raw| classify(raw, max)).collect();
+        for item in parsed {
+            stats.account(&item);
+            match item {
+                Classified::Rejected(e) => recording.problem(Problem {
+                    file: display.clone(),
+                    line: e.line,
+                    column: e.column,
+                    code: e.code,
+                    message: e.message,
+                }),
+                Classified::Flow(line, flow) => {
+                    observe(
+                        &flow,
+                        (file_index, line),
+                        &display,
+                        resolvers,
+                        recording,
+                        index,
+                    );
+                }
+                Classified::Skipped(_) | Classified::Blank => {}
             }
         }
     }
     if let Some(e) = reader.take_io_error() {
         return Err(format!("{display}: cannot read: {e}"));
     }
-    recording.stats.add(reader.stats());
+    recording.stats.add(&stats);
     Ok(())
 }
 

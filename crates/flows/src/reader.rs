@@ -75,6 +75,93 @@ pub struct LineError {
 /// One item of a flow file: a flow with its line, or a rejected line.
 pub type Item = Result<(u64, FlowRecord), LineError>;
 
+/// One line as read, before parsing ([`FlowReader::next_raw`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RawLine {
+    /// The line's number and bytes (without the terminator).
+    Line(u64, Vec<u8>),
+    /// A line longer than the bound, consumed unread.
+    TooLong(u64),
+}
+
+/// What one line is, parsed ([`classify`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Classified {
+    /// A flow.
+    Flow(u64, Box<FlowRecord>),
+    /// A well-formed event that is not replayed.
+    Skipped(Skip),
+    /// A blank line.
+    Blank,
+    /// A rejected line.
+    Rejected(LineError),
+}
+
+/// Parses one raw line (a pure function of the line: batches of lines are
+/// parsed on every core, then accounted in order).
+pub fn classify(raw: &RawLine, max_line_bytes: usize) -> Classified {
+    let (line, bytes) = match raw {
+        RawLine::TooLong(line) => {
+            return Classified::Rejected(LineError {
+                line: *line,
+                column: 1,
+                code: crate::codes::LINE_TOO_LONG,
+                message: format!(
+                    "the line is longer than {max_line_bytes} bytes (--max-flow-line-bytes)"
+                ),
+            });
+        }
+        RawLine::Line(line, bytes) => (*line, bytes.as_slice()),
+    };
+    let mut bytes = bytes;
+    if let Some(rest) = bytes.strip_suffix(b"\r") {
+        bytes = rest;
+    }
+    // A file may start with a UTF-8 byte-order mark.
+    if line == 1
+        && let Some(rest) = bytes.strip_prefix(b"\xef\xbb\xbf")
+    {
+        bytes = rest;
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Classified::Blank;
+    }
+    let text = match std::str::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            return Classified::Rejected(LineError {
+                line,
+                column: e.valid_up_to() + 1,
+                code: crate::codes::MALFORMED_LINE,
+                message: "the line is not UTF-8".to_owned(),
+            });
+        }
+    };
+    match parse_line(text) {
+        Ok(Event::Flow(flow)) => Classified::Flow(line, flow),
+        Ok(Event::Skipped(reason)) => Classified::Skipped(reason),
+        Err(e) => Classified::Rejected(LineError {
+            line,
+            column: e.column,
+            code: crate::codes::MALFORMED_LINE,
+            message: e.message,
+        }),
+    }
+}
+
+impl ReadStats {
+    /// Counts one classified line.
+    pub fn account(&mut self, item: &Classified) {
+        self.lines += 1;
+        match item {
+            Classified::Flow(..) => self.flows += 1,
+            Classified::Skipped(reason) => self.skipped[*reason as usize] += 1,
+            Classified::Blank => {}
+            Classified::Rejected(_) => self.rejected += 1,
+        }
+    }
+}
+
 /// Reads flows from a buffered reader, line by line.
 pub struct FlowReader<R> {
     input: R,
@@ -83,6 +170,8 @@ pub struct FlowReader<R> {
     stats: ReadStats,
     io_error: Option<std::io::Error>,
     done: bool,
+    /// Lines handed out by [`Self::next_raw`].
+    raw_lines: u64,
 }
 
 impl<R: BufRead> FlowReader<R> {
@@ -95,6 +184,7 @@ impl<R: BufRead> FlowReader<R> {
             stats: ReadStats::default(),
             io_error: None,
             done: false,
+            raw_lines: 0,
         }
     }
 
@@ -106,6 +196,40 @@ impl<R: BufRead> FlowReader<R> {
     /// The I/O error that ended reading early, if any.
     pub fn take_io_error(&mut self) -> Option<std::io::Error> {
         self.io_error.take()
+    }
+
+    /// The next line, unparsed (its bytes copied out of the reused
+    /// buffer); `None` at the end or on an I/O error
+    /// ([`Self::take_io_error`]). Lines read this way are the caller's to
+    /// count ([`ReadStats::account`]).
+    pub fn next_raw(&mut self) -> Option<RawLine> {
+        if self.done {
+            return None;
+        }
+        match self.next_line() {
+            Ok(Some(too_long)) => {
+                self.raw_lines += 1;
+                Some(if too_long {
+                    RawLine::TooLong(self.raw_lines)
+                } else {
+                    RawLine::Line(self.raw_lines, self.buffer.clone())
+                })
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.io_error = Some(e);
+                self.done = true;
+                None
+            }
+        }
+    }
+
+    /// The line limit.
+    pub fn limits(&self) -> ReadLimits {
+        self.limits
     }
 
     /// Reads the next line into the buffer: `Ok(Some(false))` a line that
@@ -150,75 +274,15 @@ impl<R: BufRead> Iterator for FlowReader<R> {
     type Item = Item;
 
     fn next(&mut self) -> Option<Item> {
-        while !self.done {
-            let too_long = match self.next_line() {
-                Ok(Some(too_long)) => too_long,
-                Ok(None) => {
-                    self.done = true;
-                    break;
-                }
-                Err(e) => {
-                    self.io_error = Some(e);
-                    self.done = true;
-                    break;
-                }
-            };
-            self.stats.lines += 1;
-            let line = self.stats.lines;
-            if too_long {
-                self.stats.rejected += 1;
-                return Some(Err(LineError {
-                    line,
-                    column: 1,
-                    code: crate::codes::LINE_TOO_LONG,
-                    message: format!(
-                        "the line is longer than {} bytes (--max-flow-line-bytes)",
-                        self.limits.max_line_bytes
-                    ),
-                }));
-            }
-            let mut bytes = self.buffer.as_slice();
-            if let Some(rest) = bytes.strip_suffix(b"\r") {
-                bytes = rest;
-            }
-            // A file may start with a UTF-8 byte-order mark.
-            if line == 1
-                && let Some(rest) = bytes.strip_prefix(b"\xef\xbb\xbf")
-            {
-                bytes = rest;
-            }
-            if bytes.iter().all(u8::is_ascii_whitespace) {
-                continue;
-            }
-            let text = match std::str::from_utf8(bytes) {
-                Ok(text) => text,
-                Err(e) => {
-                    self.stats.rejected += 1;
-                    return Some(Err(LineError {
-                        line,
-                        column: e.valid_up_to() + 1,
-                        code: crate::codes::MALFORMED_LINE,
-                        message: "the line is not UTF-8".to_owned(),
-                    }));
-                }
-            };
-            match parse_line(text) {
-                Ok(Event::Flow(flow)) => {
-                    self.stats.flows += 1;
-                    return Some(Ok((line, *flow)));
-                }
-                Ok(Event::Skipped(reason)) => self.stats.skipped[reason as usize] += 1,
-                Err(e) => {
-                    self.stats.rejected += 1;
-                    return Some(Err(LineError {
-                        line,
-                        column: e.column,
-                        code: crate::codes::MALFORMED_LINE,
-                        message: e.message,
-                    }));
-                }
+        loop {
+            let raw = self.next_raw()?;
+            let item = classify(&raw, self.limits.max_line_bytes);
+            self.stats.account(&item);
+            match item {
+                Classified::Flow(line, flow) => return Some(Ok((line, *flow))),
+                Classified::Rejected(error) => return Some(Err(error)),
+                Classified::Skipped(_) | Classified::Blank => {}
             }
         }
-        None
     }
 }

@@ -135,7 +135,9 @@ impl<'c> Resolver<'c> {
 
     /// Resolves one end.
     pub fn resolve(&mut self, end: &FlowEnd) -> Resolved {
-        let names = self.by_name.get(end.namespace.as_deref().unwrap_or_default());
+        let names = self
+            .by_name
+            .get(end.namespace.as_deref().unwrap_or_default());
         for name in [&end.pod_name, &end.workload].into_iter().flatten() {
             if let Some(index) = names.and_then(|n| n.get(name.as_str())) {
                 return Resolved::Peer(PeerKey::Endpoint(*index));
