@@ -12,6 +12,7 @@
 //! porin-bench gen --out DIR ...   write a generated GitOps repository (policies + manifests)
 //! porin-bench scale [--quick]     the `porin` binary's lint and compile of whole clusters (#14)
 //! porin-bench nca [--quick]       porin vs network-config-analyzer on NetworkPolicies (#15)
+//! porin-bench flows [--quick]     porin replay of a 1,000,000-line Hubble recording (#22)
 //! ```
 //!
 //! `gen`, `scale` and `nca` need no root: they run the release `porin` binary (and `nca`) as
@@ -31,6 +32,7 @@ mod cpu;
 mod e2e;
 mod echo;
 mod echo_std;
+mod flows;
 mod gitops;
 mod incremental;
 mod lookup;
@@ -81,6 +83,8 @@ enum Commands {
     Scale(ScaleArgs),
     /// porin vs network-config-analyzer (`nca`) on NetworkPolicy clusters (issue #15).
     Nca(nca::NcaArgs),
+    /// `porin replay` of a 1,000,000-line Hubble recording (issue #22).
+    Flows(flows::FlowsArgs),
     /// Internal: the processes the harness starts (echo server, clients, compile child).
     #[command(hide = true)]
     Role {
@@ -430,6 +434,11 @@ fn dispatch(command: Commands) -> Result<()> {
         Commands::Scale(args) => {
             let report = scale::run(&scale_config(&args))?;
             println!("{report}");
+            Ok(())
+        }
+        Commands::Flows(args) => {
+            let porin = args.porin.clone().unwrap_or_else(default_porin);
+            println!("{}", flows::run(&args, &porin)?);
             Ok(())
         }
         Commands::Nca(args) => {

@@ -37,13 +37,14 @@ pub fn rules() -> impl Iterator<Item = &'static CodeInfo> {
 }
 
 /// Every code of every stage in the order `porin explain` lists them:
-/// lint (`PR000`, then the rules), model, compiler.
+/// lint (`PR000`, then the rules), model, compiler, flows.
 pub fn every_stage() -> impl Iterator<Item = &'static CodeInfo> {
     NOT_RULES
         .iter()
         .chain(rules())
         .chain(porin_model::codes::ALL)
         .chain(porin_compiler::codes::ALL)
+        .chain(porin_flows::codes::ALL)
 }
 
 /// The code of any stage with this code or name, case-insensitive; a name
