@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod allocation;
+pub mod cidrgroup;
 pub mod codes;
 pub mod compile;
 pub mod diff;
