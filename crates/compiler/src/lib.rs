@@ -47,3 +47,4 @@ pub mod ports;
 pub mod resolve;
 pub mod selector;
 pub mod session;
+pub mod settings;

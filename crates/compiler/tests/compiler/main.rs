@@ -13,3 +13,4 @@ mod parallel;
 mod properties;
 mod properties_inventory;
 mod resolve;
+mod settings;

@@ -133,7 +133,13 @@ impl Ctx<'_> {
                 }
             }
         }
-        if !self.cluster.is_empty() && !out.has_key(is_cluster_key) {
+        // `policy-default-local-cluster` (true in 1.19): without it
+        // getEndpointSelector leaves the cluster open
+        // (pkg/k8s/apis/cilium.io/utils/utils.go, `PolicyAnyCluster`).
+        if self.inventory.settings.policy_default_local_cluster
+            && !self.cluster.is_empty()
+            && !out.has_key(is_cluster_key)
+        {
             out.push(Requirement::is_in(
                 SelectorKey::new(SOURCE_K8S, CLUSTER_LABEL),
                 [self.cluster.clone()],
