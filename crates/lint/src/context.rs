@@ -190,7 +190,11 @@ impl<'a> Context<'a> {
         config: &'a LintConfig,
     ) -> Result<Self, CompileError> {
         let lowered = lower(inputs, inventory);
-        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        let table = IdentityTable::allocate_with_groups(
+            inventory,
+            &lowered.prefixes,
+            &lowered.cidr_groups,
+        )?;
         let mut units: Vec<Unit> = Vec::new();
         let mut overflows: Vec<Overflow> = Vec::new();
         let mut compile_diagnostics = lowered.diagnostics.clone();
