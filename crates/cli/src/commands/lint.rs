@@ -44,6 +44,8 @@ use crate::commands::compile::load_inventory;
 use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
+use crate::target_flags::TargetArgs;
+use porin_model::version::CiliumVersion;
 
 /// Arguments of `porin lint`.
 #[derive(Debug, Args)]
@@ -82,6 +84,10 @@ pub struct LintArgs {
     /// for `--baseline`; what is reported does not change.
     #[arg(long, value_name = "FILE")]
     pub write_baseline: Option<PathBuf>,
+    /// The Cilium the policies are for (overrides `ciliumVersion` of the
+    /// configuration).
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -240,7 +246,10 @@ fn sarif_info(
 /// path, the inventory or the configuration cannot be read.
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let limits = args.limits.limits();
-    let config = load_config(args.config.as_deref())?;
+    let mut config = load_config(args.config.as_deref())?;
+    let (major, minor) = config.cilium_version;
+    let target = args.target.target(Some(CiliumVersion::new(major, minor)));
+    config.cilium_version = (target.version.major, target.version.minor);
     let stdin_readers = args.paths.iter().filter(|p| p.as_os_str() == "-").count()
         + usize::from(args.inventory.as_deref() == Some(Path::new("-")));
     if stdin_readers > 1 {
@@ -260,7 +269,8 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let context_names: BTreeSet<String> = context.iter().map(|f| f.display().to_string()).collect();
     let mut paths = args.paths.clone();
     paths.extend(context);
-    let outcome = load_paths(&paths, &limits.load)?;
+    let mut outcome = load_paths(&paths, &limits.load)?;
+    outcome.apply_target(&target);
     let inventory = match &args.inventory {
         Some(path) => Some(
             load_inventory(path, &limits)
