@@ -112,6 +112,31 @@ pub fn target_diagnostics(
     out
 }
 
+/// What upgrading from `from` to `to` changes for one loaded document
+/// (valid under `from`): each finding of [`target_diagnostics`] under `to`,
+/// with a note saying it is new with the upgrade. Every one is a row of
+/// [`crate::version::TABLE`] (its id is in the help line), so the upgrade
+/// report says nothing the table does not back.
+pub fn upgrade_diagnostics(
+    outcome: &LoadOutcome,
+    document: &LoadedDocument,
+    from: &Target,
+    to: &Target,
+) -> Vec<Diagnostic> {
+    let before = target_diagnostics(outcome, document, from);
+    target_diagnostics(outcome, document, to)
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .map(|d| {
+            d.note(format!(
+                "upgrade check: valid for Cilium {}, refused by Cilium {}",
+                from.version.validation(),
+                to.version.validation()
+            ))
+        })
+        .collect()
+}
+
 impl LoadOutcome {
     /// Applies the target's validation: records the diagnostics of
     /// [`target_diagnostics`] and leaves out every document that gets an
@@ -207,5 +232,28 @@ specs:
         let codes: Vec<&str> = v20.diagnostics.iter().map(|d| d.code).collect();
         assert_eq!(codes, ["PM050", "PM050"], "{:?}", v20.diagnostics);
         assert!(v20.diagnostics[0].message.contains("specs[0].egress[0]"));
+    }
+
+    /// The upgrade check reports exactly the rows that change between the
+    /// two versions: nothing from 1.19 to 1.19, the `kafka` row to 1.20.
+    #[test]
+    fn the_upgrade_check_reports_what_the_new_version_refuses() {
+        let outcome = load_str("kafka.yaml", KAFKA, &LoadLimits::default());
+        let document = &outcome.documents[0];
+        let v19 = Target::new(CiliumVersion::V1_19);
+        let v20 = Target::new(CiliumVersion::V1_20);
+        assert!(upgrade_diagnostics(&outcome, document, &v19, &v19).is_empty());
+        let found = upgrade_diagnostics(&outcome, document, &v19, &v20);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code, "PM050");
+        assert!(found[0].help.as_deref().unwrap().contains("`kafka`"));
+        assert!(
+            found[0]
+                .notes
+                .iter()
+                .any(|n| n.contains("valid for Cilium 1.19, refused by Cilium 1.20"))
+        );
+        // Downgrading reports nothing the old version refused already.
+        assert!(upgrade_diagnostics(&outcome, document, &v20, &v20).is_empty());
     }
 }

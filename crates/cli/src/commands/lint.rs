@@ -45,7 +45,8 @@ use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
 use crate::target_flags::TargetArgs;
-use porin_model::version::CiliumVersion;
+use porin_model::target::upgrade_diagnostics;
+use porin_model::version::{CiliumVersion, Target};
 
 /// Arguments of `porin lint`.
 #[derive(Debug, Args)]
@@ -88,6 +89,12 @@ pub struct LintArgs {
     /// configuration).
     #[command(flatten)]
     pub target: TargetArgs,
+    /// Also report what upgrading the cluster to this Cilium version (1.20)
+    /// changes: policies valid now that the new version refuses, one
+    /// finding per row of porin's version table. For the connectivity an
+    /// upgrade changes, `porin diff --cilium-version A --to-cilium-version B`.
+    #[arg(long, value_name = "VERSION", value_parser = CiliumVersion::parse_modelled)]
+    pub upgrade_to: Option<CiliumVersion>,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -303,6 +310,16 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
             .filter(|d| !in_context(d, &context_names))
             .cloned(),
     );
+    if let Some(version) = args.upgrade_to {
+        let to = Target { version, ..target };
+        for document in &outcome.documents {
+            diagnostics.extend(
+                upgrade_diagnostics(&outcome, document, &target, &to)
+                    .into_iter()
+                    .filter(|d| !in_context(d, &context_names)),
+            );
+        }
+    }
     if let Some(path) = &args.write_baseline {
         // A skipped non-policy document is not a finding to record.
         let written = Baseline::new(

@@ -67,3 +67,59 @@ fn an_unmodelled_version_is_a_usage_error() {
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(err.contains("use one of 1.19, 1.20"), "{err}");
 }
+
+/// `porin lint --upgrade-to 1.20` over Cilium's examples (issue 21
+/// acceptance): the findings the upgrade adds are exactly those a plain run
+/// lacks, each names the row of the version table that backs it, and the
+/// Kafka examples (`examples/policies/l7/kafka/`, `kubernetes-kafka/`) are
+/// among them.
+#[test]
+fn the_upgrade_report_of_the_corpus_is_backed_by_table_rows() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let corpus = root.join("../shared/corpus/cilium-examples");
+    if !corpus.is_dir() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "CI: {} is missing",
+            corpus.display()
+        );
+        println!("SKIPPED: {} is missing", corpus.display());
+        return;
+    }
+    let run = |extra: &[&str]| -> Vec<serde_json::Value> {
+        let out = Command::new(env!("CARGO_BIN_EXE_porin"))
+            .args(["lint", "--format", "json"])
+            .args(extra)
+            .arg(&corpus)
+            .output()
+            .expect("porin runs");
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        json.as_array().unwrap().clone()
+    };
+    let plain = run(&[]);
+    let upgrade = run(&["--upgrade-to", "1.20"]);
+    let added: Vec<&serde_json::Value> = upgrade.iter().filter(|d| !plain.contains(d)).collect();
+    assert!(added.len() >= 3, "{added:#?}");
+    assert_eq!(plain.len() + added.len(), upgrade.len());
+    let rows: Vec<&str> = porin_model::version::TABLE.iter().map(|r| r.id).collect();
+    for finding in &added {
+        let help = finding["help"].as_str().unwrap_or("");
+        assert!(
+            rows.iter()
+                .any(|id| help.contains(&format!("row is `{id}`"))),
+            "not backed by a row: {finding:#}"
+        );
+        let notes = finding["notes"].to_string();
+        assert!(
+            notes.contains("valid for Cilium 1.19, refused by Cilium 1.20"),
+            "{finding:#}"
+        );
+    }
+    assert!(
+        added.iter().any(|d| d["primary"]["file"]
+            .as_str()
+            .unwrap_or("")
+            .contains("kafka")),
+        "{added:#?}"
+    );
+}
