@@ -15,6 +15,7 @@ mod commands;
 mod limit_flags;
 mod output;
 mod render;
+mod target_flags;
 
 use std::process::ExitCode;
 

@@ -85,6 +85,8 @@ crate::code_table! {
     OBSOLETE_FIELD = "PM041", "obsolete-field", Warning, "A pre-1.14 field (`auth`) the 1.19 CRD does not define: the API server prunes it, so it has no effect — a warning.";
     /// Two documents name the same object.
     DUPLICATE_POLICY = "PM042", "duplicate-policy", Error, "Two documents with the same kind, namespace and name: a cluster keeps one object per name (a second apply replaces the first), so applying both over-allows; the later copy is an error.";
+    /// A field the target Cilium version's CRD no longer defines.
+    REMOVED_IN_VERSION = "PM050", "removed-in-version", Error, "A field the chosen Cilium version (`--cilium-version`, `ciliumVersion`) removed from its CRD (e.g. `kafka`, `l7proto`, `l7` in 1.20): the API server rejects the policy.";
 }
 
 /// The model code with this code or name, case-insensitive.

@@ -51,7 +51,9 @@ pub mod registry;
 pub mod route;
 pub mod schema;
 mod suggest;
+pub mod target;
 pub mod validate;
+pub mod version;
 pub mod yaml;
 
 pub use diagnostic::{Diagnostic, Location, Severity, SourceMap};
@@ -63,3 +65,4 @@ pub use model::*;
 pub use registry::{CodeInfo, Doc, Stage};
 pub use route::Route;
 pub use suggest::suggested_replacement;
+pub use version::{CiliumVersion, Target};

@@ -22,6 +22,8 @@ use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::loader::{LoadOutcome, load_paths};
 
 use crate::limit_flags::LimitArgs;
+use crate::target_flags::TargetArgs;
+use porin_model::version::Target;
 
 /// Output format of `porin compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -49,6 +51,9 @@ pub struct Args {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Json)]
     pub format: Format,
+    /// The Cilium the policies are for.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -60,6 +65,7 @@ pub fn load_and_compile(
     policies: &[PathBuf],
     inventory: &Path,
     limits: &Limits,
+    target: &Target,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
     if inventory.as_os_str() == "-" && policies.iter().any(|p| p.as_os_str() == "-") {
         bail!(
@@ -67,16 +73,18 @@ pub fn load_and_compile(
         );
     }
     let outcome = load_paths(policies, &limits.load).context("cannot load policies")?;
-    compile_loaded(outcome, inventory, limits)
+    compile_loaded(outcome, inventory, limits, target)
 }
 
 /// [`load_and_compile`] of policies already loaded (`porin diff` reads a
 /// git revision into memory).
 pub fn compile_loaded(
-    outcome: LoadOutcome,
+    mut outcome: LoadOutcome,
     inventory: &Path,
     limits: &Limits,
+    target: &Target,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
+    outcome.apply_target(target);
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",
@@ -110,8 +118,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if args.format == Format::Json {
         return run_json(args);
     }
-    let Ok((mut compiled, _)) =
-        load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
+    let Ok((mut compiled, _)) = load_and_compile(
+        &args.policies,
+        &args.inventory,
+        &args.limits.limits(),
+        &args.target.target(None),
+    )?
     else {
         // Invalid policies (diagnostics printed): a finding, exit 1.
         return Ok(ExitCode::from(1));
@@ -147,7 +159,8 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             "standard input (`-`) can be read once: give it to the policies or to --inventory, not both"
         );
     }
-    let outcome = load_paths(&args.policies, &limits.load).context("cannot load policies")?;
+    let mut outcome = load_paths(&args.policies, &limits.load).context("cannot load policies")?;
+    outcome.apply_target(&args.target.target(None));
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",

@@ -59,6 +59,8 @@ use porin_model::loader::{LoadError, LoadOutcome, load_paths, load_reader};
 use super::compile::compile_loaded;
 use super::flows_weight::Weight;
 use crate::limit_flags::LimitArgs;
+use crate::target_flags::TargetArgs;
+use porin_model::version::{CiliumVersion, Target};
 
 /// Output format of `porin diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -93,6 +95,15 @@ pub struct DiffArgs {
     /// observe -o json` or `-o jsonpb`); repeat for more files.
     #[arg(long = "flows", value_name = "FILE")]
     pub flows: Vec<PathBuf>,
+    /// The Cilium of the old side (`--cilium-version`), and of the new side
+    /// unless `--to-cilium-version` is given.
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// The Cilium version of the new side (default: `--cilium-version`):
+    /// with the same policies on both sides, the connectivity an upgrade
+    /// changes.
+    #[arg(long, value_name = "VERSION", value_parser = CiliumVersion::parse_modelled)]
+    pub to_cilium_version: Option<CiliumVersion>,
     /// Resource limits (each side is loaded and compiled under them).
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -219,9 +230,14 @@ fn load_side(spec: &str, repo: &Path, limits: &LoadLimits) -> anyhow::Result<Loa
 }
 
 /// Loads and compiles one side.
-fn compile_side(spec: &str, inventory: &Path, limits: &Limits) -> anyhow::Result<Option<Compiled>> {
+fn compile_side(
+    spec: &str,
+    inventory: &Path,
+    limits: &Limits,
+    target: &Target,
+) -> anyhow::Result<Option<Compiled>> {
     let outcome = load_side(spec, Path::new("."), &limits.load)?;
-    Ok(compile_loaded(outcome, inventory, limits)?
+    Ok(compile_loaded(outcome, inventory, limits, target)?
         .ok()
         .map(|(compiled, _)| compiled))
 }
@@ -550,10 +566,15 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             "porin diff reads the inventory once per side: give a file or directory, not `-`"
         );
     }
-    let Some(old) = compile_side(&args.old, &args.inventory, &limits)? else {
+    let old_target = args.target.target(None);
+    let new_target = Target {
+        version: args.to_cilium_version.unwrap_or(old_target.version),
+        ..old_target
+    };
+    let Some(old) = compile_side(&args.old, &args.inventory, &limits, &old_target)? else {
         return Ok(ExitCode::from(2));
     };
-    let Some(new) = compile_side(&args.new, &args.inventory, &limits)? else {
+    let Some(new) = compile_side(&args.new, &args.inventory, &limits, &new_target)? else {
         return Ok(ExitCode::from(2));
     };
     if args.per_direction && !args.flows.is_empty() {

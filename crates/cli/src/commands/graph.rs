@@ -19,6 +19,7 @@ use porin_connectivity::render::{to_html, to_svg};
 
 use super::compile::load_and_compile;
 use crate::limit_flags::LimitArgs;
+use crate::target_flags::TargetArgs;
 
 /// Arguments of `porin graph`.
 #[derive(Debug, Args)]
@@ -40,6 +41,9 @@ pub struct GraphArgs {
     /// as one edge from or to an "every other endpoint" node.
     #[arg(long, value_enum)]
     pub collapse: Option<Collapse>,
+    /// The Cilium the policies are for.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -65,8 +69,12 @@ pub enum Collapse {
 
 /// Runs `porin graph`.
 pub fn run(args: &GraphArgs) -> anyhow::Result<ExitCode> {
-    let Ok((compiled, _)) =
-        load_and_compile(&args.policies, &args.inventory, &args.limits.limits())?
+    let Ok((compiled, _)) = load_and_compile(
+        &args.policies,
+        &args.inventory,
+        &args.limits.limits(),
+        &args.target.target(None),
+    )?
     else {
         return Ok(ExitCode::from(1));
     };

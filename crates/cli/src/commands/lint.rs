@@ -44,6 +44,9 @@ use crate::commands::compile::load_inventory;
 use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
+use crate::target_flags::TargetArgs;
+use porin_model::target::upgrade_diagnostics;
+use porin_model::version::{CiliumVersion, Target};
 
 /// Arguments of `porin lint`.
 #[derive(Debug, Args)]
@@ -82,6 +85,16 @@ pub struct LintArgs {
     /// for `--baseline`; what is reported does not change.
     #[arg(long, value_name = "FILE")]
     pub write_baseline: Option<PathBuf>,
+    /// The Cilium the policies are for (overrides `ciliumVersion` of the
+    /// configuration).
+    #[command(flatten)]
+    pub target: TargetArgs,
+    /// Also report what upgrading the cluster to this Cilium version (1.20)
+    /// changes: policies valid now that the new version refuses, one
+    /// finding per row of porin's version table. For the connectivity an
+    /// upgrade changes, `porin diff --cilium-version A --to-cilium-version B`.
+    #[arg(long, value_name = "VERSION", value_parser = CiliumVersion::parse_modelled)]
+    pub upgrade_to: Option<CiliumVersion>,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -240,7 +253,10 @@ fn sarif_info(
 /// path, the inventory or the configuration cannot be read.
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let limits = args.limits.limits();
-    let config = load_config(args.config.as_deref())?;
+    let mut config = load_config(args.config.as_deref())?;
+    let (major, minor) = config.cilium_version;
+    let target = args.target.target(Some(CiliumVersion::new(major, minor)));
+    config.cilium_version = (target.version.major, target.version.minor);
     let stdin_readers = args.paths.iter().filter(|p| p.as_os_str() == "-").count()
         + usize::from(args.inventory.as_deref() == Some(Path::new("-")));
     if stdin_readers > 1 {
@@ -260,7 +276,8 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let context_names: BTreeSet<String> = context.iter().map(|f| f.display().to_string()).collect();
     let mut paths = args.paths.clone();
     paths.extend(context);
-    let outcome = load_paths(&paths, &limits.load)?;
+    let mut outcome = load_paths(&paths, &limits.load)?;
+    outcome.apply_target(&target);
     let inventory = match &args.inventory {
         Some(path) => Some(
             load_inventory(path, &limits)
@@ -293,6 +310,16 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
             .filter(|d| !in_context(d, &context_names))
             .cloned(),
     );
+    if let Some(version) = args.upgrade_to {
+        let to = Target { version, ..target };
+        for document in &outcome.documents {
+            diagnostics.extend(
+                upgrade_diagnostics(&outcome, document, &target, &to)
+                    .into_iter()
+                    .filter(|d| !in_context(d, &context_names)),
+            );
+        }
+    }
     if let Some(path) = &args.write_baseline {
         // A skipped non-policy document is not a finding to record.
         let written = Baseline::new(

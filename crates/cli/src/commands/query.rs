@@ -24,6 +24,7 @@ use porin_compiler::resolve::rule::{icmp_type, proto};
 
 use super::compile::load_and_compile;
 use crate::limit_flags::LimitArgs;
+use crate::target_flags::TargetArgs;
 
 /// Arguments of `porin query`.
 #[derive(Debug, ClapArgs)]
@@ -54,6 +55,9 @@ pub struct Args {
     /// then allowed).
     #[arg(long)]
     pub allow_empty: bool,
+    /// The Cilium the policies are for.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -149,7 +153,12 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             let inventory = args.inventory.as_deref().context(
                 "--inventory is required (or give one PolicyTest file, which has its own endpoints)",
             )?;
-            let Ok((compiled, outcome)) = load_and_compile(&args.policies, inventory, &limits)?
+            let Ok((compiled, outcome)) = load_and_compile(
+                &args.policies,
+                inventory,
+                &limits,
+                &args.target.target(None),
+            )?
             else {
                 // Invalid policies: diagnostics printed; a finding, exit 1.
                 return Ok(ExitCode::from(1));

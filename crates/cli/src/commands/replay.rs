@@ -40,6 +40,7 @@ use serde_json::json;
 use super::compile::load_and_compile;
 use crate::limit_flags::LimitArgs;
 use crate::render::sarif;
+use crate::target_flags::TargetArgs;
 
 /// Output format of `porin replay`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -79,6 +80,9 @@ pub struct ReplayArgs {
     /// unread).
     #[arg(long, value_name = "BYTES", default_value_t = ReadLimits::default().max_line_bytes)]
     pub max_flow_line_bytes: usize,
+    /// The Cilium the policies are decided for.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -423,18 +427,21 @@ pub fn diagnostics(report: &Report, recording: &Recording) -> Vec<Diagnostic> {
 /// Runs `porin replay`.
 pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.limits();
+    let target = args.target.target(None);
     if args.inventory.as_os_str() == "-" {
         anyhow::bail!(
             "porin replay reads the inventory once per policy set: give a file or directory, not `-`"
         );
     }
-    let Ok((proposed, _)) = load_and_compile(&args.policies, &args.inventory, &limits)? else {
+    let Ok((proposed, _)) = load_and_compile(&args.policies, &args.inventory, &limits, &target)?
+    else {
         return Ok(ExitCode::from(1));
     };
     let current = if args.current.is_empty() {
         None
     } else {
-        let Ok((current, _)) = load_and_compile(&args.current, &args.inventory, &limits)? else {
+        let Ok((current, _)) = load_and_compile(&args.current, &args.inventory, &limits, &target)?
+        else {
             return Ok(ExitCode::from(1));
         };
         Some(current)

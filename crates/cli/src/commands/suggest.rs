@@ -23,6 +23,7 @@ use porin_model::loader::LoadOutcome;
 
 use super::compile::compile_loaded;
 use crate::limit_flags::LimitArgs;
+use crate::target_flags::TargetArgs;
 
 /// Arguments of `porin suggest`.
 #[derive(Debug, Args)]
@@ -40,6 +41,9 @@ pub struct SuggestArgs {
     /// Longest line of a flow file, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = ReadLimits::default().max_line_bytes)]
     pub max_flow_line_bytes: usize,
+    /// The Cilium the policies are decided for.
+    #[command(flatten)]
+    pub target: TargetArgs,
     /// Resource limits.
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -49,7 +53,12 @@ pub struct SuggestArgs {
 pub fn run(args: &SuggestArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.limits();
     // The inventory alone: its endpoints and ipcache, no policy.
-    let Ok((compiled, _)) = compile_loaded(LoadOutcome::default(), &args.inventory, &limits)?
+    let Ok((compiled, _)) = compile_loaded(
+        LoadOutcome::default(),
+        &args.inventory,
+        &limits,
+        &args.target.target(None),
+    )?
     else {
         return Ok(ExitCode::from(1));
     };

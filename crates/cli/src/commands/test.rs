@@ -178,7 +178,12 @@ fn from_flows(args: &Args) -> anyhow::Result<ExitCode> {
     let [inventory] = args.inventory.as_slice() else {
         anyhow::bail!("--from-flows needs one --inventory (the endpoints the flows are mapped to)");
     };
-    let Ok((compiled, _)) = super::compile::load_and_compile(&args.paths, inventory, &limits)?
+    let Ok((compiled, _)) = super::compile::load_and_compile(
+        &args.paths,
+        inventory,
+        &limits,
+        &crate::target_flags::TargetArgs::default().target(None),
+    )?
     else {
         return Ok(ExitCode::from(1));
     };

@@ -5,6 +5,7 @@
 mod action;
 mod baseline;
 mod cidr_covers_pods;
+mod cilium_version;
 mod cli;
 mod common;
 mod diff_boutique;

@@ -1,0 +1,261 @@
+//! Validation that depends on the target Cilium version and agent settings
+//! ([`Target`]): the rows of [`crate::version::TABLE`] that a modelled
+//! version rejects. The loader validates what every modelled version
+//! accepts; [`LoadOutcome::apply_target`] then refuses what the chosen one
+//! does not, so one load serves any target (the upgrade check loads once
+//! and applies two targets).
+
+use serde_json::Value;
+
+use crate::codes;
+use crate::diagnostic::Diagnostic;
+use crate::loader::{LoadOutcome, LoadedDocument};
+use crate::model::PolicyDocument;
+use crate::route::Route;
+use crate::version::{Applies, Target, VersionFinding, unsupported};
+
+/// The rules of a policy document as JSON, with the route of each
+/// (`spec`, `specs[i]`) and what they are.
+pub fn rules_of(policy: &PolicyDocument) -> Vec<(String, Value, Applies)> {
+    let mut rules = Vec::new();
+    let mut push = |route: String, json: Option<Value>, applies| {
+        if let Some(json) = json {
+            rules.push((route, json, applies));
+        }
+    };
+    match policy {
+        PolicyDocument::CiliumNetworkPolicy(p) => {
+            push(
+                "spec".to_owned(),
+                p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()),
+                Applies::Cilium,
+            );
+            for (i, rule) in p.specs.iter().flatten().enumerate() {
+                push(
+                    format!("specs[{i}]"),
+                    serde_json::to_value(rule).ok(),
+                    Applies::Cilium,
+                );
+            }
+        }
+        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => {
+            push(
+                "spec".to_owned(),
+                p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()),
+                Applies::Cilium,
+            );
+            for (i, rule) in p.specs.iter().flatten().enumerate() {
+                push(
+                    format!("specs[{i}]"),
+                    serde_json::to_value(rule).ok(),
+                    Applies::Cilium,
+                );
+            }
+        }
+        PolicyDocument::NetworkPolicy(p) => push(
+            "spec".to_owned(),
+            p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()),
+            Applies::Kubernetes,
+        ),
+        // No rules; the kind's own versions are the loader's (v2alpha1, v2).
+        PolicyDocument::CiliumCidrGroup(_) => {}
+    }
+    rules
+}
+
+/// The findings of the version table for one document under `target`,
+/// with the route of each below the document (`spec.ingress[0]...`).
+pub fn version_findings(policy: &PolicyDocument, target: &Target) -> Vec<(String, VersionFinding)> {
+    let mut found = Vec::new();
+    for (prefix, rule, applies) in rules_of(policy) {
+        for finding in unsupported(&rule, applies, target.version) {
+            found.push((format!("{prefix}.{}", finding.route), finding));
+        }
+    }
+    found
+}
+
+/// The diagnostics `target` adds to one loaded document: a row whose
+/// validation code is `PM050` (fields removed from the target's CRD).
+/// Rows validated by another code (`PM031` for `fromRequires`) are that
+/// code's, which the loader already reports.
+pub fn target_diagnostics(
+    outcome: &LoadOutcome,
+    document: &LoadedDocument,
+    target: &Target,
+) -> Vec<Diagnostic> {
+    let mut out = Vec::new();
+    let version = target.version.validation();
+    let target = Target { version, ..*target };
+    for (route, finding) in version_findings(&document.doc, &target) {
+        if finding.row.validated_by != Some(codes::REMOVED_IN_VERSION.code) {
+            continue;
+        }
+        let mut diagnostic = Diagnostic::new(
+            codes::REMOVED_IN_VERSION,
+            format!(
+                "{} `{}` {}: {}",
+                document.doc.kind(),
+                document.doc.name(),
+                route,
+                finding.message
+            ),
+        )
+        .note(finding.note)
+        .help(format!(
+            "remove the field, or check against the Cilium version the cluster runs (`--cilium-version`); the row is `{}` of porin's version table",
+            finding.row.id
+        ));
+        if let Some(location) = Route::parse(&route).and_then(|r| outcome.locate_in(document, &r)) {
+            diagnostic = diagnostic.at(location);
+        }
+        out.push(diagnostic);
+    }
+    out
+}
+
+/// What upgrading from `from` to `to` changes for one loaded document
+/// (valid under `from`): each finding of [`target_diagnostics`] under `to`,
+/// with a note saying it is new with the upgrade. Every one is a row of
+/// [`crate::version::TABLE`] (its id is in the help line), so the upgrade
+/// report says nothing the table does not back.
+pub fn upgrade_diagnostics(
+    outcome: &LoadOutcome,
+    document: &LoadedDocument,
+    from: &Target,
+    to: &Target,
+) -> Vec<Diagnostic> {
+    let before = target_diagnostics(outcome, document, from);
+    target_diagnostics(outcome, document, to)
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .map(|d| {
+            d.note(format!(
+                "upgrade check: valid for Cilium {}, refused by Cilium {}",
+                from.version.validation(),
+                to.version.validation()
+            ))
+        })
+        .collect()
+}
+
+impl LoadOutcome {
+    /// Applies the target's validation: records the diagnostics of
+    /// [`target_diagnostics`] and leaves out every document that gets an
+    /// error (fail closed, as the loader does).
+    pub fn apply_target(&mut self, target: &Target) {
+        let documents = std::mem::take(&mut self.documents);
+        let mut kept = Vec::with_capacity(documents.len());
+        for document in documents {
+            let found = target_diagnostics(self, &document, target);
+            let refused = found.iter().any(Diagnostic::is_error);
+            self.diagnostics.extend(found);
+            if !refused {
+                kept.push(document);
+            }
+        }
+        self.documents = kept;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, reason = "tests")]
+
+    use super::*;
+    use crate::limits::LoadLimits;
+    use crate::loader::load_str;
+    use crate::version::CiliumVersion;
+
+    const KAFKA: &str = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: kafka, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: broker}}
+  ingress:
+  - toPorts:
+    - ports: [{port: "9092", protocol: TCP}]
+      rules:
+        kafka: [{topic: deathstar-plans}]
+"#;
+
+    /// Row `kafka` (cilium/cilium#44610): valid under 1.19, refused under 1.20.
+    #[test]
+    fn kafka_rules_validate_in_1_19_only() {
+        let mut outcome = load_str("kafka.yaml", KAFKA, &LoadLimits::default());
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        outcome.apply_target(&Target::new(CiliumVersion::V1_19));
+        assert!(!outcome.has_errors());
+        assert_eq!(outcome.documents.len(), 1);
+        outcome.apply_target(&Target::new(CiliumVersion::V1_20));
+        assert!(outcome.has_errors());
+        assert!(outcome.documents.is_empty(), "fail closed");
+        let error = &outcome.diagnostics[0];
+        assert_eq!(error.code, "PM050");
+        assert!(
+            error
+                .message
+                .contains("spec.ingress[0].toPorts[0].rules.kafka"),
+            "{}",
+            error.message
+        );
+        assert!(
+            error
+                .message
+                .contains("removed in Cilium 1.20 (deprecated since 1.18)")
+        );
+        let location = error.primary.as_ref().unwrap();
+        assert_eq!(location.line, 11);
+    }
+
+    /// Rows `l7proto` (rules.l7proto and rules.l7, cilium/cilium#44610).
+    #[test]
+    fn generic_l7_rules_validate_in_1_19_only() {
+        let text = r#"
+apiVersion: cilium.io/v2
+kind: CiliumClusterwideNetworkPolicy
+metadata: {name: l7}
+specs:
+- endpointSelector: {}
+  egress:
+  - toPorts:
+    - ports: [{port: "3306", protocol: TCP}]
+      rules:
+        l7proto: mysql
+        l7: [{action: deny}]
+"#;
+        let mut outcome = load_str("l7.yaml", text, &LoadLimits::default());
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        let mut v20 = outcome.clone();
+        outcome.apply_target(&Target::new(CiliumVersion::V1_19));
+        assert!(!outcome.has_errors());
+        v20.apply_target(&Target::new(CiliumVersion::V1_20));
+        let codes: Vec<&str> = v20.diagnostics.iter().map(|d| d.code).collect();
+        assert_eq!(codes, ["PM050", "PM050"], "{:?}", v20.diagnostics);
+        assert!(v20.diagnostics[0].message.contains("specs[0].egress[0]"));
+    }
+
+    /// The upgrade check reports exactly the rows that change between the
+    /// two versions: nothing from 1.19 to 1.19, the `kafka` row to 1.20.
+    #[test]
+    fn the_upgrade_check_reports_what_the_new_version_refuses() {
+        let outcome = load_str("kafka.yaml", KAFKA, &LoadLimits::default());
+        let document = &outcome.documents[0];
+        let v19 = Target::new(CiliumVersion::V1_19);
+        let v20 = Target::new(CiliumVersion::V1_20);
+        assert!(upgrade_diagnostics(&outcome, document, &v19, &v19).is_empty());
+        let found = upgrade_diagnostics(&outcome, document, &v19, &v20);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].code, "PM050");
+        assert!(found[0].help.as_deref().unwrap().contains("`kafka`"));
+        assert!(
+            found[0]
+                .notes
+                .iter()
+                .any(|n| n.contains("valid for Cilium 1.19, refused by Cilium 1.20"))
+        );
+        // Downgrading reports nothing the old version refused already.
+        assert!(upgrade_diagnostics(&outcome, document, &v20, &v20).is_empty());
+    }
+}
