@@ -688,6 +688,8 @@ fn vm_part(args: &VmArgs) -> Result<()> {
             .or_else(|| std::env::var_os("PORIN_BENCH_KERNEL_DEB").map(Into::into)),
         kvm_timeout: std::time::Duration::from_secs(args.kvm_timeout),
         try_kvm: !args.no_kvm,
+        // Ample for the run (a full `vm --traffic udp,tcp,churn` took 20 minutes here).
+        guest_max_secs: if options.quick { 900 } else { 4 * 3600 },
     })?;
     for traffic in traffics {
         config.traffic = traffic;

@@ -64,8 +64,6 @@ const HOST_VETH: Ipv4Addr = Ipv4Addr::new(10, 213, 0, 2);
 pub const DIR_PREFIX: &str = "porin-bench-vm-";
 /// The modules the guest needs for virtio-net on PCI (with their dependencies).
 const GUEST_MODULES: [&str; 2] = ["virtio_pci", "virtio_net"];
-/// Longest the guest lives (its echo server exits then, which ends the VM).
-const GUEST_MAX_SECS: u64 = 4 * 3600;
 /// Longest a TCG boot may take.
 const TCG_BOOT_TIMEOUT: Duration = Duration::from_secs(180);
 /// TCP echo threads in the guest (one per long-lived connection, plus spares).
@@ -80,6 +78,9 @@ pub struct VmConfig {
     pub kvm_timeout: Duration,
     /// Whether to try KVM at all.
     pub try_kvm: bool,
+    /// Longest the guest lives: its echo server exits then, which ends the VM even when
+    /// porin-bench was killed before its `Drop` could.
+    pub guest_max_secs: u64,
 }
 
 /// The running microVM rig; removed on drop.
@@ -233,7 +234,7 @@ impl VmRig {
                 "vm: booting the guest under KVM ({} s at most)",
                 config.kvm_timeout.as_secs()
             );
-            match self.start_qemu("kvm", vmlinuz, initrd, config.kvm_timeout) {
+            match self.start_qemu("kvm", vmlinuz, initrd, config) {
                 Ok(()) => {
                     self.accel = "KVM";
                     return Ok(());
@@ -242,7 +243,7 @@ impl VmRig {
             }
         }
         eprintln!("vm: booting the guest under TCG");
-        self.start_qemu("tcg", vmlinuz, initrd, TCG_BOOT_TIMEOUT)?;
+        self.start_qemu("tcg", vmlinuz, initrd, config)?;
         self.accel = "TCG";
         Ok(())
     }
@@ -252,8 +253,13 @@ impl VmRig {
         accel: &str,
         vmlinuz: &Path,
         initrd: &Path,
-        timeout: Duration,
+        config: &VmConfig,
     ) -> Result<()> {
+        let timeout = if accel == "kvm" {
+            config.kvm_timeout
+        } else {
+            TCG_BOOT_TIMEOUT
+        };
         self.stop_qemu();
         let console = self.dir.join(format!("console-{accel}.log"));
         let stderr = fs::File::create(self.dir.join(format!("qemu-{accel}.log")))?;
@@ -275,7 +281,10 @@ impl VmRig {
             .arg(initrd)
             .args([
                 "-append",
-                &format!("console=ttyS0 quiet panic=-1 porin_max_secs={GUEST_MAX_SECS}"),
+                &format!(
+                    "console=ttyS0 quiet panic=-1 porin_max_secs={}",
+                    config.guest_max_secs
+                ),
                 "-netdev",
                 &format!("tap,id=n0,ifname={},script=no,downscript=no", self.tap),
                 "-device",
