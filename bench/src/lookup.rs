@@ -15,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use porin_ebpf::abi::Ipcache4Key;
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MIN, emit};
 use porin_kernel::packet::Packet;
-use porin_kernel::{Datapath, Direction, LoadedObject, SkBuff};
+use porin_kernel::{Datapath, Direction, EventSelection, LoadedObject, SkBuff};
 
 use crate::stats::{Spread, group};
 use crate::workload::{self, CLIENT, ECHO_PORT, SERVER};
@@ -52,8 +52,11 @@ pub struct LookupRow {
     pub established: Vec<f64>,
     /// Reply ns/packet per run.
     pub reply: Vec<f64>,
-    /// Denied by default (no entry for the port) ns/packet per run.
+    /// Denied by default (no entry for the port) ns/packet per run, with the default drop
+    /// events (DATAPATH.md §2.6).
     pub denied: Vec<f64>,
+    /// The same with events switched off (`porin_config.events`).
+    pub denied_quiet: Vec<f64>,
     /// Non-IP (ARP) frame ns/packet per run: program entry, Ethernet parse, counter.
     pub non_ip: Vec<f64>,
     /// The baseline object's figures, when one was given.
@@ -116,14 +119,6 @@ impl Baseline {
         config: &LookupConfig,
         into: &mut Figures,
     ) -> Result<()> {
-        let mut singles = Vec::with_capacity(config.new_flow_runs);
-        for _ in 0..config.new_flow_runs {
-            self.reset_conntrack()?;
-            singles.push(u64::from(self.bench(Direction::ToEndpoint, request, 1)?.0));
-        }
-        singles.sort_unstable();
-        into.new_flow
-            .push(crate::stats::percentile(&singles, 50.0) as f64);
         self.reset_conntrack()?;
         let (_, verdict) = self.bench(Direction::ToEndpoint, request, 1)?;
         if verdict != porin_kernel::TC_ACT_OK {
@@ -219,6 +214,7 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
         established: Vec::new(),
         reply: Vec::new(),
         denied: Vec::new(),
+        denied_quiet: Vec::new(),
         non_ip: Vec::new(),
         before: baseline.as_ref().map(|_| Figures::default()),
     };
@@ -230,6 +226,7 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
     let request = Packet::udp4(CLIENT, 40_000, SERVER, ECHO_PORT);
     for _ in 0..config.runs {
         let mut singles = Vec::with_capacity(config.new_flow_runs);
+        let mut baseline_singles = Vec::with_capacity(config.new_flow_runs);
         for _ in 0..config.new_flow_runs {
             datapath.reset_conntrack()?;
             singles.push(u64::from(datapath.bench(
@@ -237,10 +234,25 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
                 &request.build(),
                 1,
             )?));
+            // The baseline's single runs alternate with these, so load changes hit both.
+            if let Some(baseline) = &baseline {
+                baseline.reset_conntrack()?;
+                baseline_singles.push(u64::from(
+                    baseline
+                        .bench(Direction::ToEndpoint, &request.build(), 1)?
+                        .0,
+                ));
+            }
         }
         singles.sort_unstable();
         row.new_flow
             .push(crate::stats::percentile(&singles, 50.0) as f64);
+        if let Some(before) = row.before.as_mut() {
+            baseline_singles.sort_unstable();
+            before
+                .new_flow
+                .push(crate::stats::percentile(&baseline_singles, 50.0) as f64);
+        }
         // The first packet opened the flow; now the same packet again and again.
         datapath.reset_conntrack()?;
         let verdict = datapath.decide(Direction::ToEndpoint, &request.build())?;
@@ -266,6 +278,16 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
             &denied,
             config.repeat,
         )?));
+        datapath.set_events(EventSelection {
+            drops: false,
+            allows: false,
+        })?;
+        row.denied_quiet.push(f64::from(datapath.bench(
+            Direction::ToEndpoint,
+            &denied,
+            config.repeat,
+        )?));
+        datapath.set_events(EventSelection::default())?;
         row.non_ip.push(f64::from(datapath.bench(
             Direction::ToEndpoint,
             &arp,
@@ -361,8 +383,8 @@ fn render_before(rows: &[LookupRow]) -> String {
     out.push_str(
         "\nBaseline object (`PORIN_BENCH_BASELINE_OBJECT`, every entry in the LPM tries) vs this \
          object, same run, same packets, interleaved per run:\n\n\
-         | policy entries | new flow before | new flow now | established before | established now | denied before | denied now |\n\
-         |---:|---:|---:|---:|---:|---:|---:|\n",
+         | policy entries | new flow before | new flow now | established before | established now | denied before | denied now (drop events on, the default) | denied now, events off |\n\
+         |---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let median = |v: &[f64]| Spread::of(v).map(|s| s.median);
     let base = rows.first();
@@ -386,7 +408,7 @@ fn render_before(rows: &[LookupRow]) -> String {
         let first = base.and_then(|b| b.before.as_ref());
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             group(row.policy_entries as f64, 0),
             cell(&before.new_flow, first.map(|f| f.new_flow.as_slice())),
             cell(&row.new_flow, base.map(|b| b.new_flow.as_slice())),
@@ -394,6 +416,7 @@ fn render_before(rows: &[LookupRow]) -> String {
             cell(&row.established, base.map(|b| b.established.as_slice())),
             cell(&before.denied, first.map(|f| f.denied.as_slice())),
             cell(&row.denied, base.map(|b| b.denied.as_slice())),
+            cell(&row.denied_quiet, base.map(|b| b.denied_quiet.as_slice())),
         );
     }
     out

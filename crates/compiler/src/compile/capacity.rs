@@ -13,6 +13,13 @@
 //! capacity, so no partial state holds much more than the map would; the
 //! work is that of one full distillation plus one scan of the filters per
 //! group.
+//!
+//! What the count means for porin's datapath (`porin-ebpf`'s `DATAPATH.md`
+//! §2.0): each entry is stored once, either in the slot's exact-key hash
+//! (prefix length 64) or in its prefix trie, and both maps are sized to the
+//! capacity. The census counts every entry once, so a state within the
+//! capacity fits both maps; the bound stays Cilium's (one map of
+//! `bpf-policy-map-max` entries), so what porin accepts, Cilium can load.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

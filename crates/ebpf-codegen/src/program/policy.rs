@@ -3,7 +3,10 @@
 //! Cilium reference: `bpf/lib/policy.h` (`__policy_can_access`,
 //! `__policy_check`) for the two-lookup precedence, and `bpf/bpf_lxc.c`
 //! for the conntrack interplay: only replies (`CT_REPLY`) skip policy;
-//! every other packet, established or not, is checked.
+//! every other packet, established or not, is checked. Conntrack is one
+//! lookup of a role-ordered key (`DATAPATH.md` §2.4) with Cilium's TCP
+//! lifetimes (`bpf/lib/conntrack.h`); each policy lookup is the slot's
+//! exact-key hash, then its trie (§2.0).
 
 use porin_compiler::mapstate::{Key, Precedence};
 
