@@ -87,6 +87,8 @@ crate::code_table! {
     DUPLICATE_POLICY = "PM042", "duplicate-policy", Error, "Two documents with the same kind, namespace and name: a cluster keeps one object per name (a second apply replaces the first), so applying both over-allows; the later copy is an error.";
     /// A field the target Cilium version's CRD no longer defines.
     REMOVED_IN_VERSION = "PM050", "removed-in-version", Error, "A field the chosen Cilium version (`--cilium-version`, `ciliumVersion`) removed from its CRD (e.g. `kafka`, `l7proto`, `l7` in 1.20): the API server rejects the policy.";
+    /// A kind the target enforces that porin does not model yet.
+    KIND_NOT_MODELLED = "PM051", "kind-not-modelled", Error, "A resource the chosen Cilium enforces but porin does not model yet (ClusterNetworkPolicy for --cilium-version 1.20 with --enable-k8s-cluster-network-policy): refused, so porin never reports as allowed what the cluster denies.";
 }
 
 /// The model code with this code or name, case-insensitive.

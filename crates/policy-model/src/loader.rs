@@ -62,6 +62,11 @@ pub struct LoadOutcome {
     pub trees: Vec<FileTree>,
     /// Findings not recorded because a file hit `max_diagnostics_per_file`.
     pub omitted: usize,
+    /// Documents of a kind only some Cilium versions or settings enforce
+    /// (a row of [`crate::version::TABLE`]), which porin skips (PM008):
+    /// where each is and its row. [`LoadOutcome::apply_target`] refuses
+    /// them when the target enforces them and porin cannot check them.
+    pub versioned_kinds: Vec<(Location, &'static crate::version::Row)>,
 }
 
 impl LoadOutcome {
@@ -112,6 +117,7 @@ impl LoadOutcome {
         self.diagnostics.extend(other.diagnostics);
         self.sources.extend(other.sources);
         self.trees.extend(other.trees);
+        self.versioned_kinds.extend(other.versioned_kinds);
         self.refuse_duplicates(from);
     }
 
@@ -350,6 +356,8 @@ enum Dispatch {
     CidrGroup,
     List,
     Skip(String),
+    /// A kind of the version table: skipped, and recorded.
+    Versioned(String, &'static crate::version::Row),
     Bad(String, Route),
 }
 
@@ -413,6 +421,19 @@ fn dispatch(root: &Node) -> Dispatch {
             ),
             _ => Dispatch::Skip(format!("`{api_version}` `{kind}` is not a Cilium resource")),
         },
+        kind if crate::version::kind_row(group, kind).is_some() => {
+            match crate::version::kind_row(group, kind) {
+                Some(row) => Dispatch::Versioned(
+                    format!(
+                        "`{api_version}` `{kind}` is not modelled by porin yet; Cilium enforces it only from {} (row `{}` of porin's version table)",
+                        row.turning_version(),
+                        row.id
+                    ),
+                    row,
+                ),
+                None => Dispatch::Skip(format!("`{kind}` is not a policy kind")),
+            }
+        }
         kind if kind == "List" || kind.ends_with("List") => Dispatch::List,
         other => Dispatch::Skip(format!("`{other}` is not a policy kind")),
     }
@@ -524,6 +545,16 @@ fn load_object(
                 outcome.push_capped(
                     Diagnostic::new(codes::SKIPPED_DOCUMENT, format!("skipped: {reason}"))
                         .at(locate(file, index, root, &prefix.key("kind"), false)),
+                    cap,
+                );
+                return;
+            }
+            Dispatch::Versioned(reason, row) => {
+                let location = locate(file, index, root, &prefix.key("kind"), false);
+                outcome.versioned_kinds.push((location.clone(), row));
+                outcome.push_capped(
+                    Diagnostic::new(codes::SKIPPED_DOCUMENT, format!("skipped: {reason}"))
+                        .at(location),
                     cap,
                 );
                 return;

@@ -155,6 +155,27 @@ impl LoadOutcome {
             }
         }
         self.documents = kept;
+        // A kind the target enforces and porin skips would be reported as
+        // allowing what the cluster may deny: refuse it (fail closed).
+        for (location, row) in &self.versioned_kinds {
+            if row.id == "cluster-network-policy"
+                && row.honoured_in(target.version.validation())
+                && target.k8s_cluster_network_policy
+            {
+                self.diagnostics.push(
+                    Diagnostic::new(
+                        codes::KIND_NOT_MODELLED,
+                        format!(
+                            "ClusterNetworkPolicy is enforced by Cilium {} with enable-k8s-cluster-network-policy, but porin does not model it yet",
+                            target.version
+                        ),
+                    )
+                    .at(location.clone())
+                    .note(format!("{} (source: {})", row.note, row.source))
+                    .help("check this policy set without --enable-k8s-cluster-network-policy only if the cluster does not enforce ClusterNetworkPolicy; porin refuses rather than report its Deny rules as allowing"),
+                );
+            }
+        }
     }
 }
 
@@ -257,5 +278,31 @@ specs:
         );
         // Downgrading reports nothing the old version refused already.
         assert!(upgrade_diagnostics(&outcome, document, &v20, &v20).is_empty());
+    }
+
+    /// Row `cluster-network-policy`: skipped (PM008) for 1.19 and for 1.20
+    /// without the agent setting, refused (PM051) where Cilium enforces it.
+    #[test]
+    fn a_cluster_network_policy_is_refused_only_where_cilium_enforces_it() {
+        let text = "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
+metadata: {name: p}\nspec: {tier: Admin, priority: 1, subject: {namespaces: {}}}\n";
+        let errors = |target: Target| {
+            let mut outcome = load_str("kcnp.yaml", text, &LoadLimits::default());
+            outcome.apply_target(&target);
+            outcome
+                .diagnostics
+                .iter()
+                .filter(|d| d.is_error())
+                .map(|d| d.code)
+                .collect::<Vec<_>>()
+        };
+        assert!(errors(Target::new(CiliumVersion::V1_19)).is_empty());
+        assert!(errors(Target::new(CiliumVersion::V1_20)).is_empty());
+        let flag = |version| Target {
+            version,
+            k8s_cluster_network_policy: true,
+        };
+        assert!(errors(flag(CiliumVersion::V1_19)).is_empty());
+        assert_eq!(errors(flag(CiliumVersion::V1_20)), ["PM051"]);
     }
 }

@@ -599,6 +599,8 @@ cilium/design-cfps#16 (CFP-30572, merged 2024-02-28)",
         change: Change::Since(v(20)),
         effect: Effect::Ignored,
         validated_by: Some("PM051"),
+        // PM051 refuses the kind where it *is* enforced and porin cannot
+        // check it yet (the loader skips it as PM008 elsewhere).
         note: KCNP_NOTE,
         source: KCNP_SOURCE,
     },

@@ -125,11 +125,23 @@ pub struct TestFileSpec {
     /// and are not run. Such a file counts as one case.
     #[serde(default)]
     pub expect_error: Option<Spanned<String>>,
+    /// porin extension: the Cilium version the policies are validated and
+    /// decided for (`"1.19"`, the default, or `"1.20"`; rows of
+    /// `porin_model::version::TABLE`).
+    #[serde(default)]
+    pub cilium_version: Option<Spanned<String>>,
 }
 
 /// The top-level fields [`TestFileSpec`] reads (camelCase); with
 /// [`INVENTORY_FIELDS`] they are every field a `PolicyTest` may have.
-pub const TEST_FILE_FIELDS: &[&str] = &["name", "policies", "cases", "inventory", "expectError"];
+pub const TEST_FILE_FIELDS: &[&str] = &[
+    "name",
+    "policies",
+    "cases",
+    "inventory",
+    "expectError",
+    "ciliumVersion",
+];
 
 /// Finds the test files under the given paths: a file argument is a test
 /// file; a directory is searched recursively, in path order, for `.yaml`,
@@ -291,6 +303,18 @@ pub fn prepare_with_inventory(
             }
         }
     }
+    let version = match &spec.cilium_version {
+        Some(version) => {
+            porin_model::CiliumVersion::parse_modelled(&version.value).map_err(|e| {
+                format!(
+                    "{display}:{}: ciliumVersion: {e}",
+                    version.referenced.line()
+                )
+            })?
+        }
+        None => porin_model::CiliumVersion::DEFAULT,
+    };
+    outcome.apply_target(&porin_model::Target::new(version));
     if outcome.has_errors() {
         return Err(format!(
             "{display}: {POLICIES_INVALID}:\n{}",

@@ -20,6 +20,7 @@ mod module_graph;
 /// The tests that read the optional corpus beside the clone; only they may
 /// name its path.
 const CORPUS_READERS: &[&str] = &[
+    "crates/cli/tests/cli/cilium_version.rs",
     "crates/compiler/tests/compiler/corpus.rs",
     "crates/lint/tests/lint/verify_corpus.rs",
     "crates/policy-model/tests/model/corpus.rs",
