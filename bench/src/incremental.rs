@@ -14,8 +14,8 @@
 //!   the rules `i ≡ 3 (mod 256)` select, 16 of 4,096): compile, difference;
 //! - **identity remove**: it goes away again.
 //!
-//! [`incremental_api`] is where the incremental calls of the `incr` branch go once they exist on
-//! main; until then it returns `None` and the table says so.
+//! [`incremental_api`] runs the same steps through the incremental API (`session::Session`,
+//! what the C API's live session runs) in the same child, beside the session path.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -25,8 +25,9 @@ use anyhow::{Context, Result, bail};
 use porin_compiler::compile::Compiled;
 use porin_compiler::diff::policy_diff;
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
+use porin_compiler::limits::CompileLimits;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::session::{IncrementalCompiler, pin_identities};
+use porin_compiler::session::{IncrementalCompiler, Session, Update, pin_identities};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadOutcome, load_str};
 use serde::{Deserialize, Serialize};
@@ -247,19 +248,64 @@ pub fn child(rules: usize, runs: usize) -> Result<IncrementalResult> {
     Ok(result)
 }
 
-/// ----- THE INCREMENTAL API SLOT -----
-///
-/// When the `incr` branch's incremental calls (apply one changed policy; add or remove one
-/// identity; produce the map difference) are on main, call them here on the same policy,
-/// inventory and steps as [`child`] ([`policy_yaml`], the `canary` pod) and return their figures.
-/// The table then shows them beside the session path above, in the same run. Until then this
-/// build has no such API and the table says "not in this build".
-#[allow(
-    clippy::unnecessary_wraps,
-    reason = "the signature the incremental API's figures need"
-)]
-fn incremental_api(_rules: usize, _runs: usize) -> Result<Option<IncrementalApiResult>> {
-    Ok(None)
+/// The incremental API (`porin_compiler::session::Session`, what the C API's live session
+/// runs): the same policy, inventory and steps as [`child`] ([`policy_yaml`], the `canary`
+/// pod), each step through `set_policy` / `add_endpoint` / `remove_endpoint`, whose
+/// [`porin_compiler::session::Update`] already carries the hole-free map writes of every
+/// endpoint it touched (so `diff_secs` is 0: the difference is part of the update). The
+/// rule change's `load_secs` is parsing the changed text, as in [`child`].
+fn incremental_api(rules: usize, runs: usize) -> Result<Option<IncrementalApiResult>> {
+    let original = policy_yaml(rules, 10_000);
+    let changed = policy_yaml(rules, 9_999);
+    let mut session = Session::with_policies(
+        inventory()?,
+        vec![("server.yaml".to_owned(), load(&original)?)],
+        CompileLimits::default(),
+    )?;
+    let server_writes = |update: &Update| -> usize {
+        update
+            .deltas
+            .iter()
+            .filter(|d| d.endpoint == SERVER)
+            .map(|d| d.changes.len())
+            .sum()
+    };
+    let step = |update: &Update, load_secs: f64, compile_secs: f64| Step {
+        load_secs,
+        compile_secs,
+        diff_secs: 0.0,
+        changes: server_writes(update),
+        computed: update.states_folded,
+    };
+    let mut result = IncrementalApiResult {
+        rule_change: Vec::new(),
+        identity_add: Vec::new(),
+        identity_remove: Vec::new(),
+    };
+    for run in 0..runs {
+        let text = if run % 2 == 0 { &changed } else { &original };
+        let start = Instant::now();
+        let outcome = load(text)?;
+        let load_secs = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let update = session.set_policy("server.yaml", outcome)?;
+        let secs = start.elapsed().as_secs_f64();
+        result.rule_change.push(step(&update, load_secs, secs));
+    }
+    for _ in 0..runs {
+        let canary = pod("canary", &[("role", "client-3"), ("canary", "true")]);
+        let start = Instant::now();
+        let update = session.add_endpoint(canary)?;
+        let secs = start.elapsed().as_secs_f64();
+        result.identity_add.push(step(&update, 0.0, secs));
+        let start = Instant::now();
+        let update = session
+            .remove_endpoint("bench/canary")
+            .context("canary is there")??;
+        let secs = start.elapsed().as_secs_f64();
+        result.identity_remove.push(step(&update, 0.0, secs));
+    }
+    Ok(Some(result))
 }
 
 #[cfg(test)]
@@ -277,6 +323,15 @@ mod tests {
         // Rules 3 and 259 select client-3, hence the canary.
         assert!(result.identity_add.iter().all(|s| s.changes >= 2));
         assert!(result.identity_remove.iter().all(|s| s.changes >= 2));
-        assert!(result.incremental.is_none());
+        // The incremental API finds the same writes as the batch path.
+        let api = result.incremental.unwrap();
+        for (api, batch) in [
+            (&api.rule_change, &result.rule_change),
+            (&api.identity_add, &result.identity_add),
+            (&api.identity_remove, &result.identity_remove),
+        ] {
+            let writes = |steps: &Vec<Step>| steps.iter().map(|s| s.changes).collect::<Vec<_>>();
+            assert_eq!(writes(api), writes(batch));
+        }
     }
 }

@@ -714,7 +714,7 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
     );
     out.push_str(
         "| step | parse (ms) | compile (ms) | difference (ms) | total to the map difference (ms) | \
-         map writes | map states recomputed | incremental API (`incr` branch) | target (issue \
+         map writes | map states recomputed | incremental API (`session::Session`, total) | target (issue \
          #14) |\n|---|---:|---:|---:|---:|---:|---:|---|---:|\n",
     );
     let show = |steps: &[Step], pick: fn(&Step) -> f64| {

@@ -5,6 +5,8 @@ use std::cell::OnceCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use porin_model::diagnostic::{Diagnostic, Location};
 
 use crate::settings::LintConfig;
@@ -104,24 +106,29 @@ fn fold_effects(
     units: &[Unit],
 ) -> BTreeMap<u32, RuleEffects> {
     let analysed = analysed_items(lowered);
-    let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
     // Units sharing a state share its rules, policy and endpoint ports
-    // (`Context::new`), which is all the analysis reads: their effects are
-    // computed once and folded in once per unit.
-    let mut shared: HashMap<*const MapState, Vec<(u32, RuleEffects)>> = HashMap::new();
+    // (`Context::new`), which is all the analysis reads: each distinct
+    // state is analysed once (in parallel, rayon), and its effects folded
+    // in once per unit. `RuleEffects::merge` is commutative and
+    // associative, so the result does not depend on the order.
+    let mut distinct: HashMap<*const MapState, usize> = HashMap::new();
+    let mut firsts: Vec<&Unit> = Vec::new();
+    let mut unit_state: Vec<usize> = Vec::with_capacity(units.len());
     for unit in units {
-        if let Some(effects) = shared.get(&Arc::as_ptr(&unit.state)) {
-            for (origin, effects) in effects {
-                out.entry(*origin).or_default().merge(effects.clone());
-            }
-            continue;
+        let next = firsts.len();
+        let index = *distinct.entry(Arc::as_ptr(&unit.state)).or_insert(next);
+        if index == next {
+            firsts.push(unit);
         }
+        unit_state.push(index);
+    }
+    let analyse = |unit: &&Unit| -> Vec<(u32, RuleEffects)> {
         let Some(endpoint) = unit
             .endpoints
             .first()
             .and_then(|i| inventory.endpoints.get(*i))
         else {
-            continue;
+            return Vec::new();
         };
         let items: BTreeMap<u32, bool> = unit
             .rules
@@ -130,7 +137,7 @@ fn fold_effects(
             .filter_map(|r| Some((r.origin, *analysed.get(&r.origin)?)))
             .collect();
         if items.is_empty() {
-            continue;
+            return Vec::new();
         }
         let mut analysis = UnitAnalysis::new(
             resolver,
@@ -140,13 +147,17 @@ fn fold_effects(
             &unit.rules,
             &unit.state,
         );
-        let mut computed = Vec::with_capacity(items.len());
-        for (origin, ranged) in items {
-            let effects = analysis.effects(&Item { origin, ranged });
-            out.entry(origin).or_default().merge(effects.clone());
-            computed.push((origin, effects));
+        items
+            .into_iter()
+            .map(|(origin, ranged)| (origin, analysis.effects(&Item { origin, ranged })))
+            .collect()
+    };
+    let effects: Vec<Vec<(u32, RuleEffects)>> = firsts.par_iter().map(analyse).collect();
+    let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
+    for index in unit_state {
+        for (origin, effects) in effects.get(index).into_iter().flatten() {
+            out.entry(*origin).or_default().merge(effects.clone());
         }
-        shared.insert(Arc::as_ptr(&unit.state), computed);
     }
     out
 }

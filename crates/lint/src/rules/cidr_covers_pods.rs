@@ -81,6 +81,27 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         return;
     }
     let mut cache = SelectorCache::default();
+    // Each pod address with the CIDR identity it would have without the
+    // pod (the longest policy prefix containing it, else the family's
+    // world identity), once for every rule.
+    let addresses: Vec<Vec<(IpAddr, u32)>> = cx
+        .inventory
+        .endpoints
+        .iter()
+        .map(|endpoint| {
+            endpoint
+                .ips
+                .iter()
+                .map(|ip| {
+                    let identity = cx
+                        .table
+                        .cidr_identity_of(*ip)
+                        .map_or_else(|| Family::of(*ip).world_identity().get(), |(_, id)| id);
+                    (*ip, identity)
+                })
+                .collect()
+        })
+        .collect();
     for (index, rule) in cx.rules().iter().enumerate() {
         if rule.deny || !is_user_rule(cx, index) {
             continue;
@@ -100,17 +121,12 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             let selection = cache.selection(id).to_vec();
             let mut covered: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
             for (endpoint_index, endpoint) in cx.inventory.endpoints.iter().enumerate() {
-                let ips: Vec<IpAddr> = endpoint
-                    .ips
-                    .iter()
-                    .filter(|ip| {
-                        let address_identity = cx
-                            .table
-                            .cidr_identity_of(**ip)
-                            .map_or_else(|| Family::of(**ip).world_identity().get(), |(_, id)| id);
-                        selection.contains(&address_identity)
-                    })
-                    .copied()
+                let ips: Vec<IpAddr> = addresses
+                    .get(endpoint_index)
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, address_identity)| selection.contains(address_identity))
+                    .map(|(ip, _)| *ip)
                     .collect();
                 if ips.is_empty() {
                     continue;

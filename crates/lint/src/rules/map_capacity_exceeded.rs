@@ -2,15 +2,17 @@
 //! The contributor analysis is shared with PR002; the counting is
 //! porin-compiler's ([`Census`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
 use super::Rule;
 use super::thousands;
-use crate::Context;
+use crate::{Context, Unit};
 use porin_compiler::compile::capacity::Census;
+use porin_compiler::mapstate::MapState;
 use porin_compiler::resolve::rule::proto;
 
 /// The rule: its registry entry (code, name, default severity,
@@ -132,10 +134,11 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// without being built ([`crate::Overflow`]).
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let limit = usize::try_from(cx.config.policy_map_max).unwrap_or(usize::MAX);
+    let mut censuses = Censuses::default();
     for unit in &cx.units {
         if unit.state.len() > limit {
-            let census = Census::of(&unit.state);
-            out.push(finding(cx, &cx.unit_name(unit), &census, RULE.info, limit));
+            let census = censuses.of(unit);
+            out.push(finding(cx, &cx.unit_name(unit), census, RULE.info, limit));
         }
     }
     for over in &cx.overflows {
@@ -145,6 +148,20 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
                 .to_owned(),
         );
         out.push(d);
+    }
+}
+
+/// The census of each distinct state, counted once: the units of one
+/// Deployment share their state (`Context::new`).
+#[derive(Default)]
+pub(crate) struct Censuses(HashMap<*const MapState, Census>);
+
+impl Censuses {
+    /// The census of a unit's state.
+    pub(crate) fn of(&mut self, unit: &Unit) -> &Census {
+        self.0
+            .entry(Arc::as_ptr(&unit.state))
+            .or_insert_with(|| Census::of(&unit.state))
     }
 }
 

@@ -5,9 +5,8 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
 use super::Rule;
-use super::map_capacity_exceeded::finding;
+use super::map_capacity_exceeded::{Censuses, finding};
 use crate::Context;
-use porin_compiler::compile::capacity::Census;
 
 /// The rule: its registry entry (code, name, default severity,
 /// documentation) and its check.
@@ -46,11 +45,12 @@ pub fn threshold(limit: usize, fraction: f64) -> usize {
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     let limit = usize::try_from(cx.config.policy_map_max).unwrap_or(usize::MAX);
     let warn = threshold(limit, cx.config.warn_fraction);
+    let mut censuses = Censuses::default();
     for unit in &cx.units {
         let count = unit.state.len();
         if count > warn && count <= limit {
-            let census = Census::of(&unit.state);
-            out.push(finding(cx, &cx.unit_name(unit), &census, RULE.info, limit));
+            let census = censuses.of(unit);
+            out.push(finding(cx, &cx.unit_name(unit), census, RULE.info, limit));
         }
     }
 }
