@@ -95,3 +95,17 @@ fn bad_nodes_are_refused_with_their_location() {
         "{empty}"
     );
 }
+
+#[test]
+fn the_node_list_fixture_loads_as_remote_nodes() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/inventories/k8s-nodes.yaml");
+    let inventory = Inventory::load(&path).unwrap();
+    let names: Vec<&str> = inventory.nodes.iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["kind-control-plane", "kind-worker"]);
+    let compiled = compile(&[], &inventory).unwrap();
+    assert_eq!(
+        compiled.identity_of_ip("fc00:f853:ccd:e793::3".parse().unwrap()),
+        6
+    );
+}
