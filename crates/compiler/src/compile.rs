@@ -225,6 +225,10 @@ pub struct Compiled {
     pub origins: Vec<Origin>,
     /// Findings about the policies.
     pub diagnostics: Vec<Diagnostic>,
+    /// The inventory's nodes (their addresses are in the ipcache), for
+    /// `node/NAME` peers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<crate::inventory::Node>,
 }
 
 impl Compiled {
@@ -1027,6 +1031,7 @@ impl<'c> Compilation<'c> {
             ipcache: summary.ipcache,
             origins: summary.origins.to_vec(),
             diagnostics: summary.diagnostics,
+            nodes: self.inventory.nodes.clone(),
         }
     }
 
@@ -1197,7 +1202,7 @@ pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> V
 }
 
 /// The ipcache of a compilation: endpoint addresses (/32, /128) → endpoint
-/// identities; policy prefixes → CIDR identities (an endpoint address wins
+/// identities; node addresses → host (local node) or remote-node; policy prefixes → CIDR identities (an endpoint address wins
 /// over an equal policy prefix); `0.0.0.0/0` → 9 and `::/0` → 10. IPv4
 /// first, then by address and length.
 pub fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<IpcacheEntry> {
@@ -1209,6 +1214,19 @@ pub fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<Ipcach
         let id = table.endpoint_identity.get(index).copied().unwrap_or(0);
         for ip in &endpoint.ips {
             map.insert(host_prefix(*ip), id);
+        }
+    }
+    // Node addresses: the local node's are the host, the others'
+    // remote-node (`NodeUpdated`, pkg/node/manager/manager.go); the
+    // inventory refuses a node address an endpoint also has.
+    for node in &inventory.nodes {
+        let id = if node.local {
+            Identity::HOST
+        } else {
+            Identity::REMOTE_NODE
+        };
+        for ip in &node.ips {
+            map.insert(host_prefix(*ip), id.get());
         }
     }
     if let Ok(v4) = "0.0.0.0/0".parse() {

@@ -131,6 +131,17 @@ impl Peer {
         {
             return Ok(Self::Endpoint(index));
         }
+        // `node/NAME`: a node's first address, with the identity the
+        // ipcache gives it (host for the local node, remote-node else).
+        if namespace == Some("node")
+            && let Some(ip) = compiled
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .and_then(|n| n.ips.first())
+        {
+            return Ok(Self::Address(*ip, compiled.identity_of_ip(*ip)));
+        }
         if namespace.is_none()
             && let Some(families) = world_families(text)
         {

@@ -182,6 +182,44 @@ fn add_object(
                 .extend(labels);
             return Ok(());
         }
+        "Node" => {
+            if name.is_empty() {
+                return Err(invalid(file, line, "Node without metadata.name".to_owned()));
+            }
+            // `k8s.ParseNode` (pkg/k8s/node.go): InternalIP and ExternalIP
+            // addresses are the node's IPs.
+            let mut ips = Vec::new();
+            let addresses = object
+                .get("status")
+                .and_then(|s| s.get("addresses"))
+                .and_then(Value::as_array);
+            for address in addresses.into_iter().flatten() {
+                let kind = address.get("type").and_then(Value::as_str).unwrap_or("");
+                if kind != "InternalIP" && kind != "ExternalIP" {
+                    continue;
+                }
+                let text = address.get("address").and_then(Value::as_str).unwrap_or("");
+                let ip = text.trim().parse().map_err(|_| {
+                    invalid(
+                        file,
+                        line,
+                        format!("Node `{name}`: address `{text}` is not an IP address"),
+                    )
+                })?;
+                ips.push(ip);
+            }
+            inventory.nodes.push(super::Node {
+                name: name.to_owned(),
+                labels: string_map(metadata.and_then(|m| m.get("labels"))),
+                ips,
+                local: false,
+                location: SourceLocation {
+                    file: file.to_owned(),
+                    line,
+                },
+            });
+            return Ok(());
+        }
         "Service" => {
             if name.is_empty() {
                 return Err(invalid(file, line, "Service without a name".to_owned()));

@@ -31,9 +31,8 @@ mod model;
 pub(crate) use model::container_port_proto;
 pub use model::{
     AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint, Inventory,
-    NamedPort, Service, ServicePort, SourceLocation, TargetPort,
+    NamedPort, Node, Service, ServicePort, SourceLocation, TargetPort,
 };
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::Path;
@@ -179,6 +178,89 @@ impl Inventory {
     /// namespace carries `kubernetes.io/metadata.name`, endpoints are sorted
     /// and unique, and endpoints without addresses get deterministic ones.
     pub fn finish(&mut self) -> Result<(), InventoryError> {
+        self.finish_inner()
+    }
+
+    /// Checks the nodes: names unique, every node with an address, at
+    /// most one local node (`localNode` marks one of the names), no
+    /// address of a node used by another node or an endpoint.
+    fn finish_nodes(&mut self) -> Result<(), InventoryError> {
+        let invalid = |node: &Node, message: String| InventoryError::Invalid {
+            file: node.location.file.clone(),
+            line: node.location.line,
+            message,
+        };
+        if let Some(local) = self.local_node.clone() {
+            let Some(node) = self.nodes.iter_mut().find(|n| n.name == local) else {
+                return Err(InventoryError::Invalid {
+                    file: String::new(),
+                    line: 0,
+                    message: format!("localNode `{local}` is not one of the inventory's nodes"),
+                });
+            };
+            node.local = true;
+        }
+        let mut names: BTreeMap<&str, &Node> = BTreeMap::new();
+        let mut owners: BTreeMap<IpAddr, String> = self
+            .endpoints
+            .iter()
+            .flat_map(|e| {
+                e.ips
+                    .iter()
+                    .map(move |ip| (*ip, format!("endpoint `{}`", e.display_name())))
+            })
+            .collect();
+        let mut local: Option<&Node> = None;
+        for node in &self.nodes {
+            if node.name.is_empty() {
+                return Err(invalid(node, "node without a name".to_owned()));
+            }
+            if let Some(first) = names.insert(&node.name, node) {
+                return Err(invalid(
+                    node,
+                    format!(
+                        "duplicate node `{}` (first defined at {}:{})",
+                        node.name, first.location.file, first.location.line
+                    ),
+                ));
+            }
+            if node.ips.is_empty() {
+                return Err(invalid(
+                    node,
+                    format!(
+                        "node `{}` has no addresses: its traffic would get no node identity (host or remote-node); list `addresses` (a Node manifest: status.addresses of type InternalIP or ExternalIP)",
+                        node.name
+                    ),
+                ));
+            }
+            if node.local {
+                if let Some(other) = local {
+                    return Err(invalid(
+                        node,
+                        format!(
+                            "nodes `{}` and `{}` are both local; porin compiles for one agent",
+                            other.name, node.name
+                        ),
+                    ));
+                }
+                local = Some(node);
+            }
+            for ip in &node.ips {
+                if let Some(owner) = owners.insert(*ip, format!("node `{}`", node.name)) {
+                    return Err(invalid(
+                        node,
+                        format!(
+                            "node `{}`: address {ip} is also the address of {owner}",
+                            node.name
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn finish_inner(&mut self) -> Result<(), InventoryError> {
         if self.cluster.is_empty() {
             DEFAULT_CLUSTER.clone_into(&mut self.cluster);
         }
@@ -194,6 +276,7 @@ impl Inventory {
             // namespace look like another to a namespaceSelector.
             labels.insert(crate::labels::NAMESPACE_NAME_LABEL.to_owned(), name.clone());
         }
+        self.finish_nodes()?;
         // A stable sort on the name alone: of two endpoints with one name,
         // the one loaded first stays first, so the duplicate error points
         // at the later definition whatever the two files' paths are.

@@ -9,6 +9,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use serde::Serialize;
 
 use crate::labels::LabelSet;
+use crate::settings::AgentSettings;
+pub use crate::settings::AllowLocalhost;
 
 /// Cluster name used when none is given (Cilium's `cluster-name` default).
 pub const DEFAULT_CLUSTER: &str = "default";
@@ -124,8 +126,36 @@ pub enum TargetPort {
     Name(String),
 }
 
-use crate::settings::AgentSettings;
-pub use crate::settings::AllowLocalhost;
+/// The cluster's nodes, as an agent sees them (`pkg/node/types/node.go`
+/// `Node`: name, labels, addresses).
+///
+/// The node an agent runs on is the **local node**: its addresses are the
+/// `host` identity (1) in the ipcache; every other node's addresses are
+/// `remote-node` (6) (`pkg/node/manager/manager.go` `NodeUpdated`: the
+/// node IPs of a remote node get `ReservedIdentityRemoteNode`, those of
+/// the local node `ReservedIdentityHost`). Cilium's per-node identities
+/// under `enable-node-selector-labels` are not modelled yet, nor host
+/// endpoints (the host firewall): nodes decide peer identities only.
+///
+/// Sources: porin inventory YAML and PolicyTest files (`nodes:` with
+/// `name`, `labels`, `addresses`, `local`) and Kubernetes `Node` manifests
+/// (`kubectl get nodes -o yaml`: `status.addresses` of type `InternalIP`
+/// and `ExternalIP`, which `k8s.ParseNode`, `pkg/k8s/node.go`, turns into
+/// node addresses). A manifest does not say which node is local; the
+/// inventory's `localNode: NAME` does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Node {
+    /// `metadata.name`.
+    pub name: String,
+    /// Node labels.
+    pub labels: BTreeMap<String, String>,
+    /// Node addresses (InternalIP, ExternalIP).
+    pub ips: Vec<IpAddr>,
+    /// Whether porin compiles for this node's agent (the local node).
+    pub local: bool,
+    /// Where it was defined.
+    pub location: SourceLocation,
+}
 
 /// Everything the compiler knows about the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -148,6 +178,11 @@ pub struct Inventory {
     pub fqdns: BTreeMap<String, Vec<IpAddr>>,
     /// Services.
     pub services: Vec<Service>,
+    /// The cluster's nodes ([`super::Node`]); at most one is local.
+    pub nodes: Vec<Node>,
+    /// The local node's name given apart from its definition
+    /// (`localNode`, for Node manifests that cannot say it).
+    pub local_node: Option<String>,
 }
 
 /// Parses an IP protocol name of a container port (`TCP` default).

@@ -27,7 +27,8 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::{
-    AllowLocalhost, Endpoint, Inventory, NamedPort, Service, SourceLocation, container_port_proto,
+    AllowLocalhost, Endpoint, Inventory, NamedPort, Node, Service, SourceLocation,
+    container_port_proto,
 };
 use crate::allocation::{check_given_identity, try_endpoint_identity_labels};
 use crate::error::InventoryError;
@@ -281,6 +282,23 @@ pub struct ServiceSpec {
     pub backends: Vec<String>,
 }
 
+/// A node as written in an inventory ([`super::Node`]).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Name (required, unique).
+    pub name: String,
+    /// Node labels.
+    #[serde(default)]
+    pub labels: LabelMap,
+    /// Node addresses (at least one).
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// Whether this is the node porin compiles for.
+    #[serde(default)]
+    pub local: bool,
+}
+
 /// The inventory fields of an `Inventory` or `PolicyTest` document; other
 /// fields (policies, cases) are read by their own owners.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -310,6 +328,12 @@ pub struct InventoryFields {
     /// Services.
     #[serde(default)]
     pub services: Vec<Spanned<ServiceSpec>>,
+    /// Nodes.
+    #[serde(default)]
+    pub nodes: Vec<Spanned<NodeSpec>>,
+    /// The local node's name (for nodes from manifests).
+    #[serde(default)]
+    pub local_node: Option<String>,
 }
 
 fn parse_ip(file: &str, line: u32, text: &str) -> Result<IpAddr, InventoryError> {
@@ -356,6 +380,27 @@ impl InventoryFields {
                     line,
                     message,
                 })?;
+        }
+        for spanned in &self.nodes {
+            let line = to_line(spanned.referenced.line());
+            let spec = &spanned.value;
+            let mut ips = Vec::with_capacity(spec.addresses.len());
+            for ip in &spec.addresses {
+                ips.push(parse_ip(file, line, ip)?);
+            }
+            inventory.nodes.push(Node {
+                name: spec.name.clone(),
+                labels: labels_of(&spec.labels),
+                ips,
+                local: spec.local,
+                location: SourceLocation {
+                    file: file.to_owned(),
+                    line,
+                },
+            });
+        }
+        if let Some(name) = &self.local_node {
+            inventory.local_node = Some(name.clone());
         }
         for (name, labels) in &self.namespaces {
             let entry = inventory.namespaces.entry(name.clone()).or_default();
@@ -480,6 +525,8 @@ pub const INVENTORY_FIELDS: &[&str] = &[
     "endpoints",
     "fqdns",
     "services",
+    "nodes",
+    "localNode",
 ];
 
 /// The `kind` and the top-level keys of one YAML mapping document, with

@@ -481,6 +481,7 @@ impl Session {
             ipcache: build_ipcache(&self.inventory, &model.table),
             origins: model.lowered.origins.clone(),
             diagnostics,
+            nodes: self.inventory.nodes.clone(),
         }
     }
 

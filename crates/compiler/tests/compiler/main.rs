@@ -9,6 +9,7 @@ mod inventory;
 mod limits_compile;
 mod limits_inventory;
 mod localhost;
+mod nodes;
 mod parallel;
 mod properties;
 mod properties_inventory;
