@@ -46,6 +46,8 @@ use porin_model::diagnostic::{Diagnostic, Severity};
 
 pub use config::annotation_problems;
 pub use context::{Context, Coverage, Overflow, Unit};
+/// `12,345`: how counts are printed in findings (also `porin replay`'s).
+pub use rules::support::thousands;
 
 use config::{LintConfig, RuleLevel, annotation_ignores};
 use porin_compiler::error::CompileError;

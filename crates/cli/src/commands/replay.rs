@@ -88,17 +88,9 @@ pub struct ReplayArgs {
     pub limits: LimitArgs,
 }
 
-/// `12408` as `12,408`.
+/// `12408` as `12,408` (lint's findings print counts the same way).
 pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
+    porin_lint::thousands(usize::try_from(n).unwrap_or(usize::MAX))
 }
 
 fn plural(n: u64, one: &str, many: &str) -> String {

@@ -6,7 +6,7 @@
 //! never names the table that names the rule.
 
 mod run;
-mod support;
+pub(crate) mod support;
 
 pub use run::run_all;
 pub use support::{Check, Rule, is_user_rule, thousands};
