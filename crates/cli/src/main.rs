@@ -48,6 +48,8 @@ enum Command {
     Diff(commands::diff::DiffArgs),
     /// Run the language server on standard input and output (for editors).
     Lsp(commands::lsp::LspArgs),
+    /// Enforce policies on this host's interfaces (microVM taps, container veths), live.
+    Agent(commands::agent::AgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +64,7 @@ fn main() -> ExitCode {
         Command::Graph(args) => commands::graph::run(args),
         Command::Diff(args) => commands::diff::run(args),
         Command::Lsp(args) => commands::lsp::run(args).map(ExitCode::from),
+        Command::Agent(args) => commands::agent::run(args),
     };
     match result {
         Ok(code) => code,
