@@ -1,0 +1,151 @@
+//! Swaps under load: while probes of six flows run continuously, the server's policy alternates
+//! between versions a and b (they differ in two rules); every probe's verdict must be that of
+//! the version in force, and flows allowed (or denied) by both versions never change.
+
+use std::time::{Duration, Instant};
+
+use porin_agent::{Agent, Config};
+
+use crate::netns::{Topology, can_run, enter, fixtures};
+use crate::probe::{Flow, Prober, Proto, Servers};
+
+/// What each version decides for each flow: (flow, allowed by a, allowed by b).
+const FLOWS: [(Proto, u16, bool, bool); 6] = [
+    (Proto::Tcp, 8080, true, true),
+    (Proto::Udp, 5353, true, true),
+    (Proto::Tcp, 7070, false, false),
+    (Proto::Udp, 7171, false, false),
+    (Proto::Tcp, 9090, true, false),
+    (Proto::Udp, 9191, false, true),
+];
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let index = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[index]
+}
+
+#[test]
+fn swaps_under_load_enforce_exactly_the_version_in_force() {
+    if !can_run("swaps_under_load") {
+        return;
+    }
+    // PORIN_AGENT_SWAPS overrides the count (1,000 by default: about two minutes).
+    let swaps: usize = std::env::var("PORIN_AGENT_SWAPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
+    let topology = Topology::new();
+    let _servers = Servers::start(&topology.server);
+    enter(&topology.host);
+    let policies = topology.policies("a");
+    let config = Config::new(
+        policies.clone(),
+        fixtures().join("vms.test.yaml"),
+        topology.state_dir(),
+    );
+    let (mut agent, applied) = Agent::start(config).unwrap();
+    assert!(applied.errors.is_empty(), "{:?}", applied.errors);
+    let flows: Vec<Flow> = FLOWS
+        .iter()
+        .map(|&(proto, port, _, _)| Flow { proto, port })
+        .collect();
+    let expected = |flow: Flow, version_b: bool| {
+        FLOWS
+            .iter()
+            .find(|f| f.0 == flow.proto && f.1 == flow.port)
+            .map(|f| if version_b { f.3 } else { f.2 })
+            .unwrap()
+    };
+    let texts = [
+        std::fs::read(fixtures().join("policies/a/server.yaml")).unwrap(),
+        std::fs::read(fixtures().join("policies/b/server.yaml")).unwrap(),
+    ];
+    // changes[i] = (apply started, apply ended, version b in force after it).
+    let mut changes: Vec<(Instant, Instant, bool)> = Vec::with_capacity(swaps + 1);
+    let now = Instant::now();
+    changes.push((now, now, false));
+    let prober = Prober::start(&topology.client, &flows);
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..swaps {
+        let version_b = i % 2 == 0;
+        std::fs::write(policies.join("server.yaml"), &texts[usize::from(version_b)]).unwrap();
+        let start = Instant::now();
+        let applied = agent.reload().unwrap();
+        let end = Instant::now();
+        assert_eq!(
+            applied.installed,
+            ["server"],
+            "change {i}: {:?}",
+            applied.errors
+        );
+        changes.push((start, end, version_b));
+        // Past the retired map's grace period (100 ms), so the next apply does not wait in it.
+        std::thread::sleep(Duration::from_millis(110));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let samples = prober.finish();
+    agent.shutdown(true).unwrap();
+
+    let (mut stable, mut in_transition) = (0usize, 0usize);
+    let mut violations: Vec<String> = Vec::new();
+    let (mut both_allowed, mut both_denied) = (0usize, 0usize);
+    for sample in &samples {
+        let (a, b) = (expected(sample.flow, false), expected(sample.flow, true));
+        if a == b {
+            if a {
+                both_allowed += 1;
+            } else {
+                both_denied += 1;
+            }
+            if sample.passed != a {
+                violations.push(format!(
+                    "{} {} (same in both versions)",
+                    sample.flow, sample.passed
+                ));
+            }
+            continue;
+        }
+        // The version in force for the whole probe, if one was.
+        let k = changes.partition_point(|c| c.1 <= sample.start);
+        let after_last_end = k.checked_sub(1).map(|i| changes[i]);
+        let next_start = changes.get(k).map(|c| c.0);
+        match after_last_end {
+            Some((_, _, version_b)) if next_start.is_none_or(|s| sample.end < s) => {
+                stable += 1;
+                if sample.passed != expected(sample.flow, version_b) {
+                    violations.push(format!(
+                        "{} passed={} under version {}",
+                        sample.flow,
+                        sample.passed,
+                        if version_b { "b" } else { "a" }
+                    ));
+                }
+            }
+            _ => in_transition += 1,
+        }
+    }
+    let mut windows: Vec<f64> = changes[1..]
+        .iter()
+        .map(|(s, e, _)| e.duration_since(*s).as_secs_f64() * 1000.0)
+        .collect();
+    windows.sort_by(f64::total_cmp);
+    eprintln!(
+        "swaps under load: {swaps} changes; {} probes ({both_allowed} of flows allowed by both, \
+         {both_denied} of flows denied by both, {stable} of changing flows inside one version, \
+         {in_transition} overlapping a change); transition window (reload start to last flip) \
+         p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms; violations {}",
+        samples.len(),
+        percentile(&windows, 0.5),
+        percentile(&windows, 0.99),
+        percentile(&windows, 1.0),
+        violations.len()
+    );
+    assert!(violations.is_empty(), "{violations:#?}");
+    assert!(
+        both_allowed > 0 && both_denied > 0 && stable > 0,
+        "the probes ran"
+    );
+}
