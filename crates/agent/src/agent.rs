@@ -110,8 +110,8 @@ impl Plan {
                 .ifindex
                 .map_or_else(|| "missing".to_owned(), |i| format!("ifindex {i}"));
             out.push_str(&format!(
-                "  {} (identity {}): {} on {} ({index}), {} policy entries\n",
-                e.endpoint, e.identity, e.action, e.device, e.entries
+                "  {} (identity {}) on {} ({index}): {}; {} policy entries\n",
+                e.endpoint, e.identity, e.device, e.action, e.entries
             ));
         }
         for peer in &self.peers_only {

@@ -160,6 +160,14 @@ impl Topology {
             "ip",
             &["netns", "exec", h, "sysctl", "-qw", "net.ipv4.ip_forward=1"],
         );
+        // IPv4 only: no MLD reports or router solicitations, whose drops would blur the
+        // counters the swap test compares with the probes.
+        for ns in [h, c, s] {
+            for key in ["all", "default", "lo"] {
+                let setting = format!("net.ipv6.conf.{key}.disable_ipv6=1");
+                run("ip", &["netns", "exec", ns, "sysctl", "-qw", &setting]);
+            }
+        }
         run(
             "mount",
             &["-t", "bpf", "bpf", topology.bpffs.to_str().unwrap()],
