@@ -6,7 +6,7 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
-targets=${*:-parse_policy_yaml compile_policy inventory_load lsp_messages baseline_parse}
+targets=${*:-parse_policy_yaml compile_policy inventory_load lsp_messages baseline_parse parse_flow_line}
 
 seed_yaml() {
     # $1 = target; copies every fixture policy file and fuzz/seeds/ (inputs
@@ -41,6 +41,8 @@ for target in $targets; do
     lsp_messages) mkdir -p "$here/corpus/$target" && cp "$here"/seeds/*.lsp "$here/corpus/$target/" ;;
     # Baseline files (fuzz/seeds/*.baseline.json, as --write-baseline writes them).
     baseline_parse) mkdir -p "$here/corpus/$target" && cp "$here"/seeds/*.baseline.json "$here/corpus/$target/" ;;
+    # Hubble flow files (fixtures/flows: -o json and -o jsonpb lines).
+    parse_flow_line) mkdir -p "$here/corpus/$target" && find "$root/fixtures/flows" -type f \( -name '*.json' -o -name '*.jsonpb' \) -exec cp {} "$here/corpus/$target/" \; ;;
     # Structured (Arbitrary) targets start from libFuzzer's own inputs:
     # fixture text would not decode into their input types meaningfully.
     emit_roundtrip | insn_roundtrip) mkdir -p "$here/corpus/$target" ;;

@@ -49,6 +49,16 @@
 #define PORIN_IPCACHE_VALUE_SIZE 8
 
 /*
+ Bytes of the `porin_config` value (`DATAPATH.md` §2.3).
+ */
+#define PORIN_CONFIG_VALUE_SIZE 8
+
+/*
+ Bytes of one `porin_events` ring-buffer record, `porin_event` (`DATAPATH.md` §2.6).
+ */
+#define PORIN_EVENT_SIZE 40
+
+/*
  Longest message of `porin_result_message` plus its NUL terminator.
  */
 #define PORIN_RESULT_MESSAGE_MAX 128

@@ -37,6 +37,29 @@ pub fn process_ns(pid: u32) -> u64 {
         .sum()
 }
 
+/// CPU nanoseconds of the current threads of process `pid`, split by thread name
+/// (`/proc/<pid>/task/<tid>/comm`): `(named, others)`, where `named` sums the threads for which
+/// `is_named(comm)` holds (QEMU's vCPU threads, `CPU 0/TCG`).
+pub fn process_ns_split(pid: u32, is_named: impl Fn(&str) -> bool) -> (u64, u64) {
+    let Ok(tasks) = fs::read_dir(format!("/proc/{pid}/task")) else {
+        return (0, 0);
+    };
+    let (mut named, mut others) = (0, 0);
+    for task in tasks.flatten() {
+        let tid = task.file_name().to_string_lossy().into_owned();
+        let Some(ns) = schedstat_ns(&format!("/proc/{pid}/task/{tid}/schedstat")) else {
+            continue;
+        };
+        let comm = fs::read_to_string(format!("/proc/{pid}/task/{tid}/comm")).unwrap_or_default();
+        if is_named(comm.trim()) {
+            named += ns;
+        } else {
+            others += ns;
+        }
+    }
+    (named, others)
+}
+
 /// The pids of the `ksoftirqd/N` kernel threads.
 pub fn ksoftirqd_pids() -> Vec<u32> {
     let Ok(entries) = fs::read_dir("/proc") else {
@@ -105,6 +128,9 @@ mod tests {
         }
         assert!(this_thread_ns() > before);
         assert!(process_ns(std::process::id()) >= this_thread_ns());
+        let (named, others) = process_ns_split(std::process::id(), |_| false);
+        assert_eq!(named, 0);
+        assert!(others >= this_thread_ns());
         assert!(peak_rss_kib().unwrap() > 0);
     }
 }

@@ -1,5 +1,7 @@
-//! End to end: latency, throughput and CPU per round trip of UDP echo through porin's datapath
-//! and through iptables / nft rule chains of the same N rules, on the same rig, interleaved.
+//! End to end: latency, throughput and CPU per round trip through porin's datapath and
+//! through iptables / nft rule chains of the same N rules, on the same rig, interleaved: UDP
+//! echo, TCP request/response and TCP connection churn, on the namespace rig ([`Rig`]) or the
+//! microVM rig (`vm::VmRig`), both behind the [`Bed`] trait.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -8,9 +10,75 @@ use anyhow::{Context, Result, bail};
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MAX, POLICY_MAP_MIN, emit};
 use porin_kernel::{Counter, Datapath};
 
-use crate::rig::Rig;
+use crate::rig::{Rig, Traffic};
 use crate::stats::{Spread, group, ratio};
-use crate::workload::{self, PorinPolicy};
+use crate::workload::{self, ChainAt, PorinPolicy};
+
+/// A rig the comparison runs on: where the filters attach and how a run is measured.
+pub trait Bed {
+    /// One sentence for the report: the topology and where each filter sits.
+    fn describe(&self) -> String;
+    /// The filtered endpoint's address (the server the policy selects).
+    fn server(&self) -> std::net::Ipv4Addr;
+    /// Latency and throughput (with CPU) of one run of `traffic`.
+    fn measure(&self, traffic: Traffic, config: &E2eConfig) -> Result<RunFigures>;
+    /// Attaches porin's programs; returns how many.
+    fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize>;
+    /// Detaches them.
+    fn detach_porin(&self) -> Result<()>;
+    /// Removes the pins of `tag`.
+    fn unpin(&self, tag: &str);
+    /// The network namespace holding the chains.
+    fn chain_netns(&self) -> &str;
+    /// Where the chains sit.
+    fn chain_at(&self) -> ChainAt;
+}
+
+impl Bed for Rig {
+    fn describe(&self) -> String {
+        "filter on the server's side of one veth pair between two namespaces: porin on tc \
+         clsact of the server's device (ingress = porin_to_endpoint), the chains on the server \
+         namespace's INPUT hook"
+            .to_owned()
+    }
+
+    fn server(&self) -> std::net::Ipv4Addr {
+        workload::SERVER
+    }
+
+    fn measure(&self, traffic: Traffic, config: &E2eConfig) -> Result<RunFigures> {
+        let latency = self.latency_of(traffic, config.samples, config.warmup)?;
+        let throughput = self.throughput_of(traffic, config.senders, config.window, config.secs)?;
+        Ok(RunFigures {
+            p50_ns: latency.p50_ns as f64,
+            p99_ns: latency.p99_ns as f64,
+            rps: throughput.replies_per_sec,
+            cpu_ns: throughput.cpu_ns_per_round_trip,
+            guest_cpu_ns: f64::NAN,
+            client_cpu_ns: f64::NAN,
+        })
+    }
+
+    fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
+        Rig::attach_porin(self, datapath, tag)
+    }
+
+    fn detach_porin(&self) -> Result<()> {
+        Rig::detach_porin(self)
+    }
+
+    fn unpin(&self, tag: &str) {
+        Rig::unpin(self, tag);
+    }
+
+    fn chain_netns(&self) -> &str {
+        &self.ns_server
+    }
+
+    fn chain_at(&self) -> ChainAt {
+        ChainAt::Input
+    }
+}
 
 /// What one end-to-end run measures.
 #[derive(Debug, Clone)]
@@ -34,6 +102,8 @@ pub struct E2eConfig {
     pub secs: f64,
     /// Echo server threads.
     pub server_threads: usize,
+    /// What the clients send.
+    pub traffic: Traffic,
 }
 
 /// The filters compared.
@@ -69,8 +139,14 @@ pub struct RunFigures {
     pub p99_ns: f64,
     /// Round trips per second with concurrent senders.
     pub rps: f64,
-    /// CPU ns per round trip.
+    /// CPU ns per round trip (on the microVM rig: the host side, without the guest's vCPU).
     pub cpu_ns: f64,
+    /// The microVM guest's vCPU ns per round trip (NaN on the namespace rig).
+    pub guest_cpu_ns: f64,
+    /// Of `cpu_ns`, the client threads and ksoftirqd alone (NaN on the namespace rig): on the
+    /// microVM rig, the host kernel's request path (routing, the chains, porin's program on
+    /// the tap's egress) without QEMU's user-space device emulation.
+    pub client_cpu_ns: f64,
 }
 
 /// Per (rule count, mechanism): the runs.
@@ -88,6 +164,8 @@ pub struct E2eReport {
     pub porin_entries: BTreeMap<usize, (usize, bool, f64)>,
     /// Load average before and after.
     pub load: (String, String),
+    /// The rig ([`Bed::describe`]).
+    pub bed: String,
 }
 
 struct PorinSetup {
@@ -132,53 +210,46 @@ fn rules_for_entries(entries: usize) -> Result<usize> {
         .with_context(|| format!("{entries} entries cannot hold the {fixed} fixed entries"))
 }
 
-fn measure(rig: &Rig, config: &E2eConfig) -> Result<RunFigures> {
-    let latency = rig.latency(config.samples, config.warmup)?;
-    let throughput = rig.throughput(config.senders, config.window, config.secs)?;
-    Ok(RunFigures {
-        p50_ns: latency.p50_ns as f64,
-        p99_ns: latency.p99_ns as f64,
-        rps: throughput.replies_per_sec,
-        cpu_ns: throughput.cpu_ns_per_round_trip,
-    })
-}
-
-fn measure_porin(rig: &Rig, setup: &PorinSetup, config: &E2eConfig) -> Result<RunFigures> {
+fn measure_porin(bed: &dyn Bed, setup: &PorinSetup, config: &E2eConfig) -> Result<RunFigures> {
     setup.datapath.reset_conntrack()?;
     setup.datapath.reset_counters()?;
-    rig.attach_porin(&setup.datapath, &setup.tag)?;
-    let figures = measure(rig, config);
-    let detached = rig.detach_porin();
+    let attached = bed.attach_porin(&setup.datapath, &setup.tag)?;
+    let figures = bed.measure(config.traffic, config);
+    let detached = bed.detach_porin();
     let figures = figures?;
     detached?;
-    // The traffic really went through porin: policy-checked requests and conntrack replies.
+    // The traffic really went through porin: policy-checked requests, and conntrack replies
+    // when the object has (and the rig attached) the program of the reply direction.
     let counters = setup.datapath.read_counters()?;
     let checked = counters.get(Counter::AllowedNew).packets
         + counters.get(Counter::AllowedEstablished).packets;
     let replies = counters.get(Counter::AllowedReply).packets;
-    if checked == 0 || replies == 0 {
+    if checked == 0 || (attached > 1 && replies == 0) {
         bail!("porin's counters did not see the echo traffic: {counters:?}");
     }
     Ok(figures)
 }
 
 fn measure_chain(
-    rig: &Rig,
+    bed: &dyn Bed,
     mechanism: Mechanism,
     rules: &[workload::Rule],
     config: &E2eConfig,
 ) -> Result<RunFigures> {
-    rig.flush_netfilter()?;
-    match mechanism {
-        Mechanism::Iptables => rig.install_iptables(&workload::iptables_restore(rules))?,
-        _ => rig.install_nft(&workload::nft_script(rules))?,
+    let ns = bed.chain_netns();
+    let at = bed.chain_at();
+    let iptables = mechanism == Mechanism::Iptables;
+    flush_netfilter(ns)?;
+    if iptables {
+        let restore = workload::iptables_restore_at(rules, &at);
+        crate::cmd::in_netns(ns, "iptables-nft-restore", &[], Some(&restore))?;
+    } else {
+        let script = workload::nft_script_at(rules, &at);
+        crate::cmd::in_netns(ns, "nft", &["-f", "-"], Some(&script))?;
     }
-    let figures = measure(rig, config);
-    let counted = match mechanism {
-        Mechanism::Iptables => rig.iptables_final_rule_packets(),
-        _ => rig.nft_final_rule_packets(),
-    };
-    let flushed = rig.flush_netfilter();
+    let figures = bed.measure(config.traffic, config);
+    let counted = crate::rig::final_rule_packets(ns, &at, iptables);
+    let flushed = flush_netfilter(ns);
     let figures = figures?;
     flushed?;
     if counted? == 0 {
@@ -190,10 +261,24 @@ fn measure_chain(
     Ok(figures)
 }
 
-/// Runs the whole end-to-end comparison.
+/// Removes every netfilter table of namespace `ns` (iptables-nft's and ours).
+fn flush_netfilter(ns: &str) -> Result<()> {
+    crate::cmd::in_netns(ns, "nft", &["flush", "ruleset"], None).map(drop)
+}
+
+/// Runs the whole end-to-end comparison on the namespace rig.
 pub fn run(config: &E2eConfig) -> Result<E2eReport> {
+    let mut rig = Rig::new(config.server_threads)?;
+    if config.traffic != Traffic::Udp {
+        // One thread per long-lived connection (senders + the latency client) and spares.
+        rig.start_tcp_server(config.senders + 8)?;
+    }
+    run_on(&rig, config)
+}
+
+/// Runs the whole end-to-end comparison on `bed`.
+pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
     let load_before = crate::cpu::load_average();
-    let rig = Rig::new(config.server_threads)?;
     let mut results: Results = BTreeMap::new();
     let mut porin_entries = BTreeMap::new();
 
@@ -203,7 +288,7 @@ pub fn run(config: &E2eConfig) -> Result<E2eReport> {
     }
     for run in 0..config.runs {
         eprintln!("e2e: baseline run {}/{}", run + 1, config.runs);
-        let figures = measure(&rig, config)?;
+        let figures = bed.measure(config.traffic, config)?;
         results
             .entry((0, Mechanism::Baseline))
             .or_default()
@@ -211,9 +296,9 @@ pub fn run(config: &E2eConfig) -> Result<E2eReport> {
     }
     for (rules_count, with_chains) in points {
         eprintln!("e2e: N = {rules_count}: compiling with porin");
-        let rules = workload::rules(rules_count, 0)?;
+        let rules = workload::rules_for(rules_count, 0, config.traffic.proto())?;
         let started = std::time::Instant::now();
-        let (policy, synthesised) = workload::porin_policy(&rules)?;
+        let (policy, synthesised) = workload::porin_policy_at(&rules, bed.server())?;
         let compile_secs = started.elapsed().as_secs_f64();
         porin_entries.insert(
             rules_count,
@@ -237,8 +322,8 @@ pub fn run(config: &E2eConfig) -> Result<E2eReport> {
                     mechanism.label()
                 );
                 let figures = match mechanism {
-                    Mechanism::Porin => measure_porin(&rig, &setup, config),
-                    other => measure_chain(&rig, other, &rules, config),
+                    Mechanism::Porin => measure_porin(bed, &setup, config),
+                    other => measure_chain(bed, other, &rules, config),
                 }
                 .with_context(|| format!("N = {rules_count}, {}", mechanism.label()))?;
                 results
@@ -247,11 +332,11 @@ pub fn run(config: &E2eConfig) -> Result<E2eReport> {
                     .push(figures);
             }
         }
-        rig.unpin(&setup.tag);
+        bed.unpin(&setup.tag);
     }
-    drop(rig);
     Ok(E2eReport {
         config: config.clone(),
+        bed: bed.describe(),
         results,
         porin_entries,
         load: (load_before, crate::cpu::load_average()),
@@ -275,16 +360,52 @@ type Table = (&'static str, fn(&RunFigures) -> f64, f64, usize, bool);
 pub fn render(report: &E2eReport) -> String {
     let mut out = String::new();
     let c = &report.config;
+    let workload = match c.traffic {
+        Traffic::Udp => format!(
+            "UDP echo, 32-byte payload. Throughput: {} senders × {} requests in flight for {} s, \
+             counted in completed round trips (each round trip is 2 packets through the filter: \
+             the request is policy-checked, the reply is a conntrack hit or passes the chains' \
+             unfiltered direction)",
+            c.senders, c.window, c.secs
+        ),
+        Traffic::TcpRr => format!(
+            "TCP request/response: 32 bytes each way with TCP_NODELAY, one request in flight per \
+             long-lived connection. Throughput: {} connections for {} s, counted in completed \
+             round trips (each is at least a request and a reply segment through the filter, \
+             plus the ACKs that do not piggyback)",
+            c.senders, c.secs
+        ),
+        Traffic::Churn => format!(
+            "TCP connection churn: a new connection for every request (connect, 32 bytes each \
+             way, the client's close, wait for the server's FIN; about 9 packets, 5 of them \
+             towards the server). Throughput: {} concurrent clients for {} s, counted in \
+             completed connections",
+            c.senders, c.secs
+        ),
+    };
+    let cpu = if report
+        .results
+        .values()
+        .flatten()
+        .any(|f| f.guest_cpu_ns.is_finite())
+    {
+        "CPU (host side): scheduler time of the client threads (which include the softirq work \
+         done on their stacks: routing, the chains, porin's program on the tap's egress), \
+         ksoftirqd and QEMU's threads other than the vCPU (its tap I/O thread, in whose \
+         system calls the host kernel handles what the guest sends, porin's ingress program \
+         included), per round trip, and the client threads with ksoftirqd alone (the request \
+         direction without QEMU's user-space work); the guest's vCPU thread is counted apart \
+         (last table)"
+    } else {
+        "CPU: scheduler time of client and server threads (which include the softirq work done \
+         on their stacks) plus ksoftirqd, per round trip"
+    };
     let _ = writeln!(
         out,
-        "End to end (UDP echo, 32-byte payload, filter on the server's side of one veth pair). \
-         {} run(s) per point: median (min–max). Latency: {} samples after {} warm-up, one \
-         request in flight. Throughput: {} senders × {} requests in flight for {} s, counted in \
-         completed round trips (each round trip is 2 packets through the filter: the request \
-         is policy-checked, the reply is a conntrack/OUTPUT hit). CPU: scheduler time of client \
-         and server threads (which include the softirq work done on their stacks) plus \
-         ksoftirqd, per round trip. Load average before: {}; after: {}.\n",
-        c.runs, c.samples, c.warmup, c.senders, c.window, c.secs, report.load.0, report.load.1
+        "End to end ({workload}; {}). {} run(s) per point: median (min–max). Latency: {} \
+         samples after {} warm-up, one request in flight. {cpu}. Load average before: {}; \
+         after: {}.\n",
+        report.bed, c.runs, c.samples, c.warmup, report.load.0, report.load.1
     );
     let mut sizes: Vec<usize> = report
         .results
@@ -293,12 +414,35 @@ pub fn render(report: &E2eReport) -> String {
         .map(|(n, _)| *n)
         .collect();
     sizes.sort_unstable();
-    let tables: [Table; 4] = [
+    let mut tables: Vec<Table> = vec![
         ("Latency p50 (µs)", |f| f.p50_ns, 1e3, 1, false),
         ("Latency p99 (µs)", |f| f.p99_ns, 1e3, 1, false),
         ("Throughput (round trips/s)", |f| f.rps, 1.0, 0, true),
         ("CPU per round trip (µs)", |f| f.cpu_ns, 1e3, 2, false),
     ];
+    if report
+        .results
+        .values()
+        .flatten()
+        .any(|f| f.guest_cpu_ns.is_finite())
+    {
+        tables[3].0 = "CPU per round trip, host side (µs)";
+        tables.push((
+            "CPU per round trip, host side: client threads and ksoftirqd only (µs; the request \
+             path through the chains or porin_to_endpoint, without QEMU)",
+            |f| f.client_cpu_ns,
+            1e3,
+            2,
+            false,
+        ));
+        tables.push((
+            "Guest vCPU per round trip (µs; the emulated guest, not the filter)",
+            |f| f.guest_cpu_ns,
+            1e3,
+            1,
+            false,
+        ));
+    }
     for (title, pick, scale, digits, higher_is_better) in tables {
         let _ = writeln!(
             out,

@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use crate::cpu;
 use crate::stats::percentile;
 
-/// What the server prints once its socket is bound.
-pub const READY: &str = "PORIN_BENCH_READY";
+/// What the server prints once its socket is bound (one marker for every server).
+pub use crate::echo_std::READY;
 /// Prefix of a client's result line.
 pub const RESULT: &str = "RESULT ";
 /// Request/reply payload size (bytes; a sequence number and padding).
@@ -125,19 +125,54 @@ pub fn latency(target: SocketAddr, samples: usize, warmup: usize) -> Result<Late
             rtts.push(elapsed);
         }
     }
-    rtts.sort_unstable();
-    let mean = if rtts.is_empty() {
-        0
-    } else {
-        rtts.iter().sum::<u64>() / rtts.len() as u64
-    };
-    Ok(LatencyResult {
-        samples: rtts.len(),
-        lost,
-        p50_ns: percentile(&rtts, 50.0),
-        p99_ns: percentile(&rtts, 99.0),
-        mean_ns: mean,
-    })
+    Ok(LatencyResult::of(rtts, lost))
+}
+
+impl LatencyResult {
+    /// The percentiles and mean of the measured round trips (ns).
+    pub fn of(mut rtts: Vec<u64>, lost: usize) -> Self {
+        rtts.sort_unstable();
+        let mean = if rtts.is_empty() {
+            0
+        } else {
+            rtts.iter().sum::<u64>() / rtts.len() as u64
+        };
+        Self {
+            samples: rtts.len(),
+            lost,
+            p50_ns: percentile(&rtts, 50.0),
+            p99_ns: percentile(&rtts, 99.0),
+            mean_ns: mean,
+        }
+    }
+}
+
+/// What one sender thread returns: requests sent, replies received, its CPU ns.
+pub type SenderCounts = (u64, u64, u64);
+
+impl ThroughputResult {
+    /// Joins the sender threads started at `start` and adds up their counts.
+    pub fn join(
+        handles: Vec<std::thread::JoinHandle<SenderCounts>>,
+        start: Instant,
+    ) -> Result<Self> {
+        let mut result = Self {
+            replies: 0,
+            sent: 0,
+            elapsed_ns: 0,
+            cpu_ns: 0,
+        };
+        for handle in handles {
+            let (sent, replies, cpu_ns) = handle
+                .join()
+                .map_err(|_| anyhow::anyhow!("a sender thread panicked"))?;
+            result.sent += sent;
+            result.replies += replies;
+            result.cpu_ns += cpu_ns;
+        }
+        result.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        Ok(result)
+    }
 }
 
 /// Result of the throughput client.
@@ -168,7 +203,7 @@ pub fn throughput(
     let mut handles = Vec::new();
     for _ in 0..senders.max(1) {
         let socket = connected_socket(target, Duration::from_millis(20))?;
-        handles.push(std::thread::spawn(move || -> (u64, u64, u64) {
+        handles.push(std::thread::spawn(move || -> SenderCounts {
             let cpu_start = cpu::this_thread_ns();
             let (mut sent, mut replies) = (0u64, 0u64);
             let mut buf = [0u8; PAYLOAD];
@@ -199,22 +234,7 @@ pub fn throughput(
             )
         }));
     }
-    let mut result = ThroughputResult {
-        replies: 0,
-        sent: 0,
-        elapsed_ns: 0,
-        cpu_ns: 0,
-    };
-    for handle in handles {
-        let (sent, replies, cpu_ns) = handle
-            .join()
-            .map_err(|_| anyhow::anyhow!("a sender thread panicked"))?;
-        result.sent += sent;
-        result.replies += replies;
-        result.cpu_ns += cpu_ns;
-    }
-    result.elapsed_ns = u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX);
-    Ok(result)
+    ThroughputResult::join(handles, start)
 }
 
 /// Prints a client's result line.

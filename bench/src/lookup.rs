@@ -1,7 +1,13 @@
 //! Lookup cost of porin's datapath measured by the kernel (`BPF_PROG_TEST_RUN`, through
 //! `Datapath::bench`), at 1 rule and at full tables, new flow vs established flow vs reply,
 //! always for the worst-placed entry: the measured peer's ipcache and policy entries are
-//! inserted last, after the ipcache was padded to at least 8,000 /32 entries.
+//! inserted last, after the ipcache was padded with /32 entries.
+//!
+//! A baseline object in the same run: with `PORIN_BENCH_BASELINE_OBJECT=PATH` (e.g. the
+//! `include/porin.bpf.o` of an earlier commit, `git show REV:include/porin.bpf.o`), every row
+//! also measures that object, filled the way objects before the exact-key hashes were (every
+//! entry in the LPM tries, `porin_policy_a` active), on the same packets, interleaved run by
+//! run, and the table shows its figures as the "before" columns.
 
 use std::fmt::Write as _;
 
@@ -9,7 +15,7 @@ use anyhow::{Context, Result, bail};
 use porin_ebpf::abi::Ipcache4Key;
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MIN, emit};
 use porin_kernel::packet::Packet;
-use porin_kernel::{Datapath, Direction};
+use porin_kernel::{Datapath, Direction, LoadedObject, SkBuff};
 
 use crate::stats::{Spread, group};
 use crate::workload::{self, CLIENT, ECHO_PORT, SERVER};
@@ -50,6 +56,89 @@ pub struct LookupRow {
     pub denied: Vec<f64>,
     /// Non-IP (ARP) frame ns/packet per run: program entry, Ethernet parse, counter.
     pub non_ip: Vec<f64>,
+    /// The baseline object's figures, when one was given.
+    pub before: Option<Figures>,
+}
+
+/// New flow, established and denied ns/packet per run, of the baseline object.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    /// New flow.
+    pub new_flow: Vec<f64>,
+    /// Established.
+    pub established: Vec<f64>,
+    /// Denied, no entry.
+    pub denied: Vec<f64>,
+}
+
+/// The environment variable naming a baseline object.
+pub const BASELINE_ENV: &str = "PORIN_BENCH_BASELINE_OBJECT";
+
+/// An object of the layout before the exact-key hashes, driven by map name: every ipcache
+/// entry in `porin_ipcache4`, every policy entry in `porin_policy_a` (the zeroed
+/// `porin_config` selects it), conntrack `porin_ct`.
+struct Baseline {
+    object: LoadedObject,
+}
+
+impl Baseline {
+    fn load(path: &str, policy: &workload::PorinPolicy) -> Result<Self> {
+        let bytes = std::fs::read(path).with_context(|| format!("{BASELINE_ENV}={path}"))?;
+        let object = LoadedObject::load(&bytes)?;
+        let ipcache = object.map("porin_ipcache4")?;
+        for (key, value) in &policy.ipcache4 {
+            ipcache.update(&key.to_bytes(), &value.to_bytes())?;
+        }
+        let map = object.map("porin_policy_a")?;
+        for (key, value) in &policy.policy {
+            map.update(&key.to_bytes(), &value.to_bytes())?;
+        }
+        Ok(Self { object })
+    }
+
+    fn reset_conntrack(&self) -> Result<()> {
+        self.object.map("porin_ct")?.clear()?;
+        Ok(())
+    }
+
+    fn bench(&self, direction: Direction, packet: &[u8], repeat: u32) -> Result<(u32, u32)> {
+        let out = self
+            .object
+            .program(direction.program_name())?
+            .test_run_repeat(packet, &SkBuff::default(), repeat)?;
+        Ok((out.duration_ns, out.retval))
+    }
+
+    fn measure(
+        &self,
+        request: &[u8],
+        denied: &[u8],
+        config: &LookupConfig,
+        into: &mut Figures,
+    ) -> Result<()> {
+        let mut singles = Vec::with_capacity(config.new_flow_runs);
+        for _ in 0..config.new_flow_runs {
+            self.reset_conntrack()?;
+            singles.push(u64::from(self.bench(Direction::ToEndpoint, request, 1)?.0));
+        }
+        singles.sort_unstable();
+        into.new_flow
+            .push(crate::stats::percentile(&singles, 50.0) as f64);
+        self.reset_conntrack()?;
+        let (_, verdict) = self.bench(Direction::ToEndpoint, request, 1)?;
+        if verdict != porin_kernel::TC_ACT_OK {
+            bail!("the baseline object dropped the measured request");
+        }
+        into.established.push(f64::from(
+            self.bench(Direction::ToEndpoint, request, config.repeat)?.0,
+        ));
+        let (ns, verdict) = self.bench(Direction::ToEndpoint, denied, config.repeat)?;
+        if verdict != porin_kernel::TC_ACT_SHOT {
+            bail!("the baseline object passed the packet without an entry");
+        }
+        into.denied.push(f64::from(ns));
+        Ok(())
+    }
 }
 
 fn ipcache_key(addr: std::net::Ipv4Addr) -> Ipcache4Key {
@@ -108,6 +197,18 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
     let datapath = Datapath::load(&object)?;
     datapath.install_ipcache(&policy.ipcache4, &policy.ipcache6)?;
     datapath.install_policy(&policy.policy)?;
+    // The baseline object's maps have its own fixed sizes (the committed object's: 16,384
+    // policy entries); a size that does not fit is left out of the comparison.
+    let baseline = match std::env::var(BASELINE_ENV) {
+        Ok(path) if !path.is_empty() => match Baseline::load(&path, &policy) {
+            Ok(baseline) => Some(baseline),
+            Err(error) => {
+                eprintln!("lookup: baseline object left out at {entries} entries: {error:#}");
+                None
+            }
+        },
+        _ => None,
+    };
 
     let mut row = LookupRow {
         rules,
@@ -119,6 +220,7 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
         reply: Vec::new(),
         denied: Vec::new(),
         non_ip: Vec::new(),
+        before: baseline.as_ref().map(|_| Figures::default()),
     };
     let denied = Packet::udp4(CLIENT, 40_001, SERVER, ECHO_PORT + 1).build();
     if datapath.decide(Direction::ToEndpoint, &denied)?.passed() {
@@ -169,6 +271,9 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
             &arp,
             config.repeat,
         )?));
+        if let (Some(baseline), Some(before)) = (&baseline, row.before.as_mut()) {
+            baseline.measure(&request.build(), &denied, config, before)?;
+        }
     }
     Ok(row)
 }
@@ -205,6 +310,7 @@ pub fn render(rows: &[LookupRow], config: &LookupConfig) -> String {
     out.push_str(
         "| rules | policy entries | ipcache entries | new flow (ns/pkt) | established (ns/pkt) | reply (ns/pkt) | denied, no entry (ns/pkt) | non-IP frame (ns/pkt) |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let before_table = render_before(rows);
     let show = |v: &[f64]| Spread::of(v).map_or_else(|| "n/a".to_owned(), |s| s.show(0));
     let base = rows.first();
     for row in rows {
@@ -241,6 +347,55 @@ pub fn render(rows: &[LookupRow], config: &LookupConfig) -> String {
         "\n†: entries synthesised in porin's encoding from a compiled one-rule template (see the \
          end-to-end note).\n",
     );
+    out.push_str(&before_table);
+    out
+}
+
+/// The same run's baseline object against this one, when a baseline was measured: before and
+/// now per path, each with its change against the smallest size.
+fn render_before(rows: &[LookupRow]) -> String {
+    let mut out = String::new();
+    if rows.iter().all(|r| r.before.is_none()) {
+        return out;
+    }
+    out.push_str(
+        "\nBaseline object (`PORIN_BENCH_BASELINE_OBJECT`, every entry in the LPM tries) vs this \
+         object, same run, same packets, interleaved per run:\n\n\
+         | policy entries | new flow before | new flow now | established before | established now | denied before | denied now |\n\
+         |---:|---:|---:|---:|---:|---:|---:|\n",
+    );
+    let median = |v: &[f64]| Spread::of(v).map(|s| s.median);
+    let base = rows.first();
+    let cell = |now: &[f64], first: Option<&[f64]>| -> String {
+        let Some(n) = median(now) else {
+            return "n/a (does not fit the baseline's maps)".to_owned();
+        };
+        let Some(spread) = Spread::of(now) else {
+            return "n/a".to_owned();
+        };
+        match first.and_then(median) {
+            Some(t) if t > 0.0 && !std::ptr::eq(now, first.unwrap_or(now)) => {
+                format!("{} ({:+.1}%)", spread.show(0), (n / t - 1.0) * 100.0)
+            }
+            _ => spread.show(0),
+        }
+    };
+    let missing = Figures::default();
+    for row in rows {
+        let before = row.before.as_ref().unwrap_or(&missing);
+        let first = base.and_then(|b| b.before.as_ref());
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            group(row.policy_entries as f64, 0),
+            cell(&before.new_flow, first.map(|f| f.new_flow.as_slice())),
+            cell(&row.new_flow, base.map(|b| b.new_flow.as_slice())),
+            cell(&before.established, first.map(|f| f.established.as_slice())),
+            cell(&row.established, base.map(|b| b.established.as_slice())),
+            cell(&before.denied, first.map(|f| f.denied.as_slice())),
+            cell(&row.denied, base.map(|b| b.denied.as_slice())),
+        );
+    }
     out
 }
 

@@ -3,12 +3,16 @@
 //! ```text
 //! porin-bench all [--quick]       everything below, Markdown tables on stdout
 //! porin-bench e2e [--quick]       UDP echo through porin / iptables-nft / nft, N rules
+//! porin-bench tcp [--quick]       TCP request/response on long-lived connections, same rig
+//! porin-bench churn [--quick]     TCP connection churn (a new connection per request)
+//! porin-bench vm [--quick]        a QEMU microVM behind a tap: porin on the tap vs the chains
 //! porin-bench lookup [--quick]    BPF_PROG_TEST_RUN ns per packet, 1 rule vs full tables
 //! porin-bench apply [--quick]     time to replace a policy, whole and as a difference
 //! porin-bench compile [--quick]   compile time and peak memory of synthetic clusters
 //! porin-bench gen --out DIR ...   write a generated GitOps repository (policies + manifests)
 //! porin-bench scale [--quick]     the `porin` binary's lint and compile of whole clusters (#14)
 //! porin-bench nca [--quick]       porin vs network-config-analyzer on NetworkPolicies (#15)
+//! porin-bench flows [--quick]     porin replay of a 1,000,000-line Hubble recording (#22)
 //! ```
 //!
 //! `gen`, `scale` and `nca` need no root: they run the release `porin` binary (and `nca`) as
@@ -17,6 +21,8 @@
 //! Needs root (bpf(2), network namespaces, tc, netfilter) and `ip`, `tc`, `nsenter`, `mount`,
 //! `iptables-nft-restore`, `nft`. Progress goes to stderr, tables to stdout. `--quick` runs in
 //! seconds (N ∈ {1, 100}, few samples, one run) and is what `tests/quick.rs` runs in CI.
+//! `vm` also needs `qemu-system-x86_64`, `cpio`, a static busybox, `rustc` with the
+//! `x86_64-unknown-linux-musl` target, and a Debian cloud kernel package (see `vm.rs`).
 
 mod apply;
 mod child;
@@ -25,6 +31,8 @@ mod compile_cost;
 mod cpu;
 mod e2e;
 mod echo;
+mod echo_std;
+mod flows;
 mod gitops;
 mod incremental;
 mod lookup;
@@ -32,11 +40,13 @@ mod nca;
 mod rig;
 mod scale;
 mod stats;
+mod tcp;
+mod vm;
 mod workload;
 
 use std::net::SocketAddr;
 
-use anyhow::{Result, bail};
+use anyhow::{Context, Result, bail};
 use clap::{Args, Parser, Subcommand};
 
 #[derive(Parser)]
@@ -55,6 +65,12 @@ enum Commands {
     All(Options),
     /// End to end: latency, throughput, CPU per round trip for N rules.
     E2e(Options),
+    /// End to end, TCP request/response on long-lived connections.
+    Tcp(Options),
+    /// End to end, TCP connection churn (a new connection per request).
+    Churn(Options),
+    /// End to end through a QEMU microVM behind a tap device.
+    Vm(VmArgs),
     /// BPF_PROG_TEST_RUN lookup cost.
     Lookup(Options),
     /// Apply (policy replacement) cost.
@@ -67,6 +83,8 @@ enum Commands {
     Scale(ScaleArgs),
     /// porin vs network-config-analyzer (`nca`) on NetworkPolicy clusters (issue #15).
     Nca(nca::NcaArgs),
+    /// `porin replay` of a 1,000,000-line Hubble recording (issue #22).
+    Flows(flows::FlowsArgs),
     /// Internal: the processes the harness starts (echo server, clients, compile child).
     #[command(hide = true)]
     Role {
@@ -105,6 +123,58 @@ struct Options {
     /// Compile part: only the CIDR table, not the synthetic clusters.
     #[arg(long)]
     only_cidr: bool,
+}
+
+#[derive(Args, Clone)]
+struct VmArgs {
+    #[command(flatten)]
+    options: Options,
+    /// Workloads through the guest (default udp,tcp; churn is possible but slow under TCG).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    traffic: Option<Vec<TrafficArg>>,
+    /// The Debian kernel package (`linux-image-*-cloud-amd64_*.deb`); default: `apt-get
+    /// download` of the package `linux-image-cloud-amd64` depends on, into the rig's directory
+    /// (the environment variable `PORIN_BENCH_KERNEL_DEB` is the default when set).
+    #[arg(long)]
+    kernel_deb: Option<std::path::PathBuf>,
+    /// Seconds to wait for the guest under KVM before falling back to TCG.
+    #[arg(long, default_value_t = 15)]
+    kvm_timeout: u64,
+    /// Skip KVM and boot under TCG directly.
+    #[arg(long)]
+    no_kvm: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum TrafficArg {
+    Udp,
+    Tcp,
+    Churn,
+}
+
+impl TrafficArg {
+    fn traffic(self) -> rig::Traffic {
+        match self {
+            Self::Udp => rig::Traffic::Udp,
+            Self::Tcp => rig::Traffic::TcpRr,
+            Self::Churn => rig::Traffic::Churn,
+        }
+    }
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum ModeArg {
+    Rr,
+    Churn,
+}
+
+impl ModeArg {
+    fn mode(self) -> tcp::Mode {
+        match self {
+            Self::Rr => tcp::Mode::RequestResponse,
+            Self::Churn => tcp::Mode::Churn,
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -249,6 +319,37 @@ enum Role {
         #[arg(long)]
         secs: f64,
     },
+    /// TCP echo server.
+    TcpServer {
+        #[arg(long)]
+        addr: SocketAddr,
+        #[arg(long, default_value_t = 16)]
+        threads: usize,
+        #[arg(long, default_value_t = 600)]
+        max_secs: u64,
+    },
+    /// TCP latency client.
+    TcpLatency {
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+        #[arg(long)]
+        target: SocketAddr,
+        #[arg(long)]
+        samples: usize,
+        #[arg(long, default_value_t = 200)]
+        warmup: usize,
+    },
+    /// TCP throughput client.
+    TcpThroughput {
+        #[arg(long, value_enum)]
+        mode: ModeArg,
+        #[arg(long)]
+        target: SocketAddr,
+        #[arg(long)]
+        senders: usize,
+        #[arg(long)]
+        secs: f64,
+    },
     /// Compile one synthetic cluster and report time and peak memory.
     CompileChild {
         #[arg(long)]
@@ -292,6 +393,28 @@ fn dispatch(command: Commands) -> Result<()> {
             header(&options);
             e2e_part(&options)
         }
+        Commands::Tcp(options) => {
+            preflight(true)?;
+            header(&options);
+            traffic_part(&options, rig::Traffic::TcpRr)
+        }
+        Commands::Churn(options) => {
+            preflight(true)?;
+            header(&options);
+            traffic_part(&options, rig::Traffic::Churn)
+        }
+        Commands::Vm(args) => {
+            preflight(true)?;
+            require_tools(&[
+                ("qemu-system-x86_64", "--version"),
+                ("cpio", "--version"),
+                ("dpkg-deb", "--version"),
+                ("sysctl", "--version"),
+            ])
+            .context("apt-get install qemu-system-x86 cpio procps")?;
+            header(&args.options);
+            vm_part(&args)
+        }
         Commands::Lookup(options) => {
             preflight(false)?;
             header(&options);
@@ -311,6 +434,11 @@ fn dispatch(command: Commands) -> Result<()> {
         Commands::Scale(args) => {
             let report = scale::run(&scale_config(&args))?;
             println!("{report}");
+            Ok(())
+        }
+        Commands::Flows(args) => {
+            let porin = args.porin.clone().unwrap_or_else(default_porin);
+            println!("{}", flows::run(&args, &porin)?);
             Ok(())
         }
         Commands::Nca(args) => {
@@ -414,6 +542,27 @@ fn run_role(role: Role) -> Result<()> {
             threads,
             max_secs,
         } => echo::serve(addr, threads, max_secs),
+        Role::TcpServer {
+            addr,
+            threads,
+            max_secs,
+        } => {
+            echo_std::watchdog(max_secs, true);
+            echo_std::serve_tcp(addr, threads).with_context(|| format!("bind {addr}"))?;
+            echo_std::announce_and_wait()
+        }
+        Role::TcpLatency {
+            mode,
+            target,
+            samples,
+            warmup,
+        } => echo::print_result(&tcp::latency(target, mode.mode(), samples, warmup)?),
+        Role::TcpThroughput {
+            mode,
+            target,
+            senders,
+            secs,
+        } => echo::print_result(&tcp::throughput(target, mode.mode(), senders, secs)?),
         Role::Latency {
             target,
             samples,
@@ -449,7 +598,7 @@ fn preflight(needs_net: bool) -> Result<()> {
         bail!("eBPF is unavailable (run as root): {error}");
     }
     if needs_net {
-        let missing: Vec<&str> = [
+        require_tools(&[
             ("ip", "-V"),
             ("tc", "-V"),
             ("nsenter", "-V"),
@@ -457,14 +606,20 @@ fn preflight(needs_net: bool) -> Result<()> {
             ("iptables-nft-restore", "--version"),
             ("iptables-nft", "--version"),
             ("nft", "--version"),
-        ]
-        .into_iter()
+        ])?;
+    }
+    Ok(())
+}
+
+/// Fails with `missing tools: [...]` unless every `(tool, version flag)` starts.
+fn require_tools(tools: &[(&str, &str)]) -> Result<()> {
+    let missing: Vec<&str> = tools
+        .iter()
         .filter(|(tool, flag)| !cmd::available(tool, flag))
-        .map(|(tool, _)| tool)
+        .map(|(tool, _)| *tool)
         .collect();
-        if !missing.is_empty() {
-            bail!("missing tools: {missing:?}");
-        }
+    if !missing.is_empty() {
+        bail!("missing tools: {missing:?}");
     }
     Ok(())
 }
@@ -493,8 +648,63 @@ fn runs(options: &Options) -> usize {
 }
 
 fn e2e_part(options: &Options) -> Result<()> {
+    let report = e2e::run(&e2e_config(options, rig::Traffic::Udp))?;
+    println!(
+        "### End to end: porin vs iptables-nft vs nft\n\n{}",
+        e2e::render(&report)
+    );
+    Ok(())
+}
+
+/// The TCP workloads on the namespace rig.
+fn traffic_part(options: &Options, traffic: rig::Traffic) -> Result<()> {
+    let report = e2e::run(&e2e_config(options, traffic))?;
+    println!(
+        "### End to end, {}: porin vs iptables-nft vs nft\n\n{}",
+        traffic.label(),
+        e2e::render(&report)
+    );
+    Ok(())
+}
+
+/// The microVM rig: one guest, each workload in turn.
+fn vm_part(args: &VmArgs) -> Result<()> {
+    let options = &args.options;
+    let traffics: Vec<rig::Traffic> = args.traffic.as_ref().map_or_else(
+        || vec![rig::Traffic::Udp, rig::Traffic::TcpRr],
+        |list| list.iter().map(|t| t.traffic()).collect(),
+    );
+    let mut config = e2e_config(options, rig::Traffic::Udp);
+    // The guest's own cost dominates under TCG: fewer samples by default (5,000 would take
+    // minutes per point), and no 65,536-entry point unless asked for by --sizes.
+    config.samples = options
+        .samples
+        .unwrap_or(if options.quick { 100 } else { 1_000 });
+    config.warmup = if options.quick { 20 } else { 100 };
+    let vm = vm::VmRig::new(&vm::VmConfig {
+        kernel_deb: args
+            .kernel_deb
+            .clone()
+            .or_else(|| std::env::var_os("PORIN_BENCH_KERNEL_DEB").map(Into::into)),
+        kvm_timeout: std::time::Duration::from_secs(args.kvm_timeout),
+        try_kvm: !args.no_kvm,
+    })?;
+    for traffic in traffics {
+        config.traffic = traffic;
+        let report = e2e::run_on(&vm, &config)?;
+        println!(
+            "### microVM ({}), {}: porin vs iptables-nft vs nft\n\n{}",
+            vm.accelerator(),
+            traffic.label(),
+            e2e::render(&report)
+        );
+    }
+    Ok(())
+}
+
+fn e2e_config(options: &Options, traffic: rig::Traffic) -> e2e::E2eConfig {
     let quick = options.quick;
-    let config = e2e::E2eConfig {
+    e2e::E2eConfig {
         sizes: options.sizes.clone().unwrap_or_else(|| {
             if quick {
                 vec![1, 100]
@@ -514,13 +724,8 @@ fn e2e_part(options: &Options) -> Result<()> {
         window: 16,
         secs: options.secs.unwrap_or(if quick { 0.5 } else { 3.0 }),
         server_threads: 2,
-    };
-    let report = e2e::run(&config)?;
-    println!(
-        "### End to end: porin vs iptables-nft vs nft\n\n{}",
-        e2e::render(&report)
-    );
-    Ok(())
+        traffic,
+    }
 }
 
 fn lookup_part(options: &Options) -> Result<()> {
@@ -530,7 +735,7 @@ fn lookup_part(options: &Options) -> Result<()> {
         } else {
             vec![1, 4_096, 65_536]
         },
-        ipcache_entries: 8_000,
+        ipcache_entries: 65_536,
         new_flow_runs: if options.quick { 100 } else { 2_000 },
         repeat: if options.quick { 2_000 } else { 50_000 },
         runs: runs(options),

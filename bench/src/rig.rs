@@ -23,7 +23,274 @@ use porin_kernel::{Datapath, Direction};
 use crate::cmd::{in_netns, run};
 use crate::cpu;
 use crate::echo::{self, LatencyResult, READY, ThroughputResult};
-use crate::workload::{ECHO_PORT, NFT_TABLE, SERVER};
+use crate::workload::{ChainAt, ECHO_PORT, NFT_TABLE, SERVER};
+
+/// The workload of a run: what the clients send.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Traffic {
+    /// UDP echo, `window` requests in flight per sender (issue #7's rig).
+    Udp,
+    /// TCP request/response, one long-lived connection per sender.
+    TcpRr,
+    /// TCP connection churn: a new connection per request.
+    Churn,
+}
+
+impl Traffic {
+    /// The transport the policy must allow.
+    pub fn proto(self) -> crate::workload::Proto {
+        match self {
+            Self::Udp => crate::workload::Proto::Udp,
+            Self::TcpRr | Self::Churn => crate::workload::Proto::Tcp,
+        }
+    }
+
+    /// The client roles' `--mode` (TCP only).
+    fn tcp_mode(self) -> Option<&'static str> {
+        match self {
+            Self::Udp => None,
+            Self::TcpRr => Some("rr"),
+            Self::Churn => Some("churn"),
+        }
+    }
+
+    /// Human name.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Udp => "UDP echo",
+            Self::TcpRr => "TCP request/response",
+            Self::Churn => "TCP connection churn",
+        }
+    }
+
+    /// The arguments of the latency client role for `target`.
+    pub fn latency_args(self, target: &str, samples: usize, warmup: usize) -> Vec<String> {
+        let mut args = match self.tcp_mode() {
+            None => vec!["latency".to_owned()],
+            Some(mode) => vec!["tcp-latency".to_owned(), "--mode".into(), mode.into()],
+        };
+        args.extend([
+            "--target".into(),
+            target.to_owned(),
+            "--samples".into(),
+            samples.to_string(),
+            "--warmup".into(),
+            warmup.to_string(),
+        ]);
+        args
+    }
+
+    /// The arguments of the throughput client role for `target` (`window` is UDP's).
+    pub fn throughput_args(
+        self,
+        target: &str,
+        senders: usize,
+        window: usize,
+        secs: f64,
+    ) -> Vec<String> {
+        let mut args = match self.tcp_mode() {
+            None => vec![
+                "throughput".to_owned(),
+                "--window".into(),
+                window.to_string(),
+            ],
+            Some(mode) => vec!["tcp-throughput".to_owned(), "--mode".into(), mode.into()],
+        };
+        args.extend([
+            "--target".into(),
+            target.to_owned(),
+            "--senders".into(),
+            senders.to_string(),
+            "--secs".into(),
+            secs.to_string(),
+        ]);
+        args
+    }
+}
+
+/// Which tc hook of the filtered device sees the endpoint's inbound traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSide {
+    /// The endpoint's own device (the namespace rigs attach inside the server namespace): its
+    /// tc ingress sees what is delivered to the endpoint, so `porin_to_endpoint` goes there.
+    Endpoint,
+    /// The host's end of the endpoint's link (a microVM's tap, a pod's host-side veth, where
+    /// Cilium attaches): tc ingress sees what the endpoint sends, so `porin_from_endpoint` goes
+    /// on ingress and `porin_to_endpoint` on egress.
+    Host,
+}
+
+/// Attaches every program porin's object has to the clsact hooks of `dev` in namespace `ns`,
+/// through pins in `bpffs` named after `tag`. Programs are taken from the object, not assumed:
+/// an object without the egress-policy program (when egress is not enforced) attaches only
+/// the other one. Returns how many programs were attached.
+pub fn attach_clsact(
+    ns: &str,
+    dev: &str,
+    side: DeviceSide,
+    datapath: &Datapath,
+    bpffs: &std::path::Path,
+    tag: &str,
+) -> Result<usize> {
+    let mut hooks = Vec::new();
+    for name in datapath.object().program_names() {
+        let direction = match name {
+            n if n == Direction::ToEndpoint.program_name() => Direction::ToEndpoint,
+            n if n == Direction::FromEndpoint.program_name() => Direction::FromEndpoint,
+            // Not a program of the endpoint's two paths (nothing to attach on this device).
+            _ => continue,
+        };
+        let hook = match (side, direction) {
+            (DeviceSide::Endpoint, Direction::ToEndpoint)
+            | (DeviceSide::Host, Direction::FromEndpoint) => "ingress",
+            (DeviceSide::Endpoint, Direction::FromEndpoint)
+            | (DeviceSide::Host, Direction::ToEndpoint) => "egress",
+        };
+        let pin = bpffs.join(format!("{name}-{tag}"));
+        let pin = pin.to_string_lossy().into_owned();
+        if !std::path::Path::new(&pin).exists() {
+            datapath.program(direction)?.pin(&pin)?;
+        }
+        hooks.push((hook, pin));
+    }
+    if hooks.is_empty() {
+        bail!("porin's object has neither endpoint program");
+    }
+    in_netns(ns, "tc", &["qdisc", "add", "dev", dev, "clsact"], None)?;
+    for (hook, pin) in &hooks {
+        in_netns(
+            ns,
+            "tc",
+            &[
+                "filter", "add", "dev", dev, hook, "bpf", "da", "pinned", pin,
+            ],
+            None,
+        )?;
+    }
+    Ok(hooks.len())
+}
+
+/// Removes the pins [`attach_clsact`] made for `tag`.
+pub fn unpin_clsact(bpffs: &std::path::Path, tag: &str) {
+    for name in [Direction::ToEndpoint, Direction::FromEndpoint] {
+        let _ = std::fs::remove_file(bpffs.join(format!("{}-{tag}", name.program_name())));
+    }
+}
+
+/// Packets the last rule of the chains at `at` counted, in namespace `ns`
+/// (`iptables: true` reads iptables-nft's listing, else the native nft table's).
+pub fn final_rule_packets(ns: &str, at: &ChainAt, iptables: bool) -> Result<u64> {
+    let chain = at.rule_chain(iptables);
+    if iptables {
+        let listing = in_netns(ns, "iptables-nft", &["-L", chain, "-v", "-n", "-x"], None)?;
+        return listing
+            .lines()
+            .rev()
+            .find(|l| l.contains(" dpt:"))
+            .and_then(|l| l.split_whitespace().next()?.parse().ok())
+            .context("cannot read the iptables chain's counters");
+    }
+    let listing = in_netns(ns, "nft", &["list", "chain", "ip", NFT_TABLE, chain], None)?;
+    listing
+        .lines()
+        .find(|l| l.contains("counter packets"))
+        .and_then(|l| {
+            let rest = l.split("counter packets ").nth(1)?;
+            rest.split_whitespace().next()?.parse().ok()
+        })
+        .context("the nft chain has no counted final rule")
+}
+
+/// Starts `role args` of this binary in namespace `ns` and waits (30 s at most) for its
+/// [`READY`] line; returns the child and its pid (nsenter execs it, so the pid is the role's).
+pub fn spawn_ready(ns: &str, args: &[String]) -> Result<(Child, u32)> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let mut child = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .arg(exe)
+        .arg("role")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("spawn echo server")?;
+    let stdout = child.stdout.take().context("server stdout")?;
+    let pid = child.id();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains(READY) {
+                let _ = ready_tx.send(());
+            }
+        }
+    });
+    if ready_rx.recv_timeout(Duration::from_secs(30)).is_err() {
+        let _ = child.kill();
+        let _ = child.wait();
+        bail!("echo server {args:?} not ready within 30 s");
+    }
+    Ok((child, pid))
+}
+
+/// Runs a client role in namespace `ns` and returns its stdout.
+pub fn client(ns: &str, args: &[String]) -> Result<String> {
+    let exe = std::env::current_exe().context("current_exe")?;
+    let output = Command::new("nsenter")
+        .arg(format!("--net=/run/netns/{ns}"))
+        .arg(exe)
+        .arg("role")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("spawn client")?;
+    if !output.status.success() {
+        bail!(
+            "client {args:?} failed ({}): {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// A veth pair with one end (device, namespace) in each namespace.
+pub fn add_veth(a: (&str, &str), b: (&str, &str)) -> Result<()> {
+    run(
+        "ip",
+        &[
+            "link", "add", a.0, "netns", a.1, "type", "veth", "peer", "name", b.0, "netns", b.1,
+        ],
+    )
+    .map(drop)
+}
+
+/// The arguments of an echo server role (`server` or `tcp-server`) on the rig's address.
+fn server_args(role: &str, threads: usize) -> Vec<String> {
+    [
+        role,
+        "--addr",
+        &format!("{SERVER}:{ECHO_PORT}"),
+        "--threads",
+        &threads.to_string(),
+        "--max-secs",
+        "7200",
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// Lets the client namespace `ns` open thousands of connections a second: the whole ephemeral
+/// port range and reuse of its TIME_WAIT ports (the churn client closes first).
+pub fn allow_churn(ns: &str) -> Result<()> {
+    for setting in [
+        "net.ipv4.ip_local_port_range=1024 65535",
+        "net.ipv4.tcp_tw_reuse=1",
+    ] {
+        in_netns(ns, "sysctl", &["-q", "-w", setting], None)?;
+    }
+    Ok(())
+}
 
 /// Prefix of every namespace name this harness creates.
 pub const NETNS_PREFIX: &str = "porin-bench-";
@@ -44,6 +311,9 @@ pub struct Rig {
     server: Option<Child>,
     /// Server process id (nsenter execs it, so the pid is the server's).
     server_pid: u32,
+    /// The TCP echo server, once started ([`Rig::start_tcp_server`]).
+    tcp_server: Option<Child>,
+    tcp_server_pid: u32,
 }
 
 impl Rig {
@@ -60,28 +330,17 @@ impl Rig {
             namespaces: Vec::new(),
             server: None,
             server_pid: 0,
+            tcp_server: None,
+            tcp_server_pid: 0,
         };
         let dev_client = format!("pbc{pid}");
         for ns in [rig.ns_client.clone(), rig.ns_server.clone()] {
             run("ip", &["netns", "add", &ns])?;
             rig.namespaces.push(ns);
         }
-        run(
-            "ip",
-            &[
-                "link",
-                "add",
-                &dev_client,
-                "netns",
-                &rig.ns_client,
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &rig.dev_server,
-                "netns",
-                &rig.ns_server,
-            ],
+        add_veth(
+            (&dev_client, &rig.ns_client),
+            (&rig.dev_server, &rig.ns_server),
         )?;
         for (ns, dev, addr) in [
             (&rig.ns_client, &dev_client, crate::workload::CLIENT),
@@ -102,147 +361,75 @@ impl Rig {
     }
 
     fn start_server(&mut self, threads: usize) -> Result<()> {
-        let exe = std::env::current_exe().context("current_exe")?;
-        let mut child = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.ns_server))
-            .arg(exe)
-            .args([
-                "role",
-                "server",
-                "--addr",
-                &format!("{SERVER}:{ECHO_PORT}"),
-                "--threads",
-                &threads.to_string(),
-                "--max-secs",
-                "7200",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .context("spawn echo server")?;
-        let stdout = child.stdout.take().context("server stdout")?;
-        self.server_pid = child.id();
+        let (child, pid) = spawn_ready(&self.ns_server, &server_args("server", threads))?;
+        self.server_pid = pid;
         self.server = Some(child);
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if line.contains(READY) {
-                    let _ = ready_tx.send(());
-                }
-            }
-        });
-        ready_rx
-            .recv_timeout(Duration::from_secs(30))
-            .map_err(|_| anyhow::anyhow!("echo server not ready within 30 s"))
-    }
-
-    /// Runs a client role in the client namespace and returns its stdout.
-    fn client(&self, args: &[String]) -> Result<String> {
-        let exe = std::env::current_exe().context("current_exe")?;
-        let output = Command::new("nsenter")
-            .arg(format!("--net=/run/netns/{}", self.ns_client))
-            .arg(exe)
-            .arg("role")
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("spawn client")?;
-        if !output.status.success() {
-            bail!(
-                "client {args:?} failed ({}): {}",
-                output.status,
-                String::from_utf8_lossy(&output.stderr).trim()
-            );
-        }
-        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-    }
-
-    /// Latency with one request in flight.
-    pub fn latency(&self, samples: usize, warmup: usize) -> Result<LatencyResult> {
-        let stdout = self.client(&[
-            "latency".into(),
-            "--target".into(),
-            format!("{SERVER}:{ECHO_PORT}"),
-            "--samples".into(),
-            samples.to_string(),
-            "--warmup".into(),
-            warmup.to_string(),
-        ])?;
-        echo::parse_result(&stdout)
-    }
-
-    /// Throughput of `senders` concurrent flows, with the CPU time of client, server and
-    /// ksoftirqd over the run.
-    pub fn throughput(&self, senders: usize, window: usize, secs: f64) -> Result<Throughput> {
-        let softirqd = cpu::ksoftirqd_pids();
-        let server_before = cpu::process_ns(self.server_pid);
-        let softirq_before = cpu::ksoftirqd_ns(&softirqd);
-        let stdout = self.client(&[
-            "throughput".into(),
-            "--target".into(),
-            format!("{SERVER}:{ECHO_PORT}"),
-            "--senders".into(),
-            senders.to_string(),
-            "--window".into(),
-            window.to_string(),
-            "--secs".into(),
-            secs.to_string(),
-        ])?;
-        let client: ThroughputResult = echo::parse_result(&stdout)?;
-        let server_ns = cpu::process_ns(self.server_pid).saturating_sub(server_before);
-        let softirq_ns = cpu::ksoftirqd_ns(&softirqd).saturating_sub(softirq_before);
-        if client.replies == 0 {
-            bail!("no echo replies during the throughput run (filter drops the traffic?)");
-        }
-        Ok(Throughput {
-            replies_per_sec: client.replies as f64 / (client.elapsed_ns as f64 / 1e9),
-            cpu_ns_per_round_trip: (client.cpu_ns + server_ns + softirq_ns) as f64
-                / client.replies as f64,
-        })
-    }
-
-    /// Attaches porin's two programs to the server device's clsact hooks, as the e2e test and
-    /// an agent do (ingress = to_endpoint, egress = from_endpoint), through pinned programs.
-    pub fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<()> {
-        let to = self.bpffs.join(format!("to-{tag}"));
-        let from = self.bpffs.join(format!("from-{tag}"));
-        let (to, from) = (
-            to.to_string_lossy().into_owned(),
-            from.to_string_lossy().into_owned(),
-        );
-        for (direction, path) in [
-            (Direction::ToEndpoint, &to),
-            (Direction::FromEndpoint, &from),
-        ] {
-            if !std::path::Path::new(path).exists() {
-                datapath.program(direction)?.pin(path)?;
-            }
-        }
-        let dev = self.dev_server.as_str();
-        in_netns(
-            &self.ns_server,
-            "tc",
-            &["qdisc", "add", "dev", dev, "clsact"],
-            None,
-        )?;
-        in_netns(
-            &self.ns_server,
-            "tc",
-            &[
-                "filter", "add", "dev", dev, "ingress", "bpf", "da", "pinned", &to,
-            ],
-            None,
-        )?;
-        in_netns(
-            &self.ns_server,
-            "tc",
-            &[
-                "filter", "add", "dev", dev, "egress", "bpf", "da", "pinned", &from,
-            ],
-            None,
-        )?;
         Ok(())
+    }
+
+    /// Starts the TCP echo server (same address and port as the UDP one) with `threads`
+    /// connection threads, and lets the client namespace churn connections.
+    pub fn start_tcp_server(&mut self, threads: usize) -> Result<()> {
+        if self.tcp_server.is_some() {
+            return Ok(());
+        }
+        allow_churn(&self.ns_client)?;
+        let (child, pid) = spawn_ready(&self.ns_server, &server_args("tcp-server", threads))?;
+        self.tcp_server_pid = pid;
+        self.tcp_server = Some(child);
+        Ok(())
+    }
+
+    fn client(&self, args: &[String]) -> Result<String> {
+        client(&self.ns_client, args)
+    }
+
+    /// Latency of `traffic` with one request in flight.
+    pub fn latency_of(
+        &self,
+        traffic: Traffic,
+        samples: usize,
+        warmup: usize,
+    ) -> Result<LatencyResult> {
+        let target = format!("{SERVER}:{ECHO_PORT}");
+        echo::parse_result(&self.client(&traffic.latency_args(&target, samples, warmup))?)
+    }
+
+    /// Throughput of `traffic` from `senders` concurrent clients, with the CPU time of client,
+    /// server and ksoftirqd over the run.
+    pub fn throughput_of(
+        &self,
+        traffic: Traffic,
+        senders: usize,
+        window: usize,
+        secs: f64,
+    ) -> Result<Throughput> {
+        let server_pid = match traffic {
+            Traffic::Udp => self.server_pid,
+            Traffic::TcpRr | Traffic::Churn => self.tcp_server_pid,
+        };
+        let target = format!("{SERVER}:{ECHO_PORT}");
+        let args = traffic.throughput_args(&target, senders, window, secs);
+        let softirqd = cpu::ksoftirqd_pids();
+        let server_before = cpu::process_ns(server_pid);
+        let softirq_before = cpu::ksoftirqd_ns(&softirqd);
+        let client: ThroughputResult = echo::parse_result(&self.client(&args)?)?;
+        let server_ns = cpu::process_ns(server_pid).saturating_sub(server_before);
+        let softirq_ns = cpu::ksoftirqd_ns(&softirqd).saturating_sub(softirq_before);
+        Throughput::of(&client, server_ns + softirq_ns)
+    }
+
+    /// Attaches porin's programs to the server device's clsact hooks, as the e2e test does
+    /// (ingress = to_endpoint, egress = from_endpoint), through pinned programs.
+    pub fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
+        attach_clsact(
+            &self.ns_server,
+            &self.dev_server,
+            DeviceSide::Endpoint,
+            datapath,
+            &self.bpffs,
+            tag,
+        )
     }
 
     /// Removes the clsact qdisc (and with it both filters).
@@ -258,9 +445,7 @@ impl Rig {
 
     /// Removes the pins of one datapath (after its last detach).
     pub fn unpin(&self, tag: &str) {
-        for name in [format!("to-{tag}"), format!("from-{tag}")] {
-            let _ = std::fs::remove_file(self.bpffs.join(name));
-        }
+        unpin_clsact(&self.bpffs, tag);
     }
 
     /// Installs an iptables (nft backend) ruleset in the server namespace.
@@ -271,40 +456,6 @@ impl Rig {
     /// Installs a native nft ruleset in the server namespace.
     pub fn install_nft(&self, script: &str) -> Result<()> {
         in_netns(&self.ns_server, "nft", &["-f", "-"], Some(script)).map(drop)
-    }
-
-    /// Packets the native nft chain's final (accepting) rule counted.
-    pub fn nft_final_rule_packets(&self) -> Result<u64> {
-        let listing = in_netns(
-            &self.ns_server,
-            "nft",
-            &["list", "chain", "ip", NFT_TABLE, "input"],
-            None,
-        )?;
-        listing
-            .lines()
-            .find(|l| l.contains("counter packets"))
-            .and_then(|l| {
-                let rest = l.split("counter packets ").nth(1)?;
-                rest.split_whitespace().next()?.parse().ok()
-            })
-            .context("the nft chain has no counted final rule")
-    }
-
-    /// Packets the iptables chain's final rule counted (`iptables -L INPUT -v`, last rule).
-    pub fn iptables_final_rule_packets(&self) -> Result<u64> {
-        let listing = in_netns(
-            &self.ns_server,
-            "iptables-nft",
-            &["-L", "INPUT", "-v", "-n", "-x"],
-            None,
-        )?;
-        listing
-            .lines()
-            .rev()
-            .find(|l| l.contains("udp dpt:"))
-            .and_then(|l| l.split_whitespace().next()?.parse().ok())
-            .context("cannot read the iptables chain's counters")
     }
 
     /// Removes every netfilter table of the server namespace (iptables-nft's and ours).
@@ -322,9 +473,26 @@ pub struct Throughput {
     pub cpu_ns_per_round_trip: f64,
 }
 
+impl Throughput {
+    /// From the client's result and the CPU time of everything else counted (server,
+    /// ksoftirqd).
+    pub fn of(client: &ThroughputResult, other_cpu_ns: u64) -> Result<Self> {
+        if client.replies == 0 {
+            bail!("no echo replies during the throughput run (filter drops the traffic?)");
+        }
+        Ok(Self {
+            replies_per_sec: client.replies as f64 / (client.elapsed_ns as f64 / 1e9),
+            cpu_ns_per_round_trip: (client.cpu_ns + other_cpu_ns) as f64 / client.replies as f64,
+        })
+    }
+}
+
 impl Drop for Rig {
     fn drop(&mut self) {
-        if let Some(mut server) = self.server.take() {
+        for mut server in [self.server.take(), self.tcp_server.take()]
+            .into_iter()
+            .flatten()
+        {
             let _ = server.kill();
             let _ = server.wait();
         }
@@ -361,6 +529,12 @@ pub fn remove_leftovers() {
                 let path = entry.path().to_string_lossy().into_owned();
                 let _ = run("umount", &[&path]);
                 let _ = std::fs::remove_dir(&path);
+            }
+            // The microVM rig's private directory (its bpffs is mounted inside).
+            if name.strip_prefix(crate::vm::DIR_PREFIX).is_some_and(dead) {
+                let bpffs = entry.path().join("bpffs");
+                let _ = run("umount", &[&bpffs.to_string_lossy()]);
+                let _ = std::fs::remove_dir_all(entry.path());
             }
         }
     }

@@ -39,18 +39,60 @@ pub const SERVER_NAMESPACE: &str = "bench";
 /// Name of the server endpoint.
 pub const SERVER_NAME: &str = "echo-server";
 
-/// One rule: `peer/32` may send UDP to `port`.
+/// The rules' transport protocol (the UDP echo, or the TCP workloads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Proto {
+    /// UDP (the echo rig of issue #7).
+    Udp,
+    /// TCP (request/response and connection churn).
+    Tcp,
+}
+
+impl Proto {
+    /// The IP protocol number.
+    pub fn number(self) -> u8 {
+        match self {
+            Self::Udp => 17,
+            Self::Tcp => 6,
+        }
+    }
+
+    /// The name in a CiliumNetworkPolicy's `toPorts`.
+    fn cilium(self) -> &'static str {
+        match self {
+            Self::Udp => "UDP",
+            Self::Tcp => "TCP",
+        }
+    }
+
+    /// The name in iptables and nft rules.
+    pub fn netfilter(self) -> &'static str {
+        match self {
+            Self::Udp => "udp",
+            Self::Tcp => "tcp",
+        }
+    }
+}
+
+/// One rule: `peer/32` may send `proto` to `port`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Rule {
     /// The peer address (matched as a /32).
     pub peer: Ipv4Addr,
-    /// The UDP destination port.
+    /// The destination port.
     pub port: u16,
+    /// The transport protocol.
+    pub proto: Proto,
 }
 
-/// `count` rules: `count − 1` that never match, then the one that allows the echo client.
+/// `count` UDP rules: `count − 1` that never match, then the one that allows the echo client.
 /// `variant` shifts the never-matching rules' ports, to make a different policy of the same size.
 pub fn rules(count: usize, variant: u16) -> Result<Vec<Rule>> {
+    rules_for(count, variant, Proto::Udp)
+}
+
+/// As [`rules`], for `proto`.
+pub fn rules_for(count: usize, variant: u16, proto: Proto) -> Result<Vec<Rule>> {
     if count == 0 || count > MAX_RULES {
         bail!("rule count {count} is outside 1..={MAX_RULES}");
     }
@@ -61,17 +103,19 @@ pub fn rules(count: usize, variant: u16) -> Result<Vec<Rule>> {
         rules.push(Rule {
             peer: Ipv4Addr::from(UNUSED_PEERS + offset),
             port,
+            proto,
         });
     }
     rules.push(Rule {
         peer: CLIENT,
         port: ECHO_PORT,
+        proto,
     });
     Ok(rules)
 }
 
 /// The rules as one CiliumNetworkPolicy selecting the echo server: one ingress rule each
-/// (`fromCIDR: [peer/32]`, `toPorts: [{port, UDP}]`).
+/// (`fromCIDR: [peer/32]`, `toPorts: [{port, protocol}]`).
 pub fn cnp_yaml(rules: &[Rule]) -> String {
     let mut yaml = String::with_capacity(rules.len() * 120 + 256);
     let _ = write!(
@@ -85,16 +129,18 @@ pub fn cnp_yaml(rules: &[Rule]) -> String {
         let _ = write!(
             yaml,
             "  - fromCIDR:\n    - {}/32\n    toPorts:\n    - ports:\n      - port: \"{}\"\n        \
-             protocol: UDP\n",
-            rule.peer, rule.port
+             protocol: {}\n",
+            rule.peer,
+            rule.port,
+            rule.proto.cilium()
         );
     }
     yaml
 }
 
-/// The inventory: the echo server alone (the client is a CIDR peer, as an address outside the
-/// cluster would be).
-pub fn inventory() -> Result<Inventory> {
+/// The inventory: the echo server alone, at `server` ([`SERVER`], or the microVM guest's
+/// address; the client is a CIDR peer, as an address outside the cluster would be).
+pub fn inventory_at(server: Ipv4Addr) -> Result<Inventory> {
     let mut inventory = Inventory::new();
     // The baselines (iptables, nft) hold exactly the N rules; porin's map must hold exactly the
     // N rule entries too, without the host's allow-localhost entry (which Cilium in Kubernetes
@@ -106,7 +152,7 @@ pub fn inventory() -> Result<Inventory> {
         name: SERVER_NAME.to_owned(),
         namespace: Some(SERVER_NAMESPACE.to_owned()),
         labels,
-        ips: vec![IpAddr::V4(SERVER)],
+        ips: vec![IpAddr::V4(server)],
         service_account: None,
         ports: Vec::new(),
         identity: None,
@@ -139,6 +185,11 @@ pub struct PorinPolicy {
 
 /// Loads and compiles the rules' CNP with porin; errors if porin reports an error.
 pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
+    compile_rules_at(rules, SERVER)
+}
+
+/// As [`compile_rules`], with the server endpoint at `server`.
+pub fn compile_rules_at(rules: &[Rule], server: Ipv4Addr) -> Result<PorinPolicy> {
     let yaml = cnp_yaml(rules);
     let limits = LoadLimits {
         max_file_bytes: u64::MAX,
@@ -154,7 +205,7 @@ pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
         );
     }
     let inputs = PolicyInput::from_outcome(&outcome);
-    let compiled = compile(&inputs, &inventory()?).context("porin_compiler")?;
+    let compiled = compile(&inputs, &inventory_at(server)?).context("porin_compiler")?;
     if compiled.has_errors() {
         bail!("porin_compiler reported errors: {:?}", compiled.diagnostics);
     }
@@ -177,7 +228,7 @@ pub fn compile_rules(rules: &[Rule]) -> Result<PorinPolicy> {
     })
 }
 
-/// Above this many rules the policy is not compiled but synthesised ([`synthesise_rules`]).
+/// Above this many rules the policy is not compiled but synthesised ([`synthesise_rules_at`]).
 /// Originally because the compiler did not finish 65,535 CIDR rules within 13 minutes
 /// (selector resolution grew with N²); since the selection index it takes seconds
 /// (BENCHMARKS.md, "CIDR rules"), but `compile`'s default limits still refuse 65,535 CIDR rules
@@ -188,21 +239,26 @@ pub const COMPILE_LIMIT_RULES: usize = 10_000;
 /// Compiles the rules with porin, or above [`COMPILE_LIMIT_RULES`] synthesises them.
 /// Returns whether the result was synthesised.
 pub fn porin_policy(rules: &[Rule]) -> Result<(PorinPolicy, bool)> {
+    porin_policy_at(rules, SERVER)
+}
+
+/// As [`porin_policy`], with the server endpoint at `server`.
+pub fn porin_policy_at(rules: &[Rule], server: Ipv4Addr) -> Result<(PorinPolicy, bool)> {
     if rules.len() > COMPILE_LIMIT_RULES {
-        Ok((synthesise_rules(rules)?, true))
+        Ok((synthesise_rules_at(rules, server)?, true))
     } else {
-        Ok((compile_rules(rules)?, false))
+        Ok((compile_rules_at(rules, server)?, false))
     }
 }
 
 /// The policy porin would compile for `rules`, built without the resolver: the last (client)
 /// rule is compiled by porin and gives the entry template (value bytes, fixed entries,
 /// ipcache); every other rule gets its own local-scope CIDR identity, an ipcache /32 and one
-/// exact `(identity, ingress, UDP, port)` entry with the template's value, exactly the shape
+/// exact `(identity, ingress, protocol, port)` entry with the template's value, exactly the shape
 /// `compile_rules` produces for smaller N (checked by a test).
-pub fn synthesise_rules(rules: &[Rule]) -> Result<PorinPolicy> {
+pub fn synthesise_rules_at(rules: &[Rule], server: Ipv4Addr) -> Result<PorinPolicy> {
     let (client_rule, others) = rules.split_last().context("no rules")?;
-    let mut policy = compile_rules(std::slice::from_ref(client_rule))?;
+    let mut policy = compile_rules_at(std::slice::from_ref(client_rule), server)?;
     let template = policy
         .policy
         .iter()
@@ -219,7 +275,7 @@ pub fn synthesise_rules(rules: &[Rule]) -> Result<PorinPolicy> {
         + 1;
     for (next, rule) in (first..).zip(others) {
         let identity = Identity::new(next).map_err(|e| anyhow::anyhow!("identity {next}: {e}"))?;
-        let key = PolicyKey::lookup(Direction::Ingress, next, 17, rule.port);
+        let key = PolicyKey::lookup(Direction::Ingress, next, rule.proto.number(), rule.port);
         policy.policy.push((key, template));
         let prefix = Ipcache4Key::new(32, rule.peer)?;
         policy.ipcache4.push((prefix, IpcacheValue::new(identity)));
@@ -238,14 +294,57 @@ pub fn is_client_ingress(key: &PolicyKey, client_identity: u32) -> bool {
 /// Name of the iptables chain's table and of the nft table.
 pub const NFT_TABLE: &str = "porin_bench";
 
+/// Where the chains sit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChainAt {
+    /// The server namespace's INPUT hook (the namespace rigs: the endpoint is local).
+    Input,
+    /// The FORWARD hook of the host namespace, for traffic routed out of the tap `dev` (the
+    /// microVM rig, as a host firewall for microVMs filters its guests): packets from the
+    /// guest (`-i dev`) are accepted, as porin's policy does not enforce egress, packets to the
+    /// guest (`-o dev`) jump to [`VM_CHAIN`], which walks the rules and falls back to drop.
+    ForwardTo(String),
+}
+
+/// The per-guest chain of [`ChainAt::ForwardTo`] (iptables and nft).
+pub const VM_CHAIN: &str = "porin_vm";
+
+impl ChainAt {
+    /// The chain holding the rules (`input` in nft, `INPUT` in iptables, or [`VM_CHAIN`]).
+    pub fn rule_chain(&self, iptables: bool) -> &'static str {
+        match (self, iptables) {
+            (Self::Input, true) => "INPUT",
+            (Self::Input, false) => "input",
+            (Self::ForwardTo(_), _) => VM_CHAIN,
+        }
+    }
+}
+
 /// `iptables-restore` input: INPUT drops by default and walks the rules in order.
 pub fn iptables_restore(rules: &[Rule]) -> String {
-    let mut text = String::with_capacity(rules.len() * 64 + 128);
-    text.push_str("*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n");
+    iptables_restore_at(rules, &ChainAt::Input)
+}
+
+/// `iptables-restore` input for the chains at `at` (see [`ChainAt`]).
+pub fn iptables_restore_at(rules: &[Rule], at: &ChainAt) -> String {
+    let mut text = String::with_capacity(rules.len() * 64 + 256);
+    let chain = at.rule_chain(true);
+    match at {
+        ChainAt::Input => text
+            .push_str("*filter\n:INPUT DROP [0:0]\n:FORWARD ACCEPT [0:0]\n:OUTPUT ACCEPT [0:0]\n"),
+        ChainAt::ForwardTo(dev) => {
+            let _ = write!(
+                text,
+                "*filter\n:INPUT ACCEPT [0:0]\n:FORWARD DROP [0:0]\n:OUTPUT ACCEPT [0:0]\n\
+                 :{chain} - [0:0]\n-A FORWARD -i {dev} -j ACCEPT\n-A FORWARD -o {dev} -j {chain}\n"
+            );
+        }
+    }
     for rule in rules {
+        let proto = rule.proto.netfilter();
         let _ = writeln!(
             text,
-            "-A INPUT -s {}/32 -p udp -m udp --dport {} -j ACCEPT",
+            "-A {chain} -s {}/32 -p {proto} -m {proto} --dport {} -j ACCEPT",
             rule.peer, rule.port
         );
     }
@@ -256,18 +355,37 @@ pub fn iptables_restore(rules: &[Rule]) -> String {
 /// `nft -f` input: one base chain on the input hook, default drop, the same rules in order; the
 /// last rule counts, so the run can check the traffic really went through the chain.
 pub fn nft_script(rules: &[Rule]) -> String {
-    let mut text = String::with_capacity(rules.len() * 56 + 160);
-    let _ = writeln!(
-        text,
-        "table ip {NFT_TABLE} {{\n  chain input {{\n    type filter hook input priority filter; policy drop;"
-    );
+    nft_script_at(rules, &ChainAt::Input)
+}
+
+/// `nft -f` input for the chains at `at` (see [`ChainAt`]); the last rule counts.
+pub fn nft_script_at(rules: &[Rule], at: &ChainAt) -> String {
+    let mut text = String::with_capacity(rules.len() * 56 + 256);
+    let chain = at.rule_chain(false);
+    match at {
+        ChainAt::Input => {
+            let _ = writeln!(
+                text,
+                "table ip {NFT_TABLE} {{\n  chain input {{\n    type filter hook input priority filter; policy drop;"
+            );
+        }
+        ChainAt::ForwardTo(dev) => {
+            let _ = writeln!(
+                text,
+                "table ip {NFT_TABLE} {{\n  chain forward {{\n    type filter hook forward priority filter; policy drop;\n    \
+                 iifname \"{dev}\" accept\n    oifname \"{dev}\" jump {chain}\n  }}\n  chain {chain} {{"
+            );
+        }
+    }
     let last = rules.len().saturating_sub(1);
     for (index, rule) in rules.iter().enumerate() {
         let counter = if index == last { "counter " } else { "" };
         let _ = writeln!(
             text,
-            "    ip saddr {} udp dport {} {counter}accept",
-            rule.peer, rule.port
+            "    ip saddr {} {} dport {} {counter}accept",
+            rule.peer,
+            rule.proto.netfilter(),
+            rule.port
         );
     }
     text.push_str("  }\n}\n");
@@ -333,7 +451,7 @@ mod tests {
     fn synthesised_policies_have_the_compiled_shape() {
         let rules = rules(50, 0).unwrap();
         let compiled = compile_rules(&rules).unwrap();
-        let synthesised = synthesise_rules(&rules).unwrap();
+        let synthesised = synthesise_rules_at(&rules, SERVER).unwrap();
         // Same number of entries, same keys apart from the identity numbers, same values.
         assert_eq!(compiled.policy.len(), synthesised.policy.len());
         assert_eq!(compiled.ipcache4.len(), synthesised.ipcache4.len());
@@ -375,5 +493,30 @@ mod tests {
         assert_eq!(nft.matches(" accept").count(), 3);
         assert!(nft.contains("ip saddr 10.213.0.1 udp dport 7000 counter accept"));
         assert!(nft.contains("policy drop"));
+    }
+
+    #[test]
+    fn tap_chains_accept_the_guest_and_walk_the_rules_towards_it() {
+        let rules = rules_for(3, 0, Proto::Tcp).unwrap();
+        let at = ChainAt::ForwardTo("pbt1".to_owned());
+        let ipt = iptables_restore_at(&rules, &at);
+        assert!(ipt.contains(":FORWARD DROP"), "{ipt}");
+        assert!(ipt.contains("-A FORWARD -i pbt1 -j ACCEPT\n-A FORWARD -o pbt1 -j porin_vm\n"));
+        assert_eq!(ipt.matches("-A porin_vm ").count(), 3, "{ipt}");
+        assert!(ipt.contains("-A porin_vm -s 10.213.0.1/32 -p tcp -m tcp --dport 7000 -j ACCEPT"));
+        let nft = nft_script_at(&rules, &at);
+        assert!(nft.contains("type filter hook forward priority filter; policy drop;"));
+        assert!(nft.contains("oifname \"pbt1\" jump porin_vm"), "{nft}");
+        assert!(nft.contains("ip saddr 10.213.0.1 tcp dport 7000 counter accept"));
+        assert_eq!(nft.matches(" accept").count(), 4, "{nft}");
+        // porin compiles the TCP rules to TCP keys.
+        let compiled = compile_rules(&rules).unwrap();
+        assert!(
+            compiled
+                .policy
+                .iter()
+                .filter(|(k, _)| k.direction == PolicyKey::INGRESS)
+                .all(|(k, _)| k.proto == 6)
+        );
     }
 }

@@ -302,29 +302,9 @@ fn in_ci() -> bool {
 #[test]
 fn quick_mode_prints_every_table() {
     let test = "quick_mode_prints_every_table";
-    if !is_root() {
-        assert!(!in_ci(), "{test}: CI=true but not running as root");
-        println!("SKIPPED: {test}: needs root (bpf, network namespaces, netfilter)");
+    let Some(stdout) = rig_quick(test, &["all", "--quick"]) else {
         return;
-    }
-    let output = Command::new(env!("CARGO_BIN_EXE_porin-bench"))
-        .args(["all", "--quick"])
-        .output()
-        .expect("porin-bench starts");
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    if !output.status.success() {
-        let unavailable =
-            stderr.contains("eBPF is unavailable") || stderr.contains("missing tools");
-        assert!(
-            unavailable && !in_ci(),
-            "{test}: porin-bench all --quick failed ({}):\n{stderr}\n{stdout}",
-            output.status
-        );
-        println!("SKIPPED: {test}: {}", stderr.trim());
-        return;
-    }
-    println!("{stdout}");
+    };
     for section in [
         "### Compile cost",
         "### Compile cost: CIDR rules",
@@ -363,5 +343,111 @@ fn quick_mode_prints_every_table() {
             stdout.contains(operation),
             "missing {operation:?}:\n{stdout}"
         );
+    }
+}
+
+/// Runs `porin-bench ARGS` as root; `None` (with `SKIPPED:` printed) when this machine cannot
+/// run the rigs and this is not CI. Under `CI=true` every failure fails the test.
+fn rig_quick(test: &str, args: &[&str]) -> Option<String> {
+    if !is_root() {
+        assert!(!in_ci(), "{test}: CI=true but not running as root");
+        println!("SKIPPED: {test}: needs root (bpf, network namespaces, netfilter)");
+        return None;
+    }
+    let output = Command::new(env!("CARGO_BIN_EXE_porin-bench"))
+        .args(args)
+        .output()
+        .expect("porin-bench starts");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        let unavailable =
+            stderr.contains("eBPF is unavailable") || stderr.contains("missing tools");
+        assert!(
+            unavailable && !in_ci(),
+            "{test}: porin-bench {args:?} failed ({}):\n{stderr}\n{stdout}",
+            output.status
+        );
+        println!("SKIPPED: {test}: {}", stderr.trim());
+        return None;
+    }
+    println!("{stdout}");
+    Some(stdout)
+}
+
+/// Every table of one end-to-end section has the floor and both quick rule counts with all
+/// three mechanisms measured.
+fn assert_complete(section: &str, tables: usize) {
+    assert_eq!(
+        section.matches("| no filter (floor) |").count(),
+        tables,
+        "{section}"
+    );
+    assert_eq!(section.matches("\n| 1 (").count(), tables, "{section}");
+    assert_eq!(section.matches("\n| 100 (").count(), tables, "{section}");
+    assert!(!section.contains("not run"), "{section}");
+    assert!(section.contains('×'), "{section}");
+}
+
+/// The quick modes of the TCP request/response, connection churn and microVM rigs (issue #18):
+/// each prints its tables with porin, iptables-nft and nft measured at 1 and 100 rules. The
+/// microVM run boots a real guest (KVM when it comes up in time, else TCG) and says which.
+#[test]
+fn rigs_quick_modes_print_every_table() {
+    let test = "rigs_quick_modes_print_every_table";
+    for (command, title) in [
+        (
+            "tcp",
+            "### End to end, TCP request/response: porin vs iptables-nft vs nft",
+        ),
+        (
+            "churn",
+            "### End to end, TCP connection churn: porin vs iptables-nft vs nft",
+        ),
+    ] {
+        let Some(stdout) = rig_quick(test, &[command, "--quick"]) else {
+            return;
+        };
+        let section = &stdout[stdout
+            .find(title)
+            .unwrap_or_else(|| panic!("{title}: {stdout}"))..];
+        for table in [
+            "#### Latency p50 (µs)",
+            "#### Throughput (round trips/s)",
+            "#### CPU per round trip (µs)",
+        ] {
+            assert!(section.contains(table), "{command}: {table}: {section}");
+        }
+        assert_complete(section, 4);
+    }
+    let Some(stdout) = rig_quick(test, &["vm", "--quick", "--traffic", "udp,tcp,churn"]) else {
+        return;
+    };
+    let accel = if stdout.contains("### microVM (KVM)") {
+        "KVM"
+    } else {
+        "TCG"
+    };
+    for traffic in ["UDP echo", "TCP request/response", "TCP connection churn"] {
+        let title = format!("### microVM ({accel}), {traffic}: porin vs iptables-nft vs nft");
+        let start = stdout
+            .find(&title)
+            .unwrap_or_else(|| panic!("{title}: {stdout}"));
+        let section = &stdout[start..];
+        let section = &section[..section[4..]
+            .find("### microVM")
+            .map_or(section.len(), |i| i + 4)];
+        assert!(
+            section.contains(&format!("a QEMU microVM under {accel}")),
+            "{section}"
+        );
+        for table in [
+            "#### CPU per round trip, host side (µs)",
+            "#### CPU per round trip, host side: client threads and ksoftirqd only",
+            "#### Guest vCPU per round trip",
+        ] {
+            assert!(section.contains(table), "{traffic}: {table}: {section}");
+        }
+        assert_complete(section, 6);
     }
 }

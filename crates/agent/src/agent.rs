@@ -3,9 +3,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{RecvTimeoutError, channel};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use notify::{RecursiveMode, Watcher};
@@ -157,7 +157,6 @@ pub struct Agent {
     compiled: Arc<Compiled>,
     revision: u64,
     metrics: SharedMetrics,
-    explain: Arc<Mutex<Arc<Compiled>>>,
 }
 
 impl std::fmt::Debug for Agent {
@@ -183,6 +182,18 @@ fn ipcache(compiled: &Compiled) -> Result<IpcachePairs, AgentError> {
     Ok(ipcache_pairs(
         &ipcache_of(compiled, &[]).map_err(|e| AgentError::Emit(e.to_string()))?,
     ))
+}
+
+/// Reads the inputs and compiles them (what `porin agent monitor` explains verdicts with).
+pub fn compile(config: &Config) -> Result<Compiled, AgentError> {
+    let texts = read_policy_dir(&config.policies, &config.limits)?;
+    let inventory = read_inventory(&config.inventory, &config.limits)?;
+    let session = Session::with_policies(
+        inventory,
+        load_all(&texts, &config.limits)?,
+        config.limits.compile.clone(),
+    )?;
+    Ok(session.compiled())
 }
 
 /// Reads the inputs and compiles them, touching no kernel state: what `--dry-run` prints.
@@ -303,7 +314,6 @@ impl Agent {
             loaded_inventory: inventory,
             enforcer,
             installed: BTreeMap::new(),
-            explain: Arc::new(Mutex::new(compiled.clone())),
             compiled,
             revision: 0,
             metrics,
@@ -537,11 +547,7 @@ impl Agent {
             }
         }
         self.revision += 1;
-        self.compiled = compiled.clone();
-        *self
-            .explain
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = compiled;
+        self.compiled = compiled;
         applied.revision = self.revision;
         applied.seconds = started.elapsed().as_secs_f64();
         self.publish(&wanted, &pairs, &applied);

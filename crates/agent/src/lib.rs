@@ -16,7 +16,8 @@
 //! - **No gap on restart**: maps and links are pinned under the state directory (a bpffs), so
 //!   enforcement continues when the agent stops or is killed; [`Agent::start`] adopts the pins
 //!   (maps reused, conntrack kept, link programs swapped atomically) without flushing.
-//! - **Observability**: [`metrics`] serves Prometheus text on a loopback address.
+//! - **Observability**: [`metrics`] serves Prometheus text on a loopback address; [`monitor`]
+//!   reads the endpoints' verdict events and explains each with the rule that decided.
 //!
 //! Bad input is refused per endpoint where that is safe: a missing device (the endpoint waits
 //! and is retried), two endpoints naming one device (neither is attached to it), a policy that
@@ -28,6 +29,7 @@ pub mod enforce;
 pub mod error;
 pub mod inputs;
 pub mod metrics;
+pub mod monitor;
 pub mod preflight;
 
 pub use agent::{Agent, Applied, Config, Plan, PlannedEndpoint, detach_all, plan};

@@ -7,7 +7,8 @@ use porin_compiler::compile::Compiled;
 use porin_compiler::diff::{ChangeKind, policy_diff};
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain};
 use porin_ebpf::abi::{
-    Ipcache4Key, Ipcache6Key, IpcachePair, IpcacheValue, PolicyEntry, PolicyKey, policy_pairs,
+    ConfigValue, Event, Ipcache4Key, Ipcache6Key, IpcachePair, IpcacheValue, PolicyEntry,
+    PolicyKey, policy_pairs,
 };
 use porin_ebpf::{EmitError, ObjectConfig, emit};
 
@@ -21,7 +22,7 @@ use crate::strings::porin_str;
 /// `(macro, documentation, size)`. They are the datapath ABI's
 /// (`porin_ebpf::abi`), so they are defined once; the header's generator
 /// writes them with [`header_size_macros`].
-const ABI_SIZES: [(&str, &str, usize); 5] = [
+const ABI_SIZES: [(&str, &str, usize); 7] = [
     (
         "PORIN_POLICY_KEY_SIZE",
         "Bytes of a policy-map key and value (`DATAPATH.md` §2.2).",
@@ -46,6 +47,16 @@ const ABI_SIZES: [(&str, &str, usize); 5] = [
         "PORIN_IPCACHE_VALUE_SIZE",
         "Bytes of an ipcache value.",
         IpcacheValue::SIZE,
+    ),
+    (
+        "PORIN_CONFIG_VALUE_SIZE",
+        "Bytes of the `porin_config` value (`DATAPATH.md` §2.3).",
+        ConfigValue::SIZE,
+    ),
+    (
+        "PORIN_EVENT_SIZE",
+        "Bytes of one `porin_events` ring-buffer record, `porin_event` (`DATAPATH.md` §2.6).",
+        Event::SIZE,
     ),
 ];
 

@@ -46,6 +46,10 @@ enum Command {
     Graph(commands::graph::GraphArgs),
     /// Show how connectivity changes between two policy versions.
     Diff(commands::diff::DiffArgs),
+    /// Replay recorded Hubble flows under policies: what they would break or open.
+    Replay(commands::replay::ReplayArgs),
+    /// Write least-privilege policies from recorded Hubble flows.
+    Suggest(commands::suggest::SuggestArgs),
     /// Run the language server on standard input and output (for editors).
     Lsp(commands::lsp::LspArgs),
     /// Enforce policies on this host's interfaces (microVM taps, container veths), live.
@@ -63,6 +67,8 @@ fn main() -> ExitCode {
         Command::Explain(args) => commands::explain::run(args).map(ExitCode::from),
         Command::Graph(args) => commands::graph::run(args),
         Command::Diff(args) => commands::diff::run(args),
+        Command::Replay(args) => commands::replay::run(args),
+        Command::Suggest(args) => commands::suggest::run(args),
         Command::Lsp(args) => commands::lsp::run(args).map(ExitCode::from),
         Command::Agent(args) => commands::agent::run(args),
     };

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnetwork::IpNetwork;
 use serde::Serialize;
 
+use crate::cidrgroup::CidrGroups;
 use crate::error::{CompileError, IdentityRange, InventoryError};
 use crate::identity::{Identity, IdentityError};
 use crate::inventory::{Endpoint, Inventory};
@@ -92,10 +93,23 @@ pub struct IdentityTable {
 
 impl IdentityTable {
     /// Allocates identities for an inventory and the prefixes of the
-    /// policies.
+    /// policies, without CIDR groups.
     pub fn allocate(
         inventory: &Inventory,
         prefixes: &BTreeSet<IpNetwork>,
+    ) -> Result<Self, CompileError> {
+        Self::allocate_with_groups(inventory, prefixes, &CidrGroups::default())
+    }
+
+    /// [`Self::allocate`] with the CiliumCIDRGroups of the inputs: every
+    /// CIDR identity also carries the `cidrgroup:` labels of the group
+    /// prefixes that contain it ([`CidrGroups::labels_of`]), and a group
+    /// listing a `/0` gives its labels to that family's world identity
+    /// (Cilium's ipcache labels `0.0.0.0/0` itself, which stays world).
+    pub fn allocate_with_groups(
+        inventory: &Inventory,
+        prefixes: &BTreeSet<IpNetwork>,
+        groups: &CidrGroups,
     ) -> Result<Self, CompileError> {
         let mut identities: Vec<IdentityInfo> = reserved_identities();
         let mut label_sets: Vec<LabelSet> = Vec::with_capacity(inventory.endpoints.len());
@@ -232,9 +246,12 @@ impl IdentityTable {
             } else {
                 "world-ipv6"
             };
-            let labels: LabelSet = [Label::cidr(prefix), Label::reserved(world)]
+            let mut labels: LabelSet = [Label::cidr(prefix), Label::reserved(world)]
                 .into_iter()
                 .collect();
+            for label in groups.labels_of(prefix).iter() {
+                labels.insert(label.clone());
+            }
             cidr_identity.insert(prefix, id.get());
             identities.push(IdentityInfo {
                 id: id.get(),
@@ -243,6 +260,22 @@ impl IdentityTable {
             });
         }
 
+        for info in &mut identities {
+            let all = match &info.kind {
+                IdentityKind::Reserved { name } if name == "world-ipv4" => {
+                    IpNetwork::new(std::net::Ipv4Addr::UNSPECIFIED.into(), 0)
+                }
+                IdentityKind::Reserved { name } if name == "world-ipv6" => {
+                    IpNetwork::new(std::net::Ipv6Addr::UNSPECIFIED.into(), 0)
+                }
+                _ => continue,
+            };
+            if let Ok(all) = all {
+                for label in groups.labels_of(all).iter() {
+                    info.labels.insert(label.clone());
+                }
+            }
+        }
         identities.sort_by_key(|i| i.id);
         let by_id = identities
             .iter()

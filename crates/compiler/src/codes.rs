@@ -5,10 +5,10 @@
 
 porin_model::code_table! {
     stage: Compiler, needs_inventory: true;
-    /// A peer porin cannot resolve offline (nodes, groups, CIDR groups):
+    /// A peer porin cannot resolve offline (nodes, cloud groups):
     /// allow rules allow nothing for it, deny rules deny every peer.
     UNSUPPORTED_PEER = "PC001", "unsupported-peer", Warning,
-        "A peer porin cannot resolve offline (fromNodes/toNodes, fromGroups/toGroups, cidrGroupRef/cidrGroupSelector): allow rules allow nothing for it, deny rules deny every peer on those ports (fail closed).";
+        "A peer porin cannot resolve offline (fromNodes/toNodes, fromGroups/toGroups): allow rules allow nothing for it, deny rules deny every peer on those ports (fail closed).";
     /// `toFQDNs` with no DNS answers in the inventory.
     UNKNOWN_FQDN = "PC002", "unknown-fqdn", Warning,
         "toFQDNs has no DNS answers in the inventory (`fqdns`): nothing is allowed for that selector (fail closed).";
@@ -58,4 +58,8 @@ porin_model::code_table! {
     /// without output, and says so in the requested format.
     RESOURCE_LIMIT = "PC015", "resource-limit", Error,
         "A compile resource limit (`--max-...`) was exceeded: porin refused the input before doing the work it bounds and produced no result (exit 2). The message names the limit, the amount needed and the flag that raises it; the defaults never refuse what a Cilium cluster runs.";
+    /// A `cidrGroupRef`/`cidrGroupSelector` no loaded CiliumCIDRGroup
+    /// answers.
+    UNKNOWN_CIDR_GROUP = "PC016", "unknown-cidr-group", Warning,
+        "A cidrGroupRef names, or a cidrGroupSelector selects, no CiliumCIDRGroup among the inputs: Cilium selects nothing for it, so an allow allows nothing (porin too); a deny denies nothing in Cilium, and porin denies those ports to every peer instead (fail closed), since the group may exist in the cluster but not among porin's inputs.";
 }

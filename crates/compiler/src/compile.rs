@@ -573,7 +573,11 @@ impl<'c> Compilation<'c> {
         limits.check_inputs(policies)?;
         let lowered = lower(policies, inventory);
         limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
-        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        let table = IdentityTable::allocate_with_groups(
+            inventory,
+            &lowered.prefixes,
+            &lowered.cidr_groups,
+        )?;
         limits.check_identities(&lowered.rules, table.identities.len())?;
         let compilation = Compilation::plan(inventory, limits, &lowered, &table, parallel)?;
         f(&compilation)

@@ -31,6 +31,7 @@
 #![forbid(unsafe_code)]
 
 pub mod allocation;
+pub mod cidrgroup;
 pub mod codes;
 pub mod compile;
 pub mod diff;
@@ -46,3 +47,4 @@ pub mod ports;
 pub mod resolve;
 pub mod selector;
 pub mod session;
+pub mod settings;

@@ -45,6 +45,12 @@ pub fn port_classes(states: &[(&MapState, Direction)]) -> Vec<PortRange> {
             set.insert(u32::from(key.end_port()) + 1);
         }
     }
+    classes_of_cuts(cuts)
+}
+
+/// The intervals between consecutive cuts (each set holds 0 and 65,536),
+/// per protocol in order.
+pub fn classes_of_cuts(cuts: BTreeMap<u8, BTreeSet<u32>>) -> Vec<PortRange> {
     let mut classes = Vec::new();
     for (p, set) in cuts {
         let bounds: Vec<u32> = set.into_iter().collect();

@@ -13,12 +13,14 @@
 //! cut by their keys ([`crate::flows::port_classes`]), so one lookup per
 //! class and state decides every flow of the class. Nothing is sampled.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use porin_compiler::identity::Identity;
-use porin_compiler::mapstate::{Decision, Direction, MapState};
+use porin_compiler::mapstate::{Direction, MapState};
 
-use crate::flows::{PortRange, merge, port_classes};
+use crate::flows::{
+    COMMON_PROTOCOLS, OTHER_PROTOCOL, PortRange, classes_of_cuts, merge, port_classes,
+};
 
 /// The other direction: the peer's side of a flow.
 pub fn opposite(direction: Direction) -> Direction {
@@ -74,12 +76,43 @@ pub struct PeerReach {
     pub default_denied: bool,
 }
 
-fn granted_by(decision: &Decision, origin: u32) -> bool {
-    decision.verdict.is_allowed()
-        && decision
-            .chosen
-            .as_ref()
-            .is_some_and(|c| c.entry.origins.contains(&origin))
+/// How one port class fares for a (subject, peer) pair.
+enum Judged<'s> {
+    /// The rule alone does not grant it.
+    NotGranted,
+    /// The rule grants it, the subject's full state blocks it.
+    OwnBlocked,
+    /// Granted, and the peer lets it through.
+    Passing,
+    /// Granted, and the peer blocks it, by this entry (`None`: default deny).
+    Blocked(Option<&'s porin_compiler::mapstate::Entry>),
+}
+
+/// The three lookups of one class (the class's first port decides it).
+fn judge<'s>(subject: &Subject<'_>, peer: &Peer<'s>, (proto, lo, _): PortRange) -> Judged<'s> {
+    let back = opposite(subject.direction);
+    let peer_id = Identity::new(peer.identity).unwrap_or(Identity::WORLD);
+    let subject_id = Identity::new(subject.identity).unwrap_or(Identity::WORLD);
+    let (verdict, entry) = subject
+        .alone
+        .lookup_entry(subject.direction, peer_id, proto, lo);
+    if !(verdict.is_allowed() && entry.is_some_and(|e| e.origins.contains(&subject.origin))) {
+        return Judged::NotGranted;
+    }
+    if !subject
+        .full
+        .lookup_entry(subject.direction, peer_id, proto, lo)
+        .0
+        .is_allowed()
+    {
+        return Judged::OwnBlocked;
+    }
+    let (verdict, entry) = peer.state.lookup_entry(back, subject_id, proto, lo);
+    if verdict.is_allowed() {
+        Judged::Passing
+    } else {
+        Judged::Blocked(entry)
+    }
 }
 
 /// What the rule of `subject` grants toward `peer`, and how much of it the
@@ -92,42 +125,111 @@ pub fn rule_reach(subject: &Subject<'_>, peer: &Peer<'_>) -> PeerReach {
         (subject.full, subject.direction),
         (peer.state, back),
     ]);
-    let peer_id = Identity::new(peer.identity).unwrap_or(Identity::WORLD);
-    let subject_id = Identity::new(subject.identity).unwrap_or(Identity::WORLD);
+    fold(subject, peer, classes, |_| 1)
+}
+
+/// Judges each class and collects [`PeerReach`]; `own_count` is the number
+/// of [`rule_reach`] classes a class stands for (for
+/// [`PeerReach::own_blocked`]).
+fn fold(
+    subject: &Subject<'_>,
+    peer: &Peer<'_>,
+    classes: Vec<PortRange>,
+    own_count: impl Fn(PortRange) -> usize,
+) -> PeerReach {
     let mut reach = PeerReach::default();
     let (mut granted, mut passing, mut blocked) = (Vec::new(), Vec::new(), Vec::new());
-    for class @ (proto, lo, _) in classes {
-        let alone = subject.alone.lookup(subject.direction, peer_id, proto, lo);
-        if !granted_by(&alone, subject.origin) {
-            continue;
-        }
-        if !subject
-            .full
-            .lookup(subject.direction, peer_id, proto, lo)
-            .verdict
-            .is_allowed()
-        {
-            reach.own_blocked += 1;
-            continue;
-        }
-        granted.push(class);
-        let other = peer.state.lookup(back, subject_id, proto, lo);
-        if other.verdict.is_allowed() {
-            passing.push(class);
-            continue;
-        }
-        blocked.push(class);
-        match &other.chosen {
-            Some(chosen) => reach
-                .deny_origins
-                .extend(chosen.entry.origins.iter().copied()),
-            None => reach.default_denied = true,
+    for class in classes {
+        match judge(subject, peer, class) {
+            Judged::NotGranted => {}
+            Judged::OwnBlocked => reach.own_blocked += own_count(class),
+            Judged::Passing => {
+                granted.push(class);
+                passing.push(class);
+            }
+            Judged::Blocked(entry) => {
+                granted.push(class);
+                blocked.push(class);
+                match entry {
+                    Some(entry) => reach.deny_origins.extend(entry.origins.iter().copied()),
+                    None => reach.default_denied = true,
+                }
+            }
         }
     }
     reach.granted = merge(granted);
     reach.passing = merge(passing);
     reach.blocked = merge(blocked);
     reach
+}
+
+/// The cut points of the keys of one state in one direction, per protocol
+/// (each key's first port and last port + 1; protocol-0 keys cut nothing):
+/// what [`rule_reach`] cuts its classes with, kept per state so that
+/// [`rule_reach_indexed`] need not walk the state again.
+pub type Cuts = BTreeMap<u8, BTreeSet<u32>>;
+
+/// The [`Cuts`] of `state` in `direction`.
+pub fn key_cuts(state: &MapState, direction: Direction) -> Cuts {
+    let mut cuts = Cuts::new();
+    for (key, _) in state.iter().filter(|(k, _)| k.direction() == direction) {
+        add_cuts(&mut cuts, key);
+    }
+    cuts
+}
+
+fn add_cuts(cuts: &mut Cuts, key: &porin_compiler::mapstate::Key) {
+    if key.proto() == 0 {
+        return;
+    }
+    let set = cuts.entry(key.proto()).or_default();
+    set.insert(u32::from(key.port()));
+    set.insert(u32::from(key.end_port()) + 1);
+}
+
+/// Exactly [`rule_reach`], at a cost that grows with the keys of the
+/// pair, not with the states: a lookup toward identity X reads only the
+/// keys of X and of identity 0 (`MapState::lookup`), so the verdicts are
+/// decided on classes cut by those keys alone (each a union of
+/// [`rule_reach`]'s classes, on which the three verdicts are constant;
+/// merged ranges and origins come out the same). The one count that
+/// depends on the finer cut, [`PeerReach::own_blocked`], is counted from
+/// `cuts`: the [`key_cuts`] of `subject.alone` and `subject.full` in the
+/// rule's direction and of `peer.state` in the other.
+pub fn rule_reach_indexed(subject: &Subject<'_>, peer: &Peer<'_>, cuts: [&Cuts; 3]) -> PeerReach {
+    let back = opposite(subject.direction);
+    let peer_id = Identity::new(peer.identity).unwrap_or(Identity::WORLD);
+    let subject_id = Identity::new(subject.identity).unwrap_or(Identity::WORLD);
+    let mut coarse: Cuts = COMMON_PROTOCOLS
+        .iter()
+        .chain(std::iter::once(&OTHER_PROTOCOL))
+        .chain(cuts.iter().flat_map(|c| c.keys()))
+        .map(|p| (*p, BTreeSet::from([0, 65_536])))
+        .collect();
+    for (state, direction, identity) in [
+        (subject.alone, subject.direction, peer_id),
+        (subject.full, subject.direction, peer_id),
+        (peer.state, back, subject_id),
+    ] {
+        for id in [identity, Identity::WILDCARD] {
+            for (key, _) in state.identity_keys(direction, id) {
+                add_cuts(&mut coarse, key);
+            }
+        }
+    }
+    fold(subject, peer, classes_of_cuts(coarse), |(proto, lo, hi)| {
+        // The finer classes inside: one more per cut point in (lo, hi] of
+        // any of the three states.
+        let mut inner: Vec<u32> = cuts
+            .iter()
+            .filter_map(|c| c.get(&proto))
+            .flat_map(|set| set.range(u32::from(lo) + 1..u32::from(hi) + 1))
+            .copied()
+            .collect();
+        inner.sort_unstable();
+        inner.dedup();
+        1 + inner.len()
+    })
 }
 
 #[cfg(test)]

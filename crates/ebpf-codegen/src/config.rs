@@ -7,8 +7,8 @@ use crate::abi::{
 };
 use crate::error::EmitError;
 use crate::maps::{
-    BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, MapKind, MapPinning, MapSpec, POLICY_MAP_MAX,
-    POLICY_MAP_MIN, VERDICT_COUNTERS, names,
+    BPF_F_NO_PREALLOC, BPF_F_RDONLY_PROG, EVENTS_RING_BYTES, MapKind, MapPinning, MapSpec,
+    POLICY_MAP_MAX, POLICY_MAP_MIN, VERDICT_COUNTERS, names,
 };
 
 /// What the emitted object looks like. `ObjectConfig::default()` gives
@@ -23,8 +23,15 @@ pub struct ObjectConfig {
     pub ipcache6_max_entries: u32,
     /// `max_entries` of the conntrack map.
     pub ct_max_entries: u32,
-    /// Conntrack lifetime of TCP flows in seconds (Cilium 21600).
+    /// Conntrack lifetime of established TCP flows in seconds (Cilium
+    /// `CT_CONNECTION_LIFETIME_TCP`, 21600).
     pub ct_lifetime_tcp_secs: u32,
+    /// Conntrack lifetime of a TCP flow that has seen only SYNs (Cilium
+    /// `CT_SYN_TIMEOUT`, 60).
+    pub ct_lifetime_syn_secs: u32,
+    /// Conntrack lifetime of a TCP flow closed in both directions (FIN each
+    /// way, or an RST before both SYNs; Cilium `CT_CLOSE_TIMEOUT`, 10).
+    pub ct_lifetime_close_secs: u32,
     /// Conntrack lifetime of other flows in seconds (Cilium 60).
     pub ct_lifetime_other_secs: u32,
     /// Pass IPv4 ICMP fragmentation-needed without policy (Cilium default).
@@ -43,6 +50,8 @@ impl Default for ObjectConfig {
             ipcache6_max_entries: 65536,
             ct_max_entries: 65536,
             ct_lifetime_tcp_secs: 21600,
+            ct_lifetime_syn_secs: 60,
+            ct_lifetime_close_secs: 10,
             ct_lifetime_other_secs: 60,
             allow_icmp_frag_needed: true,
             allow_ipv6_ndp: true,
@@ -60,6 +69,14 @@ impl ObjectConfig {
         i64::from(self.ct_lifetime_other_secs) * 1_000_000_000
     }
 
+    pub(crate) fn ct_lifetime_syn_ns(&self) -> i64 {
+        i64::from(self.ct_lifetime_syn_secs) * 1_000_000_000
+    }
+
+    pub(crate) fn ct_lifetime_close_ns(&self) -> i64 {
+        i64::from(self.ct_lifetime_close_secs) * 1_000_000_000
+    }
+
     pub(crate) fn validate(&self) -> Result<(), EmitError> {
         if !(POLICY_MAP_MIN..=POLICY_MAP_MAX).contains(&self.policy_map_max_entries) {
             return Err(EmitError::PolicyMapSize(self.policy_map_max_entries));
@@ -73,7 +90,11 @@ impl ObjectConfig {
                 return Err(EmitError::ZeroSize(what));
             }
         }
-        if self.ct_lifetime_tcp_secs == 0 || self.ct_lifetime_other_secs == 0 {
+        if self.ct_lifetime_tcp_secs == 0
+            || self.ct_lifetime_other_secs == 0
+            || self.ct_lifetime_syn_secs == 0
+            || self.ct_lifetime_close_secs == 0
+        {
             return Err(EmitError::ZeroSize("conntrack lifetime"));
         }
         Ok(())
@@ -147,6 +168,51 @@ impl ObjectConfig {
                 Counter::LAYOUT,
                 VERDICT_COUNTERS,
                 0,
+            ),
+            // Records are `porin_event` (in the BTF on their own; a ring
+            // buffer has no key or value).
+            spec(
+                names::EVENTS,
+                MapKind::RingBuf,
+                Layout::None,
+                Layout::None,
+                EVENTS_RING_BYTES,
+                0,
+            ),
+            // The flat lookups (DATAPATH.md §2.1, §2.2): exact keys in
+            // hashes, read before the tries; sized like their tries, so a
+            // state whose union fits the trie's bound fits both.
+            spec(
+                names::IPCACHE4_HOSTS,
+                MapKind::Hash,
+                Ipcache4Key::LAYOUT,
+                IpcacheValue::LAYOUT,
+                self.ipcache4_max_entries,
+                lpm,
+            ),
+            spec(
+                names::IPCACHE6_HOSTS,
+                MapKind::Hash,
+                Ipcache6Key::LAYOUT,
+                IpcacheValue::LAYOUT,
+                self.ipcache6_max_entries,
+                lpm,
+            ),
+            spec(
+                names::POLICY_A_EXACT,
+                MapKind::Hash,
+                PolicyKey::LAYOUT,
+                PolicyEntry::LAYOUT,
+                self.policy_map_max_entries,
+                lpm,
+            ),
+            spec(
+                names::POLICY_B_EXACT,
+                MapKind::Hash,
+                PolicyKey::LAYOUT,
+                PolicyEntry::LAYOUT,
+                self.policy_map_max_entries,
+                lpm,
             ),
         ]
     }

@@ -13,7 +13,7 @@ use thiserror::Error;
 use crate::abi::{FieldType, Layout};
 use crate::asm::Assembled;
 use crate::btf::{Btf, BtfError, BtfType, DataSec, IntEncoding, SecInfo, TypeId, Var, VarLinkage};
-use crate::maps::{MapPinning, MapSpec};
+use crate::maps::{MapKind, MapPinning, MapSpec};
 
 /// Why an object could not be written.
 #[derive(Debug, Error)]
@@ -68,11 +68,12 @@ fn btf_size(n: usize) -> u32 {
 /// Size of one map definition member (a pointer) in `.maps`.
 const MAP_MEMBER_SIZE: u32 = 8;
 
+/// Members of one map definition: type, key and value (unless absent),
+/// max_entries, map_flags, and pinning when pinned.
 fn map_def_members(map: &MapSpec) -> u32 {
-    match map.pinning {
-        MapPinning::None => 5,
-        MapPinning::ByName => 6,
-    }
+    let absent = |layout: &Layout| u32::from(*layout == Layout::None);
+    let pinned = u32::from(map.pinning == MapPinning::ByName);
+    5 - absent(&map.key) - absent(&map.value) + pinned
 }
 
 /// Builds the `.BTF` for the maps: typed key/value structs, one anonymous
@@ -88,7 +89,7 @@ pub fn maps_btf(maps: &[MapSpec]) -> Result<Btf, ElfError> {
 
     let layout_type = |btf: &mut Btf, layout: &Layout| -> TypeId {
         match layout {
-            Layout::U32 => u32t,
+            Layout::U32 | Layout::None => u32t,
             Layout::Struct { name, size, fields } => {
                 let members: Vec<_> = fields
                     .iter()
@@ -116,26 +117,33 @@ pub fn maps_btf(maps: &[MapSpec]) -> Result<Btf, ElfError> {
     let mut vars = Vec::new();
     let mut offset = 0u32;
     for map in maps {
-        let key = layout_type(&mut btf, &map.key);
-        let value = layout_type(&mut btf, &map.value);
         let kind = number(&mut btf, map.kind.number());
-        let key_ptr = btf.ptr(key);
-        let value_ptr = btf.ptr(value);
+        let mut members = vec![("type", kind)];
+        // A ring buffer has neither key nor value (libbpf and the kernel
+        // require key_size = value_size = 0).
+        if map.key != Layout::None {
+            let key = layout_type(&mut btf, &map.key);
+            members.push(("key", btf.ptr(key)));
+        }
+        if map.value != Layout::None {
+            let value = layout_type(&mut btf, &map.value);
+            members.push(("value", btf.ptr(value)));
+        }
         let max = number(&mut btf, map.max_entries);
+        members.push(("max_entries", max));
         let flags = number(&mut btf, map.flags);
-        let mut members = vec![
-            ("type", kind, 0),
-            ("key", key_ptr, 8),
-            ("value", value_ptr, 16),
-            ("max_entries", max, 24),
-            ("map_flags", flags, 32),
-        ];
+        members.push(("map_flags", flags));
         if map.pinning == MapPinning::ByName {
             // LIBBPF_PIN_BY_NAME = 1.
             let pin = number(&mut btf, 1);
-            members.push(("pinning", pin, 40));
+            members.push(("pinning", pin));
         }
+        let members: Vec<_> = (0u32..)
+            .zip(members)
+            .map(|(i, (name, ty))| (name, ty, i * MAP_MEMBER_SIZE))
+            .collect();
         let size = map_def_members(map) * MAP_MEMBER_SIZE;
+        debug_assert_eq!(btf_size(members.len()), map_def_members(map));
         let def = btf.structure("", size, &members);
         let var = btf.add_type(BtfType::Var(Var {
             name: map.name.to_owned(),
@@ -144,6 +152,10 @@ pub fn maps_btf(maps: &[MapSpec]) -> Result<Btf, ElfError> {
         }));
         vars.push(SecInfo { var, offset, size });
         offset += size;
+    }
+    // The ring buffer's record type, so that BTF consumers see it.
+    if maps.iter().any(|m| m.kind == MapKind::RingBuf) {
+        layout_type(&mut btf, &crate::abi::Event::LAYOUT);
     }
     btf.add_type(BtfType::DataSec(DataSec {
         name: ".maps".to_owned(),

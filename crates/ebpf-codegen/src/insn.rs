@@ -417,6 +417,10 @@ impl Helper {
     pub const KTIME_GET_NS: Helper = Helper(5);
     /// `long bpf_skb_load_bytes(skb, offset, to, len)`.
     pub const SKB_LOAD_BYTES: Helper = Helper(26);
+    /// `long bpf_map_delete_elem(map, key)`.
+    pub const MAP_DELETE_ELEM: Helper = Helper(3);
+    /// `long bpf_ringbuf_output(ringbuf, data, size, flags)`.
+    pub const RINGBUF_OUTPUT: Helper = Helper(130);
 }
 
 /// One eBPF instruction in typed form. Every variant but the two 64-bit

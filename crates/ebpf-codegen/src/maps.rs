@@ -8,8 +8,8 @@ use porin_compiler::mapstate::{Entry, Key};
 use serde::Serialize;
 
 use crate::abi::{
-    AbiError, ConfigValue, Ipcache4Key, Ipcache6Key, IpcacheValue, Layout, decode_policy_pair,
-    index_key, policy_pair,
+    AbiError, ConfigValue, Ipcache4Key, Ipcache6Key, IpcacheValue, Layout, PolicyKey,
+    decode_policy_pair, index_key, policy_pair,
 };
 
 /// `BPF_F_NO_PREALLOC` (required by LPM tries).
@@ -19,21 +19,41 @@ pub const BPF_F_RDONLY_PROG: u32 = 1 << 7;
 
 /// Map names (ELF symbols and kernel names; at most 15 characters).
 pub mod names {
-    /// IPv4 ipcache (LPM trie).
+    /// IPv4 ipcache (LPM trie): the prefixes shorter than /32.
     pub const IPCACHE4: &str = "porin_ipcache4";
-    /// IPv6 ipcache (LPM trie).
+    /// IPv6 ipcache (LPM trie): the prefixes shorter than /128.
     pub const IPCACHE6: &str = "porin_ipcache6";
-    /// Policy slot A (LPM trie).
+    /// Policy slot A (LPM trie): the keys with a port or protocol prefix.
     pub const POLICY_A: &str = "porin_policy_a";
     /// Policy slot B (LPM trie).
     pub const POLICY_B: &str = "porin_policy_b";
+    /// IPv4 ipcache, /32 entries (hash), looked up before the trie.
+    pub const IPCACHE4_HOSTS: &str = "porin_ip4hash";
+    /// IPv6 ipcache, /128 entries (hash), looked up before the trie.
+    pub const IPCACHE6_HOSTS: &str = "porin_ip6hash";
+    /// Policy slot A, exact keys (prefix length 64: identity, protocol and
+    /// full port; hash), looked up before the trie.
+    pub const POLICY_A_EXACT: &str = "porin_polhash_a";
+    /// Policy slot B, exact keys (hash).
+    pub const POLICY_B_EXACT: &str = "porin_polhash_b";
     /// One-entry config array naming the active policy slot.
     pub const CONFIG: &str = "porin_config";
     /// Conntrack (LRU hash).
     pub const CONNTRACK: &str = "porin_ct";
     /// Verdict counters (per-CPU array).
     pub const VERDICTS: &str = "porin_verdicts";
+    /// Verdict event records for the agent (ring buffer of `porin_event`).
+    pub const EVENTS: &str = "porin_events";
 }
+
+/// Bytes of the `porin_events` ring buffer (256 KiB: a power of two and a
+/// multiple of the page size, as `BPF_MAP_TYPE_RINGBUF` requires).
+pub const EVENTS_RING_BYTES: u32 = 256 * 1024;
+
+/// The `porin_verdicts` slot that counts events the ring buffer had no room
+/// for (`bpf_ringbuf_output` failed). Not a verdict: the packet's verdict
+/// counter moved as well, and the verdict never waits for the ring.
+pub const EVENTS_LOST_COUNTER: u32 = 15;
 
 /// Cilium's bounds for `bpf-policy-map-max` (`option.PolicyMapMin/Max`).
 pub const POLICY_MAP_MIN: u32 = 256;
@@ -43,6 +63,8 @@ pub const POLICY_MAP_MAX: u32 = 65536;
 /// Kernel map types used by the object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 pub enum MapKind {
+    /// `BPF_MAP_TYPE_HASH` (1).
+    Hash,
     /// `BPF_MAP_TYPE_ARRAY` (2).
     Array,
     /// `BPF_MAP_TYPE_PERCPU_ARRAY` (6).
@@ -51,16 +73,20 @@ pub enum MapKind {
     LruHash,
     /// `BPF_MAP_TYPE_LPM_TRIE` (11).
     LpmTrie,
+    /// `BPF_MAP_TYPE_RINGBUF` (27).
+    RingBuf,
 }
 
 impl MapKind {
     /// The `BPF_MAP_TYPE_*` number.
     pub const fn number(self) -> u32 {
         match self {
+            MapKind::Hash => 1,
             MapKind::Array => 2,
             MapKind::PercpuArray => 6,
             MapKind::LruHash => 9,
             MapKind::LpmTrie => 11,
+            MapKind::RingBuf => 27,
         }
     }
 }
@@ -218,11 +244,39 @@ pub enum PolicySlot {
 }
 
 impl PolicySlot {
-    /// The map of this slot.
+    /// The prefix trie of this slot (`porin_policy_a` / `_b`: Cilium's
+    /// layout; an agent that writes every key here stays correct, only
+    /// slower, DATAPATH.md §2.2).
     pub const fn map_name(self) -> &'static str {
         match self {
             PolicySlot::A => names::POLICY_A,
             PolicySlot::B => names::POLICY_B,
+        }
+    }
+
+    /// The exact-key hash of this slot.
+    pub const fn exact_map_name(self) -> &'static str {
+        match self {
+            PolicySlot::A => names::POLICY_A_EXACT,
+            PolicySlot::B => names::POLICY_B_EXACT,
+        }
+    }
+
+    /// The map of this slot that holds `key`: the hash for exact keys
+    /// (prefix length 64), the trie for every other.
+    pub const fn map_for(self, key: &PolicyKey) -> &'static str {
+        if key.is_exact() {
+            self.exact_map_name()
+        } else {
+            self.map_name()
+        }
+    }
+
+    /// This slot's bit of `porin_config.prefix_free`.
+    pub const fn prefix_free_bit(self) -> u8 {
+        match self {
+            PolicySlot::A => 1,
+            PolicySlot::B => 2,
         }
     }
 
@@ -250,6 +304,8 @@ impl ConfigValue {
                 PolicySlot::A => Self::SLOT_A,
                 PolicySlot::B => Self::SLOT_B,
             },
+            events: 0,
+            prefix_free: 0,
             reserved: 0,
         }
     }
@@ -260,6 +316,31 @@ impl ConfigValue {
             Self::SLOT_A => Ok(PolicySlot::A),
             Self::SLOT_B => Ok(PolicySlot::B),
             other => Err(AbiError::BadSlot(other)),
+        }
+    }
+}
+
+// Which ipcache map holds a key is the maps' knowledge, kept here so that
+// `abi` never names `maps`.
+impl Ipcache4Key {
+    /// The map that holds this key: a /32 is a host, in the hash the
+    /// programs read first; shorter prefixes are in the trie.
+    pub const fn map_name(&self) -> &'static str {
+        if self.prefixlen == Self::FULL_PREFIX {
+            names::IPCACHE4_HOSTS
+        } else {
+            names::IPCACHE4
+        }
+    }
+}
+
+impl Ipcache6Key {
+    /// The map that holds this key (a /128 in the host hash).
+    pub const fn map_name(&self) -> &'static str {
+        if self.prefixlen == Self::FULL_PREFIX {
+            names::IPCACHE6_HOSTS
+        } else {
+            names::IPCACHE6
         }
     }
 }
@@ -291,19 +372,19 @@ pub fn hex(bytes: &[u8]) -> String {
 }
 
 impl MapUpdate {
-    /// An ipcache update for an IPv4 prefix.
+    /// An ipcache update for an IPv4 prefix (a /32 goes to the host hash).
     pub fn ipcache4(key: Ipcache4Key, value: IpcacheValue) -> MapUpdate {
         MapUpdate {
-            map: names::IPCACHE4,
+            map: key.map_name(),
             key: key.to_bytes().to_vec(),
             value: value.to_bytes().to_vec(),
         }
     }
 
-    /// An ipcache update for an IPv6 prefix.
+    /// An ipcache update for an IPv6 prefix (a /128 goes to the host hash).
     pub fn ipcache6(key: Ipcache6Key, value: IpcacheValue) -> MapUpdate {
         MapUpdate {
-            map: names::IPCACHE6,
+            map: key.map_name(),
             key: key.to_bytes().to_vec(),
             value: value.to_bytes().to_vec(),
         }
@@ -314,7 +395,7 @@ impl MapUpdate {
     pub fn policy(slot: PolicySlot, key: &Key, entry: &Entry) -> MapUpdate {
         let (key, value) = policy_pair(key, entry);
         MapUpdate {
-            map: slot.map_name(),
+            map: slot.map_for(&key),
             key: key.to_bytes().to_vec(),
             value: value.to_bytes().to_vec(),
         }
@@ -329,12 +410,18 @@ impl MapUpdate {
         Ok(MapUpdate::policy(slot, &key, &entry))
     }
 
-    /// The config update that makes `slot` active.
+    /// The config update that makes `slot` active (events at their
+    /// default, every prefix trie consulted).
     pub fn activate(slot: PolicySlot) -> MapUpdate {
+        MapUpdate::config(slot.config_value())
+    }
+
+    /// The update that writes `value` into `porin_config`.
+    pub fn config(value: ConfigValue) -> MapUpdate {
         MapUpdate {
             map: names::CONFIG,
             key: index_key(ConfigValue::KEY).to_vec(),
-            value: slot.config_value().to_bytes().to_vec(),
+            value: value.to_bytes().to_vec(),
         }
     }
 
@@ -364,8 +451,10 @@ pub fn updates_to_json(updates: &[MapUpdate]) -> Result<String, serde_json::Erro
 }
 
 /// The full sequence for an atomic policy replacement: every entry into the
-/// inactive slot, then the flip (`DATAPATH.md` §2.3). The caller clears the
-/// inactive map first.
+/// inactive slot (exact keys into its hash, the others into its trie), then
+/// the flip (`DATAPATH.md` §2.3), which also says whether the new slot's
+/// trie is empty. The caller clears both maps of the inactive slot first.
+/// The flip writes the whole config value: events return to their default.
 pub fn policy_replacement(
     currently_active: PolicySlot,
     entries: &[(Key, Entry)],
@@ -375,6 +464,11 @@ pub fn policy_replacement(
         .iter()
         .map(|(key, entry)| MapUpdate::policy(target, key, entry))
         .collect();
-    out.push(MapUpdate::activate(target));
+    let trie_empty = out.iter().all(|u| u.map == target.exact_map_name());
+    let mut config = target.config_value();
+    if trie_empty {
+        config.prefix_free = target.prefix_free_bit();
+    }
+    out.push(MapUpdate::config(config));
     out
 }

@@ -44,15 +44,39 @@ impl MapWriter for DirectWrites {
     }
 }
 
-/// Writes `entries` into `map` in order; the first failure stops the fill and is reported with
-/// the entry's index and the entry count. The caller must not make `map` enforced after an
-/// error: its contents are then a prefix of `entries` on top of what it held.
+/// The two maps of one policy slot (DATAPATH.md §2.2): exact keys (prefix length 64) in the
+/// hash, every other key in the LPM trie. The programs read the hash first, so the pair
+/// answers every lookup as one LPM trie holding both would.
+#[derive(Debug, Clone, Copy)]
+pub struct SlotMaps<'m> {
+    /// The exact-key hash (`porin_polhash_a` / `_b`).
+    pub exact: &'m Map,
+    /// The prefix trie (`porin_policy_a` / `_b`).
+    pub prefix: &'m Map,
+}
+
+impl<'m> SlotMaps<'m> {
+    /// The map that holds `key`.
+    pub fn for_key(&self, key: &PolicyKey) -> &'m Map {
+        if key.is_exact() {
+            self.exact
+        } else {
+            self.prefix
+        }
+    }
+}
+
+/// Writes `entries` into the slot's maps in order (each into the map that holds its key); the
+/// first failure stops the fill and is reported with the map, the entry's index and the entry
+/// count. The caller must not make the slot enforced after an error: its contents are then a
+/// prefix of `entries` on top of what it held.
 pub fn fill_map<W: MapWriter>(
-    map: &Map,
+    maps: SlotMaps<'_>,
     entries: &[PolicyPair],
     writer: &mut W,
 ) -> Result<(), KernelError> {
     for (index, (key, value)) in entries.iter().enumerate() {
+        let map = maps.for_key(key);
         writer
             .update(map, &key.to_bytes(), &value.to_bytes())
             .map_err(|source| KernelError::PolicyWrite {
@@ -65,8 +89,10 @@ pub fn fill_map<W: MapWriter>(
     Ok(())
 }
 
-/// Applies a policy difference to the live map `map` write by write, in the given (hole-free)
-/// order. When write `k` fails, writes `k-1, ..., 0` are undone in that order from an undo log
+/// Applies a policy difference to the live slot `maps` write by write, in the given (hole-free)
+/// order, each write to the map that holds its key. The pair answers lookups as one trie
+/// holding both would (see [`SlotMaps`]), so every intermediate state is the one the single
+/// trie would go through, and the order stays hole-free. When write `k` fails, writes `k-1, ..., 0` are undone in that order from an undo log
 /// of each key's previous value (restored with an update, or deleted when the key was absent),
 /// and [`KernelError::DiffRolledBack`] reports the failure: the map then holds exactly its
 /// previous entries. Each intermediate state of the rollback is one the forward pass already
@@ -91,7 +117,7 @@ pub fn fill_map<W: MapWriter>(
 /// map concurrently (porin's agents have one writer per map), and a kernel memory allocation
 /// failure (`ENOMEM`; the policy maps are `BPF_F_NO_PREALLOC`, so each insert allocates).
 pub fn apply_changes<W: MapWriter>(
-    map: &Map,
+    maps: SlotMaps<'_>,
     changes: &[MapChange],
     writer: &mut W,
 ) -> Result<(), KernelError> {
@@ -101,11 +127,19 @@ pub fn apply_changes<W: MapWriter>(
     // that covers it (e.g. the L3 entry of the same identity), not "absent". So the undo log is
     // taken from a snapshot of the exact keys (`BPF_MAP_GET_NEXT_KEY` lists stored keys only),
     // kept up to date as writes succeed.
-    let mut shadow = snapshot(map)?;
+    // One snapshot per map: a key is looked for only in the map that holds it.
+    let mut exact_shadow = snapshot(maps.exact)?;
+    let mut prefix_shadow = snapshot(maps.prefix)?;
     // undo[j] = (key, value before write j): None when the key was absent.
     let mut undo: Vec<(PolicyKey, Option<PolicyEntry>)> = Vec::with_capacity(count);
     for (index, change) in changes.iter().enumerate() {
         let key = PolicyKey::from_key(&change.key);
+        let map = maps.for_key(&key);
+        let shadow = if key.is_exact() {
+            &mut exact_shadow
+        } else {
+            &mut prefix_shadow
+        };
         let value = change
             .entry
             .as_ref()
@@ -115,7 +149,7 @@ pub fn apply_changes<W: MapWriter>(
             None => writer.delete(map, &key.to_bytes()).map(drop),
         };
         if let Err(source) = written {
-            return Err(roll_back(map, undo, writer, index, count, source));
+            return Err(roll_back(maps, map, undo, writer, index, count, source));
         }
         let previous = match value {
             Some(value) => shadow.insert(key, value),
@@ -149,8 +183,10 @@ fn snapshot(map: &Map) -> Result<BTreeMap<PolicyKey, PolicyEntry>, KernelError> 
     Ok(entries)
 }
 
-/// Undoes the logged writes in reverse order and builds the error that reports write `index`.
+/// Undoes the logged writes in reverse order and builds the error that reports write `index`
+/// (to `map`).
 fn roll_back<W: MapWriter>(
+    maps: SlotMaps<'_>,
     map: &Map,
     undo: Vec<(PolicyKey, Option<PolicyEntry>)>,
     writer: &mut W,
@@ -159,9 +195,10 @@ fn roll_back<W: MapWriter>(
     source: KernelError,
 ) -> KernelError {
     for (undo_index, (key, previous)) in undo.into_iter().enumerate().rev() {
+        let target = maps.for_key(&key);
         let restored = match &previous {
-            Some(value) => writer.update(map, &key.to_bytes(), &value.to_bytes()),
-            None => writer.delete(map, &key.to_bytes()).map(drop),
+            Some(value) => writer.update(target, &key.to_bytes(), &value.to_bytes()),
+            None => writer.delete(target, &key.to_bytes()).map(drop),
         };
         if let Err(rollback) = restored {
             return KernelError::RollbackFailed {

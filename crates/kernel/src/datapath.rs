@@ -15,7 +15,7 @@ use porin_ebpf::abi::{
 };
 use porin_ebpf::maps::{self, MapKind, names};
 
-use super::apply::{DirectWrites, MapWriter, apply_changes, fill_map};
+use super::apply::{DirectWrites, MapWriter, SlotMaps, apply_changes, fill_map};
 use super::error::KernelError;
 use super::loader::LoadedObject;
 use super::map::Map;
@@ -27,16 +27,26 @@ use super::{TC_ACT_OK, TC_ACT_SHOT};
 pub const IPCACHE4: &str = names::IPCACHE4;
 /// `porin_ipcache6`: IPv6 LPM ipcache.
 pub const IPCACHE6: &str = names::IPCACHE6;
-/// `porin_policy_a`: policy slot 0.
+/// `porin_ip4hash`: IPv4 /32 ipcache entries (hash, read before the trie).
+pub const IPCACHE4_HOSTS: &str = names::IPCACHE4_HOSTS;
+/// `porin_ip6hash`: IPv6 /128 ipcache entries.
+pub const IPCACHE6_HOSTS: &str = names::IPCACHE6_HOSTS;
+/// `porin_policy_a`: policy slot 0, prefix trie.
 pub const POLICY_A: &str = names::POLICY_A;
-/// `porin_policy_b`: policy slot 1.
+/// `porin_policy_b`: policy slot 1, prefix trie.
 pub const POLICY_B: &str = names::POLICY_B;
+/// `porin_polhash_a`: policy slot 0, exact keys (hash).
+pub const POLICY_A_EXACT: &str = names::POLICY_A_EXACT;
+/// `porin_polhash_b`: policy slot 1, exact keys (hash).
+pub const POLICY_B_EXACT: &str = names::POLICY_B_EXACT;
 /// `porin_config`: the active-slot switch (§2.3).
 pub const CONFIG: &str = names::CONFIG;
 /// `porin_ct`: conntrack (§2.4).
 pub const CONNTRACK: &str = names::CONNTRACK;
 /// `porin_verdicts`: per-CPU verdict counters (§2.5).
 pub const VERDICTS: &str = names::VERDICTS;
+/// `porin_events`: the verdict event ring buffer (§2.6).
+pub const EVENTS: &str = names::EVENTS;
 /// The program on the endpoint's outbound path (policy direction egress).
 pub const FROM_ENDPOINT: &str = porin_ebpf::program::FROM_ENDPOINT;
 /// The program on the endpoint's inbound path (policy direction ingress).
@@ -175,9 +185,14 @@ impl Counters {
         self.slots[counter.index()]
     }
 
-    /// Total packets over all counters.
+    /// Total packets over all verdict counters.
     pub fn total_packets(&self) -> u64 {
-        self.slots.iter().map(|v| v.packets).sum()
+        Counter::ALL.iter().map(|c| self.get(*c).packets).sum()
+    }
+
+    /// Events the ring buffer had no room for (slot 15, `DATAPATH.md` §2.6).
+    pub fn events_lost(&self) -> u64 {
+        self.slots[porin_ebpf::maps::EVENTS_LOST_COUNTER as usize].packets
     }
 }
 
@@ -283,21 +298,27 @@ impl Datapath {
 
     /// The slot the programs currently read.
     pub fn active_slot(&self) -> Result<PolicySlot, KernelError> {
+        self.read_config()?
+            .slot()
+            .map_err(|e| KernelError::Contract(format!("`porin_config`: {e}")))
+    }
+
+    /// The whole `porin_config` value.
+    pub(crate) fn read_config(&self) -> Result<ConfigValue, KernelError> {
         let value = self
             .map(CONFIG)?
             .lookup(&index_key(ConfigValue::KEY))?
             .ok_or_else(|| KernelError::Contract("`porin_config` has no key 0".to_owned()))?;
         ConfigValue::from_bytes(&value)
-            .and_then(|config| config.slot())
             .map_err(|e| KernelError::Contract(format!("`porin_config`: {e}")))
     }
 
-    /// Writes a raw `active_policy` value (tests of the bad-config fail-closed rule use this).
+    /// Writes a raw `active_policy` value (tests of the bad-config fail-closed rule use this),
+    /// keeping the other config fields.
     pub fn set_active_policy_raw(&self, active_policy: u32) -> Result<(), KernelError> {
-        self.write_config(ConfigValue {
-            active_policy,
-            reserved: 0,
-        })
+        let mut config = self.read_config()?;
+        config.active_policy = active_policy;
+        self.write_config(config)
     }
 
     fn write_config(&self, value: ConfigValue) -> Result<(), KernelError> {
@@ -343,22 +364,54 @@ impl Datapath {
         }
     }
 
-    /// Clears the inactive slot and fills it; no grace period.
+    /// The two maps of `slot`.
+    pub fn slot_maps(&self, slot: PolicySlot) -> Result<SlotMaps<'_>, KernelError> {
+        Ok(SlotMaps {
+            exact: self.map(slot.exact_map_name())?,
+            prefix: self.map(slot.map_name())?,
+        })
+    }
+
+    /// Clears the inactive slot and fills it (exact keys into its hash, the others into its
+    /// trie), then records in `porin_config.prefix_free` whether its trie stayed empty (a
+    /// write of byte 5 only; the slot is not read yet); no grace period.
     fn fill_inactive_slot<W: MapWriter>(
         &self,
         entries: &[PolicyPair],
         writer: &mut W,
     ) -> Result<PolicySlot, KernelError> {
         let slot = self.active_slot()?.other();
-        let map = self.map(slot.map_name())?;
-        map.clear()?;
-        fill_map(map, entries, writer)?;
+        let maps = self.slot_maps(slot)?;
+        maps.exact.clear()?;
+        maps.prefix.clear()?;
+        fill_map(maps, entries, writer)?;
+        let trie_empty = entries.iter().all(|(key, _)| key.is_exact());
+        self.set_prefix_free(slot, trie_empty)?;
         Ok(slot)
     }
 
-    /// Step 2: flips `porin_config` to `slot` with one 8-byte update.
+    /// Sets or clears `slot`'s bit of `porin_config.prefix_free`, keeping every other field.
+    fn set_prefix_free(&self, slot: PolicySlot, trie_empty: bool) -> Result<(), KernelError> {
+        let mut config = self.read_config()?;
+        let bit = slot.prefix_free_bit();
+        let wanted = if trie_empty {
+            config.prefix_free | bit
+        } else {
+            config.prefix_free & !bit
+        };
+        if wanted != config.prefix_free {
+            config.prefix_free = wanted;
+            self.write_config(config)?;
+        }
+        Ok(())
+    }
+
+    /// Step 2: flips `porin_config` to `slot` with one 8-byte update that changes only
+    /// `active_policy` (the event switches and the prefix flags are kept).
     pub fn activate(&self, slot: PolicySlot) -> Result<(), KernelError> {
-        self.write_config(slot.config_value())?;
+        let mut config = self.read_config()?;
+        config.active_policy = slot.config_value().active_policy;
+        self.write_config(config)?;
         *self
             .last_flip
             .lock()
@@ -418,47 +471,59 @@ impl Datapath {
         changes: &[MapChange],
         writer: &mut W,
     ) -> Result<(), KernelError> {
-        let map = self.map(self.active_slot()?.map_name())?;
-        apply_changes(map, changes, writer)
+        let slot = self.active_slot()?;
+        // A write into the trie must be visible at once: consult the trie from now on (the
+        // bit is only set again by the next fill of this slot).
+        if changes
+            .iter()
+            .any(|change| !PolicyKey::from_key(&change.key).is_exact())
+        {
+            self.set_prefix_free(slot, false)?;
+        }
+        apply_changes(self.slot_maps(slot)?, changes, writer)
     }
 
-    /// The entries of one policy slot, sorted by key bytes (raw structs: a
+    /// The entries of one policy slot (both its maps), sorted by key bytes (raw structs: a
     /// map holding bytes porin would never write is still read back).
     pub fn policy_entries(&self, slot: PolicySlot) -> Result<Vec<PolicyPair>, KernelError> {
-        let map = self.map(slot.map_name())?;
         let mut entries = Vec::new();
-        for key in map.keys()? {
-            if let Some(value) = map.lookup(&key)? {
-                entries.push((key, value));
+        for name in [slot.exact_map_name(), slot.map_name()] {
+            let map = self.map(name)?;
+            for key in map.keys()? {
+                if let Some(value) = map.lookup(&key)? {
+                    entries.push((key, value, name));
+                }
             }
         }
         entries.sort();
         entries
             .iter()
-            .map(|(key, value)| {
+            .map(|(key, value, name)| {
                 Ok((
-                    PolicyKey::from_bytes(key).map_err(|e| contract(slot.map_name(), &e))?,
-                    PolicyEntry::from_bytes(value).map_err(|e| contract(slot.map_name(), &e))?,
+                    PolicyKey::from_bytes(key).map_err(|e| contract(name, &e))?,
+                    PolicyEntry::from_bytes(value).map_err(|e| contract(name, &e))?,
                 ))
             })
             .collect()
     }
 
-    /// Replaces the ipcache contents (both families) with the given LPM entries.
+    /// Replaces the ipcache contents (both families) with the given prefixes: /32 and /128
+    /// entries into the host hashes, the others into the tries (DATAPATH.md §2.1).
     pub fn install_ipcache(
         &self,
         v4: &[Ipcache4Pair],
         v6: &[Ipcache6Pair],
     ) -> Result<(), KernelError> {
-        let map4 = self.map(IPCACHE4)?;
-        map4.clear()?;
-        for (key, value) in v4 {
-            map4.update(&key.to_bytes(), &value.to_bytes())?;
+        for name in [IPCACHE4, IPCACHE4_HOSTS, IPCACHE6, IPCACHE6_HOSTS] {
+            self.map(name)?.clear()?;
         }
-        let map6 = self.map(IPCACHE6)?;
-        map6.clear()?;
+        for (key, value) in v4 {
+            self.map(key.map_name())?
+                .update(&key.to_bytes(), &value.to_bytes())?;
+        }
         for (key, value) in v6 {
-            map6.update(&key.to_bytes(), &value.to_bytes())?;
+            self.map(key.map_name())?
+                .update(&key.to_bytes(), &value.to_bytes())?;
         }
         Ok(())
     }
@@ -522,7 +587,8 @@ impl Datapath {
             },
         )?;
         let after = self.read_counters()?;
-        let moved: Vec<usize> = (0..16)
+        // Slot 15 counts lost events, not verdicts.
+        let moved: Vec<usize> = (0..Counter::ALL.len())
             .filter(|&i| after.slots[i].packets != before.slots[i].packets)
             .collect();
         let counter = match moved.as_slice() {

@@ -170,6 +170,15 @@ pub enum KernelError {
     /// A datapath map holds something that contradicts `DATAPATH.md`.
     #[error("datapath contract violated: {0}")]
     Contract(String),
+    /// Mapping a ring buffer map's pages (`mmap(2)`) failed.
+    #[error("mmap of ring buffer `{map}` failed: {source}")]
+    Mmap {
+        /// The map.
+        map: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// Filling the inactive policy slot failed part-way (step 1 of the A/B replacement,
     /// DATAPATH.md §2.3). The slot was never activated: the enforced policy is unchanged.
     #[error(

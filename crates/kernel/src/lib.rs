@@ -22,6 +22,8 @@
 //! - [`probe`]: tells whether this process may use eBPF at all, so tests can report
 //!   `SKIPPED` outside CI instead of failing.
 //! - [`packet`]: the frames the tests and the kernel engine send through the programs.
+//! - [`events`]: the consumer of the verdict event ring buffer `porin_events` ([`EventReader`])
+//!   and its switches ([`Datapath::set_events`]).
 //! - [`engine`]: the kernel engine of `porin test` (`--engine kernel|both`), which decides the
 //!   cases of `porin-policytest` the way the datapath does.
 //!
@@ -67,6 +69,7 @@ mod btf_reader;
 pub mod datapath;
 pub mod engine;
 mod error;
+pub mod events;
 mod loader;
 mod map;
 pub mod packet;
@@ -74,12 +77,13 @@ pub mod pin;
 mod program;
 pub mod sys;
 
-pub use apply::{DirectWrites, MapWriter};
+pub use apply::{DirectWrites, MapWriter, SlotMaps};
 pub use btf_reader::MapDefinition;
 pub use datapath::{
     Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,
 };
 pub use error::{BpfCommand, KernelError};
+pub use events::{EventReader, EventSelection};
 pub use loader::{LoadedObject, MapRelocation, ObjectFile, ProgramDefinition};
 pub use map::Map;
 pub use program::{Program, SK_BUFF_SIZE, SkBuff, TestRunOutput};

@@ -604,6 +604,15 @@ impl Packet {
         self
     }
 
+    /// The same packet with the TCP flag byte `flags` ([`tcp_flags`]); other transports are
+    /// unchanged.
+    pub fn with_tcp_flags(mut self, flags: u8) -> Self {
+        if let Transport::Tcp { flags: f, .. } = &mut self.transport {
+            *f = flags;
+        }
+        self
+    }
+
     /// The reply direction of this packet: addresses, MACs and ports swapped; echo requests
     /// become echo replies (ICMP 8 → 0, ICMPv6 128 → 129); TCP flags become SYN|ACK for a SYN.
     pub fn reply(&self) -> Self {

@@ -60,6 +60,8 @@ impl MapType {
     pub const ARRAY_OF_MAPS: Self = Self(12);
     /// `BPF_MAP_TYPE_HASH_OF_MAPS`.
     pub const HASH_OF_MAPS: Self = Self(13);
+    /// `BPF_MAP_TYPE_RINGBUF`: no key or value; read through [`RingBuffer`].
+    pub const RINGBUF: Self = Self(27);
 
     /// True for the per-CPU types, whose values are one slot per possible CPU in userspace.
     pub fn is_per_cpu(self) -> bool {
@@ -746,6 +748,203 @@ pub fn interface_index(name: &str) -> Result<Option<u32>, KernelError> {
             command: BpfCommand::LinkCreate,
             object: name.to_owned(),
         })
+    }
+}
+
+/// `BPF_RINGBUF_BUSY_BIT`: the record is still being written.
+const RINGBUF_BUSY: u32 = 1 << 31;
+/// `BPF_RINGBUF_DISCARD_BIT`: the producer discarded the record.
+const RINGBUF_DISCARD: u32 = 1 << 30;
+/// `BPF_RINGBUF_HDR_SZ`: the 8-byte header before each record.
+const RINGBUF_HEADER: usize = 8;
+
+/// The consumer side of a `BPF_MAP_TYPE_RINGBUF` map, mapped into this process the way
+/// libbpf's `ring_buffer__new` maps it (`kernel/bpf/ringbuf.c`): one read-write page holding
+/// `consumer_pos`, then read-only the page holding `producer_pos` followed by the data area,
+/// which the kernel maps twice in a row so a record that wraps is contiguous.
+///
+/// Both mappings stay valid for the life of this value (the kernel keeps the map alive while
+/// it is mapped, even after its fd is closed) and are unmapped on drop. The positions are read
+/// and written with atomic acquire/release operations, as the kernel's producer expects.
+#[derive(Debug)]
+pub struct RingBuffer {
+    name: String,
+    consumer: std::ptr::NonNull<libc::c_void>,
+    consumer_len: usize,
+    producer: std::ptr::NonNull<libc::c_void>,
+    producer_len: usize,
+    page: usize,
+    data_len: usize,
+}
+
+impl RingBuffer {
+    /// Maps the ring buffer `map` (whose `max_entries`, the data size, is `data_len`: a power of
+    /// two and a multiple of the page size, which the kernel checked at creation).
+    #[cfg(target_os = "linux")]
+    pub fn map(map: BorrowedFd<'_>, name: &str, data_len: usize) -> Result<Self, KernelError> {
+        let fail = |source| KernelError::Mmap {
+            map: name.to_owned(),
+            source,
+        };
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+            .map_err(|_| fail(io::Error::other("no page size")))?;
+        if page == 0 || !data_len.is_power_of_two() || !data_len.is_multiple_of(page) {
+            return Err(fail(io::Error::other(format!(
+                "data size {data_len} is not a power-of-two multiple of the page size {page}"
+            ))));
+        }
+        let producer_len = page + 2 * data_len;
+        let offset = libc::off_t::try_from(page).map_err(|_| fail(io::Error::other("page")))?;
+        // SAFETY: a fresh shared mapping of `page` bytes of the map at offset 0 (the consumer
+        // page, which the kernel allows to be mapped writable); no existing memory is touched.
+        let consumer = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                0,
+            )
+        };
+        if consumer == libc::MAP_FAILED {
+            return Err(fail(io::Error::last_os_error()));
+        }
+        // SAFETY: as above, read-only, the producer page and the double-mapped data area.
+        let producer = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                producer_len,
+                libc::PROT_READ,
+                libc::MAP_SHARED,
+                map.as_raw_fd(),
+                offset,
+            )
+        };
+        if producer == libc::MAP_FAILED {
+            let error = io::Error::last_os_error();
+            // SAFETY: `consumer` is the mapping of `page` bytes created above.
+            unsafe { libc::munmap(consumer, page) };
+            return Err(fail(error));
+        }
+        match (
+            std::ptr::NonNull::new(consumer),
+            std::ptr::NonNull::new(producer),
+        ) {
+            (Some(consumer), Some(producer)) => Ok(Self {
+                name: name.to_owned(),
+                consumer,
+                consumer_len: page,
+                producer,
+                producer_len,
+                page,
+                data_len,
+            }),
+            _ => Err(fail(io::Error::other("mmap returned NULL"))),
+        }
+    }
+
+    /// Off Linux there is no ring buffer to map.
+    #[cfg(not(target_os = "linux"))]
+    pub fn map(_map: BorrowedFd<'_>, name: &str, _data_len: usize) -> Result<Self, KernelError> {
+        Err(KernelError::Mmap {
+            map: name.to_owned(),
+            source: io::Error::from_raw_os_error(libc::ENOSYS),
+        })
+    }
+
+    fn consumer_pos(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: the consumer page is mapped for the life of `self`, page-aligned (so 8-byte
+        // aligned), and its first 8 bytes are the kernel's `consumer_pos`, which only this
+        // consumer writes; AtomicU64 has the layout of u64.
+        unsafe {
+            &*self
+                .consumer
+                .as_ptr()
+                .cast::<std::sync::atomic::AtomicU64>()
+        }
+    }
+
+    fn producer_pos(&self) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: as `consumer_pos`, for the producer page's `producer_pos` (read only).
+        unsafe {
+            &*self
+                .producer
+                .as_ptr()
+                .cast::<std::sync::atomic::AtomicU64>()
+        }
+    }
+
+    /// Takes every committed record out of the ring (discarded ones are skipped) and returns
+    /// their bytes, oldest first; stops at a record the producer is still writing. Never
+    /// blocks.
+    pub fn drain(&mut self) -> Vec<Vec<u8>> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let mut out = Vec::new();
+        let mask = (self.data_len - 1) as u64;
+        let mut consumer = self.consumer_pos().load(Ordering::Acquire);
+        loop {
+            let producer = self.producer_pos().load(Ordering::Acquire);
+            if consumer >= producer {
+                break;
+            }
+            // `consumer & mask` < data_len, and the data area is mapped twice, so the header
+            // and a record of at most data_len bytes after it are inside the mapping.
+            let at = self.page + usize::try_from(consumer & mask).unwrap_or(0);
+            // SAFETY: `at + 8 <= page + data_len <= producer_len`, 8-byte aligned (records are
+            // 8-byte aligned); the header's first word is written atomically by the kernel.
+            let header = unsafe {
+                &*self
+                    .producer
+                    .as_ptr()
+                    .cast::<u8>()
+                    .add(at)
+                    .cast::<AtomicU32>()
+            };
+            let word = header.load(Ordering::Acquire);
+            if word & RINGBUF_BUSY != 0 {
+                break;
+            }
+            let len = (word & !(RINGBUF_BUSY | RINGBUF_DISCARD)) as usize;
+            if len > self.data_len {
+                // Not a record the kernel writes; stop rather than read out of bounds.
+                break;
+            }
+            if word & RINGBUF_DISCARD == 0 {
+                let mut record = vec![0u8; len];
+                // SAFETY: the record's bytes lie in `[at + 8, at + 8 + len)`, within the
+                // double-mapped data area (`len <= data_len`); the producer no longer writes
+                // them (the busy bit is clear) until the consumer position passes them.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        self.producer.as_ptr().cast::<u8>().add(at + RINGBUF_HEADER),
+                        record.as_mut_ptr(),
+                        len,
+                    );
+                }
+                out.push(record);
+            }
+            consumer += ((len + RINGBUF_HEADER + 7) & !7) as u64;
+            self.consumer_pos().store(consumer, Ordering::Release);
+        }
+        out
+    }
+
+    /// The map's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl Drop for RingBuffer {
+    fn drop(&mut self) {
+        // SAFETY: both regions are the mappings `map` created, with their lengths; nothing
+        // borrows them past `self`.
+        unsafe {
+            libc::munmap(self.consumer.as_ptr(), self.consumer_len);
+            libc::munmap(self.producer.as_ptr(), self.producer_len);
+        }
     }
 }
 

@@ -2,7 +2,8 @@
 //! endpoint's compiled state, and the exact per-rule effect analysis.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use porin_model::diagnostic::{Diagnostic, Location};
 
@@ -10,6 +11,7 @@ use crate::settings::LintConfig;
 use porin_compiler::allocation::{IdentityKind, IdentityTable};
 use porin_compiler::compile::capacity::{Capped, Census, distill_capped};
 use porin_compiler::error::CompileError;
+use porin_compiler::identity::Identity;
 use porin_compiler::inventory::{Inventory, NamedPort};
 use porin_compiler::limits::CompileLimits;
 use porin_compiler::mapstate::MapState;
@@ -23,6 +25,10 @@ pub(crate) mod shadow;
 pub use shadow::RuleEffects;
 use shadow::{Item, UnitAnalysis};
 
+/// What an identity's L4 policy depends on: the rules selecting it, and
+/// whether it is the init identity (`Resolver::l4_policy`).
+type PolicyKey<'r> = (&'r [usize], bool);
+
 /// Endpoints that share an identity and named ports, hence a map state.
 #[derive(Debug, Clone)]
 pub struct Unit {
@@ -32,10 +38,12 @@ pub struct Unit {
     pub identity: u32,
     /// Indices of the rules selecting the identity, in input order.
     pub rules: Vec<usize>,
-    /// The resolved L4 policy.
-    pub policy: L4Policy,
-    /// The compiled map state.
-    pub state: MapState,
+    /// The resolved L4 policy (shared by the units whose identities the
+    /// same rules select).
+    pub policy: Arc<L4Policy>,
+    /// The compiled map state (shared by the units with the same policy,
+    /// named ports and host allow).
+    pub state: Arc<MapState>,
 }
 
 /// Endpoints whose state needs more entries than a policy map can hold
@@ -97,7 +105,17 @@ fn fold_effects(
 ) -> BTreeMap<u32, RuleEffects> {
     let analysed = analysed_items(lowered);
     let mut out: BTreeMap<u32, RuleEffects> = BTreeMap::new();
+    // Units sharing a state share its rules, policy and endpoint ports
+    // (`Context::new`), which is all the analysis reads: their effects are
+    // computed once and folded in once per unit.
+    let mut shared: HashMap<*const MapState, Vec<(u32, RuleEffects)>> = HashMap::new();
     for unit in units {
+        if let Some(effects) = shared.get(&Arc::as_ptr(&unit.state)) {
+            for (origin, effects) in effects {
+                out.entry(*origin).or_default().merge(effects.clone());
+            }
+            continue;
+        }
         let Some(endpoint) = unit
             .endpoints
             .first()
@@ -122,10 +140,13 @@ fn fold_effects(
             &unit.rules,
             &unit.state,
         );
+        let mut computed = Vec::with_capacity(items.len());
         for (origin, ranged) in items {
             let effects = analysis.effects(&Item { origin, ranged });
-            out.entry(origin).or_default().merge(effects);
+            out.entry(origin).or_default().merge(effects.clone());
+            computed.push((origin, effects));
         }
+        shared.insert(Arc::as_ptr(&unit.state), computed);
     }
     out
 }
@@ -169,7 +190,11 @@ impl<'a> Context<'a> {
         config: &'a LintConfig,
     ) -> Result<Self, CompileError> {
         let lowered = lower(inputs, inventory);
-        let table = IdentityTable::allocate(inventory, &lowered.prefixes)?;
+        let table = IdentityTable::allocate_with_groups(
+            inventory,
+            &lowered.prefixes,
+            &lowered.cidr_groups,
+        )?;
         let mut units: Vec<Unit> = Vec::new();
         let mut overflows: Vec<Overflow> = Vec::new();
         let mut compile_diagnostics = lowered.diagnostics.clone();
@@ -179,7 +204,20 @@ impl<'a> Context<'a> {
             let resolver = Resolver::new(&lowered.rules, &table, inventory)
                 .with_localhost_origin(lowered.localhost_origin);
             let mut by_key: BTreeMap<(u32, Vec<NamedPort>), Result<usize, usize>> = BTreeMap::new();
-            let mut policies: BTreeMap<u32, L4Policy> = BTreeMap::new();
+            // One L4 policy per (selecting rules, init) and one map state
+            // per (L4 policy, named ports, host allow): resolution reads
+            // nothing else of the identity, distillation nothing else of
+            // the endpoint (`Compilation::plan` shares them the same way),
+            // so identities of one Deployment share one state.
+            let mut policies: HashMap<PolicyKey<'_>, (usize, Arc<L4Policy>)> = HashMap::new();
+            let mut states: HashMap<(usize, &[NamedPort], bool), Arc<MapState>> = HashMap::new();
+            let describe = |id: u32| {
+                usize::try_from(id)
+                    .ok()
+                    .and_then(|i| lowered.origins.get(i))
+                    .map_or_else(|| format!("origin {id}"), Origin::describe)
+            };
+            let cap = CompileLimits::default().max_entries_per_endpoint;
             for (index, endpoint) in inventory.endpoints.iter().enumerate() {
                 let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
                 let key = (identity, endpoint.ports.clone());
@@ -194,38 +232,48 @@ impl<'a> Context<'a> {
                     }
                     None => {}
                 }
-                let policy = policies
-                    .entry(identity)
-                    .or_insert_with(|| resolver.l4_policy(identity))
-                    .clone();
-                let describe = |id: u32| {
-                    usize::try_from(id)
-                        .ok()
-                        .and_then(|i| lowered.origins.get(i))
-                        .map_or_else(|| format!("origin {id}"), Origin::describe)
-                };
-                let cap = CompileLimits::default().max_entries_per_endpoint;
-                let (state, diagnostics) =
-                    match distill_capped(&resolver, endpoint, &policy, &describe, cap) {
-                        Capped::Fits(state, diagnostics) => (state, diagnostics),
+                let rules = resolver.rules_of(identity);
+                let next = policies.len();
+                let (policy_index, policy) = policies
+                    .entry((rules, identity == Identity::INIT.get()))
+                    .or_insert_with(|| (next, Arc::new(resolver.l4_policy(identity))));
+                let policy = Arc::clone(policy);
+                let shared_key = (
+                    *policy_index,
+                    endpoint.ports.as_slice(),
+                    resolver.allows_localhost(endpoint),
+                );
+                let state = match states.get(&shared_key) {
+                    Some(state) => Arc::clone(state),
+                    None => match distill_capped(&resolver, endpoint, &policy, &describe, cap) {
+                        Capped::Fits(state, diagnostics) => {
+                            let state = Arc::new(state);
+                            // Diagnostics name the endpoint: a state with
+                            // some is distilled again for the next one.
+                            if diagnostics.is_empty() {
+                                states.insert(shared_key, Arc::clone(&state));
+                            }
+                            compile_diagnostics.extend(diagnostics);
+                            state
+                        }
                         Capped::Over(census, diagnostics) => {
                             compile_diagnostics.extend(diagnostics);
                             by_key.insert(key, Err(overflows.len()));
                             overflows.push(Overflow {
                                 endpoints: vec![index],
                                 identity,
-                                rules: resolver.rules_of(identity).to_vec(),
+                                rules: rules.to_vec(),
                                 census,
                             });
                             continue;
                         }
-                    };
-                compile_diagnostics.extend(diagnostics);
+                    },
+                };
                 by_key.insert(key, Ok(units.len()));
                 units.push(Unit {
                     endpoints: vec![index],
                     identity,
-                    rules: resolver.rules_of(identity).to_vec(),
+                    rules: rules.to_vec(),
                     policy,
                     state,
                 });

@@ -44,7 +44,7 @@ crate::code_table! {
     /// Invalid CIDR.
     CIDR = "PM018", "invalid-cidr", Error, "A CIDR that does not parse, lacks a prefix length (CRD format: cidr), or has host bits set where Cilium rejects it.";
     /// CIDR rule shape or except.
-    CIDR_RULE = "PM019", "invalid-cidr-rule", Error, "CIDRRule needs exactly one of cidr/cidrGroupRef/cidrGroupSelector, and every except inside cidr (cidr.go); `except` with a CIDR group, which Cilium ignores, is a warning.";
+    CIDR_RULE = "PM019", "invalid-cidr-rule", Error, "CIDRRule needs exactly one of cidr/cidrGroupRef/cidrGroupSelector, and every except a CIDR inside `cidr` (rule_validation.go); beside a CIDR group an except is a carve-out (pkg/policy/api/cidr.go).";
     /// FQDN selector.
     FQDN = "PM020", "invalid-fqdn-selector", Error, "matchName/matchPattern: exactly one, valid characters, at most 255 characters (fqdn.go, matchpattern.go).";
     /// Port value.

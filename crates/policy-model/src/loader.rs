@@ -16,7 +16,8 @@ use crate::codes;
 use crate::diagnostic::{Diagnostic, Location, SourceMap};
 use crate::limits::LoadLimits;
 use crate::model::{
-    CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, ObjectKey, PolicyDocument,
+    CiliumCidrGroup, CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, ObjectKey,
+    PolicyDocument,
 };
 use crate::registry::CodeInfo;
 use crate::route::{Route, Segment};
@@ -346,6 +347,7 @@ enum Dispatch {
     Cnp,
     Ccnp,
     Knp,
+    CidrGroup,
     List,
     Skip(String),
     Bad(String, Route),
@@ -399,6 +401,18 @@ fn dispatch(root: &Node) -> Dispatch {
                 ))
             }
         }
+        // Both versions of Cilium 1.19's CRD serve the same schema
+        // (v2alpha1 and v2 `cidrgroups_types.go`).
+        "CiliumCIDRGroup" => match api_version {
+            "cilium.io/v2alpha1" | "cilium.io/v2" => Dispatch::CidrGroup,
+            _ if group == "cilium.io" || api_version.is_empty() => Dispatch::Bad(
+                format!(
+                    "`CiliumCIDRGroup` must have apiVersion `cilium.io/v2alpha1` or `cilium.io/v2`, found `{api_version}`"
+                ),
+                Route::root().key("apiVersion"),
+            ),
+            _ => Dispatch::Skip(format!("`{api_version}` `{kind}` is not a Cilium resource")),
+        },
         kind if kind == "List" || kind.ends_with("List") => Dispatch::List,
         other => Dispatch::Skip(format!("`{other}` is not a policy kind")),
     }
@@ -494,6 +508,9 @@ fn load_object(
             },
             Dispatch::Knp => |node, prefix, ctx| {
                 typed::<NetworkPolicy>(node, prefix, ctx).map(PolicyDocument::NetworkPolicy)
+            },
+            Dispatch::CidrGroup => |node, prefix, ctx| {
+                typed::<CiliumCidrGroup>(node, prefix, ctx).map(PolicyDocument::CiliumCidrGroup)
             },
             Dispatch::List => {
                 outcome.push_capped(

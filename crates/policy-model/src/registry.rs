@@ -54,6 +54,8 @@ pub enum Stage {
     Compiler,
     /// `PR0xx`: lint rules (porin-lint).
     Lint,
+    /// `PF0xx`: reading and replaying recorded flows (porin-flows).
+    Flows,
 }
 
 impl Stage {
@@ -63,6 +65,7 @@ impl Stage {
             Stage::Model => "PM",
             Stage::Compiler => "PC",
             Stage::Lint => "PR",
+            Stage::Flows => "PF",
         }
     }
 }

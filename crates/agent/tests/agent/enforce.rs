@@ -5,8 +5,10 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use porin_agent::monitor::Monitor;
 use porin_agent::{Agent, Config};
 use porin_compiler::limits::Limits;
+use porin_kernel::events::EventSelection;
 use serde::Deserialize;
 
 use crate::netns::{CLIENT_IP, SERVER_IP, Topology, can_run, enter, fixtures, spawn_in};
@@ -122,6 +124,68 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
         }
     }
     probe_cases(&topology, &cases_a);
+
+    // porin agent monitor: the denied probes, named, with the rule that decided.
+    let compiled = std::sync::Arc::new(
+        porin_agent::agent::compile(&Config::new(
+            policies.clone(),
+            fixtures().join("vms.test.yaml"),
+            topology.state_dir(),
+        ))
+        .unwrap(),
+    );
+    let mut monitor = Monitor::open(
+        &topology.state_dir(),
+        compiled,
+        EventSelection {
+            drops: true,
+            allows: true,
+        },
+    )
+    .unwrap();
+    let drops = monitor.poll().unwrap();
+    let denied = drops
+        .iter()
+        .find(|e| e.endpoint == "server" && e.port == 7070 && e.protocol == 6)
+        .unwrap_or_else(|| panic!("no event of the denied TCP 7070 probe: {drops:#?}"));
+    assert_eq!(
+        (denied.direction, denied.verdict, denied.reason.as_str()),
+        ("ingress", "drop", "denied_by_default")
+    );
+    assert_eq!(denied.peer, Some(CLIENT_IP.parse().unwrap()));
+    assert!(
+        denied.peer_name.starts_with("client (identity "),
+        "{denied:?}"
+    );
+    assert!(denied.peer_labels.contains("role=client"), "{denied:?}");
+    assert!(
+        denied
+            .explanation
+            .contains("default deny, set by CiliumClusterwideNetworkPolicy server-ingress"),
+        "{}",
+        denied.render()
+    );
+    // Allows too, when asked.
+    let allowed = Flow {
+        proto: Proto::Udp,
+        port: 5353,
+    };
+    assert!(
+        spawn_in(&topology.client, move || probe_to(SERVER_IP, allowed))
+            .join()
+            .unwrap()
+    );
+    let events = monitor.poll().unwrap();
+    let pass = events
+        .iter()
+        .find(|e| e.endpoint == "server" && e.port == 5353 && e.verdict == "pass")
+        .unwrap_or_else(|| panic!("no pass event of UDP 5353: {events:#?}"));
+    assert!(
+        pass.explanation.contains("server-ingress"),
+        "{}",
+        pass.render()
+    );
+    monitor.close().unwrap();
 
     // A live change: version b of the server's policy.
     std::fs::copy(

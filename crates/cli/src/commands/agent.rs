@@ -102,6 +102,12 @@ struct StopArgs {
 
 #[derive(Debug, Args)]
 struct MonitorArgs {
+    /// The agent's policy directory (to explain each verdict with the rule that decided).
+    #[arg(long)]
+    policies: PathBuf,
+    /// The agent's inventory.
+    #[arg(long)]
+    inventory: PathBuf,
     /// The state directory of the agent.
     #[arg(long, default_value = STATE_DIR)]
     state_dir: PathBuf,
@@ -112,9 +118,9 @@ struct MonitorArgs {
     #[arg(long, value_enum, default_value = "text")]
     format: PlanFormat,
     /// Poll interval in milliseconds.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 200)]
     interval_ms: u64,
-    /// Stop after this many seconds (default: run until interrupted).
+    /// Stop after this many seconds (default: until SIGINT/SIGTERM).
     #[arg(long)]
     duration_secs: Option<u64>,
 }
@@ -239,66 +245,57 @@ fn stop(args: &StopArgs) -> anyhow::Result<ExitCode> {
     Ok(Status::Clean.into())
 }
 
-/// Partial: the verdict counters of each endpoint, polled (no per-packet events, so no peer
-/// and no deciding rule; the events ring buffer will give those).
+/// Streams the endpoints' verdict events (their pinned `porin_events`), each explained against
+/// a compilation of the agent's files.
 fn monitor(args: &MonitorArgs) -> anyhow::Result<ExitCode> {
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGTERM);
+    signals.add(Signal::SIGINT);
+    signals.thread_block().context("blocking SIGTERM/SIGINT")?;
+    let stop = Arc::new(AtomicBool::new(false));
+    {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let _ = signals.wait();
+            stop.store(true, Ordering::Relaxed);
+        });
+    }
+    let config = Config::new(
+        args.policies.clone(),
+        args.inventory.clone(),
+        args.state_dir.clone(),
+    );
+    let compiled = Arc::new(porin_agent::agent::compile(&config)?);
+    let selection = porin_kernel::events::EventSelection {
+        drops: true,
+        allows: args.allows,
+    };
+    let mut monitor = porin_agent::monitor::Monitor::open(&args.state_dir, compiled, selection)?;
+    eprintln!("monitoring {}", monitor.endpoints().join(", "));
     let started = Instant::now();
-    let mut previous: std::collections::BTreeMap<(String, String), u64> = Default::default();
     let mut stdout = std::io::stdout().lock();
-    loop {
-        for endpoint in pinned_endpoints(&args.state_dir)? {
-            let Some(counters) = porin_agent::metrics::pinned_counters(&args.state_dir, &endpoint)
-            else {
-                continue;
+    let result = loop {
+        let events = match monitor.poll() {
+            Ok(events) => events,
+            Err(e) => break Err(e.into()),
+        };
+        for event in events {
+            let line = match args.format {
+                PlanFormat::Text => event.render(),
+                PlanFormat::Json => serde_json::to_string(&event)?,
             };
-            for (counter, value) in counters {
-                if counter.is_pass() && !args.allows {
-                    continue;
-                }
-                let reason = porin_agent::metrics::counter_name(counter);
-                let key = (endpoint.clone(), reason.clone());
-                let before = previous.insert(key, value.packets).unwrap_or(value.packets);
-                let delta = value.packets.saturating_sub(before);
-                if delta == 0 {
-                    continue;
-                }
-                let verdict = if counter.is_pass() { "pass" } else { "drop" };
-                match args.format {
-                    PlanFormat::Text => {
-                        writeln!(stdout, "{endpoint}: {delta} packet(s) {verdict} ({reason})")?;
-                    }
-                    PlanFormat::Json => writeln!(
-                        stdout,
-                        "{}",
-                        serde_json::json!({"endpoint": endpoint, "verdict": verdict, "reason": reason, "packets": delta})
-                    )?,
-                }
-            }
+            writeln!(stdout, "{line}")?;
         }
         stdout.flush()?;
-        if args
-            .duration_secs
-            .is_some_and(|d| started.elapsed() >= Duration::from_secs(d))
+        if stop.load(Ordering::Relaxed)
+            || args
+                .duration_secs
+                .is_some_and(|d| started.elapsed() >= Duration::from_secs(d))
         {
-            return Ok(Status::Clean.into());
+            break Ok(Status::Clean.into());
         }
         std::thread::sleep(Duration::from_millis(args.interval_ms.max(10)));
-    }
-}
-
-fn pinned_endpoints(state_dir: &Path) -> anyhow::Result<Vec<String>> {
-    let mut endpoints = Vec::new();
-    let entries =
-        std::fs::read_dir(state_dir).with_context(|| format!("reading {}", state_dir.display()))?;
-    for entry in entries.flatten() {
-        if let Some(name) = entry
-            .file_name()
-            .to_str()
-            .and_then(porin_agent::enforce::endpoint_of_dir)
-        {
-            endpoints.push(name);
-        }
-    }
-    endpoints.sort();
-    Ok(endpoints)
+    };
+    monitor.close()?;
+    result
 }

@@ -26,6 +26,12 @@
 //! present on one side only is decided on the other side with the
 //! narrowest identity whose prefix contains it (`world` otherwise).
 //!
+//! `--flows FILE` (Hubble flow exports, as `porin replay` reads them)
+//! weighs the connection changes by the recorded traffic they change:
+//! each connection says how many observed flows it closes or opens, the
+//! busiest first, and the summary says `closes 3 edges carrying 12,408
+//! flows in the recording` (see [`super::flows_weight`]).
+//!
 //! Exit codes: 0 no change, 1 connectivity changed (per direction: or map
 //! entry counts), 2 an input could not be read or compiled.
 
@@ -51,6 +57,7 @@ use porin_model::LoadLimits;
 use porin_model::loader::{LoadError, LoadOutcome, load_paths, load_reader};
 
 use super::compile::compile_loaded;
+use super::flows_weight::Weight;
 use crate::limit_flags::LimitArgs;
 
 /// Output format of `porin diff`.
@@ -82,6 +89,10 @@ pub struct DiffArgs {
     /// (with map entry counts) instead of end-to-end connections.
     #[arg(long)]
     pub per_direction: bool,
+    /// Weigh the changes by recorded traffic: a Hubble flow file (`hubble
+    /// observe -o json` or `-o jsonpb`); repeat for more files.
+    #[arg(long = "flows", value_name = "FILE")]
+    pub flows: Vec<PathBuf>,
     /// Resource limits (each side is loaded and compiled under them).
     #[command(flatten)]
     pub limits: LimitArgs,
@@ -344,9 +355,12 @@ fn notice(policy: &PolicyRef, what: &str) -> String {
     format!("policy {what}: {} ({})", policy.describe(), policy.file)
 }
 
-fn human_connections(d: &ConnectivityDiff) -> String {
+fn human_connections(d: &ConnectivityDiff, weight: Option<&Weight>) -> String {
     use std::fmt::Write as _;
     let mut text = format!("{}\n", d.summary());
+    if let Some(w) = weight {
+        let _ = writeln!(text, "{}", w.summary);
+    }
     for p in &d.policies_added {
         let _ = writeln!(text, "{}", notice(p, "added"));
     }
@@ -362,6 +376,9 @@ fn human_connections(d: &ConnectivityDiff) -> String {
             c.to.name,
             ports_text(c)
         );
+        if let Some(observed) = weight.and_then(|w| w.of(c)) {
+            let _ = writeln!(text, "        {observed}");
+        }
         for cause in &c.causes {
             let _ = writeln!(text, "        because {}", cause_text(cause));
         }
@@ -369,7 +386,7 @@ fn human_connections(d: &ConnectivityDiff) -> String {
     text
 }
 
-fn markdown_connections(d: &ConnectivityDiff) -> String {
+fn markdown_connections(d: &ConnectivityDiff, weight: Option<&Weight>) -> String {
     use std::fmt::Write as _;
     let cell = |s: &str| s.replace('|', "\\|");
     let node = |n: &Node| match n.kind {
@@ -377,6 +394,9 @@ fn markdown_connections(d: &ConnectivityDiff) -> String {
         NodeKind::External => cell(&n.name),
     };
     let mut text = format!("**porin diff**: {}\n", d.summary());
+    if let Some(w) = weight {
+        let _ = writeln!(text, "\n{}", w.summary);
+    }
     for (list, what) in [
         (&d.policies_added, "added"),
         (&d.policies_removed, "removed"),
@@ -397,14 +417,25 @@ fn markdown_connections(d: &ConnectivityDiff) -> String {
     if d.connections.is_empty() {
         return text;
     }
-    text.push_str(
-        "\n| change | from | to | ports (before → after) | caused by |\n|---|---|---|---|---|\n",
+    let observed_column = if weight.is_some() {
+        " observed flows |"
+    } else {
+        ""
+    };
+    let observed_rule = if weight.is_some() { "---:|" } else { "" };
+    let _ = write!(
+        text,
+        "\n| change | from | to | ports (before → after) |{observed_column} caused by |\n|---|---|---|---|{observed_rule}---|\n",
     );
     for c in &d.connections {
         let causes: Vec<String> = c.causes.iter().map(|k| cell(&cause_text(k))).collect();
+        let observed = match weight {
+            Some(w) => format!(" {} |", w.flows_of(c)),
+            None => String::new(),
+        };
         let _ = writeln!(
             text,
-            "| **{}** | {} | {} | {} | {} |",
+            "| **{}** | {} | {} | {} |{observed} {} |",
             c.change.word(),
             node(&c.from),
             node(&c.to),
@@ -415,7 +446,7 @@ fn markdown_connections(d: &ConnectivityDiff) -> String {
     text
 }
 
-fn json_connections(d: &ConnectivityDiff) -> String {
+fn json_connections(d: &ConnectivityDiff, weight: Option<&Weight>) -> String {
     let ranges = |r: &[PortRange]| -> Vec<serde_json::Value> {
         r.iter()
             .map(|(p, lo, hi)| {
@@ -436,7 +467,7 @@ fn json_connections(d: &ConnectivityDiff) -> String {
         })
     };
     let policy = |p: &PolicyRef| json!({"kind": p.kind.name(), "namespace": p.namespace, "name": p.name, "file": p.file});
-    let value = json!({
+    let mut value = json!({
         "summary": {
             "text": d.summary(),
             "opened": d.count(porin_connectivity::connections::ChangeKind::Opened),
@@ -470,6 +501,14 @@ fn json_connections(d: &ConnectivityDiff) -> String {
             })).collect::<Vec<_>>(),
         })).collect::<Vec<_>>(),
     });
+    if let Some(w) = weight {
+        value["observed"] = w.summary_json();
+        if let Some(list) = value["connections"].as_array_mut() {
+            for (c, v) in d.connections.iter().zip(list) {
+                v["observedFlows"] = json!(w.flows_of(c));
+            }
+        }
+    }
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_else(|_| "{}".to_owned());
     text.push('\n');
     text
@@ -517,6 +556,9 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
     let Some(new) = compile_side(&args.new, &args.inventory, &limits)? else {
         return Ok(ExitCode::from(2));
     };
+    if args.per_direction && !args.flows.is_empty() {
+        anyhow::bail!("--flows weighs the connection view: drop --per-direction");
+    }
     let (text, unchanged) = if args.per_direction {
         let diffs = diff(&old, &new);
         let text = match args.format {
@@ -526,11 +568,16 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         };
         (text, diffs.is_empty())
     } else {
-        let d = connectivity_diff(&old, &new);
+        let mut d = connectivity_diff(&old, &new);
+        let weight = if args.flows.is_empty() {
+            None
+        } else {
+            Some(super::flows_weight::weigh(&args.flows, &old, &new, &mut d)?)
+        };
         let text = match args.format {
-            DiffFormat::Human => human_connections(&d),
-            DiffFormat::Json => json_connections(&d),
-            DiffFormat::Markdown => markdown_connections(&d),
+            DiffFormat::Human => human_connections(&d, weight.as_ref()),
+            DiffFormat::Json => json_connections(&d, weight.as_ref()),
+            DiffFormat::Markdown => markdown_connections(&d, weight.as_ref()),
         };
         (text, d.is_empty())
     };

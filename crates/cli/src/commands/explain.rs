@@ -23,6 +23,7 @@ pub struct ExplainArgs {
 fn heading(stage: Stage) -> &'static str {
     match stage {
         Stage::Lint => "Lint (porin lint)",
+        Stage::Flows => "Recorded flows (porin replay, diff --flows, suggest)",
         Stage::Model => "Policy validation (porin lint, porin-model)",
         Stage::Compiler => "Compilation (porin compile, porin lint --inventory)",
     }

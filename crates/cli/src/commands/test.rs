@@ -12,6 +12,13 @@
 //! `--inventory PATH` adds inventory sources (Kubernetes manifests...) to
 //! every file's own, so a test file need not restate the workloads.
 //!
+//! `--from-flows FILE` writes a test file instead of running one: its
+//! cases are the distinct flows of a Hubble recording with the verdicts
+//! Cilium recorded (`porin test --from-flows observe.json --inventory INV
+//! POLICIES... [--output FILE]`; the paths are then the policies, and the
+//! file names them and the inventory relative to where it is written; see
+//! [`porin_flows::cases`]).
+//!
 //! Exit codes, whatever the format: 0 every case passed, 1 a case failed or
 //! a file's policies do not validate (an invalid policy is a finding, as in
 //! every command), 2 a file could not be read, parsed or otherwise
@@ -70,6 +77,15 @@ pub struct Args {
     /// defined twice is an error. Repeatable.
     #[arg(long = "inventory", value_name = "PATH")]
     pub inventory: Vec<PathBuf>,
+    /// Write a PolicyTest file of the distinct flows of this Hubble flow
+    /// file (`hubble observe -o json`/`-o jsonpb`; repeatable) with their
+    /// recorded verdicts, instead of running tests: PATHS are then the
+    /// policies and `--inventory` is required.
+    #[arg(long = "from-flows", value_name = "FILE")]
+    pub from_flows: Vec<PathBuf>,
+    /// With `--from-flows`: write the test file here (default: standard output).
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Resource limits (the test file's inventory, its policies, the
     /// compilation).
     #[command(flatten)]
@@ -78,6 +94,15 @@ pub struct Args {
 
 /// Runs `porin test`.
 pub fn run(args: &Args) -> ExitCode {
+    if !args.from_flows.is_empty() {
+        return match from_flows(args) {
+            Ok(code) => code,
+            Err(error) => {
+                eprintln!("porin: error: {error:#}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let limits = args.limits.limits();
     // Test files are found before an engine starts (the kernel engine loads
     // porin's object), so a wrong path is reported as such with any engine.
@@ -117,6 +142,93 @@ pub fn run(args: &Args) -> ExitCode {
         TestFormat::Junit => eprintln!("{}", report.summary()),
     }
     ExitCode::from(u8::try_from(report.exit_code()).unwrap_or(2))
+}
+
+/// `path` as written from the directory `base` (both made absolute): the
+/// test file names its policies and inventory relative to itself.
+fn relative_to(path: &std::path::Path, base: &std::path::Path) -> String {
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    let (path, base) = (absolute(path), absolute(base));
+    let parts: Vec<_> = path.components().collect();
+    let base_parts: Vec<_> = base.components().collect();
+    let common = parts
+        .iter()
+        .zip(&base_parts)
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut out = std::path::PathBuf::new();
+    for _ in common..base_parts.len() {
+        out.push("..");
+    }
+    for part in &parts[common..] {
+        out.push(part);
+    }
+    if out.as_os_str().is_empty() {
+        ".".to_owned()
+    } else {
+        out.display().to_string()
+    }
+}
+
+/// `porin test --from-flows`: writes the recorded test file.
+fn from_flows(args: &Args) -> anyhow::Result<ExitCode> {
+    use anyhow::Context as _;
+    use std::io::Write as _;
+    let limits = args.limits.limits();
+    let [inventory] = args.inventory.as_slice() else {
+        anyhow::bail!("--from-flows needs one --inventory (the endpoints the flows are mapped to)");
+    };
+    let Ok((compiled, _)) = super::compile::load_and_compile(&args.paths, inventory, &limits)?
+    else {
+        return Ok(ExitCode::from(1));
+    };
+    let recording = porin_flows::observe::record(
+        &args.from_flows,
+        &[&compiled],
+        porin_flows::reader::ReadLimits::default(),
+    )
+    .map_err(anyhow::Error::msg)?;
+    for p in &recording.problems {
+        eprintln!(
+            "{}:{}:{}: {}[{}]: {}",
+            p.file,
+            p.line,
+            p.column,
+            p.code.severity.as_str(),
+            p.code.code,
+            p.message
+        );
+    }
+    let base = match &args.output {
+        Some(out) => out
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf),
+        None => PathBuf::from("."),
+    };
+    let header = porin_flows::cases::Header {
+        name: format!("recorded traffic ({})", recording.files.join(", ")),
+        policies: args.paths.iter().map(|p| relative_to(p, &base)).collect(),
+        inventory: vec![relative_to(inventory, &base)],
+    };
+    let (text, cases) = porin_flows::cases::policy_test(&recording, &compiled, &header);
+    match &args.output {
+        Some(path) => std::fs::write(path, &text)
+            .with_context(|| format!("cannot write `{}`", path.display()))?,
+        None => std::io::stdout()
+            .lock()
+            .write_all(text.as_bytes())
+            .context("cannot write to standard output")?,
+    }
+    eprintln!(
+        "porin test --from-flows: {cases} cases from {} flows",
+        recording.decided()
+    );
+    Ok(if recording.stats.rejected == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// The engine `--engine` names: the reference evaluator (porin-policytest),

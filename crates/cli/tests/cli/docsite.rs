@@ -43,6 +43,7 @@ fn check(relative: &str, text: &str) -> Option<String> {
 fn stage_title(stage: Stage) -> &'static str {
     match stage {
         Stage::Lint => "Lint rules (`PR`)",
+        Stage::Flows => "Recorded flows (`PF`)",
         Stage::Model => "Policy validation (`PM`)",
         Stage::Compiler => "Compilation (`PC`)",
     }
@@ -128,6 +129,7 @@ fn summary() -> String {
          - [How porin decides (semantics)](semantics.md)\n\
          - [Policy tests (PolicyTest format)](policy-tests.md)\n\
          - [CI, pre-commit and baselines](ci.md)\n\
+         - [Replaying recorded traffic (Hubble flows)](flows.md)\n\
          - [Editors](editors.md)\n\
          - [The datapath](datapath.md)\n\
          - [CLI reference](reference/cli.md)\n\

@@ -20,6 +20,7 @@ mod names;
 mod no_silent_green;
 mod precommit;
 mod release;
+mod replay;
 mod reuse_manifests;
 mod test_junit;
 mod verify_diff_graph;

@@ -201,7 +201,7 @@ fn code_scanning_errors(log: &Value) -> Vec<String> {
     errors
 }
 
-fn validate_sarif(log: &Value) -> Vec<String> {
+pub(crate) fn validate_sarif(log: &Value) -> Vec<String> {
     let mut errors = schema_errors(log);
     errors.extend(code_scanning_errors(log));
     errors

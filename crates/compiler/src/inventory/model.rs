@@ -124,40 +124,8 @@ pub enum TargetPort {
     Name(String),
 }
 
-/// The agent's `allow-localhost` option (`pkg/option/config.go`
-/// `AllowLocalhost`): whether the host (identity 1) may always reach local
-/// endpoints, whatever their ingress policy.
-///
-/// Cilium inserts the host allow only when the option is `always`
-/// (`DaemonConfig.AlwaysAllowLocalhost`); its default `auto` turns into
-/// `always` when the agent runs in Kubernetes mode (`daemon/cmd/daemon.go`:
-/// "Kubernetes demands that the localhost can always reach local pods") and
-/// stays `auto` (no host allow) outside Kubernetes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum AllowLocalhost {
-    /// `always` for Kubernetes endpoints (their identity has a pod
-    /// namespace; reserved endpoints such as health follow the inventory:
-    /// Kubernetes mode when any endpoint has a namespace), `policy` for
-    /// endpoints outside Kubernetes.
-    #[default]
-    Auto,
-    /// The host reaches every endpoint except the host endpoint itself.
-    Always,
-    /// Only policy decides (no host allow).
-    Policy,
-}
-
-impl AllowLocalhost {
-    /// The option as written in YAML and in Cilium's configuration.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Auto => "auto",
-            Self::Always => "always",
-            Self::Policy => "policy",
-        }
-    }
-}
+use crate::settings::AgentSettings;
+pub use crate::settings::AllowLocalhost;
 
 /// Everything the compiler knows about the cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
@@ -167,6 +135,10 @@ pub struct Inventory {
     /// The agent's `allow-localhost` option (porin inventory YAML and test
     /// files: top-level `allowLocalhost`; other sources keep `auto`).
     pub allow_localhost: AllowLocalhost,
+    /// The other agent settings that change verdicts
+    /// ([`crate::settings`]; top-level `settings` of an inventory or test
+    /// file).
+    pub settings: AgentSettings,
     /// Namespace labels by namespace name; every namespace also carries
     /// `kubernetes.io/metadata.name=<name>` after [`Inventory::finish`].
     pub namespaces: BTreeMap<String, BTreeMap<String, String>>,

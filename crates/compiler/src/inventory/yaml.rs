@@ -34,6 +34,7 @@ use super::{
 use crate::allocation::{check_given_identity, try_endpoint_identity_labels};
 use crate::error::InventoryError;
 use crate::limits::{InventoryLimit, InventoryLimits};
+use crate::settings::SettingsSpec;
 
 /// One parsed YAML document with the line it starts on.
 #[derive(Debug, Clone)]
@@ -299,6 +300,9 @@ pub struct InventoryFields {
     /// The agent's `allow-localhost` option (`auto`, `always`, `policy`).
     #[serde(default)]
     pub allow_localhost: Option<AllowLocalhost>,
+    /// The agent settings, by Cilium flag name ([`crate::settings`]).
+    #[serde(default)]
+    pub settings: Option<Spanned<SettingsSpec>>,
     /// Namespace labels.
     #[serde(default)]
     pub namespaces: BTreeMap<String, Option<LabelMap>>,
@@ -333,6 +337,30 @@ impl InventoryFields {
         }
         if let Some(allow_localhost) = self.allow_localhost {
             inventory.allow_localhost = allow_localhost;
+        }
+        if let Some(settings) = &self.settings {
+            let line = to_line(settings.referenced.line());
+            if let (Some(top), Some(inner)) = (self.allow_localhost, settings.value.allow_localhost)
+                && top != inner
+            {
+                return Err(InventoryError::Invalid {
+                    file: file.to_owned(),
+                    line,
+                    message: format!(
+                        "allowLocalhost `{}` and settings.allow-localhost `{}` disagree; keep one",
+                        top.as_str(),
+                        inner.as_str()
+                    ),
+                });
+            }
+            settings
+                .value
+                .apply(&mut inventory.settings, &mut inventory.allow_localhost)
+                .map_err(|message| InventoryError::Invalid {
+                    file: file.to_owned(),
+                    line,
+                    message,
+                })?;
         }
         for (name, labels) in &self.namespaces {
             let entry = inventory.namespaces.entry(name.clone()).or_default();
@@ -491,6 +519,7 @@ pub const INVENTORY_FIELDS: &[&str] = &[
     "kind",
     "cluster",
     "allowLocalhost",
+    "settings",
     "namespaces",
     "endpoints",
     "fqdns",

@@ -149,6 +149,21 @@ impl MapState {
         out
     }
 
+    /// The entries of one (direction, peer identity), in key order, without
+    /// copying: what [`MapState::lookup`] reads for that identity (besides
+    /// the identity-0 entries of the direction, `identity_keys(direction,
+    /// Identity::WILDCARD)`).
+    pub fn identity_keys(
+        &self,
+        direction: Direction,
+        identity: Identity,
+    ) -> impl Iterator<Item = (&Key, &Entry)> + '_ {
+        let low = Key::for_direction(direction).with_identity(identity);
+        self.entries
+            .range(low..)
+            .take_while(move |(k, _)| k.direction() == direction && k.identity() == identity)
+    }
+
     /// Removes the entry at exactly `key`, without any precedence logic
     /// (a session replacing one peer identity's part of the state).
     pub fn remove(&mut self, key: &Key) -> Option<Entry> {

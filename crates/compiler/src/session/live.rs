@@ -1462,7 +1462,11 @@ fn build_with_spans(
     }
     let whole = &model.lowered;
     let end = whole.origins.len() - usize::from(whole.localhost_origin.is_some());
+    // A CIDR group's labels reach identities of every text (the
+    // allocation, not one text's rules), so a session with groups always
+    // recompiles in full.
     let reproduces = !has_log
+        && whole.cidr_groups.is_empty()
         && whole.rules == rules
         && whole.origins.get(2..end) == Some(&origins[..])
         && whole.diagnostics == diagnostics
@@ -1482,7 +1486,8 @@ fn build(
     limits.check_inputs(inputs)?;
     let lowered = lower(inputs, &inventory);
     limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
-    let table = IdentityTable::allocate(&inventory, &lowered.prefixes)?;
+    let table =
+        IdentityTable::allocate_with_groups(&inventory, &lowered.prefixes, &lowered.cidr_groups)?;
     limits.check_identities(&lowered.rules, table.identities.len())?;
     let resolver = Resolver::new(&lowered.rules, &table, &inventory)
         .with_localhost_origin(lowered.localhost_origin);

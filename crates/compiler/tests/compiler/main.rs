@@ -2,6 +2,7 @@
 //! test binary (one link of the crate and its dependencies instead of one per file; see
 //! BENCHMARKS.md, "cargo test --workspace: build and link").
 
+mod cidr_groups;
 mod codes_doc;
 mod corpus;
 mod inventory;
@@ -12,3 +13,4 @@ mod parallel;
 mod properties;
 mod properties_inventory;
 mod resolve;
+mod settings;

@@ -84,7 +84,7 @@ spec:
 }
 
 #[test]
-fn unresolvable_peer_in_a_deny_rule_denies_every_peer() {
+fn dangling_cidr_group_in_a_deny_rule_denies_every_peer() {
     let compiled = compile_yaml(
         r#"
 apiVersion: cilium.io/v2
@@ -99,7 +99,7 @@ spec:
       toPorts: [{ports: [{port: "5432", protocol: TCP}]}]
 "#,
     );
-    assert!(codes(&compiled).contains(&"PC001"));
+    assert!(codes(&compiled).contains(&"PC016"));
     assert_eq!(
         verdict(&compiled, "default/a", "default/b", proto::TCP, 5432),
         FlowVerdict::Deny

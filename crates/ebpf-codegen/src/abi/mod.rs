@@ -28,6 +28,7 @@
 mod config;
 mod conntrack;
 mod counter;
+mod event;
 mod ipcache;
 mod policy;
 #[cfg(test)]
@@ -36,6 +37,7 @@ mod tests;
 pub use config::ConfigValue;
 pub use conntrack::{CT_ADDR_LEN, CtKey, CtValue};
 pub use counter::Counter;
+pub use event::Event;
 pub use ipcache::{
     IPV4_ADDR_LEN, IPV6_ADDR_LEN, Ipcache4Key, Ipcache4Pair, Ipcache6Key, Ipcache6Pair,
     IpcachePair, IpcachePairs, IpcacheValue, ipcache_pairs,
@@ -123,6 +125,8 @@ impl Field {
 /// A key or value layout.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Layout {
+    /// No key or value (`BPF_MAP_TYPE_RINGBUF`): size 0, no BTF member.
+    None,
     /// A plain `unsigned int` (array indices), little-endian.
     U32,
     /// A struct without padding.
@@ -140,6 +144,7 @@ impl Layout {
     /// Size in bytes.
     pub const fn size(&self) -> usize {
         match self {
+            Layout::None => 0,
             Layout::U32 => 4,
             Layout::Struct { size, .. } => *size,
         }
@@ -153,7 +158,7 @@ pub const fn index_key(index: u32) -> [u8; 4] {
 }
 
 /// The layout of every struct of the ABI, in `DATAPATH.md` order.
-pub const ALL: [Layout; 9] = [
+pub const ALL: [Layout; 10] = [
     Ipcache4Key::LAYOUT,
     Ipcache6Key::LAYOUT,
     IpcacheValue::LAYOUT,
@@ -163,6 +168,7 @@ pub const ALL: [Layout; 9] = [
     CtKey::LAYOUT,
     CtValue::LAYOUT,
     Counter::LAYOUT,
+    Event::LAYOUT,
 ];
 
 /// Why bytes or values are not a valid key or value of the datapath.
@@ -247,6 +253,21 @@ pub enum AbiError {
     /// `porin_config.active_policy` names no slot.
     #[error("porin_config active_policy is {0}, not 0 or 1")]
     BadSlot(u32),
+    /// A `porin_event` record with fields the programs never write.
+    #[error(
+        "porin_event with verdict {verdict}, reason {reason}, direction {direction}, \
+         family {family} is not one the programs write"
+    )]
+    BadEvent {
+        /// The verdict byte.
+        verdict: u8,
+        /// The reason (counter index) byte.
+        reason: u8,
+        /// The direction byte.
+        direction: u8,
+        /// The family byte.
+        family: u8,
+    },
 }
 
 /// A field type that the ABI can write: unsigned integers and byte arrays.

@@ -33,6 +33,15 @@ abi_struct! {
 }
 
 impl PolicyKey {
+    /// An exact key (prefix length 64: identity, direction, protocol and
+    /// the full port): the datapath stores it in the slot's hash, where one
+    /// lookup answers it, and every other key in the slot's trie.
+    pub const fn is_exact(&self) -> bool {
+        self.prefixlen == Key::DATAPATH_FULL_PREFIX
+    }
+}
+
+impl PolicyKey {
     /// The direction byte of ingress keys (traffic entering the endpoint).
     pub const INGRESS: u8 = 0;
     /// The direction byte of egress keys.

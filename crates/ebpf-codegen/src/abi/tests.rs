@@ -70,6 +70,7 @@ fn every_struct_has_its_documented_size() {
         .map(|layout| match layout {
             Layout::Struct { name, size, .. } => (*name, *size),
             Layout::U32 => ("u32", 4),
+            Layout::None => ("none", 0),
         })
         .collect();
     assert_eq!(
@@ -84,6 +85,7 @@ fn every_struct_has_its_documented_size() {
             ("porin_ct_key", 40),
             ("porin_ct_value", 16),
             ("porin_counter", 16),
+            ("porin_event", 40),
         ]
     );
 }
@@ -113,29 +115,51 @@ fn offsets_are_the_c_layout() {
     );
     assert_eq!(
         [
-            CtKey::OFF_SADDR,
-            CtKey::OFF_DADDR,
-            CtKey::OFF_SPORT,
-            CtKey::OFF_DPORT,
+            CtKey::OFF_PEER_ADDR,
+            CtKey::OFF_EP_ADDR,
+            CtKey::OFF_PEER_PORT,
+            CtKey::OFF_EP_PORT,
             CtKey::OFF_PROTO,
             CtKey::OFF_FAMILY,
-            CtKey::OFF_DIRECTION,
             CtKey::OFF_PAD,
         ],
-        [0, 16, 32, 34, 36, 37, 38, 39]
+        [0, 16, 32, 34, 36, 37, 38]
     );
     assert_eq!(
         [
-            CtValue::OFF_LAST_SEEN,
+            CtValue::OFF_EXPIRES,
             CtValue::OFF_PROXY_PORT,
+            CtValue::OFF_OPENED_BY,
+            CtValue::OFF_TCP_STATE,
             CtValue::OFF_RESERVED
         ],
-        [0, 8, 10]
+        [0, 8, 10, 11, 12]
     );
     assert_eq!([Counter::OFF_PACKETS, Counter::OFF_BYTES], [0, 8]);
     assert_eq!(
-        [ConfigValue::OFF_ACTIVE_POLICY, ConfigValue::OFF_RESERVED],
-        [0, 4]
+        [
+            ConfigValue::OFF_ACTIVE_POLICY,
+            ConfigValue::OFF_EVENTS,
+            ConfigValue::OFF_PREFIX_FREE,
+            ConfigValue::OFF_RESERVED
+        ],
+        [0, 4, 5, 6]
+    );
+    assert_eq!(
+        [
+            Event::OFF_TIMESTAMP,
+            Event::OFF_IFINDEX,
+            Event::OFF_IDENTITY,
+            Event::OFF_PEER_ADDR,
+            Event::OFF_DPORT,
+            Event::OFF_DIRECTION,
+            Event::OFF_VERDICT,
+            Event::OFF_REASON,
+            Event::OFF_PROTO,
+            Event::OFF_FAMILY,
+            Event::OFF_PAD
+        ],
+        [0, 8, 12, 16, 32, 34, 35, 36, 37, 38, 39]
     );
     assert_eq!([Ipcache6Key::OFF_PREFIXLEN, Ipcache6Key::OFF_ADDR], [0, 4]);
 }
@@ -162,9 +186,11 @@ fn each_field_is_written_in_its_byte_order() {
         [0x3a, 0x99, 0xc1, 0x81, 0x9a, 0xff, 0xff, 0xff, 7, 0, 0, 0]
     );
     let ct = CtValue {
-        last_seen_ns: 0x0102,
+        expires_ns: 0x0102,
         proxy_port: 15001,
-        reserved: [0; 6],
+        opened_by: PolicyKey::EGRESS,
+        tcp_state: CtValue::TCP_SEEN_NON_SYN,
+        reserved: [0; 4],
     };
     // The conntrack proxy port is host order, unlike the policy entry's.
     assert_eq!(ct.to_bytes()[8..10], [0x99, 0x3a]);
@@ -176,14 +202,13 @@ fn each_field_is_written_in_its_byte_order() {
 #[test]
 fn bytes_round_trip_and_lengths_are_checked() {
     let key = CtKey {
-        saddr: [1; CT_ADDR_LEN],
-        daddr: [2; CT_ADDR_LEN],
-        sport_be: 40000,
-        dport_be: 80,
+        peer_addr: [1; CT_ADDR_LEN],
+        ep_addr: [2; CT_ADDR_LEN],
+        peer_port_be: 40000,
+        ep_port_be: 80,
         proto: 6,
         family: CtKey::FAMILY_V6,
-        direction: PolicyKey::EGRESS,
-        pad: 0,
+        pad: [0; 2],
     };
     assert_eq!(CtKey::from_bytes(&key.to_bytes()), Ok(key));
     assert_eq!(
@@ -231,9 +256,24 @@ fn config_values_name_the_slots() {
     }
     let bad = ConfigValue {
         active_policy: 7,
-        reserved: 0,
+        ..ConfigValue::default()
     };
     assert_eq!(bad.slot(), Err(AbiError::BadSlot(7)));
+    // Events: the zero value (the kernel's initial one, and what agents written before
+    // events existed store) means drops only; bit 7 makes bits 0-1 explicit.
+    assert_eq!(ConfigValue::default().emits(), (true, false));
+    let explicit = |drops, allows| ConfigValue {
+        events: ConfigValue::events_word(drops, allows),
+        ..ConfigValue::default()
+    };
+    assert_eq!(explicit(false, false).emits(), (false, false));
+    assert_eq!(explicit(false, true).emits(), (false, true));
+    assert_eq!(explicit(true, true).to_bytes(), [0, 0, 0, 0, 0x83, 0, 0, 0]);
+    let prefix_free_b = ConfigValue {
+        prefix_free: 0b10,
+        ..ConfigValue::for_slot(PolicySlot::B)
+    };
+    assert_eq!(prefix_free_b.to_bytes(), [1, 0, 0, 0, 0, 2, 0, 0]);
     assert_eq!(index_key(ConfigValue::KEY), [0, 0, 0, 0]);
 }
 

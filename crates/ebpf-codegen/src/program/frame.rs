@@ -3,12 +3,15 @@
 //! is fully initialised (the verifier requires it) and unused key bytes are
 //! zero (the conntrack key's address padding relies on it).
 
-use crate::abi::{ConfigValue, CtKey, CtValue, Ipcache4Key, Ipcache6Key, PolicyKey};
+use crate::abi::{ConfigValue, CtKey, CtValue, Event, Ipcache4Key, Ipcache6Key, PolicyKey};
 
 /// Conntrack key of this packet (40 bytes, `porin_ct_key`).
 pub const CT_KEY: i16 = -48;
-/// Conntrack key of the reversed tuple (40 bytes).
-pub const CT_REVERSED_KEY: i16 = -88;
+/// The conntrack entry of this packet's flow, when fresh (a spilled map value
+/// pointer, u64).
+pub const CT_ENTRY: i16 = -56;
+/// The TCP header's flags byte (u32; 0 for other protocols).
+pub const TCP_FLAGS: i16 = -64;
 /// Header scratch buffer for `bpf_skb_load_bytes` (40 bytes: an IPv6 header).
 pub const HEADER: i16 = -128;
 /// Small scratch buffer (8 bytes: an L4 or extension header prefix).
@@ -41,10 +44,18 @@ pub const PROXY_PORT: i16 = -264;
 pub const ESTABLISHED: i16 = -272;
 /// `bpf_ktime_get_ns()` of this packet (u64).
 pub const NOW: i16 = -280;
-/// Conntrack lifetime for this protocol in ns (u64).
-pub const LIFETIME: i16 = -288;
-/// Bytes of stack used (all zeroed on entry).
-pub const SIZE: i16 = 288;
+// -288: unused (8 bytes).
+/// Which verdict events to write (u32: `ConfigValue::EVENTS_DROPS` /
+/// `EVENTS_ALLOWS`, the default already applied).
+pub const EVENT_MASK: i16 = -296;
+/// 1 when the active slot's prefix trie is empty (`porin_config.prefix_free`):
+/// policy lookups stop at the exact-key hash (u32).
+pub const TRIE_SKIP: i16 = -304;
+/// Bytes of stack zeroed on entry (every slot above).
+pub const SIZE: i16 = 304;
+/// The `porin_event` record, built only when one is written (every byte
+/// stored then, so it is below the zeroed area).
+pub const EVENT: i16 = -344;
 
 /// Bytes from `slot` up to the next slot above it.
 const fn room(slot: i16, above: i16) -> usize {
@@ -55,11 +66,16 @@ const fn room(slot: i16, above: i16) -> usize {
 // `crate::abi` that outgrows one fails the build here, not in the verifier).
 const _: () = {
     assert!(CtKey::SIZE <= room(CT_KEY, 0));
-    assert!(CtKey::SIZE <= room(CT_REVERSED_KEY, CT_KEY));
+    assert!(CT_ENTRY + 8 <= CT_KEY && TCP_FLAGS + 4 <= CT_ENTRY);
     assert!(CtValue::SIZE <= room(CT_VALUE, SCRATCH));
     assert!(PolicyKey::SIZE <= room(POLICY_KEY, CT_VALUE));
     assert!(Ipcache4Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
     assert!(Ipcache6Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
     // `porin_config`'s key is index 0, which the zeroed slot already holds.
     assert!(ConfigValue::KEY == 0 && 4 <= room(ZERO_KEY, IPCACHE_KEY));
+    assert!(Event::SIZE <= room(EVENT, TRIE_SKIP));
+    // The event's peer address is copied from the ipcache key: 16 bytes
+    // from the address, inside the slot (IPv4's tail is zeroed frame).
+    assert!(Ipcache6Key::OFF_ADDR + 16 <= room(IPCACHE_KEY, POLICY_KEY));
+    assert!(Ipcache4Key::OFF_ADDR == Ipcache6Key::OFF_ADDR);
 };

@@ -88,6 +88,16 @@ pub(super) mod ports {
     pub const DPORT: i16 = 2;
     /// Bytes read: both ports.
     pub const LEN: i32 = 4;
+    /// TCP: the flags byte (FIN 0x01, SYN 0x02, RST 0x04, ...).
+    pub const TCP_FLAGS: i16 = 13;
+    /// TCP bytes read: the ports through the flags.
+    pub const TCP_LEN: i32 = 14;
+    /// TCP flag bits.
+    pub const FIN: i32 = 0x01;
+    /// SYN.
+    pub const SYN: i32 = 0x02;
+    /// RST.
+    pub const RST: i32 = 0x04;
 }
 
 /// ICMP and ICMPv6.
@@ -128,4 +138,6 @@ pub(super) mod skb {
     pub const LEN: i16 = 0;
     /// `mark`.
     pub const MARK: i16 = 8;
+    /// `ifindex`.
+    pub const IFINDEX: i16 = 40;
 }

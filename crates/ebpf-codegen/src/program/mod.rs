@@ -17,10 +17,10 @@ mod policy;
 use std::collections::BTreeMap;
 
 use crate::ObjectConfig;
-use crate::abi::{ConfigValue, Counter};
+use crate::abi::{ConfigValue, Counter, CtKey, Event, Ipcache4Key, PolicyKey};
 use crate::asm::{AsmError, Assembled, Assembler, Label};
 use crate::insn::{AluOp, Cond, Helper, Reg, Size};
-use crate::maps::{Direction, TC_ACT_OK, TC_ACT_SHOT, Verdict, names};
+use crate::maps::{Direction, EVENTS_LOST_COUNTER, TC_ACT_OK, TC_ACT_SHOT, Verdict, names};
 
 /// Name of the program for traffic leaving the endpoint.
 pub const FROM_ENDPOINT: &str = "porin_from_endpoint";
@@ -132,8 +132,20 @@ impl<'c> Gen<'c> {
     fn read_config(&mut self) {
         let bad = self.verdict(Verdict::DroppedBadConfig);
         self.lookup(names::CONFIG, frame::ZERO_KEY);
+        let explicit = self.a.new_label();
         let a = &mut self.a;
         a.jmp_imm(Cond::Eq, Reg::R0, 0, bad);
+        // Events: bit 7 clear = the default (drops only).
+        a.load(Size::U8, Reg::R1, Reg::R0, off(ConfigValue::OFF_EVENTS));
+        a.jmp_imm(
+            Cond::Set,
+            Reg::R1,
+            i32::from(ConfigValue::EVENTS_SET),
+            explicit,
+        );
+        a.mov64_imm(Reg::R1, i32::from(ConfigValue::EVENTS_DROPS));
+        a.bind(explicit);
+        a.store(Size::U32, Reg::R10, frame::EVENT_MASK, Reg::R1);
         a.load(
             Size::U32,
             Reg::R1,
@@ -143,6 +155,16 @@ impl<'c> Gen<'c> {
         // Slots are 0 and 1 (`ConfigValue::SLOT_A`, `SLOT_B`).
         a.jmp32_imm(Cond::Gt, Reg::R1, ConfigValue::SLOT_B as i32, bad);
         a.store(Size::U32, Reg::R10, frame::POLICY_SLOT, Reg::R1);
+        // This slot's `prefix_free` bit (bit `slot`), from the same value.
+        a.load(
+            Size::U8,
+            Reg::R2,
+            Reg::R0,
+            off(ConfigValue::OFF_PREFIX_FREE),
+        );
+        a.alu64_reg(AluOp::Rsh, Reg::R2, Reg::R1);
+        a.alu64_imm(AluOp::And, Reg::R2, 1);
+        a.store(Size::U32, Reg::R10, frame::TRIE_SKIP, Reg::R2);
     }
 
     /// The verdict blocks and the two exits: count, then return.
@@ -160,12 +182,89 @@ impl<'c> Gen<'c> {
                 .store_imm(Size::U32, Reg::R10, frame::COUNTER_INDEX, index as i32);
             self.a.ja(if passes { pass } else { drop });
         }
-        for (label, code) in [(pass, TC_ACT_OK), (drop, TC_ACT_SHOT)] {
+        for (label, code, wanted, verdict) in [
+            (pass, TC_ACT_OK, ConfigValue::EVENTS_ALLOWS, Event::ALLOW),
+            (drop, TC_ACT_SHOT, ConfigValue::EVENTS_DROPS, Event::DROP),
+        ] {
+            let done = self.a.new_label();
             self.a.bind(label);
             self.count();
+            self.a.load(Size::U32, Reg::R1, Reg::R10, frame::EVENT_MASK);
+            self.a.alu64_imm(AluOp::And, Reg::R1, i32::from(wanted));
+            self.a.jmp_imm(Cond::Eq, Reg::R1, 0, done);
+            self.emit_event(verdict);
+            self.a.bind(done);
             self.a.mov64_imm(Reg::R0, code);
             self.a.exit();
         }
+    }
+
+    /// Builds the `porin_event` of this packet at `frame::EVENT` (every
+    /// byte) and writes it to `porin_events`. A full ring counts the event
+    /// as lost (`EVENTS_LOST_COUNTER`); the verdict is unchanged.
+    fn emit_event(&mut self, verdict: u8) {
+        let written = self.a.new_label();
+        let e = frame::EVENT;
+        let dir = PolicyKey::direction_byte(self.direction);
+        let a = &mut self.a;
+        a.call(Helper::KTIME_GET_NS);
+        a.store(Size::U64, Reg::R10, e + off(Event::OFF_TIMESTAMP), Reg::R0);
+        a.load(Size::U32, Reg::R1, Reg::R6, hdr::skb::IFINDEX);
+        a.store(Size::U32, Reg::R10, e + off(Event::OFF_IFINDEX), Reg::R1);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::IDENTITY);
+        a.store(Size::U32, Reg::R10, e + off(Event::OFF_IDENTITY), Reg::R1);
+        self.copy_stack(
+            frame::IPCACHE_KEY + off(Ipcache4Key::OFF_ADDR),
+            e + off(Event::OFF_PEER_ADDR),
+            16,
+        );
+        let a = &mut self.a;
+        a.load(
+            Size::U16,
+            Reg::R1,
+            Reg::R10,
+            frame::POLICY_KEY + off(PolicyKey::OFF_DPORT),
+        );
+        a.store(Size::U16, Reg::R10, e + off(Event::OFF_DPORT), Reg::R1);
+        a.store_imm(
+            Size::U8,
+            Reg::R10,
+            e + off(Event::OFF_DIRECTION),
+            i32::from(dir),
+        );
+        a.store_imm(
+            Size::U8,
+            Reg::R10,
+            e + off(Event::OFF_VERDICT),
+            i32::from(verdict),
+        );
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::COUNTER_INDEX);
+        a.store(Size::U8, Reg::R10, e + off(Event::OFF_REASON), Reg::R1);
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
+        a.store(Size::U8, Reg::R10, e + off(Event::OFF_PROTO), Reg::R1);
+        a.load(
+            Size::U8,
+            Reg::R1,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_FAMILY),
+        );
+        a.store(Size::U8, Reg::R10, e + off(Event::OFF_FAMILY), Reg::R1);
+        a.store_imm(Size::U8, Reg::R10, e + off(Event::OFF_PAD), 0);
+        a.ld_map(Reg::R1, names::EVENTS);
+        a.mov64_reg(Reg::R2, Reg::R10);
+        a.alu64_imm(AluOp::Add, Reg::R2, i32::from(e));
+        a.mov64_imm(Reg::R3, Event::SIZE as i32);
+        a.mov64_imm(Reg::R4, 0);
+        a.call(Helper::RINGBUF_OUTPUT);
+        a.jmp_imm(Cond::Eq, Reg::R0, 0, written);
+        a.store_imm(
+            Size::U32,
+            Reg::R10,
+            frame::COUNTER_INDEX,
+            EVENTS_LOST_COUNTER as i32,
+        );
+        self.count();
+        self.a.bind(written);
     }
 
     /// Adds this packet to the counter whose index is in

@@ -262,17 +262,19 @@ impl Gen<'_> {
             Family::V4 => (ipv4::SADDR, ipv4::DADDR, IPV4_ADDR_LEN, CtKey::FAMILY_V4),
             Family::V6 => (ipv6::SADDR, ipv6::DADDR, IPV6_ADDR_LEN, CtKey::FAMILY_V6),
         };
-        let (prefixlen_at, addr_at, full_prefix, map) = match family {
+        let (prefixlen_at, addr_at, full_prefix, hosts, trie) = match family {
             Family::V4 => (
                 Ipcache4Key::OFF_PREFIXLEN,
                 Ipcache4Key::OFF_ADDR,
                 Ipcache4Key::FULL_PREFIX,
+                names::IPCACHE4_HOSTS,
                 names::IPCACHE4,
             ),
             Family::V6 => (
                 Ipcache6Key::OFF_PREFIXLEN,
                 Ipcache6Key::OFF_ADDR,
                 Ipcache6Key::FULL_PREFIX,
+                names::IPCACHE6_HOSTS,
                 names::IPCACHE6,
             ),
         };
@@ -282,12 +284,21 @@ impl Gen<'_> {
             frame::CT_KEY + off(CtKey::OFF_FAMILY),
             i32::from(ct_family),
         );
-        self.copy_stack(H + saddr, frame::CT_KEY + off(CtKey::OFF_SADDR), off(len));
-        self.copy_stack(H + daddr, frame::CT_KEY + off(CtKey::OFF_DADDR), off(len));
-        let peer = match self.direction {
-            Direction::Egress => daddr,
-            Direction::Ingress => saddr,
+        // The conntrack key orders the tuple by role: the peer first.
+        let (peer, endpoint) = match self.direction {
+            Direction::Egress => (daddr, saddr),
+            Direction::Ingress => (saddr, daddr),
         };
+        self.copy_stack(
+            H + peer,
+            frame::CT_KEY + off(CtKey::OFF_PEER_ADDR),
+            off(len),
+        );
+        self.copy_stack(
+            H + endpoint,
+            frame::CT_KEY + off(CtKey::OFF_EP_ADDR),
+            off(len),
+        );
         self.a.store_imm(
             Size::U32,
             Reg::R10,
@@ -295,31 +306,51 @@ impl Gen<'_> {
             full_prefix as i32,
         );
         self.copy_stack(H + peer, frame::IPCACHE_KEY + off(addr_at), off(len));
-        self.identity_from(map, family);
+        self.identity_from(hosts, trie, family);
     }
 
-    /// `frame::IDENTITY` = ipcache lookup of `frame::IPCACHE_KEY`, or the
-    /// family's world identity (9 / 10) on a miss.
-    fn identity_from(&mut self, map: &str, family: Family) {
+    /// `frame::IDENTITY` = the ipcache's identity for the full-length key
+    /// `frame::IPCACHE_KEY`: the host hash first (a /32 or /128 is the
+    /// longest match there can be), then the trie's longest prefix, else
+    /// the family's world identity (9 / 10).
+    fn identity_from(&mut self, hosts: &str, trie: &str, family: Family) {
         let have = self.a.new_label();
-        self.lookup(map, frame::IPCACHE_KEY);
+        let found = self.a.new_label();
+        self.lookup(hosts, frame::IPCACHE_KEY);
+        self.a.jmp_imm(Cond::Ne, Reg::R0, 0, found);
+        self.lookup(trie, frame::IPCACHE_KEY);
         let a = &mut self.a;
         a.mov64_imm(Reg::R1, family.world_identity());
         a.jmp_imm(Cond::Eq, Reg::R0, 0, have);
+        a.bind(found);
         a.load(Size::U32, Reg::R1, Reg::R0, off(IpcacheValue::OFF_IDENTITY));
         a.bind(have);
         a.store(Size::U32, Reg::R10, frame::IDENTITY, Reg::R1);
     }
 
-    /// L4 fields: the policy dport (`PolicyKey::OFF_DPORT`, BE) and the
-    /// conntrack ports (`CtKey::OFF_SPORT` / `OFF_DPORT`, BE). Protocols
-    /// without ports keep the zeroes of the prologue.
+    /// Where the packet's source and destination port go in the conntrack
+    /// key (ordered by role: the peer's port first).
+    fn ct_port_slots(&self) -> (i16, i16) {
+        let peer = frame::CT_KEY + off(CtKey::OFF_PEER_PORT);
+        let endpoint = frame::CT_KEY + off(CtKey::OFF_EP_PORT);
+        match self.direction {
+            Direction::Ingress => (peer, endpoint),
+            Direction::Egress => (endpoint, peer),
+        }
+    }
+
+    /// L4 fields: the policy dport (`PolicyKey::OFF_DPORT`, BE), the
+    /// conntrack ports (BE, by role) and the TCP flags. Protocols without
+    /// ports keep the zeroes of the prologue.
     fn l4(&mut self, family: Family, track: Label) {
+        let (ct_sport, ct_dport) = self.ct_port_slots();
+        let tcp = self.a.new_label();
         let ports = self.a.new_label();
+        let have_ports = self.a.new_label();
         let icmp = self.a.new_label();
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
-        a.jmp_imm(Cond::Eq, Reg::R1, proto::TCP, ports);
+        a.jmp_imm(Cond::Eq, Reg::R1, proto::TCP, tcp);
         a.jmp_imm(Cond::Eq, Reg::R1, proto::UDP, ports);
         a.jmp_imm(Cond::Eq, Reg::R1, proto::SCTP, ports);
         let icmp_proto = match family {
@@ -329,24 +360,31 @@ impl Gen<'_> {
         a.jmp_imm(Cond::Eq, Reg::R1, icmp_proto, icmp);
         a.ja(track);
 
-        // TCP/UDP/SCTP: source and destination port, kept in network order.
+        // TCP: the ports and the flags byte (Cilium's conntrack loads the
+        // flags too and drops a header without them, DROP_CT_INVALID_HDR).
+        self.a.bind(tcp);
+        self.load_bytes(Some(frame::L4_OFFSET), 0, frame::HEADER, ports::TCP_LEN);
+        let a = &mut self.a;
+        a.load(
+            Size::U8,
+            Reg::R1,
+            Reg::R10,
+            frame::HEADER + ports::TCP_FLAGS,
+        );
+        a.store(Size::U32, Reg::R10, frame::TCP_FLAGS, Reg::R1);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::HEADER);
+        a.store(Size::U32, Reg::R10, frame::SCRATCH, Reg::R1);
+        a.ja(have_ports);
+
+        // UDP/SCTP: source and destination port, kept in network order.
         self.a.bind(ports);
         self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, ports::LEN);
         let a = &mut self.a;
+        a.bind(have_ports);
         a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + ports::SPORT);
-        a.store(
-            Size::U16,
-            Reg::R10,
-            frame::CT_KEY + off(CtKey::OFF_SPORT),
-            Reg::R1,
-        );
+        a.store(Size::U16, Reg::R10, ct_sport, Reg::R1);
         a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + ports::DPORT);
-        a.store(
-            Size::U16,
-            Reg::R10,
-            frame::CT_KEY + off(CtKey::OFF_DPORT),
-            Reg::R1,
-        );
+        a.store(Size::U16, Reg::R10, ct_dport, Reg::R1);
         a.store(
             Size::U16,
             Reg::R10,
@@ -410,12 +448,8 @@ impl Gen<'_> {
             frame::POLICY_KEY + off(PolicyKey::OFF_ICMP_TYPE),
             Reg::R1,
         );
-        a.store(
-            Size::U8,
-            Reg::R10,
-            frame::CT_KEY + off(CtKey::OFF_ICMP_TYPE),
-            Reg::R1,
-        );
+        // The type in the low byte of the packet's destination-port role.
+        a.store(Size::U8, Reg::R10, ct_dport + 1, Reg::R1);
         a.ja(track);
 
         // Echo request/reply: both conntrack ports are the identifier, so
@@ -430,18 +464,8 @@ impl Gen<'_> {
         self.load_bytes(Some(frame::L4_OFFSET), 0, frame::SCRATCH, icmp::HEADER_LEN);
         let a = &mut self.a;
         a.load(Size::U16, Reg::R1, Reg::R10, frame::SCRATCH + icmp::ECHO_ID);
-        a.store(
-            Size::U16,
-            Reg::R10,
-            frame::CT_KEY + off(CtKey::OFF_SPORT),
-            Reg::R1,
-        );
-        a.store(
-            Size::U16,
-            Reg::R10,
-            frame::CT_KEY + off(CtKey::OFF_DPORT),
-            Reg::R1,
-        );
+        a.store(Size::U16, Reg::R10, ct_sport, Reg::R1);
+        a.store(Size::U16, Reg::R10, ct_dport, Reg::R1);
         a.ja(track);
     }
 }

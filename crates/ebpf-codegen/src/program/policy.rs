@@ -7,10 +7,10 @@
 
 use porin_compiler::mapstate::{Key, Precedence};
 
+use super::hdr::ports;
 use super::hdr::skb;
 use super::{Gen, frame, off, parse::proto};
-use crate::abi::{CT_ADDR_LEN, CtKey, CtValue, PolicyEntry, PolicyKey};
-use crate::asm::Label;
+use crate::abi::{CtKey, CtValue, PolicyEntry, PolicyKey};
 use crate::insn::{AluOp, Cond, Endian, Helper, Reg, Size, SwapBits};
 use crate::maps::{Direction, MARK_MAGIC_TO_PROXY, MARK_PORT_SHIFT, Verdict, names};
 
@@ -24,25 +24,53 @@ const LPM_SHIFT: i32 = PolicyEntry::LPM_SHIFT as i32;
 const AUTH_TYPE_MASK: i32 = PolicyEntry::AUTH_TYPE_MASK as i32;
 
 impl Gen<'_> {
-    /// From `track` on: conntrack reply check, policy, conntrack update.
+    /// From `track` on: one conntrack lookup (the reply check and the
+    /// established check at once, `DATAPATH.md` §2.4), policy, conntrack
+    /// update.
     pub(super) fn track_and_decide(&mut self) {
         let policy = self.a.new_label();
-        self.fill_ct_keys();
-        self.now_and_lifetime();
-
-        // A reply: the reversed tuple was opened in the other direction.
         let reply = self.verdict(Verdict::AllowedReply);
-        self.lookup(names::CONNTRACK, frame::CT_REVERSED_KEY);
+        let dir = i32::from(self.direction_byte());
+
+        // The key's protocol is the walk's final next header.
+        let a = &mut self.a;
+        a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
+        a.store(
+            Size::U8,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_PROTO),
+            Reg::R1,
+        );
+        self.lookup(names::CONNTRACK, frame::CT_KEY);
         self.a.jmp_imm(Cond::Eq, Reg::R0, 0, policy);
         self.a.mov64_reg(Reg::R7, Reg::R0);
-        self.refresh_if_fresh(Reg::R7, policy);
+        // The clock only for a packet with an entry (and, later, a new one).
+        self.a.call(Helper::KTIME_GET_NS);
+        let a = &mut self.a;
+        a.store(Size::U64, Reg::R10, frame::NOW, Reg::R0);
+        a.load(Size::U64, Reg::R1, Reg::R7, off(CtValue::OFF_EXPIRES));
+        // Expired: as absent; an allowed packet overwrites it.
+        a.jmp_reg(Cond::Gt, Reg::R0, Reg::R1, policy);
+        a.load(Size::U8, Reg::R1, Reg::R7, off(CtValue::OFF_OPENED_BY));
+        let forward = a.new_label();
+        a.jmp_imm(Cond::Eq, Reg::R1, dir, forward);
+
+        // A reply: the flow was opened in the other direction.
+        self.refresh(Reg::R7);
         let a = &mut self.a;
         a.load(Size::U16, Reg::R1, Reg::R7, off(CtValue::OFF_PROXY_PORT));
         a.jmp_imm(Cond::Eq, Reg::R1, 0, reply);
         self.set_mark_from_r1();
         self.a.ja(reply);
 
-        self.a.bind(policy);
+        // The opening direction: policy again (Cilium re-checks), with the
+        // entry kept for the update.
+        let a = &mut self.a;
+        a.bind(forward);
+        a.store(Size::U64, Reg::R10, frame::CT_ENTRY, Reg::R7);
+        a.store_imm(Size::U32, Reg::R10, frame::ESTABLISHED, 1);
+
+        a.bind(policy);
         self.decide();
     }
 
@@ -50,94 +78,114 @@ impl Gen<'_> {
         PolicyKey::direction_byte(self.direction)
     }
 
-    fn fill_ct_keys(&mut self) {
-        let dir = self.direction_byte();
-        let reverse_dir = PolicyKey::direction_byte(match self.direction {
-            Direction::Egress => Direction::Ingress,
-            Direction::Ingress => Direction::Egress,
-        });
-        let (key, reversed) = (frame::CT_KEY, frame::CT_REVERSED_KEY);
+    /// This direction's closing and SYN bits of `CtValue::tcp_state`.
+    fn tcp_bits(&self) -> (i32, i32) {
+        match self.direction {
+            Direction::Ingress => (
+                i32::from(CtValue::TCP_RX_CLOSING),
+                i32::from(CtValue::TCP_RX_SYN),
+            ),
+            Direction::Egress => (
+                i32::from(CtValue::TCP_TX_CLOSING),
+                i32::from(CtValue::TCP_TX_SYN),
+            ),
+        }
+    }
+
+    /// Updates the entry at `value` (a map value, or the new entry on the
+    /// stack) for this packet, with `frame::NOW` read (Cilium `__ct_lookup`
+    /// and `ct_update_timeout`, `bpf/lib/conntrack.h`): non-TCP gets the
+    /// other lifetime. TCP: a SYN without FIN/RST on a closing flow reopens
+    /// it; a flow closed both ways is not refreshed, except that another FIN
+    /// or RST restarts its close lifetime; otherwise the direction's SYN bit
+    /// or the "seen a non-SYN" bit is added and the lifetime is the SYN one
+    /// until a non-SYN was seen, then the TCP one; a FIN closes this
+    /// direction, an RST before both SYNs were seen closes both, and a flow
+    /// closed both ways gets the close lifetime. Clobbers r1-r5.
+    fn refresh(&mut self, value: Reg) {
+        let (closing, syn_bit) = self.tcp_bits();
+        let tcp = self.a.new_label();
+        let alive = self.a.new_label();
+        let not_reopen = self.a.new_label();
+        let syn = self.a.new_label();
+        let flags_done = self.a.new_label();
+        let long = self.a.new_label();
+        let lifetime_done = self.a.new_label();
+        let fin_only = self.a.new_label();
+        let close_done = self.a.new_label();
+        let close_check = self.a.new_label();
+        let write_state = self.a.new_label();
+        let store_lifetime = self.a.new_label();
+        let done = self.a.new_label();
+        let closed = i32::from(CtValue::TCP_CLOSED);
+        let both_syns = i32::from(CtValue::TCP_RX_SYN | CtValue::TCP_TX_SYN);
+        let non_syn = i32::from(CtValue::TCP_SEEN_NON_SYN);
+        let (other, tcp_ns, syn_ns, close_ns) = (
+            self.config.ct_lifetime_other_ns(),
+            self.config.ct_lifetime_tcp_ns(),
+            self.config.ct_lifetime_syn_ns(),
+            self.config.ct_lifetime_close_ns(),
+        );
         let a = &mut self.a;
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
-        a.store(Size::U8, Reg::R10, key + off(CtKey::OFF_PROTO), Reg::R1);
-        a.store(
-            Size::U8,
-            Reg::R10,
-            reversed + off(CtKey::OFF_PROTO),
-            Reg::R1,
-        );
-        a.store_imm(Size::U8, Reg::R10, key + off(CtKey::OFF_DIRECTION), dir);
-        a.store_imm(
-            Size::U8,
-            Reg::R10,
-            reversed + off(CtKey::OFF_DIRECTION),
-            reverse_dir,
-        );
-        a.load(Size::U8, Reg::R1, Reg::R10, key + off(CtKey::OFF_FAMILY));
-        a.store(
-            Size::U8,
-            Reg::R10,
-            reversed + off(CtKey::OFF_FAMILY),
-            Reg::R1,
-        );
-        // Swapped addresses and ports.
-        self.copy_stack(
-            key + off(CtKey::OFF_SADDR),
-            reversed + off(CtKey::OFF_DADDR),
-            off(CT_ADDR_LEN),
-        );
-        self.copy_stack(
-            key + off(CtKey::OFF_DADDR),
-            reversed + off(CtKey::OFF_SADDR),
-            off(CT_ADDR_LEN),
-        );
-        let a = &mut self.a;
-        a.load(Size::U16, Reg::R1, Reg::R10, key + off(CtKey::OFF_SPORT));
-        a.store(
-            Size::U16,
-            Reg::R10,
-            reversed + off(CtKey::OFF_DPORT),
-            Reg::R1,
-        );
-        a.load(Size::U16, Reg::R1, Reg::R10, key + off(CtKey::OFF_DPORT));
-        a.store(
-            Size::U16,
-            Reg::R10,
-            reversed + off(CtKey::OFF_SPORT),
-            Reg::R1,
-        );
-    }
+        a.jmp_imm(Cond::Eq, Reg::R1, proto::TCP, tcp);
+        a.ld_imm64(Reg::R2, other);
+        a.ja(store_lifetime);
 
-    fn now_and_lifetime(&mut self) {
-        let tcp = self.config.ct_lifetime_tcp_ns();
-        let other = self.config.ct_lifetime_other_ns();
-        let stored = self.a.new_label();
-        let a = &mut self.a;
-        a.call(Helper::KTIME_GET_NS);
-        a.store(Size::U64, Reg::R10, frame::NOW, Reg::R0);
-        a.ld_imm64(Reg::R1, other);
-        a.load(Size::U8, Reg::R2, Reg::R10, frame::PROTO);
-        a.jmp_imm(Cond::Ne, Reg::R2, proto::TCP, stored);
-        a.ld_imm64(Reg::R1, tcp);
-        a.bind(stored);
-        a.store(Size::U64, Reg::R10, frame::LIFETIME, Reg::R1);
-    }
+        // r3 = tcp_state, r4 = the packet's flags.
+        a.bind(tcp);
+        a.load(Size::U8, Reg::R3, value, off(CtValue::OFF_TCP_STATE));
+        a.load(Size::U32, Reg::R4, Reg::R10, frame::TCP_FLAGS);
+        a.mov64_reg(Reg::R5, Reg::R4);
+        a.alu64_imm(AluOp::And, Reg::R5, ports::SYN | ports::FIN | ports::RST);
+        a.jmp_imm(Cond::Ne, Reg::R5, ports::SYN, not_reopen);
+        a.alu64_imm(AluOp::And, Reg::R3, !closed);
+        a.bind(not_reopen);
+        a.mov64_reg(Reg::R5, Reg::R3);
+        a.alu64_imm(AluOp::And, Reg::R5, closed);
+        a.jmp_imm(Cond::Ne, Reg::R5, closed, alive);
+        // Closed both ways: only a FIN or RST restarts the close lifetime.
+        a.jmp_imm(Cond::Set, Reg::R4, ports::FIN | ports::RST, close_done);
+        a.ja(done);
 
-    /// If the conntrack value at `value` is fresh, refreshes its timestamp
-    /// and falls through; otherwise jumps to `stale`.
-    fn refresh_if_fresh(&mut self, value: Reg, stale: Label) {
-        let fresh = self.a.new_label();
-        let a = &mut self.a;
-        a.load(Size::U64, Reg::R1, value, off(CtValue::OFF_LAST_SEEN));
-        a.load(Size::U64, Reg::R2, Reg::R10, frame::NOW);
-        // A timestamp from the future (another CPU) is fresh.
-        a.jmp_reg(Cond::Lt, Reg::R2, Reg::R1, fresh);
-        a.alu64_reg(AluOp::Sub, Reg::R2, Reg::R1);
-        a.load(Size::U64, Reg::R3, Reg::R10, frame::LIFETIME);
-        a.jmp_reg(Cond::Gt, Reg::R2, Reg::R3, stale);
-        a.bind(fresh);
-        a.load(Size::U64, Reg::R2, Reg::R10, frame::NOW);
-        a.store(Size::U64, value, off(CtValue::OFF_LAST_SEEN), Reg::R2);
+        a.bind(alive);
+        a.jmp_imm(Cond::Set, Reg::R4, ports::SYN, syn);
+        a.alu64_imm(AluOp::Or, Reg::R3, non_syn);
+        a.ja(flags_done);
+        a.bind(syn);
+        a.alu64_imm(AluOp::Or, Reg::R3, syn_bit);
+        a.bind(flags_done);
+        a.jmp_imm(Cond::Set, Reg::R3, non_syn, long);
+        a.ld_imm64(Reg::R2, syn_ns);
+        a.ja(lifetime_done);
+        a.bind(long);
+        a.ld_imm64(Reg::R2, tcp_ns);
+        a.bind(lifetime_done);
+        a.jmp_imm(Cond::Set, Reg::R4, ports::FIN | ports::RST, fin_only);
+        a.ja(write_state);
+        // FIN (or RST after both SYNs): this direction; RST before both
+        // SYNs: both.
+        a.bind(fin_only);
+        a.alu64_imm(AluOp::Or, Reg::R3, closing);
+        a.jmp_imm(Cond::Set, Reg::R4, ports::FIN, close_check);
+        a.mov64_reg(Reg::R5, Reg::R3);
+        a.alu64_imm(AluOp::And, Reg::R5, both_syns);
+        a.jmp_imm(Cond::Eq, Reg::R5, both_syns, close_check);
+        a.alu64_imm(AluOp::Or, Reg::R3, closed);
+        a.bind(close_check);
+        a.mov64_reg(Reg::R5, Reg::R3);
+        a.alu64_imm(AluOp::And, Reg::R5, closed);
+        a.jmp_imm(Cond::Ne, Reg::R5, closed, write_state);
+        a.bind(close_done);
+        a.ld_imm64(Reg::R2, close_ns);
+        a.bind(write_state);
+        a.store(Size::U8, value, off(CtValue::OFF_TCP_STATE), Reg::R3);
+
+        a.bind(store_lifetime);
+        a.load(Size::U64, Reg::R1, Reg::R10, frame::NOW);
+        a.alu64_reg(AluOp::Add, Reg::R1, Reg::R2);
+        a.store(Size::U64, value, off(CtValue::OFF_EXPIRES), Reg::R1);
+        a.bind(done);
     }
 
     /// `skb->mark = r1 << 16 | MARK_MAGIC_TO_PROXY` (r1 = proxy port, host order).
@@ -183,7 +231,7 @@ impl Gen<'_> {
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
         a.store(Size::U8, Reg::R10, key + off(PolicyKey::OFF_PROTO), Reg::R1);
 
-        // r9 = the active policy map, read once per packet.
+        // r9 = the active slot's prefix trie, read once per packet.
         a.load(Size::U32, Reg::R1, Reg::R10, frame::POLICY_SLOT);
         a.jmp_imm(Cond::Ne, Reg::R1, 0, slot_b);
         a.ld_map(Reg::R9, names::POLICY_A);
@@ -278,16 +326,37 @@ impl Gen<'_> {
         self.allowed();
     }
 
+    /// `r0` = the longest match of `frame::POLICY_KEY` (a full-length key)
+    /// in the active slot: its exact-key hash first (a hit is the longest
+    /// match there can be, as the hash holds only prefix length 64), then,
+    /// unless `porin_config.prefix_free` says the slot's trie is empty, the
+    /// trie in r9. The hash lookup has one call site per slot, so each site
+    /// sees one map and the kernel can inline it.
     fn policy_lookup(&mut self) {
+        let slot_b = self.a.new_label();
+        let looked_up = self.a.new_label();
+        let done = self.a.new_label();
         let a = &mut self.a;
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::POLICY_SLOT);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, slot_b);
+        self.lookup(names::POLICY_A_EXACT, frame::POLICY_KEY);
+        self.a.ja(looked_up);
+        self.a.bind(slot_b);
+        self.lookup(names::POLICY_B_EXACT, frame::POLICY_KEY);
+        let a = &mut self.a;
+        a.bind(looked_up);
+        a.jmp_imm(Cond::Ne, Reg::R0, 0, done);
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::TRIE_SKIP);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, done);
         a.mov64_reg(Reg::R1, Reg::R9);
         a.mov64_reg(Reg::R2, Reg::R10);
         a.alu64_imm(AluOp::Add, Reg::R2, i32::from(frame::POLICY_KEY));
         a.call(Helper::MAP_LOOKUP_ELEM);
+        a.bind(done);
     }
 
-    /// Allowed: create or refresh this direction's conntrack entry, then
-    /// mark a redirect.
+    /// Allowed: refresh the flow's entry (fresh, opened in this direction)
+    /// or create it, then mark a redirect.
     fn allowed(&mut self) {
         let create = self.a.new_label();
         let tracked = self.a.new_label();
@@ -295,25 +364,22 @@ impl Gen<'_> {
         let redirected = self.verdict(Verdict::Redirected);
         let new = self.verdict(Verdict::AllowedNew);
         let established = self.verdict(Verdict::AllowedEstablished);
+        let dir = i32::from(self.direction_byte());
 
-        self.lookup(names::CONNTRACK, frame::CT_KEY);
-        self.a.jmp_imm(Cond::Eq, Reg::R0, 0, create);
-        self.a.mov64_reg(Reg::R7, Reg::R0);
-        self.refresh_if_fresh(Reg::R7, create);
         let a = &mut self.a;
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::ESTABLISHED);
+        a.jmp_imm(Cond::Eq, Reg::R1, 0, create);
+        a.load(Size::U64, Reg::R7, Reg::R10, frame::CT_ENTRY);
         a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
         a.store(Size::U16, Reg::R7, off(CtValue::OFF_PROXY_PORT), Reg::R1);
-        a.store_imm(Size::U32, Reg::R10, frame::ESTABLISHED, 1);
-        a.ja(tracked);
+        self.refresh(Reg::R7);
+        self.a.ja(tracked);
 
-        a.bind(create);
-        a.load(Size::U64, Reg::R1, Reg::R10, frame::NOW);
-        a.store(
-            Size::U64,
-            Reg::R10,
-            frame::CT_VALUE + off(CtValue::OFF_LAST_SEEN),
-            Reg::R1,
-        );
+        // A new entry (or one over an expired entry), built on the stack.
+        self.a.bind(create);
+        self.a.call(Helper::KTIME_GET_NS);
+        let a = &mut self.a;
+        a.store(Size::U64, Reg::R10, frame::NOW, Reg::R0);
         a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
         a.store(
             Size::U16,
@@ -321,6 +387,16 @@ impl Gen<'_> {
             frame::CT_VALUE + off(CtValue::OFF_PROXY_PORT),
             Reg::R1,
         );
+        a.store_imm(
+            Size::U8,
+            Reg::R10,
+            frame::CT_VALUE + off(CtValue::OFF_OPENED_BY),
+            dir,
+        );
+        a.mov64_reg(Reg::R7, Reg::R10);
+        a.alu64_imm(AluOp::Add, Reg::R7, i32::from(frame::CT_VALUE));
+        self.refresh(Reg::R7);
+        let a = &mut self.a;
         a.ld_map(Reg::R1, names::CONNTRACK);
         a.mov64_reg(Reg::R2, Reg::R10);
         a.alu64_imm(AluOp::Add, Reg::R2, i32::from(frame::CT_KEY));

@@ -173,9 +173,11 @@ fn bpftool_dumps_the_typed_structs() {
         "'dport_be' type_id=3 bits_offset=80",
         "STRUCT 'porin_policy_entry' size=12 vlen=5",
         "'precedence' type_id=4 bits_offset=32",
-        "STRUCT 'porin_ct_key' size=40 vlen=8",
+        "STRUCT 'porin_ct_key' size=40 vlen=7",
         "VAR 'porin_ct' type_id=",
-        "DATASEC '.maps' size=280 vlen=7",
+        "STRUCT 'porin_event' size=40 vlen=11",
+        // Eleven maps of 5 members and the ring buffer's 3 (no key or value).
+        "DATASEC '.maps' size=464 vlen=12",
     ] {
         assert!(text.contains(line), "missing {line:?} in\n{text}");
     }
@@ -196,7 +198,8 @@ fn object_read_sees_sections_symbols_and_relocations() {
     let license = file.section_by_name("license").unwrap();
     assert_eq!(license.data().unwrap(), b"GPL\0");
     let maps = file.section_by_name(".maps").unwrap();
-    assert_eq!(maps.size(), 7 * 40);
+    // Eleven maps of 5 members, the ring buffer of 3 (type, max_entries, map_flags).
+    assert_eq!(maps.size(), 11 * 40 + 24);
 
     let code = file.section_by_name("classifier").unwrap();
     let code_bytes = code.data().unwrap();
@@ -228,7 +231,10 @@ fn object_read_sees_sections_symbols_and_relocations() {
     assert_eq!(programs[1].1, programs[0].2);
     assert_eq!(programs[1].1 + programs[1].2, code_bytes.len() as u64);
     let offsets: Vec<u64> = map_symbols.values().map(|m| m.1).collect();
-    assert_eq!(offsets, [0, 40, 80, 120, 160, 200, 240]);
+    assert_eq!(
+        offsets,
+        [0, 40, 80, 120, 160, 200, 240, 280, 304, 344, 384, 424]
+    );
 
     let mut referenced = std::collections::BTreeSet::new();
     let mut count = 0;
@@ -258,7 +264,7 @@ fn object_read_sees_sections_symbols_and_relocations() {
         assert_eq!(&code_bytes[at + 12..at + 16], &[0; 4]);
     }
     assert!(count > 10);
-    assert_eq!(referenced.len(), 7, "every map is used: {referenced:?}");
+    assert_eq!(referenced.len(), 12, "every map is used: {referenced:?}");
 }
 
 #[test]
@@ -273,7 +279,7 @@ fn pinning_by_name_adds_the_member() {
         assert_eq!(map.pinning(), aya_obj::maps::PinningType::ByName);
     }
     let file = object::File::parse(&*bytes).unwrap();
-    assert_eq!(file.section_by_name(".maps").unwrap().size(), 7 * 48);
+    assert_eq!(file.section_by_name(".maps").unwrap().size(), 11 * 48 + 32);
 }
 
 #[test]

@@ -61,7 +61,8 @@ fn raw_policy_bytes_are_checked() {
     let kb = PolicyKey::from_key(&k).to_bytes();
     let mut v = PolicyEntry::from_entry(&k, &Entry::allow()).to_bytes();
     let update = MapUpdate::policy_raw(PolicySlot::B, &kb, &v).unwrap();
-    assert_eq!(update.map, names::POLICY_B);
+    // An exact key (prefix 64) goes to the slot's hash (DATAPATH.md §2.2).
+    assert_eq!(update.map, names::POLICY_B_EXACT);
     assert_eq!(
         update,
         MapUpdate::policy(PolicySlot::B, &k, &Entry::allow())
@@ -88,11 +89,23 @@ fn replacement_fills_the_inactive_slot_then_flips() {
         &[(key(1, Direction::Egress, 6, 80, 16), Entry::allow())],
     );
     assert_eq!(updates.len(), 2);
-    assert_eq!(updates[0].map, names::POLICY_B);
+    assert_eq!(updates[0].map, names::POLICY_B_EXACT);
     assert_eq!(updates[1].map, names::CONFIG);
     assert_eq!(updates[1].key, vec![0, 0, 0, 0]);
-    assert_eq!(updates[1].value, vec![1, 0, 0, 0, 0, 0, 0, 0]);
+    // Slot B, and B's trie is empty (prefix_free bit 1).
+    assert_eq!(updates[1].value, vec![1, 0, 0, 0, 0, 2, 0, 0]);
     assert_eq!(MapUpdate::activate(PolicySlot::A).value, vec![0; 8]);
+    // A port range is a prefix: into the trie, and the trie is consulted.
+    let updates = policy_replacement(
+        PolicySlot::B,
+        &[
+            (key(1, Direction::Egress, 6, 80, 16), Entry::allow()),
+            (key(1, Direction::Egress, 6, 1024, 6), Entry::allow()),
+        ],
+    );
+    assert_eq!(updates[0].map, names::POLICY_A_EXACT);
+    assert_eq!(updates[1].map, names::POLICY_A);
+    assert_eq!(updates[2].value, vec![0; 8]);
 }
 
 #[test]
@@ -448,7 +461,7 @@ fn datapath_md_layout_tables_are_the_abi() {
         .iter()
         .filter_map(|layout| match layout {
             Layout::Struct { name, size, fields } => Some((*name, *size, *fields)),
-            Layout::U32 => None,
+            Layout::U32 | Layout::None => None,
         })
         .collect();
     assert_eq!(
@@ -513,6 +526,7 @@ fn datapath_md_map_table_is_the_object() {
     assert_eq!(rows.len(), specs.len());
     let layout = |layout: &Layout| match layout {
         Layout::U32 => format!("{} `u32`", layout.size()),
+        Layout::None => "0 (none)".to_owned(),
         Layout::Struct { name, size, .. } => format!("{size} `{name}`"),
     };
     for (row, spec) in rows.iter().zip(&specs) {

@@ -824,3 +824,176 @@ fn retired_policy_map_waits_out_the_grace_period() {
         started.elapsed()
     );
 }
+
+/// The flat lookups (DATAPATH.md §2.1, §2.2): exact keys are answered by the slot's hash, the
+/// trie is skipped when `prefix_free` says it is empty, consulted otherwise, and a trie write
+/// through the in-place difference makes it consulted again. An agent that writes every key
+/// into the trie (the layout before the hashes) is answered by the trie.
+#[test]
+fn exact_keys_use_the_hash_and_the_trie_only_when_it_can_hold_something() {
+    let Some(dp) = datapath("exact_keys_use_the_hash_and_the_trie_only_when_it_can_hold_something")
+    else {
+        return;
+    };
+    let exact = allow(FRONTEND_ID, INGRESS, TCP, 80, Some(16));
+    let slot = dp.install_policy(&[exact]).unwrap();
+    let maps = dp.slot_maps(slot).unwrap();
+    assert_eq!(maps.exact.keys().unwrap().len(), 1);
+    assert_eq!(maps.prefix.keys().unwrap().len(), 0);
+    let p80 = Packet::tcp4(FRONTEND, 2, POD, 80);
+    let p1024 = Packet::tcp4(FRONTEND, 2, POD, 1024);
+    assert_eq!(to_pod(&dp, &p80), PASS_NEW);
+    // A range entry written behind the datapath's back into the trie of a slot marked
+    // prefix-free is not consulted: the flag is what skips the trie.
+    let range = allow(FRONTEND_ID, INGRESS, TCP, 1024, Some(6));
+    maps.prefix
+        .update(&range.0.to_bytes(), &range.1.to_bytes())
+        .unwrap();
+    assert_eq!(to_pod(&dp, &p1024), DROP_DEFAULT);
+    // The same entry through the in-place difference clears the flag first.
+    let key = range.0.to_key().unwrap();
+    let entry = range.1.to_entry(&key).unwrap();
+    dp.apply_policy_diff(&[porin_compiler::diff::MapChange {
+        kind: porin_compiler::diff::ChangeKind::Add,
+        phase: porin_compiler::diff::Phase::Settle,
+        key,
+        entry: Some(entry),
+    }])
+    .unwrap();
+    assert_eq!(to_pod(&dp, &p1024), PASS_NEW);
+    // A policy with a prefix goes to the trie of the next slot, which is consulted.
+    let next = dp.install_policy(&[exact, range]).unwrap();
+    let maps = dp.slot_maps(next).unwrap();
+    assert_eq!(maps.exact.keys().unwrap().len(), 1);
+    assert_eq!(maps.prefix.keys().unwrap().len(), 1);
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 3, POD, 1025)), PASS_NEW);
+    // Every key in the trie, none in the hash (an agent of the old layout): same verdicts.
+    maps.exact.clear().unwrap();
+    maps.prefix
+        .update(&exact.0.to_bytes(), &exact.1.to_bytes())
+        .unwrap();
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 4, POD, 80)), PASS_NEW);
+    assert_eq!(
+        to_pod(&dp, &Packet::tcp4(FRONTEND, 4, POD, 81)),
+        DROP_DEFAULT
+    );
+}
+
+/// The one conntrack entry of a flow (DATAPATH.md §2.4), decoded.
+fn ct_entries(dp: &Datapath) -> Vec<(porin_ebpf::abi::CtKey, porin_ebpf::abi::CtValue)> {
+    let map = dp.object().map(porin_kernel::datapath::CONNTRACK).unwrap();
+    map.keys()
+        .unwrap()
+        .into_iter()
+        .map(|k| {
+            let v = map.lookup(&k).unwrap().unwrap();
+            (
+                porin_ebpf::abi::CtKey::from_bytes(&k).unwrap(),
+                porin_ebpf::abi::CtValue::from_bytes(&v).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// TCP state as Cilium's `bpf/lib/conntrack.h` keeps it: a SYN-only flow has the SYN
+/// lifetime, the first non-SYN packet gives the TCP lifetime, a FIN each way closes it (the
+/// close lifetime, no refresh after), a SYN reopens it; an RST before both SYNs closes both
+/// directions at once. One entry per flow, whichever side sends; IPv6 the same as IPv4.
+#[test]
+fn tcp_state_follows_syn_established_and_closing() {
+    use porin_ebpf::abi::CtValue;
+    use porin_kernel::packet::tcp_flags::{ACK, FIN, RST};
+    let Some(dp) = datapath("tcp_state_follows_syn_established_and_closing") else {
+        return;
+    };
+    dp.install_policy(&[
+        allow(FRONTEND_ID, INGRESS, TCP, 80, Some(16)),
+        allow(FRONTEND_ID, INGRESS, TCP, 81, Some(16)),
+    ])
+    .unwrap();
+    // Lifetimes are compared between entries written microseconds apart: SYN 60 s,
+    // established 21,600 s, closed 10 s.
+    let s = 1_000_000_000u64;
+    for (syn, what) in [
+        (Packet::tcp4(FRONTEND, 5000, POD, 80), "v4"),
+        (Packet::tcp6(frontend6(), 5000, pod6(), 80), "v6"),
+    ] {
+        dp.reset_conntrack().unwrap();
+        assert_eq!(to_pod(&dp, &syn), PASS_NEW, "{what}");
+        let entries = ct_entries(&dp);
+        assert_eq!(entries.len(), 1, "{what}");
+        let (key, value) = entries[0];
+        assert_eq!(key.peer_port_be, 5000);
+        assert_eq!(key.ep_port_be, 80);
+        assert_eq!(value.opened_by, INGRESS);
+        assert_eq!(value.tcp_state, CtValue::TCP_RX_SYN, "{what}");
+        let syn_expiry = value.expires_ns;
+        // SYN|ACK from the pod: a reply, the same entry.
+        let synack = syn.reply();
+        assert_eq!(
+            from_pod(&dp, &synack),
+            (Verdict::Pass, Counter::AllowedReply)
+        );
+        let ack = syn.clone().with_tcp_flags(ACK);
+        assert_eq!(to_pod(&dp, &ack), PASS_EST);
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(
+            value.tcp_state,
+            CtValue::TCP_RX_SYN | CtValue::TCP_TX_SYN | CtValue::TCP_SEEN_NON_SYN
+        );
+        assert!(
+            value.expires_ns > syn_expiry + 21_000 * s,
+            "{what}: established"
+        );
+        // FIN from the peer, FIN from the pod: closed both ways.
+        assert_eq!(
+            to_pod(&dp, &syn.clone().with_tcp_flags(FIN | ACK)),
+            PASS_EST
+        );
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(
+            value.tcp_state & CtValue::TCP_CLOSED,
+            CtValue::TCP_RX_CLOSING
+        );
+        assert!(
+            value.expires_ns > syn_expiry + 21_000 * s,
+            "{what}: half-closed keeps the TCP lifetime"
+        );
+        assert_eq!(
+            from_pod(&dp, &synack.clone().with_tcp_flags(FIN | ACK)),
+            (Verdict::Pass, Counter::AllowedReply)
+        );
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(value.tcp_state & CtValue::TCP_CLOSED, CtValue::TCP_CLOSED);
+        assert!(
+            value.expires_ns + 40 * s < syn_expiry,
+            "{what}: close lifetime"
+        );
+        // The last ACK still passes as a reply, without refreshing the entry.
+        let closing = ct_entries(&dp)[0].1.expires_ns;
+        assert_eq!(
+            from_pod(&dp, &synack.clone().with_tcp_flags(ACK)),
+            (Verdict::Pass, Counter::AllowedReply)
+        );
+        assert_eq!(ct_entries(&dp)[0].1.expires_ns, closing);
+        // A new SYN on the closed flow reopens it.
+        assert_eq!(to_pod(&dp, &syn), PASS_EST);
+        let (_, value) = ct_entries(&dp)[0];
+        assert_eq!(value.tcp_state & CtValue::TCP_CLOSED, 0, "{what}: reopened");
+        assert_eq!(ct_entries(&dp).len(), 1);
+    }
+    // Connection refused: SYN, then RST from the pod before its SYN: closed both ways.
+    dp.reset_conntrack().unwrap();
+    let syn = Packet::tcp4(FRONTEND, 5001, POD, 81);
+    assert_eq!(to_pod(&dp, &syn), PASS_NEW);
+    assert_eq!(
+        from_pod(&dp, &syn.reply().with_tcp_flags(RST | ACK)),
+        (Verdict::Pass, Counter::AllowedReply)
+    );
+    let (_, value) = ct_entries(&dp)[0];
+    assert_eq!(value.tcp_state & CtValue::TCP_CLOSED, CtValue::TCP_CLOSED);
+    assert_eq!(
+        value.tcp_state & (CtValue::TCP_RX_SYN | CtValue::TCP_TX_SYN),
+        CtValue::TCP_RX_SYN
+    );
+}

@@ -46,6 +46,13 @@ fn aya_obj_parses_the_object() {
         ("porin_config", 2, 4, 8, 1, 0x80),
         ("porin_ct", 9, 40, 16, 65536, 0),
         ("porin_verdicts", 6, 4, 16, 16, 0),
+        // The event ring buffer: no key or value, max_entries = bytes.
+        ("porin_events", 27, 0, 0, 262_144, 0),
+        // The flat lookups: exact keys in hashes, read before the tries.
+        ("porin_ip4hash", 1, 8, 8, 65536, 0x81),
+        ("porin_ip6hash", 1, 20, 8, 65536, 0x81),
+        ("porin_polhash_a", 1, 12, 12, 16384, 0x81),
+        ("porin_polhash_b", 1, 12, 12, 16384, 0x81),
     ];
     assert_eq!(obj.maps.len(), expect.len());
     for (name, kind, key, value, max, flags) in expect {

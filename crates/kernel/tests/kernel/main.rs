@@ -7,6 +7,7 @@ mod support;
 
 mod conntrack_differential;
 mod differential;
+mod events;
 mod fixtures_both_engines;
 #[cfg(target_os = "linux")]
 mod kernel_aya;

@@ -29,7 +29,7 @@ use std::net::IpAddr;
 
 use porin_compiler::ipcache::Family;
 use porin_compiler::labels::{SOURCE_CIDR, SOURCE_RESERVED, parse_cidr_label_key};
-use porin_compiler::resolve::policy::SelectorCache;
+use porin_compiler::resolve::policy::{SelectorCache, SelectorId};
 use porin_compiler::selector::{Operator, Selector};
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
@@ -91,6 +91,7 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
         let has_world_entity = peers
             .iter()
             .any(|s| s == &Selector::reserved("world"));
+        let mut label_peers: Option<Vec<SelectorId>> = None;
         for selector in peers {
             let Some(written) = written_block(selector, has_world_entity) else {
                 continue;
@@ -99,27 +100,40 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             let selection = cache.selection(id).to_vec();
             let mut covered: BTreeMap<String, Vec<IpAddr>> = BTreeMap::new();
             for (endpoint_index, endpoint) in cx.inventory.endpoints.iter().enumerate() {
+                let ips: Vec<IpAddr> = endpoint
+                    .ips
+                    .iter()
+                    .filter(|ip| {
+                        let address_identity = cx
+                            .table
+                            .cidr_identity_of(**ip)
+                            .map_or_else(|| Family::of(**ip).world_identity().get(), |(_, id)| id);
+                        selection.contains(&address_identity)
+                    })
+                    .copied()
+                    .collect();
+                if ips.is_empty() {
+                    continue;
+                }
                 let identity = cx
                     .table
                     .endpoint_identity
                     .get(endpoint_index)
                     .copied()
                     .unwrap_or(0);
-                if allowed_by_label(cx, &mut cache, index, identity) {
+                // Only for covered pods, once per rule.
+                let label_peers = label_peers
+                    .get_or_insert_with(|| label_peers_of(cx, &mut cache, index));
+                if label_peers
+                    .iter()
+                    .any(|id| cache.selection(*id).contains(&identity))
+                {
                     continue;
                 }
-                for ip in &endpoint.ips {
-                    let address_identity = cx
-                        .table
-                        .cidr_identity_of(*ip)
-                        .map_or_else(|| Family::of(*ip).world_identity().get(), |(_, id)| id);
-                    if selection.contains(&address_identity) {
-                        covered
-                            .entry(endpoint.display_name())
-                            .or_default()
-                            .push(*ip);
-                    }
-                }
+                covered
+                    .entry(endpoint.display_name())
+                    .or_default()
+                    .extend(ips);
             }
             if covered.is_empty() {
                 continue;
@@ -201,35 +215,30 @@ fn written_block(selector: &Selector, has_world_entity: bool) -> Option<String> 
     })
 }
 
-/// Whether a label selector of an allow rule in the direction of rule
-/// `index`, whose subject shares an identity with its subject, selects
-/// `identity` (so the policies allow the pod whatever the CIDR does, to
-/// some endpoint the rule applies to).
-fn allowed_by_label(
-    cx: &Context<'_>,
-    cache: &mut SelectorCache,
-    index: usize,
-    identity: u32,
-) -> bool {
+/// The label peer selectors of the allow rules in the direction of rule
+/// `index` whose subject shares an identity with its subject: a pod one of
+/// them selects is allowed whatever the CIDR does, to some endpoint the
+/// rule applies to.
+fn label_peers_of(cx: &Context<'_>, cache: &mut SelectorCache, index: usize) -> Vec<SelectorId> {
     let Some(rule) = cx.rules().get(index) else {
-        return false;
+        return Vec::new();
     };
     let subject = cache.intern(&rule.subject, &cx.table);
     let subjects: Vec<u32> = cache.selection(subject).to_vec();
-    cx.rules().iter().enumerate().any(|(other, candidate)| {
+    let mut out = Vec::new();
+    for (other, candidate) in cx.rules().iter().enumerate() {
         if candidate.deny || candidate.direction != rule.direction || !is_user_rule(cx, other) {
-            return false;
+            continue;
         }
         let id = cache.intern(&candidate.subject, &cx.table);
         if !cache.selection(id).iter().any(|s| subjects.contains(s)) {
-            return false;
+            continue;
         }
-        candidate.peers.iter().flatten().any(|peer| {
-                if peer.has_key(|k| k.source == SOURCE_CIDR) {
-                    return false;
-                }
-            let id = cache.intern(peer, &cx.table);
-            cache.selection(id).contains(&identity)
-        })
-    })
+        for peer in candidate.peers.iter().flatten() {
+            if !peer.has_key(|k| k.source == SOURCE_CIDR) {
+                out.push(cache.intern(peer, &cx.table));
+            }
+        }
+    }
+    out
 }

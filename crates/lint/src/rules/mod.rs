@@ -42,4 +42,6 @@ register! {
     port_rule_without_ports,
     unreachable_end_to_end,
     cidr_covers_pods,
+    empty_cidr_group,
+    cidr_group_covers_pods,
 }

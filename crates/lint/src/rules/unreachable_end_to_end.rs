@@ -19,17 +19,24 @@
 //! stand for endpoints outside the inventory, are never judged), and every
 //! such peer endpoint has the relevant direction enforced in default deny.
 //! Exact: [`porin_connectivity::reach`] decides every port class of every
-//! protocol of the three states involved, for every (subject, peer) pair.
+//! protocol of the three states involved, for every (subject, peer) pair
+//! (cut by the keys the pair's lookups read, `rule_reach_indexed`, so the
+//! cost per pair does not grow with the states).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
+use std::sync::Arc;
 
 use porin_compiler::allocation::IdentityKind;
-use porin_compiler::mapstate::Direction;
+use porin_compiler::mapstate::{Direction, MapState};
 use porin_compiler::resolve::lower::Origin;
-use porin_compiler::resolve::policy::SelectorCache;
+use porin_compiler::resolve::policy::{Resolver, SelectorCache};
 use porin_compiler::resolve::rule::PolicyRule;
-use porin_connectivity::flows::describe;
-use porin_connectivity::reach::{Peer, Subject, opposite, rule_reach};
+use porin_connectivity::flows::{PortRange, describe};
+use porin_connectivity::reach::{
+    Cuts, Peer, Subject, key_cuts, opposite, rule_reach, rule_reach_indexed,
+};
 use porin_model::diagnostic::{Diagnostic, Severity};
 use porin_model::{CodeInfo, Doc, Stage};
 
@@ -155,112 +162,259 @@ fn policy_name(origin: &Origin) -> String {
     }
 }
 
-/// One blocked (subject, peer) pair: the flow, the ranges, the blocking
-/// origins.
-struct Blocked {
-    flow: String,
-    ranges: String,
+/// One blocked (subject, peer) pair: the units (sender, receiver), the
+/// ranges, the blocking origins.
+struct Blocked<'c> {
+    from: &'c Unit,
+    to: &'c Unit,
+    ranges: Vec<PortRange>,
     /// Origins on the peer's side (the first of each policy is kept).
     origins: BTreeSet<u32>,
 }
 
+/// The units of each rule and of each identity, built once instead of
+/// scanning the units per item, and each state's [`Cuts`] per direction
+/// (on first use; units of one Deployment share a state).
+struct Index {
+    by_rule: Vec<Vec<usize>>,
+    by_identity: BTreeMap<u32, Vec<usize>>,
+    cuts: RefCell<HashMap<(*const MapState, bool), Rc<Cuts>>>,
+}
+
+impl Index {
+    fn new(cx: &Context<'_>) -> Index {
+        let mut by_rule: Vec<Vec<usize>> = vec![Vec::new(); cx.rules().len()];
+        let mut by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (u, unit) in cx.units.iter().enumerate() {
+            for r in &unit.rules {
+                if let Some(list) = by_rule.get_mut(*r)
+                    && list.last() != Some(&u)
+                {
+                    list.push(u);
+                }
+            }
+            by_identity.entry(unit.identity).or_default().push(u);
+        }
+        Index {
+            by_rule,
+            by_identity,
+            cuts: RefCell::default(),
+        }
+    }
+
+    fn cuts(&self, unit: &Unit, direction: Direction) -> Rc<Cuts> {
+        let key = (Arc::as_ptr(&unit.state), direction == Direction::Egress);
+        Rc::clone(
+            self.cuts
+                .borrow_mut()
+                .entry(key)
+                .or_insert_with(|| Rc::new(key_cuts(&unit.state, direction))),
+        )
+    }
+
+    /// The units selected by the item's rules, in unit order.
+    fn subjects<'c>(&self, cx: &'c Context<'_>, item: &Item<'_>) -> Vec<&'c Unit> {
+        let mut units: Vec<usize> = item
+            .rules
+            .iter()
+            .filter_map(|(r, _)| self.by_rule.get(*r))
+            .flatten()
+            .copied()
+            .collect();
+        units.sort_unstable();
+        units.dedup();
+        units.iter().filter_map(|u| cx.units.get(*u)).collect()
+    }
+
+    /// The units of the peer identities, in unit order.
+    fn peers<'c>(&self, cx: &'c Context<'_>, peers: &BTreeSet<u32>) -> Vec<&'c Unit> {
+        let mut units: Vec<usize> = peers
+            .iter()
+            .filter_map(|id| self.by_identity.get(id))
+            .flatten()
+            .copied()
+            .collect();
+        units.sort_unstable();
+        units.iter().filter_map(|u| cx.units.get(*u)).collect()
+    }
+}
+
+/// How the pairs of one item are walked: class by class over every key of
+/// the three states ([`rule_reach`]), or over the keys each pair reads
+/// ([`rule_reach_indexed`], same result).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Walk {
+    Indexed,
+    BruteForce,
+}
+
 /// Reports allow rule items that admit no flow end to end.
 pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    run(cx, out, Walk::Indexed);
+}
+
+/// [`check`] with every (subject, peer) pair walked over every class of
+/// the three states ([`rule_reach`]) and the units found by scanning: the
+/// reference [`check`] is tested against on random clusters.
+#[doc(hidden)]
+pub fn check_by_brute_force(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
+    run(cx, out, Walk::BruteForce);
+}
+
+fn run(cx: &Context<'_>, out: &mut Vec<Diagnostic>, walk: Walk) {
+    let index = Index::new(cx);
+    // One resolver over every rule: an item's state alone is its rules'
+    // L4 policy under it (`Resolver::l4_policy_of`), the same as under a
+    // resolver of the item's rules only, without matching every subject
+    // against every identity again per item.
+    let all = cx.resolver_of(cx.rules());
     let mut cache = SelectorCache::default();
     for item in items(cx) {
         let Some(peers) = judged_peers(cx, &mut cache, &item) else {
             continue;
         };
-        let Some(&(_, first)) = item.rules.first() else {
-            continue;
-        };
-        let direction = first.direction;
-        let back = opposite(direction);
-        let peer_units: Vec<&Unit> = cx
-            .units
-            .iter()
-            .filter(|u| peers.contains(&u.identity))
-            .collect();
-        let peer_policies: Option<Vec<Vec<u32>>> = peer_units
-            .iter()
-            .map(|u| Some(enforcing(cx, u, back)).filter(|o| !o.is_empty()))
-            .collect();
-        let Some(peer_policies) = peer_policies else {
-            continue;
-        };
-        if peer_units.is_empty() {
-            continue;
-        }
-        let rule_indices: Vec<usize> = item.rules.iter().map(|(i, _)| *i).collect();
-        let own_rules: Vec<PolicyRule> = item.rules.iter().map(|(_, r)| (*r).clone()).collect();
-        let mut granted = 0usize;
-        let mut own_blocked = 0usize;
-        let mut alive = false;
-        let mut blocked: Vec<Blocked> = Vec::new();
-        // One resolver for the item's rules, whatever the number of units.
-        let own = cx.resolver_of(&own_rules);
-        'subjects: for unit in cx
-            .units
-            .iter()
-            .filter(|u| u.rules.iter().any(|r| rule_indices.contains(r)))
-        {
-            let alone = cx.state_with(&own, unit);
-            let subject = Subject {
-                direction,
-                origin: item.origin,
-                alone: &alone,
-                full: &unit.state,
-                identity: unit.identity,
-            };
-            for (peer_unit, policies) in peer_units.iter().zip(&peer_policies) {
-                let reach = rule_reach(
-                    &subject,
-                    &Peer {
-                        state: &peer_unit.state,
-                        identity: peer_unit.identity,
-                    },
-                );
-                own_blocked += reach.own_blocked;
-                if !reach.passing.is_empty() {
-                    alive = true;
-                    break 'subjects;
-                }
-                if reach.granted.is_empty() {
-                    continue;
-                }
-                granted += reach.granted.len();
-                let mut origins = reach.deny_origins.clone();
-                if reach.default_denied {
-                    origins.extend(policies.iter().copied());
-                }
-                // Named in the flow's direction: sender → receiver.
-                let (from, to) = match direction {
-                    Direction::Ingress => (*peer_unit, unit),
-                    Direction::Egress => (unit, *peer_unit),
-                };
-                blocked.push(Blocked {
-                    flow: format!("{} → {}", cx.unit_name(from), cx.unit_name(to)),
-                    ranges: describe(&reach.blocked),
-                    origins,
-                });
-            }
-        }
-        if alive || granted == 0 {
-            // Some flow passes, or the rule grants nothing its own side
-            // lets through (PR004, PR005, PR012 speak about those).
-            continue;
-        }
-        if let Some(d) = report(cx, &item, direction, &blocked, own_blocked) {
+        if let Some(d) = judge_item(cx, &index, &all, &item, &peers, walk) {
             out.push(d);
         }
     }
+}
+
+/// One item judged over every (subject, peer) pair: its diagnostic if no
+/// flow it grants passes end to end.
+fn judge_item(
+    cx: &Context<'_>,
+    index: &Index,
+    all: &Resolver<'_>,
+    item: &Item<'_>,
+    peers: &BTreeSet<u32>,
+    walk: Walk,
+) -> Option<Diagnostic> {
+    let &(_, first) = item.rules.first()?;
+    let direction = first.direction;
+    let back = opposite(direction);
+    let (subjects, peer_units): (Vec<&Unit>, Vec<&Unit>) = match walk {
+        Walk::Indexed => (index.subjects(cx, item), index.peers(cx, peers)),
+        Walk::BruteForce => {
+            let rule_indices: Vec<usize> = item.rules.iter().map(|(i, _)| *i).collect();
+            (
+                cx.units
+                    .iter()
+                    .filter(|u| u.rules.iter().any(|r| rule_indices.contains(r)))
+                    .collect(),
+                cx.units
+                    .iter()
+                    .filter(|u| peers.contains(&u.identity))
+                    .collect(),
+            )
+        }
+    };
+    let peer_policies: Vec<Vec<u32>> = peer_units
+        .iter()
+        .map(|u| Some(enforcing(cx, u, back)).filter(|o| !o.is_empty()))
+        .collect::<Option<_>>()?;
+    if peer_units.is_empty() {
+        return None;
+    }
+    let rule_indices: Vec<usize> = item.rules.iter().map(|(i, _)| *i).collect();
+    let own_rules: Vec<PolicyRule> = item.rules.iter().map(|(_, r)| (*r).clone()).collect();
+    let mut granted = 0usize;
+    let mut own_blocked = 0usize;
+    let mut blocked: Vec<Blocked<'_>> = Vec::new();
+    // The brute force compiles the item alone with a resolver of its own
+    // rules; the item alone at units that share a state (same rules, ports
+    // and host allow: `Context::new`) is one state too.
+    let own = match walk {
+        Walk::Indexed => None,
+        Walk::BruteForce => Some(cx.resolver_of(&own_rules)),
+    };
+    let alone_at = |unit: &Unit| match &own {
+        Some(own) => cx.state_with(own, unit),
+        None => {
+            let selecting: Vec<usize> = unit
+                .rules
+                .iter()
+                .filter(|r| rule_indices.contains(r))
+                .copied()
+                .collect();
+            let policy = all.l4_policy_of(unit.identity, &selecting, None);
+            unit.endpoints
+                .first()
+                .and_then(|i| cx.inventory.endpoints.get(*i))
+                .map(|endpoint| all.map_state(endpoint, &policy, &|id| format!("origin {id}")).0)
+                .unwrap_or_default()
+        }
+    };
+    let mut alones: HashMap<*const (), (MapState, Cuts)> = HashMap::new();
+    for unit in subjects {
+        let shared = match walk {
+            Walk::Indexed => Arc::as_ptr(&unit.state).cast::<()>(),
+            // Every unit on its own.
+            Walk::BruteForce => std::ptr::from_ref(unit).cast::<()>(),
+        };
+        let (alone, alone_cuts) = alones.entry(shared).or_insert_with(|| {
+            let alone = alone_at(unit);
+            let cuts = key_cuts(&alone, direction);
+            (alone, cuts)
+        });
+        let subject = Subject {
+            direction,
+            origin: item.origin,
+            alone,
+            full: &unit.state,
+            identity: unit.identity,
+        };
+        let full_cuts = index.cuts(unit, direction);
+        for (peer_unit, policies) in peer_units.iter().zip(&peer_policies) {
+            let peer = Peer {
+                state: &peer_unit.state,
+                identity: peer_unit.identity,
+            };
+            let reach = match walk {
+                Walk::Indexed => {
+                    let peer_cuts = index.cuts(peer_unit, back);
+                    rule_reach_indexed(&subject, &peer, [alone_cuts, &full_cuts, &peer_cuts])
+                }
+                Walk::BruteForce => rule_reach(&subject, &peer),
+            };
+            own_blocked += reach.own_blocked;
+            if !reach.passing.is_empty() {
+                // Some flow passes.
+                return None;
+            }
+            if reach.granted.is_empty() {
+                continue;
+            }
+            granted += reach.granted.len();
+            let mut origins = reach.deny_origins;
+            if reach.default_denied {
+                origins.extend(policies.iter().copied());
+            }
+            // Named in the flow's direction: sender → receiver.
+            let (from, to) = match direction {
+                Direction::Ingress => (*peer_unit, unit),
+                Direction::Egress => (unit, *peer_unit),
+            };
+            blocked.push(Blocked {
+                from,
+                to,
+                ranges: reach.blocked,
+                origins,
+            });
+        }
+    }
+    if granted == 0 {
+        // The rule grants nothing its own side lets through (PR004,
+        // PR005, PR012 speak about those).
+        return None;
+    }
+    report(cx, item, direction, &blocked, own_blocked)
 }
 
 fn report(
     cx: &Context<'_>,
     item: &Item<'_>,
     direction: Direction,
-    blocked: &[Blocked],
+    blocked: &[Blocked<'_>],
     own_blocked: usize,
 ) -> Option<Diagnostic> {
     let origin = cx.origin_by_id(item.origin)?;
@@ -296,8 +450,12 @@ fn report(
     }
     const SHOWN: usize = 5;
     for b in blocked.iter().take(SHOWN) {
-        d.notes
-            .push(format!("{}: {} blocked at the peer's {back}", b.flow, b.ranges));
+        d.notes.push(format!(
+            "{} → {}: {} blocked at the peer's {back}",
+            cx.unit_name(b.from),
+            cx.unit_name(b.to),
+            describe(&b.ranges)
+        ));
     }
     if blocked.len() > SHOWN {
         d.notes.push(format!(

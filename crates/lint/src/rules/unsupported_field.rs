@@ -493,6 +493,8 @@ fn rules_of(policy: &PolicyDocument) -> Vec<(String, Value, Kinds)> {
                 rules.push(("spec".to_owned(), json, Kinds::Kubernetes));
             }
         }
+        // No rules; the kind's own versions are the loader's (v2alpha1, v2).
+        PolicyDocument::CiliumCidrGroup(_) => {}
     }
     rules
 }

@@ -6,5 +6,6 @@ mod verify_advice;
 mod verify_corpus;
 mod verify_fixtures;
 mod verify_nca;
+mod verify_reach;
 mod verify_semantics;
 mod verify_shadowing;

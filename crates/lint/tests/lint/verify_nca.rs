@@ -708,9 +708,6 @@ struct Tally {
     /// Rule items nca calls redundant and porin does not (expected: see
     /// [`compare_redundancy`]).
     nca_only: Vec<String>,
-    /// PR005 findings that name the rule item itself among the covering
-    /// rules (issue 15's self-redundancy, fixed on another branch).
-    self_redundant: usize,
 }
 
 /// Compares one cluster; records unexplained disagreements.
@@ -827,7 +824,6 @@ fn compare_redundancy(
         Some((name, section, index))
     };
     let mut porin: BTreeMap<RuleItem, &'static str> = BTreeMap::new();
-    let mut skipped: BTreeSet<RuleItem> = BTreeSet::new();
     for d in &report.findings {
         if !matches!(d.code, "PR005" | "PR019") {
             continue;
@@ -836,25 +832,14 @@ fn compare_redundancy(
         let Some(item) = item_of(primary) else {
             continue;
         };
-        let peers = cluster.policies.get(primary.document).and_then(|p| {
-            let field = if item.1 == "ingress" { "from" } else { "to" };
-            p.pointer(&format!("/spec/{}/{}/{field}", item.1, item.2))
-                .and_then(Value::as_array)
-                .map(Vec::len)
-        });
-        if d.code == "PR005"
-            && (d.related.iter().any(|(l, _)| l == primary) || peers.is_some_and(|n| n > 1))
-        {
-            // Issue 15: PR005 judges each peer of a KNP item on its own
-            // (the item lowers to one rule per peer), so an item is called
-            // redundant when one of its peers is covered, by another rule
-            // or by another peer of the same item ("already allowed by
-            // this rule" pointing at itself). The `shadow` branch fixes it
-            // (an item is judged whole, never redundant with its own
-            // peers); these are counted, not compared, until it is merged:
-            // then this exemption goes.
-            tally.self_redundant += 1;
-            skipped.insert(item);
+        if d.code == "PR005" && d.related.iter().any(|(l, _)| l == primary) {
+            // An item is never redundant with its own peers (issue 15,
+            // the per-item shadowing analysis): a PR005 that names its
+            // own item among the covering rules is a porin defect.
+            tally.disagreements.push(format!(
+                "{}: PR005 on {item:?} names the item itself among its covering rules",
+                cluster.name
+            ));
             continue;
         }
         porin.insert(item, d.code);
@@ -973,10 +958,7 @@ fn compare_redundancy(
             stdout.trim()
         ));
     }
-    for (name, section, index) in rules
-        .iter()
-        .filter(|r| !porin.contains_key(*r) && !skipped.contains(*r))
-    {
+    for (name, section, index) in rules.iter().filter(|r| !porin.contains_key(*r)) {
         tally.nca_only.push(format!(
             "{}: NetworkPolicy {name} spec.{section}[{index}]",
             cluster.name
@@ -986,11 +968,10 @@ fn compare_redundancy(
 
 fn finish(test: &str, tally: &Tally) {
     println!(
-        "{test}: redundancy: porin findings on rule items {:?}, nca confirms {:?}; nca-only {}; PR005 self-redundancy (issue 15) skipped {}",
+        "{test}: redundancy: porin findings on rule items {:?}, nca confirms {:?}; nca-only {}",
         tally.porin_redundant,
         tally.confirmed,
         tally.nca_only.len(),
-        tally.self_redundant
     );
     for item in tally.nca_only.iter().take(10) {
         println!("  nca-only redundant: {item}");

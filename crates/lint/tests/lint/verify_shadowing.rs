@@ -178,14 +178,25 @@ pub(crate) fn yaml(index: usize, rule: &GenRule) -> String {
             PROTOS[proto]
         ));
     }
-    let default_deny = if rule.no_default_deny {
+    cnp_document(index, rule.subject, rule.no_default_deny, section, &fields)
+}
+
+/// A one-rule CNP `p<index>` in `default` selecting `app: <subject>`, with
+/// the rule's fields in `section`.
+pub(crate) fn cnp_document(
+    index: usize,
+    subject: &str,
+    no_default_deny: bool,
+    section: &str,
+    fields: &[String],
+) -> String {
+    let default_deny = if no_default_deny {
         "  enableDefaultDeny: {ingress: false, egress: false}\n"
     } else {
         ""
     };
     format!(
-        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p{index}, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n{default_deny}  {section}:\n  - {{{}}}\n",
-        rule.subject,
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p{index}, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {subject}}}}}\n{default_deny}  {section}:\n  - {{{}}}\n",
         fields.join(", ")
     )
 }

@@ -1,6 +1,7 @@
 //! The typed policy model: serde only, span-free, 1:1 with the YAML and
 //! round-trippable. Locations live in the loader's source tree, not here.
 
+pub mod cidrgroup;
 pub mod cilium;
 pub mod k8s;
 pub mod meta;
@@ -10,6 +11,7 @@ pub mod selector;
 use schemars::JsonSchema;
 use serde::Serialize;
 
+pub use cidrgroup::{CidrGroupSpec, CiliumCidrGroup};
 pub use cilium::*;
 pub use k8s::*;
 pub use meta::ObjectMeta;
@@ -30,6 +32,9 @@ pub enum PolicyDocument {
     CiliumClusterwideNetworkPolicy(CiliumClusterwideNetworkPolicy),
     /// `networking.k8s.io/v1` `NetworkPolicy`.
     NetworkPolicy(NetworkPolicy),
+    /// `cilium.io/v2alpha1` or `cilium.io/v2` `CiliumCIDRGroup`: no rules of
+    /// its own, the CIDRs that `cidrGroupRef`/`cidrGroupSelector` name.
+    CiliumCidrGroup(CiliumCidrGroup),
 }
 
 impl PolicyDocument {
@@ -39,6 +44,7 @@ impl PolicyDocument {
             PolicyDocument::CiliumNetworkPolicy(_) => "CiliumNetworkPolicy",
             PolicyDocument::CiliumClusterwideNetworkPolicy(_) => "CiliumClusterwideNetworkPolicy",
             PolicyDocument::NetworkPolicy(_) => "NetworkPolicy",
+            PolicyDocument::CiliumCidrGroup(_) => "CiliumCIDRGroup",
         }
     }
 
@@ -48,6 +54,7 @@ impl PolicyDocument {
             PolicyDocument::CiliumNetworkPolicy(p) => &p.metadata,
             PolicyDocument::CiliumClusterwideNetworkPolicy(p) => &p.metadata,
             PolicyDocument::NetworkPolicy(p) => &p.metadata,
+            PolicyDocument::CiliumCidrGroup(g) => &g.metadata,
         }
     }
 
@@ -62,7 +69,8 @@ impl PolicyDocument {
     /// `metadata.namespace` the API server ignores.
     pub fn effective_namespace(&self) -> Option<&str> {
         match self {
-            PolicyDocument::CiliumClusterwideNetworkPolicy(_) => None,
+            PolicyDocument::CiliumClusterwideNetworkPolicy(_)
+            | PolicyDocument::CiliumCidrGroup(_) => None,
             PolicyDocument::CiliumNetworkPolicy(_) | PolicyDocument::NetworkPolicy(_) => {
                 Some(self.metadata().namespace.as_deref().unwrap_or("default"))
             }
@@ -79,13 +87,24 @@ impl PolicyDocument {
         }
     }
 
+    /// The CIDR group, when this document is a `CiliumCIDRGroup` (not a
+    /// policy: it allows nothing itself, rules reference it).
+    pub fn as_cidr_group(&self) -> Option<&CiliumCidrGroup> {
+        match self {
+            PolicyDocument::CiliumCidrGroup(group) => Some(group),
+            _ => None,
+        }
+    }
+
     /// The Cilium rules of a CNP/CCNP with the route prefix of each
     /// (`spec` or `specs[i]`), in document order; empty for a NetworkPolicy.
     pub fn cilium_rules(&self) -> Vec<(String, &Rule)> {
         let (spec, specs) = match self {
             PolicyDocument::CiliumNetworkPolicy(p) => (&p.spec, &p.specs),
             PolicyDocument::CiliumClusterwideNetworkPolicy(p) => (&p.spec, &p.specs),
-            PolicyDocument::NetworkPolicy(_) => return Vec::new(),
+            PolicyDocument::NetworkPolicy(_) | PolicyDocument::CiliumCidrGroup(_) => {
+                return Vec::new();
+            }
         };
         let mut rules = Vec::new();
         if let Some(rule) = spec {

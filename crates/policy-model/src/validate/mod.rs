@@ -9,6 +9,7 @@
 //! before it has a place in the file: the checks see the typed model, not
 //! the YAML tree that knows lines.
 
+mod cidrgroup;
 mod cilium;
 mod finding;
 mod k8s;
@@ -39,6 +40,7 @@ pub fn validate_document(doc: &PolicyDocument) -> Vec<Finding> {
             p.specs.as_ref(),
         ),
         PolicyDocument::NetworkPolicy(p) => k8s::validate_network_policy(&mut findings, p),
+        PolicyDocument::CiliumCidrGroup(g) => cidrgroup::validate_cidr_group(&mut findings, g),
     }
     findings.list
 }

@@ -30,6 +30,7 @@ use porin_model::model::PolicyDocument;
 use porin_model::route::Route;
 
 use super::rule::PolicyRule;
+use crate::cidrgroup::CidrGroups;
 use crate::inventory::{AllowLocalhost, Inventory};
 use crate::mapstate::Direction;
 
@@ -111,6 +112,9 @@ pub struct Lowered {
     /// says `allowLocalhost: policy`. It comes after the policies' origins
     /// so their ids do not depend on the option.
     pub localhost_origin: Option<u32>,
+    /// The CiliumCIDRGroups among the inputs; their prefixes are in
+    /// [`Self::prefixes`] and their labels go to the CIDR identities.
+    pub cidr_groups: CidrGroups,
 }
 
 /// Origin ids of the synthetic allow-all rules (§3.3): always 0 and 1.
@@ -139,6 +143,10 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
         cluster: inventory.cluster.clone(),
         out: Lowered::default(),
     };
+    ctx.out.cidr_groups =
+        CidrGroups::from_documents(inputs.iter().map(|i| (i.file, i.document, i.policy)));
+    let group_prefixes: Vec<IpNetwork> = ctx.out.cidr_groups.prefixes().collect();
+    ctx.out.prefixes.extend(group_prefixes);
     for (id, direction) in [
         (ORIGIN_ALLOW_ANY_INGRESS, Direction::Ingress),
         (ORIGIN_ALLOW_ANY_EGRESS, Direction::Egress),
@@ -176,6 +184,8 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
     for input in inputs {
         match input.policy {
             PolicyDocument::NetworkPolicy(knp) => ctx.lower_knp(input, knp),
+            // Not a policy: read above, into `cidr_groups`.
+            PolicyDocument::CiliumCidrGroup(_) => {}
             PolicyDocument::CiliumNetworkPolicy(_)
             | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
                 let namespaced = matches!(input.policy, PolicyDocument::CiliumNetworkPolicy(_));

@@ -60,6 +60,9 @@ impl OriginKind {
                 OriginKind::CiliumClusterwideNetworkPolicy
             }
             PolicyDocument::NetworkPolicy(_) => OriginKind::NetworkPolicy,
+            // A CIDR group has no rules, so no origin is ever made from
+            // one; its CIDRs become identity labels (`crate::cidrgroup`).
+            PolicyDocument::CiliumCidrGroup(_) => OriginKind::Synthetic,
         }
     }
 

@@ -6,20 +6,22 @@ use std::collections::BTreeSet;
 use ipnetwork::IpNetwork;
 use porin_model::CodeInfo;
 use porin_model::model::{
-    FqdnSelector, LabelSelector, RuleItem, RuleSection, Service as ServiceRef,
+    CidrRule, FqdnSelector, LabelSelector, RuleItem, RuleSection, Service as ServiceRef,
 };
 
 use super::selectors::{
     convert_selector, entity_selectors, is_cluster_key, is_namespace_labels_key,
-    is_pod_namespace_key, namespace_pin,
+    is_pod_namespace_key, namespace_pin, sourced_selector,
 };
 use super::{Ctx, PolicyInput};
+use crate::cidrgroup::group_name_label;
 use crate::codes;
 use crate::labels::{
-    CLUSTER_LABEL, POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED, canonical_prefix, host_prefix,
+    CLUSTER_LABEL, POD_NAMESPACE_LABEL, SOURCE_CIDRGROUP, SOURCE_K8S, SOURCE_RESERVED,
+    canonical_prefix, host_prefix,
 };
 use crate::resolve::matchpattern::MatchPattern;
-use crate::selector::{Requirement, Selector, SelectorKey};
+use crate::selector::{Requirement, Selector, SelectorKey, cidr_selector_key};
 
 /// Whether an item names any L3 peer field (a `fromGroups`/`toGroups` list
 /// counts only when it has an entry; `*Requires` are removed in 1.19).
@@ -131,7 +133,13 @@ impl Ctx<'_> {
                 }
             }
         }
-        if !self.cluster.is_empty() && !out.has_key(is_cluster_key) {
+        // `policy-default-local-cluster` (true in 1.19): without it
+        // getEndpointSelector leaves the cluster open
+        // (pkg/k8s/apis/cilium.io/utils/utils.go, `PolicyAnyCluster`).
+        if self.inventory.settings.policy_default_local_cluster
+            && !self.cluster.is_empty()
+            && !out.has_key(is_cluster_key)
+        {
             out.push(Requirement::is_in(
                 SelectorKey::new(SOURCE_K8S, CLUSTER_LABEL),
                 [self.cluster.clone()],
@@ -168,14 +176,7 @@ impl Ctx<'_> {
                     let except = rule.except.clone().unwrap_or_default();
                     self.add_cidr(item, &route, cidr, &except, &mut selectors);
                 }
-                None => self.unresolved(
-                    item,
-                    &route,
-                    codes::UNSUPPORTED_PEER,
-                    "CIDR groups (cidrGroupRef/cidrGroupSelector) are not defined offline"
-                        .to_owned(),
-                    &mut selectors,
-                ),
+                None => self.cidr_group_peer(item, &route, rule, &mut selectors),
             }
         }
         for entity in peers.entities.iter().flat_map(|l| l.iter()) {
@@ -209,6 +210,98 @@ impl Ctx<'_> {
             self.fqdn_peer(item, &route, fqdn, &mut selectors);
         }
         Some(selectors)
+    }
+
+    /// A `cidrGroupRef`/`cidrGroupSelector` entry, as `newCIDRRuleSelector`
+    /// (pkg/policy/types/selector.go) builds it: the group's name label, or
+    /// the selector over `cidrgroup:` labels, and `!cidr:<except>` for every
+    /// `except` (pkg/policy/api/cidr.go `GetAsEndpointSelectors`). The
+    /// group's prefixes carry those labels (`crate::cidrgroup`).
+    ///
+    /// A reference no loaded group answers: Cilium selects nothing. An
+    /// allow rule then allows nothing, as in Cilium; a deny rule denies
+    /// every peer on its ports instead of nothing (fail closed: the group
+    /// may exist in the cluster but not among porin's inputs).
+    fn cidr_group_peer(
+        &mut self,
+        item: &ItemCtx<'_>,
+        route: &str,
+        rule: &CidrRule,
+        selectors: &mut Vec<Selector>,
+    ) {
+        let mut excepts = Vec::new();
+        for (i, text) in rule.except.iter().flatten().enumerate() {
+            match text.trim().parse::<IpNetwork>() {
+                Ok(p) => excepts.push(canonical_prefix(p)),
+                Err(_) => {
+                    self.unresolved(
+                        item,
+                        &format!("{route}.except[{i}]"),
+                        codes::INVALID_PEER,
+                        format!("`{text}` is not a CIDR"),
+                        selectors,
+                    );
+                    return;
+                }
+            }
+        }
+        let mut selector = Selector::wildcard();
+        let (field, missing) = if let Some(name) = rule.cidr_group_ref.as_deref() {
+            let label = group_name_label(name);
+            selector.push(Requirement::exists(SelectorKey::new(
+                SOURCE_CIDRGROUP,
+                &label.key,
+            )));
+            let missing = self.out.cidr_groups.get(name).is_none().then(|| {
+                format!("cidrGroupRef `{name}` names no CiliumCIDRGroup among the inputs")
+            });
+            ("cidrGroupRef", missing)
+        } else if let Some(group_selector) = &rule.cidr_group_selector {
+            sourced_selector(group_selector, SOURCE_CIDRGROUP, "", &mut selector);
+            let missing = self
+                .out
+                .cidr_groups
+                .selected_by(&selector)
+                .is_empty()
+                .then(|| {
+                    format!(
+                        "cidrGroupSelector {selector} selects no CiliumCIDRGroup among the inputs"
+                    )
+                });
+            ("cidrGroupSelector", missing)
+        } else {
+            // Validation requires one of cidr/cidrGroupRef/cidrGroupSelector.
+            return;
+        };
+        if let Some(what) = missing {
+            let route = format!("{route}.{field}");
+            let consequence = if item.section.is_deny() {
+                selectors.push(Selector::wildcard());
+                "Cilium denies nothing for it; porin denies these ports to every peer instead (fail closed), until the group is among the inputs"
+            } else {
+                "Cilium selects nothing for it (no prefix carries the label), and this peer allows nothing"
+            };
+            let index = self.diag(
+                item.input,
+                codes::UNKNOWN_CIDR_GROUP,
+                &route,
+                format!("{what}: {consequence}"),
+            );
+            if let Some(d) = self.out.diagnostics.get_mut(index) {
+                d.help = Some(
+                    "add the CiliumCIDRGroup manifest to the policy paths (or the test file)"
+                        .to_owned(),
+                );
+            }
+            if item.section.is_deny() {
+                return;
+            }
+        }
+        for excepted in &excepts {
+            self.out.prefixes.insert(*excepted);
+            selector.push(Requirement::does_not_exist(cidr_selector_key(*excepted)));
+        }
+        selectors.push(selector);
     }
 
     /// `toServices`, as `processRule` (pkg/policy/k8s/service.go) rewrites

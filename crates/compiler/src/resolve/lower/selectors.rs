@@ -39,15 +39,26 @@ pub(super) fn convert_operator(operator: SelectorOperator) -> Operator {
 /// A Kubernetes label selector with every key in the `k8s` source
 /// (`NewESFromK8sLabelSelector("k8s.", ...)`), keys prefixed by `prefix`.
 pub(super) fn k8s_selector(selector: &LabelSelector, prefix: &str, into: &mut Selector) {
+    sourced_selector(selector, SOURCE_K8S, prefix, into);
+}
+
+/// A Kubernetes label selector with every key in `source`
+/// (`NewESFromK8sLabelSelector("<source>.", ...)`), keys prefixed by `prefix`.
+pub(super) fn sourced_selector(
+    selector: &LabelSelector,
+    source: &str,
+    prefix: &str,
+    into: &mut Selector,
+) {
     for (key, value) in selector.match_labels.iter().flatten() {
         into.push(Requirement::is_in(
-            SelectorKey::new(SOURCE_K8S, &format!("{prefix}{key}")),
+            SelectorKey::new(source, &format!("{prefix}{key}")),
             [value.clone()],
         ));
     }
     for expression in selector.match_expressions.iter().flatten() {
         into.push(Requirement {
-            key: SelectorKey::new(SOURCE_K8S, &format!("{prefix}{}", expression.key)),
+            key: SelectorKey::new(source, &format!("{prefix}{}", expression.key)),
             operator: convert_operator(expression.operator),
             values: expression.values.iter().flatten().cloned().collect(),
         });

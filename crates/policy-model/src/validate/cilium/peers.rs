@@ -4,7 +4,6 @@
 
 use super::list::non_empty;
 use crate::codes;
-use crate::diagnostic::Severity;
 use crate::model::{CidrRule, EndpointSelector, RuleItem};
 use crate::route::Route;
 use crate::validate::Findings;
@@ -239,16 +238,21 @@ pub(super) fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &Cid
         }
     }
     if !has_cidr {
-        if non_empty(rule.except.as_ref()) {
-            findings
-                .report(
+        // A group with `except`: Cilium 1.19 applies each entry as a
+        // `!cidr:<except>` requirement beside the group's label
+        // (`CIDRRuleSlice.GetAsEndpointSelectors`, pkg/policy/api/cidr.go;
+        // `newCIDRRuleSelector`, pkg/policy/types/selector.go), a carve-out
+        // by longest-prefix match. `sanitize` checks nothing more for
+        // selectors ("these are selectors"), but the CRD's `format: cidr`
+        // still applies to every entry.
+        for (index, except) in rule.except.iter().flatten().enumerate() {
+            if let Err(problem) = parse_prefix(except) {
+                findings.report(
                     codes::CIDR_RULE,
-                    at.key("except"),
-                    "`except` is not supported together with a CIDR group; Cilium ignores it",
-                )
-                .with_severity(Severity::Warning)
-                .at_key()
-                .note("the excluded ranges stay allowed");
+                    at.key("except").index(index),
+                    format!("invalid except CIDR: {problem}"),
+                );
+            }
         }
         return;
     }

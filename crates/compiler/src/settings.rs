@@ -1,0 +1,237 @@
+//! The Cilium agent settings that change verdicts, in one place.
+//!
+//! Each setting has Cilium's flag name and Cilium 1.19's default
+//! ([`SETTINGS`]); inventories and PolicyTest files set them under
+//! `settings:` with the flag names as keys (the C API reads them from the
+//! inventory text it is given). [`AgentSettings`] holds the values a
+//! compilation runs with.
+//!
+//! A setting whose non-default value porin does not model yet is refused
+//! with an error naming it, rather than accepted and ignored: a verdict
+//! computed for another agent configuration than the user's is wrong in
+//! ways nobody sees.
+
+use serde::{Deserialize, Serialize};
+
+/// The agent's `allow-localhost` option (`pkg/option/config.go`
+/// `AllowLocalhost`): whether the host (identity 1) may always reach local
+/// endpoints, whatever their ingress policy.
+///
+/// Cilium inserts the host allow only when the option is `always`
+/// (`DaemonConfig.AlwaysAllowLocalhost`); its default `auto` turns into
+/// `always` when the agent runs in Kubernetes mode (`daemon/cmd/daemon.go`:
+/// "Kubernetes demands that the localhost can always reach local pods") and
+/// stays `auto` (no host allow) outside Kubernetes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AllowLocalhost {
+    /// `always` for Kubernetes endpoints (their identity has a pod
+    /// namespace; reserved endpoints such as health follow the inventory:
+    /// Kubernetes mode when any endpoint has a namespace), `policy` for
+    /// endpoints outside Kubernetes.
+    #[default]
+    Auto,
+    /// The host reaches every endpoint except the host endpoint itself.
+    Always,
+    /// Only policy decides (no host allow).
+    Policy,
+}
+
+impl AllowLocalhost {
+    /// The option as written in YAML and in Cilium's configuration.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Always => "always",
+            Self::Policy => "policy",
+        }
+    }
+}
+
+/// One setting: its flag, default and what porin does with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SettingInfo {
+    /// Cilium's flag (and `settings:` key).
+    pub flag: &'static str,
+    /// Cilium 1.19's default, as written.
+    pub default: &'static str,
+    /// The values porin accepts.
+    pub accepted: &'static str,
+    /// Where Cilium defines it.
+    pub source: &'static str,
+    /// What the setting changes, and what porin models.
+    pub effect: &'static str,
+}
+
+/// Every setting, in the order the documentation lists them.
+pub const SETTINGS: &[SettingInfo] = &[
+    SettingInfo {
+        flag: "allow-localhost",
+        default: "auto",
+        accepted: "auto, always, policy",
+        source: "pkg/option/config.go AllowLocalhost",
+        effect: "whether the host always reaches local endpoints (semantics §3.3 item 4); modelled",
+    },
+    SettingInfo {
+        flag: "policy-default-local-cluster",
+        default: "true",
+        accepted: "true, false",
+        source: "pkg/clustermesh/types/option.go PolicyConfig (Helm clustermesh.policyDefaultLocalCluster, true in 1.19)",
+        effect: "endpoint selectors without a cluster label select the local cluster only (semantics §3.1); modelled",
+    },
+    SettingInfo {
+        flag: "enable-node-selector-labels",
+        default: "false",
+        accepted: "false, true",
+        source: "pkg/option/config.go EnableNodeSelectorLabels",
+        effect: "fromNodes/toNodes select nodes by label; porin has no nodes yet, so with either value they stay fail-closed (PC001)",
+    },
+    SettingInfo {
+        flag: "policy-cidr-match-mode",
+        default: "",
+        accepted: "\"\" (nodes is refused: porin does not model nodes yet)",
+        source: "pkg/option/config.go PolicyCIDRMatchMode",
+        effect: "with `nodes`, CIDR rules also select node addresses",
+    },
+    SettingInfo {
+        flag: "enable-extended-ip-protocols",
+        default: "false",
+        accepted: "false (true is refused: not modelled yet)",
+        source: "pkg/option/config.go EnableExtendedIPProtocols",
+        effect: "VRRP and IGMP rules without ports (PM021)",
+    },
+    SettingInfo {
+        flag: "mesh-auth-mutual-enabled",
+        default: "false",
+        accepted: "false (true is refused: not modelled yet)",
+        source: "pkg/auth/cell.go (mutual authentication)",
+        effect: "whether `authentication.mode: required` flows can pass; porin decides them as deny (semantics §4.9)",
+    },
+];
+
+/// The settings a compilation runs with (Cilium 1.19's defaults unless an
+/// inventory says otherwise). `allow-localhost` is
+/// [`crate::inventory::Inventory::allow_localhost`], a field of its own for
+/// compatibility with earlier embedders.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub struct AgentSettings {
+    /// `policy-default-local-cluster`.
+    pub policy_default_local_cluster: bool,
+    /// `enable-node-selector-labels`.
+    pub enable_node_selector_labels: bool,
+}
+
+impl Default for AgentSettings {
+    fn default() -> Self {
+        Self {
+            policy_default_local_cluster: true,
+            enable_node_selector_labels: false,
+        }
+    }
+}
+
+/// `settings:` as written in an inventory or PolicyTest file: Cilium's flag
+/// names, every one optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SettingsSpec {
+    /// `allow-localhost`.
+    #[serde(default, rename = "allow-localhost")]
+    pub allow_localhost: Option<AllowLocalhost>,
+    /// `policy-default-local-cluster`.
+    #[serde(default, rename = "policy-default-local-cluster")]
+    pub policy_default_local_cluster: Option<bool>,
+    /// `enable-node-selector-labels`.
+    #[serde(default, rename = "enable-node-selector-labels")]
+    pub enable_node_selector_labels: Option<bool>,
+    /// `policy-cidr-match-mode`: a list in Cilium; a single string is read
+    /// as a list of one.
+    #[serde(default, rename = "policy-cidr-match-mode")]
+    pub policy_cidr_match_mode: Option<OneOrMany>,
+    /// `enable-extended-ip-protocols`.
+    #[serde(default, rename = "enable-extended-ip-protocols")]
+    pub enable_extended_ip_protocols: Option<bool>,
+    /// `mesh-auth-mutual-enabled`.
+    #[serde(default, rename = "mesh-auth-mutual-enabled")]
+    pub mesh_auth_mutual_enabled: Option<bool>,
+}
+
+/// A string or a list of strings.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// One value.
+    One(String),
+    /// Several.
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    fn values(&self) -> Vec<&str> {
+        match self {
+            Self::One(one) => one
+                .split(',')
+                .map(str::trim)
+                .filter(|v| !v.is_empty())
+                .collect(),
+            Self::Many(many) => many.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+impl SettingsSpec {
+    /// Applies the written settings; `Err` names a setting whose value
+    /// porin does not model (or does not know).
+    pub fn apply(
+        &self,
+        settings: &mut AgentSettings,
+        allow_localhost: &mut AllowLocalhost,
+    ) -> Result<(), String> {
+        if let Some(value) = self.allow_localhost {
+            *allow_localhost = value;
+        }
+        if let Some(value) = self.policy_default_local_cluster {
+            settings.policy_default_local_cluster = value;
+        }
+        if let Some(value) = self.enable_node_selector_labels {
+            settings.enable_node_selector_labels = value;
+        }
+        if let Some(mode) = self
+            .policy_cidr_match_mode
+            .as_ref()
+            .and_then(|modes| modes.values().first().copied())
+        {
+            return Err(match mode {
+                "nodes" => "settings.policy-cidr-match-mode: `nodes` makes CIDR rules select node addresses, and porin does not model nodes yet; leave it unset (Cilium's default, \"\")".to_owned(),
+                other => format!("settings.policy-cidr-match-mode: `{other}` is not a mode Cilium 1.19 knows (only `nodes`)"),
+            });
+        }
+        if self.enable_extended_ip_protocols == Some(true) {
+            return Err("settings.enable-extended-ip-protocols: `true` is not modelled yet (porin decides as Cilium's default, false)".to_owned());
+        }
+        if self.mesh_auth_mutual_enabled == Some(true) {
+            return Err("settings.mesh-auth-mutual-enabled: `true` is not modelled yet: porin decides `authentication.mode: required` flows as deny, as a cluster without mutual authentication does".to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// The settings table as Markdown, for the documentation.
+pub fn markdown_table() -> String {
+    let mut out = String::from(
+        "| setting (Cilium flag) | default | porin accepts | Cilium source | effect |\n|---|---|---|---|---|\n",
+    );
+    for s in SETTINGS {
+        let default = if s.default.is_empty() {
+            "\"\"".to_owned()
+        } else {
+            format!("`{}`", s.default)
+        };
+        out.push_str(&format!(
+            "| `{}` | {default} | {} | `{}` | {} |\n",
+            s.flag, s.accepted, s.source, s.effect
+        ));
+    }
+    out
+}

@@ -1,0 +1,129 @@
+//! Agent settings (`crate::settings`): read from `settings:` with Cilium's
+//! flag names, defaults as Cilium 1.19's, values porin does not model
+//! refused with the file and line.
+
+#![allow(clippy::unwrap_used, reason = "tests")]
+
+use porin_compiler::compile::compile;
+use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate};
+use porin_compiler::inventory::{AllowLocalhost, Inventory};
+use porin_compiler::resolve::lower::{PolicyInput, lower};
+use porin_compiler::resolve::rule::proto;
+use porin_compiler::settings::{AgentSettings, SETTINGS};
+use porin_model::limits::LoadLimits;
+use porin_model::loader::load_str;
+
+fn inventory(settings: &str) -> Result<Inventory, String> {
+    let text = format!(
+        "kind: Inventory\ncluster: east\n{settings}\nendpoints:\n  - {{name: a, namespace: default, labels: {{app: a}}, ips: [10.0.0.1]}}\n  - {{name: b, namespace: default, labels: {{app: b}}, ips: [10.0.0.2]}}\n"
+    );
+    let mut inventory = Inventory::new();
+    inventory
+        .add_text("inventory.yaml", &text)
+        .map_err(|e| e.to_string())?;
+    inventory.finish().map_err(|e| e.to_string())?;
+    Ok(inventory)
+}
+
+#[test]
+fn defaults_are_cilium_1_19s() {
+    let inventory = inventory("").unwrap();
+    assert_eq!(inventory.settings, AgentSettings::default());
+    assert!(inventory.settings.policy_default_local_cluster);
+    assert!(!inventory.settings.enable_node_selector_labels);
+    assert_eq!(inventory.allow_localhost, AllowLocalhost::Auto);
+    let flags: Vec<&str> = SETTINGS.iter().map(|s| s.flag).collect();
+    assert!(flags.contains(&"policy-cidr-match-mode"));
+    assert!(flags.contains(&"enable-extended-ip-protocols"));
+}
+
+#[test]
+fn allow_localhost_is_a_setting_too_and_must_agree_with_the_old_key() {
+    let inventory = inventory("settings: {allow-localhost: policy}").unwrap();
+    assert_eq!(inventory.allow_localhost, AllowLocalhost::Policy);
+    let refused =
+        self::inventory("allowLocalhost: always\nsettings: {allow-localhost: policy}").unwrap_err();
+    assert!(refused.contains("disagree"), "{refused}");
+}
+
+#[test]
+fn unmodelled_values_are_refused_with_the_line() {
+    for (setting, word) in [
+        ("policy-cidr-match-mode: nodes", "policy-cidr-match-mode"),
+        (
+            "enable-extended-ip-protocols: true",
+            "enable-extended-ip-protocols",
+        ),
+        ("mesh-auth-mutual-enabled: true", "mesh-auth-mutual-enabled"),
+        ("no-such-flag: true", "no-such-flag"),
+    ] {
+        let refused = inventory(&format!("settings:\n  {setting}")).unwrap_err();
+        assert!(refused.contains(word), "{refused}");
+        assert!(refused.contains("inventory.yaml"), "{refused}");
+    }
+}
+
+/// `policy-default-local-cluster` (pkg/clustermesh/types/option.go):
+/// true pins endpoint selectors to the local cluster; false leaves them
+/// open to every cluster of the mesh (Cilium 1.18 and earlier).
+#[test]
+fn policy_default_local_cluster_pins_endpoint_selectors() {
+    let policy = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: b, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: b}}
+  ingress:
+  - fromEndpoints: [{matchLabels: {app: a}}]
+"#;
+    let outcome = load_str("policy.yaml", policy, &LoadLimits::default());
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let peers = |inventory: &Inventory| {
+        let lowered = lower(&inputs, inventory);
+        lowered
+            .rules
+            .iter()
+            .flat_map(|r| r.peers.iter().flatten())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let local = inventory("").unwrap();
+    assert!(
+        peers(&local).contains("io.cilium.k8s.policy.cluster=east"),
+        "{}",
+        peers(&local)
+    );
+    let mesh = inventory("settings: {policy-default-local-cluster: false}").unwrap();
+    assert!(
+        !peers(&mesh).contains("io.cilium.k8s.policy.cluster"),
+        "{}",
+        peers(&mesh)
+    );
+    // Both still select the local peer.
+    for inventory in [&local, &mesh] {
+        let compiled = compile(&inputs, inventory).unwrap();
+        let flow = Flow {
+            from: Peer::parse("default/a", &compiled).unwrap(),
+            to: Peer::parse("default/b", &compiled).unwrap(),
+            proto: proto::TCP,
+            port: 80,
+            family: None,
+        };
+        assert_eq!(evaluate(&compiled, &flow).verdict, FlowVerdict::Allow);
+    }
+}
+
+/// docs/policy-tests.md lists every setting as `crate::settings` defines
+/// it (the table is `settings::markdown_table()`, pasted).
+#[test]
+fn the_format_document_lists_every_setting() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/policy-tests.md");
+    let text = std::fs::read_to_string(path).unwrap();
+    let table = porin_compiler::settings::markdown_table();
+    assert!(
+        text.contains(&table),
+        "docs/policy-tests.md must contain the settings table:\n{table}"
+    );
+}
