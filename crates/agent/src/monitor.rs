@@ -21,7 +21,7 @@ use porin_ebpf::abi::{ConfigValue, Event, index_key};
 use porin_ebpf::maps::names;
 use porin_kernel::datapath::CONFIG;
 use porin_kernel::events::{EventReader, EventSelection};
-use porin_kernel::{Map, ObjectFile};
+use porin_kernel::{Counter, Map, ObjectFile};
 use serde::Serialize;
 
 use crate::enforce::{endpoint_dir_name, endpoint_of_dir};
@@ -216,6 +216,22 @@ pub fn explain_event(compiled: &Compiled, endpoint: &str, event: &Event) -> Expl
         .iter()
         .find(|i| i.id == event.identity)
         .map_or_else(String::new, |i| i.labels.to_string());
+    let counter = event
+        .reason_verdict()
+        .and_then(|v| usize::try_from(v.index()).ok())
+        .and_then(|i| porin_kernel::Counter::ALL.get(i).copied());
+    // Only these verdicts come from a policy lookup; the others say why there was none.
+    let decided_by_policy = matches!(
+        counter,
+        Some(
+            Counter::AllowedNew
+                | Counter::AllowedEstablished
+                | Counter::Redirected
+                | Counter::DeniedByRule
+                | Counter::DeniedByDefault
+                | Counter::DeniedAuth
+        )
+    );
     let explanation = match (
         compiled
             .endpoints
@@ -223,6 +239,11 @@ pub fn explain_event(compiled: &Compiled, endpoint: &str, event: &Event) -> Expl
             .position(|e| e.display_name() == endpoint),
         peer,
     ) {
+        _ if !decided_by_policy => match counter {
+            Some(Counter::AllowedReply) => "a reply of a flow conntrack tracks: passed without a policy lookup (DATAPATH.md 2.4)".to_owned(),
+            Some(c) => format!("{}: decided before policy (DATAPATH.md 2.5, 4)", counter_name(c)),
+            None => format!("counter {}", event.reason),
+        },
         (Some(index), Some(address)) => {
             let other = match compiled
                 .endpoints
@@ -257,11 +278,7 @@ pub fn explain_event(compiled: &Compiled, endpoint: &str, event: &Event) -> Expl
         } else {
             "pass"
         },
-        reason: event
-            .reason_verdict()
-            .and_then(|v| usize::try_from(v.index()).ok())
-            .and_then(|i| porin_kernel::Counter::ALL.get(i).copied())
-            .map_or_else(|| format!("counter {}", event.reason), counter_name),
+        reason: counter.map_or_else(|| format!("counter {}", event.reason), counter_name),
         protocol: event.proto,
         port,
         peer,
