@@ -53,6 +53,8 @@ enum Command {
     Suggest(commands::suggest::SuggestArgs),
     /// Run the language server on standard input and output (for editors).
     Lsp(commands::lsp::LspArgs),
+    /// Enforce policies on this host's interfaces (microVM taps, container veths), live.
+    Agent(commands::agent::AgentArgs),
 }
 
 fn main() -> ExitCode {
@@ -69,6 +71,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => commands::replay::run(args),
         Command::Suggest(args) => commands::suggest::run(args),
         Command::Lsp(args) => commands::lsp::run(args).map(ExitCode::from),
+        Command::Agent(args) => commands::agent::run(args),
     };
     match result {
         Ok(code) => code,

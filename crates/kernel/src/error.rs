@@ -27,6 +27,12 @@ pub enum BpfCommand {
     ProgTestRun,
     /// `BPF_BTF_LOAD`.
     BtfLoad,
+    /// `BPF_OBJ_GET_INFO_BY_FD`.
+    ObjGetInfoByFd,
+    /// `BPF_LINK_CREATE`.
+    LinkCreate,
+    /// `BPF_LINK_UPDATE`.
+    LinkUpdate,
 }
 
 impl BpfCommand {
@@ -44,6 +50,9 @@ impl BpfCommand {
             Self::ObjGet => 7,
             Self::ProgTestRun => 10,
             Self::BtfLoad => 18,
+            Self::ObjGetInfoByFd => 15,
+            Self::LinkCreate => 28,
+            Self::LinkUpdate => 29,
         }
     }
 }
@@ -61,6 +70,9 @@ impl fmt::Display for BpfCommand {
             Self::ObjGet => "BPF_OBJ_GET",
             Self::ProgTestRun => "BPF_PROG_TEST_RUN",
             Self::BtfLoad => "BPF_BTF_LOAD",
+            Self::ObjGetInfoByFd => "BPF_OBJ_GET_INFO_BY_FD",
+            Self::LinkCreate => "BPF_LINK_CREATE",
+            Self::LinkUpdate => "BPF_LINK_UPDATE",
         };
         f.write_str(name)
     }

@@ -13,6 +13,8 @@
 //! - [`LoadedObject`]: porin's own minimal ELF loader (BTF-defined maps in `.maps`,
 //!   `R_BPF_64_64` map relocations on `ld_imm64`, `classifier` programs); [`ObjectFile`] is the
 //!   privilege-free parse step.
+//! - [`attach`] and [`pin`]: tcx BPF links on network devices and bpffs pins of links and maps,
+//!   so that an agent's enforcement outlives its process and a restarted agent adopts it.
 //! - [`Datapath`]: the object as `DATAPATH.md` defines it: atomic policy replacement through
 //!   `porin_config`, ipcache fill, conntrack reset, verdict counters, and
 //!   [`Datapath::decide`], which runs one packet and returns pass/drop, the redirect mark and the
@@ -62,6 +64,7 @@
 //! `bpf(2)` command, the object and the errno.
 
 pub mod apply;
+pub mod attach;
 mod btf_reader;
 pub mod datapath;
 pub mod engine;
@@ -70,6 +73,7 @@ pub mod events;
 mod loader;
 mod map;
 pub mod packet;
+pub mod pin;
 mod program;
 pub mod sys;
 

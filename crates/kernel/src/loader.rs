@@ -277,11 +277,41 @@ pub struct LoadedObject {
 impl LoadedObject {
     /// Parses and loads `bytes`: creates the maps, patches and loads the programs.
     pub fn load(bytes: &[u8]) -> Result<Self, KernelError> {
+        Self::load_with_maps(bytes, BTreeMap::new())
+    }
+
+    /// Like [`LoadedObject::load`], but the maps named in `reuse` are not created: the programs
+    /// are patched to use those maps (e.g. maps pinned by an earlier run, whose contents the
+    /// programs must keep seeing). Each reused map must have exactly the type, sizes and flags
+    /// the object declares for it, else [`KernelError::Contract`] and nothing is loaded; a map
+    /// of `reuse` the object does not declare is an error too.
+    pub fn load_with_maps(
+        bytes: &[u8],
+        mut reuse: BTreeMap<String, Map>,
+    ) -> Result<Self, KernelError> {
         let parsed = ObjectFile::parse(bytes)?;
         let mut maps = BTreeMap::new();
         for definition in &parsed.maps {
-            let map = create_map(definition)?;
+            let map = match reuse.remove(&definition.name) {
+                Some(map) => {
+                    let expected = spec_of(definition);
+                    if *map.spec() != expected || definition.inner.is_some() {
+                        return Err(KernelError::Contract(format!(
+                            "reused map `{}` is {:?}; the object declares {expected:?}",
+                            definition.name,
+                            map.spec()
+                        )));
+                    }
+                    map
+                }
+                None => create_map(definition)?,
+            };
             maps.insert(definition.name.clone(), map);
+        }
+        if let Some(name) = reuse.keys().next() {
+            return Err(KernelError::Contract(format!(
+                "reused map `{name}` is not a map of the object"
+            )));
         }
         let mut programs = BTreeMap::new();
         let mut patched = BTreeMap::new();
@@ -382,14 +412,19 @@ impl LoadedObject {
     }
 }
 
-fn create_map(definition: &MapDefinition) -> Result<Map, KernelError> {
-    let spec = MapSpec {
+/// The [`MapSpec`] a map definition asks `BPF_MAP_CREATE` for.
+pub fn spec_of(definition: &MapDefinition) -> MapSpec {
+    MapSpec {
         map_type: definition.map_type,
         key_size: definition.key_size,
         value_size: definition.value_size,
         max_entries: definition.max_entries,
         map_flags: definition.map_flags,
-    };
+    }
+}
+
+fn create_map(definition: &MapDefinition) -> Result<Map, KernelError> {
+    let spec = spec_of(definition);
     match &definition.inner {
         Some(inner) => {
             let template = create_map(inner)?;

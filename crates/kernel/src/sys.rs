@@ -231,6 +231,38 @@ struct BtfLoadAttr {
     pad0: u32,
 }
 
+/// `union bpf_attr` for `BPF_OBJ_GET_INFO_BY_FD`.
+#[repr(C)]
+#[derive(Default)]
+struct InfoAttr {
+    bpf_fd: u32,
+    info_len: u32,
+    info: u64,
+}
+
+/// `union bpf_attr` for `BPF_LINK_CREATE` with the `tcx` member of its union (kernel 6.6+).
+#[repr(C)]
+#[derive(Default)]
+struct LinkCreateAttr {
+    prog_fd: u32,
+    target_ifindex: u32,
+    attach_type: u32,
+    flags: u32,
+    relative_fd: u32,
+    pad0: u32,
+    expected_revision: u64,
+}
+
+/// `union bpf_attr` for `BPF_LINK_UPDATE`.
+#[repr(C)]
+#[derive(Default)]
+struct LinkUpdateAttr {
+    link_fd: u32,
+    new_prog_fd: u32,
+    flags: u32,
+    old_prog_fd: u32,
+}
+
 /// The attribute structs above: plain `repr(C)` data without implicit padding, so passing their
 /// address and size to the kernel is sound.
 trait BpfAttr {}
@@ -240,6 +272,9 @@ impl BpfAttr for ProgLoadAttr {}
 impl BpfAttr for TestRunAttr {}
 impl BpfAttr for ObjAttr {}
 impl BpfAttr for BtfLoadAttr {}
+impl BpfAttr for InfoAttr {}
+impl BpfAttr for LinkCreateAttr {}
+impl BpfAttr for LinkUpdateAttr {}
 
 /// Calls `bpf(cmd, attr, sizeof attr)`, retrying `EAGAIN`/`EINTR` a few times.
 #[cfg(target_os = "linux")]
@@ -640,6 +675,82 @@ pub fn btf_load(btf: &[u8]) -> Result<OwnedFd, KernelError> {
     }
 }
 
+/// `BPF_OBJ_GET_INFO_BY_FD`: the kernel fills `info` (a `struct bpf_map_info`,
+/// `bpf_prog_info` or `bpf_link_info`, whichever `fd` is) up to its length; returns the number of
+/// bytes the kernel wrote.
+pub fn obj_get_info(
+    fd: BorrowedFd<'_>,
+    object: &str,
+    info: &mut [u8],
+) -> Result<usize, KernelError> {
+    let mut attr = InfoAttr {
+        bpf_fd: raw_fd(fd),
+        info_len: len_u32("object info", info.len())?,
+        info: info.as_mut_ptr() as u64,
+    };
+    bpf_call(BpfCommand::ObjGetInfoByFd, &mut attr)
+        .map_err(|e| syscall_error(BpfCommand::ObjGetInfoByFd, object, e))?;
+    Ok((attr.info_len as usize).min(info.len()))
+}
+
+/// `BPF_LINK_CREATE` of program `program` on the device `ifindex` at `attach_type` (for tcx:
+/// `BPF_TCX_INGRESS` 46 / `BPF_TCX_EGRESS` 47), appended after the device's other programs.
+/// Returns the link's fd: the attachment lives as long as the link (its fds and pins).
+pub fn link_create(
+    program: BorrowedFd<'_>,
+    object: &str,
+    ifindex: u32,
+    attach_type: u32,
+) -> Result<OwnedFd, KernelError> {
+    let mut attr = LinkCreateAttr {
+        prog_fd: raw_fd(program),
+        target_ifindex: ifindex,
+        attach_type,
+        ..LinkCreateAttr::default()
+    };
+    let ret = bpf_call(BpfCommand::LinkCreate, &mut attr)
+        .map_err(|e| syscall_error(BpfCommand::LinkCreate, object, e))?;
+    owned_fd(ret, BpfCommand::LinkCreate, object)
+}
+
+/// `BPF_LINK_UPDATE`: atomically replaces the program of `link` with `program` (packets see
+/// either the old or the new program, never none).
+pub fn link_update(
+    link: BorrowedFd<'_>,
+    program: BorrowedFd<'_>,
+    object: &str,
+) -> Result<(), KernelError> {
+    let mut attr = LinkUpdateAttr {
+        link_fd: raw_fd(link),
+        new_prog_fd: raw_fd(program),
+        ..LinkUpdateAttr::default()
+    };
+    bpf_call(BpfCommand::LinkUpdate, &mut attr)
+        .map(drop)
+        .map_err(|e| syscall_error(BpfCommand::LinkUpdate, object, e))
+}
+
+/// The index of the network device `name` in the calling thread's network namespace
+/// (`if_nametoindex(3)`); `None` when there is no such device.
+pub fn interface_index(name: &str) -> Result<Option<u32>, KernelError> {
+    let c_name = CString::new(name).map_err(|_| KernelError::NulInName(name.to_owned()))?;
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `c_name` is a live NUL-terminated string for the duration of the call;
+        // `if_nametoindex` only reads it.
+        let index = unsafe { libc::if_nametoindex(c_name.as_ptr()) };
+        Ok((index != 0).then_some(index))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        drop(c_name);
+        Err(KernelError::NeedsLinux {
+            command: BpfCommand::LinkCreate,
+            object: name.to_owned(),
+        })
+    }
+}
+
 /// `BPF_RINGBUF_BUSY_BIT`: the record is still being written.
 const RINGBUF_BUSY: u32 = 1 << 31;
 /// `BPF_RINGBUF_DISCARD_BIT`: the producer discarded the record.
@@ -878,6 +989,10 @@ mod tests {
         assert_eq!(std::mem::size_of::<TestRunAttr>(), 80);
         assert_eq!(std::mem::size_of::<ObjAttr>(), 24);
         assert_eq!(std::mem::size_of::<BtfLoadAttr>(), 32);
+        assert_eq!(std::mem::size_of::<InfoAttr>(), 16);
+        assert_eq!(std::mem::size_of::<LinkCreateAttr>(), 32);
+        assert_eq!(std::mem::offset_of!(LinkCreateAttr, expected_revision), 24);
+        assert_eq!(std::mem::size_of::<LinkUpdateAttr>(), 16);
         assert_eq!(std::mem::offset_of!(MapCreateAttr, map_name), 28);
         assert_eq!(std::mem::offset_of!(MapCreateAttr, map_extra), 64);
         assert_eq!(std::mem::offset_of!(ProgLoadAttr, prog_name), 48);

@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod agent;
 pub mod compile;
 pub mod diff;
 pub mod explain;

@@ -30,8 +30,8 @@ pub mod yaml;
 mod model;
 pub(crate) use model::container_port_proto;
 pub use model::{
-    AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint, Inventory,
-    NamedPort, Node, Service, ServicePort, SourceLocation, TargetPort,
+    AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint, Interface,
+    Inventory, NamedPort, Node, Service, ServicePort, SourceLocation, TargetPort,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -183,6 +183,25 @@ pub struct Inventory {
     /// The local node's name given apart from its definition
     /// (`localNode`, for Node manifests that cannot say it).
     pub local_node: Option<String>,
+    /// Host-side network devices of endpoints (`endpoints[].interface`, porin
+    /// inventory YAML), by endpoint display name (`namespace/name` or
+    /// `name`): the device `porin agent` attaches the endpoint's programs
+    /// to (a microVM's tap, a container's host-side veth).
+    ///
+    /// Kept beside the endpoints rather than in [`Endpoint`]: where an
+    /// endpoint is attached is no input of policy, so moving a VM to another
+    /// tap changes no endpoint, no identity and no map state.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub interfaces: BTreeMap<String, Interface>,
+}
+
+/// The host-side device of an endpoint, as the inventory names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Interface {
+    /// The device name (`tap3`, `veth1a2b`), at most 15 bytes (`IFNAMSIZ`).
+    pub device: String,
+    /// Where the endpoint naming it was defined.
+    pub location: SourceLocation,
 }
 
 /// Parses an IP protocol name of a container port (`TCP` default).

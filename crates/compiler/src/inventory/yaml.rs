@@ -14,6 +14,7 @@
 //!   - {name: vm-1, labels: {role: db}, ips: [192.0.2.10]}   # outside Kubernetes
 //!   - {name: cached, namespace: prod, labels: {app: c}, identity: 4242}  # given identity
 //!   - {name: cilium-health, labels: {"reserved:health": ""}, identity: 4}  # a reserved endpoint
+//!   - {name: vm-2, labels: {role: web}, ips: [192.0.2.11], interface: tap3}  # its host-side device
 //! fqdns: {api.example.com: [203.0.113.10]}
 //! services:
 //!   - {name: db, namespace: prod, selector: {app: db}}
@@ -27,7 +28,7 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::{
-    AllowLocalhost, Endpoint, Inventory, NamedPort, Node, Service, SourceLocation,
+    AllowLocalhost, Endpoint, Interface, Inventory, NamedPort, Node, Service, SourceLocation,
     container_port_proto,
 };
 use crate::allocation::{check_given_identity, try_endpoint_identity_labels};
@@ -260,6 +261,9 @@ pub struct EndpointSpec {
     /// A given identity number (porin extension, e.g. from a cluster).
     #[serde(default)]
     pub identity: Option<u32>,
+    /// The endpoint's host-side network device (`porin agent`).
+    #[serde(default)]
+    pub interface: Option<String>,
 }
 
 /// A service as written in an inventory.
@@ -455,6 +459,23 @@ impl InventoryFields {
                     line,
                 },
             };
+            if let Some(device) = &spec.interface {
+                check_device_name(device).map_err(|problem| InventoryError::Invalid {
+                    file: file.to_owned(),
+                    line,
+                    message: format!(
+                        "endpoints[{index}].interface: endpoint `{}`: device name `{device}` {problem}",
+                        endpoint.display_name()
+                    ),
+                })?;
+                inventory.interfaces.insert(
+                    endpoint.display_name(),
+                    Interface {
+                        device: device.clone(),
+                        location: endpoint.location.clone(),
+                    },
+                );
+            }
             if let Some(id) = spec.identity {
                 // Whether the endpoint is a reserved one does not depend on
                 // namespace labels defined later; label errors themselves
@@ -511,6 +532,28 @@ impl InventoryFields {
         }
         Ok(())
     }
+}
+
+/// Checks a network device name as Linux accepts it (`dev_valid_name`,
+/// `net/core/dev.c`): 1 to 15 bytes (`IFNAMSIZ` - 1), not `.` or `..`, no
+/// `/`, `:` or whitespace.
+fn check_device_name(name: &str) -> Result<(), &'static str> {
+    if name.is_empty() {
+        return Err("is empty");
+    }
+    if name.len() > 15 {
+        return Err("is longer than 15 bytes (IFNAMSIZ)");
+    }
+    if name == "." || name == ".." {
+        return Err("is not a device name");
+    }
+    if name
+        .chars()
+        .any(|c| c == '/' || c == ':' || c.is_whitespace() || c.is_control())
+    {
+        return Err("contains `/`, `:`, whitespace or a control character");
+    }
+    Ok(())
 }
 
 /// The top-level fields of an `Inventory` document, as [`InventoryFields`]

@@ -346,3 +346,43 @@ fn an_unknown_top_level_inventory_field_is_a_located_error() {
         "{error}"
     );
 }
+
+/// `endpoints[].interface` names the host-side device `porin agent` attaches to; it is kept
+/// beside the endpoints (by display name) and changes nothing the compiler reads.
+#[test]
+fn endpoint_interfaces_are_kept_by_endpoint_name() {
+    let with = load_text(
+        "inv.yaml",
+        "kind: Inventory\nendpoints:\n  - {name: vm-1, labels: {role: db}, ips: [192.0.2.10], interface: tap3}\n  - {name: web, namespace: prod, labels: {app: web}, interface: veth9}\n  - {name: other, labels: {role: x}}\n",
+    )
+    .unwrap();
+    assert_eq!(with.interfaces.len(), 2);
+    assert_eq!(with.interfaces["vm-1"].device, "tap3");
+    assert_eq!(with.interfaces["prod/web"].device, "veth9");
+    assert_eq!(with.interfaces["prod/web"].location.line, 4);
+    let without = load_text(
+        "inv.yaml",
+        "kind: Inventory\nendpoints:\n  - {name: vm-1, labels: {role: db}, ips: [192.0.2.10]}\n  - {name: web, namespace: prod, labels: {app: web}}\n  - {name: other, labels: {role: x}}\n",
+    )
+    .unwrap();
+    assert_eq!(with.endpoints, without.endpoints);
+}
+
+#[test]
+fn bad_interface_names_are_located_errors_naming_the_endpoint() {
+    for (device, problem) in [
+        ("\"\"", "is empty"),
+        ("a-name-longer-than-15", "longer than 15 bytes"),
+        ("\"eth0:1\"", "contains"),
+        ("\"..\"", "is not a device name"),
+    ] {
+        let text = format!(
+            "kind: Inventory\nendpoints:\n  - {{name: ok, labels: {{a: b}}}}\n  - {{name: vm-1, labels: {{role: db}}, interface: {device}}}\n"
+        );
+        let message = load_text("inv.yaml", &text).unwrap_err().to_string();
+        assert!(message.contains("inv.yaml:4"), "{message}");
+        assert!(message.contains("endpoints[1].interface"), "{message}");
+        assert!(message.contains("`vm-1`"), "{message}");
+        assert!(message.contains(problem), "{message}");
+    }
+}

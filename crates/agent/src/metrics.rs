@@ -1,0 +1,376 @@
+//! Prometheus text metrics (exposition format 0.0.4) on a loopback address.
+//!
+//! The verdict counters are read at each scrape from each endpoint's pinned `porin_verdicts`
+//! map (per-CPU, summed), so they count every packet since the endpoint was first attached,
+//! across agent restarts. The rest (revision, apply latency, errors, map fill) is the agent's
+//! own state.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use porin_ebpf::abi::index_key;
+use porin_kernel::datapath::VERDICTS;
+use porin_kernel::{Counter, CounterValue, Map, MapSpec, MapType};
+use tracing::{debug, warn};
+
+use crate::enforce::endpoint_dir_name;
+use crate::error::AgentError;
+
+/// One endpoint as the metrics show it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EndpointMetrics {
+    /// The host-side device.
+    pub device: String,
+    /// Policy entries installed.
+    pub entries: usize,
+    /// Whether its programs are attached.
+    pub attached: bool,
+}
+
+/// The agent's state the metrics show.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsState {
+    /// Policy revision in force (1 = the first apply; +1 per applied change).
+    pub revision: u64,
+    /// Endpoints with an interface.
+    pub endpoints: BTreeMap<String, EndpointMetrics>,
+    /// Capacity of each policy map.
+    pub capacity: u32,
+    /// ipcache entries (IPv4, IPv6).
+    pub ipcache: (usize, usize),
+    /// Seconds of the last apply (compile + kernel writes).
+    pub last_apply_seconds: f64,
+    /// Sum of apply seconds.
+    pub apply_seconds_sum: f64,
+    /// Applies.
+    pub apply_count: u64,
+    /// Errors by kind (`policy`, `inventory`, `compile`, `attach`, `apply`).
+    pub errors: BTreeMap<&'static str, u64>,
+    /// Whether the last change was applied.
+    pub last_change_ok: bool,
+}
+
+/// Shared between the agent loop and the metrics server.
+pub type SharedMetrics = Arc<Mutex<MetricsState>>;
+
+/// Locks the state (a panic elsewhere does not stop the metrics).
+pub fn lock(shared: &SharedMetrics) -> std::sync::MutexGuard<'_, MetricsState> {
+    shared.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The snake-case name of a verdict counter (`denied_by_default`).
+pub fn counter_name(counter: Counter) -> String {
+    let debug = format!("{counter:?}");
+    let mut out = String::with_capacity(debug.len() + 4);
+    for (i, c) in debug.chars().enumerate() {
+        if c.is_ascii_uppercase() {
+            if i > 0 {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Reads the verdict counters pinned for `endpoint` under `state_dir` (`None` when not pinned).
+pub fn pinned_counters(state_dir: &Path, endpoint: &str) -> Option<Vec<(Counter, CounterValue)>> {
+    let path = state_dir.join(endpoint_dir_name(endpoint)).join(VERDICTS);
+    let spec = MapSpec {
+        map_type: MapType::PERCPU_ARRAY,
+        key_size: 4,
+        value_size: u32::try_from(CounterValue::SIZE).ok()?,
+        max_entries: 16,
+        map_flags: 0,
+    };
+    let map = Map::from_pinned(path.to_str()?, VERDICTS, spec).ok()?;
+    let mut out = Vec::with_capacity(Counter::ALL.len());
+    for counter in Counter::ALL {
+        let key = index_key(u32::try_from(counter.index()).ok()?);
+        let mut total = CounterValue::default();
+        for cpu in map.lookup_per_cpu(&key).ok()?.unwrap_or_default() {
+            if let Ok(value) = CounterValue::from_bytes(&cpu) {
+                total = total.add(&value);
+            }
+        }
+        out.push((counter, total));
+    }
+    Some(out)
+}
+
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// The metrics text.
+pub fn render(state: &MetricsState, state_dir: &Path) -> String {
+    let mut out = String::new();
+    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    };
+    family(
+        &mut out,
+        "porin_agent_verdicts_total",
+        "counter",
+        "Packets decided by an endpoint's programs, by the verdict counter that moved (DATAPATH.md 2.5; both directions of the endpoint).",
+    );
+    let mut bytes = String::new();
+    for (endpoint, metrics) in &state.endpoints {
+        let Some(counters) = pinned_counters(state_dir, endpoint) else {
+            continue;
+        };
+        for (counter, value) in counters {
+            let labels = format!(
+                "endpoint=\"{}\",device=\"{}\",reason=\"{}\",verdict=\"{}\"",
+                escape(endpoint),
+                escape(&metrics.device),
+                counter_name(counter),
+                if counter.is_pass() { "pass" } else { "drop" }
+            );
+            let _ = writeln!(
+                out,
+                "porin_agent_verdicts_total{{{labels}}} {}",
+                value.packets
+            );
+            let _ = writeln!(
+                bytes,
+                "porin_agent_verdict_bytes_total{{{labels}}} {}",
+                value.bytes
+            );
+        }
+    }
+    family(
+        &mut out,
+        "porin_agent_verdict_bytes_total",
+        "counter",
+        "Bytes of the packets of porin_agent_verdicts_total.",
+    );
+    out.push_str(&bytes);
+    family(
+        &mut out,
+        "porin_agent_policy_entries",
+        "gauge",
+        "Policy map entries installed for an endpoint.",
+    );
+    for (endpoint, metrics) in &state.endpoints {
+        let _ = writeln!(
+            out,
+            "porin_agent_policy_entries{{endpoint=\"{}\",device=\"{}\"}} {}",
+            escape(endpoint),
+            escape(&metrics.device),
+            metrics.entries
+        );
+    }
+    family(
+        &mut out,
+        "porin_agent_policy_fill_ratio",
+        "gauge",
+        "Policy map fill of an endpoint (entries / capacity).",
+    );
+    for (endpoint, metrics) in &state.endpoints {
+        let ratio = if state.capacity == 0 {
+            0.0
+        } else {
+            metrics.entries as f64 / f64::from(state.capacity)
+        };
+        let _ = writeln!(
+            out,
+            "porin_agent_policy_fill_ratio{{endpoint=\"{}\",device=\"{}\"}} {ratio}",
+            escape(endpoint),
+            escape(&metrics.device)
+        );
+    }
+    family(
+        &mut out,
+        "porin_agent_endpoint_attached",
+        "gauge",
+        "1 when the endpoint's programs are attached to its device.",
+    );
+    for (endpoint, metrics) in &state.endpoints {
+        let _ = writeln!(
+            out,
+            "porin_agent_endpoint_attached{{endpoint=\"{}\",device=\"{}\"}} {}",
+            escape(endpoint),
+            escape(&metrics.device),
+            u8::from(metrics.attached)
+        );
+    }
+    family(
+        &mut out,
+        "porin_agent_ipcache_entries",
+        "gauge",
+        "ipcache entries by address family.",
+    );
+    let _ = writeln!(
+        out,
+        "porin_agent_ipcache_entries{{family=\"ipv4\"}} {}",
+        state.ipcache.0
+    );
+    let _ = writeln!(
+        out,
+        "porin_agent_ipcache_entries{{family=\"ipv6\"}} {}",
+        state.ipcache.1
+    );
+    family(
+        &mut out,
+        "porin_agent_policy_revision",
+        "gauge",
+        "The policy revision in force (+1 per applied change).",
+    );
+    let _ = writeln!(out, "porin_agent_policy_revision {}", state.revision);
+    family(
+        &mut out,
+        "porin_agent_last_change_ok",
+        "gauge",
+        "1 when the last change was applied, 0 when it was refused (the previous policy stays enforced).",
+    );
+    let _ = writeln!(
+        out,
+        "porin_agent_last_change_ok {}",
+        u8::from(state.last_change_ok)
+    );
+    family(
+        &mut out,
+        "porin_agent_apply_seconds",
+        "summary",
+        "Time from a change to its last A/B flip (compile, map writes, flips).",
+    );
+    let _ = writeln!(
+        out,
+        "porin_agent_apply_seconds_sum {}",
+        state.apply_seconds_sum
+    );
+    let _ = writeln!(out, "porin_agent_apply_seconds_count {}", state.apply_count);
+    family(
+        &mut out,
+        "porin_agent_last_apply_seconds",
+        "gauge",
+        "Duration of the last apply.",
+    );
+    let _ = writeln!(
+        out,
+        "porin_agent_last_apply_seconds {}",
+        state.last_apply_seconds
+    );
+    family(
+        &mut out,
+        "porin_agent_errors_total",
+        "counter",
+        "Changes refused or failed, by kind.",
+    );
+    for kind in ["policy", "inventory", "compile", "attach", "apply"] {
+        let count = state.errors.get(kind).copied().unwrap_or(0);
+        let _ = writeln!(out, "porin_agent_errors_total{{kind=\"{kind}\"}} {count}");
+    }
+    out
+}
+
+/// Binds the metrics listener (loopback only).
+pub fn bind(addr: SocketAddr) -> Result<TcpListener, AgentError> {
+    if !addr.ip().is_loopback() {
+        return Err(AgentError::MetricsNotLoopback(addr));
+    }
+    TcpListener::bind(addr).map_err(|e| AgentError::io(format!("--metrics {addr}"), e))
+}
+
+/// Serves `/metrics` on `listener` in a thread of its own.
+pub fn serve(listener: TcpListener, shared: SharedMetrics, state_dir: PathBuf) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            match stream {
+                Ok(stream) => {
+                    if let Err(e) = answer(stream, &shared, &state_dir) {
+                        debug!(error = %e, "metrics connection");
+                    }
+                }
+                Err(e) => warn!(error = %e, "metrics listener"),
+            }
+        }
+    });
+}
+
+fn answer(mut stream: TcpStream, shared: &SharedMetrics, state_dir: &Path) -> std::io::Result<()> {
+    stream.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut request = Vec::with_capacity(512);
+    let mut buffer = [0u8; 512];
+    // The request line and headers, bounded.
+    while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+        let n = stream.read(&mut buffer)?;
+        if n == 0 {
+            break;
+        }
+        request.extend_from_slice(&buffer[..n]);
+    }
+    let line = String::from_utf8_lossy(&request);
+    let path = line.split_whitespace().nth(1).unwrap_or("/");
+    let (status, body) = if path == "/metrics" {
+        let state = lock(shared).clone();
+        ("200 OK", render(&state, state_dir))
+    } else {
+        ("404 Not Found", "porin agent: see /metrics\n".to_owned())
+    };
+    write!(
+        stream,
+        "HTTP/1.1 {status}\r\nContent-Type: text/plain; version=0.0.4\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_names_are_snake_case() {
+        assert_eq!(counter_name(Counter::DeniedByDefault), "denied_by_default");
+        assert_eq!(counter_name(Counter::AllowedNew), "allowed_new");
+        assert_eq!(counter_name(Counter::PassedIpv6Ndp), "passed_ipv6_ndp");
+    }
+
+    #[test]
+    fn metrics_refuse_addresses_other_than_loopback() {
+        let error = bind("0.0.0.0:9999".parse().unwrap()).unwrap_err();
+        assert!(error.to_string().contains("loopback"), "{error}");
+    }
+
+    #[test]
+    fn the_text_has_every_family_once() {
+        let mut state = MetricsState::default();
+        state.endpoints.insert(
+            "vm-1".to_owned(),
+            EndpointMetrics {
+                device: "tap3".to_owned(),
+                entries: 12,
+                attached: true,
+            },
+        );
+        state.capacity = 16384;
+        state.errors.insert("policy", 2);
+        let text = render(&state, Path::new("/nonexistent"));
+        for family in [
+            "porin_agent_verdicts_total",
+            "porin_agent_policy_entries",
+            "porin_agent_policy_revision",
+            "porin_agent_apply_seconds",
+            "porin_agent_errors_total",
+        ] {
+            assert_eq!(
+                text.matches(&format!("# TYPE {family} ")).count(),
+                1,
+                "{family}\n{text}"
+            );
+        }
+        assert!(text.contains("porin_agent_policy_entries{endpoint=\"vm-1\",device=\"tap3\"} 12"));
+        assert!(text.contains("porin_agent_errors_total{kind=\"policy\"} 2"));
+    }
+}

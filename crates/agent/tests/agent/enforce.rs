@@ -1,0 +1,353 @@
+//! The PolicyTest file's cases, sent as real traffic, are enforced as `porin test` predicts;
+//! live changes, metrics, bad input and detaching.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::Path;
+
+use porin_agent::monitor::Monitor;
+use porin_agent::{Agent, Config};
+use porin_compiler::limits::Limits;
+use porin_kernel::events::EventSelection;
+use serde::Deserialize;
+
+use crate::netns::{CLIENT_IP, SERVER_IP, Topology, can_run, enter, fixtures, spawn_in};
+use crate::probe::{Flow, Proto, Servers, probe_to};
+
+#[derive(Debug, Deserialize)]
+struct TestFile {
+    cases: Vec<Case>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Case {
+    name: String,
+    from: String,
+    to: String,
+    protocol: String,
+    port: u16,
+    expect: String,
+}
+
+/// The cases of a PolicyTest file, after checking that `porin test` (reference engine) passes
+/// the file: each case's `expect` is then porin's prediction.
+fn predicted_cases(file: &Path) -> Vec<Case> {
+    let report = porin_policytest::run_files(
+        &[file.to_path_buf()],
+        &mut porin_policytest::Reference,
+        &Limits::default(),
+    );
+    assert_eq!(report.exit_code(), 0, "{}", report.lines.join("\n"));
+    let text = std::fs::read_to_string(file).unwrap();
+    let parsed: TestFile = serde_saphyr::from_str(&text).unwrap();
+    parsed.cases
+}
+
+/// Sends every case as one new flow and compares with the prediction.
+fn probe_cases(topology: &Topology, cases: &[Case]) {
+    let namespaces = BTreeMap::from([
+        ("client", (topology.client.clone(), CLIENT_IP)),
+        ("server", (topology.server.clone(), SERVER_IP)),
+    ]);
+    for case in cases {
+        let (ns, _) = &namespaces[case.from.as_str()];
+        let (_, target) = namespaces[case.to.as_str()];
+        let proto = match case.protocol.as_str() {
+            "TCP" => Proto::Tcp,
+            "UDP" => Proto::Udp,
+            other => panic!("case {}: protocol {other} is not probed", case.name),
+        };
+        let flow = Flow {
+            proto,
+            port: case.port,
+        };
+        let passed = spawn_in(ns, move || probe_to(target, flow)).join().unwrap();
+        assert_eq!(
+            passed,
+            case.expect == "allow",
+            "case `{}` ({} -> {} {flow}): porin test predicts {}",
+            case.name,
+            case.from,
+            case.to,
+            case.expect
+        );
+    }
+}
+
+/// `GET /metrics` from the calling thread's namespace.
+pub fn scrape(addr: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    text
+}
+
+/// The value of one sample line that starts with `prefix`.
+pub fn metric(text: &str, prefix: &str) -> Option<f64> {
+    text.lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+#[test]
+fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes() {
+    if !can_run("policy_test_cases_are_enforced") {
+        return;
+    }
+    let topology = Topology::new();
+    let cases_a = predicted_cases(&fixtures().join("vms.test.yaml"));
+    let cases_b = predicted_cases(&fixtures().join("vms-b.test.yaml"));
+    let _servers = Servers::start(&topology.server);
+    let _client_servers = Servers::start(&topology.client);
+    enter(&topology.host);
+    let policies = topology.policies("a");
+    let mut config = Config::new(
+        policies.clone(),
+        fixtures().join("vms.test.yaml"),
+        topology.state_dir(),
+    );
+    config.metrics = Some("127.0.0.1:9964".parse().unwrap());
+    let (mut agent, applied) = Agent::start(config).unwrap();
+    assert!(applied.errors.is_empty(), "{:?}", applied.errors);
+    assert_eq!(applied.attached, ["client", "server", "tapvm"]);
+    // Each endpoint's two programs are attached to its own device, the tap included.
+    for (endpoint, attached) in agent.enforcer().attached() {
+        let index = porin_kernel::attach::interface_index(&attached.device)
+            .unwrap()
+            .unwrap();
+        for link in attached.links() {
+            assert_eq!(link.info().unwrap().ifindex, index, "{endpoint}");
+        }
+    }
+    probe_cases(&topology, &cases_a);
+
+    // porin agent monitor: the denied probes, named, with the rule that decided.
+    let compiled = std::sync::Arc::new(
+        porin_agent::agent::compile(&Config::new(
+            policies.clone(),
+            fixtures().join("vms.test.yaml"),
+            topology.state_dir(),
+        ))
+        .unwrap(),
+    );
+    let mut monitor = Monitor::open(
+        &topology.state_dir(),
+        compiled,
+        EventSelection {
+            drops: true,
+            allows: true,
+        },
+    )
+    .unwrap();
+    let drops = monitor.poll().unwrap();
+    let denied = drops
+        .iter()
+        .find(|e| e.endpoint == "server" && e.port == 7070 && e.protocol == 6)
+        .unwrap_or_else(|| panic!("no event of the denied TCP 7070 probe: {drops:#?}"));
+    assert_eq!(
+        (denied.direction, denied.verdict, denied.reason.as_str()),
+        ("ingress", "drop", "denied_by_default")
+    );
+    assert_eq!(denied.peer, Some(CLIENT_IP.parse().unwrap()));
+    assert!(
+        denied.peer_name.starts_with("client (identity "),
+        "{denied:?}"
+    );
+    assert!(denied.peer_labels.contains("role=client"), "{denied:?}");
+    assert!(
+        denied
+            .explanation
+            .contains("default deny, set by CiliumClusterwideNetworkPolicy server-ingress"),
+        "{}",
+        denied.render()
+    );
+    // Allows too, when asked.
+    let allowed = Flow {
+        proto: Proto::Udp,
+        port: 5353,
+    };
+    assert!(
+        spawn_in(&topology.client, move || probe_to(SERVER_IP, allowed))
+            .join()
+            .unwrap()
+    );
+    let events = monitor.poll().unwrap();
+    let pass = events
+        .iter()
+        .find(|e| e.endpoint == "server" && e.port == 5353 && e.verdict == "pass")
+        .unwrap_or_else(|| panic!("no pass event of UDP 5353: {events:#?}"));
+    assert!(
+        pass.explanation.contains("server-ingress"),
+        "{}",
+        pass.render()
+    );
+    monitor.close().unwrap();
+
+    // A live change: version b of the server's policy.
+    std::fs::copy(
+        fixtures().join("policies/b/server.yaml"),
+        policies.join("server.yaml"),
+    )
+    .unwrap();
+    let applied = agent.reload().unwrap();
+    assert_eq!(
+        applied.installed,
+        ["server"],
+        "only the server's map changed"
+    );
+    probe_cases(&topology, &cases_b);
+
+    // A change that does not validate: refused, version b stays enforced.
+    std::fs::write(
+        policies.join("broken.yaml"),
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: broken, namespace: x}\n\
+         spec:\n  endpointSelector: {}\n  ingress: [{toPorts: [{ports: [{port: \"99999\"}]}]}]\n",
+    )
+    .unwrap();
+    let error = agent.reload().unwrap_err().to_string();
+    assert!(
+        error.contains("broken.yaml") && error.contains("PM021"),
+        "{error}"
+    );
+    assert_eq!(agent.revision(), 2);
+    probe_cases(&topology, &cases_b);
+    std::fs::remove_file(policies.join("broken.yaml")).unwrap();
+
+    // The metrics name the endpoints and count the denied probes.
+    let text = scrape("127.0.0.1:9964");
+    let denied = metric(
+        &text,
+        "porin_agent_verdicts_total{endpoint=\"server\",device=\"hv2\",reason=\"denied_by_default\",verdict=\"drop\"}",
+    )
+    .unwrap();
+    assert!(denied >= 4.0, "{text}");
+    assert_eq!(metric(&text, "porin_agent_policy_revision"), Some(2.0));
+    assert_eq!(
+        metric(&text, "porin_agent_errors_total{kind=\"policy\"}"),
+        Some(1.0)
+    );
+    assert_eq!(metric(&text, "porin_agent_last_change_ok"), Some(0.0));
+
+    // Detaching removes every pin: nothing filters the devices any more.
+    agent.shutdown(true).unwrap();
+    assert_eq!(std::fs::read_dir(topology.state_dir()).unwrap().count(), 0);
+    // (The kernel releases an unpinned link from a work queue: allow it a moment.)
+    let denied_before = Flow {
+        proto: Proto::Tcp,
+        port: 7070,
+    };
+    let passed = (0..20).any(|_| {
+        spawn_in(&topology.client, move || probe_to(SERVER_IP, denied_before))
+            .join()
+            .unwrap()
+    });
+    assert!(passed, "after --detach the device is no longer filtered");
+}
+
+#[test]
+fn bad_input_is_refused_per_endpoint_and_the_rest_is_enforced() {
+    if !can_run("bad_input_is_refused_per_endpoint") {
+        return;
+    }
+    let topology = Topology::new();
+    let _servers = Servers::start(&topology.server);
+    enter(&topology.host);
+    crate::netns::run(
+        "ip",
+        &["link", "add", "hv3", "type", "veth", "peer", "name", "hv3p"],
+    );
+    let policies = topology.policies("a");
+    // 8 rules of 40 ports: 320 ingress entries (and the egress allow-all) for `big`, more than
+    // a 256-entry policy map.
+    let mut big = String::from(
+        "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {name: big}\nspec:\n  endpointSelector: {matchLabels: {role: big}}\n  ingress:\n",
+    );
+    for rule in 0..8 {
+        let ports: Vec<String> = (0..40)
+            .map(|i| format!("{{port: \"{}\", protocol: TCP}}", 1000 + rule * 40 + i))
+            .collect();
+        big.push_str(&format!(
+            "    - toPorts: [{{ports: [{}]}}]\n",
+            ports.join(", ")
+        ));
+    }
+    std::fs::write(policies.join("big.yaml"), big).unwrap();
+    let inventory = topology.scratch.join("inventory.yaml");
+    std::fs::write(
+        &inventory,
+        "kind: Inventory\nendpoints:\n\
+         \x20 - {name: client, labels: {role: client}, ips: [10.231.1.2], interface: hv1}\n\
+         \x20 - {name: server, labels: {role: server}, ips: [10.231.2.2], interface: hv2}\n\
+         \x20 - {name: ghost, labels: {role: ghost}, ips: [10.231.4.2], interface: nosuch0}\n\
+         \x20 - {name: twin1, labels: {role: twin}, ips: [10.231.5.2], interface: pt7}\n\
+         \x20 - {name: twin2, labels: {role: twin}, ips: [10.231.5.3], interface: pt7}\n\
+         \x20 - {name: big, labels: {role: big}, ips: [10.231.6.2], interface: hv3}\n",
+    )
+    .unwrap();
+    let mut config = Config::new(policies.clone(), inventory.clone(), topology.state_dir());
+    config.object.policy_map_max_entries = 256;
+    let (mut agent, applied) = Agent::start(config).unwrap();
+    assert_eq!(applied.attached, ["client", "server"]);
+    let errors = applied.errors.join("\n");
+    assert!(
+        errors.contains("endpoint `ghost`: interface `nosuch0` does not exist"),
+        "{errors}"
+    );
+    assert!(
+        errors.contains("interface `pt7` is named by endpoints `twin1`, `twin2`"),
+        "{errors}"
+    );
+    assert!(
+        errors
+            .contains("endpoint `big`: the policy needs 321 map entries, the policy map holds 256"),
+        "{errors}"
+    );
+    assert!(!topology.state_dir().join("ep:twin1").exists());
+    assert!(!topology.state_dir().join("ep:big").exists());
+    // The others are enforced.
+    let flows = [(8080, true), (7070, false)];
+    for (port, expect) in flows {
+        let flow = Flow {
+            proto: Proto::Tcp,
+            port,
+        };
+        let passed = spawn_in(&topology.client, move || probe_to(SERVER_IP, flow))
+            .join()
+            .unwrap();
+        assert_eq!(passed, expect, "{flow}");
+    }
+    // An address owned twice: the inventory is refused as a whole, naming both endpoints; the
+    // previous revision stays.
+    let text = std::fs::read_to_string(&inventory).unwrap();
+    std::fs::write(&inventory, text.replace("10.231.6.2", "10.231.2.2")).unwrap();
+    let error = agent.reload().unwrap_err().to_string();
+    assert!(
+        error.contains("10.231.2.2") && error.contains("`server`"),
+        "{error}"
+    );
+    assert_eq!(agent.revision(), 1);
+    let flow = Flow {
+        proto: Proto::Tcp,
+        port: 7070,
+    };
+    assert!(
+        !spawn_in(&topology.client, move || probe_to(SERVER_IP, flow))
+            .join()
+            .unwrap()
+    );
+    // The device appears: the waiting endpoint is attached on the next retry.
+    crate::netns::run(
+        "ip",
+        &[
+            "link", "add", "nosuch0", "type", "veth", "peer", "name", "nosuch0p",
+        ],
+    );
+    std::fs::write(&inventory, text).unwrap();
+    let applied = agent.retry_waiting().unwrap();
+    assert_eq!(applied.attached, ["ghost"], "{:?}", applied.errors);
+    agent.shutdown(true).unwrap();
+}
