@@ -63,9 +63,14 @@ pub fn difference(old: &[PolicyEntry], new: &[PolicyEntry]) -> (Vec<PolicyEntry>
     (upserts, deletes)
 }
 
-fn active_map(datapath: &Datapath) -> Result<&porin_kernel::Map> {
+/// The active slot's two maps (exact-key hash and prefix trie, DATAPATH.md §2.2): every write
+/// below goes to the map that holds its key, as `Datapath::apply_policy_diff` does. (These
+/// writes measure the cost of the bpf(2) calls; the verdicts are not probed here, so the
+/// slot's `prefix_free` bit, which `apply_policy_diff` clears before a trie write, is left
+/// as the fill set it.)
+fn active_maps(datapath: &Datapath) -> Result<porin_kernel::apply::SlotMaps<'_>> {
     let slot = datapath.active_slot()?;
-    Ok(datapath.object().map(slot.map_name())?)
+    Ok(datapath.slot_maps(slot)?)
 }
 
 /// Writes `new` into the live map entry by entry (deleting what `old` had and `new` lacks).
@@ -74,16 +79,16 @@ fn replace_in_place(
     old: &[PolicyEntry],
     new: &[PolicyEntry],
 ) -> Result<usize> {
-    let map = active_map(datapath)?;
+    let maps = active_maps(datapath)?;
     let keep: std::collections::BTreeSet<PolicyKey> = new.iter().map(|(k, _)| *k).collect();
     let mut calls = 0;
     for (key, value) in new {
-        map.update(&key.to_bytes(), &value.to_bytes())?;
+        maps.for_key(key).update(&key.to_bytes(), &value.to_bytes())?;
         calls += 1;
     }
     for (key, _) in old {
         if !keep.contains(key) {
-            map.delete(&key.to_bytes())?;
+            maps.for_key(key).delete(&key.to_bytes())?;
             calls += 1;
         }
     }
@@ -96,12 +101,12 @@ fn apply_difference(
     new: &[PolicyEntry],
 ) -> Result<usize> {
     let (upserts, deletes) = difference(old, new);
-    let map = active_map(datapath)?;
+    let maps = active_maps(datapath)?;
     for (key, value) in &upserts {
-        map.update(&key.to_bytes(), &value.to_bytes())?;
+        maps.for_key(key).update(&key.to_bytes(), &value.to_bytes())?;
     }
     for key in &deletes {
-        map.delete(&key.to_bytes())?;
+        maps.for_key(key).delete(&key.to_bytes())?;
     }
     Ok(upserts.len() + deletes.len())
 }
