@@ -83,7 +83,8 @@ fn replace_in_place(
     let keep: std::collections::BTreeSet<PolicyKey> = new.iter().map(|(k, _)| *k).collect();
     let mut calls = 0;
     for (key, value) in new {
-        maps.for_key(key).update(&key.to_bytes(), &value.to_bytes())?;
+        maps.for_key(key)
+            .update(&key.to_bytes(), &value.to_bytes())?;
         calls += 1;
     }
     for (key, _) in old {
@@ -103,7 +104,8 @@ fn apply_difference(
     let (upserts, deletes) = difference(old, new);
     let maps = active_maps(datapath)?;
     for (key, value) in &upserts {
-        maps.for_key(key).update(&key.to_bytes(), &value.to_bytes())?;
+        maps.for_key(key)
+            .update(&key.to_bytes(), &value.to_bytes())?;
     }
     for key in &deletes {
         maps.for_key(key).delete(&key.to_bytes())?;
