@@ -11,8 +11,11 @@ use porin_compiler::limits::Limits;
 use porin_kernel::events::EventSelection;
 use serde::Deserialize;
 
-use crate::netns::{CLIENT_IP, SERVER_IP, Topology, can_run, enter, fixtures, spawn_in};
-use crate::probe::{Flow, Proto, Servers, probe_to};
+use crate::netns::{
+    CLIENT_IP, SERVER_IP, TAP_GATEWAY, TAP_GUEST_IP, Topology, can_run, enter, fixtures, spawn_in,
+};
+use crate::probe::{Flow, Proto, Servers, handshake_to, probe_to};
+use crate::tap::Guest;
 
 #[derive(Debug, Deserialize)]
 struct TestFile {
@@ -43,15 +46,30 @@ fn predicted_cases(file: &Path) -> Vec<Case> {
     parsed.cases
 }
 
-/// Sends every case as one new flow and compares with the prediction.
-fn probe_cases(topology: &Topology, cases: &[Case]) {
-    let namespaces = BTreeMap::from([
+/// The namespace and address of each endpoint behind a veth.
+type Namespaces = BTreeMap<&'static str, (String, &'static str)>;
+
+fn namespaces(topology: &Topology) -> Namespaces {
+    BTreeMap::from([
         ("client", (topology.client.clone(), CLIENT_IP)),
         ("server", (topology.server.clone(), SERVER_IP)),
-    ]);
+    ])
+}
+
+/// Sends every case as one new flow and compares with the prediction.
+fn probe_cases(topology: &Topology, cases: &[Case]) {
+    probe_cases_with(topology, cases, |_, _, _| None);
+}
+
+/// [`probe_cases`], with `special` probing the cases it knows (`Some(passed)`) and the others
+/// sent between the veth namespaces.
+fn probe_cases_with(
+    topology: &Topology,
+    cases: &[Case],
+    mut special: impl FnMut(&Case, Flow, &Namespaces) -> Option<bool>,
+) {
+    let namespaces = namespaces(topology);
     for case in cases {
-        let (ns, _) = &namespaces[case.from.as_str()];
-        let (_, target) = namespaces[case.to.as_str()];
         let proto = match case.protocol.as_str() {
             "TCP" => Proto::Tcp,
             "UDP" => Proto::Udp,
@@ -61,7 +79,11 @@ fn probe_cases(topology: &Topology, cases: &[Case]) {
             proto,
             port: case.port,
         };
-        let passed = spawn_in(ns, move || probe_to(target, flow)).join().unwrap();
+        let passed = special(case, flow, &namespaces).unwrap_or_else(|| {
+            let (ns, _) = &namespaces[case.from.as_str()];
+            let (_, target) = namespaces[case.to.as_str()];
+            spawn_in(ns, move || probe_to(target, flow)).join().unwrap()
+        });
         assert_eq!(
             passed,
             case.expect == "allow",
@@ -349,5 +371,125 @@ fn bad_input_is_refused_per_endpoint_and_the_rest_is_enforced() {
     std::fs::write(&inventory, text).unwrap();
     let applied = agent.retry_waiting().unwrap();
     assert_eq!(applied.attached, ["ghost"], "{:?}", applied.errors);
+    agent.shutdown(true).unwrap();
+}
+
+/// A microVM behind a tap: the test process is the guest on the tap's queue (`tap.rs`) and
+/// sends and answers real frames (ARP, UDP, the TCP handshake). Every case of the tap's
+/// PolicyTest file is enforced as `porin test` predicts, in both directions: what the VM sends
+/// is decided on the tap's ingress hook (its egress policy), what it is sent on the tap's egress
+/// hook (its ingress policy; a denied frame never reaches the guest).
+#[test]
+fn traffic_through_a_tap_is_enforced_as_porin_test_predicts() {
+    if !can_run("traffic_through_a_tap_is_enforced") {
+        return;
+    }
+    let topology = Topology::new();
+    let file = fixtures().join("tap.test.yaml");
+    let cases = predicted_cases(&file);
+    let _servers = Servers::start(&topology.server);
+    let guest_ip: std::net::Ipv4Addr = TAP_GUEST_IP.parse().unwrap();
+    let guest = Guest::start(
+        &topology.host,
+        "pt7",
+        guest_ip,
+        TAP_GATEWAY.parse().unwrap(),
+    );
+    enter(&topology.host);
+    let policies = topology.policies_from(&["a", "tap"]);
+    let mut config = Config::new(policies.clone(), file.clone(), topology.state_dir());
+    config.metrics = Some("127.0.0.1:9964".parse().unwrap());
+    let (agent, applied) = Agent::start(config).unwrap();
+    assert!(applied.errors.is_empty(), "{:?}", applied.errors);
+    assert_eq!(applied.attached, ["client", "server", "tapvm"]);
+    let compiled = std::sync::Arc::new(
+        porin_agent::agent::compile(&Config::new(policies, file, topology.state_dir())).unwrap(),
+    );
+    let mut monitor = Monitor::open(
+        &topology.state_dir(),
+        compiled,
+        EventSelection {
+            drops: true,
+            allows: false,
+        },
+    )
+    .unwrap();
+    // ARP through the tap: the guest's request in (ingress hook), the host's reply out
+    // (egress hook); non-IP frames pass both programs.
+    guest.gateway_mac();
+    probe_cases_with(&topology, &cases, |case, flow, namespaces| {
+        match (case.from.as_str(), case.to.as_str()) {
+            ("tapvm", to) => {
+                Some(guest.probe(namespaces[to].1.parse().unwrap(), flow.proto, flow.port))
+            }
+            (from, "tapvm") => {
+                let (ns, source) = &namespaces[from];
+                let passed = spawn_in(ns, move || handshake_to(TAP_GUEST_IP, flow))
+                    .join()
+                    .unwrap();
+                assert_eq!(
+                    guest.saw(source.parse().unwrap(), flow.proto, flow.port),
+                    passed,
+                    "case `{}`: the guest reads a frame to it exactly when the tap's egress \
+                     hook let it through",
+                    case.name
+                );
+                Some(passed)
+            }
+            _ => None,
+        }
+    });
+    // The host resolves the guest through the tap too (request out, reply in).
+    crate::netns::run("ip", &["neigh", "flush", "dev", "pt7"]);
+    let answered = guest.arp_requests_answered();
+    let udp = Flow {
+        proto: Proto::Udp,
+        port: 6161,
+    };
+    assert!(
+        spawn_in(&topology.server, move || handshake_to(TAP_GUEST_IP, udp))
+            .join()
+            .unwrap()
+    );
+    assert!(guest.arp_requests_answered() > answered);
+
+    // Which program of the tap decided: the VM's own sends on the tap's ingress hook
+    // (`porin_from_endpoint`, direction egress), what it is sent on the egress hook.
+    let events = monitor.poll().unwrap();
+    let find = |direction: &str, port: u16| {
+        events
+            .iter()
+            .find(|e| {
+                e.endpoint == "tapvm"
+                    && e.direction == direction
+                    && e.port == port
+                    && e.protocol == 6
+            })
+            .unwrap_or_else(|| panic!("no tapvm {direction} drop of TCP {port}: {events:#?}"))
+    };
+    let sent = find("egress", 9090);
+    assert_eq!(sent.peer, Some(SERVER_IP.parse().unwrap()), "{sent:?}");
+    assert!(
+        sent.explanation
+            .contains("default deny, set by CiliumClusterwideNetworkPolicy tapvm"),
+        "{}",
+        sent.render()
+    );
+    let received = find("ingress", 6262);
+    assert_eq!(received.peer, Some(SERVER_IP.parse().unwrap()));
+    // Denied by the server's side, not the tap's: the tap's egress program let it out.
+    assert!(
+        events
+            .iter()
+            .any(|e| e.endpoint == "server" && e.port == 7070 && e.peer == Some(guest_ip.into())),
+        "{events:#?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.endpoint == "tapvm" && e.port == 7070),
+        "{events:#?}"
+    );
+    monitor.close().unwrap();
     agent.shutdown(true).unwrap();
 }

@@ -9,3 +9,4 @@ mod netns;
 mod probe;
 mod restart;
 mod swaps;
+mod tap;

@@ -4,8 +4,12 @@
 //! ```text
 //!   ns C (client) eth0 10.231.1.2 <==veth==> hv1 10.231.1.1 ┐
 //!                                                           ├ ns H (host, forwarding; the agent runs here)
-//!   ns S (server) eth0 10.231.2.2 <==veth==> hv2 10.231.2.1 ┘   + tap pt7 (a microVM's tap, no guest)
+//!   ns S (server) eth0 10.231.2.2 <==veth==> hv2 10.231.2.1 ┤
+//!   guest (tap.rs)     10.231.3.2 <==tap===> pt7 10.231.3.1 ┘   (a microVM's tap)
 //! ```
+//!
+//! The tap's guest is the test process on the tap's queue (`tap.rs`); tests that do not start
+//! one leave the tap without carrier.
 //!
 //! Names carry the test process's pid and a counter, so concurrent tests and runs never share a
 //! namespace; addresses live inside the namespaces only. `Drop` removes everything (the
@@ -18,6 +22,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub const CLIENT_IP: &str = "10.231.1.2";
 pub const SERVER_IP: &str = "10.231.2.2";
+/// The microVM behind tap pt7 (the test's guest, `tap.rs`).
+pub const TAP_GUEST_IP: &str = "10.231.3.2";
+/// The tap's host-side address (the guest's gateway).
+pub const TAP_GATEWAY: &str = "10.231.3.1";
 
 static NEXT: AtomicUsize = AtomicUsize::new(0);
 
@@ -116,6 +124,18 @@ impl Topology {
             "ip",
             &[
                 "-n",
+                h,
+                "addr",
+                "add",
+                &format!("{TAP_GATEWAY}/24"),
+                "dev",
+                "pt7",
+            ],
+        );
+        run(
+            "ip",
+            &[
+                "-n",
                 c,
                 "addr",
                 "add",
@@ -182,14 +202,19 @@ impl Topology {
 
     /// Copies the fixture's policies of `version` into a fresh policy directory.
     pub fn policies(&self, version: &str) -> PathBuf {
+        self.policies_from(&[version])
+    }
+
+    /// Copies every policy file of the fixture's `versions` directories into a fresh policy
+    /// directory.
+    pub fn policies_from(&self, versions: &[&str]) -> PathBuf {
         let dir = self.scratch.join("policies");
         std::fs::create_dir_all(&dir).unwrap();
-        for file in ["client.yaml", "server.yaml"] {
-            std::fs::copy(
-                fixtures().join("policies").join(version).join(file),
-                dir.join(file),
-            )
-            .unwrap();
+        for version in versions {
+            for entry in std::fs::read_dir(fixtures().join("policies").join(version)).unwrap() {
+                let path = entry.unwrap().path();
+                std::fs::copy(&path, dir.join(path.file_name().unwrap())).unwrap();
+            }
         }
         dir
     }

@@ -145,6 +145,18 @@ pub fn probe_to(target: &str, flow: Flow) -> bool {
     }
 }
 
+/// One probe to a peer that answers but does not echo TCP data (the tap's guest): a TCP flow
+/// passes when the handshake completes, a UDP flow when the datagram's echo comes back.
+pub fn handshake_to(target: &str, flow: Flow) -> bool {
+    match flow.proto {
+        Proto::Tcp => {
+            let server: SocketAddr = format!("{target}:{}", flow.port).parse().unwrap();
+            TcpStream::connect_timeout(&server, TIMEOUT).is_ok()
+        }
+        Proto::Udp => probe_to(target, flow),
+    }
+}
+
 /// One probe's record.
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {
