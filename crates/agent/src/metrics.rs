@@ -80,29 +80,131 @@ pub fn counter_name(counter: Counter) -> String {
     out
 }
 
-/// Reads the verdict counters pinned for `endpoint` under `state_dir` (`None` when not pinned).
-pub fn pinned_counters(state_dir: &Path, endpoint: &str) -> Option<Vec<(Counter, CounterValue)>> {
+/// The direction a slot of `porin_verdicts` counts, as the `direction` label shows it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CountedDirection {
+    /// Packets delivered to the endpoint (`porin_to_endpoint`, ingress policy).
+    Ingress,
+    /// Packets the endpoint sends (`porin_from_endpoint`, egress policy).
+    Egress,
+    /// Both programs of the endpoint count into the slot.
+    Both,
+}
+
+impl CountedDirection {
+    /// The label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Ingress => "ingress",
+            Self::Egress => "egress",
+            Self::Both => "both",
+        }
+    }
+}
+
+/// What slot `index` of an endpoint's `porin_verdicts` counts: its direction and its reason
+/// (`None`: not a verdict, e.g. slot 15, the events the ring had no room for).
+///
+/// **Plug-in point for per-direction counters.** The datapath of this branch counts both
+/// programs of an endpoint into the same 16 slots (DATAPATH.md §2.5), so each reason slot is
+/// [`CountedDirection::Both`]. When the datapath counts per direction (the `dp` branch), this
+/// function becomes a call of the datapath's own index → (direction, reason) mapping; nothing
+/// else here changes, because [`pinned_counters`] reads every slot the pinned map has and the
+/// text groups by what this function says.
+pub fn verdict_slot(index: u32) -> Option<(CountedDirection, Counter)> {
+    if index == porin_ebpf::maps::EVENTS_LOST_COUNTER {
+        return None;
+    }
+    let counter = Counter::ALL.get(usize::try_from(index).ok()?)?;
+    Some((CountedDirection::Both, *counter))
+}
+
+/// One endpoint's verdict counters, as the metrics show them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PinnedCounters {
+    /// Packets and bytes per (direction, reason), summed over CPUs (and over slots that
+    /// [`verdict_slot`] gives the same labels).
+    pub verdicts: BTreeMap<(CountedDirection, Counter), CounterValue>,
+    /// Events the ring buffer had no room for.
+    pub events_lost: u64,
+}
+
+/// Reads the verdict counters pinned for `endpoint` under `state_dir` (`None` when not pinned
+/// or not the per-CPU array of the contract). Every slot the pinned map has is read, whatever
+/// its size.
+pub fn pinned_counters(state_dir: &Path, endpoint: &str) -> Option<PinnedCounters> {
     let path = state_dir.join(endpoint_dir_name(endpoint)).join(VERDICTS);
-    let spec = MapSpec {
-        map_type: MapType::PERCPU_ARRAY,
-        key_size: 4,
-        value_size: u32::try_from(CounterValue::SIZE).ok()?,
-        max_entries: 16,
-        map_flags: 0,
-    };
+    let spec: MapSpec = porin_kernel::pin::pinned_map_spec(&path).ok()?;
+    if spec.map_type != MapType::PERCPU_ARRAY
+        || spec.key_size != 4
+        || usize::try_from(spec.value_size).ok() != Some(CounterValue::SIZE)
+    {
+        return None;
+    }
+    let slots = spec.max_entries;
     let map = Map::from_pinned(path.to_str()?, VERDICTS, spec).ok()?;
-    let mut out = Vec::with_capacity(Counter::ALL.len());
-    for counter in Counter::ALL {
-        let key = index_key(u32::try_from(counter.index()).ok()?);
+    let mut out = PinnedCounters::default();
+    for index in 0..slots {
         let mut total = CounterValue::default();
-        for cpu in map.lookup_per_cpu(&key).ok()?.unwrap_or_default() {
+        for cpu in map
+            .lookup_per_cpu(&index_key(index))
+            .ok()?
+            .unwrap_or_default()
+        {
             if let Ok(value) = CounterValue::from_bytes(&cpu) {
                 total = total.add(&value);
             }
         }
-        out.push((counter, total));
+        match verdict_slot(index) {
+            Some(labels) => {
+                let slot = out.verdicts.entry(labels).or_default();
+                *slot = slot.add(&total);
+            }
+            None if index == porin_ebpf::maps::EVENTS_LOST_COUNTER => {
+                out.events_lost += total.packets;
+            }
+            None => {}
+        }
     }
     Some(out)
+}
+
+/// The verdict lines of one endpoint: packets into `out`, bytes into `bytes`.
+fn render_verdicts(
+    out: &mut String,
+    bytes: &mut String,
+    endpoint: &str,
+    device: &str,
+    counters: &PinnedCounters,
+) {
+    for ((direction, counter), value) in &counters.verdicts {
+        let labels = format!(
+            "{},direction=\"{}\",reason=\"{}\",verdict=\"{}\"",
+            endpoint_labels(endpoint, device),
+            direction.label(),
+            counter_name(*counter),
+            if counter.is_pass() { "pass" } else { "drop" }
+        );
+        let _ = writeln!(
+            out,
+            "porin_agent_verdicts_total{{{labels}}} {}",
+            value.packets
+        );
+        let _ = writeln!(
+            bytes,
+            "porin_agent_verdict_bytes_total{{{labels}}} {}",
+            value.bytes
+        );
+    }
+}
+
+/// `endpoint="...",device="..."`.
+fn endpoint_labels(endpoint: &str, device: &str) -> String {
+    format!(
+        "endpoint=\"{}\",device=\"{}\"",
+        escape(endpoint),
+        escape(device)
+    )
 }
 
 fn escape(value: &str) -> String {
@@ -122,32 +224,21 @@ pub fn render(state: &MetricsState, state_dir: &Path) -> String {
         &mut out,
         "porin_agent_verdicts_total",
         "counter",
-        "Packets decided by an endpoint's programs, by the verdict counter that moved (DATAPATH.md 2.5; both directions of the endpoint).",
+        "Packets decided by an endpoint's programs, by direction (ingress: to the endpoint; egress: from it; both: a counter both programs share) and by the verdict counter that moved (DATAPATH.md 2.5).",
     );
     let mut bytes = String::new();
+    let mut lost = String::new();
     for (endpoint, metrics) in &state.endpoints {
         let Some(counters) = pinned_counters(state_dir, endpoint) else {
             continue;
         };
-        for (counter, value) in counters {
-            let labels = format!(
-                "endpoint=\"{}\",device=\"{}\",reason=\"{}\",verdict=\"{}\"",
-                escape(endpoint),
-                escape(&metrics.device),
-                counter_name(counter),
-                if counter.is_pass() { "pass" } else { "drop" }
-            );
-            let _ = writeln!(
-                out,
-                "porin_agent_verdicts_total{{{labels}}} {}",
-                value.packets
-            );
-            let _ = writeln!(
-                bytes,
-                "porin_agent_verdict_bytes_total{{{labels}}} {}",
-                value.bytes
-            );
-        }
+        render_verdicts(&mut out, &mut bytes, endpoint, &metrics.device, &counters);
+        let _ = writeln!(
+            lost,
+            "porin_agent_events_lost_total{{{}}} {}",
+            endpoint_labels(endpoint, &metrics.device),
+            counters.events_lost
+        );
     }
     family(
         &mut out,
@@ -158,6 +249,13 @@ pub fn render(state: &MetricsState, state_dir: &Path) -> String {
     out.push_str(&bytes);
     family(
         &mut out,
+        "porin_agent_events_lost_total",
+        "counter",
+        "Verdict events the endpoint's ring buffer had no room for (porin agent monitor missed them; the verdicts were counted).",
+    );
+    out.push_str(&lost);
+    family(
+        &mut out,
         "porin_agent_policy_entries",
         "gauge",
         "Policy map entries installed for an endpoint.",
@@ -165,9 +263,8 @@ pub fn render(state: &MetricsState, state_dir: &Path) -> String {
     for (endpoint, metrics) in &state.endpoints {
         let _ = writeln!(
             out,
-            "porin_agent_policy_entries{{endpoint=\"{}\",device=\"{}\"}} {}",
-            escape(endpoint),
-            escape(&metrics.device),
+            "porin_agent_policy_entries{{{}}} {}",
+            endpoint_labels(endpoint, &metrics.device),
             metrics.entries
         );
     }
@@ -185,9 +282,8 @@ pub fn render(state: &MetricsState, state_dir: &Path) -> String {
         };
         let _ = writeln!(
             out,
-            "porin_agent_policy_fill_ratio{{endpoint=\"{}\",device=\"{}\"}} {ratio}",
-            escape(endpoint),
-            escape(&metrics.device)
+            "porin_agent_policy_fill_ratio{{{}}} {ratio}",
+            endpoint_labels(endpoint, &metrics.device)
         );
     }
     family(
@@ -199,9 +295,8 @@ pub fn render(state: &MetricsState, state_dir: &Path) -> String {
     for (endpoint, metrics) in &state.endpoints {
         let _ = writeln!(
             out,
-            "porin_agent_endpoint_attached{{endpoint=\"{}\",device=\"{}\"}} {}",
-            escape(endpoint),
-            escape(&metrics.device),
+            "porin_agent_endpoint_attached{{{}}} {}",
+            endpoint_labels(endpoint, &metrics.device),
             u8::from(metrics.attached)
         );
     }
@@ -335,6 +430,47 @@ mod tests {
         assert_eq!(counter_name(Counter::DeniedByDefault), "denied_by_default");
         assert_eq!(counter_name(Counter::AllowedNew), "allowed_new");
         assert_eq!(counter_name(Counter::PassedIpv6Ndp), "passed_ipv6_ndp");
+    }
+
+    #[test]
+    fn verdicts_are_labelled_by_direction_and_reason() {
+        // The slots of this branch's datapath: one per reason, both directions in each.
+        assert_eq!(
+            verdict_slot(5),
+            Some((CountedDirection::Both, Counter::DeniedByDefault))
+        );
+        assert_eq!(verdict_slot(porin_ebpf::maps::EVENTS_LOST_COUNTER), None);
+        assert_eq!(verdict_slot(16), None);
+        // Per-direction counters (what the datapath's mapping gives) render one line each.
+        let mut counters = PinnedCounters::default();
+        let packets = |packets| CounterValue {
+            packets,
+            bytes: packets * 60,
+        };
+        counters.verdicts.insert(
+            (CountedDirection::Ingress, Counter::DeniedByDefault),
+            packets(4),
+        );
+        counters.verdicts.insert(
+            (CountedDirection::Egress, Counter::DeniedByDefault),
+            packets(1),
+        );
+        counters
+            .verdicts
+            .insert((CountedDirection::Egress, Counter::AllowedNew), packets(9));
+        let (mut out, mut bytes) = (String::new(), String::new());
+        render_verdicts(&mut out, &mut bytes, "vm-1", "tap3", &counters);
+        assert_eq!(
+            out,
+            "porin_agent_verdicts_total{endpoint=\"vm-1\",device=\"tap3\",direction=\"ingress\",reason=\"denied_by_default\",verdict=\"drop\"} 4\n\
+             porin_agent_verdicts_total{endpoint=\"vm-1\",device=\"tap3\",direction=\"egress\",reason=\"allowed_new\",verdict=\"pass\"} 9\n\
+             porin_agent_verdicts_total{endpoint=\"vm-1\",device=\"tap3\",direction=\"egress\",reason=\"denied_by_default\",verdict=\"drop\"} 1\n"
+        );
+        assert!(
+            bytes.contains(
+                "direction=\"ingress\",reason=\"denied_by_default\",verdict=\"drop\"} 240"
+            )
+        );
     }
 
     #[test]

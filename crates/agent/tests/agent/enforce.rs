@@ -5,9 +5,11 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
+use porin_agent::metrics::{CountedDirection, verdict_slot};
 use porin_agent::monitor::Monitor;
 use porin_agent::{Agent, Config};
 use porin_compiler::limits::Limits;
+use porin_kernel::Counter;
 use porin_kernel::events::EventSelection;
 use serde::Deserialize;
 
@@ -105,6 +107,30 @@ pub fn scrape(addr: &str) -> String {
     let mut text = String::new();
     stream.read_to_string(&mut text).unwrap();
     text
+}
+
+/// The `direction` label under which `counter`'s packets of `direction` are counted: the
+/// direction itself once the datapath counts per direction, `both` while an endpoint's two
+/// programs share the counter (`metrics::verdict_slot` says which).
+fn counted_as(direction: CountedDirection, counter: Counter) -> CountedDirection {
+    if (0..1024).any(|index| verdict_slot(index) == Some((direction, counter))) {
+        direction
+    } else {
+        CountedDirection::Both
+    }
+}
+
+/// The packets of `endpoint`'s drops by default deny in `direction`, from the metrics text.
+fn denied_by_default(text: &str, endpoint: &str, device: &str, direction: CountedDirection) -> f64 {
+    let label = counted_as(direction, Counter::DeniedByDefault).label();
+    metric(
+        text,
+        &format!(
+            "porin_agent_verdicts_total{{endpoint=\"{endpoint}\",device=\"{device}\",\
+             direction=\"{label}\",reason=\"denied_by_default\",verdict=\"drop\"}}"
+        ),
+    )
+    .unwrap_or_else(|| panic!("no {label} default-deny line of {endpoint}:\n{text}"))
 }
 
 /// The value of one sample line that starts with `prefix`.
@@ -241,11 +267,8 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
 
     // The metrics name the endpoints and count the denied probes.
     let text = scrape("127.0.0.1:9964");
-    let denied = metric(
-        &text,
-        "porin_agent_verdicts_total{endpoint=\"server\",device=\"hv2\",reason=\"denied_by_default\",verdict=\"drop\"}",
-    )
-    .unwrap();
+    // (The denied probes to the server are its ingress.)
+    let denied = denied_by_default(&text, "server", "hv2", CountedDirection::Ingress);
     assert!(denied >= 4.0, "{text}");
     assert_eq!(metric(&text, "porin_agent_policy_revision"), Some(2.0));
     assert_eq!(
@@ -491,5 +514,18 @@ fn traffic_through_a_tap_is_enforced_as_porin_test_predicts() {
         "{events:#?}"
     );
     monitor.close().unwrap();
+
+    // The metrics count the tap's drops: 2 denied sends of the VM (TCP 9090, UDP 7171), 3
+    // denied frames to it (TCP 6262, UDP 6363, the client's TCP 6060).
+    let text = scrape("127.0.0.1:9964");
+    let ingress = denied_by_default(&text, "tapvm", "pt7", CountedDirection::Ingress);
+    let egress = denied_by_default(&text, "tapvm", "pt7", CountedDirection::Egress);
+    if counted_as(CountedDirection::Ingress, Counter::DeniedByDefault)
+        == counted_as(CountedDirection::Egress, Counter::DeniedByDefault)
+    {
+        assert!(ingress >= 5.0, "{text}");
+    } else {
+        assert!(ingress >= 3.0 && egress >= 2.0, "{text}");
+    }
     agent.shutdown(true).unwrap();
 }
