@@ -15,7 +15,7 @@ use porin_compiler::limits::Limits;
 use porin_compiler::mapstate::MapState;
 use porin_compiler::session::Session;
 use porin_ebpf::ObjectConfig;
-use porin_ebpf::abi::{IpcachePairs, ipcache_pairs, policy_pairs};
+use porin_ebpf::abi::{IpcachePairs, PolicyPair, ipcache_pairs, policy_pairs};
 use porin_ebpf::compiled::ipcache_of;
 use porin_kernel::attach::interface_index;
 use serde::Serialize;
@@ -152,8 +152,9 @@ pub struct Agent {
     texts: PolicyTexts,
     loaded_inventory: Inventory,
     enforcer: Enforcer,
-    /// The map state last installed per attached endpoint.
-    installed: BTreeMap<String, Arc<MapState>>,
+    /// The attached endpoints and the map state each enforces (`None`: adopted pins whose
+    /// policy is not yet the files', or a change that could not be installed).
+    installed: BTreeMap<String, Option<Arc<MapState>>>,
     compiled: Arc<Compiled>,
     revision: u64,
     metrics: SharedMetrics,
@@ -454,7 +455,7 @@ impl Agent {
         Ok(true)
     }
 
-    /// Makes the kernel match the session: detach, install, attach, ipcache.
+    /// Makes the kernel match the session: detach, attach, one flip, ipcache.
     fn reconcile(&mut self, started: Instant) -> Result<Applied, AgentError> {
         let compiled = Arc::new(self.session.compiled());
         let pairs = ipcache(&compiled)?;
@@ -486,33 +487,9 @@ impl Agent {
                 applied.detached.push(name);
             }
         }
-        // 2. Changed policies of attached endpoints: one A/B switch each, before the ipcache
-        // moves (a new peer's keys exist before its address maps to it).
-        for (name, (_, state)) in &wanted {
-            let Some(previous) = self.installed.get(name) else {
-                continue;
-            };
-            if Arc::ptr_eq(previous, state) || **previous == **state {
-                continue;
-            }
-            match self.enforcer.install(name, &policy_pairs(state)) {
-                Ok(()) => {
-                    self.installed.insert(name.clone(), state.clone());
-                    applied.installed.push(name.clone());
-                }
-                Err(e) => {
-                    error!(endpoint = %name, error = %e, "policy not installed; the previous one stays enforced");
-                    self.count_error("apply");
-                    applied.errors.push(e.to_string());
-                }
-            }
-        }
-        // 3. The ipcache of every attached object.
-        for e in self.enforcer.sync_ipcache(&pairs.v4, &pairs.v6) {
-            self.count_error("apply");
-            applied.errors.push(e.to_string());
-        }
-        // 4. Endpoints to attach (new, moved, or waiting for their device).
+        // 2. Endpoints to attach (new, moved, or waiting for their device): a fresh one gets its
+        // policy and the ipcache before its links exist; an adopted one keeps enforcing what its
+        // pins hold until the flip below.
         let mut shared_reported = BTreeSet::new();
         for (name, (device, state)) in &wanted {
             if self.installed.contains_key(name) {
@@ -535,8 +512,10 @@ impl Agent {
                 .attach(name, device, &policy_pairs(state), (&pairs.v4, &pairs.v6))
             {
                 Ok(outcome) => {
-                    info!(endpoint = %name, device = %device, adopted = outcome == AttachOutcome::Adopted, "attached");
-                    self.installed.insert(name.clone(), state.clone());
+                    let adopted = outcome == AttachOutcome::Adopted;
+                    info!(endpoint = %name, device = %device, adopted, "attached");
+                    self.installed
+                        .insert(name.clone(), (!adopted).then(|| state.clone()));
                     applied.attached.push(name.clone());
                 }
                 Err(e) => {
@@ -545,6 +524,33 @@ impl Agent {
                     applied.errors.push(e.to_string());
                 }
             }
+        }
+        // 3. Every attached endpoint whose policy changed (or whose adopted pins may hold
+        // another): one flip for all of them, before the ipcache moves (a new peer's keys exist
+        // before its address maps to it).
+        let changes: BTreeMap<String, Vec<PolicyPair>> = wanted
+            .iter()
+            .filter_map(|(name, (_, state))| match self.installed.get(name)? {
+                Some(previous) if Arc::ptr_eq(previous, state) || **previous == **state => None,
+                _ => Some((name.clone(), policy_pairs(state))),
+            })
+            .collect();
+        let flip = self.enforcer.install_all(&changes);
+        for name in flip.up_to_date {
+            if let Some((_, state)) = wanted.get(&name) {
+                self.installed.insert(name.clone(), Some(state.clone()));
+            }
+        }
+        applied.installed = flip.changed;
+        for e in flip.errors {
+            error!(error = %e, "policy not installed; the previous one stays enforced");
+            self.count_error("apply");
+            applied.errors.push(e.to_string());
+        }
+        // 4. The ipcache of every attached object.
+        for e in self.enforcer.sync_ipcache(&pairs.v4, &pairs.v6) {
+            self.count_error("apply");
+            applied.errors.push(e.to_string());
         }
         self.revision += 1;
         self.compiled = compiled;
@@ -666,6 +672,7 @@ impl Agent {
             for stale in self.enforcer.pinned_endpoints()? {
                 remove_pins(&self.enforcer.endpoint_dir(&stale))?;
             }
+            self.enforcer.remove_switch_pin()?;
             info!(
                 endpoints = names.len(),
                 "stopped and detached every endpoint"
@@ -702,6 +709,7 @@ pub fn detach_all(state_dir: &std::path::Path) -> Result<Vec<String>, AgentError
             detached.push(name);
         }
     }
+    crate::enforce::remove_switch_pin(state_dir)?;
     detached.sort();
     Ok(detached)
 }

@@ -4,32 +4,44 @@
 //!
 //! Why one object per endpoint: the policy maps are per endpoint (as Cilium's are), and the
 //! object's programs read "the" policy map, so each endpoint needs its own maps and programs.
-//! The ipcache is copied into each object.
+//! The ipcache is copied into each object. One map is shared by all of them: `porin_config`,
+//! the A/B switch ([`crate::switch`]).
 //!
-//! Every policy change goes through the A/B switch of `DATAPATH.md` §2.3
-//! ([`Datapath::install_policy`]): the endpoint's complete new map state is written into the
-//! idle slot and one 8-byte write flips the programs to it, so each packet sees the old or the
-//! new policy of its endpoint, never a mix, and a write that fails (a full map) flips nothing.
-//! The ipcache is updated entry by entry, as in Cilium (SECURITY.md, "Not guaranteed yet").
+//! Every policy change goes through the A/B switch of `DATAPATH.md` §2.3, for all endpoints at
+//! once ([`Enforcer::install_all`]): each endpoint whose state changed gets its complete new
+//! state in its idle slot (an unchanged one its current state, when the idle slot does not hold
+//! it already), then one 8-byte write flips every endpoint. Each packet sees the old or the new
+//! policy of the whole change, never a mix, on one endpoint or across endpoints; a write that
+//! fails (a full map) keeps that endpoint on its current policy, and a failure that leaves an
+//! idle slot unknown flips nothing. The ipcache is updated entry by entry, as in Cilium
+//! (SECURITY.md, "Not guaranteed yet").
 //!
-//! Order of a first attach: maps created and pinned, ipcache and policy filled, **then** the
-//! links created and pinned, so the device never runs the programs over an empty policy. An
-//! adoption (the maps are already pinned) loads new programs over the pinned maps, installs the
-//! current policy through the switch, then swaps the programs of the pinned links atomically
-//! (`BPF_LINK_UPDATE`): conntrack, counters and the enforced policy are never reset.
+//! Order of a first attach: maps created and pinned, ipcache and the active slot filled,
+//! **then** the links created and pinned, so the device never runs the programs over an empty
+//! policy. An adoption (the maps are already pinned) loads new programs over the pinned maps
+//! and swaps the programs of the pinned links atomically (`BPF_LINK_UPDATE`): conntrack,
+//! counters and the enforced policy are never reset, and the new policy follows in the next
+//! flip. Pins of an agent that gave each endpoint its own `porin_config` are migrated: the
+//! switch's active slot is filled where the old programs do not read it, the directory's
+//! `porin_config` becomes the switch, then the programs are swapped.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use porin_ebpf::ObjectConfig;
 use porin_ebpf::abi::{Ipcache4Pair, Ipcache6Pair, PolicyPair};
+use porin_kernel::apply::fill_map;
 use porin_kernel::attach::{Hook, TcxLink, interface_index};
-use porin_kernel::datapath::{IPCACHE4, IPCACHE6};
+use porin_kernel::datapath::{CONFIG, IPCACHE4, IPCACHE6, PolicySlot, RETIRE_GRACE};
 use porin_kernel::pin::{open_pinned_maps, pin_maps};
-use porin_kernel::{Counters, Datapath, Direction, LoadedObject, MapDefinition, ObjectFile};
+use porin_kernel::{
+    Counters, Datapath, DirectWrites, Direction, KernelError, LoadedObject, MapDefinition,
+    ObjectFile,
+};
 use tracing::{info, warn};
 
 use crate::error::AgentError;
+use crate::switch::{Switch, lock_config, map_id};
 
 /// The hooks of an endpoint's host-side device and the program each runs (DATAPATH.md §8).
 pub const HOOKS: [(Hook, Direction); 2] = [
@@ -38,7 +50,7 @@ pub const HOOKS: [(Hook, Direction); 2] = [
 ];
 
 /// The pin name of a hook's link.
-fn link_pin(hook: Hook) -> String {
+pub fn link_pin(hook: Hook) -> String {
     format!("link_{}", hook.as_str())
 }
 
@@ -61,6 +73,45 @@ pub fn endpoint_of_dir(dir: &str) -> Option<String> {
     }
 }
 
+/// What an endpoint's two policy slots hold, as the agent knows it (entries sorted).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Slots {
+    /// The slot the switch selects: what the endpoint enforces.
+    pub active: Vec<PolicyPair>,
+    /// The other slot; `None` when unknown (adopted, or written by a flip that did not happen).
+    pub idle: Option<Vec<PolicyPair>>,
+}
+
+/// `entries` in the order [`Slots`] keeps them.
+fn canonical(entries: &[PolicyPair]) -> Vec<PolicyPair> {
+    let mut sorted = entries.to_vec();
+    sorted.sort_unstable();
+    sorted
+}
+
+/// Whether every key of `entries` lives in the slot's hash (its trie stays empty).
+fn all_exact(entries: &[PolicyPair]) -> bool {
+    entries.iter().all(|(key, _)| key.is_exact())
+}
+
+/// Clears one slot of `datapath` and writes `entries` into it (exact keys into its hash, the
+/// others into its trie). Only for a slot no program reads.
+fn fill_slot(
+    datapath: &Datapath,
+    slot: PolicySlot,
+    entries: &[PolicyPair],
+) -> Result<(), KernelError> {
+    let maps = datapath.slot_maps(slot)?;
+    maps.exact.clear()?;
+    maps.prefix.clear()?;
+    fill_map(maps, entries, &mut DirectWrites)
+}
+
+/// What one slot of `datapath` holds.
+fn read_slot(datapath: &Datapath, slot: PolicySlot) -> Result<Vec<PolicyPair>, KernelError> {
+    Ok(canonical(&datapath.policy_entries(slot)?))
+}
+
 /// One endpoint whose programs are attached.
 #[derive(Debug)]
 pub struct Attached {
@@ -74,6 +125,8 @@ pub struct Attached {
     pub entries: usize,
     /// Whether the maps were adopted from an earlier run.
     pub adopted: bool,
+    /// What its policy slots hold.
+    pub slots: Slots,
     links: Vec<TcxLink>,
 }
 
@@ -82,6 +135,18 @@ impl Attached {
     pub fn links(&self) -> &[TcxLink] {
         &self.links
     }
+}
+
+/// What [`Enforcer::install_all`] did.
+#[derive(Debug, Default)]
+pub struct Flip {
+    /// Endpoints that enforce their new policy since the flip.
+    pub changed: Vec<String>,
+    /// Endpoints of the call that enforce exactly the policy asked for (the changed ones and
+    /// those that already did).
+    pub up_to_date: Vec<String>,
+    /// Endpoints that keep their current policy, and a flip that did not happen, with why.
+    pub errors: Vec<AgentError>,
 }
 
 /// What [`Enforcer::attach`] did.
@@ -102,22 +167,31 @@ pub struct Enforcer {
     /// `max_entries` of each policy map.
     pub capacity: u32,
     endpoints: BTreeMap<String, Attached>,
+    switch: Switch,
 }
 
 impl Enforcer {
-    /// Emits porin's object for `config`; nothing touches the kernel yet.
+    /// Emits porin's object for `config` and opens (or creates and pins) the shared switch
+    /// under `state_dir`; no endpoint is touched yet.
     pub fn new(state_dir: &Path, config: &ObjectConfig) -> Result<Self, AgentError> {
         let object = porin_ebpf::emit(config).map_err(|e| AgentError::Emit(e.to_string()))?;
         let definitions = ObjectFile::parse(&object)
             .map_err(|e| AgentError::kernel("parsing porin's object", e))?
             .maps;
+        let switch = Switch::open_or_create(state_dir, &definitions)?;
         Ok(Self {
             state_dir: state_dir.to_path_buf(),
             object,
             definitions,
             capacity: config.policy_map_max_entries,
             endpoints: BTreeMap::new(),
+            switch,
         })
+    }
+
+    /// The switch every attached endpoint's programs read.
+    pub fn switch(&self) -> &Switch {
+        &self.switch
     }
 
     /// The pin directory of an endpoint.
@@ -183,23 +257,72 @@ impl Enforcer {
         let pinned = open_pinned_maps(&self.definitions, &dir)
             .map_err(|e| AgentError::kernel(context("opening pinned maps"), e))?;
         let adopted = pinned.is_some();
-        let object = match pinned {
-            Some(maps) => LoadedObject::load_with_maps(&self.object, maps),
-            None => LoadedObject::load(&self.object),
-        }
-        .map_err(|e| AgentError::kernel(context("loading porin's object"), e))?;
+        let mut maps = pinned.unwrap_or_default();
+        // Pins of an agent that gave each endpoint its own porin_config: the slot its programs
+        // read until they are swapped.
+        let own_slot = match maps.remove(CONFIG) {
+            Some(own) if map_id(own.fd(), CONFIG)? != self.switch.id() => Some(
+                Switch::read_map(&own)?
+                    .slot()
+                    .map_err(|e| AgentError::Session(context(&format!("porin_config: {e}"))))?,
+            ),
+            _ => None,
+        };
+        maps.insert(CONFIG.to_owned(), self.switch.handle()?);
+        let object = LoadedObject::load_with_maps(&self.object, maps)
+            .map_err(|e| AgentError::kernel(context("loading porin's object"), e))?;
         let datapath = Datapath::from_object(object)
             .map_err(|e| AgentError::kernel(context("checking the object"), e))?;
-        if !adopted {
+        let wanted = canonical(policy);
+        let lock = lock_config(&self.state_dir)?;
+        let active = self.switch.active()?;
+        let slots = if !adopted {
             std::fs::create_dir_all(&dir).map_err(|e| AgentError::io(&dir, e))?;
+            // (Pins the switch under the endpoint's directory too.)
             pin_maps(datapath.object(), &dir)
                 .map_err(|e| AgentError::kernel(context("pinning maps"), e))?;
+            sync_ipcache(&datapath, ipcache.0, ipcache.1)
+                .map_err(|e| AgentError::kernel(context("writing the ipcache"), e))?;
+            // Nothing reads these maps yet: the active slot is written directly.
+            fill_slot(&datapath, active, &wanted)
+                .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
+            Slots {
+                active: wanted,
+                idle: Some(Vec::new()),
+            }
+        } else {
+            match own_slot {
+                Some(own) if own != active => {
+                    // The old programs read `own`; the switch's slot is read by nobody yet (the
+                    // retired slot of the old programs' last flip: wait out its grace).
+                    std::thread::sleep(RETIRE_GRACE);
+                    fill_slot(&datapath, active, &wanted)
+                        .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
+                    Slots {
+                        active: wanted,
+                        idle: None,
+                    }
+                }
+                // The slot the programs read holds what they enforce: nothing is written; the
+                // policy of the files follows in the next flip, with the ipcache after it.
+                _ => Slots {
+                    active: read_slot(&datapath, active)
+                        .map_err(|e| AgentError::kernel(context("reading the policy"), e))?,
+                    idle: None,
+                },
+            }
+        };
+        if !all_exact(&slots.active) {
+            self.switch.clear_prefix_free(active, &lock)?;
         }
-        sync_ipcache(&datapath, ipcache.0, ipcache.1)
-            .map_err(|e| AgentError::kernel(context("writing the ipcache"), e))?;
-        datapath
-            .install_policy(policy)
-            .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
+        if own_slot.is_some() {
+            // After the fill: an agent killed before this point sees the old layout again and
+            // redoes the migration; one killed after it finds the switch's slot complete.
+            let path = dir.join(CONFIG);
+            std::fs::remove_file(&path).map_err(|e| AgentError::io(&path, e))?;
+            self.switch.pin_at(&path)?;
+            info!(endpoint, "migrated to the shared porin_config");
+        }
         let mut links = Vec::with_capacity(HOOKS.len());
         for (hook, direction) in HOOKS {
             let program = datapath
@@ -249,14 +372,16 @@ impl Enforcer {
             };
             links.push(link);
         }
+        drop(lock);
         self.endpoints.insert(
             endpoint.to_owned(),
             Attached {
                 device: device.to_owned(),
                 ifindex,
                 datapath,
-                entries: policy.len(),
+                entries: slots.active.len(),
                 adopted,
+                slots,
                 links,
             },
         );
@@ -267,18 +392,101 @@ impl Enforcer {
         })
     }
 
-    /// Installs `policy` for an attached endpoint through the A/B switch.
-    pub fn install(&mut self, endpoint: &str, policy: &[PolicyPair]) -> Result<(), AgentError> {
-        self.check_fits(endpoint, policy.len())?;
-        let attached = self
-            .endpoints
-            .get_mut(endpoint)
-            .ok_or_else(|| AgentError::Session(format!("endpoint `{endpoint}` is not attached")))?;
-        attached.datapath.install_policy(policy).map_err(|e| {
-            AgentError::kernel(format!("endpoint `{endpoint}`: installing the policy"), e)
-        })?;
-        attached.entries = policy.len();
-        Ok(())
+    /// Installs the policies of `wanted` (attached endpoints not named keep theirs) with one
+    /// flip for all endpoints: every endpoint's target state is written into its idle slot
+    /// (skipped where the slot holds it already), then the switch flips. An endpoint whose new
+    /// state does not fit or cannot be written keeps its current one (its error is in
+    /// [`Flip::errors`]); when even that cannot be written, nothing flips.
+    pub fn install_all(&mut self, wanted: &BTreeMap<String, Vec<PolicyPair>>) -> Flip {
+        let mut flip = Flip::default();
+        let mut targets: BTreeMap<String, Vec<PolicyPair>> = BTreeMap::new();
+        let mut changing = BTreeSet::new();
+        for (name, attached) in &self.endpoints {
+            let mut target = attached.slots.active.clone();
+            if let Some(policy) = wanted.get(name) {
+                let policy = canonical(policy);
+                if policy == attached.slots.active {
+                    flip.up_to_date.push(name.clone());
+                } else {
+                    match self.check_fits(name, policy.len()) {
+                        Ok(()) => {
+                            changing.insert(name.clone());
+                            target = policy;
+                        }
+                        Err(e) => flip.errors.push(e),
+                    }
+                }
+            }
+            targets.insert(name.clone(), target);
+        }
+        if changing.is_empty() {
+            return flip;
+        }
+        let lock = match lock_config(&self.state_dir) {
+            Ok(lock) => lock,
+            Err(e) => {
+                flip.errors.push(e);
+                return flip;
+            }
+        };
+        self.switch.wait_out_retire_grace();
+        let idle = match self.switch.active() {
+            Ok(active) => active.other(),
+            Err(e) => {
+                flip.errors.push(e);
+                return flip;
+            }
+        };
+        for (name, attached) in &mut self.endpoints {
+            let Some(target) = targets.get_mut(name) else {
+                continue;
+            };
+            if attached.slots.idle.as_ref() == Some(target) {
+                continue;
+            }
+            attached.slots.idle = None;
+            let Err(e) = fill_slot(&attached.datapath, idle, target) else {
+                attached.slots.idle = Some(target.clone());
+                continue;
+            };
+            flip.errors.push(AgentError::kernel(
+                format!("endpoint `{name}`: installing the policy (it keeps its current one)"),
+                e,
+            ));
+            changing.remove(name);
+            target.clone_from(&attached.slots.active);
+            if let Err(e) = fill_slot(&attached.datapath, idle, target) {
+                flip.errors.push(AgentError::kernel(
+                    format!(
+                        "endpoint `{name}`: rewriting its current policy into the idle slot; \
+                         no endpoint flips"
+                    ),
+                    e,
+                ));
+                return flip;
+            }
+            attached.slots.idle = Some(target.clone());
+        }
+        if changing.is_empty() {
+            return flip;
+        }
+        let prefix_free = targets.values().all(|t| all_exact(t));
+        if let Err(e) = self.switch.flip(idle, prefix_free, &lock) {
+            flip.errors.push(e);
+            return flip;
+        }
+        drop(lock);
+        for (name, attached) in &mut self.endpoints {
+            if let Some(target) = targets.remove(name) {
+                let previous = std::mem::replace(&mut attached.slots.active, target);
+                attached.slots.idle = Some(previous);
+                attached.entries = attached.slots.active.len();
+            }
+        }
+        flip.changed = changing.into_iter().collect();
+        flip.up_to_date.extend(flip.changed.iter().cloned());
+        flip.up_to_date.sort();
+        flip
     }
 
     /// Brings every attached endpoint's ipcache to `v4`/`v6`.
@@ -303,6 +511,11 @@ impl Enforcer {
         remove_pins(&dir)
     }
 
+    /// Removes the switch's pin (after every endpoint is detached).
+    pub fn remove_switch_pin(&self) -> Result<(), AgentError> {
+        remove_switch_pin(&self.state_dir)
+    }
+
     /// Forgets an endpoint without touching its pins (it keeps enforcing).
     pub fn release(&mut self, endpoint: &str) {
         self.endpoints.remove(endpoint);
@@ -313,6 +526,16 @@ impl Enforcer {
         self.endpoints
             .get(endpoint)
             .and_then(|a| a.datapath.read_counters().ok())
+    }
+}
+
+/// Removes `<state dir>/porin_config`, the switch's own pin.
+pub fn remove_switch_pin(state_dir: &Path) -> Result<(), AgentError> {
+    let path = state_dir.join(CONFIG);
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(AgentError::io(&path, e)),
     }
 }
 

@@ -9,8 +9,9 @@
 //!
 //! - **Live changes**: [`Agent::watch`] watches the inputs (inotify, through `notify`) and
 //!   [`Agent::reload`] applies each change: the session recompiles incrementally, each endpoint
-//!   whose map state changed gets its complete new state through the A/B switch (one flip per
-//!   endpoint, DATAPATH.md §2.3), endpoints are attached and detached as the inventory says. A
+//!   whose map state changed gets its complete new state through the A/B switch, which all
+//!   endpoints share (one flip for the whole change, [`switch`], DATAPATH.md §2.3), endpoints
+//!   are attached and detached as the inventory says. A
 //!   change that does not load, validate or compile is refused as a whole; the previous revision
 //!   stays enforced and the error is logged and counted.
 //! - **No gap on restart**: maps and links are pinned under the state directory (a bpffs), so
@@ -31,6 +32,7 @@ pub mod inputs;
 pub mod metrics;
 pub mod monitor;
 pub mod preflight;
+pub mod switch;
 
 pub use agent::{Agent, Applied, Config, Plan, PlannedEndpoint, detach_all, plan};
 pub use error::AgentError;

@@ -11,7 +11,7 @@
 //! identity the compilation gives that number).
 
 use std::net::IpAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use porin_compiler::compile::Compiled;
@@ -27,6 +27,7 @@ use serde::Serialize;
 use crate::enforce::{endpoint_dir_name, endpoint_of_dir};
 use crate::error::AgentError;
 use crate::metrics::counter_name;
+use crate::switch::lock_config;
 
 /// One verdict event, explained.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -84,6 +85,7 @@ pub struct Monitor {
     readers: Vec<(String, EventReader, Map)>,
     compiled: Arc<Compiled>,
     previous: Option<EventSelection>,
+    state_dir: PathBuf,
 }
 
 impl std::fmt::Debug for Monitor {
@@ -102,8 +104,15 @@ fn config_selection(map: &Map) -> Result<ConfigValue, AgentError> {
     ConfigValue::from_bytes(&value).map_err(|e| AgentError::Session(format!("porin_config: {e}")))
 }
 
-fn write_selection(map: &Map, selection: EventSelection) -> Result<(), AgentError> {
-    // Only the events byte changes: the active slot is the agent's.
+fn write_selection(
+    state_dir: &Path,
+    map: &Map,
+    selection: EventSelection,
+) -> Result<(), AgentError> {
+    // Only the events byte changes: the active slot is the agent's. The agent's flips are
+    // read-modify-writes of the same value: holding the state directory's lock, this one can
+    // never write back a slot the agent flipped away from meanwhile.
+    let _lock = lock_config(state_dir)?;
     let mut config = config_selection(map)?;
     config.events = ConfigValue::events_word(selection.drops, selection.allows);
     map.update(&index_key(ConfigValue::KEY), &config.to_bytes())
@@ -127,13 +136,7 @@ impl Monitor {
             definitions
                 .iter()
                 .find(|d| d.name == name)
-                .map(|d| porin_kernel::MapSpec {
-                    map_type: d.map_type,
-                    key_size: d.key_size,
-                    value_size: d.value_size,
-                    max_entries: d.max_entries,
-                    map_flags: d.map_flags,
-                })
+                .map(porin_kernel::spec_of)
                 .ok_or_else(|| AgentError::Session(format!("the object has no map `{name}`")))
         };
         let mut readers = Vec::new();
@@ -162,7 +165,7 @@ impl Monitor {
                 let (drops, allows) = config_selection(&config)?.emits();
                 previous = Some(EventSelection { drops, allows });
             }
-            write_selection(&config, selection)?;
+            write_selection(state_dir, &config, selection)?;
             let reader = EventReader::open(&events).map_err(|e| {
                 AgentError::kernel(format!("endpoint `{endpoint}`: mapping porin_events"), e)
             })?;
@@ -172,6 +175,7 @@ impl Monitor {
             readers,
             compiled,
             previous,
+            state_dir: state_dir.to_path_buf(),
         })
     }
 
@@ -198,7 +202,7 @@ impl Monitor {
     pub fn close(self) -> Result<(), AgentError> {
         if let Some(previous) = self.previous {
             for (_, _, config) in &self.readers {
-                write_selection(config, previous)?;
+                write_selection(&self.state_dir, config, previous)?;
             }
         }
         Ok(())

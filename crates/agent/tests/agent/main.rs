@@ -9,4 +9,5 @@ mod netns;
 mod probe;
 mod restart;
 mod swaps;
+mod switch;
 mod tap;

@@ -195,6 +195,24 @@ impl Topology {
         topology
     }
 
+    /// The agent's configuration: `policies`, the end-to-end fixture's inventory
+    /// (`vms.test.yaml`), the state directory.
+    pub fn config(&self, policies: &Path) -> porin_agent::Config {
+        porin_agent::Config::new(
+            policies.to_path_buf(),
+            fixtures().join("vms.test.yaml"),
+            self.state_dir(),
+        )
+    }
+
+    /// Starts the agent on [`Topology::config`] in the calling thread's namespace; every
+    /// endpoint must be attached without error.
+    pub fn start_agent(&self, policies: &Path) -> porin_agent::Agent {
+        let (agent, applied) = porin_agent::Agent::start(self.config(policies)).unwrap();
+        assert!(applied.errors.is_empty(), "{:?}", applied.errors);
+        agent
+    }
+
     /// The agent's state directory (on the private bpffs).
     pub fn state_dir(&self) -> PathBuf {
         self.bpffs.join("state")

@@ -157,6 +157,29 @@ pub fn handshake_to(target: &str, flow: Flow) -> bool {
     }
 }
 
+/// A TCP connection from the client's namespace to the server's echo on 8080 (2 s timeouts).
+pub fn connect_from(client: &str) -> TcpStream {
+    let connection = spawn_in(client, || {
+        TcpStream::connect_timeout(
+            &format!("{SERVER_IP}:8080").parse().unwrap(),
+            Duration::from_secs(2),
+        )
+        .unwrap()
+    })
+    .join()
+    .unwrap();
+    connection
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    connection
+}
+
+/// One byte there and back on `stream`.
+pub fn round_trip(stream: &mut TcpStream, byte: u8) -> bool {
+    let mut back = [0u8; 1];
+    stream.write_all(&[byte]).is_ok() && stream.read_exact(&mut back).is_ok() && back[0] == byte
+}
+
 /// One probe's record.
 #[derive(Debug, Clone, Copy)]
 pub struct Sample {

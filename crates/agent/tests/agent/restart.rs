@@ -2,16 +2,15 @@
 //! version, never a mix; the restarted agent adopts the pins (no flush), and an established TCP
 //! connection, whose replies pass only through conntrack, survives.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use porin_agent::{Agent, Config};
 
-use crate::netns::{SERVER_IP, Topology, can_run, fixtures, spawn_in};
-use crate::probe::{Flow, Proto, Servers, probe};
+use crate::netns::{Topology, can_run, fixtures, spawn_in};
+use crate::probe::{Flow, Proto, Servers, connect_from, probe, round_trip};
 
 const ROLE: &str = "PORIN_AGENT_TEST_ROLE";
 
@@ -107,11 +106,6 @@ fn probe_in(topology: &Topology, proto: Proto, port: u16) -> bool {
         .unwrap()
 }
 
-fn round_trip(stream: &mut TcpStream, byte: u8) -> bool {
-    let mut back = [0u8; 1];
-    stream.write_all(&[byte]).is_ok() && stream.read_exact(&mut back).is_ok() && back[0] == byte
-}
-
 #[test]
 fn kill_9_around_an_apply_keeps_old_or_new_and_a_restart_adopts_without_dropping_connections() {
     if !can_run("kill_9_around_an_apply") {
@@ -122,18 +116,7 @@ fn kill_9_around_an_apply_keeps_old_or_new_and_a_restart_adopts_without_dropping
     let policies = topology.policies("a");
     let (mut agent, adopted) = start_agent(&topology, &policies);
     assert_eq!(adopted, 0, "a first start attaches fresh");
-    let mut connection = spawn_in(&topology.client, || {
-        TcpStream::connect_timeout(
-            &format!("{SERVER_IP}:8080").parse().unwrap(),
-            Duration::from_secs(2),
-        )
-        .unwrap()
-    })
-    .join()
-    .unwrap();
-    connection
-        .set_read_timeout(Some(Duration::from_secs(2)))
-        .unwrap();
+    let mut connection = connect_from(&topology.client);
     assert!(round_trip(&mut connection, b'0'));
     let texts = [
         std::fs::read(fixtures().join("policies/a/server.yaml")).unwrap(),

@@ -4,7 +4,7 @@
 
 use std::time::{Duration, Instant};
 
-use porin_agent::{Agent, Config};
+use porin_agent::Agent;
 
 use crate::netns::{Topology, can_run, enter, fixtures};
 use crate::probe::{Flow, Prober, Proto, Servers};
@@ -41,13 +41,7 @@ fn swaps_under_load_enforce_exactly_the_version_in_force() {
     let _servers = Servers::start(&topology.server);
     enter(&topology.host);
     let policies = topology.policies("a");
-    let config = Config::new(
-        policies.clone(),
-        fixtures().join("vms.test.yaml"),
-        topology.state_dir(),
-    );
-    let (mut agent, applied) = Agent::start(config).unwrap();
-    assert!(applied.errors.is_empty(), "{:?}", applied.errors);
+    let mut agent = topology.start_agent(&policies);
     let flows: Vec<Flow> = FLOWS
         .iter()
         .map(|&(proto, port, _, _)| Flow { proto, port })
