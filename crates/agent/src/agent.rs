@@ -12,7 +12,7 @@ use notify::{RecursiveMode, Watcher};
 use porin_compiler::compile::Compiled;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::limits::Limits;
-use porin_compiler::mapstate::MapState;
+use porin_compiler::mapstate::{Direction, MapState};
 use porin_compiler::session::Session;
 use porin_ebpf::ObjectConfig;
 use porin_ebpf::abi::{IpcachePairs, PolicyPair, ipcache_pairs, policy_pairs};
@@ -268,6 +268,39 @@ pub fn plan(config: &Config) -> Result<Plan, AgentError> {
         stale,
         policy_files: texts.keys().cloned().collect(),
     })
+}
+
+/// Per policy direction, the policies whose default deny selects `endpoint` (each once), as
+/// explanations name them.
+fn default_deny_policies(
+    compiled: &Compiled,
+    endpoint: &str,
+) -> BTreeMap<&'static str, Vec<String>> {
+    let mut out = BTreeMap::new();
+    let Some(policy) = compiled.endpoint(endpoint) else {
+        return out;
+    };
+    for (label, direction) in [
+        ("ingress", Direction::Ingress),
+        ("egress", Direction::Egress),
+    ] {
+        let mut names = BTreeSet::new();
+        for origin in policy
+            .selected_by
+            .direction(direction)
+            .iter()
+            .filter_map(|id| compiled.origin(*id))
+        {
+            names.insert(match &origin.namespace {
+                Some(ns) => format!("{} {ns}/{}", origin.kind, origin.name),
+                None => format!("{} {}", origin.kind, origin.name),
+            });
+        }
+        if !names.is_empty() {
+            out.insert(label, names.into_iter().collect());
+        }
+    }
+    out
 }
 
 /// Devices named by more than one endpoint → the endpoints naming each (quoted).
@@ -588,6 +621,7 @@ impl Agent {
                         device: device.clone(),
                         entries: attached.map_or(0, |a| a.entries),
                         attached: attached.is_some(),
+                        default_deny: default_deny_policies(&self.compiled, name),
                     },
                 )
             })

@@ -30,6 +30,9 @@ pub struct EndpointMetrics {
     pub entries: usize,
     /// Whether its programs are attached.
     pub attached: bool,
+    /// Per policy direction (`ingress`, `egress`), the policies whose default deny selects the
+    /// endpoint (`CiliumNetworkPolicy ns/name`): what decides its `denied_by_default` drops.
+    pub default_deny: BTreeMap<&'static str, Vec<String>>,
 }
 
 /// The agent's state the metrics show.
@@ -254,6 +257,24 @@ pub fn render(state: &MetricsState, state_dir: &Path) -> String {
         "Verdict events the endpoint's ring buffer had no room for (porin agent monitor missed them; the verdicts were counted).",
     );
     out.push_str(&lost);
+    family(
+        &mut out,
+        "porin_agent_default_deny_info",
+        "gauge",
+        "1 for each policy whose default deny selects the endpoint in a direction: the rule that decides its denied_by_default drops there (porin agent monitor explains each drop).",
+    );
+    for (endpoint, metrics) in &state.endpoints {
+        for (direction, policies) in &metrics.default_deny {
+            for policy in policies {
+                let _ = writeln!(
+                    out,
+                    "porin_agent_default_deny_info{{{},direction=\"{direction}\",policy=\"{}\"}} 1",
+                    endpoint_labels(endpoint, &metrics.device),
+                    escape(policy)
+                );
+            }
+        }
+    }
     family(
         &mut out,
         "porin_agent_policy_entries",
@@ -488,6 +509,10 @@ mod tests {
                 device: "tap3".to_owned(),
                 entries: 12,
                 attached: true,
+                default_deny: BTreeMap::from([(
+                    "ingress",
+                    vec!["CiliumNetworkPolicy vms/isolate".to_owned()],
+                )]),
             },
         );
         state.capacity = 16384;
@@ -508,5 +533,8 @@ mod tests {
         }
         assert!(text.contains("porin_agent_policy_entries{endpoint=\"vm-1\",device=\"tap3\"} 12"));
         assert!(text.contains("porin_agent_errors_total{kind=\"policy\"} 2"));
+        assert!(text.contains(
+            "porin_agent_default_deny_info{endpoint=\"vm-1\",device=\"tap3\",direction=\"ingress\",policy=\"CiliumNetworkPolicy vms/isolate\"} 1"
+        ));
     }
 }

@@ -269,6 +269,16 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
     let text = scrape("127.0.0.1:9964");
     // (The denied probes to the server are its ingress.)
     let denied = denied_by_default(&text, "server", "hv2", CountedDirection::Ingress);
+    // ... and the policy whose default deny decided them.
+    assert_eq!(
+        metric(
+            &text,
+            "porin_agent_default_deny_info{endpoint=\"server\",device=\"hv2\",direction=\"ingress\",\
+             policy=\"CiliumClusterwideNetworkPolicy server-ingress\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
     assert!(denied >= 4.0, "{text}");
     assert_eq!(metric(&text, "porin_agent_policy_revision"), Some(2.0));
     assert_eq!(
@@ -520,6 +530,19 @@ fn traffic_through_a_tap_is_enforced_as_porin_test_predicts() {
     let text = scrape("127.0.0.1:9964");
     let ingress = denied_by_default(&text, "tapvm", "pt7", CountedDirection::Ingress);
     let egress = denied_by_default(&text, "tapvm", "pt7", CountedDirection::Egress);
+    for direction in ["ingress", "egress"] {
+        assert_eq!(
+            metric(
+                &text,
+                &format!(
+                    "porin_agent_default_deny_info{{endpoint=\"tapvm\",device=\"pt7\",\
+                     direction=\"{direction}\",policy=\"CiliumClusterwideNetworkPolicy tapvm\"}}"
+                )
+            ),
+            Some(1.0),
+            "{text}"
+        );
+    }
     if counted_as(CountedDirection::Ingress, Counter::DeniedByDefault)
         == counted_as(CountedDirection::Egress, Counter::DeniedByDefault)
     {
