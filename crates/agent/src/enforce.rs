@@ -273,44 +273,54 @@ impl Enforcer {
             .map_err(|e| AgentError::kernel(context("loading porin's object"), e))?;
         let datapath = Datapath::from_object(object)
             .map_err(|e| AgentError::kernel(context("checking the object"), e))?;
+        // The pinned links still attached to this device: while one is, programs read the maps.
+        let mut existing = Vec::with_capacity(HOOKS.len());
+        for (hook, _) in HOOKS {
+            existing.push(pinned_link(&dir, endpoint, device, ifindex, hook)?);
+        }
+        let enforcing = existing.iter().any(Option::is_some);
         let wanted = canonical(policy);
         let lock = lock_config(&self.state_dir)?;
         let active = self.switch.active()?;
-        let slots = if !adopted {
-            std::fs::create_dir_all(&dir).map_err(|e| AgentError::io(&dir, e))?;
-            // (Pins the switch under the endpoint's directory too.)
-            pin_maps(datapath.object(), &dir)
-                .map_err(|e| AgentError::kernel(context("pinning maps"), e))?;
-            sync_ipcache(&datapath, ipcache.0, ipcache.1)
-                .map_err(|e| AgentError::kernel(context("writing the ipcache"), e))?;
-            // Nothing reads these maps yet: the active slot is written directly.
-            fill_slot(&datapath, active, &wanted)
-                .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
-            Slots {
-                active: wanted,
-                idle: Some(Vec::new()),
-            }
-        } else {
-            match own_slot {
-                Some(own) if own != active => {
-                    // The old programs read `own`; the switch's slot is read by nobody yet (the
-                    // retired slot of the old programs' last flip: wait out its grace).
-                    std::thread::sleep(RETIRE_GRACE);
-                    fill_slot(&datapath, active, &wanted)
-                        .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
-                    Slots {
-                        active: wanted,
-                        idle: None,
-                    }
+        let slots = match own_slot {
+            _ if !enforcing => {
+                // No program reads these maps (fresh, or pins whose links are gone: a run that
+                // stopped before attaching, or a device that went away): the ipcache and the
+                // active slot are written directly, before any link exists.
+                if !adopted {
+                    std::fs::create_dir_all(&dir).map_err(|e| AgentError::io(&dir, e))?;
+                    // (Pins the switch under the endpoint's directory too.)
+                    pin_maps(datapath.object(), &dir)
+                        .map_err(|e| AgentError::kernel(context("pinning maps"), e))?;
                 }
-                // The slot the programs read holds what they enforce: nothing is written; the
-                // policy of the files follows in the next flip, with the ipcache after it.
-                _ => Slots {
-                    active: read_slot(&datapath, active)
-                        .map_err(|e| AgentError::kernel(context("reading the policy"), e))?,
-                    idle: None,
-                },
+                sync_ipcache(&datapath, ipcache.0, ipcache.1)
+                    .map_err(|e| AgentError::kernel(context("writing the ipcache"), e))?;
+                fill_slot(&datapath, active, &wanted)
+                    .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
+                Slots {
+                    active: wanted,
+                    idle: (!adopted).then(Vec::new),
+                }
             }
+            Some(own) if own != active => {
+                // The old programs read `own`; the switch's slot is read by nobody yet (the
+                // retired slot of the old programs' last flip: wait out its grace).
+                std::thread::sleep(RETIRE_GRACE);
+                fill_slot(&datapath, active, &wanted)
+                    .map_err(|e| AgentError::kernel(context("installing the policy"), e))?;
+                Slots {
+                    active: wanted,
+                    idle: None,
+                }
+            }
+            // The slot the programs read holds what they enforce (complete: links are only
+            // made after a complete fill, and later changes go through the idle slot): nothing
+            // is written; the policy of the files follows in the next flip, the ipcache after it.
+            _ => Slots {
+                active: read_slot(&datapath, active)
+                    .map_err(|e| AgentError::kernel(context("reading the policy"), e))?,
+                idle: None,
+            },
         };
         if !all_exact(&slots.active) {
             self.switch.clear_prefix_free(active, &lock)?;
@@ -324,33 +334,10 @@ impl Enforcer {
             info!(endpoint, "migrated to the shared porin_config");
         }
         let mut links = Vec::with_capacity(HOOKS.len());
-        for (hook, direction) in HOOKS {
+        for ((hook, direction), existing) in HOOKS.into_iter().zip(existing) {
             let program = datapath
                 .program(direction)
                 .map_err(|e| AgentError::kernel(context("program"), e))?;
-            let path = dir.join(link_pin(hook));
-            let existing = if path.exists() {
-                match TcxLink::from_pinned(&path).and_then(|link| Ok((link.info()?, link))) {
-                    Ok((info, link)) if info.ifindex == ifindex && info.hook() == Some(hook) => {
-                        Some(link)
-                    }
-                    // Detached (the device went away) or on another device: replaced below.
-                    Ok((info, _)) => {
-                        info!(
-                            endpoint,
-                            device,
-                            hook = hook.as_str(),
-                            stale_ifindex = info.ifindex,
-                            "replacing a stale pinned link"
-                        );
-                        std::fs::remove_file(&path).map_err(|e| AgentError::io(&path, e))?;
-                        None
-                    }
-                    Err(e) => return Err(AgentError::kernel(context("opening a pinned link"), e)),
-                }
-            } else {
-                None
-            };
             let link = match existing {
                 Some(link) => {
                     link.update_program(program).map_err(|e| {
@@ -365,7 +352,7 @@ impl Enforcer {
                             e,
                         )
                     })?;
-                    link.pin(&path)
+                    link.pin(&dir.join(link_pin(hook)))
                         .map_err(|e| AgentError::kernel(context("pinning the link"), e))?;
                     link
                 }
@@ -526,6 +513,39 @@ impl Enforcer {
         self.endpoints
             .get(endpoint)
             .and_then(|a| a.datapath.read_counters().ok())
+    }
+}
+
+/// The link pinned for `hook` under `dir` when it is attached to device `ifindex` at that hook;
+/// a pin of a detached link (the device went away) or of another device is removed.
+fn pinned_link(
+    dir: &Path,
+    endpoint: &str,
+    device: &str,
+    ifindex: u32,
+    hook: Hook,
+) -> Result<Option<TcxLink>, AgentError> {
+    let path = dir.join(link_pin(hook));
+    if !path.exists() {
+        return Ok(None);
+    }
+    match TcxLink::from_pinned(&path).and_then(|link| Ok((link.info()?, link))) {
+        Ok((info, link)) if info.ifindex == ifindex && info.hook() == Some(hook) => Ok(Some(link)),
+        Ok((info, _)) => {
+            info!(
+                endpoint,
+                device,
+                hook = hook.as_str(),
+                stale_ifindex = info.ifindex,
+                "replacing a stale pinned link"
+            );
+            std::fs::remove_file(&path).map_err(|e| AgentError::io(&path, e))?;
+            Ok(None)
+        }
+        Err(e) => Err(AgentError::kernel(
+            format!("endpoint `{endpoint}` ({device}): opening a pinned link"),
+            e,
+        )),
     }
 }
 

@@ -190,3 +190,39 @@ fn pins_with_a_switch_per_endpoint_are_migrated_without_a_gap() {
     assert!(!in_client(TCP_9090) && in_client(udp_9191));
     agent.shutdown(true).unwrap();
 }
+
+/// An agent killed after pinning an endpoint's maps and before attaching its links leaves pins
+/// whose active slot may be partly written (here: empty). No program reads them, so the next
+/// start fills the slot completely before it attaches (it does not adopt the partial policy).
+#[test]
+fn pins_without_links_are_filled_before_attaching() {
+    if !can_run("pins_without_links_are_filled_before_attaching") {
+        return;
+    }
+    let topology = Topology::new();
+    let _servers = Servers::start(&topology.server);
+    enter(&topology.host);
+    let policies = topology.policies("a");
+    let object = porin_ebpf::emit(&ObjectConfig::default()).unwrap();
+    let datapath = Datapath::load(&object).unwrap();
+    let dir = topology.state_dir().join(endpoint_dir_name("server"));
+    std::fs::create_dir_all(&dir).unwrap();
+    pin_maps(datapath.object(), &dir).unwrap();
+    drop(datapath);
+    let agent = topology.start_agent(&policies);
+    assert!(agent.enforcer().attached()["server"].adopted);
+    let in_client = |flow: Flow| {
+        spawn_in(&topology.client, move || probe(flow))
+            .join()
+            .unwrap()
+    };
+    assert!(
+        in_client(TCP_8080) && in_client(TCP_9090),
+        "version a's allows"
+    );
+    assert!(!in_client(Flow {
+        proto: Proto::Tcp,
+        port: 7070
+    }));
+    agent.shutdown(true).unwrap();
+}
