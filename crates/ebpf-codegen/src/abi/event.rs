@@ -32,7 +32,8 @@ abi_struct! {
         direction @ OFF_DIRECTION: u8 = Raw,
         /// [`Event::ALLOW`] or [`Event::DROP`].
         verdict @ OFF_VERDICT: u8 = Raw,
-        /// The verdict counter the packet moved (`porin_verdicts` index,
+        /// The verdict ([`Verdict::index`]: the slot of the counter the
+        /// packet moved within its direction's block of `porin_verdicts`,
         /// `DATAPATH.md` §2.5): the drop or pass reason.
         reason @ OFF_REASON: u8 = Raw,
         /// IP protocol (0 before L3 was parsed).
