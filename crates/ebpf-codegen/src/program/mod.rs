@@ -211,7 +211,7 @@ impl<'c> Gen<'c> {
         let e = frame::EVENT;
         let dir = PolicyKey::direction_byte(self.direction);
         let a = &mut self.a;
-        a.call(Helper::KTIME_GET_NS);
+        a.call(Helper::KTIME_GET_COARSE_NS);
         a.store(Size::U64, Reg::R10, e + off(Event::OFF_TIMESTAMP), Reg::R0);
         a.load(Size::U32, Reg::R1, Reg::R6, hdr::skb::IFINDEX);
         a.store(Size::U32, Reg::R10, e + off(Event::OFF_IFINDEX), Reg::R1);
