@@ -110,7 +110,8 @@ struct Options {
     /// Concurrent senders in the throughput run (default 8).
     #[arg(long, default_value_t = 8)]
     senders: usize,
-    /// Rule counts for the end-to-end comparison (default 1,10,100,1000,4000,10000).
+    /// Rule counts for the end-to-end comparison (default 1,10,100,1000,4000,10000); for
+    /// `lookup`, policy-map entry counts (default 1,4096,65536).
     #[arg(long, value_delimiter = ',')]
     sizes: Option<Vec<usize>>,
     /// Skip porin's extra end-to-end point at a full 65,536-entry policy map.
@@ -732,11 +733,13 @@ fn e2e_config(options: &Options, traffic: rig::Traffic) -> e2e::E2eConfig {
 
 fn lookup_part(options: &Options) -> Result<()> {
     let config = lookup::LookupConfig {
-        entries: if options.quick {
-            vec![1, 100]
-        } else {
-            vec![1, 4_096, 65_536]
-        },
+        entries: options.sizes.clone().unwrap_or_else(|| {
+            if options.quick {
+                vec![1, 100]
+            } else {
+                vec![1, 4_096, 65_536]
+            }
+        }),
         ipcache_entries: 65_536,
         new_flow_runs: if options.quick { 100 } else { 2_000 },
         repeat: if options.quick { 2_000 } else { 50_000 },

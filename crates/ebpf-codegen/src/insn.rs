@@ -415,6 +415,9 @@ impl Helper {
     pub const MAP_UPDATE_ELEM: Helper = Helper(2);
     /// `u64 bpf_ktime_get_ns(void)`.
     pub const KTIME_GET_NS: Helper = Helper(5);
+    /// `bpf_ktime_get_coarse_ns` (Linux 5.11): `CLOCK_MONOTONIC_COARSE`,
+    /// the monotonic clock at the last tick, without reading the clocksource.
+    pub const KTIME_GET_COARSE_NS: Helper = Helper(160);
     /// `long bpf_skb_load_bytes(skb, offset, to, len)`.
     pub const SKB_LOAD_BYTES: Helper = Helper(26);
     /// `long bpf_map_delete_elem(map, key)`.

@@ -50,9 +50,11 @@ pub mod names {
 /// multiple of the page size, as `BPF_MAP_TYPE_RINGBUF` requires).
 pub const EVENTS_RING_BYTES: u32 = 256 * 1024;
 
-/// The `porin_verdicts` slot that counts events the ring buffer had no room
-/// for (`bpf_ringbuf_output` failed). Not a verdict: the packet's verdict
-/// counter moved as well, and the verdict never waits for the ring.
+/// The slot, within each direction's block of `porin_verdicts`, that counts
+/// events the ring buffer had no room for (`bpf_ringbuf_output` failed). Not
+/// a verdict: the packet's verdict counter moved as well, and the verdict
+/// never waits for the ring. Its index is
+/// `counter_index(direction, EVENTS_LOST_COUNTER)`.
 pub const EVENTS_LOST_COUNTER: u32 = 15;
 
 /// Cilium's bounds for `bpf-policy-map-max` (`option.PolicyMapMin/Max`).
@@ -121,8 +123,48 @@ pub struct MapSpec {
     pub pinning: MapPinning,
 }
 
-/// Number of verdict counters (`porin_verdicts` max_entries).
-pub const VERDICT_COUNTERS: u32 = 16;
+/// Counter slots per policy direction: the verdicts (0-14) and
+/// [`EVENTS_LOST_COUNTER`] (15).
+pub const COUNTERS_PER_DIRECTION: u32 = 16;
+
+/// Number of counters (`porin_verdicts` max_entries): one block of
+/// [`COUNTERS_PER_DIRECTION`] per policy direction (`DATAPATH.md` §2.5).
+pub const VERDICT_COUNTERS: u32 = 2 * COUNTERS_PER_DIRECTION;
+
+/// The `porin_verdicts` index of `slot` (a [`Verdict::index`] or
+/// [`EVENTS_LOST_COUNTER`]) for packets of `direction`: the direction's key
+/// byte (`abi::PolicyKey::direction_byte`: 0 ingress, 1 egress) times
+/// [`COUNTERS_PER_DIRECTION`], plus the slot.
+pub const fn counter_index(direction: Direction, slot: u32) -> u32 {
+    PolicyKey::direction_byte(direction) as u32 * COUNTERS_PER_DIRECTION + slot
+}
+
+/// What one `porin_verdicts` slot counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+pub enum CounterSlot {
+    /// Packets given this verdict.
+    Verdict(Verdict),
+    /// Events the ring buffer had no room for ([`EVENTS_LOST_COUNTER`]).
+    EventsLost,
+}
+
+/// The policy direction and the counted reason of the `porin_verdicts`
+/// entry at `index` (the inverse of [`counter_index`]); `None` beyond
+/// [`VERDICT_COUNTERS`].
+pub fn counter_slot(index: u32) -> Option<(Direction, CounterSlot)> {
+    let direction = match index / COUNTERS_PER_DIRECTION {
+        0 => Direction::Ingress,
+        1 => Direction::Egress,
+        _ => return None,
+    };
+    let slot = index % COUNTERS_PER_DIRECTION;
+    let what = if slot == EVENTS_LOST_COUNTER {
+        CounterSlot::EventsLost
+    } else {
+        CounterSlot::Verdict(Verdict::ALL.into_iter().find(|v| v.index() == slot)?)
+    };
+    Some((direction, what))
+}
 
 /// The verdict counter indices (`DATAPATH.md` §2.5).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]

@@ -148,9 +148,15 @@ impl Counter {
         Self::PassedIpv6Ndp,
     ];
 
-    /// The counter's index in `porin_verdicts`.
+    /// The counter's verdict index (its slot within each direction's block of
+    /// `porin_verdicts`; DATAPATH.md §2.5).
     pub fn index(self) -> usize {
         Self::ALL.iter().position(|c| *c == self).unwrap_or(15)
+    }
+
+    /// The `porin_verdicts` key of this counter for packets of `direction`.
+    pub fn map_index(self, direction: PolicyDirection) -> u32 {
+        maps::counter_index(direction, u32::try_from(self.index()).unwrap_or(15))
     }
 
     /// Whether this counter belongs to a passing verdict.
@@ -172,17 +178,72 @@ impl Counter {
 /// `porin_counter`).
 pub type CounterValue = porin_ebpf::abi::Counter;
 
-/// All 16 counter slots.
+/// Counter slots per policy direction in `porin_verdicts` (15 verdicts and
+/// the lost-events slot).
+pub const COUNTERS_PER_DIRECTION: usize = maps::COUNTERS_PER_DIRECTION as usize;
+
+/// What one `porin_verdicts` entry counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CounterSlot {
+    /// Packets given this verdict.
+    Verdict(Counter),
+    /// Verdict events the ring buffer had no room for (DATAPATH.md §2.6).
+    EventsLost,
+}
+
+/// The policy direction and what is counted of the `porin_verdicts` entry at `index`
+/// (DATAPATH.md §2.5: index = direction × 16 + verdict, ingress 0, egress 1); `None` for an
+/// index beyond the map. The inverse of [`Counter::map_index`].
+pub fn counter_slot(index: u32) -> Option<(PolicyDirection, CounterSlot)> {
+    let (direction, slot) = maps::counter_slot(index)?;
+    let what = match slot {
+        maps::CounterSlot::EventsLost => CounterSlot::EventsLost,
+        maps::CounterSlot::Verdict(v) => {
+            CounterSlot::Verdict(*Counter::ALL.get(usize::try_from(v.index()).ok()?)?)
+        }
+    };
+    Some((direction, what))
+}
+
+/// The counters, summed over CPUs: per policy direction, and both directions added.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Counters {
-    /// Indexed by [`Counter::index`]; slot 15 is reserved.
-    pub slots: [CounterValue; 16],
+    /// Both directions added, indexed by [`Counter::index`]; slot 15 is events lost.
+    pub slots: [CounterValue; COUNTERS_PER_DIRECTION],
+    /// Per policy direction (`[0]` ingress, `[1]` egress), each indexed as `slots`.
+    pub by_direction: [[CounterValue; COUNTERS_PER_DIRECTION]; 2],
 }
 
 impl Counters {
-    /// The value of one counter.
+    /// Reads every entry of a `porin_verdicts` map (e.g. a pinned one, opened with
+    /// [`Map::from_pinned`]). An object from before per-direction counters has 16 entries,
+    /// read as ingress.
+    pub fn read(map: &Map) -> Result<Counters, KernelError> {
+        let mut counters = Counters::default();
+        for index in 0..maps::VERDICT_COUNTERS {
+            let Some((direction, _)) = counter_slot(index) else {
+                continue;
+            };
+            let block = usize::from(PolicyKey::direction_byte(direction));
+            let slot = index as usize % COUNTERS_PER_DIRECTION;
+            for cpu in map.lookup_per_cpu(&index_key(index))?.unwrap_or_default() {
+                let value = CounterValue::from_bytes(&cpu).map_err(|e| contract(VERDICTS, &e))?;
+                let entry = &mut counters.by_direction[block][slot];
+                *entry = entry.add(&value);
+                counters.slots[slot] = counters.slots[slot].add(&value);
+            }
+        }
+        Ok(counters)
+    }
+
+    /// The value of one counter, both directions added.
     pub fn get(&self, counter: Counter) -> CounterValue {
         self.slots[counter.index()]
+    }
+
+    /// The value of one counter for packets of one policy direction.
+    pub fn get_in(&self, direction: PolicyDirection, counter: Counter) -> CounterValue {
+        self.by_direction[usize::from(PolicyKey::direction_byte(direction))][counter.index()]
     }
 
     /// Total packets over all verdict counters.
@@ -190,9 +251,9 @@ impl Counters {
         Counter::ALL.iter().map(|c| self.get(*c).packets).sum()
     }
 
-    /// Events the ring buffer had no room for (slot 15, `DATAPATH.md` §2.6).
+    /// Events the ring buffer had no room for (slot 15 of each direction, `DATAPATH.md` §2.6).
     pub fn events_lost(&self) -> u64 {
-        self.slots[porin_ebpf::maps::EVENTS_LOST_COUNTER as usize].packets
+        self.slots[maps::EVENTS_LOST_COUNTER as usize].packets
     }
 }
 
@@ -540,16 +601,7 @@ impl Datapath {
 
     /// The verdict counters, summed over CPUs.
     pub fn read_counters(&self) -> Result<Counters, KernelError> {
-        let map = self.map(VERDICTS)?;
-        let mut counters = Counters::default();
-        for (index, slot) in counters.slots.iter_mut().enumerate() {
-            let key = index_key(u32::try_from(index).unwrap_or(0));
-            for cpu in map.lookup_per_cpu(&key)?.unwrap_or_default() {
-                let value = CounterValue::from_bytes(&cpu).map_err(|e| contract(VERDICTS, &e))?;
-                *slot = slot.add(&value);
-            }
-        }
-        Ok(counters)
+        Counters::read(self.map(VERDICTS)?)
     }
 
     /// Zeroes every counter.
@@ -587,19 +639,34 @@ impl Datapath {
             },
         )?;
         let after = self.read_counters()?;
-        // Slot 15 counts lost events, not verdicts.
-        let moved: Vec<usize> = (0..Counter::ALL.len())
-            .filter(|&i| after.slots[i].packets != before.slots[i].packets)
+        // Slot 15 of each block counts lost events, not verdicts.
+        let moved: Vec<(usize, usize)> = (0..2)
+            .flat_map(|block| (0..Counter::ALL.len()).map(move |i| (block, i)))
+            .filter(|&(b, i)| after.by_direction[b][i].packets != before.by_direction[b][i].packets)
             .collect();
         let counter = match moved.as_slice() {
-            [index] if after.slots[*index].packets == before.slots[*index].packets + 1 => {
+            [(block, index)]
+                if after.by_direction[*block][*index].packets
+                    == before.by_direction[*block][*index].packets + 1 =>
+            {
+                // Objects from before per-direction counters count both programs in block 0.
+                let per_direction =
+                    self.map(VERDICTS)?.spec().max_entries >= maps::VERDICT_COUNTERS;
+                let wanted = usize::from(PolicyKey::direction_byte(direction.policy_direction()));
+                if per_direction && *block != wanted {
+                    return Err(KernelError::Contract(format!(
+                        "{} moved a counter of the other direction's block ({block})",
+                        direction.program_name()
+                    )));
+                }
                 Counter::ALL.get(*index).copied().ok_or_else(|| {
                     KernelError::Contract(format!("reserved counter {index} was incremented"))
                 })?
             }
             _ => {
                 return Err(KernelError::Contract(format!(
-                    "one packet moved counters {moved:?}, expected exactly one by one"
+                    "one packet moved counters {moved:?} (direction block, verdict), expected \
+                     exactly one by one"
                 )));
             }
         };
@@ -661,5 +728,28 @@ mod tests {
         assert_eq!(Counter::PassedIpv6Ndp.index(), 14);
         assert!(Counter::AllowedReply.is_pass());
         assert!(!Counter::DeniedAuth.is_pass());
+    }
+
+    #[test]
+    fn counter_slots_are_direction_blocks_of_sixteen() {
+        use PolicyDirection::{Egress, Ingress};
+        assert_eq!(Counter::DeniedByDefault.map_index(Ingress), 5);
+        assert_eq!(Counter::DeniedByDefault.map_index(Egress), 21);
+        assert_eq!(
+            counter_slot(21),
+            Some((Egress, CounterSlot::Verdict(Counter::DeniedByDefault)))
+        );
+        assert_eq!(counter_slot(15), Some((Ingress, CounterSlot::EventsLost)));
+        assert_eq!(counter_slot(31), Some((Egress, CounterSlot::EventsLost)));
+        assert_eq!(counter_slot(32), None);
+        for direction in [Ingress, Egress] {
+            for counter in Counter::ALL {
+                let index = counter.map_index(direction);
+                assert_eq!(
+                    counter_slot(index),
+                    Some((direction, CounterSlot::Verdict(counter)))
+                );
+            }
+        }
     }
 }

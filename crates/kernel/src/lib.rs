@@ -80,7 +80,8 @@ pub mod sys;
 pub use apply::{DirectWrites, MapWriter, SlotMaps};
 pub use btf_reader::MapDefinition;
 pub use datapath::{
-    Counter, CounterValue, Counters, Datapath, Direction, KernelVerdict, PolicySlot, Verdict,
+    COUNTERS_PER_DIRECTION, Counter, CounterSlot, CounterValue, Counters, Datapath, Direction,
+    KernelVerdict, PolicySlot, Verdict, counter_slot,
 };
 pub use error::{BpfCommand, KernelError};
 pub use events::{EventReader, EventSelection};

@@ -46,8 +46,9 @@ impl CtKey {
 abi_struct! {
     /// `porin_ct_value`.
     pub struct CtValue = "porin_ct_value" {
-        /// `bpf_ktime_get_ns()` after which the entry is expired (treated
-        /// as absent, and overwritten by the next allowed packet).
+        /// `bpf_ktime_get_coarse_ns()` (`CLOCK_MONOTONIC_COARSE`) after which
+        /// the entry is expired (treated as absent, and overwritten by the
+        /// next allowed packet).
         expires_ns @ OFF_EXPIRES: u64 = Le,
         /// Proxy port of the flow's verdict, host order (0 = none).
         proxy_port @ OFF_PROXY_PORT: u16 = Le,

@@ -13,8 +13,8 @@ abi_struct! {
     /// `porin_event`: one verdict, written when the packet's verdict is
     /// decided and `porin_config.events` asks for it.
     pub struct Event = "porin_event" {
-        /// `bpf_ktime_get_ns()` when the record was written (read only
-        /// when emitting).
+        /// `bpf_ktime_get_coarse_ns()` when the record was written (the
+        /// monotonic clock at the last tick; read only when emitting).
         timestamp_ns @ OFF_TIMESTAMP: u64 = Le,
         /// `skb->ifindex`: the device whose hook ran the program.
         ifindex @ OFF_IFINDEX: u32 = Le,
@@ -32,7 +32,8 @@ abi_struct! {
         direction @ OFF_DIRECTION: u8 = Raw,
         /// [`Event::ALLOW`] or [`Event::DROP`].
         verdict @ OFF_VERDICT: u8 = Raw,
-        /// The verdict counter the packet moved (`porin_verdicts` index,
+        /// The verdict ([`Verdict::index`]: the slot of the counter the
+        /// packet moved within its direction's block of `porin_verdicts`,
         /// `DATAPATH.md` §2.5): the drop or pass reason.
         reason @ OFF_REASON: u8 = Raw,
         /// IP protocol (0 before L3 was parsed).

@@ -42,7 +42,7 @@ pub const IDENTITY: i16 = -256;
 pub const PROXY_PORT: i16 = -264;
 /// 1 when a fresh conntrack entry existed in this direction (u32).
 pub const ESTABLISHED: i16 = -272;
-/// `bpf_ktime_get_ns()` of this packet (u64).
+/// `bpf_ktime_get_coarse_ns()` of this packet (u64).
 pub const NOW: i16 = -280;
 // -288: unused (8 bytes).
 /// Which verdict events to write (u32: `ConfigValue::EVENTS_DROPS` /

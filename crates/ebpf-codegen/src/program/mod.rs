@@ -20,7 +20,10 @@ use crate::ObjectConfig;
 use crate::abi::{ConfigValue, Counter, CtKey, Event, Ipcache4Key, PolicyKey};
 use crate::asm::{AsmError, Assembled, Assembler, Label};
 use crate::insn::{AluOp, Cond, Helper, Reg, Size};
-use crate::maps::{Direction, EVENTS_LOST_COUNTER, TC_ACT_OK, TC_ACT_SHOT, Verdict, names};
+use crate::maps::{
+    COUNTERS_PER_DIRECTION, Direction, EVENTS_LOST_COUNTER, TC_ACT_OK, TC_ACT_SHOT, Verdict,
+    counter_index, names,
+};
 
 /// Name of the program for traffic leaving the endpoint.
 pub const FROM_ENDPOINT: &str = "porin_from_endpoint";
@@ -178,8 +181,9 @@ impl<'c> Gen<'c> {
                 .find(|v| v.index() == index)
                 .is_some_and(|v| v.passes());
             self.a.bind(label);
+            let counter = counter_index(self.direction, index);
             self.a
-                .store_imm(Size::U32, Reg::R10, frame::COUNTER_INDEX, index as i32);
+                .store_imm(Size::U32, Reg::R10, frame::COUNTER_INDEX, counter as i32);
             self.a.ja(if passes { pass } else { drop });
         }
         for (label, code, wanted, verdict) in [
@@ -207,7 +211,7 @@ impl<'c> Gen<'c> {
         let e = frame::EVENT;
         let dir = PolicyKey::direction_byte(self.direction);
         let a = &mut self.a;
-        a.call(Helper::KTIME_GET_NS);
+        a.call(Helper::KTIME_GET_COARSE_NS);
         a.store(Size::U64, Reg::R10, e + off(Event::OFF_TIMESTAMP), Reg::R0);
         a.load(Size::U32, Reg::R1, Reg::R6, hdr::skb::IFINDEX);
         a.store(Size::U32, Reg::R10, e + off(Event::OFF_IFINDEX), Reg::R1);
@@ -238,7 +242,9 @@ impl<'c> Gen<'c> {
             e + off(Event::OFF_VERDICT),
             i32::from(verdict),
         );
+        // The reason is the verdict, without the direction's block.
         a.load(Size::U8, Reg::R1, Reg::R10, frame::COUNTER_INDEX);
+        a.alu64_imm(AluOp::And, Reg::R1, COUNTERS_PER_DIRECTION as i32 - 1);
         a.store(Size::U8, Reg::R10, e + off(Event::OFF_REASON), Reg::R1);
         a.load(Size::U8, Reg::R1, Reg::R10, frame::PROTO);
         a.store(Size::U8, Reg::R10, e + off(Event::OFF_PROTO), Reg::R1);
@@ -261,14 +267,15 @@ impl<'c> Gen<'c> {
             Size::U32,
             Reg::R10,
             frame::COUNTER_INDEX,
-            EVENTS_LOST_COUNTER as i32,
+            counter_index(self.direction, EVENTS_LOST_COUNTER) as i32,
         );
         self.count();
         self.a.bind(written);
     }
 
     /// Adds this packet to the counter whose index is in
-    /// `frame::COUNTER_INDEX` (per-CPU: plain read-modify-write).
+    /// `frame::COUNTER_INDEX` (this direction's block, `maps::counter_index`;
+    /// per-CPU: plain read-modify-write).
     fn count(&mut self) {
         let done = self.a.new_label();
         self.lookup(names::VERDICTS, frame::COUNTER_INDEX);

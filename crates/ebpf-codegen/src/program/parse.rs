@@ -2,7 +2,7 @@
 //! extension headers, and the L4 fields policy needs. Every rule here is a
 //! line of `DATAPATH.md` §4.
 
-use super::hdr::{eth, icmp, ipv4, ipv6, ports};
+use super::hdr::{eth, icmp, ipv4, ipv6, ports, skb};
 use super::{Gen, ethertype, frame, off};
 use crate::abi::{
     CtKey, IPV4_ADDR_LEN, IPV6_ADDR_LEN, Ipcache4Key, Ipcache6Key, IpcacheValue, PolicyKey,
@@ -133,10 +133,11 @@ impl Gen<'_> {
         a.load(Size::U32, Reg::R2, Reg::R10, frame::L3_OFFSET);
         a.alu64_reg(AluOp::Add, Reg::R2, Reg::R1);
         a.store(Size::U32, Reg::R10, frame::L4_OFFSET, Reg::R2);
-        // The options must be in the packet too: its last byte is loadable.
-        a.alu64_imm(AluOp::Sub, Reg::R2, 1);
-        a.store(Size::U32, Reg::R10, frame::SCRATCH, Reg::R2);
-        self.load_bytes(Some(frame::SCRATCH), 0, frame::SCRATCH, 1);
+        // The options must be in the packet too. `bpf_skb_load_bytes` of
+        // their last byte succeeds exactly when `offset + 1 <= skb->len`, so
+        // comparing with `skb->len` is the same check without a helper call.
+        a.load(Size::U32, Reg::R1, Reg::R6, skb::LEN);
+        a.jmp_reg(Cond::Lt, Reg::R1, Reg::R2, malformed);
 
         let a = &mut self.a;
         // Fragment offset (13 bits after the flags) must be zero.

@@ -25,6 +25,9 @@ const FLAGS: i16 = off(PolicyEntry::OFF_FLAGS);
 const AUTH: i16 = off(PolicyEntry::OFF_AUTH);
 const LPM_SHIFT: i32 = PolicyEntry::LPM_SHIFT as i32;
 const AUTH_TYPE_MASK: i32 = PolicyEntry::AUTH_TYPE_MASK as i32;
+/// A refresh that moves the expiry forward by less than `lifetime >>
+/// LIFETIME_SLACK_SHIFT` (1/16) is not written.
+const LIFETIME_SLACK_SHIFT: i32 = 4;
 
 impl Gen<'_> {
     /// From `track` on: one conntrack lookup (the reply check and the
@@ -48,7 +51,7 @@ impl Gen<'_> {
         self.a.jmp_imm(Cond::Eq, Reg::R0, 0, policy);
         self.a.mov64_reg(Reg::R7, Reg::R0);
         // The clock only for a packet with an entry (and, later, a new one).
-        self.a.call(Helper::KTIME_GET_NS);
+        self.a.call(Helper::KTIME_GET_COARSE_NS);
         let a = &mut self.a;
         a.store(Size::U64, Reg::R10, frame::NOW, Reg::R0);
         a.load(Size::U64, Reg::R1, Reg::R7, off(CtValue::OFF_EXPIRES));
@@ -182,11 +185,28 @@ impl Gen<'_> {
         a.bind(close_done);
         a.ld_imm64(Reg::R2, close_ns);
         a.bind(write_state);
+        // Written only when it changes (see the lifetime below).
+        let state_kept = a.new_label();
+        a.load(Size::U8, Reg::R5, value, off(CtValue::OFF_TCP_STATE));
+        a.jmp_reg(Cond::Eq, Reg::R5, Reg::R3, state_kept);
         a.store(Size::U8, value, off(CtValue::OFF_TCP_STATE), Reg::R3);
+        a.bind(state_kept);
 
+        // r1 = now + lifetime. The entry is shared by both directions'
+        // programs, which run on different CPUs for one flow (request on the
+        // sender's, reply on the receiver's): a store on every packet moves
+        // its cache line between them. So an expiry that would move forward
+        // by less than 1/16 of the lifetime is not written (the entry then
+        // lives at least 15/16 of its lifetime after the last packet,
+        // `DATAPATH.md` §2.4); an earlier expiry (the close lifetime) always is.
         a.bind(store_lifetime);
         a.load(Size::U64, Reg::R1, Reg::R10, frame::NOW);
         a.alu64_reg(AluOp::Add, Reg::R1, Reg::R2);
+        a.load(Size::U64, Reg::R3, value, off(CtValue::OFF_EXPIRES));
+        a.mov64_reg(Reg::R4, Reg::R1);
+        a.alu64_reg(AluOp::Sub, Reg::R4, Reg::R3);
+        a.alu64_imm(AluOp::Rsh, Reg::R2, LIFETIME_SLACK_SHIFT);
+        a.jmp_reg(Cond::Lt, Reg::R4, Reg::R2, done);
         a.store(Size::U64, value, off(CtValue::OFF_EXPIRES), Reg::R1);
         a.bind(done);
     }
@@ -372,15 +392,20 @@ impl Gen<'_> {
         let a = &mut self.a;
         a.load(Size::U32, Reg::R1, Reg::R10, frame::ESTABLISHED);
         a.jmp_imm(Cond::Eq, Reg::R1, 0, create);
+        let proxy_kept = a.new_label();
         a.load(Size::U64, Reg::R7, Reg::R10, frame::CT_ENTRY);
         a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);
+        // Shared with the other direction's CPU: written only when it changes.
+        a.load(Size::U16, Reg::R2, Reg::R7, off(CtValue::OFF_PROXY_PORT));
+        a.jmp_reg(Cond::Eq, Reg::R2, Reg::R1, proxy_kept);
         a.store(Size::U16, Reg::R7, off(CtValue::OFF_PROXY_PORT), Reg::R1);
+        a.bind(proxy_kept);
         self.refresh(Reg::R7);
         self.a.ja(tracked);
 
         // A new entry (or one over an expired entry), built on the stack.
         self.a.bind(create);
-        self.a.call(Helper::KTIME_GET_NS);
+        self.a.call(Helper::KTIME_GET_COARSE_NS);
         let a = &mut self.a;
         a.store(Size::U64, Reg::R10, frame::NOW, Reg::R0);
         a.load(Size::U32, Reg::R1, Reg::R10, frame::PROXY_PORT);

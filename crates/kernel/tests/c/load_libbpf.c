@@ -63,7 +63,7 @@ static const struct expect_map maps[] = {
 	{ "porin_policy_b", BPF_MAP_TYPE_LPM_TRIE, 12, 12, 16384 },
 	{ "porin_config", BPF_MAP_TYPE_ARRAY, 4, 8, 1 },
 	{ "porin_ct", BPF_MAP_TYPE_LRU_HASH, 40, 16, 65536 },
-	{ "porin_verdicts", BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 16 },
+	{ "porin_verdicts", BPF_MAP_TYPE_PERCPU_ARRAY, 4, 16, 32 },
 	{ "porin_events", BPF_MAP_TYPE_RINGBUF, 0, 0, 262144 },
 	{ "porin_ip4hash", BPF_MAP_TYPE_HASH, 8, 8, 65536 },
 	{ "porin_ip6hash", BPF_MAP_TYPE_HASH, 20, 8, 65536 },

@@ -57,7 +57,7 @@ func main() {
 		"porin_policy_b": {uint32(ebpf.LPMTrie), 12, 12, 16384},
 		"porin_config":   {uint32(ebpf.Array), 4, 8, 1},
 		"porin_ct":       {uint32(ebpf.LRUHash), 40, 16, 65536},
-		"porin_verdicts": {uint32(ebpf.PerCPUArray), 4, 16, 16},
+		"porin_verdicts": {uint32(ebpf.PerCPUArray), 4, 16, 32},
 		"porin_events":   {uint32(ebpf.RingBuf), 0, 0, 262144},
 		// The flat lookups: exact keys in hashes, read before the tries.
 		"porin_ip4hash":   {uint32(ebpf.Hash), 8, 8, 65536},

@@ -19,7 +19,7 @@ use std::process::Command;
 
 use porin_compiler::mapstate::{Entry, Key};
 use porin_ebpf::abi::{IpcacheValue, PolicyEntry, PolicyKey, policy_pair};
-use porin_ebpf::maps::{Direction, MapUpdate, PolicySlot, Verdict, redirect_mark};
+use porin_ebpf::maps::{Direction, MapUpdate, PolicySlot, Verdict, counter_index, redirect_mark};
 use support::*;
 
 #[test]
@@ -45,7 +45,7 @@ fn aya_obj_parses_the_object() {
         ("porin_policy_b", 11, 12, 12, 16384, 0x81),
         ("porin_config", 2, 4, 8, 1, 0x80),
         ("porin_ct", 9, 40, 16, 65536, 0),
-        ("porin_verdicts", 6, 4, 16, 16, 0),
+        ("porin_verdicts", 6, 4, 16, 32, 0),
         // The event ring buffer: no key or value, max_entries = bytes.
         ("porin_events", 27, 0, 0, 262_144, 0),
         // The flat lookups: exact keys in hashes, read before the tries.
@@ -909,20 +909,28 @@ echo "COUNTERS: $(bpftool -j map dump pinned {globals}/porin_verdicts)"
             })
             .unwrap_or(0)
     };
+    // The endpoint connects out: its SYNs are egress (porin_from_endpoint's block), the RST
+    // that answers is an ingress reply (DATAPATH.md §2.5); no flow was opened towards the
+    // endpoint, so no egress reply. (The host side's IPv6 autoconfiguration is denied on
+    // ingress, so ingress drops are not zero.)
+    let at = |direction, verdict: Verdict| counter_index(direction, verdict.index());
     assert!(
-        packets(Verdict::DeniedByDefault.index()) >= 1,
-        "SYN drops not counted: {log}"
+        packets(at(Direction::Egress, Verdict::DeniedByDefault)) >= 1,
+        "SYN drops not counted in the egress block: {log}"
     );
     assert!(
-        packets(Verdict::AllowedNew.index()) >= 1,
-        "allowed SYN not counted"
+        packets(at(Direction::Egress, Verdict::AllowedNew)) >= 1,
+        "allowed SYN not counted in the egress block"
     );
     assert!(
-        packets(Verdict::AllowedReply.index()) >= 1,
-        "RST reply not counted"
+        packets(at(Direction::Ingress, Verdict::AllowedReply)) >= 1,
+        "RST reply not counted in the ingress block"
     );
+    assert_eq!(packets(at(Direction::Egress, Verdict::AllowedReply)), 0);
     assert!(
-        packets(Verdict::PassedNonIp.index()) >= 1,
+        packets(at(Direction::Ingress, Verdict::PassedNonIp))
+            + packets(at(Direction::Egress, Verdict::PassedNonIp))
+            >= 1,
         "ARP not counted"
     );
 }

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::{AuthRequirement, AuthType, Direction, Entry, Key, Precedence};
 use porin_ebpf::abi::{Ipcache4Key, Ipcache6Key, IpcacheValue};
-use porin_ebpf::maps::{MapUpdate, Verdict};
+use porin_ebpf::maps::{MapUpdate, Verdict, counter_index};
 use std::process::Command;
 
 /// Whether tests needing root and bpf can run. In CI (`CI=true`) a missing
@@ -205,7 +205,16 @@ impl Script {
         self.lines.push(format!("# {why}: {verdict:?}"));
         self.lines
             .push(format!("run {program} {} {ret} {mark}", hex(&packet)));
-        *self.tally.entry(verdict.index()).or_default() += 1;
+        // The program's policy direction picks the counter block (DATAPATH.md §2.5).
+        let direction = if program == porin_ebpf::program::TO_ENDPOINT {
+            Direction::Ingress
+        } else {
+            Direction::Egress
+        };
+        *self
+            .tally
+            .entry(counter_index(direction, verdict.index()))
+            .or_default() += 1;
     }
 
     pub fn sleep(&mut self, ms: u32) {
@@ -213,9 +222,12 @@ impl Script {
     }
 
     pub fn finish(mut self) -> String {
-        for verdict in Verdict::ALL {
-            let n = self.tally.get(&verdict.index()).copied().unwrap_or(0);
-            self.lines.push(format!("counter {} {n}", verdict.index()));
+        for direction in [Direction::Ingress, Direction::Egress] {
+            for verdict in Verdict::ALL {
+                let index = counter_index(direction, verdict.index());
+                let n = self.tally.get(&index).copied().unwrap_or(0);
+                self.lines.push(format!("counter {index} {n}"));
+            }
         }
         self.lines.join("\n") + "\n"
     }
