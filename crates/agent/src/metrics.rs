@@ -13,9 +13,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use porin_compiler::mapstate::Direction as PolicyDirection;
 use porin_ebpf::abi::index_key;
 use porin_kernel::datapath::VERDICTS;
-use porin_kernel::{Counter, CounterValue, Map, MapSpec, MapType};
+use porin_kernel::{Counter, CounterSlot, CounterValue, Map, MapSpec, MapType};
 use tracing::{debug, warn};
 
 use crate::enforce::endpoint_dir_name;
@@ -90,8 +91,6 @@ pub enum CountedDirection {
     Ingress,
     /// Packets the endpoint sends (`porin_from_endpoint`, egress policy).
     Egress,
-    /// Both programs of the endpoint count into the slot.
-    Both,
 }
 
 impl CountedDirection {
@@ -100,26 +99,25 @@ impl CountedDirection {
         match self {
             Self::Ingress => "ingress",
             Self::Egress => "egress",
-            Self::Both => "both",
         }
     }
 }
 
-/// What slot `index` of an endpoint's `porin_verdicts` counts: its direction and its reason
-/// (`None`: not a verdict, e.g. slot 15, the events the ring had no room for).
-///
-/// **Plug-in point for per-direction counters.** The datapath of this branch counts both
-/// programs of an endpoint into the same 16 slots (DATAPATH.md §2.5), so each reason slot is
-/// [`CountedDirection::Both`]. When the datapath counts per direction (the `dp` branch), this
-/// function becomes a call of the datapath's own index → (direction, reason) mapping; nothing
-/// else here changes, because [`pinned_counters`] reads every slot the pinned map has and the
-/// text groups by what this function says.
+/// What slot `index` of an endpoint's `porin_verdicts` counts: its policy direction and its
+/// reason (`None`: not a verdict, e.g. the events the ring had no room for). The datapath's own
+/// index mapping ([`porin_kernel::counter_slot`], DATAPATH.md §2.5) is the one owner.
 pub fn verdict_slot(index: u32) -> Option<(CountedDirection, Counter)> {
-    if index == porin_ebpf::maps::EVENTS_LOST_COUNTER {
-        return None;
+    match porin_kernel::counter_slot(index)? {
+        (direction, CounterSlot::Verdict(counter)) => Some((counted_direction(direction), counter)),
+        (_, CounterSlot::EventsLost) => None,
     }
-    let counter = Counter::ALL.get(usize::try_from(index).ok()?)?;
-    Some((CountedDirection::Both, *counter))
+}
+
+fn counted_direction(direction: PolicyDirection) -> CountedDirection {
+    match direction {
+        PolicyDirection::Ingress => CountedDirection::Ingress,
+        PolicyDirection::Egress => CountedDirection::Egress,
+    }
 }
 
 /// One endpoint's verdict counters, as the metrics show them.
@@ -163,7 +161,11 @@ pub fn pinned_counters(state_dir: &Path, endpoint: &str) -> Option<PinnedCounter
                 let slot = out.verdicts.entry(labels).or_default();
                 *slot = slot.add(&total);
             }
-            None if index == porin_ebpf::maps::EVENTS_LOST_COUNTER => {
+            None if matches!(
+                porin_kernel::counter_slot(index),
+                Some((_, CounterSlot::EventsLost))
+            ) =>
+            {
                 out.events_lost += total.packets;
             }
             None => {}
@@ -455,13 +457,21 @@ mod tests {
 
     #[test]
     fn verdicts_are_labelled_by_direction_and_reason() {
-        // The slots of this branch's datapath: one per reason, both directions in each.
+        // DATAPATH.md §2.5: ingress slots 0-15, egress 16-31, slot 15 of each counts lost events.
         assert_eq!(
             verdict_slot(5),
-            Some((CountedDirection::Both, Counter::DeniedByDefault))
+            Some((CountedDirection::Ingress, Counter::DeniedByDefault))
+        );
+        assert_eq!(
+            verdict_slot(16 + 5),
+            Some((CountedDirection::Egress, Counter::DeniedByDefault))
         );
         assert_eq!(verdict_slot(porin_ebpf::maps::EVENTS_LOST_COUNTER), None);
-        assert_eq!(verdict_slot(16), None);
+        assert_eq!(
+            verdict_slot(16 + porin_ebpf::maps::EVENTS_LOST_COUNTER),
+            None
+        );
+        assert_eq!(verdict_slot(32), None);
         // Per-direction counters (what the datapath's mapping gives) render one line each.
         let mut counters = PinnedCounters::default();
         let packets = |packets| CounterValue {
