@@ -25,7 +25,7 @@ pub trait Bed {
     /// Attaches porin's programs; returns how many.
     fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize>;
     /// Detaches them.
-    fn detach_porin(&self) -> Result<()>;
+    fn detach_porin(&self, tag: &str) -> Result<()>;
     /// Removes the pins of `tag`.
     fn unpin(&self, tag: &str);
     /// The network namespace holding the chains.
@@ -36,10 +36,12 @@ pub trait Bed {
 
 impl Bed for Rig {
     fn describe(&self) -> String {
-        "filter on the server's side of one veth pair between two namespaces: porin on tc \
-         clsact of the server's device (ingress = porin_to_endpoint), the chains on the server \
-         namespace's INPUT hook"
-            .to_owned()
+        format!(
+            "filter on the server's side of one veth pair between two namespaces: porin on the \
+             server's device ({}; ingress hook = porin_to_endpoint), the chains on the server \
+             namespace's INPUT hook",
+            crate::rig::AttachMode::from_env().map_or("?", |m| m.label())
+        )
     }
 
     fn server(&self) -> std::net::Ipv4Addr {
@@ -63,8 +65,8 @@ impl Bed for Rig {
         Rig::attach_porin(self, datapath, tag)
     }
 
-    fn detach_porin(&self) -> Result<()> {
-        Rig::detach_porin(self)
+    fn detach_porin(&self, tag: &str) -> Result<()> {
+        Rig::detach_porin(self, tag)
     }
 
     fn unpin(&self, tag: &str) {
@@ -215,7 +217,7 @@ fn measure_porin(bed: &dyn Bed, setup: &PorinSetup, config: &E2eConfig) -> Resul
     setup.datapath.reset_counters()?;
     let attached = bed.attach_porin(&setup.datapath, &setup.tag)?;
     let figures = bed.measure(config.traffic, config);
-    let detached = bed.detach_porin();
+    let detached = bed.detach_porin(&setup.tag);
     let figures = figures?;
     detached?;
     // The traffic really went through porin: policy-checked requests, and conntrack replies

@@ -18,6 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
+use porin_kernel::attach::{Hook, TcxLink};
 use porin_kernel::{Datapath, Direction};
 
 use crate::cmd::{in_netns, run};
@@ -120,6 +121,118 @@ pub enum DeviceSide {
     Host,
 }
 
+/// How the rigs attach porin's programs to the filtered device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttachMode {
+    /// tcx BPF links (kernel 6.6+), what `porin agent` attaches with (DATAPATH.md §8): no
+    /// qdisc, one program call per hook. The default.
+    Tcx,
+    /// A clsact qdisc and `tc filter add ... bpf da` (cls_bpf in direct-action mode: the
+    /// classifier and then the program per hook), the harness of the earlier figures.
+    Clsact,
+}
+
+/// The environment variable choosing [`AttachMode`]: `tcx` (default) or `clsact`.
+pub const ATTACH_ENV: &str = "PORIN_BENCH_ATTACH";
+
+impl AttachMode {
+    /// From [`ATTACH_ENV`].
+    pub fn from_env() -> Result<Self> {
+        match std::env::var(ATTACH_ENV).as_deref() {
+            Err(_) | Ok("" | "tcx") => Ok(Self::Tcx),
+            Ok("clsact") => Ok(Self::Clsact),
+            Ok(other) => bail!("{ATTACH_ENV}={other}: expected `tcx` or `clsact`"),
+        }
+    }
+
+    /// Human name, for the tables' notes.
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Tcx => "tcx links",
+            Self::Clsact => "clsact + cls_bpf direct-action",
+        }
+    }
+}
+
+/// The endpoint programs of `datapath`'s object with the hook each goes on.
+fn program_hooks(datapath: &Datapath, side: DeviceSide) -> Vec<(Direction, Hook)> {
+    let mut hooks = Vec::new();
+    for name in datapath.object().program_names() {
+        let direction = match name {
+            n if n == Direction::ToEndpoint.program_name() => Direction::ToEndpoint,
+            n if n == Direction::FromEndpoint.program_name() => Direction::FromEndpoint,
+            // Not a program of the endpoint's two paths (nothing to attach on this device).
+            _ => continue,
+        };
+        let hook = match (side, direction) {
+            (DeviceSide::Endpoint, Direction::ToEndpoint)
+            | (DeviceSide::Host, Direction::FromEndpoint) => Hook::Ingress,
+            (DeviceSide::Endpoint, Direction::FromEndpoint)
+            | (DeviceSide::Host, Direction::ToEndpoint) => Hook::Egress,
+        };
+        hooks.push((direction, hook));
+    }
+    hooks
+}
+
+fn link_pin(bpffs: &std::path::Path, direction: Direction, tag: &str) -> PathBuf {
+    bpffs.join(format!("link-{}-{tag}", direction.program_name()))
+}
+
+/// Attaches porin's programs to `dev` in namespace `ns` the way `mode` says ([`attach_clsact`]
+/// or tcx links pinned in `bpffs`, which [`detach`] removes). Returns how many programs were
+/// attached.
+pub fn attach(
+    mode: AttachMode,
+    ns: &str,
+    dev: &str,
+    side: DeviceSide,
+    datapath: &Datapath,
+    bpffs: &std::path::Path,
+    tag: &str,
+) -> Result<usize> {
+    if mode == AttachMode::Clsact {
+        return attach_clsact(ns, dev, side, datapath, bpffs, tag);
+    }
+    let hooks = program_hooks(datapath, side);
+    if hooks.is_empty() {
+        bail!("porin's object has neither endpoint program");
+    }
+    let netns = PathBuf::from(format!("/run/netns/{ns}"));
+    for (direction, hook) in &hooks {
+        let link = TcxLink::attach_in_netns(datapath.program(*direction)?, &netns, dev, *hook)?;
+        // The pin keeps the link (and the attachment) after `link` is dropped.
+        link.pin(&link_pin(bpffs, *direction, tag))?;
+    }
+    Ok(hooks.len())
+}
+
+/// Detaches what [`attach`] attached: the clsact qdisc, or the pinned tcx links (a link whose
+/// last pin and fd are gone detaches).
+pub fn detach(
+    mode: AttachMode,
+    ns: &str,
+    dev: &str,
+    bpffs: &std::path::Path,
+    tag: &str,
+) -> Result<()> {
+    match mode {
+        AttachMode::Clsact => {
+            in_netns(ns, "tc", &["qdisc", "del", "dev", dev, "clsact"], None).map(drop)
+        }
+        AttachMode::Tcx => {
+            for direction in [Direction::ToEndpoint, Direction::FromEndpoint] {
+                let pin = link_pin(bpffs, direction, tag);
+                if pin.exists() {
+                    std::fs::remove_file(&pin)
+                        .with_context(|| format!("cannot remove {}", pin.display()))?;
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
 /// Attaches every program porin's object has to the clsact hooks of `dev` in namespace `ns`,
 /// through pins in `bpffs` named after `tag`. Programs are taken from the object, not assumed:
 /// an object without the egress-policy program (when egress is not enforced) attaches only
@@ -133,25 +246,13 @@ pub fn attach_clsact(
     tag: &str,
 ) -> Result<usize> {
     let mut hooks = Vec::new();
-    for name in datapath.object().program_names() {
-        let direction = match name {
-            n if n == Direction::ToEndpoint.program_name() => Direction::ToEndpoint,
-            n if n == Direction::FromEndpoint.program_name() => Direction::FromEndpoint,
-            // Not a program of the endpoint's two paths (nothing to attach on this device).
-            _ => continue,
-        };
-        let hook = match (side, direction) {
-            (DeviceSide::Endpoint, Direction::ToEndpoint)
-            | (DeviceSide::Host, Direction::FromEndpoint) => "ingress",
-            (DeviceSide::Endpoint, Direction::FromEndpoint)
-            | (DeviceSide::Host, Direction::ToEndpoint) => "egress",
-        };
-        let pin = bpffs.join(format!("{name}-{tag}"));
+    for (direction, hook) in program_hooks(datapath, side) {
+        let pin = bpffs.join(format!("{}-{tag}", direction.program_name()));
         let pin = pin.to_string_lossy().into_owned();
         if !std::path::Path::new(&pin).exists() {
             datapath.program(direction)?.pin(&pin)?;
         }
-        hooks.push((hook, pin));
+        hooks.push((hook.as_str(), pin));
     }
     if hooks.is_empty() {
         bail!("porin's object has neither endpoint program");
@@ -170,10 +271,11 @@ pub fn attach_clsact(
     Ok(hooks.len())
 }
 
-/// Removes the pins [`attach_clsact`] made for `tag`.
+/// Removes the pins [`attach_clsact`] and [`attach`] made for `tag`.
 pub fn unpin_clsact(bpffs: &std::path::Path, tag: &str) {
     for name in [Direction::ToEndpoint, Direction::FromEndpoint] {
         let _ = std::fs::remove_file(bpffs.join(format!("{}-{tag}", name.program_name())));
+        let _ = std::fs::remove_file(link_pin(bpffs, name, tag));
     }
 }
 
@@ -419,10 +521,11 @@ impl Rig {
         Throughput::of(&client, server_ns + softirq_ns)
     }
 
-    /// Attaches porin's programs to the server device's clsact hooks, as the e2e test does
-    /// (ingress = to_endpoint, egress = from_endpoint), through pinned programs.
+    /// Attaches porin's programs to the server device's hooks (ingress = to_endpoint, egress =
+    /// from_endpoint) as [`AttachMode::from_env`] says.
     pub fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
-        attach_clsact(
+        attach(
+            AttachMode::from_env()?,
             &self.ns_server,
             &self.dev_server,
             DeviceSide::Endpoint,
@@ -432,15 +535,15 @@ impl Rig {
         )
     }
 
-    /// Removes the clsact qdisc (and with it both filters).
-    pub fn detach_porin(&self) -> Result<()> {
-        in_netns(
+    /// Detaches what [`Rig::attach_porin`] attached for `tag`.
+    pub fn detach_porin(&self, tag: &str) -> Result<()> {
+        detach(
+            AttachMode::from_env()?,
             &self.ns_server,
-            "tc",
-            &["qdisc", "del", "dev", &self.dev_server, "clsact"],
-            None,
+            &self.dev_server,
+            &self.bpffs,
+            tag,
         )
-        .map(drop)
     }
 
     /// Removes the pins of one datapath (after its last detach).

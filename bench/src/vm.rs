@@ -7,12 +7,13 @@
 //!   (clients)                                                     filters here on the tap        guest 10.213.1.2
 //! ```
 //!
-//! - **porin** attaches to tc clsact on the tap. The tap is the host's end of the guest's link,
+//! - **porin** attaches to the tap's tc hooks (tcx links as `porin agent` does, or a clsact
+//!   qdisc with `PORIN_BENCH_ATTACH=clsact`: [`rig::AttachMode`]). The tap is the host's end of the guest's link,
 //!   like a pod's host-side veth where Cilium attaches: what the guest *sends* arrives on the
 //!   tap's **ingress** hook (QEMU writes it into the tap), so `porin_from_endpoint` (policy
 //!   direction egress) goes there; what is routed *to* the guest leaves by the tap's **egress**
 //!   hook, so `porin_to_endpoint` (ingress policy, peer = source) goes there. The programs are
-//!   taken from the object ([`rig::attach_clsact`]).
+//!   taken from the object ([`rig::attach`]).
 //! - **The chains** sit on the host namespace's FORWARD hook, the hook that sees routed guest
 //!   traffic: `-o tap` jumps to the N-rule chain (default drop), `-i tap` is accepted
 //!   (`workload::ChainAt::ForwardTo`).
@@ -349,11 +350,13 @@ impl Bed for VmRig {
     fn describe(&self) -> String {
         format!(
             "a QEMU microVM under {}, 1 vCPU, Debian kernel {}, virtio-net on a tap; clients in \
-             their own namespace, routed through a host namespace to the tap; porin on tc clsact \
-             of the tap (egress hook = porin_to_endpoint: packets to the guest; ingress hook = \
+             their own namespace, routed through a host namespace to the tap; porin on the tap \
+             ({}; egress hook = porin_to_endpoint: packets to the guest; ingress hook = \
              porin_from_endpoint: packets from the guest), the chains on the host namespace's \
              FORWARD hook (`-o tap` jumps to the N-rule chain, `-i tap` accepted)",
-            self.accel, self.kernel
+            self.accel,
+            self.kernel,
+            rig::AttachMode::from_env().map_or("?", |m| m.label())
         )
     }
 
@@ -387,7 +390,8 @@ impl Bed for VmRig {
     }
 
     fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
-        rig::attach_clsact(
+        rig::attach(
+            rig::AttachMode::from_env()?,
             &self.ns_host,
             &self.tap,
             DeviceSide::Host,
@@ -397,14 +401,14 @@ impl Bed for VmRig {
         )
     }
 
-    fn detach_porin(&self) -> Result<()> {
-        in_netns(
+    fn detach_porin(&self, tag: &str) -> Result<()> {
+        rig::detach(
+            rig::AttachMode::from_env()?,
             &self.ns_host,
-            "tc",
-            &["qdisc", "del", "dev", &self.tap, "clsact"],
-            None,
+            &self.tap,
+            &self.bpffs,
+            tag,
         )
-        .map(drop)
     }
 
     fn unpin(&self, tag: &str) {

@@ -4,6 +4,14 @@
  * porin's reference evaluator; then change the policy and apply the change
  * to the live policy map as a hole-free difference.
  *
+ * Each policy slot is two maps (DATAPATH.md §2.2): exact keys (prefix
+ * length 64: identity, protocol and full port) go into its hash
+ * (porin_polhash_a/_b), which the programs read first, every other key into
+ * its LPM trie (porin_policy_a/_b); /32 ipcache entries go into
+ * porin_ip4hash, shorter prefixes into porin_ipcache4. porin_config's
+ * prefix_free bits stay 0 (the tries are always consulted: correct whatever
+ * a later difference adds to them).
+ *
  *   agent INVENTORY POLICY_V1 POLICY_V2 FLOWS
  *
  * FLOWS: one flow per line, `SRC_IP DST_IP PROTO PORT` (PROTO tcp, udp or
@@ -37,12 +45,33 @@ struct flow {
     uint16_t port;
 };
 
+/* One policy slot: its LPM trie and its exact-key hash. */
+struct slot {
+    int trie, hash;
+};
+
 struct datapath {
     struct bpf_object *object;
     int from_endpoint, to_endpoint; /* program fds */
-    int policy[2], config, ipcache4;
+    struct slot policy[2];
+    int config, ipcache4, ipcache4_hosts;
     uint32_t active; /* slot the programs read (porin_config) */
 };
+
+/* The prefix length (the key's first u32, little-endian) of an exact key:
+ * DATAPATH.md §2.2; of a host ipcache entry: §2.1. */
+#define POLICY_EXACT_PREFIX 64
+#define IPCACHE4_HOST_PREFIX 32
+
+static uint32_t prefix_of(const uint8_t *key) {
+    return (uint32_t)key[0] | (uint32_t)key[1] << 8 | (uint32_t)key[2] << 16 |
+           (uint32_t)key[3] << 24;
+}
+
+/* The map of `slot` that holds `key`. */
+static int slot_fd(const struct slot *slot, const uint8_t *key) {
+    return prefix_of(key) == POLICY_EXACT_PREFIX ? slot->hash : slot->trie;
+}
 
 static const char *verdict_name(porin_verdict v) {
     return v == PORIN_VERDICT_ALLOW ? "allow" : v == PORIN_VERDICT_REDIRECT ? "redirect" : "deny";
@@ -154,12 +183,15 @@ static int clear_map(int fd, size_t key_size) {
     return 0;
 }
 
-static int fill(int fd, const porin_map_entries *e) {
+/* Writes every entry into `hosts` when its prefix length is `host_prefix`,
+ * else into `prefixes`. */
+static int fill(int prefixes, int hosts, uint32_t host_prefix, const porin_map_entries *e) {
     size_t i;
-    for (i = 0; i < e->count; i++)
-        if (bpf_map_update_elem(fd, e->keys + i * e->key_size, e->values + i * e->value_size,
-                                BPF_ANY))
-            return -errno;
+    for (i = 0; i < e->count; i++) {
+        const uint8_t *key = e->keys + i * e->key_size;
+        int fd = prefix_of(key) == host_prefix ? hosts : prefixes;
+        if (bpf_map_update_elem(fd, key, e->values + i * e->value_size, BPF_ANY)) return -errno;
+    }
     return 0;
 }
 
@@ -170,7 +202,9 @@ static int replace_policy(struct datapath *dp, const porin_compilation *c, const
     uint8_t config[8] = {0};
     porin_result r = porin_compilation_policy_entries(c, endpoint, strlen(endpoint), &entries);
     if (r != PORIN_RESULT_OK) return fail(endpoint, r);
-    if (clear_map(dp->policy[next], PORIN_POLICY_KEY_SIZE) || fill(dp->policy[next], &entries)) {
+    if (clear_map(dp->policy[next].trie, PORIN_POLICY_KEY_SIZE) ||
+        clear_map(dp->policy[next].hash, PORIN_POLICY_KEY_SIZE) ||
+        fill(dp->policy[next].trie, dp->policy[next].hash, POLICY_EXACT_PREFIX, &entries)) {
         perror("agent: policy map");
         return 1;
     }
@@ -187,7 +221,7 @@ static int load_ipcache(struct datapath *dp, const porin_compilation *c) {
     porin_map_entries entries;
     porin_result r = porin_compilation_ipcache_entries(c, 4, &entries);
     if (r != PORIN_RESULT_OK) return fail("ipcache", r);
-    if (fill(dp->ipcache4, &entries)) {
+    if (fill(dp->ipcache4, dp->ipcache4_hosts, IPCACHE4_HOST_PREFIX, &entries)) {
         perror("agent: ipcache");
         return 1;
     }
@@ -211,12 +245,16 @@ static int open_datapath(struct datapath *dp, const porin_compilation *c) {
     to = bpf_object__find_program_by_name(dp->object, "porin_to_endpoint");
     dp->from_endpoint = from ? bpf_program__fd(from) : -1;
     dp->to_endpoint = to ? bpf_program__fd(to) : -1;
-    dp->policy[0] = bpf_object__find_map_fd_by_name(dp->object, "porin_policy_a");
-    dp->policy[1] = bpf_object__find_map_fd_by_name(dp->object, "porin_policy_b");
+    dp->policy[0].trie = bpf_object__find_map_fd_by_name(dp->object, "porin_policy_a");
+    dp->policy[1].trie = bpf_object__find_map_fd_by_name(dp->object, "porin_policy_b");
+    dp->policy[0].hash = bpf_object__find_map_fd_by_name(dp->object, "porin_polhash_a");
+    dp->policy[1].hash = bpf_object__find_map_fd_by_name(dp->object, "porin_polhash_b");
     dp->config = bpf_object__find_map_fd_by_name(dp->object, "porin_config");
     dp->ipcache4 = bpf_object__find_map_fd_by_name(dp->object, "porin_ipcache4");
-    if (dp->from_endpoint < 0 || dp->to_endpoint < 0 || dp->policy[0] < 0 || dp->policy[1] < 0 ||
-        dp->config < 0 || dp->ipcache4 < 0) {
+    dp->ipcache4_hosts = bpf_object__find_map_fd_by_name(dp->object, "porin_ip4hash");
+    if (dp->from_endpoint < 0 || dp->to_endpoint < 0 || dp->policy[0].trie < 0 ||
+        dp->policy[1].trie < 0 || dp->policy[0].hash < 0 || dp->policy[1].hash < 0 ||
+        dp->config < 0 || dp->ipcache4 < 0 || dp->ipcache4_hosts < 0) {
         fprintf(stderr, "agent: object lacks a program or map of DATAPATH.md\n");
         return 1;
     }
@@ -366,23 +404,27 @@ static int shadow_set(struct shadow *s, const uint8_t *key, const uint8_t *value
     return 0;
 }
 
-static int shadow_read(int fd, struct shadow *s) {
+/* Reads both maps of a slot (each key is in exactly one of them). */
+static int shadow_read(const struct slot *slot, struct shadow *s) {
     uint8_t key[PORIN_POLICY_KEY_SIZE], next[PORIN_POLICY_KEY_SIZE], value[PORIN_POLICY_VALUE_SIZE];
-    int first = 1;
-    while (bpf_map_get_next_key(fd, first ? NULL : key, next) == 0) {
-        first = 0;
-        memcpy(key, next, sizeof key);
-        if (bpf_map_lookup_elem(fd, key, value) || shadow_set(s, key, value)) return -1;
+    int fds[2] = {slot->trie, slot->hash}, i;
+    for (i = 0; i < 2; i++) {
+        int first = 1;
+        while (bpf_map_get_next_key(fds[i], first ? NULL : key, next) == 0) {
+            first = 0;
+            memcpy(key, next, sizeof key);
+            if (bpf_map_lookup_elem(fds[i], key, value) || shadow_set(s, key, value)) return -1;
+        }
     }
     return 0;
 }
 
 /* 0 when the map holds exactly `want`'s entries; prints what differs. */
-static int map_equals(int fd, const porin_map_entries *want, const char *label) {
+static int map_equals(const struct slot *slot, const porin_map_entries *want, const char *label) {
     struct shadow live = {0};
     size_t i;
     int status = 0;
-    if (shadow_read(fd, &live)) {
+    if (shadow_read(slot, &live)) {
         perror("agent: reading the live map");
         free(live.entries);
         return 1;
@@ -404,7 +446,8 @@ static int map_equals(int fd, const porin_map_entries *want, const char *label) 
 }
 
 /* One write of a difference (or of its undo); value NULL deletes. */
-static int write_entry(int fd, const uint8_t *key, const uint8_t *value) {
+static int write_entry(const struct slot *slot, const uint8_t *key, const uint8_t *value) {
+    int fd = slot_fd(slot, key);
     if (value) return bpf_map_update_elem(fd, key, value, BPF_ANY);
     if (bpf_map_delete_elem(fd, key) && errno != ENOENT) return -1;
     return 0;
@@ -416,18 +459,20 @@ static int write_entry(int fd, const uint8_t *key, const uint8_t *value) {
  * never needs more entries than the map held before that write (a deleted
  * key is re-inserted into a map one entry smaller than when it was there).
  * Returns the index of the write whose undo failed, or -1. */
-static long roll_back(int fd, const struct entry *undo, const int *present, size_t count) {
+static long roll_back(const struct slot *slot, const struct entry *undo, const int *present,
+                      size_t count) {
     while (count-- > 0)
-        if (write_entry(fd, undo[count].key, present[count] ? undo[count].value : NULL))
+        if (write_entry(slot, undo[count].key, present[count] ? undo[count].value : NULL))
             return (long)count;
     return -1;
 }
 
-/* Applies a difference write by write to the live map `fd`. On a failed
- * write, the writes before it are undone in reverse order; returns 0 on
+/* Applies a difference write by write to the live slot `slot` (each key
+ * into the map of the slot that holds it). On a failed write, the writes
+ * before it are undone in reverse order; returns 0 on
  * success, 2 after a rollback (the map holds its previous entries), 1 when
  * even the rollback failed (the map holds a mix: replace it whole). */
-static int apply_changes(int fd, const char *map_name, const char *endpoint,
+static int apply_changes(const struct slot *slot, const char *map_name, const char *endpoint,
                          const porin_diff *diff) {
     size_t i, n = porin_diff_count(diff);
     struct shadow shadow = {0};
@@ -435,7 +480,7 @@ static int apply_changes(int fd, const char *map_name, const char *endpoint,
     int *present = calloc(n ? n : 1, sizeof *present), status = 0;
     long undo_failed;
     porin_change change;
-    if (!undo || !present || shadow_read(fd, &shadow)) {
+    if (!undo || !present || shadow_read(slot, &shadow)) {
         perror("agent: preparing the undo log");
         status = 1;
         goto out;
@@ -450,11 +495,11 @@ static int apply_changes(int fd, const char *map_name, const char *endpoint,
             errno = EIO; /* injected by the test hook */
             failed = 1;
         } else {
-            failed = write_entry(fd, change.key, change.value) != 0;
+            failed = write_entry(slot, change.key, change.value) != 0;
         }
         if (failed) {
             int error = errno;
-            undo_failed = roll_back(fd, undo, present, i);
+            undo_failed = roll_back(slot, undo, present, i);
             fprintf(stderr,
                     "agent: write %zu of %zu of the difference for %s to the live map %s "
                     "failed: %s (errno %d); ",
@@ -544,10 +589,11 @@ static int apply_diff(struct datapath *dp, const porin_compilation *v1, const po
     porin_diff *diff = NULL;
     porin_map_entries want;
     const char *map_name;
-    int fd, applied, live;
+    const struct slot *fd;
+    int applied, live;
     porin_result r;
     if (replace_policy(dp, v1, endpoint)) return 1;
-    fd = dp->policy[dp->active];
+    fd = &dp->policy[dp->active];
     map_name = dp->active ? "porin_policy_b" : "porin_policy_a";
     r = porin_compilation_policy_diff(v1, v2, endpoint, strlen(endpoint), &diff);
     if (r != PORIN_RESULT_OK) return fail("diff", r);

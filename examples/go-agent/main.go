@@ -6,6 +6,12 @@
 // hole-free difference (rolled back if a write fails part-way) and decides
 // again.
 //
+// Each policy slot is two maps (DATAPATH.md §2.2): exact keys (prefix length
+// 64) go into its hash (porin_polhash_a/_b), read first by the programs, the
+// others into its LPM trie (porin_policy_a/_b); /32 ipcache entries go into
+// porin_ip4hash, shorter prefixes into porin_ipcache4. porin_config's
+// prefix_free bits stay 0 (the tries are always consulted).
+//
 //	go-agent INVENTORY POLICY_V1 POLICY_V2 FLOWS
 //
 // Build (see README): CGO_CFLAGS=-I<repo>/include
@@ -68,12 +74,34 @@ type flow struct {
 	port                uint16
 }
 
+// slot is one policy slot: its LPM trie and its exact-key hash.
+type slot struct {
+	trie, hash *ebpf.Map
+}
+
+// The prefix length (a key's first u32, little-endian) of an exact policy
+// key (DATAPATH.md §2.2) and of a host ipcache entry (§2.1).
+const (
+	policyExactPrefix  = 64
+	ipcache4HostPrefix = 32
+)
+
+func prefixOf(key []byte) uint32 { return binary.LittleEndian.Uint32(key) }
+
+// mapFor is the map of the slot that holds key.
+func (s slot) mapFor(key []byte) *ebpf.Map {
+	if prefixOf(key) == policyExactPrefix {
+		return s.hash
+	}
+	return s.trie
+}
+
 type datapath struct {
-	coll        *ebpf.Collection
-	from, to    *ebpf.Program
-	policy      [2]*ebpf.Map
-	config, ip4 *ebpf.Map
-	active      uint32
+	coll                 *ebpf.Collection
+	from, to             *ebpf.Program
+	policy               [2]slot
+	config, ip4, ip4host *ebpf.Map
+	active               uint32
 }
 
 func compile(session *C.porin_session, policy string) (*C.porin_compilation, error) {
@@ -115,10 +143,12 @@ func openDatapath(c *C.porin_compilation) (*datapath, error) {
 	}
 	dp := &datapath{coll: coll, from: coll.Programs["porin_from_endpoint"],
 		to: coll.Programs["porin_to_endpoint"], config: coll.Maps["porin_config"],
-		ip4: coll.Maps["porin_ipcache4"]}
-	dp.policy[0], dp.policy[1] = coll.Maps["porin_policy_a"], coll.Maps["porin_policy_b"]
-	if dp.from == nil || dp.to == nil || dp.config == nil || dp.ip4 == nil ||
-		dp.policy[0] == nil || dp.policy[1] == nil {
+		ip4: coll.Maps["porin_ipcache4"], ip4host: coll.Maps["porin_ip4hash"]}
+	dp.policy[0] = slot{trie: coll.Maps["porin_policy_a"], hash: coll.Maps["porin_polhash_a"]}
+	dp.policy[1] = slot{trie: coll.Maps["porin_policy_b"], hash: coll.Maps["porin_polhash_b"]}
+	if dp.from == nil || dp.to == nil || dp.config == nil || dp.ip4 == nil || dp.ip4host == nil ||
+		dp.policy[0].trie == nil || dp.policy[1].trie == nil ||
+		dp.policy[0].hash == nil || dp.policy[1].hash == nil {
 		return nil, fmt.Errorf("object lacks a program or map of DATAPATH.md")
 	}
 	var ip C.porin_map_entries
@@ -127,7 +157,11 @@ func openDatapath(c *C.porin_compilation) (*datapath, error) {
 	}
 	keys, values := entries(ip)
 	for i := range keys {
-		if err := dp.ip4.Put(keys[i], values[i]); err != nil {
+		m := dp.ip4
+		if prefixOf(keys[i]) == ipcache4HostPrefix {
+			m = dp.ip4host
+		}
+		if err := m.Put(keys[i], values[i]); err != nil {
 			return nil, err
 		}
 	}
@@ -158,12 +192,15 @@ func (dp *datapath) replacePolicy(c *C.porin_compilation, endpoint string) error
 		return err
 	}
 	next := dp.active ^ 1
-	if err := clearMap(dp.policy[next]); err != nil {
+	if err := clearMap(dp.policy[next].trie); err != nil {
+		return err
+	}
+	if err := clearMap(dp.policy[next].hash); err != nil {
 		return err
 	}
 	keys, values := entries(e)
 	for i := range keys {
-		if err := dp.policy[next].Put(keys[i], values[i]); err != nil {
+		if err := dp.policy[next].mapFor(keys[i]).Put(keys[i], values[i]); err != nil {
 			return err
 		}
 	}
@@ -306,23 +343,29 @@ var errRolledBack = errors.New("difference rolled back")
 // exercise the rollback (as in examples/c-agent). -1: never.
 var failAtWrite = -1
 
-// liveEntries reads the stored keys of a policy map with their values.
-// The undo log must come from here, not from lookups: a lookup of an absent
-// key in an LPM trie returns the value of a shorter covering key, which a
-// rollback would then write as if it had been there (DATAPATH.md §2.3).
-func liveEntries(m *ebpf.Map) (map[string][]byte, error) {
+// liveEntries reads the stored keys of a policy slot (both maps) with their
+// values. The undo log must come from here, not from lookups: a lookup of an
+// absent key in an LPM trie returns the value of a shorter covering key,
+// which a rollback would then write as if it had been there (DATAPATH.md
+// §2.3).
+func liveEntries(s slot) (map[string][]byte, error) {
 	got := map[string][]byte{}
-	var key, value []byte
-	it := m.Iterate()
-	for it.Next(&key, &value) {
-		got[string(key)] = append([]byte(nil), value...)
+	for _, m := range []*ebpf.Map{s.trie, s.hash} {
+		var key, value []byte
+		it := m.Iterate()
+		for it.Next(&key, &value) {
+			got[string(key)] = append([]byte(nil), value...)
+		}
+		if err := it.Err(); err != nil {
+			return nil, err
+		}
 	}
-	return got, it.Err()
+	return got, nil
 }
 
 // sameEntries reports whether the live map holds exactly the entries of c
 // for endpoint.
-func sameEntries(live *ebpf.Map, c *C.porin_compilation, endpoint string) error {
+func sameEntries(live slot, c *C.porin_compilation, endpoint string) error {
 	name, n := cstr(endpoint)
 	defer C.free(unsafe.Pointer(name))
 	var want C.porin_map_entries
@@ -379,9 +422,9 @@ func (dp *datapath) applyDiff(v1, v2 *C.porin_compilation, endpoint string) erro
 	var log []undo
 	write := func(key, value []byte) error {
 		if value == nil {
-			return live.Delete(key)
+			return live.mapFor(key).Delete(key)
 		}
-		return live.Put(key, value)
+		return live.mapFor(key).Put(key, value)
 	}
 	count := int(C.porin_diff_count(diff))
 	for i := 0; i < count; i++ {

@@ -106,6 +106,35 @@ impl TcxLink {
         Ok(Self { fd, name })
     }
 
+    /// Attaches `program` to `hook` of the device `dev` of the network namespace whose file is
+    /// `netns` (e.g. `/run/netns/NAME`). `BPF_LINK_CREATE` names the device by its index in the
+    /// caller's namespace, so the attach runs on a thread that joins `netns` and ends; the link
+    /// it returns works from every thread.
+    pub fn attach_in_netns(
+        program: &Program,
+        netns: &Path,
+        dev: &str,
+        hook: Hook,
+    ) -> Result<Self, KernelError> {
+        let netns = path_str(netns)?;
+        std::thread::scope(|scope| {
+            scope
+                .spawn(|| {
+                    sys::join_netns(netns)?;
+                    let ifindex = interface_index(dev)?.ok_or_else(|| {
+                        KernelError::Object(format!("no device `{dev}` in namespace `{netns}`"))
+                    })?;
+                    Self::attach(program, ifindex, hook)
+                })
+                .join()
+                .unwrap_or_else(|_| {
+                    Err(KernelError::Object(format!(
+                        "the thread attaching to `{dev}` in `{netns}` panicked"
+                    )))
+                })
+        })
+    }
+
     /// Opens a link pinned at `path`.
     pub fn from_pinned(path: &Path) -> Result<Self, KernelError> {
         let text = path_str(path)?;

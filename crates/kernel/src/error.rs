@@ -179,6 +179,15 @@ pub enum KernelError {
         #[source]
         source: io::Error,
     },
+    /// Joining a network namespace (`setns(2)`) failed.
+    #[error("cannot join the network namespace `{path}`: {source}")]
+    Netns {
+        /// The namespace file (e.g. `/run/netns/NAME`).
+        path: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
     /// Filling the inactive policy slot failed part-way (step 1 of the A/B replacement,
     /// DATAPATH.md §2.3). The slot was never activated: the enforced policy is unchanged.
     #[error(

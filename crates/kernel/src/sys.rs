@@ -751,6 +751,34 @@ pub fn interface_index(name: &str) -> Result<Option<u32>, KernelError> {
     }
 }
 
+/// Moves the calling thread into the network namespace whose file is `path` (`setns(2)` with
+/// `CLONE_NEWNET`; e.g. `/run/netns/NAME`). Only this thread changes namespace.
+pub fn join_netns(path: &str) -> Result<(), KernelError> {
+    let error = |source| KernelError::Netns {
+        path: path.to_owned(),
+        source,
+    };
+    let file = std::fs::File::open(path).map_err(error)?;
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: `file` is an open namespace file for the duration of the call; setns reads
+        // only the fd and changes only the calling thread's network namespace.
+        if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+            return Err(error(io::Error::last_os_error()));
+        }
+        Ok(())
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        drop(file);
+        Err(KernelError::NeedsLinux {
+            command: BpfCommand::LinkCreate,
+            object: path.to_owned(),
+        })
+    }
+}
+
 /// `BPF_RINGBUF_BUSY_BIT`: the record is still being written.
 const RINGBUF_BUSY: u32 = 1 << 31;
 /// `BPF_RINGBUF_DISCARD_BIT`: the producer discarded the record.
