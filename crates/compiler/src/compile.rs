@@ -229,6 +229,11 @@ pub struct Compiled {
     /// `node/NAME` peers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::inventory::Node>,
+    /// The inventory's `mesh-auth-mutual-enabled` setting, which decides
+    /// auth-required verdicts ([`crate::explain::authenticates`]); the map
+    /// state keeps its auth entries either way.
+    #[serde(skip)]
+    pub mutual_auth: bool,
 }
 
 impl Compiled {
@@ -1032,6 +1037,7 @@ impl<'c> Compilation<'c> {
             origins: summary.origins.to_vec(),
             diagnostics: summary.diagnostics,
             nodes: self.inventory.nodes.clone(),
+            mutual_auth: self.inventory.settings.mesh_auth_mutual_enabled,
         }
     }
 

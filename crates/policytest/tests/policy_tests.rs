@@ -280,7 +280,7 @@ fn a_world_family_peer_towards_an_endpoint_without_the_family_is_an_error() {
         report.files[0]
             .cases
             .iter()
-            .all(|c| c.actual.as_deref() == Some("allow")),
+            .all(|c| c.actual.as_deref() == Some("allow (IPv6)")),
         "{:?}",
         report
     );
@@ -428,7 +428,7 @@ cases:
         report.errors
     );
     assert!(
-        report.lines[0].ends_with("TCP/80 over IPv6 => allow"),
+        report.lines[0].ends_with("TCP/80 over IPv6 => allow (IPv6)"),
         "{}",
         report.lines[0]
     );
