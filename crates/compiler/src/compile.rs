@@ -1189,6 +1189,18 @@ pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> V
     }
     let mut reported: BTreeSet<(OriginKind, Option<String>, String)> = BTreeSet::new();
     let mut findings = Vec::new();
+    // Not one policy selects anything: the inventory is not the one the
+    // policies are for, and every verdict is "no policy" (issue 17: no
+    // silent green). A warning, beside the per-policy infos.
+    if !policy_selects.is_empty() && policy_selects.values().all(|selects| !selects) {
+        findings.push(Diagnostic::new(
+            codes::INVENTORY_SELECTS_NOTHING,
+            format!(
+                "none of the {} loaded policies selects an endpoint of the inventory: nothing is enforced and every flow is allowed",
+                policy_selects.len()
+            ),
+        ).help("give the inventory the workloads these policies are for (their manifests: --inventory, or `inventory:` in a test file)"));
+    }
     for ((kind, namespace, name, file), selects) in policy_selects {
         if !selects && reported.insert((kind, namespace.clone(), name.clone())) {
             let label = match &namespace {

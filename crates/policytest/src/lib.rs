@@ -264,7 +264,7 @@ pub fn prepare_with_inventory(
     check_top_level_fields(&display, &text, &limits.inventory, |kind| {
         (kind == "PolicyTest").then(|| [INVENTORY_FIELDS, TEST_FILE_FIELDS].concat())
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| parse_error::render_top_level_error(&display, &text, e))?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
         .map_err(|e| parse_error::render_inventory_error(&display, &text, e))?;

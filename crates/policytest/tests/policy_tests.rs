@@ -328,10 +328,14 @@ fn an_unknown_top_level_field_refuses_the_file() {
         "kind: PolicyTest\nname: typo\nendpoints:\n  - {name: a, namespace: default, labels: {app: a}}\n\
          case:\n  - {from: default/a, to: default/a, port: 80, expect: deny}\n",
     );
+    // In porin lint's format (issue 17): the code, the location once
+    // with the key's column, the source line and a caret.
     assert_refused(
         &report,
-        ":5: unknown field `case` in a document of kind `PolicyTest`",
+        "error[PM003]: invalid test file: unknown field `case` in a document of kind `PolicyTest`",
     );
+    assert_refused(&report, ".yaml:5:1 (document 0)");
+    assert_refused(&report, "5 | case:");
     assert_eq!(report.passed + report.failed, 0, "{report:?}");
 }
 

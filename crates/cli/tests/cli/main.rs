@@ -4,6 +4,7 @@
 
 mod action;
 mod baseline;
+mod boutique_explanations;
 mod cidr_covers_pods;
 mod cilium_version;
 mod cli;
