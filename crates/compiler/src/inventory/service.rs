@@ -363,4 +363,53 @@ spec: {containers: [{name: c}]}
         let bad = inventory.service_target("svc/email", 5000, 6).unwrap_err();
         assert!(bad.0.contains("svc/NAMESPACE/NAME"), "{bad}");
     }
+
+    #[test]
+    fn porin_yaml_services_carry_ports_and_selector_less_ones_their_addresses() {
+        let mut inventory = Inventory::new();
+        inventory
+            .add_text(
+                "inv.yaml",
+                "kind: Inventory
+endpoints:
+  - {name: web, namespace: prod, labels: {app: web}, ports: [{name: http, port: 8080}]}
+services:
+  - {name: web, namespace: prod, selector: {app: web}, ports: [{port: 80, targetPort: http}]}
+  - {name: legacy, namespace: prod, backends: [192.0.2.50], ports: [{port: 5432}]}
+  - {name: odd, namespace: prod, backends: [192.0.2.51], ports: [{port: 1, targetPort: x}]}
+",
+            )
+            .unwrap();
+        inventory.finish().unwrap();
+        let web = inventory.service_target("svc/prod/web", 80, 6).unwrap();
+        assert_eq!(
+            (web.backends[0].peer(), web.backends[0].port),
+            ("prod/web".to_owned(), 8080)
+        );
+        let legacy = inventory
+            .service_target("svc/prod/legacy", 5432, 6)
+            .unwrap();
+        assert_eq!(
+            (legacy.backends[0].peer(), legacy.backends[0].port),
+            ("192.0.2.50".to_owned(), 5432)
+        );
+        let odd = inventory.service_target("svc/prod/odd", 1, 6).unwrap_err();
+        assert!(
+            odd.0.contains("a named targetPort cannot be resolved"),
+            "{odd}"
+        );
+        let mut bad = Inventory::new();
+        let error = bad
+            .add_text(
+                "inv.yaml",
+                "kind: Inventory\nservices:\n  - {name: s, ports: [{port: 80, protocol: ICMP}]}\n",
+            )
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("service `s`: ports[0]: protocol `ICMP`"),
+            "{error}"
+        );
+    }
 }
