@@ -62,4 +62,8 @@ porin_model::code_table! {
     /// answers.
     UNKNOWN_CIDR_GROUP = "PC016", "unknown-cidr-group", Warning,
         "A cidrGroupRef names, or a cidrGroupSelector selects, no CiliumCIDRGroup among the inputs: Cilium selects nothing for it, so an allow allows nothing (porin too); a deny denies nothing in Cilium, and porin denies those ports to every peer instead (fail closed), since the group may exist in the cluster but not among porin's inputs.";
+    /// No policy selects any endpoint of the inventory: every verdict is
+    /// the one of a cluster without policy.
+    INVENTORY_SELECTS_NOTHING = "PC020", "inventory-selects-nothing", Warning,
+        "No loaded policy selects any endpoint of the inventory (a wrong or incomplete inventory, or the wrong namespace): nothing is enforced, so every flow is allowed and a test that expects allow passes without testing anything. Give the inventory the workloads the policies are for (their manifests, `--inventory`, `inventory:`).";
 }

@@ -229,6 +229,11 @@ pub struct Compiled {
     /// `node/NAME` peers.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<crate::inventory::Node>,
+    /// The inventory's `mesh-auth-mutual-enabled` setting, which decides
+    /// auth-required verdicts ([`crate::explain::authenticates`]); the map
+    /// state keeps its auth entries either way.
+    #[serde(skip)]
+    pub mutual_auth: bool,
 }
 
 impl Compiled {
@@ -1032,6 +1037,7 @@ impl<'c> Compilation<'c> {
             origins: summary.origins.to_vec(),
             diagnostics: summary.diagnostics,
             nodes: self.inventory.nodes.clone(),
+            mutual_auth: self.inventory.settings.mesh_auth_mutual_enabled,
         }
     }
 
@@ -1183,6 +1189,18 @@ pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> V
     }
     let mut reported: BTreeSet<(OriginKind, Option<String>, String)> = BTreeSet::new();
     let mut findings = Vec::new();
+    // Not one policy selects anything: the inventory is not the one the
+    // policies are for, and every verdict is "no policy" (issue 17: no
+    // silent green). A warning, beside the per-policy infos.
+    if !policy_selects.is_empty() && policy_selects.values().all(|selects| !selects) {
+        findings.push(Diagnostic::new(
+            codes::INVENTORY_SELECTS_NOTHING,
+            format!(
+                "none of the {} loaded policies selects an endpoint of the inventory: nothing is enforced and every flow is allowed",
+                policy_selects.len()
+            ),
+        ).help("give the inventory the workloads these policies are for (their manifests: --inventory, or `inventory:` in a test file)"));
+    }
     for ((kind, namespace, name, file), selects) in policy_selects {
         if !selects && reported.insert((kind, namespace.clone(), name.clone())) {
             let label = match &namespace {

@@ -12,7 +12,11 @@
 //!
 //! Authentication: a matched entry that requires authentication drops the
 //! packet in the datapath until the auth map holds an entry; porin has no
-//! auth map, so such a flow is `deny`, and the explanation says so.
+//! auth map, so by default such a flow is `deny`, and the explanation says
+//! so. Under the inventory setting `mesh-auth-mutual-enabled: true` (the
+//! cluster runs Cilium's SPIRE mutual authentication) it is decided as an
+//! authenticated cluster decides it ([`authenticates`]): the handshake
+//! succeeds between two cluster endpoints, so the flow passes.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -25,7 +29,7 @@ use crate::allocation::IdentityKind;
 use crate::compile::{Compiled, EndpointPolicy};
 use crate::identity::Identity;
 pub use crate::ipcache::Family;
-use crate::mapstate::{Decision, DenyReason, Direction, MatchedEntry, Verdict};
+use crate::mapstate::{AuthType, Decision, DenyReason, Direction, MatchedEntry, Verdict};
 use crate::resolve::lower::{LOCALHOST_ORIGIN_NAME, Origin};
 use crate::resolve::rule::proto;
 
@@ -492,10 +496,33 @@ impl Evaluation {
     }
 }
 
-fn check_verdict(decision: &Decision) -> FlowVerdict {
+/// Whether an auth-required entry of `local`'s policy lets a flow with
+/// `remote` pass in a cluster whose agents run mutual authentication
+/// (`mesh-auth-mutual-enabled`, [`Compiled::mutual_auth`]): the agent's
+/// auth manager authenticates the pair and fills the auth map, after which
+/// the datapath passes the flow. Only the SPIRE type (`required`)
+/// authenticates (`test-always-fail` has a handler that always fails,
+/// `pkg/auth/always_fail_authhandler.go`), and only between identities of
+/// cluster workloads: `handleAuthRequest` (`pkg/auth/manager.go`) skips
+/// reserved identities (host, world, health, ...), and CIDR/FQDN
+/// identities (local scope) have no SPIFFE identity and no node to
+/// handshake with. Never true without the setting (fail closed).
+pub fn authenticates(compiled: &Compiled, auth_type: AuthType, local: u32, remote: u32) -> bool {
+    let workload = |id: u32| {
+        Identity::new(id).is_ok_and(|i| !i.is_wildcard() && !i.is_reserved() && i.is_cluster())
+    };
+    compiled.mutual_auth && auth_type == AuthType::SPIRE && workload(local) && workload(remote)
+}
+
+fn check_verdict(compiled: &Compiled, decision: &Decision, local: u32, remote: u32) -> FlowVerdict {
     match decision.verdict {
         Verdict::Allow => FlowVerdict::Allow,
         Verdict::Redirect { .. } => FlowVerdict::Redirect,
+        Verdict::AuthRequired { auth_type }
+            if authenticates(compiled, auth_type, local, remote) =>
+        {
+            FlowVerdict::Allow
+        }
         Verdict::Deny { .. } | Verdict::AuthRequired { .. } => FlowVerdict::Deny,
     }
 }
@@ -564,7 +591,7 @@ pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
                 family: group,
                 peer_identity,
                 enforced,
-                verdict: check_verdict(&decision),
+                verdict: check_verdict(compiled, &decision, endpoint.identity, peer_identity),
                 decision,
             });
         }
@@ -792,10 +819,25 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
         Verdict::Deny {
             reason: DenyReason::NoEntry,
         } => "denied (no entry)".to_owned(),
-        Verdict::AuthRequired { auth_type } => format!(
-            "dropped: authentication type {} required (porin has no auth map)",
-            auth_type.get()
-        ),
+        Verdict::AuthRequired { auth_type } => {
+            let local = compiled.endpoint(&check.endpoint).map_or(0, |e| e.identity);
+            if authenticates(compiled, auth_type, local, check.peer_identity) {
+                format!(
+                    "allowed after mutual authentication (type {}: with mesh-auth-mutual-enabled the agents authenticate this pair of workloads)",
+                    auth_type.get()
+                )
+            } else if compiled.mutual_auth {
+                format!(
+                    "dropped: authentication type {} required, which never succeeds here (only type 1 between two cluster workloads authenticates; reserved and CIDR identities do not, pkg/auth/manager.go)",
+                    auth_type.get()
+                )
+            } else {
+                format!(
+                    "dropped: authentication type {} required (porin has no auth map; the setting mesh-auth-mutual-enabled: true decides it as a cluster running mutual authentication)",
+                    auth_type.get()
+                )
+            }
+        }
     };
     let mut sentence = format!(
         "{subject}: {what} by {} from {}",

@@ -103,9 +103,9 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo {
         flag: "mesh-auth-mutual-enabled",
         default: "false",
-        accepted: "false (true is refused: not modelled yet)",
-        source: "pkg/auth/cell.go (mutual authentication)",
-        effect: "whether `authentication.mode: required` flows can pass; porin decides them as deny (semantics §4.9)",
+        accepted: "false, true",
+        source: "pkg/auth/spire/delegate.go (SPIRE mutual authentication), pkg/auth/manager.go handleAuthRequest",
+        effect: "with true, an `authentication.mode: required` entry between two cluster endpoints passes, as once the agent's handshake succeeded; reserved and CIDR identities never authenticate, `test-always-fail` never passes; with false (the default) every auth-required flow is deny (semantics §4.9); modelled",
     },
 ];
 
@@ -120,6 +120,11 @@ pub struct AgentSettings {
     pub policy_default_local_cluster: bool,
     /// `enable-node-selector-labels`.
     pub enable_node_selector_labels: bool,
+    /// `mesh-auth-mutual-enabled`: the cluster runs Cilium's mutual
+    /// authentication, so auth-required flows between cluster endpoints
+    /// pass once authenticated (`crate::explain::authenticates`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mesh_auth_mutual_enabled: bool,
 }
 
 impl Default for AgentSettings {
@@ -127,6 +132,7 @@ impl Default for AgentSettings {
         Self {
             policy_default_local_cluster: true,
             enable_node_selector_labels: false,
+            mesh_auth_mutual_enabled: false,
         }
     }
 }
@@ -210,8 +216,8 @@ impl SettingsSpec {
         if self.enable_extended_ip_protocols == Some(true) {
             return Err("settings.enable-extended-ip-protocols: `true` is not modelled yet (porin decides as Cilium's default, false)".to_owned());
         }
-        if self.mesh_auth_mutual_enabled == Some(true) {
-            return Err("settings.mesh-auth-mutual-enabled: `true` is not modelled yet: porin decides `authentication.mode: required` flows as deny, as a cluster without mutual authentication does".to_owned());
+        if let Some(value) = self.mesh_auth_mutual_enabled {
+            settings.mesh_auth_mutual_enabled = value;
         }
         Ok(())
     }

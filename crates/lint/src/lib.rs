@@ -102,7 +102,7 @@ pub fn verify(
     if cx.has_inventory {
         // The compiler's own findings (merge conflicts, unresolvable peers,
         // ...), except those a lint rule reports with locations: PC004
-        // (PR015) and PC008 (PR007).
+        // (PR015) and PC008, PC020 (PR007, per policy).
         raw.extend(
             cx.compile_diagnostics
                 .iter()
@@ -110,6 +110,7 @@ pub fn verify(
                     ![
                         porin_compiler::codes::NAMED_PORT.code,
                         porin_compiler::codes::SELECTS_NOTHING.code,
+                        porin_compiler::codes::INVENTORY_SELECTS_NOTHING.code,
                     ]
                     .contains(&d.code)
                 })

@@ -21,7 +21,7 @@ use std::collections::BTreeSet;
 use std::fmt;
 
 pub use porin_compiler::explain::Family;
-use porin_compiler::explain::{FlowVerdict, describe_family_verdicts};
+use porin_compiler::explain::{FlowVerdict, authenticates, describe_family_verdicts};
 use porin_compiler::mapstate::{self, Direction};
 
 use crate::{PreparedTest, ResolvedCase};
@@ -123,6 +123,11 @@ pub enum CheckOutcome {
     DenyDefault,
     /// Dropped: authentication required.
     DenyAuth,
+    /// An authentication-required entry the cluster's mutual
+    /// authentication lets pass (`mesh-auth-mutual-enabled: true`,
+    /// [`porin_compiler::explain::authenticates`]): the datapath drops the
+    /// first packet, the agents authenticate the pair, the flow passes.
+    Authenticated,
     /// Something that is not a policy verdict (the kernel counted a parse
     /// drop or a shortcut pass): never expected for the flows of a test.
     Other {
@@ -152,7 +157,7 @@ impl CheckOutcome {
     /// The flow-level verdict this check contributes.
     pub fn flow_verdict(&self) -> FlowVerdict {
         match self {
-            CheckOutcome::Allow => FlowVerdict::Allow,
+            CheckOutcome::Allow | CheckOutcome::Authenticated => FlowVerdict::Allow,
             CheckOutcome::Redirect(_) => FlowVerdict::Redirect,
             CheckOutcome::DenyRule | CheckOutcome::DenyDefault | CheckOutcome::DenyAuth => {
                 FlowVerdict::Deny
@@ -171,6 +176,7 @@ impl fmt::Display for CheckOutcome {
             CheckOutcome::DenyRule => f.write_str("deny (rule)"),
             CheckOutcome::DenyDefault => f.write_str("deny (no matching entry)"),
             CheckOutcome::DenyAuth => f.write_str("deny (authentication required)"),
+            CheckOutcome::Authenticated => f.write_str("allow (mutually authenticated)"),
             CheckOutcome::Other { what, .. } => f.write_str(what),
         }
     }
@@ -250,7 +256,7 @@ impl CaseDecision {
             .unwrap_or(FlowVerdict::Deny);
         CaseDecision {
             verdict,
-            seen: describe_family_verdicts(&families),
+            seen: describe_tested(&families),
             families,
             checks,
             explanation,
@@ -258,10 +264,11 @@ impl CaseDecision {
         }
     }
 
-    /// The verdicts as printed: `deny`, or `IPv4 deny, IPv6 allow` when
-    /// the families differ (`no packet` when there is none).
+    /// The verdicts as printed: `deny`, `allow (IPv4, IPv6)` when the
+    /// engine decided each family (the families it tested), or `IPv4 deny,
+    /// IPv6 allow` when they differ (`no packet` when there is none).
     pub fn describe_verdict(&self) -> String {
-        describe_family_verdicts(&self.families)
+        describe_tested(&self.families)
     }
 
     /// The verdict of a packet of `family` (`None` for the verdict of
@@ -291,6 +298,94 @@ impl CaseDecision {
         }
         out.extend(self.problems.iter().cloned());
         out
+    }
+}
+
+/// Per-family verdicts as an engine reports them: the verdict, followed
+/// by the families its packets were of when it decided them per family
+/// (`allow (IPv4, IPv6)`, `deny (IPv6)` for a `family: ipv6` case), so a
+/// reader sees what was tested, also for a case that set no `family:`;
+/// `IPv4 deny, IPv6 allow` when they differ; `deny` for an engine that
+/// decides every family alike.
+pub fn describe_tested(families: &[(Option<Family>, FlowVerdict)]) -> String {
+    let verdicts = describe_family_verdicts(families);
+    let named: Vec<String> = families
+        .iter()
+        .filter_map(|(f, _)| f.map(|f| f.to_string()))
+        .collect();
+    let agree = families.windows(2).all(|w| w[0].1 == w[1].1);
+    if agree && !named.is_empty() && named.len() == families.len() {
+        format!("{verdicts} ({})", named.join(", "))
+    } else {
+        verdicts
+    }
+}
+
+impl CaseDecision {
+    /// The decision as a cluster running mutual authentication makes it
+    /// (`mesh-auth-mutual-enabled: true` in the file's inventory): every
+    /// `DenyAuth` check whose entry [`authenticates`] (the reference's
+    /// lookup of the same map state gives the entry's auth type) becomes
+    /// [`CheckOutcome::Authenticated`], and the verdicts follow. An engine
+    /// whose datapath has no auth map (the kernel's) reports the drop of
+    /// the first packet; this is what happens after the handshake. Without
+    /// the setting, or when no check changes, the decision is returned as
+    /// it is.
+    pub fn settle_authentication(mut self, test: &PreparedTest, case: &ResolvedCase) -> Self {
+        let compiled = &test.compiled;
+        if !compiled.mutual_auth {
+            return self;
+        }
+        let flow = &case.flow;
+        let mut changed = false;
+        for group in &mut self.checks {
+            let family = group
+                .family
+                .or_else(|| flow.families(compiled).ok()?.first().copied());
+            for check in &mut group.checks {
+                if check.outcome != CheckOutcome::DenyAuth {
+                    continue;
+                }
+                let Some(endpoint) = compiled.endpoint(&check.endpoint) else {
+                    continue;
+                };
+                let peer = match check.direction {
+                    Direction::Egress => &flow.to,
+                    Direction::Ingress => &flow.from,
+                };
+                let Some(remote) = family.and_then(|f| peer.identity(compiled, f)) else {
+                    continue;
+                };
+                let Ok(identity) = porin_compiler::identity::Identity::new(remote) else {
+                    continue;
+                };
+                let decision =
+                    endpoint
+                        .state
+                        .lookup(check.direction, identity, flow.proto, flow.port);
+                if let mapstate::Verdict::AuthRequired { auth_type } = decision.verdict
+                    && authenticates(compiled, auth_type, endpoint.identity, remote)
+                {
+                    check.outcome = CheckOutcome::Authenticated;
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            return self;
+        }
+        let families: Vec<(Option<Family>, FlowVerdict)> = self
+            .checks
+            .iter()
+            .map(|g| (g.family, combine(g.checks.iter().map(|c| &c.outcome))))
+            .collect();
+        let explanation = format!(
+            "{} (mesh-auth-mutual-enabled: the authentication-required checks pass once the agents authenticate the pair)",
+            self.explanation
+        );
+        let mut settled = CaseDecision::new(families, self.checks, explanation);
+        settled.problems = self.problems;
+        settled
     }
 }
 
@@ -328,8 +423,14 @@ impl<A: Engine, B: Engine> Engine for Both<A, B> {
         test: &PreparedTest,
         case: &ResolvedCase,
     ) -> Result<CaseDecision, EngineError> {
-        let first = self.first.decide(test, case)?;
-        let second = self.second.decide(test, case)?;
+        let first = self
+            .first
+            .decide(test, case)?
+            .settle_authentication(test, case);
+        let second = self
+            .second
+            .decide(test, case)?
+            .settle_authentication(test, case);
         let (a, b) = (self.first.name(), self.second.name());
         let mut problems = first.problems.clone();
         if let Some(diff) = disagreement((a, &first), (b, &second)) {
@@ -548,10 +649,14 @@ mod tests {
             assert_eq!(differ.failures(expect), ["why"]);
         }
         let agree = per_family(&[DenyRule], &[DenyDefault]);
-        assert_eq!(agree.seen, "deny");
+        // Agreeing families are named: the reader sees what was tested.
+        assert_eq!(agree.seen, "deny (IPv4, IPv6)");
         assert!(agree.passes(FlowVerdict::Deny));
         // No packet decided: nothing can pass.
         let nothing = CaseDecision::new(Vec::new(), Vec::new(), "no packet".to_owned());
+        assert_eq!(nothing.seen, "no packet");
+        // An engine that decides every family alike names none.
+        assert_eq!(decision(None, &[Allow]).seen, "allow");
         assert_eq!(nothing.verdict, FlowVerdict::Deny);
         assert!(!nothing.passes(FlowVerdict::Deny));
     }
@@ -571,7 +676,7 @@ mod tests {
             "{diff}"
         );
         assert!(
-            diff.ends_with("flow verdict: k IPv4 deny, IPv6 allow, r allow"),
+            diff.ends_with("flow verdict: k IPv4 deny, IPv6 allow, r allow (IPv4, IPv6)"),
             "{diff}"
         );
         // A family-independent decision stands for each family.
@@ -583,7 +688,7 @@ mod tests {
         let v4_only = decision(Some(Family::V4), &[Allow]);
         assert_eq!(
             disagreement(("k", &v4_only), ("r", &allow)).as_deref(),
-            Some("flow verdict: k allow, r allow")
+            Some("flow verdict: k allow (IPv4), r allow (IPv4, IPv6)")
         );
     }
 }

@@ -51,7 +51,7 @@ mod run;
 
 pub use engine::{
     Both, CaseDecision, Check, CheckOutcome, Engine, EngineError, Family, FamilyChecks, combine,
-    disagreement, verdicts_pass,
+    describe_tested, disagreement, verdicts_pass,
 };
 pub use reference::Reference;
 pub use report::{CaseOutcome, CaseResult, FileResult, TestReport};
@@ -200,6 +200,10 @@ pub struct PreparedTest {
     pub spec: TestFileSpec,
     /// The compilation.
     pub compiled: Compiled,
+    /// The inventory the file was compiled against (its endpoints, its
+    /// `inventory:` sources and `--inventory`): the Services a case may
+    /// name as its destination.
+    pub inventory: Inventory,
 }
 
 impl PreparedTest {
@@ -260,7 +264,7 @@ pub fn prepare_with_inventory(
     check_top_level_fields(&display, &text, &limits.inventory, |kind| {
         (kind == "PolicyTest").then(|| [INVENTORY_FIELDS, TEST_FILE_FIELDS].concat())
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| parse_error::render_top_level_error(&display, &text, e))?;
     let mut inventory = Inventory::new();
     add_inventory_text_with_limits(&mut inventory, &display, &text, &limits.inventory)
         .map_err(|e| parse_error::render_inventory_error(&display, &text, e))?;
@@ -328,11 +332,15 @@ pub fn prepare_with_inventory(
         file: display,
         spec,
         compiled,
+        inventory,
     })
 }
 
 /// A case made ready for evaluation.
 pub struct ResolvedCase {
+    /// Position of the case in the file's `cases` (several resolved cases
+    /// share it when the case names a Service: one per backend).
+    pub index: usize,
     /// Display label of the case.
     pub label: String,
     /// The flow.
@@ -341,17 +349,59 @@ pub struct ResolvedCase {
     pub expect: FlowVerdict,
 }
 
-/// Parses a case against a compilation.
+/// Parses a case against a compilation. A case naming a Service
+/// (`to: svc/NAMESPACE/NAME`) needs the inventory: use
+/// [`resolve_cases`].
 pub fn resolve_case(
     file: &str,
     index: usize,
     case: &Spanned<CaseSpec>,
     compiled: &Compiled,
 ) -> Result<ResolvedCase, String> {
+    let mut cases = resolve_case_in(file, index, case, compiled, None)?;
+    match (cases.pop(), cases.is_empty()) {
+        (Some(case), true) => Ok(case),
+        _ => Err(format!("{file}: cases[{index}] resolves to several flows")),
+    }
+}
+
+/// Parses a case of a prepared file into the flows it stands for: one, or
+/// one per backend when its destination is a Service
+/// (`svc/NAMESPACE/NAME`, [`porin_compiler::inventory::service`]): the
+/// load balancer picks the backend before policy, so each backend's flow
+/// on its target port must get the expected verdict. An unknown Service,
+/// port or backend-less port is an error of the file at the case's line.
+pub fn resolve_cases(
+    prepared: &PreparedTest,
+    index: usize,
+    case: &Spanned<CaseSpec>,
+) -> Result<Vec<ResolvedCase>, String> {
+    resolve_case_in(
+        &prepared.file,
+        index,
+        case,
+        &prepared.compiled,
+        Some(&prepared.inventory),
+    )
+}
+
+fn resolve_case_in(
+    file: &str,
+    index: usize,
+    case: &Spanned<CaseSpec>,
+    compiled: &Compiled,
+    inventory: Option<&Inventory>,
+) -> Result<Vec<ResolvedCase>, String> {
+    use porin_compiler::inventory::service::SERVICE_PREFIX;
     let at = format!("{file}:{}: cases[{index}]", case.referenced.line());
     let spec = &case.value;
+    if spec.from.0.trim().starts_with(SERVICE_PREFIX) {
+        return Err(format!(
+            "{at}: `{}` is a Service: a Service is a destination only (its backends answer, not the Service)",
+            spec.from.0.trim()
+        ));
+    }
     let from = Peer::parse(&spec.from.0, compiled).map_err(|e| format!("{at}: {e}"))?;
-    let to = Peer::parse(&spec.to.0, compiled).map_err(|e| format!("{at}: {e}"))?;
     let protocol = spec
         .protocol
         .clone()
@@ -419,23 +469,59 @@ pub fn resolve_case(
         Some(name) => format!("{name} ({} -> {} {what})", spec.from.0, spec.to.0),
         None => format!("{} -> {} {what}", spec.from.0, spec.to.0),
     };
-    let flow = Flow {
-        from,
-        to,
-        proto: proto_number,
-        port,
-        family,
-    };
-    // A case must describe a packet that can exist: deciding an impossible
-    // flow would give a verdict the datapath can never produce (the kernel
-    // engine cannot even build the packet), so it is an error of the file,
-    // for both engines.
-    flow.families(compiled).map_err(|e| format!("{at}: {e}"))?;
-    Ok(ResolvedCase {
-        label,
-        flow,
-        expect,
-    })
+    let to_text = spec.to.0.trim();
+    // (peer, port, label) of every flow the case stands for.
+    let mut targets = Vec::new();
+    if to_text.starts_with(SERVICE_PREFIX) {
+        if icmp {
+            return Err(format!(
+                "{at}: a Service destination takes TCP, UDP or SCTP (a Service port), not {protocol}"
+            ));
+        }
+        let inventory = inventory.ok_or_else(|| {
+            format!("{at}: `{to_text}`: a Service destination needs the file's inventory")
+        })?;
+        let target = inventory
+            .service_target(to_text, port, proto_number)
+            .map_err(|e| format!("{at}: {e}"))?;
+        for backend in &target.backends {
+            let peer = backend.peer();
+            targets.push((
+                peer.clone(),
+                backend.port,
+                format!(
+                    "{label} via backend {peer} {protocol}/{} ({})",
+                    backend.port,
+                    target.describe_target()
+                ),
+            ));
+        }
+    } else {
+        targets.push((to_text.to_owned(), port, label));
+    }
+    let mut resolved = Vec::with_capacity(targets.len());
+    for (peer, port, label) in targets {
+        let to = Peer::parse(&peer, compiled).map_err(|e| format!("{at}: {e}"))?;
+        let flow = Flow {
+            from: from.clone(),
+            to,
+            proto: proto_number,
+            port,
+            family,
+        };
+        // A case must describe a packet that can exist: deciding an
+        // impossible flow would give a verdict the datapath can never
+        // produce (the kernel engine cannot even build the packet), so it
+        // is an error of the file, for both engines.
+        flow.families(compiled).map_err(|e| format!("{at}: {e}"))?;
+        resolved.push(ResolvedCase {
+            index,
+            label,
+            flow,
+            expect,
+        });
+    }
+    Ok(resolved)
 }
 
 /// Whether an evaluation meets a case's expectation: every packet the

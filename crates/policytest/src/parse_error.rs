@@ -75,3 +75,35 @@ pub(crate) fn render_inventory_error(
     sources.insert(file, text);
     render_human(&diagnostic, &sources).trim_end().to_owned()
 }
+
+/// An unknown top-level field of a test file (`check_top_level_fields`
+/// reports its line), rendered like [`render_parse_error`]: the same code
+/// (PM003), the location once with the column of the key, the source line
+/// and a caret, as a misspelt field anywhere else in the file.
+pub(crate) fn render_top_level_error(
+    file: &str,
+    text: &str,
+    error: porin_compiler::error::InventoryError,
+) -> String {
+    use porin_compiler::error::InventoryError;
+    match error {
+        InventoryError::Invalid {
+            file: of,
+            line,
+            message,
+        } if of == file && line > 0 => {
+            let column = usize::try_from(line - 1)
+                .ok()
+                .and_then(|index| text.lines().nth(index))
+                .map_or(1, |l| l.len() - l.trim_start().len() + 1);
+            let syntax = InventoryError::Syntax {
+                file: of,
+                line,
+                column: u32::try_from(column).unwrap_or(1),
+                message,
+            };
+            render_inventory_error(file, text, syntax)
+        }
+        other => render_inventory_error(file, text, other),
+    }
+}

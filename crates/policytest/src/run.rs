@@ -11,7 +11,7 @@ use crate::engine::Engine;
 use crate::report::{DecidedCase, record_case, unrun_cases};
 use crate::{
     CaseOutcome, CaseResult, FileResult, POLICIES_INVALID, PreparedTest, TestFileSpec, TestReport,
-    discover, prepare_with_inventory, resolve_case,
+    discover, prepare_with_inventory, resolve_cases,
 };
 
 /// Runs every test file under `paths` with an engine, under the default
@@ -105,8 +105,8 @@ fn run_file_into(
     }
     let mut resolved = Vec::new();
     for (index, case) in prepared.spec.cases.iter().enumerate() {
-        match resolve_case(&prepared.file, index, case, &prepared.compiled) {
-            Ok(case) => resolved.push(case),
+        match resolve_cases(&prepared, index, case) {
+            Ok(cases) => resolved.extend(cases),
             Err(error) => {
                 result.cases = unrun_cases(&prepared.spec, Some(index), &error);
                 result.error = Some(error.clone());
@@ -122,10 +122,12 @@ fn run_file_into(
         report.errors.push(error);
         return;
     }
-    for (index, case) in resolved.into_iter().enumerate() {
+    for case in resolved {
+        let index = case.index;
         let started = Instant::now();
         let (seen, failures) = match engine.decide(&prepared, &case) {
             Ok(decision) => {
+                let decision = decision.settle_authentication(&prepared, &case);
                 let failures = decision.failures(case.expect);
                 (decision.seen, failures)
             }

@@ -280,7 +280,7 @@ fn a_world_family_peer_towards_an_endpoint_without_the_family_is_an_error() {
         report.files[0]
             .cases
             .iter()
-            .all(|c| c.actual.as_deref() == Some("allow")),
+            .all(|c| c.actual.as_deref() == Some("allow (IPv6)")),
         "{:?}",
         report
     );
@@ -328,10 +328,14 @@ fn an_unknown_top_level_field_refuses_the_file() {
         "kind: PolicyTest\nname: typo\nendpoints:\n  - {name: a, namespace: default, labels: {app: a}}\n\
          case:\n  - {from: default/a, to: default/a, port: 80, expect: deny}\n",
     );
+    // In porin lint's format (issue 17): the code, the location once
+    // with the key's column, the source line and a caret.
     assert_refused(
         &report,
-        ":5: unknown field `case` in a document of kind `PolicyTest`",
+        "error[PM003]: invalid test file: unknown field `case` in a document of kind `PolicyTest`",
     );
+    assert_refused(&report, ".yaml:5:1 (document 0)");
+    assert_refused(&report, "5 | case:");
     assert_eq!(report.passed + report.failed, 0, "{report:?}");
 }
 
@@ -428,7 +432,7 @@ cases:
         report.errors
     );
     assert!(
-        report.lines[0].ends_with("TCP/80 over IPv6 => allow"),
+        report.lines[0].ends_with("TCP/80 over IPv6 => allow (IPv6)"),
         "{}",
         report.lines[0]
     );

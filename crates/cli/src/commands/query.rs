@@ -10,6 +10,10 @@
 //! Peers: `namespace/name`, `name`, an IP address or an entity word;
 //! `world` is decided per family (world-ipv4 over IPv4, world-ipv6 over
 //! IPv6), each check line naming the family and identity.
+//! `--to svc/NAMESPACE/NAME` names a Service of the inventory: `--port` is
+//! the Service port, resolved to each backing pod and its targetPort
+//! ([`porin_compiler::inventory::service`]), and the flow is decided per
+//! backend (exit 1 when any backend denies).
 //! Exit codes: 0 allowed or redirected (in some family, for a world peer
 //! whose families differ), 1 denied or an invalid policy, 2 porin could not
 //! run (unreadable input, no policy loaded, a flow no packet can carry).
@@ -22,7 +26,10 @@ use clap::Args as ClapArgs;
 use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate, explain_check};
 use porin_compiler::resolve::rule::{icmp_type, proto};
 
-use super::compile::load_and_compile;
+use porin_compiler::inventory::Inventory;
+use porin_compiler::inventory::service::SERVICE_PREFIX;
+
+use super::compile::{load_and_compile, load_inventory};
 use crate::limit_flags::LimitArgs;
 use crate::target_flags::TargetArgs;
 
@@ -32,10 +39,12 @@ pub struct Args {
     /// Source peer.
     #[arg(long)]
     pub from: String,
-    /// Destination peer.
+    /// Destination peer, or `svc/NAMESPACE/NAME`: a Service of the
+    /// inventory, decided for each backing pod on its targetPort.
     #[arg(long)]
     pub to: String,
-    /// Destination port, optionally with the protocol (`8080/tcp`).
+    /// Destination port, optionally with the protocol (`8080/tcp`); for a
+    /// Service, the Service port.
     #[arg(long)]
     pub port: Option<String>,
     /// Protocol: TCP (default), UDP, SCTP, ICMP or ICMPv6.
@@ -130,6 +139,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         port.context("--port is required for TCP, UDP and SCTP")?
     };
     let limits = args.limits.limits();
+    // The inventory a Service destination is resolved in (the test file's,
+    // or --inventory read again: compile_loaded keeps no copy).
+    let mut services_inventory = None;
     let compiled = match policy_test_file(&args.policies, limits.load.max_file_bytes)? {
         Some(path) => {
             if args.inventory.is_some() {
@@ -139,7 +151,10 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                 );
             }
             match porin_policytest::prepare_with_limits(path, &limits) {
-                Ok(prepared) => prepared.compiled,
+                Ok(prepared) => {
+                    services_inventory = Some(prepared.inventory);
+                    prepared.compiled
+                }
                 Err(error) => {
                     eprintln!("{error}");
                     // An invalid policy is a finding (1); anything else
@@ -173,9 +188,30 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                         .join(", ")
                 );
             }
+            if args.to.trim().starts_with(SERVICE_PREFIX) {
+                if inventory.as_os_str() == "-" {
+                    bail!(
+                        "`--to {}` names a Service: give --inventory as a file or directory (standard input is read once)",
+                        args.to.trim()
+                    );
+                }
+                services_inventory =
+                    Some(load_inventory(inventory, &limits).context("cannot load the inventory")?);
+            }
             compiled
         }
     };
+    if args.from.trim().starts_with(SERVICE_PREFIX) {
+        bail!(
+            "`--from {}` is a Service: a Service is a destination only (name one of its pods)",
+            args.from.trim()
+        );
+    }
+    if let Some(inventory) = services_inventory.as_ref()
+        && args.to.trim().starts_with(SERVICE_PREFIX)
+    {
+        return query_service(args, &compiled, inventory, proto_number, port);
+    }
     let flow = Flow {
         from: Peer::parse(&args.from, &compiled)?,
         to: Peer::parse(&args.to, &compiled)?,
@@ -211,6 +247,88 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         println!("  {}", explain_check(&compiled, check));
     }
     Ok(if evaluation.verdict == FlowVerdict::Deny {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+/// `porin query --to svc/NAMESPACE/NAME`: the Service port resolved to its
+/// backends (`Inventory::service_target`), and the flow decided to each
+/// backend on its target port, as the load balancer rewrites it before
+/// policy. The first line is the verdict every backend gets (or how many
+/// deny); exit 0 only when no backend denies: a client can land on any.
+fn query_service(
+    args: &Args,
+    compiled: &porin_compiler::compile::Compiled,
+    inventory: &Inventory,
+    proto_number: u8,
+    port: u16,
+) -> anyhow::Result<ExitCode> {
+    if matches!(proto_number, proto::ICMP | proto::ICMPV6) {
+        bail!("a Service destination takes TCP, UDP or SCTP (a Service port), not ICMP");
+    }
+    let service = args.to.trim();
+    let target = inventory
+        .service_target(service, port, proto_number)
+        .map_err(|e| anyhow::anyhow!("--to {service}: {e}"))?;
+    let from = Peer::parse(&args.from, compiled)?;
+    let mut decided = Vec::new();
+    for backend in &target.backends {
+        let flow = Flow {
+            from: from.clone(),
+            to: Peer::parse(&backend.peer(), compiled)?,
+            proto: proto_number,
+            port: backend.port,
+            family: None,
+        };
+        flow.families(compiled).with_context(|| {
+            format!(
+                "{} -> {} (backend of {service})",
+                flow.from.describe(compiled),
+                flow.to.describe(compiled)
+            )
+        })?;
+        let evaluation = evaluate(compiled, &flow);
+        decided.push((backend, flow, evaluation));
+    }
+    let denied = decided
+        .iter()
+        .filter(|(_, _, e)| e.verdict == FlowVerdict::Deny)
+        .count();
+    let verdicts: Vec<String> = decided
+        .iter()
+        .map(|(_, _, e)| e.describe_verdict())
+        .collect();
+    let headline = if verdicts.iter().all(|v| Some(v) == verdicts.first()) {
+        verdicts.first().cloned().unwrap_or_default()
+    } else {
+        format!("deny on {denied} of {} backends", verdicts.len())
+    };
+    let count = target.backends.len();
+    println!(
+        "{headline}: {} -> {service} {}/{port} ({}, {count} backend{})",
+        from.describe(compiled),
+        proto::name(proto_number),
+        target.describe_target(),
+        if count == 1 { "" } else { "s" }
+    );
+    for (backend, flow, evaluation) in &decided {
+        println!(
+            "  backend {} {}/{}: {}",
+            flow.to.describe(compiled),
+            proto::name(proto_number),
+            backend.port,
+            evaluation.describe_verdict()
+        );
+        for check in &evaluation.checks {
+            println!("    {}", explain_check(compiled, check));
+        }
+    }
+    for skipped in &target.skipped {
+        println!("  not a backend of this port: {skipped}");
+    }
+    Ok(if denied > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS

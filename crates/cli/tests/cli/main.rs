@@ -4,6 +4,7 @@
 
 mod action;
 mod baseline;
+mod boutique_explanations;
 mod cidr_covers_pods;
 mod cilium_version;
 mod cli;
@@ -13,16 +14,19 @@ mod docsite;
 mod duplicate_pair;
 mod duplicates;
 mod editors;
+mod family_output;
 mod graph_render;
 mod limits;
 mod limits_memory;
 mod lint_context;
+mod mutual_auth;
 mod names;
 mod no_silent_green;
 mod precommit;
 mod release;
 mod replay;
 mod reuse_manifests;
+mod services;
 mod test_junit;
 mod verify_diff_graph;
 mod verify_formats;

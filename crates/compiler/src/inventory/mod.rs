@@ -25,6 +25,7 @@
 pub mod cilium;
 pub mod invariants;
 pub mod k8s;
+pub mod service;
 pub mod yaml;
 
 mod model;

@@ -19,6 +19,7 @@
 //! services:
 //!   - {name: db, namespace: prod, selector: {app: db}}
 //!   - {name: legacy, namespace: prod, backends: [192.0.2.50]}      # selector-less
+//!   - {name: web, namespace: prod, selector: {app: web}, ports: [{port: 80, targetPort: http}]}
 //! ```
 
 use std::collections::BTreeMap;
@@ -28,8 +29,8 @@ use serde::Deserialize;
 use serde_saphyr::Spanned;
 
 use super::{
-    AllowLocalhost, Endpoint, Interface, Inventory, NamedPort, Node, Service, SourceLocation,
-    container_port_proto,
+    AllowLocalhost, Endpoint, Interface, Inventory, NamedPort, Node, Service, ServicePort,
+    SourceLocation, TargetPort, container_port_proto,
 };
 use crate::allocation::{check_given_identity, try_endpoint_identity_labels};
 use crate::error::InventoryError;
@@ -284,6 +285,28 @@ pub struct ServiceSpec {
     /// Backend addresses of a selector-less service.
     #[serde(default)]
     pub backends: Vec<String>,
+    /// The service's ports, as a Service manifest's `spec.ports` (what a
+    /// `svc/NAMESPACE/NAME` destination resolves, [`super::service`]).
+    #[serde(default)]
+    pub ports: Vec<ServicePortSpec>,
+}
+
+/// One port of a service as written: `port`, `targetPort` (a number or a
+/// container port name; the port when absent), `protocol` (TCP default).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ServicePortSpec {
+    /// The port's name.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The Service port.
+    pub port: u16,
+    /// Where it goes on each backend.
+    #[serde(default)]
+    pub target_port: Option<Scalar>,
+    /// TCP (default), UDP or SCTP.
+    #[serde(default)]
+    pub protocol: Option<String>,
 }
 
 /// A node as written in an inventory ([`super::Node`]).
@@ -513,6 +536,40 @@ impl InventoryFields {
             for ip in &spec.backends {
                 backends.push(parse_ip(file, line, ip)?);
             }
+            let mut ports = Vec::with_capacity(spec.ports.len());
+            for (index, written) in spec.ports.iter().enumerate() {
+                let invalid = |what: String| InventoryError::Invalid {
+                    file: file.to_owned(),
+                    line,
+                    message: format!("service `{}`: ports[{index}]: {what}", spec.name),
+                };
+                if written.port == 0 {
+                    return Err(invalid("`port` 0 is not a port".to_owned()));
+                }
+                let target = match written.target_port.as_ref().map(|t| t.0.trim()) {
+                    None => TargetPort::Number(written.port),
+                    Some(text) => match text.parse::<u16>() {
+                        Ok(0) => return Err(invalid("`targetPort` 0 is not a port".to_owned())),
+                        Ok(number) => TargetPort::Number(number),
+                        Err(_) if !text.is_empty() => TargetPort::Name(text.to_ascii_lowercase()),
+                        Err(_) => {
+                            return Err(invalid("`targetPort` is empty".to_owned()));
+                        }
+                    },
+                };
+                let proto = container_port_proto(written.protocol.as_deref()).ok_or_else(|| {
+                    invalid(format!(
+                        "protocol `{}` is not TCP, UDP or SCTP",
+                        written.protocol.as_deref().unwrap_or_default()
+                    ))
+                })?;
+                ports.push(ServicePort {
+                    name: written.name.clone(),
+                    port: written.port,
+                    target,
+                    proto,
+                });
+            }
             inventory.services.push(Service {
                 name: spec.name.clone(),
                 namespace: spec
@@ -522,7 +579,7 @@ impl InventoryFields {
                 labels: labels_of(&spec.labels),
                 selector: spec.selector.as_ref().map(labels_of),
                 backends,
-                ports: Vec::new(),
+                ports,
                 cluster_ips: Vec::new(),
                 location: SourceLocation {
                     file: file.to_owned(),

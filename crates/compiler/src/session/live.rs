@@ -482,6 +482,7 @@ impl Session {
             origins: model.lowered.origins.clone(),
             diagnostics,
             nodes: self.inventory.nodes.clone(),
+            mutual_auth: self.inventory.settings.mesh_auth_mutual_enabled,
         }
     }
 

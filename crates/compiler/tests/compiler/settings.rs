@@ -46,6 +46,17 @@ fn allow_localhost_is_a_setting_too_and_must_agree_with_the_old_key() {
     assert!(refused.contains("disagree"), "{refused}");
 }
 
+/// `mesh-auth-mutual-enabled` (pkg/auth/spire/delegate.go): off by
+/// default (auth-required flows deny), read from `settings:` when given.
+#[test]
+fn mutual_authentication_is_a_setting_off_by_default() {
+    assert!(!inventory("").unwrap().settings.mesh_auth_mutual_enabled);
+    let on = inventory("settings: {mesh-auth-mutual-enabled: true}").unwrap();
+    assert!(on.settings.mesh_auth_mutual_enabled);
+    let off = inventory("settings: {mesh-auth-mutual-enabled: false}").unwrap();
+    assert!(!off.settings.mesh_auth_mutual_enabled);
+}
+
 #[test]
 fn unmodelled_values_are_refused_with_the_line() {
     for (setting, word) in [
@@ -54,7 +65,6 @@ fn unmodelled_values_are_refused_with_the_line() {
             "enable-extended-ip-protocols: true",
             "enable-extended-ip-protocols",
         ),
-        ("mesh-auth-mutual-enabled: true", "mesh-auth-mutual-enabled"),
         ("no-such-flag: true", "no-such-flag"),
     ] {
         let refused = inventory(&format!("settings:\n  {setting}")).unwrap_err();

@@ -788,7 +788,9 @@ fn outcome_slot(outcome: &CheckOutcome) -> usize {
         CheckOutcome::DenyRule => 2,
         CheckOutcome::DenyDefault => 3,
         CheckOutcome::DenyAuth => 4,
-        CheckOutcome::Other { .. } => 5,
+        // Authenticated comes only from settling a decision under
+        // mesh-auth-mutual-enabled, which the differential never does.
+        CheckOutcome::Other { .. } | CheckOutcome::Authenticated => 5,
     }
 }
 
