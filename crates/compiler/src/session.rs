@@ -92,6 +92,7 @@
 //! test (`session::live_tests`) checks it, every state and the replayed writes
 //! against a batch compile after each random step.
 
+mod items;
 mod live;
 #[cfg(test)]
 mod live_tests;
