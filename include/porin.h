@@ -1143,7 +1143,8 @@ porin_result porin_session_apply_policy_remove(porin_session *session,
  peer selectors match it gets the writes for it (Cilium's selector cache
  and `MapChanges`); the new endpoint's own map is in the update as
  `added`. Arguments as `porin_session_endpoint_add`; without addresses,
- porin assigns them (a full recompile).
+ porin assigns the automatic ones the inventory would (still applied
+ incrementally).
 
  Returns OK, NULL_PARAMETER, INVALID_UTF8, INVALID_PARAMETER,
  ALREADY_EXISTS, INVENTORY_INVALID, LIMIT_EXCEEDED, COMPILE_FAILED,

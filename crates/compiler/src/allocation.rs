@@ -300,14 +300,24 @@ impl IdentityTable {
     /// labels are a reserved identity's, or the range is exhausted; the
     /// session then allocates in full.
     pub fn endpoint_number(&self, labels: &LabelSet) -> Option<(u32, bool)> {
-        let mut taken = BTreeSet::new();
+        // `identities` is in id order, so the endpoint numbers of the range
+        // come ascending: the lowest free one is the first gap, found in the
+        // same pass as the label comparison (no set of taken numbers).
+        let mut free = FIRST_ALLOCATED;
+        let mut gap = false;
         for info in &self.identities {
             match &info.kind {
                 IdentityKind::Endpoints { .. } => {
                     if info.labels == *labels {
                         return Some((info.id, false));
                     }
-                    taken.insert(info.id);
+                    if !gap && (FIRST_ALLOCATED..=LAST_ALLOCATED).contains(&info.id) {
+                        if info.id == free {
+                            free += 1;
+                        } else if info.id > free {
+                            gap = true;
+                        }
+                    }
                 }
                 IdentityKind::Reserved { .. } | IdentityKind::ReservedEndpoints { .. } => {
                     if info.labels == *labels {
@@ -317,9 +327,7 @@ impl IdentityTable {
                 IdentityKind::Cidr { .. } => {}
             }
         }
-        (FIRST_ALLOCATED..=LAST_ALLOCATED)
-            .find(|n| !taken.contains(n))
-            .map(|n| (n, true))
+        (free <= LAST_ALLOCATED).then_some((free, true))
     }
 
     /// Records an endpoint inserted at inventory position `index` with

@@ -64,12 +64,20 @@
 //!    matches it adds it to its selection (a label-key index narrows the
 //!    selectors tested); each state whose ops use one of those selectors
 //!    gets the replay of X added (it had no X keys). Ops do not depend on
-//!    selections, so nothing else of any state changes.
+//!    selections, so nothing else of any state changes. An endpoint
+//!    without addresses gets the automatic ones `Inventory::finish` would
+//!    give it (the lowest free of each family: every other endpoint holds
+//!    its addresses already).
 //! 3. **An identity goes**: its keys are removed from every state that
 //!    used a selector selecting it; nothing is inserted for it in the
 //!    batch, and the other identities' parts do not depend on it.
 //! 4. **A policy text changes** (the same number of rules and origins, no
-//!    new CIDR prefix, no log cookie): the text alone is lowered again
+//!    new CIDR prefix, no log cookie): when the change stays inside one
+//!    line and keeps every document's frame and item counts, only the
+//!    items that differ are lowered again (`session::items`: an item's
+//!    lowering reads the item, its rule's and document's frames and its
+//!    line, all unchanged for the others); otherwise the text alone is
+//!    lowered again
 //!    (origin ids moved to its place; at each full build the session checks
 //!    that lowering text by text reproduces the whole lowering, else policy
 //!    changes always recompile in full), the changed rules' peers and
@@ -83,7 +91,7 @@
 //!    so the session checks that its ids still order the rules' selectors
 //!    as the batch's would (first use in rule order), else it recompiles.
 //! 5. **Anything else** (a text added or removed, a new CIDR prefix, named
-//!    ports, reserved identities, an endpoint without addresses): a full
+//!    ports, reserved identities): a full
 //!    recompile ([`UpdatePath::Full`] says why), whose writes are still the
 //!    exact difference. So is any failure: an update that fails restores
 //!    the previous inputs and model, never half-applies.
@@ -92,6 +100,7 @@
 //! test (`session::live_tests`) checks it, every state and the replayed writes
 //! against a batch compile after each random step.
 
+mod items;
 mod live;
 #[cfg(test)]
 mod live_tests;

@@ -3,7 +3,8 @@
 //! touched (see the parent module's docs for the design and why the
 //! writes are exact).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -18,7 +19,7 @@ use crate::compile::{
 use crate::diff::{MapChange, policy_diff};
 use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
-use crate::inventory::{Endpoint, Inventory, NamedPort};
+use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
 use crate::limits::CompileLimits;
 use crate::mapstate::MapState;
@@ -73,6 +74,10 @@ pub struct Update {
     pub states_folded: usize,
     /// Peer identities whose part of some map state was replayed.
     pub identities_replayed: usize,
+    /// Policy rules lowered again (a policy change: the changed items, or
+    /// every rule of the text when the change could not be narrowed to
+    /// its items).
+    pub rules_lowered: usize,
 }
 
 impl Update {
@@ -82,6 +87,7 @@ impl Update {
             path: UpdatePath::Incremental,
             states_folded: 0,
             identities_replayed: 0,
+            rules_lowered: 0,
         }
     }
 }
@@ -242,12 +248,41 @@ struct Model {
     subjects: HashMap<Selector, Vec<usize>>,
     l4: BTreeMap<u32, L4Policy>,
     states: HashMap<StateKey, StateRecord>,
-    /// Distinct subject and peer selectors of the rules
-    /// (`CompileLimits::check_identities`).
-    distinct_selectors: usize,
+    /// Uses of each subject and peer selector by the rules: its length is
+    /// the number of distinct ones (`CompileLimits::check_identities`),
+    /// kept as rules change instead of counted over every rule again.
+    selector_uses: HashMap<Selector, usize>,
     /// Whether some endpoint has a namespace (`Resolver::allows_localhost`
     /// reads it).
     any_namespace: bool,
+    /// Every endpoint address (an added endpoint's duplicate check and the
+    /// automatic addresses `Inventory::finish` gives one without any, in
+    /// constant time instead of a scan of the inventory).
+    addresses: HashSet<IpAddr>,
+}
+
+impl Model {
+    /// Replaces rule `index` (the subject index follows it).
+    fn set_rule(&mut self, index: usize, rule: PolicyRule) {
+        if self.lowered.rules[index] == rule {
+            return;
+        }
+        count_selectors(&mut self.selector_uses, &self.lowered.rules[index], false);
+        count_selectors(&mut self.selector_uses, &rule, true);
+        let old_subject = &self.lowered.rules[index].subject;
+        if *old_subject != rule.subject {
+            if let Some(list) = self.subjects.get_mut(old_subject) {
+                list.retain(|r| *r != index);
+                if list.is_empty() {
+                    self.subjects.remove(old_subject);
+                }
+            }
+            let list = self.subjects.entry(rule.subject.clone()).or_default();
+            let at = list.partition_point(|r| *r < index);
+            list.insert(at, index);
+        }
+        self.lowered.rules[index] = rule;
+    }
 }
 
 /// A live compilation of policy texts against an inventory, updated one
@@ -505,7 +540,7 @@ impl Session {
             });
         };
         let previous = std::mem::replace(&mut self.texts[position], text);
-        let result = match self.replace_text(position) {
+        let result = match self.replace_text(position, &previous) {
             Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("the change is not local to its rules"),
             Err(e) => Err(e),
@@ -514,6 +549,8 @@ impl Session {
             self.texts[position] = previous;
             // Back to the previous inputs, exactly (fail closed).
             self.rebuild("restore")?;
+        } else {
+            drop_later(previous);
         }
         result
     }
@@ -624,6 +661,7 @@ impl Session {
             path: UpdatePath::Full(reason),
             states_folded: self.model.states.len(),
             identities_replayed: 0,
+            rules_lowered: self.model.lowered.rules.len(),
         };
         update.deltas.sort_by_key(|d| !d.removed);
         Ok(update)
@@ -655,7 +693,11 @@ impl Session {
     /// The text at `position` changed: recompute only the rules it lowers
     /// to and the states they reach. `None`: not local (the caller
     /// recompiles in full).
-    fn replace_text(&mut self, position: usize) -> Result<Option<Update>, SessionError> {
+    fn replace_text(
+        &mut self,
+        position: usize,
+        previous: &PolicyText,
+    ) -> Result<Option<Update>, SessionError> {
         let Some(span) = self
             .model
             .spans
@@ -666,55 +708,75 @@ impl Session {
             return Ok(None);
         };
         let text = &self.texts[position];
-        let lowering = lower_text(text, &self.inventory, span.origins.start);
-        if lowering.has_log
-            || lowering.rules.len() != span.rules.len()
-            || lowering.origins.len() != span.origins.len()
-            || lowering.prefixes != span.prefixes
-        {
-            return Ok(None);
-        }
-        // The text was lowered alone (bounded by the load limits), so
-        // `check_inputs` (which bounds lowering) is not needed; the lowered
-        // rules are checked below.
+        // Only the items that changed, when that is exact (`items`);
+        // otherwise the whole text, lowered alone.
+        let items = (span.diagnostics.is_empty() && span.rules.len() == span.origins.len())
+            .then(|| {
+                super::items::changed_items(
+                    &previous.outcome,
+                    &text.outcome,
+                    &self.inventory,
+                    span.rules.len(),
+                    span.origins.start,
+                )
+            })
+            .flatten();
+        let mut changed: Vec<usize> = Vec::new();
+        let mut origins_changed = false;
+        let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let model = &mut self.model;
-        let changed: Vec<usize> = span
-            .rules
-            .clone()
-            .zip(&lowering.rules)
-            .filter(|(index, rule)| model.lowered.rules[*index] != **rule)
-            .map(|(index, _)| index)
-            .collect();
-        let origins_changed = model.lowered.origins[span.origins.clone()] != lowering.origins[..];
-        // Splice the text's lowering in.
-        for (index, rule) in span.rules.clone().zip(lowering.rules) {
-            let old_subject = &model.lowered.rules[index].subject;
-            if *old_subject != rule.subject {
-                if let Some(list) = model.subjects.get_mut(old_subject) {
-                    list.retain(|r| *r != index);
-                    if list.is_empty() {
-                        model.subjects.remove(old_subject);
-                    }
+        if let Some(items) = items {
+            for item in items {
+                let index = span.rules.start + item.position;
+                if model.lowered.rules[index] != item.rule {
+                    changed.push(index);
+                    model.set_rule(index, item.rule);
                 }
-                let list = model.subjects.entry(rule.subject.clone()).or_default();
-                let at = list.partition_point(|r| *r < index);
-                list.insert(at, index);
+                let at = span.origins.start + item.position;
+                if model.lowered.origins[at] != item.origin {
+                    origins_changed = true;
+                    model.lowered.origins[at] = item.origin;
+                }
             }
-            model.lowered.rules[index] = rule;
-        }
-        for (index, origin) in span.origins.clone().zip(lowering.origins) {
-            model.lowered.origins[index] = origin;
-        }
-        let grown = lowering.diagnostics.len();
-        model
-            .lowered
-            .diagnostics
-            .splice(span.diagnostics.clone(), lowering.diagnostics);
-        if let Some(spans) = &mut model.spans {
-            let delta = grown as isize - span.diagnostics.len() as isize;
-            spans[position].diagnostics = span.diagnostics.start..span.diagnostics.start + grown;
-            for later in spans.iter_mut().skip(position + 1) {
-                later.diagnostics = shift(&later.diagnostics, delta);
+        } else {
+            let lowering = lower_text(text, &self.inventory, span.origins.start);
+            if lowering.has_log
+                || lowering.rules.len() != span.rules.len()
+                || lowering.origins.len() != span.origins.len()
+                || lowering.prefixes != span.prefixes
+            {
+                return Ok(None);
+            }
+            // The text was lowered alone (bounded by the load limits), so
+            // `check_inputs` (which bounds lowering) is not needed; the
+            // lowered rules are checked below.
+            changed = span
+                .rules
+                .clone()
+                .zip(&lowering.rules)
+                .filter(|(index, rule)| model.lowered.rules[*index] != **rule)
+                .map(|(index, _)| index)
+                .collect();
+            origins_changed = model.lowered.origins[span.origins.clone()] != lowering.origins[..];
+            // Splice the text's lowering in.
+            for (index, rule) in span.rules.clone().zip(lowering.rules) {
+                model.set_rule(index, rule);
+            }
+            for (index, origin) in span.origins.clone().zip(lowering.origins) {
+                model.lowered.origins[index] = origin;
+            }
+            let grown = lowering.diagnostics.len();
+            model
+                .lowered
+                .diagnostics
+                .splice(span.diagnostics.clone(), lowering.diagnostics);
+            if let Some(spans) = &mut model.spans {
+                let delta = grown as isize - span.diagnostics.len() as isize;
+                spans[position].diagnostics =
+                    span.diagnostics.start..span.diagnostics.start + grown;
+                for later in spans.iter_mut().skip(position + 1) {
+                    later.diagnostics = shift(&later.diagnostics, delta);
+                }
             }
         }
         self.limits
@@ -763,9 +825,6 @@ impl Session {
             }
         }
         parts.rules_by_identity.retain(|_, list| !list.is_empty());
-        if !changed.is_empty() {
-            model.distinct_selectors = distinct_selectors(&model.lowered.rules);
-        }
         model.peer_index.catch_up(&parts.cache);
         if peers_changed && !selector_order_is_batch_order(&parts) {
             model.parts = parts;
@@ -783,6 +842,7 @@ impl Session {
             }
         }
         let mut update = Update::incremental(Vec::new());
+        update.rules_lowered = rules_lowered;
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
         let keys: Vec<StateKey> = model
             .states
@@ -851,8 +911,15 @@ impl Session {
     /// them.
     fn check_total(&self) -> Result<(), SessionError> {
         let mut budget = self.limits.budget();
-        for ((identity, _), record) in &self.model.states {
-            budget.charge(&format!("identity {identity}"), record.state.len())?;
+        for record in self.model.states.values() {
+            if budget.charge("", record.state.len()).is_err() {
+                // Again, naming the states (formatting a name per state on
+                // every update would cost more than the update).
+                let mut budget = self.limits.budget();
+                for ((identity, _), record) in &self.model.states {
+                    budget.charge(&format!("identity {identity}"), record.state.len())?;
+                }
+            }
         }
         Ok(())
     }
@@ -889,7 +956,6 @@ impl Session {
     ) -> Result<Option<Update>, SessionError> {
         if endpoint.identity.is_some()
             || endpoint.identity_labels.is_some()
-            || endpoint.ips.is_empty()
             || !endpoint.ports.is_empty()
             || self.model.any_namespace
                 != (self.model.any_namespace || endpoint.namespace.is_some())
@@ -901,10 +967,29 @@ impl Session {
         if endpoint
             .ips
             .iter()
-            .any(|ip| self.inventory.endpoints.iter().any(|e| e.ips.contains(ip)))
+            .any(|ip| self.model.addresses.contains(ip))
         {
             return Ok(None);
         }
+        // An endpoint without addresses gets the ones `Inventory::finish`
+        // would give it over the session's inventory (every other endpoint
+        // already holds its addresses): the lowest free automatic IPv4 and
+        // IPv6 address. One that a node holds makes `finish` refuse the
+        // inventory, which the full path reports.
+        let mut endpoint = std::borrow::Cow::Borrowed(endpoint);
+        if endpoint.ips.is_empty() {
+            let ips = auto_addresses(&self.model.addresses);
+            if self
+                .inventory
+                .nodes
+                .iter()
+                .any(|n| n.ips.iter().any(|ip| ips.contains(ip)))
+            {
+                return Ok(None);
+            }
+            endpoint.to_mut().ips = ips;
+        }
+        let endpoint = endpoint.as_ref();
         // The namespace entry `Inventory::finish` would add.
         let namespace_added = match &endpoint.namespace {
             Some(ns) if !self.inventory.namespaces.contains_key(ns) => {
@@ -941,11 +1026,12 @@ impl Session {
         }
         inventory.endpoints.insert(index, pinned);
         let model = &mut self.model;
+        model.addresses.extend(endpoint.ips.iter().copied());
         model.table.insert_endpoint(index, identity, &labels);
         model.parts.cache.forget_index();
         if new_identity {
             self.limits
-                .check_identity_work(model.distinct_selectors, model.table.identities.len())?;
+                .check_identity_work(model.selector_uses.len(), model.table.identities.len())?;
         }
 
         let mut update = Update::incremental(Vec::new());
@@ -1093,6 +1179,9 @@ impl Session {
         let (_, gone) = self.model.table.remove_endpoint(index)?;
         self.inventory.endpoints.remove(index);
         let model = &mut self.model;
+        for ip in &endpoint.ips {
+            model.addresses.remove(ip);
+        }
         model.parts.cache.forget_index();
         let mut update = Update::incremental(vec![EndpointDelta {
             endpoint: endpoint.display_name(),
@@ -1173,6 +1262,37 @@ impl Session {
         update.deltas.extend(self.deltas_for(&state_changes));
         Some(update)
     }
+}
+
+/// Frees a replaced policy text off the update's path: a loaded text holds
+/// its YAML tree and model, one allocation per node, and freeing a
+/// 4,096-rule text takes longer than the rest of a one-rule update. On a
+/// thread of its own when one can be started, else here.
+fn drop_later(text: PolicyText) {
+    // When the thread cannot start, the closure (and the text in it) is
+    // dropped with the error, here.
+    let _ = std::thread::Builder::new()
+        .name("porin-session-free".to_owned())
+        .spawn(move || drop(text));
+}
+
+/// The addresses `Inventory::finish` gives an endpoint without any when
+/// every other endpoint holds `taken`: the first free automatic address of
+/// each family after the base.
+fn auto_addresses(taken: &HashSet<IpAddr>) -> Vec<IpAddr> {
+    let first_free = |base: u128, make: &dyn Fn(u128) -> IpAddr| {
+        (1..)
+            .map(|n| make(base.wrapping_add(n)))
+            .find(|candidate| !taken.contains(candidate))
+    };
+    let v4 = first_free(u128::from(u32::from(AUTO_IPV4_BASE)), &|n| {
+        // `Inventory::finish` wraps around in 32 bits.
+        IpAddr::V4(Ipv4Addr::from(n as u32))
+    });
+    let v6 = first_free(u128::from(AUTO_IPV6_BASE), &|n| {
+        IpAddr::V6(Ipv6Addr::from(n))
+    });
+    v4.into_iter().chain(v6).collect()
 }
 
 fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
@@ -1517,7 +1637,15 @@ fn build(
     let mut peer_index = PeerIndex::default();
     peer_index.catch_up(&parts.cache);
     let any_namespace = inventory.endpoints.iter().any(|e| e.namespace.is_some());
-    let distinct_selectors = distinct_selectors(&lowered.rules);
+    let addresses = inventory
+        .endpoints
+        .iter()
+        .flat_map(|e| e.ips.iter().copied())
+        .collect();
+    let mut selector_uses = HashMap::new();
+    for rule in &lowered.rules {
+        count_selectors(&mut selector_uses, rule, true);
+    }
     let mut subjects: HashMap<Selector, Vec<usize>> = HashMap::new();
     for (index, rule) in lowered.rules.iter().enumerate() {
         subjects
@@ -1546,21 +1674,27 @@ fn build(
             subjects,
             l4,
             states,
-            distinct_selectors,
+            selector_uses,
             any_namespace,
+            addresses,
         },
         inventory,
     ))
 }
 
-/// Distinct subject and peer selectors of `rules`.
-fn distinct_selectors(rules: &[PolicyRule]) -> usize {
-    let mut distinct = BTreeSet::new();
-    for rule in rules {
-        distinct.insert(&rule.subject);
-        distinct.extend(rule.peers.iter().flatten());
+/// Counts the subject and peer selectors of `rule` in (`add`) or out of
+/// `uses`; a selector no rule uses any more leaves it.
+fn count_selectors(uses: &mut HashMap<Selector, usize>, rule: &PolicyRule, add: bool) {
+    for selector in std::iter::once(&rule.subject).chain(rule.peers.iter().flatten()) {
+        if add {
+            *uses.entry(selector.clone()).or_default() += 1;
+        } else if let Some(n) = uses.get_mut(selector) {
+            *n -= 1;
+            if *n == 0 {
+                uses.remove(selector);
+            }
+        }
     }
-    distinct.len()
 }
 
 /// Why an update was refused (the session is as it was before it).

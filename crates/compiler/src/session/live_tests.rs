@@ -46,7 +46,9 @@ enum Step {
     /// peer (the agent's "one-rule change").
     ChangeOne(u8, usize, u8, u8),
     RemoveText(u8),
-    /// Add endpoint `n` with labels (app, tier, unique).
+    /// Add endpoint `n` with labels (app, tier, unique); endpoints 4 and 5
+    /// come without addresses (the session gives them the automatic ones,
+    /// as `Inventory::finish` does).
     AddEndpoint(u8, u8, u8, bool),
     RemoveEndpoint(u8),
 }
@@ -146,7 +148,11 @@ fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
         name: format!("e{n}"),
         namespace: Some("prod".to_owned()),
         labels,
-        ips: vec![format!("10.1.0.{}", u16::from(n) + 1).parse().unwrap()],
+        ips: if n >= 4 {
+            Vec::new()
+        } else {
+            vec![format!("10.1.0.{}", u16::from(n) + 1).parse().unwrap()]
+        },
         service_account: None,
         ports: Vec::new(),
         identity: None,
@@ -276,7 +282,9 @@ fn check(
     after
 }
 
-fn run(steps: &[Step]) -> Vec<UpdatePath> {
+/// Runs the steps, checking each; per update its path and the rules it
+/// lowered again.
+fn run(steps: &[Step]) -> Vec<(UpdatePath, usize)> {
     let mut texts: BTreeMap<u8, Text> = BTreeMap::new();
     let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
     let mut before: BTreeMap<String, MapState> = BTreeMap::new();
@@ -317,7 +325,7 @@ fn run(steps: &[Step]) -> Vec<UpdatePath> {
                 .map(Result::unwrap),
         };
         let Some(update) = update else { continue };
-        paths.push(update.path.clone());
+        paths.push((update.path.clone(), update.rules_lowered));
         before = check(&session, &update, &before, &mut mirror);
     }
     paths
@@ -385,8 +393,12 @@ fn common_changes_are_incremental() {
         Step::ChangeOne(0, 1, 1, 5),
         Step::AddEndpoint(2, 1, 0, true),
         Step::AddEndpoint(3, 2, 1, true),
+        // Without addresses: the automatic ones, still incremental.
+        Step::AddEndpoint(4, 1, 1, true),
         Step::RemoveEndpoint(2),
         Step::RemoveEndpoint(3),
+        Step::AddEndpoint(5, 2, 0, true),
+        Step::RemoveEndpoint(4),
     ];
     let paths = run(&steps);
     // The first endpoint (the first with a namespace: the host allow of
@@ -395,8 +407,12 @@ fn common_changes_are_incremental() {
     let full: Vec<usize> = paths
         .iter()
         .enumerate()
-        .filter(|(_, p)| **p != UpdatePath::Incremental)
+        .filter(|(_, (p, _))| *p != UpdatePath::Incremental)
         .map(|(i, _)| i)
         .collect();
     assert_eq!(full, vec![0, 2], "{paths:?}");
+    // The one-rule changes edit one line each (a port, a range, an HTTP
+    // rule): the session lowers that item again, not the text's three.
+    let lowered: Vec<usize> = paths[3..6].iter().map(|(_, n)| *n).collect();
+    assert_eq!(lowered, vec![1, 1, 1], "{paths:?}");
 }

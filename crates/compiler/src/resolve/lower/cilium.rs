@@ -1,6 +1,6 @@
 //! Lowering of one CNP/CCNP rule.
 
-use porin_model::model::{AuthenticationMode, Rule};
+use porin_model::model::{AuthenticationMode, Rule, RuleSection};
 
 use super::origin::direction_of;
 use super::peers::ItemCtx;
@@ -18,6 +18,7 @@ impl Ctx<'_> {
         namespace: Option<&str>,
         spec_route: &str,
         rule: &Rule,
+        only: Option<(RuleSection, usize)>,
     ) {
         let Some(endpoint_selector) = &rule.endpoint_selector else {
             if rule.node_selector.is_some() {
@@ -68,6 +69,9 @@ impl Ctx<'_> {
                 egress_dd
             };
             for (index, rule_item) in items.iter().enumerate() {
+                if only.is_some_and(|o| o != (section, index)) {
+                    continue;
+                }
                 let l4_present = rule_item.has_l4();
                 let route = format!("{spec_route}.{section}[{index}]");
                 let origin = self.new_origin(input, namespace, section, index, &route);

@@ -188,21 +188,9 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             PolicyDocument::CiliumCidrGroup(_) => {}
             PolicyDocument::CiliumNetworkPolicy(_)
             | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
-                let namespaced = matches!(input.policy, PolicyDocument::CiliumNetworkPolicy(_));
-                let namespace = if namespaced {
-                    Some(
-                        input
-                            .policy
-                            .metadata()
-                            .namespace
-                            .clone()
-                            .unwrap_or_else(|| "default".to_owned()),
-                    )
-                } else {
-                    None
-                };
+                let namespace = cilium_namespace(input.policy);
                 for (spec_route, rule) in input.policy.cilium_rules() {
-                    ctx.lower_cilium_rule(input, namespace.as_deref(), &spec_route, rule);
+                    ctx.lower_cilium_rule(input, namespace.as_deref(), &spec_route, rule, None);
                 }
             }
         }
@@ -224,6 +212,51 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             line: 0,
         });
         ctx.out.localhost_origin = Some(id);
+    }
+    ctx.out
+}
+
+/// The namespace a CNP's rules are pinned to (`default` when unset); none
+/// for a CCNP.
+fn cilium_namespace(policy: &PolicyDocument) -> Option<String> {
+    matches!(policy, PolicyDocument::CiliumNetworkPolicy(_)).then(|| {
+        policy
+            .metadata()
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned())
+    })
+}
+
+/// Lowers one item of a CNP/CCNP alone: rule `spec` of
+/// [`PolicyDocument::cilium_rules`], item `index` of `section`, as
+/// [`lower`] lowers it among the others (for the live session, which
+/// lowers again only the items a change touched). The result holds its
+/// rule and origin (0 or 1 of each; origin id 0: the caller gives it its
+/// place), its diagnostics and prefixes, and no synthetic origins. Log
+/// cookies are not numbered here (the session lowers item by item only
+/// without log values).
+pub fn lower_cilium_item(
+    input: &PolicyInput<'_>,
+    inventory: &Inventory,
+    spec: usize,
+    section: RuleSection,
+    index: usize,
+) -> Lowered {
+    let mut ctx = Ctx {
+        inventory,
+        cluster: inventory.cluster.clone(),
+        out: Lowered::default(),
+    };
+    let namespace = cilium_namespace(input.policy);
+    if let Some((spec_route, rule)) = input.policy.cilium_rules().into_iter().nth(spec) {
+        ctx.lower_cilium_rule(
+            input,
+            namespace.as_deref(),
+            &spec_route,
+            rule,
+            Some((section, index)),
+        );
     }
     ctx.out
 }
