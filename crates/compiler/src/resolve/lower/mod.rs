@@ -186,6 +186,9 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             PolicyDocument::NetworkPolicy(knp) => ctx.lower_knp(input, knp),
             // Not a policy: read above, into `cidr_groups`.
             PolicyDocument::CiliumCidrGroup(_) => {}
+            // Refused by `LoadOutcome::apply_target` until the tier
+            // translation lands (PM051): nothing reaches here yet.
+            PolicyDocument::ClusterNetworkPolicy(_) => {}
             PolicyDocument::CiliumNetworkPolicy(_)
             | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
                 let namespaced = matches!(input.policy, PolicyDocument::CiliumNetworkPolicy(_));

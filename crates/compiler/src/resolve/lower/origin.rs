@@ -46,6 +46,8 @@ pub enum OriginKind {
     CiliumClusterwideNetworkPolicy,
     /// Kubernetes `NetworkPolicy`.
     NetworkPolicy,
+    /// Kubernetes `ClusterNetworkPolicy` (tiered).
+    ClusterNetworkPolicy,
     /// A rule Cilium adds itself (allow-all of an unenforced direction,
     /// the host's localhost allow).
     Synthetic,
@@ -63,6 +65,7 @@ impl OriginKind {
             // A CIDR group has no rules, so no origin is ever made from
             // one; its CIDRs become identity labels (`crate::cidrgroup`).
             PolicyDocument::CiliumCidrGroup(_) => OriginKind::Synthetic,
+            PolicyDocument::ClusterNetworkPolicy(_) => OriginKind::ClusterNetworkPolicy,
         }
     }
 
@@ -72,6 +75,7 @@ impl OriginKind {
             OriginKind::CiliumNetworkPolicy => "CiliumNetworkPolicy",
             OriginKind::CiliumClusterwideNetworkPolicy => "CiliumClusterwideNetworkPolicy",
             OriginKind::NetworkPolicy => "NetworkPolicy",
+            OriginKind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
             OriginKind::Synthetic => "Synthetic",
         }
     }
