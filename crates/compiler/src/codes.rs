@@ -62,4 +62,8 @@ porin_model::code_table! {
     /// answers.
     UNKNOWN_CIDR_GROUP = "PC016", "unknown-cidr-group", Warning,
         "A cidrGroupRef names, or a cidrGroupSelector selects, no CiliumCIDRGroup among the inputs: Cilium selects nothing for it, so an allow allows nothing (porin too); a deny denies nothing in Cilium, and porin denies those ports to every peer instead (fail closed), since the group may exist in the cluster but not among porin's inputs.";
+    /// The DNS rule Cilium 1.20 adds for a ClusterNetworkPolicy's
+    /// `domainNames` is not compiled.
+    DOMAIN_NAMES_DNS_RULE = "PC025", "domain-names-dns-rule", Warning,
+        "A ClusterNetworkPolicy `domainNames` peer: Cilium 1.20 also allows DNS to k8s-app=kube-dns on the named ports dns/dns-tcp through its DNS proxy (pkg/k8s/cluster_network_policy.go); porin does not compile that rule (fail closed) and resolves the names from the inventory's `fqdns` as for toFQDNs.";
 }

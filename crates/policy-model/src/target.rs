@@ -189,22 +189,7 @@ impl LoadOutcome {
                 !(d.code == codes::SKIPPED_DOCUMENT.code && d.primary.as_ref() == location.as_ref())
             });
             if enforced {
-                // Partial (step 1 of #21): the model and validation are
-                // complete, the compilation is not yet; refuse rather than
-                // report Deny rules as allowing.
-                let mut diagnostic = Diagnostic::new(
-                    codes::KIND_NOT_MODELLED,
-                    format!(
-                        "ClusterNetworkPolicy `{}` is enforced by Cilium {} with enable-k8s-cluster-network-policy, but porin does not compile it yet",
-                        document.doc.name(),
-                        target.version
-                    ),
-                )
-                .help("check this policy set without --enable-k8s-cluster-network-policy only if the cluster does not enforce ClusterNetworkPolicy");
-                if let Some(location) = location {
-                    diagnostic = diagnostic.at(location);
-                }
-                self.diagnostics.push(diagnostic);
+                self.documents.push(document);
                 continue;
             }
             let why = if target.version.validation() < CiliumVersion::V1_20 {
@@ -364,9 +349,12 @@ metadata: {name: p}\nspec: {tier: Admin, priority: 1, subject: {namespaces: {}}}
             k8s_cluster_network_policy: true,
         };
         assert_eq!(errors(flag(CiliumVersion::V1_19)), ["PM066"]);
-        assert_eq!(errors(flag(CiliumVersion::V1_20)), ["PM051"]);
-        let outcome = load_str("kcnp.yaml", text, &LoadLimits::default());
+        assert!(errors(flag(CiliumVersion::V1_20)).is_empty());
+        let mut outcome = load_str("kcnp.yaml", text, &LoadLimits::default());
         assert!(outcome.documents.is_empty(), "held back until a target");
+        outcome.apply_target(&flag(CiliumVersion::V1_20));
+        assert_eq!(outcome.documents.len(), 1);
+        assert!(outcome.diagnostics.is_empty(), "{:?}", outcome.diagnostics);
         let mut refused = load_str("kcnp.yaml", text, &LoadLimits::default());
         refused.apply_target(&Target::new(CiliumVersion::V1_20));
         let error = &refused.diagnostics[0];
