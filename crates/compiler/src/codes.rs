@@ -66,4 +66,8 @@ porin_model::code_table! {
     /// the one of a cluster without policy.
     INVENTORY_SELECTS_NOTHING = "PC020", "inventory-selects-nothing", Warning,
         "No loaded policy selects any endpoint of the inventory (a wrong or incomplete inventory, or the wrong namespace): nothing is enforced, so every flow is allowed and a test that expects allow passes without testing anything. Give the inventory the workloads the policies are for (their manifests, `--inventory`, `inventory:`).";
+    /// The DNS rule Cilium 1.20 adds for a ClusterNetworkPolicy's
+    /// `domainNames` is not compiled.
+    DOMAIN_NAMES_DNS_RULE = "PC025", "domain-names-dns-rule", Warning,
+        "A ClusterNetworkPolicy `domainNames` peer: Cilium 1.20 also allows DNS to k8s-app=kube-dns on the named ports dns/dns-tcp through its DNS proxy (pkg/k8s/cluster_network_policy.go); porin does not compile that rule (fail closed) and resolves the names from the inventory's `fqdns` as for toFQDNs.";
 }

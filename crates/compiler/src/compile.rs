@@ -31,6 +31,7 @@ use crate::mapstate::{Direction, Entry, Key, MapState};
 use crate::resolve::lower::{Lowered, Origin, OriginKind, PolicyInput, lower};
 use crate::resolve::policy::{L4Policy, Resolver};
 use crate::resolve::rule::{PolicyRule, proto};
+use crate::tier::Tiers;
 
 /// Whether each direction is enforced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -436,13 +437,24 @@ pub(crate) fn drive(
             let mut diagnostics = Vec::with_capacity(unit.groups.len());
             let mut group_states = Vec::with_capacity(unit.groups.len());
             for &(identity, endpoint) in &unit.groups {
-                let (state, found) = distiller.distill(DistillRequest {
+                let (state, mut found) = distiller.distill(DistillRequest {
                     endpoint: &inventory.endpoints[endpoint],
                     identity,
                     policy: &compilation.policies[unit.policy],
                     resolver: &compilation.resolver,
                     describe: &compilation.describe(),
                 })?;
+                let state = if compilation.tiers.selects(identity) {
+                    Arc::new(compilation.tiers.resolve(
+                        identity,
+                        &inventory.endpoints[endpoint],
+                        (*state).clone(),
+                        &compilation.describe(),
+                        &mut found,
+                    ))
+                } else {
+                    state
+                };
                 group_states.push(state);
                 diagnostics.push(found);
             }
@@ -554,6 +566,8 @@ pub struct Compilation<'c> {
     identity_policy: HashMap<u32, usize>,
     units: Vec<UnitPlan>,
     endpoint_unit: Vec<usize>,
+    /// ClusterNetworkPolicy precedence ([`crate::tier`]).
+    tiers: Tiers<'c>,
 }
 
 impl<'c> Compilation<'c> {
@@ -681,6 +695,10 @@ impl<'c> Compilation<'c> {
             }
             endpoint_unit.push(unit);
         }
+        let tiers = Tiers::new(
+            &lowered.tier_rules,
+            Resolver::new(&lowered.tier_rules.rules, table, inventory),
+        );
         Ok(Compilation {
             inventory,
             limits,
@@ -691,6 +709,7 @@ impl<'c> Compilation<'c> {
             identity_policy,
             units,
             endpoint_unit,
+            tiers,
         })
     }
 
@@ -805,7 +824,10 @@ impl<'c> Compilation<'c> {
             self.census_outcome(unit)
         } else {
             let endpoint = &self.inventory.endpoints[unit.first_endpoint()];
-            let (state, found) = self.resolver.map_state(endpoint, policy, &describe);
+            let (state, mut found) = self.resolver.map_state(endpoint, policy, &describe);
+            let state = self
+                .tiers
+                .resolve(unit.identity(), endpoint, state, &describe, &mut found);
             UnitOutcome::State(Arc::new(state), vec![found])
         };
         if let UnitOutcome::State(_, diagnostics) = &mut outcome {
@@ -870,9 +892,13 @@ impl<'c> Compilation<'c> {
                 .map(|i| i.labels.clone())
                 .unwrap_or_default(),
             ips: endpoint.ips.clone(),
+            // A ClusterNetworkPolicy rule selecting the endpoint enforces
+            // its direction too (its tiers decide), without default deny.
             enforcement: Enforcement {
-                ingress: policy.ingress.enforced,
-                egress: policy.egress.enforced,
+                ingress: policy.ingress.enforced
+                    || self.tiers.selects_in(identity, Direction::Ingress),
+                egress: policy.egress.enforced
+                    || self.tiers.selects_in(identity, Direction::Egress),
             },
             diagnostics: state
                 .diagnostics

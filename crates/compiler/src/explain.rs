@@ -800,13 +800,45 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
             cidr_covers_pod_note(compiled, check)
         );
     };
+    // ClusterNetworkPolicy Pass rules that handed the flow to a later tier
+    // (`crate::tier`) are named apart from the rule that decided.
+    let is_pass = |o: &&crate::resolve::lower::Origin| {
+        o.tier
+            .as_ref()
+            .is_some_and(|t| t.action == porin_model::model::ClusterAction::Pass)
+    };
+    let passes: Vec<String> = chosen
+        .entry
+        .origins
+        .iter()
+        .filter_map(|id| compiled.origin(*id))
+        .filter(is_pass)
+        .map(|o| o.describe())
+        .collect();
+    let handed_on = if passes.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; {} handed the flow on to the next tier (Pass)",
+            passes.join(", ")
+        )
+    };
     let mut origins: Vec<String> = chosen
         .entry
         .origins
         .iter()
         .filter_map(|id| compiled.origin(*id))
+        .filter(|o| !is_pass(o))
         .map(|o| o.describe())
         .collect();
+    if origins.is_empty() && chosen.entry.is_deny() {
+        // The tiers' explicit form of a default deny (`crate::tier`).
+        return format!(
+            "{subject}: no rule allows {}{}{handed_on}",
+            describe_identity(compiled, check.peer_identity),
+            default_deny_by(compiled, &check.endpoint, check.direction),
+        );
+    }
     if origins.is_empty() {
         origins.push("an unknown rule".to_owned());
     }
@@ -840,7 +872,7 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
         }
     };
     let mut sentence = format!(
-        "{subject}: {what} by {} from {}",
+        "{subject}: {what} by {} from {}{handed_on}",
         describe_key(compiled, chosen),
         origins.join("; ")
     );

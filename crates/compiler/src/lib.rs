@@ -48,3 +48,4 @@ pub mod resolve;
 pub mod selector;
 pub mod session;
 pub mod settings;
+pub mod tier;

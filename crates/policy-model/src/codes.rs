@@ -88,7 +88,11 @@ crate::code_table! {
     /// A field the target Cilium version's CRD no longer defines.
     REMOVED_IN_VERSION = "PM050", "removed-in-version", Error, "A field the chosen Cilium version (`--cilium-version`, `ciliumVersion`) removed from its CRD (e.g. `kafka`, `l7proto`, `l7` in 1.20): the API server rejects the policy.";
     /// A kind the target enforces that porin does not model yet.
-    KIND_NOT_MODELLED = "PM051", "kind-not-modelled", Error, "A resource the chosen Cilium enforces but porin does not model yet (ClusterNetworkPolicy for --cilium-version 1.20 with --enable-k8s-cluster-network-policy): refused, so porin never reports as allowed what the cluster denies.";
+    KIND_NOT_MODELLED = "PM051", "kind-not-modelled", Error, "Retired (no longer reported): ClusterNetworkPolicy, the one kind it refused (Cilium 1.20 with --enable-k8s-cluster-network-policy), is compiled now; refusing a kind the target enforces but porin cannot check stays the rule for any future kind.";
+    /// ClusterNetworkPolicy CRD constraints.
+    CLUSTER_NETWORK_POLICY = "PM065", "invalid-cluster-network-policy", Error, "ClusterNetworkPolicy CRD validation (network-policy-api v1alpha2/v1beta1): priority 0-1000, exactly one field per subject/peer/protocol/port, 1-25 rules/peers/protocols/networks/domainNames, port ranges start < end, no named port with networks/nodes/domainNames; and what Cilium 1.20 refuses (domainNames outside Accept rules).";
+    /// ClusterNetworkPolicy under a target that does not enforce it.
+    CLUSTER_NETWORK_POLICY_NOT_ENFORCED = "PM066", "cluster-network-policy-not-enforced", Error, "A ClusterNetworkPolicy checked for a Cilium that does not enforce it (before 1.20, or without --enable-k8s-cluster-network-policy): the cluster would ignore every rule, Deny included, so porin refuses the set rather than report it; pass --cilium-version 1.20 --enable-k8s-cluster-network-policy if the cluster runs that.";
 }
 
 /// The model code with this code or name, case-insensitive.

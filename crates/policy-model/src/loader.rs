@@ -16,8 +16,8 @@ use crate::codes;
 use crate::diagnostic::{Diagnostic, Location, SourceMap};
 use crate::limits::LoadLimits;
 use crate::model::{
-    CiliumCidrGroup, CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, NetworkPolicy, ObjectKey,
-    PolicyDocument,
+    CiliumCidrGroup, CiliumClusterwideNetworkPolicy, CiliumNetworkPolicy, ClusterNetworkPolicy,
+    NetworkPolicy, ObjectKey, PolicyDocument,
 };
 use crate::registry::CodeInfo;
 use crate::route::{Route, Segment};
@@ -67,6 +67,12 @@ pub struct LoadOutcome {
     /// where each is and its row. [`LoadOutcome::apply_target`] refuses
     /// them when the target enforces them and porin cannot check them.
     pub versioned_kinds: Vec<(Location, &'static crate::version::Row)>,
+    /// ClusterNetworkPolicies that loaded and validated, held back until
+    /// [`LoadOutcome::apply_target`] knows whether the target Cilium
+    /// enforces them (1.20 with `--enable-k8s-cluster-network-policy`):
+    /// then they join [`Self::documents`], otherwise they are refused
+    /// (PM066). A consumer that applies no target never sees them.
+    pub pending_cluster_policies: Vec<LoadedDocument>,
 }
 
 impl LoadOutcome {
@@ -118,6 +124,8 @@ impl LoadOutcome {
         self.sources.extend(other.sources);
         self.trees.extend(other.trees);
         self.versioned_kinds.extend(other.versioned_kinds);
+        self.pending_cluster_policies
+            .extend(other.pending_cluster_policies);
         self.refuse_duplicates(from);
     }
 
@@ -129,7 +137,7 @@ impl LoadOutcome {
     /// of an earlier document are dropped with an error at their name that
     /// points at the first copy; the error makes every consumer refuse the
     /// whole set.
-    fn refuse_duplicates(&mut self, from: usize) {
+    pub(crate) fn refuse_duplicates(&mut self, from: usize) {
         let added = self.documents.split_off(from);
         let mut first: BTreeMap<ObjectKey, usize> = self
             .documents
@@ -354,6 +362,7 @@ enum Dispatch {
     Ccnp,
     Knp,
     CidrGroup,
+    ClusterNetworkPolicy,
     List,
     Skip(String),
     /// A kind of the version table: skipped, and recorded.
@@ -421,6 +430,21 @@ fn dispatch(root: &Node) -> Dispatch {
             ),
             _ => Dispatch::Skip(format!("`{api_version}` `{kind}` is not a Cilium resource")),
         },
+        // One shape for both served versions (network-policy-api
+        // `apis/v1alpha2` and `apis/v1beta1` clusternetworkpolicy_types.go).
+        "ClusterNetworkPolicy"
+            if crate::model::CLUSTER_NETWORK_POLICY_VERSIONS.contains(&api_version) =>
+        {
+            Dispatch::ClusterNetworkPolicy
+        }
+        "ClusterNetworkPolicy" if group == "policy.networking.k8s.io" || api_version.is_empty() => {
+            Dispatch::Bad(
+                format!(
+                    "`ClusterNetworkPolicy` must have apiVersion `policy.networking.k8s.io/v1alpha2` or `policy.networking.k8s.io/v1beta1`, found `{api_version}`"
+                ),
+                Route::root().key("apiVersion"),
+            )
+        }
         kind if crate::version::kind_row(group, kind).is_some() => {
             match crate::version::kind_row(group, kind) {
                 Some(row) => Dispatch::Versioned(
@@ -533,6 +557,10 @@ fn load_object(
             Dispatch::CidrGroup => |node, prefix, ctx| {
                 typed::<CiliumCidrGroup>(node, prefix, ctx).map(PolicyDocument::CiliumCidrGroup)
             },
+            Dispatch::ClusterNetworkPolicy => |node, prefix, ctx| {
+                typed::<ClusterNetworkPolicy>(node, prefix, ctx)
+                    .map(PolicyDocument::ClusterNetworkPolicy)
+            },
             Dispatch::List => {
                 outcome.push_capped(
                     Diagnostic::new(codes::BAD_RESOURCE, "a `List` cannot contain another list")
@@ -625,7 +653,28 @@ fn load_object(
         outcome.push_capped(diagnostic, cap);
     }
     let Some(doc) = doc else { return };
-    if errors == 0 {
+    if errors == 0 && matches!(doc, PolicyDocument::ClusterNetworkPolicy(_)) {
+        let location = locate(file, index, root, &prefix.key("kind"), false);
+        if let Some(row) =
+            crate::version::kind_row("policy.networking.k8s.io", "ClusterNetworkPolicy")
+        {
+            outcome.versioned_kinds.push((location.clone(), row));
+        }
+        outcome.push_capped(
+            Diagnostic::new(
+                codes::SKIPPED_DOCUMENT,
+                "skipped until a target is known: ClusterNetworkPolicy is enforced only by Cilium 1.20 with --enable-k8s-cluster-network-policy",
+            )
+            .at(location),
+            cap,
+        );
+        outcome.pending_cluster_policies.push(LoadedDocument {
+            file: file.to_owned(),
+            index,
+            item,
+            doc,
+        });
+    } else if errors == 0 {
         outcome.documents.push(LoadedDocument {
             file: file.to_owned(),
             index,

@@ -21,6 +21,11 @@ const KINDS: &[(&str, &str, &str)] = &[
         "CiliumClusterwideNetworkPolicy",
     ),
     ("NetworkPolicy", "networking.k8s.io/v1", "NetworkPolicy"),
+    (
+        "ClusterNetworkPolicy",
+        "policy.networking.k8s.io/v1alpha2",
+        "ClusterNetworkPolicy",
+    ),
 ];
 
 /// The schema as a JSON value.
@@ -36,7 +41,12 @@ pub fn policy_schema() -> Value {
                 .and_then(|d| d.get_mut("properties"))
                 .and_then(Value::as_object_mut)
             {
-                properties.insert("apiVersion".to_owned(), json!({ "const": api_version }));
+                let api = if *name == "ClusterNetworkPolicy" {
+                    json!({ "enum": crate::model::CLUSTER_NETWORK_POLICY_VERSIONS })
+                } else {
+                    json!({ "const": api_version })
+                };
+                properties.insert("apiVersion".to_owned(), api);
                 properties.insert("kind".to_owned(), json!({ "const": kind }));
             }
         }
@@ -51,7 +61,7 @@ pub fn policy_schema() -> Value {
         root.insert(
             "title".to_owned(),
             Value::String(
-                "porin policy (CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, NetworkPolicy)"
+                "porin policy (CiliumNetworkPolicy, CiliumClusterwideNetworkPolicy, NetworkPolicy, ClusterNetworkPolicy)"
                     .to_owned(),
             ),
         );

@@ -12,7 +12,7 @@ use crate::diagnostic::Diagnostic;
 use crate::loader::{LoadOutcome, LoadedDocument};
 use crate::model::PolicyDocument;
 use crate::route::Route;
-use crate::version::{Applies, Target, VersionFinding, unsupported};
+use crate::version::{Applies, CiliumVersion, Target, VersionFinding, unsupported};
 
 /// The rules of a policy document as JSON, with the route of each
 /// (`spec`, `specs[i]`) and what they are.
@@ -59,6 +59,8 @@ pub fn rules_of(policy: &PolicyDocument) -> Vec<(String, Value, Applies)> {
         ),
         // No rules; the kind's own versions are the loader's (v2alpha1, v2).
         PolicyDocument::CiliumCidrGroup(_) => {}
+        // Versioned as a whole kind (row `cluster-network-policy`).
+        PolicyDocument::ClusterNetworkPolicy(_) => {}
     }
     rules
 }
@@ -155,29 +157,72 @@ impl LoadOutcome {
             }
         }
         self.documents = kept;
-        // A kind the target enforces and porin skips would be reported as
-        // allowing what the cluster may deny: refuse it (fail closed).
-        for (location, row) in &self.versioned_kinds {
-            if row.id == "cluster-network-policy"
-                && row.honoured_in(target.version.validation())
-                && target.k8s_cluster_network_policy
-            {
-                self.diagnostics.push(
-                    Diagnostic::new(
-                        codes::KIND_NOT_MODELLED,
-                        format!(
-                            "ClusterNetworkPolicy is enforced by Cilium {} with enable-k8s-cluster-network-policy, but porin does not model it yet",
-                            target.version
-                        ),
-                    )
-                    .at(location.clone())
-                    .note(format!("{} (source: {})", row.note, row.source))
-                    .help("check this policy set without --enable-k8s-cluster-network-policy only if the cluster does not enforce ClusterNetworkPolicy; porin refuses rather than report its Deny rules as allowing"),
-                );
-            }
+        self.apply_cluster_policies(target);
+    }
+
+    /// Whether `target` enforces ClusterNetworkPolicy: Cilium 1.20 or later
+    /// with `--enable-k8s-cluster-network-policy` (row
+    /// `cluster-network-policy` of the version table).
+    pub fn enforces_cluster_network_policy(target: &Target) -> bool {
+        target.k8s_cluster_network_policy
+            && crate::version::kind_row("policy.networking.k8s.io", "ClusterNetworkPolicy")
+                .is_some_and(|row| row.honoured_in(target.version.validation()))
+    }
+
+    /// The held-back ClusterNetworkPolicies join the documents when the
+    /// target enforces them; otherwise each is refused (PM066) at its
+    /// `kind`, naming the flag: a cluster that ignores them would not
+    /// enforce their Deny rules, and porin never reports what the cluster
+    /// does not do.
+    fn apply_cluster_policies(&mut self, target: &Target) {
+        let pending = std::mem::take(&mut self.pending_cluster_policies);
+        if pending.is_empty() {
+            return;
         }
+        let enforced = LoadOutcome::enforces_cluster_network_policy(target);
+        let kind_route = Route::root().key("kind");
+        let from = self.documents.len();
+        for document in pending {
+            let location = self.locate_in(&document, &kind_route);
+            // The loader's "skipped until a target is known" is answered now.
+            self.diagnostics.retain(|d| {
+                !(d.code == codes::SKIPPED_DOCUMENT.code && d.primary.as_ref() == location.as_ref())
+            });
+            if enforced {
+                self.documents.push(document);
+                continue;
+            }
+            let why = if target.version.validation() < CiliumVersion::V1_20 {
+                format!(
+                    "Cilium {} does not implement it (it arrived in 1.20)",
+                    target.version
+                )
+            } else {
+                format!(
+                    "Cilium {} enforces it only with --enable-k8s-cluster-network-policy",
+                    target.version
+                )
+            };
+            let mut diagnostic = Diagnostic::new(
+                codes::CLUSTER_NETWORK_POLICY_NOT_ENFORCED,
+                format!(
+                    "ClusterNetworkPolicy `{}` is not enforced by the target: {why}",
+                    document.doc.name()
+                ),
+            )
+            .note(format!("{KCNP_ROW_NOTE} (row `cluster-network-policy` of porin's version table)"))
+            .help("pass --cilium-version 1.20 --enable-k8s-cluster-network-policy (or `ciliumVersion: \"1.20\"` in .porin.yaml with the flag) if the cluster runs that; otherwise remove the policy: the cluster would ignore every rule, Deny included");
+            if let Some(location) = location {
+                diagnostic = diagnostic.at(location);
+            }
+            self.diagnostics.push(diagnostic);
+        }
+        self.refuse_duplicates(from);
     }
 }
+
+const KCNP_ROW_NOTE: &str =
+    "an agent that does not watch ClusterNetworkPolicy enforces none of its rules";
 
 #[cfg(test)]
 mod tests {
@@ -280,10 +325,11 @@ specs:
         assert!(upgrade_diagnostics(&outcome, document, &v20, &v20).is_empty());
     }
 
-    /// Row `cluster-network-policy`: skipped (PM008) for 1.19 and for 1.20
-    /// without the agent setting, refused (PM051) where Cilium enforces it.
+    /// Row `cluster-network-policy`: refused (PM066, naming the flag) for
+    /// 1.19 and for 1.20 without the agent setting; loaded where Cilium
+    /// enforces it.
     #[test]
-    fn a_cluster_network_policy_is_refused_only_where_cilium_enforces_it() {
+    fn a_cluster_network_policy_loads_only_where_cilium_enforces_it() {
         let text = "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\n\
 metadata: {name: p}\nspec: {tier: Admin, priority: 1, subject: {namespaces: {}}}\n";
         let errors = |target: Target| {
@@ -296,13 +342,29 @@ metadata: {name: p}\nspec: {tier: Admin, priority: 1, subject: {namespaces: {}}}
                 .map(|d| d.code)
                 .collect::<Vec<_>>()
         };
-        assert!(errors(Target::new(CiliumVersion::V1_19)).is_empty());
-        assert!(errors(Target::new(CiliumVersion::V1_20)).is_empty());
+        assert_eq!(errors(Target::new(CiliumVersion::V1_19)), ["PM066"]);
+        assert_eq!(errors(Target::new(CiliumVersion::V1_20)), ["PM066"]);
         let flag = |version| Target {
             version,
             k8s_cluster_network_policy: true,
         };
-        assert!(errors(flag(CiliumVersion::V1_19)).is_empty());
-        assert_eq!(errors(flag(CiliumVersion::V1_20)), ["PM051"]);
+        assert_eq!(errors(flag(CiliumVersion::V1_19)), ["PM066"]);
+        assert!(errors(flag(CiliumVersion::V1_20)).is_empty());
+        let mut outcome = load_str("kcnp.yaml", text, &LoadLimits::default());
+        assert!(outcome.documents.is_empty(), "held back until a target");
+        outcome.apply_target(&flag(CiliumVersion::V1_20));
+        assert_eq!(outcome.documents.len(), 1);
+        assert!(outcome.diagnostics.is_empty(), "{:?}", outcome.diagnostics);
+        let mut refused = load_str("kcnp.yaml", text, &LoadLimits::default());
+        refused.apply_target(&Target::new(CiliumVersion::V1_20));
+        let error = &refused.diagnostics[0];
+        assert!(
+            error
+                .help
+                .as_deref()
+                .unwrap()
+                .contains("--enable-k8s-cluster-network-policy")
+        );
+        assert_eq!(error.primary.as_ref().unwrap().line, 2);
     }
 }

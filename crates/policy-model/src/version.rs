@@ -598,9 +598,10 @@ cilium/design-cfps#16 (CFP-30572, merged 2024-02-28)",
         route: "policy.networking.k8s.io ClusterNetworkPolicy",
         change: Change::Since(v(20)),
         effect: Effect::Ignored,
-        validated_by: Some("PM051"),
-        // PM051 refuses the kind where it *is* enforced and porin cannot
-        // check it yet (the loader skips it as PM008 elsewhere).
+        validated_by: Some("PM066"),
+        // PM066 refuses the kind where it is *not* enforced (before 1.20,
+        // or without the agent setting): the cluster would ignore its
+        // Deny rules. Where it is enforced porin compiles it.
         note: KCNP_NOTE,
         source: KCNP_SOURCE,
     },

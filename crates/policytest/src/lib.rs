@@ -130,6 +130,11 @@ pub struct TestFileSpec {
     /// `porin_model::version::TABLE`).
     #[serde(default)]
     pub cilium_version: Option<Spanned<String>>,
+    /// porin extension: the agent runs with
+    /// `--enable-k8s-cluster-network-policy` (Cilium 1.20): the file's
+    /// ClusterNetworkPolicies are enforced.
+    #[serde(default)]
+    pub enable_k8s_cluster_network_policy: bool,
 }
 
 /// The top-level fields [`TestFileSpec`] reads (camelCase); with
@@ -141,6 +146,7 @@ pub const TEST_FILE_FIELDS: &[&str] = &[
     "inventory",
     "expectError",
     "ciliumVersion",
+    "enableK8sClusterNetworkPolicy",
 ];
 
 /// Finds the test files under the given paths: a file argument is a test
@@ -318,7 +324,10 @@ pub fn prepare_with_inventory(
         }
         None => porin_model::CiliumVersion::DEFAULT,
     };
-    outcome.apply_target(&porin_model::Target::new(version));
+    outcome.apply_target(&porin_model::Target {
+        version,
+        k8s_cluster_network_policy: spec.enable_k8s_cluster_network_policy,
+    });
     if outcome.has_errors() {
         return Err(format!(
             "{display}: {POLICIES_INVALID}:\n{}",

@@ -661,6 +661,11 @@ impl<'a> Resolver<'a> {
         }
         for &index in rule_indices {
             let rule = &self.rules[index];
+            if rule.tier.is_some() {
+                // A ClusterNetworkPolicy rule: decided by `crate::tier`,
+                // and it puts no endpoint into default deny.
+                continue;
+            }
             let slot = usize::from(rule.direction == Direction::Egress);
             let direction = policy.direction_mut(rule.direction);
             direction.enforced = true;

@@ -216,6 +216,10 @@ pub struct PolicyRule {
     pub auth: Option<AuthMode>,
     /// Policy-log cookie (0 = none).
     pub cookie: u32,
+    /// A ClusterNetworkPolicy rule's place among the tiers: such rules
+    /// are left out of the ordinary resolution and decided by
+    /// [`crate::tier`].
+    pub tier: Option<crate::tier::place::TierRule>,
 }
 
 /// The ICMP type number of a type name or number (`ICMPField.PortProtocol`).

@@ -146,7 +146,9 @@ fn rules(doc: &PolicyDocument) -> Option<Vec<&Rule>> {
         | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
             Some(doc.cilium_rules().into_iter().map(|(_, r)| r).collect())
         }
-        PolicyDocument::NetworkPolicy(_) | PolicyDocument::CiliumCidrGroup(_) => None,
+        PolicyDocument::NetworkPolicy(_)
+        | PolicyDocument::CiliumCidrGroup(_)
+        | PolicyDocument::ClusterNetworkPolicy(_) => None,
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub mod cidrgroup;
 pub mod cilium;
+pub mod cluster;
 pub mod k8s;
 pub mod meta;
 pub mod section;
@@ -13,6 +14,7 @@ use serde::Serialize;
 
 pub use cidrgroup::{CidrGroupSpec, CiliumCidrGroup};
 pub use cilium::*;
+pub use cluster::*;
 pub use k8s::*;
 pub use meta::ObjectMeta;
 pub use section::{RuleItem, RuleSection, ToPorts};
@@ -35,6 +37,10 @@ pub enum PolicyDocument {
     /// `cilium.io/v2alpha1` or `cilium.io/v2` `CiliumCIDRGroup`: no rules of
     /// its own, the CIDRs that `cidrGroupRef`/`cidrGroupSelector` name.
     CiliumCidrGroup(CiliumCidrGroup),
+    /// `policy.networking.k8s.io/v1alpha2` or `v1beta1`
+    /// `ClusterNetworkPolicy`: tiered (Admin/Baseline) cluster policy,
+    /// enforced by Cilium 1.20 with `--enable-k8s-cluster-network-policy`.
+    ClusterNetworkPolicy(ClusterNetworkPolicy),
 }
 
 impl PolicyDocument {
@@ -45,6 +51,7 @@ impl PolicyDocument {
             PolicyDocument::CiliumClusterwideNetworkPolicy(_) => "CiliumClusterwideNetworkPolicy",
             PolicyDocument::NetworkPolicy(_) => "NetworkPolicy",
             PolicyDocument::CiliumCidrGroup(_) => "CiliumCIDRGroup",
+            PolicyDocument::ClusterNetworkPolicy(_) => "ClusterNetworkPolicy",
         }
     }
 
@@ -55,6 +62,7 @@ impl PolicyDocument {
             PolicyDocument::CiliumClusterwideNetworkPolicy(p) => &p.metadata,
             PolicyDocument::NetworkPolicy(p) => &p.metadata,
             PolicyDocument::CiliumCidrGroup(g) => &g.metadata,
+            PolicyDocument::ClusterNetworkPolicy(p) => &p.metadata,
         }
     }
 
@@ -70,7 +78,8 @@ impl PolicyDocument {
     pub fn effective_namespace(&self) -> Option<&str> {
         match self {
             PolicyDocument::CiliumClusterwideNetworkPolicy(_)
-            | PolicyDocument::CiliumCidrGroup(_) => None,
+            | PolicyDocument::CiliumCidrGroup(_)
+            | PolicyDocument::ClusterNetworkPolicy(_) => None,
             PolicyDocument::CiliumNetworkPolicy(_) | PolicyDocument::NetworkPolicy(_) => {
                 Some(self.metadata().namespace.as_deref().unwrap_or("default"))
             }
@@ -84,6 +93,14 @@ impl PolicyDocument {
             kind: self.kind(),
             namespace: self.effective_namespace().map(str::to_owned),
             name: self.name().to_owned(),
+        }
+    }
+
+    /// The ClusterNetworkPolicy, when this document is one.
+    pub fn as_cluster_network_policy(&self) -> Option<&ClusterNetworkPolicy> {
+        match self {
+            PolicyDocument::ClusterNetworkPolicy(policy) => Some(policy),
+            _ => None,
         }
     }
 
@@ -102,7 +119,9 @@ impl PolicyDocument {
         let (spec, specs) = match self {
             PolicyDocument::CiliumNetworkPolicy(p) => (&p.spec, &p.specs),
             PolicyDocument::CiliumClusterwideNetworkPolicy(p) => (&p.spec, &p.specs),
-            PolicyDocument::NetworkPolicy(_) | PolicyDocument::CiliumCidrGroup(_) => {
+            PolicyDocument::NetworkPolicy(_)
+            | PolicyDocument::CiliumCidrGroup(_)
+            | PolicyDocument::ClusterNetworkPolicy(_) => {
                 return Vec::new();
             }
         };

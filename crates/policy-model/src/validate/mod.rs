@@ -11,6 +11,7 @@
 
 mod cidrgroup;
 mod cilium;
+pub mod cluster;
 mod finding;
 mod k8s;
 pub mod selector;
@@ -41,6 +42,9 @@ pub fn validate_document(doc: &PolicyDocument) -> Vec<Finding> {
         ),
         PolicyDocument::NetworkPolicy(p) => k8s::validate_network_policy(&mut findings, p),
         PolicyDocument::CiliumCidrGroup(g) => cidrgroup::validate_cidr_group(&mut findings, g),
+        PolicyDocument::ClusterNetworkPolicy(p) => {
+            cluster::validate_cluster_network_policy(&mut findings, p);
+        }
     }
     findings.list
 }

@@ -25,7 +25,21 @@ fn committed_schema_is_fresh() {
 #[test]
 fn schema_pins_kinds_and_rejects_unknown_fields() {
     let schema = policy_schema();
-    assert_eq!(schema["oneOf"].as_array().map(Vec::len), Some(3));
+    assert_eq!(schema["oneOf"].as_array().map(Vec::len), Some(4));
+    let kcnp = &schema["definitions"]["ClusterNetworkPolicy"];
+    assert_eq!(kcnp["properties"]["kind"]["const"], "ClusterNetworkPolicy");
+    assert_eq!(
+        kcnp["properties"]["apiVersion"]["enum"],
+        serde_json::json!([
+            "policy.networking.k8s.io/v1alpha2",
+            "policy.networking.k8s.io/v1beta1"
+        ])
+    );
+    let tier = schema["definitions"]["Tier"].to_string();
+    assert!(
+        tier.contains("\"Admin\"") && tier.contains("\"Baseline\""),
+        "{tier}"
+    );
     let cnp = &schema["definitions"]["CiliumNetworkPolicy"];
     assert_eq!(cnp["properties"]["kind"]["const"], "CiliumNetworkPolicy");
     assert_eq!(cnp["properties"]["apiVersion"]["const"], "cilium.io/v2");

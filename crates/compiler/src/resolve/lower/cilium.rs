@@ -95,6 +95,7 @@ impl Ctx<'_> {
                     ports,
                     auth: auth_of(rule_item.authentication.map(|a| a.mode)),
                     cookie,
+                    tier: None,
                 });
             }
         }

@@ -9,13 +9,15 @@ use porin_model::model::{
 
 use super::origin::{allow_section, direction_of};
 use super::peers::ItemCtx;
-use super::selectors::{k8s_selector, namespace_pin, without_namespace_match};
+use super::selectors::{
+    k8s_selector, namespace_labels_selector, namespace_pin, without_namespace_match,
+};
 use super::{Ctx, PolicyInput};
 use crate::codes;
-use crate::labels::{CLUSTER_LABEL, NAMESPACE_LABELS_PREFIX, POD_NAMESPACE_LABEL, SOURCE_K8S};
+use crate::labels::CLUSTER_LABEL;
 use crate::mapstate::Direction;
 use crate::resolve::rule::{L7, PolicyRule, PortRef, PortSpec, parse_port_number, proto};
-use crate::selector::{Requirement, Selector, SelectorKey};
+use crate::selector::Selector;
 
 impl Ctx<'_> {
     pub(super) fn lower_knp(&mut self, input: &PolicyInput<'_>, knp: &NetworkPolicy) {
@@ -85,6 +87,7 @@ impl Ctx<'_> {
                         ports: port_specs.clone(),
                         auth: None,
                         cookie: 0,
+                        tier: None,
                     });
                 }
             }
@@ -106,6 +109,7 @@ impl Ctx<'_> {
                 ports: Vec::new(),
                 auth: None,
                 cookie: 0,
+                tier: None,
             });
         };
         // The default deny a direction gets from policyTypes, as a rule of
@@ -201,18 +205,7 @@ impl Ctx<'_> {
                     .insert(CLUSTER_LABEL.to_owned(), self.cluster.clone());
             }
             if let Some(ns_selector) = &peer.namespace_selector {
-                let mut sel = Selector::wildcard();
-                k8s_selector(
-                    ns_selector,
-                    &format!("{NAMESPACE_LABELS_PREFIX}."),
-                    &mut sel,
-                );
-                if sel.is_wildcard() {
-                    sel.push(Requirement::exists(SelectorKey::new(
-                        SOURCE_K8S,
-                        POD_NAMESPACE_LABEL,
-                    )));
-                }
+                let mut sel = namespace_labels_selector(ns_selector);
                 if let Some(p) = &pod {
                     k8s_selector(p, "", &mut sel);
                 }

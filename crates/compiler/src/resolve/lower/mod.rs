@@ -9,6 +9,7 @@
 //! diagnostic saying so.
 
 mod cilium;
+mod cluster;
 mod knp;
 mod l7;
 mod origin;
@@ -16,7 +17,7 @@ mod peers;
 mod ports;
 mod selectors;
 
-pub use origin::{Origin, OriginKind, RuleSection};
+pub use origin::{Origin, OriginKind, OriginTier, RuleSection};
 use origin::{allow_section, direction_of};
 pub use selectors::convert_selector;
 
@@ -33,6 +34,7 @@ use super::rule::PolicyRule;
 use crate::cidrgroup::CidrGroups;
 use crate::inventory::{AllowLocalhost, Inventory};
 use crate::mapstate::Direction;
+use crate::tier::rules::TierRules;
 
 /// One policy document to lower, with a way to locate its fields.
 #[derive(Clone, Copy)]
@@ -115,6 +117,9 @@ pub struct Lowered {
     /// The CiliumCIDRGroups among the inputs; their prefixes are in
     /// [`Self::prefixes`] and their labels go to the CIDR identities.
     pub cidr_groups: CidrGroups,
+    /// The ClusterNetworkPolicy rules among [`Self::rules`] as allows, with
+    /// their places among the tiers ([`crate::tier`]).
+    pub tier_rules: TierRules,
 }
 
 /// Origin ids of the synthetic allow-all rules (§3.3): always 0 and 1.
@@ -164,6 +169,7 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             file: String::new(),
             document: 0,
             line: 0,
+            tier: None,
         });
     }
     let mut log_values = BTreeSet::new();
@@ -186,6 +192,10 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             PolicyDocument::NetworkPolicy(knp) => ctx.lower_knp(input, knp),
             // Not a policy: read above, into `cidr_groups`.
             PolicyDocument::CiliumCidrGroup(_) => {}
+            // Only where the target enforces it (`LoadOutcome::apply_target`).
+            PolicyDocument::ClusterNetworkPolicy(policy) => {
+                ctx.lower_cluster_network_policy(input, policy);
+            }
             PolicyDocument::CiliumNetworkPolicy(_)
             | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
                 let namespace = cilium_namespace(input.policy);
@@ -210,9 +220,11 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             file: String::new(),
             document: 0,
             line: 0,
+            tier: None,
         });
         ctx.out.localhost_origin = Some(id);
     }
+    ctx.out.tier_rules = TierRules::from_rules(&ctx.out.rules);
     ctx.out
 }
 
@@ -285,6 +297,7 @@ impl Ctx<'_> {
             file: input.file.to_owned(),
             document: input.document,
             line,
+            tier: None,
         });
         id
     }

@@ -35,6 +35,24 @@ pub struct Origin {
     pub document: usize,
     /// 1-based line of the item (0 when unknown).
     pub line: u32,
+    /// A ClusterNetworkPolicy rule's place among the tiers.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tier: Option<OriginTier>,
+}
+
+/// Where a ClusterNetworkPolicy rule stands, for explanations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OriginTier {
+    /// Admin or Baseline.
+    pub tier: porin_model::model::Tier,
+    /// `spec.priority`.
+    pub priority: u32,
+    /// The rule's action.
+    pub action: porin_model::model::ClusterAction,
+    /// The rule's `name`, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rule_name: Option<String>,
 }
 
 /// The kind of policy an [`Origin`] is from.
@@ -46,6 +64,8 @@ pub enum OriginKind {
     CiliumClusterwideNetworkPolicy,
     /// Kubernetes `NetworkPolicy`.
     NetworkPolicy,
+    /// Kubernetes `ClusterNetworkPolicy` (tiered).
+    ClusterNetworkPolicy,
     /// A rule Cilium adds itself (allow-all of an unenforced direction,
     /// the host's localhost allow).
     Synthetic,
@@ -63,6 +83,7 @@ impl OriginKind {
             // A CIDR group has no rules, so no origin is ever made from
             // one; its CIDRs become identity labels (`crate::cidrgroup`).
             PolicyDocument::CiliumCidrGroup(_) => OriginKind::Synthetic,
+            PolicyDocument::ClusterNetworkPolicy(_) => OriginKind::ClusterNetworkPolicy,
         }
     }
 
@@ -72,6 +93,7 @@ impl OriginKind {
             OriginKind::CiliumNetworkPolicy => "CiliumNetworkPolicy",
             OriginKind::CiliumClusterwideNetworkPolicy => "CiliumClusterwideNetworkPolicy",
             OriginKind::NetworkPolicy => "NetworkPolicy",
+            OriginKind::ClusterNetworkPolicy => "ClusterNetworkPolicy",
             OriginKind::Synthetic => "Synthetic",
         }
     }
@@ -119,11 +141,23 @@ impl Origin {
             Some(ns) => format!("{ns}/{}", self.name),
             None => self.name.clone(),
         };
+        let tier = self.tier.as_ref().map_or(String::new(), |t| {
+            let rule = t
+                .rule_name
+                .as_ref()
+                .map_or(String::new(), |n| format!(" `{n}`"));
+            format!(
+                " [tier {}, priority {}, {}{rule}]",
+                t.tier.name(),
+                t.priority,
+                t.action.name()
+            )
+        });
         if self.file.is_empty() {
-            format!("{} {name}", self.kind)
+            format!("{} {name}{tier}", self.kind)
         } else {
             format!(
-                "{} {name} {} ({}:{})",
+                "{} {name} {}{tier} ({}:{})",
                 self.kind, self.route, self.file, self.line
             )
         }

@@ -8,6 +8,25 @@ use crate::labels::{
 };
 use crate::selector::{Operator, Requirement, Selector, SelectorKey};
 
+/// A namespace selector as Cilium's `processNamespaceSelector` makes it
+/// (`pkg/k8s/network_policy.go`): the namespace labels, and every pod of
+/// every namespace when the selector is empty.
+pub(super) fn namespace_labels_selector(namespaces: &LabelSelector) -> Selector {
+    let mut selector = Selector::wildcard();
+    k8s_selector(
+        namespaces,
+        &format!("{NAMESPACE_LABELS_PREFIX}."),
+        &mut selector,
+    );
+    if selector.is_wildcard() {
+        selector.push(Requirement::exists(SelectorKey::new(
+            SOURCE_K8S,
+            POD_NAMESPACE_LABEL,
+        )));
+    }
+    selector
+}
+
 /// Converts a user label selector to a [`Selector`] with extended keys.
 pub fn convert_selector(selector: &LabelSelector) -> Selector {
     let mut out = Selector::wildcard();
