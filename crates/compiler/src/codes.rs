@@ -26,9 +26,10 @@ porin_model::code_table! {
     /// allowed for that selector and port.
     MERGE_CONFLICT = "PC006", "merge-conflict", Error,
         "Rules Cilium cannot merge on one port and selector (L7 parsers, listeners with the same priority, authentication types): nothing is allowed there (fail closed).";
-    /// A rule for nodes (host firewall), not applied to endpoints.
+    /// Retired: porin compiles host policies now (their subject is the
+    /// local node's host endpoint, `node/NAME`); never reported.
     HOST_POLICY = "PC007", "host-policy", Info,
-        "A rule with a nodeSelector applies to nodes (host firewall), not to inventory endpoints; porin skips it.";
+        "Retired (no longer reported): porin once skipped rules with a nodeSelector; it now compiles them for the host endpoint of the local node (`node/NAME`), and PC030 reports a host policy that selects no node.";
     /// A policy selects no endpoint of the inventory.
     SELECTS_NOTHING = "PC008", "selects-nothing", Info,
         "A policy selects no endpoint of the inventory (incomplete inventory, or a wrong selector).";
@@ -62,4 +63,8 @@ porin_model::code_table! {
     /// answers.
     UNKNOWN_CIDR_GROUP = "PC016", "unknown-cidr-group", Warning,
         "A cidrGroupRef names, or a cidrGroupSelector selects, no CiliumCIDRGroup among the inputs: Cilium selects nothing for it, so an allow allows nothing (porin too); a deny denies nothing in Cilium, and porin denies those ports to every peer instead (fail closed), since the group may exist in the cluster but not among porin's inputs.";
+    /// A host policy (`nodeSelector`) that selects no node of the
+    /// inventory.
+    HOST_POLICY_SELECTS_NO_NODE = "PC030", "host-policy-selects-no-node", Warning,
+        "A host policy's nodeSelector matches no node of the inventory (node labels; `nodes:` of an inventory or PolicyTest file, Node manifests): it applies to no host endpoint, so it allows and denies nothing there.";
 }

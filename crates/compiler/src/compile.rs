@@ -1170,7 +1170,10 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
 pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
     let mut policy_selects: BTreeMap<(OriginKind, Option<String>, String, String), bool> =
         BTreeMap::new();
-    for rule in &lowered.rules {
+    // Host policies are checked against the nodes instead (PC030, at
+    // lowering): one that selects only remote nodes applies on their
+    // agents, not nowhere.
+    for rule in lowered.rules.iter().filter(|r| !r.host) {
         if let Some(origin) = describe_origin(&lowered.origins, rule.origin) {
             let key = (
                 origin.kind,

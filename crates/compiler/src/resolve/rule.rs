@@ -197,6 +197,11 @@ pub struct PolicyRule {
     pub origin: u32,
     /// Subject selector (namespace pinned for namespaced policies).
     pub subject: Selector,
+    /// A host policy (`nodeSelector`): the subject selects host endpoints
+    /// only, and an endpoint rule never selects a host endpoint
+    /// (`pkg/policy/repository.go`: "NodeSelector can only match nodes,
+    /// EndpointSelector only pods").
+    pub host: bool,
     /// Direction.
     pub direction: Direction,
     /// A deny rule.
@@ -216,6 +221,15 @@ pub struct PolicyRule {
     pub auth: Option<AuthMode>,
     /// Policy-log cookie (0 = none).
     pub cookie: u32,
+}
+
+impl PolicyRule {
+    /// Whether the rule's subject may select an identity of this number:
+    /// host rules select the host identity (1) only, the other rules
+    /// everything else ([`PolicyRule::host`]).
+    pub fn may_select(&self, identity: u32) -> bool {
+        self.host == (identity == crate::identity::Identity::HOST.get())
+    }
 }
 
 /// The ICMP type number of a type name or number (`ICMPField.PortProtocol`).

@@ -77,6 +77,7 @@ impl Ctx<'_> {
                     self.out.rules.push(PolicyRule {
                         origin,
                         subject: subject.clone(),
+                        host: false,
                         direction,
                         deny: false,
                         default_deny: true,
@@ -98,6 +99,7 @@ impl Ctx<'_> {
             ctx.out.rules.push(PolicyRule {
                 origin,
                 subject: subject.clone(),
+                host: false,
                 direction,
                 deny: false,
                 default_deny: true,
