@@ -304,6 +304,7 @@ impl Compiled {
                 .and_then(Identity::reserved_name)
                 .map_or_else(|| name.clone(), str::to_owned),
             IdentityKind::Cidr { prefix } => format!("CIDR {prefix}"),
+            IdentityKind::Node { nodes } => format!("node {}", nodes.join(", ")),
             IdentityKind::Endpoints { .. } => {
                 let names: Vec<String> = self
                     .endpoints
@@ -1222,14 +1223,20 @@ pub fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<Ipcach
     // Node addresses: the local node's are the host, the others'
     // remote-node (`NodeUpdated`, pkg/node/manager/manager.go); the
     // inventory refuses a node address an endpoint also has.
+    // Under `enable-node-selector-labels` a remote node's addresses carry
+    // its own identity ([`IdentityTable::node_identity`]).
     for node in &inventory.nodes {
         let id = if node.local {
-            Identity::HOST
+            Identity::HOST.get()
         } else {
-            Identity::REMOTE_NODE
+            table
+                .node_identity
+                .get(&node.name)
+                .copied()
+                .unwrap_or(Identity::REMOTE_NODE.get())
         };
         for ip in &node.ips {
-            map.insert(host_prefix(*ip), id.get());
+            map.insert(host_prefix(*ip), id);
         }
     }
     if let Ok(v4) = "0.0.0.0/0".parse() {

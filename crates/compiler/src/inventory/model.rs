@@ -178,6 +178,25 @@ impl Node {
         labels
     }
 
+    /// The labels of a remote node's own identity under
+    /// `enable-node-selector-labels`: `reserved:remote-node`, the node's
+    /// labels in the `k8s` source and the cluster label, which
+    /// `fromNodes`/`toNodes` selectors match (they require
+    /// `reserved:remote-node` and, by default, the local cluster:
+    /// `pkg/k8s/apis/cilium.io/utils/utils.go` `parseToCiliumIngressCommonRule`).
+    pub fn remote_identity_labels(&self, cluster: &str) -> LabelSet {
+        let mut labels = LabelSet::new();
+        labels.insert(crate::labels::Label::reserved("remote-node"));
+        for (key, value) in &self.labels {
+            labels.insert(crate::labels::Label::k8s(key, value));
+        }
+        labels.insert(crate::labels::Label::k8s(
+            crate::labels::CLUSTER_LABEL,
+            cluster,
+        ));
+        labels
+    }
+
     /// The node's host endpoint: `node/NAME`, the host identity (1) with
     /// [`Node::host_labels`], the node's addresses. Only the local node
     /// has one in a compilation ([`Inventory::finish`] adds it): every
