@@ -60,6 +60,12 @@ pub enum IdentityKind {
         /// The endpoints (indices into the inventory).
         endpoints: Vec<usize>,
     },
+    /// A remote node's own identity (`enable-node-selector-labels`): the
+    /// remote-node scope number its addresses carry.
+    Node {
+        /// The nodes with these labels, by name.
+        nodes: Vec<String>,
+    },
     /// A local CIDR identity.
     Cidr {
         /// Its prefix.
@@ -88,6 +94,10 @@ pub struct IdentityTable {
     pub endpoint_identity: Vec<u32>,
     /// CIDR identity of each policy prefix.
     pub cidr_identity: BTreeMap<IpNetwork, u32>,
+    /// The identity of each remote node with one of its own
+    /// (`enable-node-selector-labels`), by node name; empty otherwise (the
+    /// nodes' addresses are then `remote-node`, 6).
+    pub node_identity: BTreeMap<String, u32>,
     by_id: BTreeMap<u32, usize>,
 }
 
@@ -260,6 +270,8 @@ impl IdentityTable {
             });
         }
 
+        let node_identity = node_identities(inventory, &mut identities)?;
+
         for info in &mut identities {
             let all = match &info.kind {
                 IdentityKind::Reserved { name } if name == "world-ipv4" => {
@@ -286,6 +298,7 @@ impl IdentityTable {
             identities,
             endpoint_identity,
             cidr_identity,
+            node_identity,
             by_id,
         })
     }
@@ -324,7 +337,7 @@ impl IdentityTable {
                         return None;
                     }
                 }
-                IdentityKind::Cidr { .. } => {}
+                IdentityKind::Cidr { .. } | IdentityKind::Node { .. } => {}
             }
         }
         (free <= LAST_ALLOCATED).then_some((free, true))
@@ -419,6 +432,47 @@ impl IdentityTable {
             .max_by_key(|(prefix, _)| prefix.prefix())
             .map(|(prefix, id)| (*prefix, *id))
     }
+}
+
+/// The remote nodes' own identities under `enable-node-selector-labels`
+/// (`pkg/node/manager/manager.go`: with the option, a remote node's
+/// addresses get an identity of the node's labels, in the remote-node
+/// scope, `pkg/identity/numericidentity.go` `IdentityScopeRemoteNode`):
+/// labels [`crate::inventory::Node::remote_identity_labels`], one identity
+/// per distinct label set, numbered `0x02000001` upward in label order.
+/// Without the option, none (the addresses carry `remote-node`, 6).
+fn node_identities(
+    inventory: &Inventory,
+    identities: &mut Vec<IdentityInfo>,
+) -> Result<BTreeMap<String, u32>, CompileError> {
+    let mut by_node = BTreeMap::new();
+    if !inventory.settings.enable_node_selector_labels {
+        return Ok(by_node);
+    }
+    let mut by_labels: BTreeMap<LabelSet, Vec<String>> = BTreeMap::new();
+    for node in inventory.nodes.iter().filter(|n| !n.local) {
+        by_labels
+            .entry(node.remote_identity_labels(&inventory.cluster))
+            .or_default()
+            .push(node.name.clone());
+    }
+    for (index, (labels, nodes)) in by_labels.into_iter().enumerate() {
+        let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        let id = Identity::remote_node(number).map_err(|_| CompileError::RangeExhausted {
+            range: IdentityRange::Cidr,
+            given: index + 1,
+            limit: 0x00FF_FFFF,
+        })?;
+        for node in &nodes {
+            by_node.insert(node.clone(), id.get());
+        }
+        identities.push(IdentityInfo {
+            id: id.get(),
+            labels,
+            kind: IdentityKind::Node { nodes },
+        });
+    }
+    Ok(by_node)
 }
 
 fn reserved_identities() -> Vec<IdentityInfo> {

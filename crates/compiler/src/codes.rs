@@ -26,9 +26,10 @@ porin_model::code_table! {
     /// allowed for that selector and port.
     MERGE_CONFLICT = "PC006", "merge-conflict", Error,
         "Rules Cilium cannot merge on one port and selector (L7 parsers, listeners with the same priority, authentication types): nothing is allowed there (fail closed).";
-    /// A rule for nodes (host firewall), not applied to endpoints.
+    /// Retired: porin compiles host policies now (their subject is the
+    /// local node's host endpoint, `node/NAME`); never reported.
     HOST_POLICY = "PC007", "host-policy", Info,
-        "A rule with a nodeSelector applies to nodes (host firewall), not to inventory endpoints; porin skips it.";
+        "Retired (no longer reported): porin once skipped rules with a nodeSelector; it now compiles them for the host endpoint of the local node (`node/NAME`), and PC030 reports a host policy that selects no node.";
     /// A policy selects no endpoint of the inventory.
     SELECTS_NOTHING = "PC008", "selects-nothing", Info,
         "A policy selects no endpoint of the inventory (incomplete inventory, or a wrong selector).";
@@ -70,4 +71,8 @@ porin_model::code_table! {
     /// `domainNames` is not compiled.
     DOMAIN_NAMES_DNS_RULE = "PC025", "domain-names-dns-rule", Warning,
         "A ClusterNetworkPolicy `domainNames` peer: Cilium 1.20 also allows DNS to k8s-app=kube-dns on the named ports dns/dns-tcp through its DNS proxy (pkg/k8s/cluster_network_policy.go); porin does not compile that rule (fail closed) and resolves the names from the inventory's `fqdns` as for toFQDNs.";
+    /// A host policy (`nodeSelector`) that selects no node of the
+    /// inventory.
+    HOST_POLICY_SELECTS_NO_NODE = "PC030", "host-policy-selects-no-node", Warning,
+        "A host policy's nodeSelector matches no node of the inventory (node labels; `nodes:` of an inventory or PolicyTest file, Node manifests): it applies to no host endpoint, so it allows and denies nothing there.";
 }

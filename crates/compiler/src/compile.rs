@@ -310,6 +310,7 @@ impl Compiled {
                 .and_then(Identity::reserved_name)
                 .map_or_else(|| name.clone(), str::to_owned),
             IdentityKind::Cidr { prefix } => format!("CIDR {prefix}"),
+            IdentityKind::Node { nodes } => format!("node {}", nodes.join(", ")),
             IdentityKind::Endpoints { .. } => {
                 let names: Vec<String> = self
                     .endpoints
@@ -1202,7 +1203,10 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
 pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
     let mut policy_selects: BTreeMap<(OriginKind, Option<String>, String, String), bool> =
         BTreeMap::new();
-    for rule in &lowered.rules {
+    // Host policies are checked against the nodes instead (PC030, at
+    // lowering): one that selects only remote nodes applies on their
+    // agents, not nowhere.
+    for rule in lowered.rules.iter().filter(|r| !r.host) {
         if let Some(origin) = describe_origin(&lowered.origins, rule.origin) {
             let key = (
                 origin.kind,
@@ -1263,14 +1267,20 @@ pub fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<Ipcach
     // Node addresses: the local node's are the host, the others'
     // remote-node (`NodeUpdated`, pkg/node/manager/manager.go); the
     // inventory refuses a node address an endpoint also has.
+    // Under `enable-node-selector-labels` a remote node's addresses carry
+    // its own identity ([`IdentityTable::node_identity`]).
     for node in &inventory.nodes {
         let id = if node.local {
-            Identity::HOST
+            Identity::HOST.get()
         } else {
-            Identity::REMOTE_NODE
+            table
+                .node_identity
+                .get(&node.name)
+                .copied()
+                .unwrap_or(Identity::REMOTE_NODE.get())
         };
         for ip in &node.ips {
-            map.insert(host_prefix(*ip), id.get());
+            map.insert(host_prefix(*ip), id);
         }
     }
     if let Ok(v4) = "0.0.0.0/0".parse() {

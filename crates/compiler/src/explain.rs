@@ -162,6 +162,18 @@ impl Peer {
             }
             return Ok(Self::World(world));
         }
+        // `host`: the host endpoint when the compilation has one (the
+        // local node's, or a cluster dump's), so that the host firewall
+        // checks the host's side of the flow.
+        if namespace.is_none()
+            && text == "host"
+            && let Some(index) = compiled
+                .endpoints
+                .iter()
+                .position(|e| e.identity == Identity::HOST.get())
+        {
+            return Ok(Self::Endpoint(index));
+        }
         if namespace.is_none()
             && let Some(identity) = Identity::from_reserved_name(text)
             && text != "overlay-to-encrypt"
@@ -527,6 +539,35 @@ fn check_verdict(compiled: &Compiled, decision: &Decision, local: u32, remote: u
     }
 }
 
+/// Where a flow is checked: the source endpoint's egress and the
+/// destination endpoint's ingress. Traffic of the host to itself is never
+/// checked: it stays in the host's stack (loopback) and never passes
+/// `bpf_host`, whose host firewall sees only packets from host addresses
+/// leaving and packets to host addresses arriving (`bpf/lib/host_firewall.h`
+/// `ipv4_host_policy_egress_lookup` / `ipv4_host_policy_ingress_lookup`).
+/// The kernel engine checks the same sides.
+pub fn checked_sides(compiled: &Compiled, flow: &Flow) -> Vec<(usize, Direction)> {
+    let host = |peer: &Peer| match peer {
+        Peer::Endpoint(index) => compiled
+            .endpoints
+            .get(*index)
+            .is_some_and(|e| e.identity == Identity::HOST.get()),
+        Peer::Reserved(_, id) => *id == Identity::HOST.get(),
+        _ => false,
+    };
+    if host(&flow.from) && host(&flow.to) {
+        return Vec::new();
+    }
+    let mut sides = Vec::new();
+    if let Peer::Endpoint(index) = flow.from {
+        sides.push((index, Direction::Egress));
+    }
+    if let Peer::Endpoint(index) = flow.to {
+        sides.push((index, Direction::Ingress));
+    }
+    sides
+}
+
 /// Decides a flow: once for every family when both ends have the same
 /// identity in each (endpoints, addresses, reserved entities), once per
 /// family when an end is the world (world-ipv4 in IPv4, world-ipv6 in
@@ -565,15 +606,12 @@ pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
         ) else {
             continue;
         };
-        let mut sides = Vec::new();
-        if let Peer::Endpoint(index) = flow.from {
-            sides.push((index, Direction::Egress, to));
-        }
-        if let Peer::Endpoint(index) = flow.to {
-            sides.push((index, Direction::Ingress, from));
-        }
         let first = checks.len();
-        for (index, direction, peer_identity) in sides {
+        for (index, direction) in checked_sides(compiled, flow) {
+            let peer_identity = match direction {
+                Direction::Egress => to,
+                Direction::Ingress => from,
+            };
             let Some(endpoint) = compiled.endpoints.get(index) else {
                 continue;
             };

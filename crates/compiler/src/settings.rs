@@ -84,7 +84,7 @@ pub const SETTINGS: &[SettingInfo] = &[
         default: "false",
         accepted: "false, true",
         source: "pkg/option/config.go EnableNodeSelectorLabels",
-        effect: "fromNodes/toNodes select nodes by label; porin has no nodes yet, so with either value they stay fail-closed (PC001)",
+        effect: "remote nodes get identities of their labels (remote-node scope) and fromNodes/toNodes select them; without it fromNodes/toNodes stay fail-closed (PC001), as Cilium refuses them; modelled",
     },
     SettingInfo {
         flag: "policy-cidr-match-mode",

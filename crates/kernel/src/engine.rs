@@ -551,13 +551,7 @@ pub fn decide_flow(
     addresses: &CaseAddresses,
     flow: &Flow,
 ) -> Result<KernelEvaluation, EngineError> {
-    let mut sides = Vec::new();
-    if let Peer::Endpoint(index) = flow.from {
-        sides.push((index, mapstate::Direction::Egress));
-    }
-    if let Peer::Endpoint(index) = flow.to {
-        sides.push((index, mapstate::Direction::Ingress));
-    }
+    let sides = porin_compiler::explain::checked_sides(compiled, flow);
     if sides.is_empty() {
         return Ok(KernelEvaluation {
             verdict: FlowVerdict::Allow,

@@ -31,8 +31,9 @@ pub mod yaml;
 mod model;
 pub(crate) use model::container_port_proto;
 pub use model::{
-    AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint, Interface,
-    Inventory, NamedPort, Node, Service, ServicePort, SourceLocation, TargetPort,
+    AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint,
+    HOST_ENDPOINT_NAMESPACE, Interface, Inventory, NamedPort, Node, Service, ServicePort,
+    SourceLocation, TargetPort,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -262,6 +263,10 @@ impl Inventory {
     }
 
     fn finish_inner(&mut self) -> Result<(), InventoryError> {
+        // The local node's host endpoint is derived here, last; a second
+        // `finish` (a session re-finishing an inventory it changed) derives
+        // it again from the nodes as they are then.
+        self.endpoints.retain(|e| !e.is_node_host());
         if self.cluster.is_empty() {
             DEFAULT_CLUSTER.clone_into(&mut self.cluster);
         }
@@ -351,6 +356,43 @@ impl Inventory {
             };
             endpoint.ips = vec![v4, v6];
         }
+        self.add_host_endpoint()
+    }
+
+    /// Adds the local node's host endpoint ([`Node::host_endpoint`]), the
+    /// subject of host policies, unless the inventory already lists a host
+    /// endpoint (a cluster dump's, identity 1). It sorts where `node/NAME`
+    /// sorts among the endpoints.
+    fn add_host_endpoint(&mut self) -> Result<(), InventoryError> {
+        let has_host = self
+            .endpoints
+            .iter()
+            .any(|e| e.identity == Some(crate::identity::Identity::HOST.get()));
+        let Some(node) = self.nodes.iter().find(|n| n.local) else {
+            return Ok(());
+        };
+        if has_host {
+            return Ok(());
+        }
+        let host = node.host_endpoint();
+        let at = self
+            .endpoints
+            .partition_point(|e| (&e.namespace, &e.name) < (&host.namespace, &host.name));
+        if let Some(same) = self
+            .endpoints
+            .get(at)
+            .filter(|e| e.namespace == host.namespace && e.name == host.name)
+        {
+            return Err(InventoryError::Invalid {
+                file: same.location.file.clone(),
+                line: same.location.line,
+                message: format!(
+                    "endpoint `{}` has the name of the local node's host endpoint (`node/NAME` names a node's host); rename the endpoint or its namespace",
+                    same.display_name()
+                ),
+            });
+        }
+        self.endpoints.insert(at, host);
         Ok(())
     }
 

@@ -133,9 +133,9 @@ pub enum TargetPort {
 /// `host` identity (1) in the ipcache; every other node's addresses are
 /// `remote-node` (6) (`pkg/node/manager/manager.go` `NodeUpdated`: the
 /// node IPs of a remote node get `ReservedIdentityRemoteNode`, those of
-/// the local node `ReservedIdentityHost`). Cilium's per-node identities
-/// under `enable-node-selector-labels` are not modelled yet, nor host
-/// endpoints (the host firewall): nodes decide peer identities only.
+/// the local node `ReservedIdentityHost`). The local node also has a host
+/// endpoint ([`Node::host_endpoint`]), the subject of host policies (the
+/// host firewall).
 ///
 /// Sources: porin inventory YAML and PolicyTest files (`nodes:` with
 /// `name`, `labels`, `addresses`, `local`) and Kubernetes `Node` manifests
@@ -155,6 +155,75 @@ pub struct Node {
     pub local: bool,
     /// Where it was defined.
     pub location: SourceLocation,
+}
+
+/// The namespace part of a host endpoint's reference: the host endpoint
+/// of node `NAME` is `node/NAME` (its namespace in [`Endpoint`] and in the
+/// compiled output), the same word as `node/NAME` peers.
+pub const HOST_ENDPOINT_NAMESPACE: &str = "node";
+
+impl Node {
+    /// The labels of the node's host endpoint, which the host identity (1)
+    /// carries on the node's own agent: `reserved:host` and the node's
+    /// labels in the `k8s` source (`pkg/endpoint/host.go` /
+    /// `pkg/node/types/node.go`: the host endpoint takes the node's labels,
+    /// and `identity.AddReservedIdentityWithLabels` gives them to
+    /// identity 1). Host policies' `nodeSelector`s match these.
+    pub fn host_labels(&self) -> LabelSet {
+        let mut labels = LabelSet::new();
+        labels.insert(crate::labels::Label::reserved("host"));
+        for (key, value) in &self.labels {
+            labels.insert(crate::labels::Label::k8s(key, value));
+        }
+        labels
+    }
+
+    /// The labels of a remote node's own identity under
+    /// `enable-node-selector-labels`: `reserved:remote-node`, the node's
+    /// labels in the `k8s` source and the cluster label, which
+    /// `fromNodes`/`toNodes` selectors match (they require
+    /// `reserved:remote-node` and, by default, the local cluster:
+    /// `pkg/k8s/apis/cilium.io/utils/utils.go` `parseToCiliumIngressCommonRule`).
+    pub fn remote_identity_labels(&self, cluster: &str) -> LabelSet {
+        let mut labels = LabelSet::new();
+        labels.insert(crate::labels::Label::reserved("remote-node"));
+        for (key, value) in &self.labels {
+            labels.insert(crate::labels::Label::k8s(key, value));
+        }
+        labels.insert(crate::labels::Label::k8s(
+            crate::labels::CLUSTER_LABEL,
+            cluster,
+        ));
+        labels
+    }
+
+    /// The node's host endpoint: `node/NAME`, the host identity (1) with
+    /// [`Node::host_labels`], the node's addresses. Only the local node
+    /// has one in a compilation ([`Inventory::finish`] adds it): every
+    /// agent enforces its own host's policy, and the other nodes are
+    /// `remote-node` peers.
+    pub fn host_endpoint(&self) -> Endpoint {
+        Endpoint {
+            name: self.name.clone(),
+            namespace: Some(HOST_ENDPOINT_NAMESPACE.to_owned()),
+            labels: self.labels.clone(),
+            ips: self.ips.clone(),
+            service_account: None,
+            ports: Vec::new(),
+            identity: Some(crate::identity::Identity::HOST.get()),
+            identity_labels: Some(self.host_labels()),
+            location: self.location.clone(),
+        }
+    }
+}
+
+impl Endpoint {
+    /// Whether this is a node's host endpoint that [`Inventory::finish`]
+    /// added ([`Node::host_endpoint`]), not one the inventory listed.
+    pub fn is_node_host(&self) -> bool {
+        self.namespace.as_deref() == Some(HOST_ENDPOINT_NAMESPACE)
+            && self.identity == Some(crate::identity::Identity::HOST.get())
+    }
 }
 
 /// Everything the compiler knows about the cluster.

@@ -444,14 +444,19 @@ impl<'a> Resolver<'a> {
         inventory: &'a Inventory,
         budget: Option<u64>,
     ) -> Self {
-        // The host identity is a subject of node rules only (host firewall,
-        // `rule.matchesSubject`), which porin does not compile.
+        // The host identity is a subject of host rules only, and host rules
+        // select nothing else (`pkg/policy/repository.go`: "NodeSelector can
+        // only match nodes, EndpointSelector only pods").
         let endpoint_ids: BTreeSet<u32> = table
             .endpoint_identity
             .iter()
             .copied()
             .filter(|id| *id != Identity::HOST.get())
             .collect();
+        let host_id = table
+            .endpoint_identity
+            .contains(&Identity::HOST.get())
+            .then_some(Identity::HOST.get());
         // Subjects through the label index: a subject selector is tested
         // only against the identities that can satisfy its most selective
         // requirement (the same `Selector::matches`, so the same result as
@@ -459,33 +464,47 @@ impl<'a> Resolver<'a> {
         // identities tests.
         let index = (!rules.is_empty()).then(|| SelectionIndex::new(table));
         let mut work: u64 = 0;
-        let mut subject_matches: HashMap<&Selector, Vec<u32>> = HashMap::new();
+        let mut subject_matches: HashMap<(bool, &Selector), Vec<u32>> = HashMap::new();
         let mut rules_by_identity: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
         for (index_of_rule, rule) in rules.iter().enumerate() {
-            let selected = subject_matches.entry(&rule.subject).or_insert_with(|| {
-                let candidates = match &index {
-                    Some(index) if !rule.subject.is_wildcard() => {
-                        index.select_counted(&rule.subject, table, &mut work)
-                    }
-                    _ => {
-                        work = work
-                            .saturating_add(u64::try_from(endpoint_ids.len()).unwrap_or(u64::MAX));
-                        endpoint_ids
-                            .iter()
-                            .copied()
+            let selected = subject_matches
+                .entry((rule.host, &rule.subject))
+                .or_insert_with(|| {
+                    if rule.host {
+                        work = work.saturating_add(1);
+                        return host_id
                             .filter(|id| {
                                 table
                                     .get(*id)
                                     .is_some_and(|info| rule.subject.matches(&info.labels))
                             })
-                            .collect()
+                            .into_iter()
+                            .collect();
                     }
-                };
-                candidates
-                    .into_iter()
-                    .filter(|id| endpoint_ids.contains(id))
-                    .collect()
-            });
+                    let candidates = match &index {
+                        Some(index) if !rule.subject.is_wildcard() => {
+                            index.select_counted(&rule.subject, table, &mut work)
+                        }
+                        _ => {
+                            work = work.saturating_add(
+                                u64::try_from(endpoint_ids.len()).unwrap_or(u64::MAX),
+                            );
+                            endpoint_ids
+                                .iter()
+                                .copied()
+                                .filter(|id| {
+                                    table
+                                        .get(*id)
+                                        .is_some_and(|info| rule.subject.matches(&info.labels))
+                                })
+                                .collect()
+                        }
+                    };
+                    candidates
+                        .into_iter()
+                        .filter(|id| endpoint_ids.contains(id))
+                        .collect()
+                });
             for id in selected.iter() {
                 rules_by_identity
                     .entry(*id)

@@ -197,6 +197,11 @@ pub struct PolicyRule {
     pub origin: u32,
     /// Subject selector (namespace pinned for namespaced policies).
     pub subject: Selector,
+    /// A host policy (`nodeSelector`): the subject selects host endpoints
+    /// only, and an endpoint rule never selects a host endpoint
+    /// (`pkg/policy/repository.go`: "NodeSelector can only match nodes,
+    /// EndpointSelector only pods").
+    pub host: bool,
     /// Direction.
     pub direction: Direction,
     /// A deny rule.
@@ -220,6 +225,15 @@ pub struct PolicyRule {
     /// are left out of the ordinary resolution and decided by
     /// [`crate::tier`].
     pub tier: Option<crate::tier::place::TierRule>,
+}
+
+impl PolicyRule {
+    /// Whether the rule's subject may select an identity of this number:
+    /// host rules select the host identity (1) only, the other rules
+    /// everything else ([`PolicyRule::host`]).
+    pub fn may_select(&self, identity: u32) -> bool {
+        self.host == (identity == crate::identity::Identity::HOST.get())
+    }
 }
 
 /// The ICMP type number of a type name or number (`ICMPField.PortProtocol`).

@@ -784,13 +784,7 @@ impl Session {
 
         // Peers and subjects of the changed rules.
         let mut parts = std::mem::take(&mut model.parts);
-        let endpoint_ids: BTreeSet<u32> = model
-            .table
-            .endpoint_identity
-            .iter()
-            .copied()
-            .filter(|id| *id != Identity::HOST.get())
-            .collect();
+        let endpoint_ids: BTreeSet<u32> = model.table.endpoint_identity.iter().copied().collect();
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         let mut peers_changed = false;
         for &index in &changed {
@@ -811,10 +805,11 @@ impl Session {
                 }
             }
             for id in &endpoint_ids {
-                if model
-                    .table
-                    .get(*id)
-                    .is_some_and(|info| rule.subject.matches(&info.labels))
+                if rule.may_select(*id)
+                    && model
+                        .table
+                        .get(*id)
+                        .is_some_and(|info| rule.subject.matches(&info.labels))
                 {
                     let list = parts.rules_by_identity.entry(*id).or_default();
                     if let Err(at) = list.binary_search(&index) {
@@ -1045,6 +1040,13 @@ impl Session {
                 .iter()
                 .filter(|(subject, _)| subject.matches(&labels))
                 .flat_map(|(_, rules)| rules.iter().copied())
+                .filter(|r| {
+                    model
+                        .lowered
+                        .rules
+                        .get(*r)
+                        .is_some_and(|rule| rule.may_select(identity))
+                })
                 .collect();
             selecting.sort_unstable();
             if !selecting.is_empty() {

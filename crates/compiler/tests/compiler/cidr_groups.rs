@@ -9,10 +9,9 @@
 #![allow(clippy::unwrap_used, reason = "tests")]
 
 use porin_compiler::compile::{Compiled, compile};
-use porin_compiler::explain::{Flow, FlowVerdict, Peer, evaluate};
+use porin_compiler::explain::FlowVerdict;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::resolve::rule::proto;
 use porin_model::limits::LoadLimits;
 use porin_model::loader::load_str;
 
@@ -44,16 +43,7 @@ fn compile_yaml(policies: &str) -> Compiled {
     compile(&inputs, &inventory).unwrap()
 }
 
-fn verdict(compiled: &Compiled, from: &str, to: &str, port: u16) -> FlowVerdict {
-    let flow = Flow {
-        from: Peer::parse(from, compiled).unwrap(),
-        to: Peer::parse(to, compiled).unwrap(),
-        proto: proto::TCP,
-        port,
-        family: None,
-    };
-    evaluate(compiled, &flow).verdict
-}
+use crate::support::tcp_verdict as verdict;
 
 fn codes(compiled: &Compiled) -> Vec<&'static str> {
     compiled.diagnostics.iter().map(|d| d.code).collect()

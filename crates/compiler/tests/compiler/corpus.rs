@@ -63,6 +63,9 @@ fn diagnostics_text(diagnostics: &[Diagnostic]) -> String {
 fn render(compiled: &Compiled) -> String {
     let mut value: serde_json::Value = serde_json::from_str(&compiled.to_json()).unwrap();
     let object = value.as_object_mut().unwrap();
+    // The inventory's nodes (with their file's path) are the same in every
+    // snapshot; the host endpoint they give is among the endpoints.
+    object.remove("nodes");
     if let Some(serde_json::Value::Array(endpoints)) = object.get_mut("endpoints") {
         endpoints.retain(|e| {
             e["enforcement"]["ingress"].as_bool() == Some(true)
@@ -76,11 +79,15 @@ fn render(compiled: &Compiled) -> String {
             }
         }
     }
+    // CIDR identities (local scope) only: the nodes' own identities
+    // (remote-node scope, 0x02xxxxxx) are the inventory's, the same in
+    // every snapshot; map entries name their numbers.
+    let cidr = |id: Option<u64>| id.is_some_and(|id| (0x0100_0000..0x0200_0000).contains(&id));
     if let Some(serde_json::Value::Array(identities)) = object.get_mut("identities") {
-        identities.retain(|i| i["id"].as_u64().is_some_and(|id| id >= 0x0100_0000));
+        identities.retain(|i| cidr(i["id"].as_u64()));
     }
     if let Some(serde_json::Value::Array(ipcache)) = object.get_mut("ipcache") {
-        ipcache.retain(|e| e["identity"].as_u64().is_some_and(|id| id >= 0x0100_0000));
+        ipcache.retain(|e| cidr(e["identity"].as_u64()));
     }
     let mut text = String::new();
     write_json(&value, 0, &mut text);

@@ -5,6 +5,7 @@
 mod cidr_groups;
 mod codes_doc;
 mod corpus;
+mod host_firewall;
 mod inventory;
 mod limits_compile;
 mod limits_inventory;
@@ -15,3 +16,4 @@ mod properties;
 mod properties_inventory;
 mod resolve;
 mod settings;
+mod support;

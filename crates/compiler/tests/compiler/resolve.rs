@@ -40,16 +40,7 @@ fn compile_with_inventory(inventory_yaml: &str, policies: &str) -> Compiled {
     compile(&inputs, &inventory).unwrap()
 }
 
-fn verdict(compiled: &Compiled, from: &str, to: &str, proto_number: u8, port: u16) -> FlowVerdict {
-    let flow = Flow {
-        from: Peer::parse(from, compiled).unwrap(),
-        to: Peer::parse(to, compiled).unwrap(),
-        proto: proto_number,
-        port,
-        family: None,
-    };
-    evaluate(compiled, &flow).verdict
-}
+use crate::support::verdict_of as verdict;
 
 fn codes(compiled: &Compiled) -> Vec<&'static str> {
     let mut all: Vec<&'static str> = compiled.diagnostics.iter().map(|d| d.code).collect();

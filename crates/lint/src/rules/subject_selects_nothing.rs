@@ -46,7 +46,8 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
     // Per policy (file, document, kind, name) and rule prefix (`spec`, `specs[i]`).
     let mut policies: BTreeMap<PolicyKey, (bool, usize)> = BTreeMap::new();
     for rule in 0..cx.rules().len() {
-        if !is_user_rule(cx, rule) {
+        // Host policies: the compiler's PC030 checks them against nodes.
+        if !is_user_rule(cx, rule) || cx.rules().get(rule).is_some_and(|r| r.host) {
             continue;
         }
         let Some(origin) = cx.origin(rule) else {

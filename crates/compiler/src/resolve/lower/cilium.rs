@@ -20,38 +20,44 @@ impl Ctx<'_> {
         rule: &Rule,
         only: Option<(RuleSection, usize)>,
     ) {
-        let Some(endpoint_selector) = &rule.endpoint_selector else {
-            if rule.node_selector.is_some() {
-                self.diag(
-                    input,
-                    codes::HOST_POLICY,
-                    &format!("{spec_route}.nodeSelector"),
-                    "rules with a nodeSelector apply to nodes (host firewall), not to inventory endpoints; porin skips them".to_owned(),
-                );
+        // A host policy (`nodeSelector`, CCNP only: validation refuses it
+        // in a CNP) selects host endpoints by node labels; no namespace is
+        // pinned (`ParseToCiliumRule`: `NewESFromK8sLabelSelector("", ..)`,
+        // keys without a source match any source).
+        let host = rule.endpoint_selector.is_none();
+        let mut subject_selects_init = false;
+        let subject = if let Some(node_selector) = &rule.node_selector
+            && host
+        {
+            let subject = convert_selector(node_selector);
+            self.check_host_subject(input, spec_route, &subject);
+            subject
+        } else if let Some(endpoint_selector) = &rule.endpoint_selector {
+            let mut subject = convert_selector(endpoint_selector);
+            // matchesPodInit: `HasKey("reserved.init")`, the exact key with
+            // any operator; `any.init` does not count.
+            subject_selects_init =
+                subject.has_key(|k| k.source == SOURCE_RESERVED && k.key == "init");
+            if let Some(ns) = namespace {
+                // ParseToCiliumRule: `AddMatch(k8s.io.kubernetes.pod.namespace, ns)`
+                // replaces only the matchLabels entry with exactly that extended
+                // key. An `any.` namespace key or a matchExpression on the
+                // namespace stays and is ANDed (then the subject may select
+                // nothing).
+                let mut user = endpoint_selector.clone();
+                if let Some(labels) = user.match_labels.as_mut() {
+                    labels.retain(|key, _| {
+                        let key = SelectorKey::extend(key);
+                        !(key.source == SOURCE_K8S && key.key == POD_NAMESPACE_LABEL)
+                    });
+                }
+                subject = convert_selector(&user);
+                subject.push(namespace_pin(ns));
             }
+            subject
+        } else {
             return;
         };
-        let mut subject = convert_selector(endpoint_selector);
-        // matchesPodInit: `HasKey("reserved.init")`, the exact key with any
-        // operator; `any.init` does not count.
-        let subject_selects_init =
-            subject.has_key(|k| k.source == SOURCE_RESERVED && k.key == "init");
-        if let Some(ns) = namespace {
-            // ParseToCiliumRule: `AddMatch(k8s.io.kubernetes.pod.namespace, ns)`
-            // replaces only the matchLabels entry with exactly that extended
-            // key. An `any.` namespace key or a matchExpression on the
-            // namespace stays and is ANDed (then the subject may select
-            // nothing).
-            let mut user = endpoint_selector.clone();
-            if let Some(labels) = user.match_labels.as_mut() {
-                labels.retain(|key, _| {
-                    let key = SelectorKey::extend(key);
-                    !(key.source == SOURCE_K8S && key.key == POD_NAMESPACE_LABEL)
-                });
-            }
-            subject = convert_selector(&user);
-            subject.push(namespace_pin(ns));
-        }
         let default_deny = rule.enable_default_deny.as_ref();
         let ingress_dd = default_deny.and_then(|d| d.ingress).unwrap_or(true);
         let egress_dd = default_deny.and_then(|d| d.egress).unwrap_or(true);
@@ -87,6 +93,7 @@ impl Ctx<'_> {
                 self.out.rules.push(PolicyRule {
                     origin,
                     subject: subject.clone(),
+                    host,
                     direction: direction_of(section),
                     deny: section.is_deny(),
                     default_deny: dd,
@@ -98,6 +105,42 @@ impl Ctx<'_> {
                     tier: None,
                 });
             }
+        }
+    }
+}
+
+impl Ctx<'_> {
+    /// A host policy whose `nodeSelector` matches no node of the inventory
+    /// (by [`crate::inventory::Node::host_labels`], on any node, local or
+    /// not) applies nowhere: a warning at the selector, as a policy that
+    /// selects no endpoint gets.
+    fn check_host_subject(
+        &mut self,
+        input: &PolicyInput<'_>,
+        spec_route: &str,
+        subject: &crate::selector::Selector,
+    ) {
+        let nodes = &self.inventory.nodes;
+        if nodes.iter().any(|n| subject.matches(&n.host_labels())) {
+            return;
+        }
+        let message = if nodes.is_empty() {
+            "this host policy (nodeSelector) selects no node: the inventory lists no nodes (add `nodes:` to the inventory, or Node manifests, with the local node marked `local: true` or `localNode: NAME`)".to_owned()
+        } else {
+            let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+            format!(
+                "this host policy (nodeSelector) selects none of the inventory's nodes ({}): it applies to no host",
+                names.join(", ")
+            )
+        };
+        let at = self.diag(
+            input,
+            codes::HOST_POLICY_SELECTS_NO_NODE,
+            &format!("{spec_route}.nodeSelector"),
+            message,
+        );
+        if let Some(d) = self.out.diagnostics.get_mut(at) {
+            d.notes.push("a nodeSelector matches node labels (`pkg/policy/repository.go`: host policies select host endpoints only; a host endpoint carries reserved:host and its node's labels)".to_owned());
         }
     }
 }

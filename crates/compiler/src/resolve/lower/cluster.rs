@@ -120,6 +120,7 @@ impl Ctx<'_> {
                     ports: ports.clone(),
                     auth: None,
                     cookie: 0,
+                    host: false,
                     tier: Some(TierRule { action, ..tier }),
                 });
             }

@@ -79,6 +79,7 @@ impl Ctx<'_> {
                     self.out.rules.push(PolicyRule {
                         origin,
                         subject: subject.clone(),
+                        host: false,
                         direction,
                         deny: false,
                         default_deny: true,
@@ -101,6 +102,7 @@ impl Ctx<'_> {
             ctx.out.rules.push(PolicyRule {
                 origin,
                 subject: subject.clone(),
+                host: false,
                 direction,
                 deny: false,
                 default_deny: true,

@@ -133,9 +133,15 @@ impl Ctx<'_> {
                 }
             }
         }
-        // `policy-default-local-cluster` (true in 1.19): without it
-        // getEndpointSelector leaves the cluster open
-        // (pkg/k8s/apis/cilium.io/utils/utils.go, `PolicyAnyCluster`).
+        self.pin_local_cluster(&mut out);
+        out
+    }
+
+    /// `addClusterFilterByDefault`: the local cluster unless the selector
+    /// names one. `policy-default-local-cluster` (true in 1.19): without it
+    /// getEndpointSelector leaves the cluster open
+    /// (pkg/k8s/apis/cilium.io/utils/utils.go, `PolicyAnyCluster`).
+    fn pin_local_cluster(&self, out: &mut Selector) {
         if self.inventory.settings.policy_default_local_cluster
             && !self.cluster.is_empty()
             && !out.has_key(is_cluster_key)
@@ -145,6 +151,22 @@ impl Ctx<'_> {
                 [self.cluster.clone()],
             ));
         }
+    }
+
+    /// A `fromNodes`/`toNodes` selector as `parseToCiliumIngressCommonRule`
+    /// builds it (`pkg/k8s/apis/cilium.io/utils/utils.go`): the node labels
+    /// (keys without a source match any), `reserved:remote-node` required,
+    /// and the local cluster unless the selector names one
+    /// (`addClusterFilterByDefault`). So it selects the remote nodes' own
+    /// identities ([`crate::inventory::Node::remote_identity_labels`]),
+    /// never the local host.
+    fn node_peer(&self, selector: &LabelSelector) -> Selector {
+        let mut out = convert_selector(selector);
+        out.push(Requirement::exists(SelectorKey::new(
+            SOURCE_RESERVED,
+            "remote-node",
+        )));
+        self.pin_local_cluster(&mut out);
         out
     }
 
@@ -182,15 +204,19 @@ impl Ctx<'_> {
         for entity in peers.entities.iter().flat_map(|l| l.iter()) {
             selectors.extend(entity_selectors(*entity, &self.cluster));
         }
-        if peers.nodes.is_some_and(|n| !n.is_empty()) {
-            let route = format!("{base}.{from}Nodes");
-            self.unresolved(
-                item,
-                &route,
-                codes::UNSUPPORTED_PEER,
-                format!("{from}Nodes selects nodes, which the inventory does not describe"),
-                &mut selectors,
-            );
+        if let Some(nodes) = peers.nodes.filter(|n| !n.is_empty()) {
+            if self.inventory.settings.enable_node_selector_labels {
+                selectors.extend(nodes.iter().map(|n| self.node_peer(n)));
+            } else {
+                let route = format!("{base}.{from}Nodes");
+                self.unresolved(
+                    item,
+                    &route,
+                    codes::UNSUPPORTED_PEER,
+                    format!("{from}Nodes needs the agent setting `enable-node-selector-labels: true` (Cilium refuses the rule without it: ErrFromToNodesRequiresNodeSelectorOption, pkg/policy/api/ingress.go)"),
+                    &mut selectors,
+                );
+            }
         }
         if peers.groups.is_some_and(|g| !g.is_empty()) {
             let route = format!("{base}.{from}Groups");
