@@ -82,7 +82,11 @@
 //!    that lowering text by text reproduces the whole lowering, else policy
 //!    changes always recompile in full), the changed rules' peers and
 //!    subjects are updated, and the L4 policy of each identity they select
-//!    is resolved again. A state whose L4 policy changed gets its new ops;
+//!    is updated: only the filters the changed rules add to (before or
+//!    after) and the L3-only filters are folded again
+//!    (`Resolver::l4_policy_filters`; a filter is the fold of the rules
+//!    keyed to it, so the others are unchanged). A state whose L4 policy
+//!    changed gets its new ops;
 //!    the ops of each selector are compared with the old ones as a sequence
 //!    (with their filter and key, which fix their place in the fold): the
 //!    identities of the selectors whose sequences differ are replayed, the

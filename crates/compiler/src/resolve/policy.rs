@@ -669,6 +669,28 @@ impl<'a> Resolver<'a> {
         rule_indices: &[usize],
         synthetic: Option<[bool; 2]>,
     ) -> L4Policy {
+        self.l4_policy_inner(identity, rule_indices, synthetic, None)
+    }
+
+    /// [`Resolver::l4_policy`] with only the filters `keep` accepts: both
+    /// directions' `enforced` as the whole policy has them, and each kept
+    /// filter exactly as there (a filter is the fold, in rule order, of the
+    /// rules whose keys ([`filter_keys`]) include its key, and for the
+    /// L3-only filter of the synthetic allow-all after them). For a
+    /// session that folds again only the filters a changed rule touches.
+    pub fn l4_policy_filters(&self, identity: u32, keep: &FilterFilter<'_>) -> L4Policy {
+        let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
+        self.l4_policy_inner(identity, &rule_indices, None, Some(keep))
+    }
+
+    fn l4_policy_inner(
+        &self,
+        identity: u32,
+        rule_indices: &[usize],
+        synthetic: Option<[bool; 2]>,
+        keep: Option<&FilterFilter<'_>>,
+    ) -> L4Policy {
+        let kept = |direction: Direction, key: &FilterKey| keep.is_none_or(|k| k(direction, key));
         let mut policy = L4Policy::default();
         let mut default_deny = [false, false];
         if identity == Identity::INIT.get() {
@@ -695,6 +717,10 @@ impl<'a> Resolver<'a> {
             if peers.is_empty() {
                 continue;
             }
+            if keep.is_some() && !filter_keys(rule).iter().any(|(d, k)| kept(*d, k)) {
+                // None of its filters is asked for: skip building them.
+                continue;
+            }
             let template = SelectorPolicy {
                 deny: rule.deny,
                 l7: L7::none(),
@@ -704,26 +730,17 @@ impl<'a> Resolver<'a> {
                 conflict: None,
             };
             if rule.l3_only {
-                let key = FilterKey {
-                    port: PortRef::Number(0),
-                    end_port: 0,
-                    proto: proto::ANY,
-                };
-                add_to_filter(direction, key, peers, &template);
+                let key = L3_FILTER;
+                if kept(rule.direction, &key) {
+                    add_to_filter(direction, key, peers, &template);
+                }
                 continue;
             }
             for spec in &rule.ports {
-                let protos: &[u8] = if spec.proto == proto::ANY {
-                    &proto::ANY_EXPANSION
-                } else {
-                    std::slice::from_ref(&spec.proto)
-                };
-                for &p in protos {
-                    let key = FilterKey {
-                        port: spec.port.clone(),
-                        end_port: spec.end_port,
-                        proto: p,
-                    };
+                for key in spec_filter_keys(spec) {
+                    if !kept(rule.direction, &key) {
+                        continue;
+                    }
                     let mut per = template.clone();
                     if !rule.deny {
                         per.l7 = spec.l7.clone();
@@ -737,7 +754,7 @@ impl<'a> Resolver<'a> {
         for (slot, direction) in Direction::ALL.into_iter().enumerate() {
             let dir = policy.direction_mut(direction);
             let add = synthetic.map_or(dir.enforced && !default_deny[slot], |s| s[slot]);
-            if add {
+            if add && kept(direction, &L3_FILTER) {
                 let wildcard = self.wildcard;
                 let origin = if direction == Direction::Ingress {
                     ORIGIN_ALLOW_ANY_INGRESS
@@ -1254,6 +1271,44 @@ pub struct FilterContext<'c> {
     pub proxy_ports: &'c ProxyPorts,
     /// Describes an origin for diagnostics.
     pub origins_file: &'c dyn Fn(u32) -> String,
+}
+
+/// Which filters of an L4 policy to fold ([`Resolver::l4_policy_filters`]).
+pub type FilterFilter<'a> = dyn Fn(Direction, &FilterKey) -> bool + 'a;
+
+/// The key of the L3-only filter (port 0, any protocol).
+pub const L3_FILTER: FilterKey = FilterKey {
+    port: PortRef::Number(0),
+    end_port: 0,
+    proto: proto::ANY,
+};
+
+/// The filters `rule` adds to in the L4 policy of a subject it selects
+/// (when it has peers), as [`Resolver::l4_policy`] keys them.
+pub fn filter_keys(rule: &PolicyRule) -> Vec<(Direction, FilterKey)> {
+    if rule.l3_only {
+        return vec![(rule.direction, L3_FILTER)];
+    }
+    rule.ports
+        .iter()
+        .flat_map(spec_filter_keys)
+        .map(|key| (rule.direction, key))
+        .collect()
+}
+
+/// The filter keys of one port spec: one per protocol, `ANY` expanded to
+/// TCP, UDP and SCTP.
+fn spec_filter_keys(spec: &crate::resolve::rule::PortSpec) -> impl Iterator<Item = FilterKey> + '_ {
+    let protos: &[u8] = if spec.proto == proto::ANY {
+        &proto::ANY_EXPANSION
+    } else {
+        std::slice::from_ref(&spec.proto)
+    };
+    protos.iter().map(move |&p| FilterKey {
+        port: spec.port.clone(),
+        end_port: spec.end_port,
+        proto: p,
+    })
 }
 
 fn add_to_filter(

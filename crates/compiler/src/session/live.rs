@@ -22,10 +22,12 @@ use crate::identity::Identity;
 use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
 use crate::limits::CompileLimits;
+use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
 use crate::resolve::policy::{
-    L4Policy, MapOp, OpPeers, Resolver, ResolverParts, SelectorCache, SelectorId,
+    FilterKey, L3_FILTER, L4Policy, MapOp, OpPeers, Resolver, ResolverParts, SelectorCache,
+    SelectorId, filter_keys,
 };
 use crate::resolve::rule::PolicyRule;
 use crate::selector::{Operator, Selector};
@@ -722,6 +724,12 @@ impl Session {
             })
             .flatten();
         let mut changed: Vec<usize> = Vec::new();
+        // The filters the changed rules add to, before and after (and the
+        // L3-only filters, which the synthetic allow-all and the
+        // directions' default deny reach): only these filters of a subject's
+        // L4 policy can differ.
+        let mut touched: BTreeSet<(Direction, FilterKey)> =
+            Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let model = &mut self.model;
@@ -730,6 +738,8 @@ impl Session {
                 let index = span.rules.start + item.position;
                 if model.lowered.rules[index] != item.rule {
                     changed.push(index);
+                    touched.extend(filter_keys(&model.lowered.rules[index]));
+                    touched.extend(filter_keys(&item.rule));
                     model.set_rule(index, item.rule);
                 }
                 let at = span.origins.start + item.position;
@@ -758,6 +768,10 @@ impl Session {
                 .map(|(index, _)| index)
                 .collect();
             origins_changed = model.lowered.origins[span.origins.clone()] != lowering.origins[..];
+            for &index in &changed {
+                touched.extend(filter_keys(&model.lowered.rules[index]));
+                touched.extend(filter_keys(&lowering.rules[index - span.rules.start]));
+            }
             // Splice the text's lowering in.
             for (index, rule) in span.rules.clone().zip(lowering.rules) {
                 model.set_rule(index, rule);
@@ -830,9 +844,16 @@ impl Session {
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         let mut changed_identities = Vec::new();
         for id in &subjects_of_changed {
-            let policy = resolver.l4_policy(*id);
-            if model.l4.get(id) != Some(&policy) {
+            let Some(old) = model.l4.get_mut(id) else {
+                let policy = resolver.l4_policy(*id);
                 model.l4.insert(*id, policy);
+                changed_identities.push(*id);
+                continue;
+            };
+            // Only the touched filters are folded again; the others are the
+            // fold of the same unchanged rules (`Resolver::l4_policy_filters`).
+            let part = resolver.l4_policy_filters(*id, &|d, k| touched.contains(&(d, k.clone())));
+            if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
             }
         }
@@ -1264,6 +1285,41 @@ impl Session {
         update.deltas.extend(self.deltas_for(&state_changes));
         Some(update)
     }
+}
+
+/// Puts the `touched` filters and the `enforced` flags of `part` into
+/// `policy`; whether anything differed.
+fn replace_filters(
+    policy: &mut L4Policy,
+    mut part: L4Policy,
+    touched: &BTreeSet<(Direction, FilterKey)>,
+) -> bool {
+    let mut differs = false;
+    for direction in Direction::ALL {
+        let (old, new) = match direction {
+            Direction::Ingress => (&mut policy.ingress, &mut part.ingress),
+            Direction::Egress => (&mut policy.egress, &mut part.egress),
+        };
+        if old.enforced != new.enforced {
+            differs = true;
+            old.enforced = new.enforced;
+        }
+        for (_, key) in touched.iter().filter(|(d, _)| *d == direction) {
+            let fresh = new.filters.remove(key);
+            if old.filters.get(key) != fresh.as_ref() {
+                differs = true;
+                match fresh {
+                    Some(filter) => {
+                        old.filters.insert(key.clone(), filter);
+                    }
+                    None => {
+                        old.filters.remove(key);
+                    }
+                }
+            }
+        }
+    }
+    differs
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
