@@ -7,6 +7,7 @@
 //! ipcacheMapMax: 512000
 //! capacityWarnFraction: 0.8
 //! ciliumVersion: "1.19"
+//! enableK8sClusterNetworkPolicy: false  # Cilium 1.20: ClusterNetworkPolicy enforced
 //! rules:
 //!   PR005: off                 # or the name: redundant-allow: off
 //!   deny-bypass: error         # error | warning | info | off
@@ -86,6 +87,7 @@ struct RawConfig {
     ipcache_map_max: Option<u32>,
     capacity_warn_fraction: Option<f64>,
     cilium_version: Option<String>,
+    enable_k8s_cluster_network_policy: Option<bool>,
     rules: Option<BTreeMap<String, String>>,
 }
 
@@ -98,6 +100,7 @@ impl LintConfig {
                 ipcache_map_max: None,
                 capacity_warn_fraction: None,
                 cilium_version: None,
+                enable_k8s_cluster_network_policy: None,
                 rules: None,
             }
         } else {
@@ -129,6 +132,7 @@ impl LintConfig {
                     value: version.clone(),
                 })?;
         }
+        config.k8s_cluster_network_policy = raw.enable_k8s_cluster_network_policy.unwrap_or(false);
         for (rule, value) in raw.rules.unwrap_or_default() {
             let info = codes::lookup(&rule).ok_or_else(|| ConfigError::UnknownRule {
                 file: file.to_owned(),

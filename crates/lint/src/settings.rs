@@ -36,6 +36,9 @@ pub struct LintConfig {
     pub warn_fraction: f64,
     /// Cilium (major, minor) whose field support PR016 checks.
     pub cilium_version: (u32, u32),
+    /// `enableK8sClusterNetworkPolicy`: the agent enforces Kubernetes
+    /// ClusterNetworkPolicy (Cilium 1.20, `--enable-k8s-cluster-network-policy`).
+    pub k8s_cluster_network_policy: bool,
     /// Per-code overrides.
     pub rules: BTreeMap<&'static str, RuleLevel>,
 }
@@ -47,6 +50,7 @@ impl Default for LintConfig {
             ipcache_map_max: DEFAULT_IPCACHE_MAP_MAX,
             warn_fraction: DEFAULT_WARN_FRACTION,
             cilium_version: DEFAULT_CILIUM_VERSION,
+            k8s_cluster_network_policy: false,
             rules: BTreeMap::new(),
         }
     }

@@ -255,7 +255,8 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let limits = args.limits.limits();
     let mut config = load_config(args.config.as_deref())?;
     let (major, minor) = config.cilium_version;
-    let target = args.target.target(Some(CiliumVersion::new(major, minor)));
+    let mut target = args.target.target(Some(CiliumVersion::new(major, minor)));
+    target.k8s_cluster_network_policy |= config.k8s_cluster_network_policy;
     config.cilium_version = (target.version.major, target.version.minor);
     let stdin_readers = args.paths.iter().filter(|p| p.as_os_str() == "-").count()
         + usize::from(args.inventory.as_deref() == Some(Path::new("-")));

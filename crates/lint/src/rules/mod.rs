@@ -7,6 +7,7 @@
 
 mod run;
 pub(crate) mod support;
+pub(crate) mod tiers;
 
 pub use run::run_all;
 pub use support::{Check, Rule, is_user_rule, thousands};
@@ -44,4 +45,7 @@ register! {
     cidr_covers_pods,
     empty_cidr_group,
     cidr_group_covers_pods,
+    tier_rule_shadowed,
+    tier_same_priority_conflict,
+    baseline_never_applies,
 }

@@ -34,7 +34,10 @@ pub fn thousands(n: usize) -> String {
 
 /// Rule indices that are real policy rules (not the synthetic allow-alls).
 pub fn is_user_rule(cx: &Context<'_>, rule: usize) -> bool {
+    // ClusterNetworkPolicy rules are decided by the tiers, not the
+    // ordinary map state these rules read; PR033-PR035 check them.
     cx.origin(rule).is_some_and(|o| !o.is_synthetic())
+        && cx.rules().get(rule).is_some_and(|r| r.tier.is_none())
 }
 
 #[cfg(test)]

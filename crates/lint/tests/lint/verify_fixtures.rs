@@ -57,6 +57,15 @@ fn run(dir: &Path, file: &str) -> (Report, LoadOutcome) {
         Ok(text) => LintConfig::parse("porin.yaml", &text).unwrap(),
         Err(_) => LintConfig::default(),
     };
+    // The target the configuration names (a tier rule's fixture enforces
+    // ClusterNetworkPolicy with `enableK8sClusterNetworkPolicy`).
+    let mut outcome = outcome;
+    let (major, minor) = config.cilium_version;
+    outcome.apply_target(&porin_model::Target {
+        version: porin_model::CiliumVersion::new(major, minor).validation(),
+        k8s_cluster_network_policy: config.k8s_cluster_network_policy,
+    });
+    assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
     let inputs = PolicyInput::from_outcome(&outcome);
     let report = verify(&inputs, Some(&inventory), &config).unwrap();
     (report, outcome)
