@@ -181,6 +181,27 @@ impl OneOrMany {
 }
 
 impl SettingsSpec {
+    /// One setting given as text, `flag` being Cilium's flag name and
+    /// `value` as on Cilium's command line (`true`, `policy`, `nodes`): what
+    /// the C API's `porin_session_set_setting` takes. `Err` names an
+    /// unknown flag or a value the flag does not take.
+    pub fn one(flag: &str, value: &str) -> Result<SettingsSpec, String> {
+        let value = match value.trim() {
+            "true" => serde_json::Value::Bool(true),
+            "false" => serde_json::Value::Bool(false),
+            other => serde_json::Value::String(other.to_owned()),
+        };
+        let mut map = serde_json::Map::new();
+        map.insert(flag.to_owned(), value);
+        serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+            let known: Vec<&str> = SETTINGS.iter().map(|s| s.flag).collect();
+            format!(
+                "setting `{flag}`: {e} (the settings are {})",
+                known.join(", ")
+            )
+        })
+    }
+
     /// Applies the written settings; `Err` names a setting whose value
     /// porin does not model (or does not know).
     pub fn apply(

@@ -10,11 +10,14 @@
 //! rules:
 //!   PR005: off                 # or the name: redundant-allow: off
 //!   deny-bypass: error         # error | warning | info | off
+//! settings:                    # agent settings, by Cilium flag name
+//!   enable-node-selector-labels: true
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::settings::SettingsSpec;
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde::Deserialize;
 use thiserror::Error;
@@ -87,6 +90,7 @@ struct RawConfig {
     capacity_warn_fraction: Option<f64>,
     cilium_version: Option<String>,
     rules: Option<BTreeMap<String, String>>,
+    settings: Option<SettingsSpec>,
 }
 
 impl LintConfig {
@@ -99,6 +103,7 @@ impl LintConfig {
                 capacity_warn_fraction: None,
                 cilium_version: None,
                 rules: None,
+                settings: None,
             }
         } else {
             serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
@@ -128,6 +133,20 @@ impl LintConfig {
                     file: file.to_owned(),
                     value: version.clone(),
                 })?;
+        }
+        if let Some(settings) = raw.settings {
+            // Refused values are refused here, naming this file, rather
+            // than when an inventory is loaded with them.
+            settings
+                .apply(
+                    &mut porin_compiler::settings::AgentSettings::default(),
+                    &mut porin_compiler::settings::AllowLocalhost::default(),
+                )
+                .map_err(|message| ConfigError::Parse {
+                    file: file.to_owned(),
+                    message,
+                })?;
+            config.settings = settings;
         }
         for (rule, value) in raw.rules.unwrap_or_default() {
             let info = codes::lookup(&rule).ok_or_else(|| ConfigError::UnknownRule {

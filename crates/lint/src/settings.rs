@@ -38,6 +38,10 @@ pub struct LintConfig {
     pub cilium_version: (u32, u32),
     /// Per-code overrides.
     pub rules: BTreeMap<&'static str, RuleLevel>,
+    /// The agent settings (`settings:`, Cilium flag names,
+    /// `porin_compiler::settings`): the defaults of every inventory the
+    /// CLI loads, which an inventory's own `settings:` override.
+    pub settings: porin_compiler::settings::SettingsSpec,
 }
 
 impl Default for LintConfig {
@@ -48,6 +52,7 @@ impl Default for LintConfig {
             warn_fraction: DEFAULT_WARN_FRACTION,
             cilium_version: DEFAULT_CILIUM_VERSION,
             rules: BTreeMap::new(),
+            settings: porin_compiler::settings::SettingsSpec::default(),
         }
     }
 }

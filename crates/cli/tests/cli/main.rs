@@ -19,6 +19,7 @@ mod limits_memory;
 mod lint_context;
 mod names;
 mod no_silent_green;
+mod node_settings;
 mod precommit;
 mod release;
 mod replay;
