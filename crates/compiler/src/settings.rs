@@ -89,7 +89,7 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo {
         flag: "policy-cidr-match-mode",
         default: "",
-        accepted: "\"\" (nodes is refused: porin does not model nodes yet)",
+        accepted: "\"\" (nodes is refused: not modelled yet)",
         source: "pkg/option/config.go PolicyCIDRMatchMode",
         effect: "with `nodes`, CIDR rules also select node addresses",
     },
@@ -224,7 +224,7 @@ impl SettingsSpec {
             .and_then(|modes| modes.values().first().copied())
         {
             return Err(match mode {
-                "nodes" => "settings.policy-cidr-match-mode: `nodes` makes CIDR rules select node addresses, and porin does not model nodes yet; leave it unset (Cilium's default, \"\")".to_owned(),
+                "nodes" => "settings.policy-cidr-match-mode: `nodes` makes CIDR rules select node addresses, which porin does not model yet (it would decide node addresses inside a CIDR rule's prefix as the rule's peers); leave it unset (Cilium's default, \"\")".to_owned(),
                 other => format!("settings.policy-cidr-match-mode: `{other}` is not a mode Cilium 1.19 knows (only `nodes`)"),
             });
         }
