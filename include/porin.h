@@ -1081,6 +1081,25 @@ porin_result porin_session_set_limit(porin_session *session,
                                      uint64_t value);
 
 /*
+ Sets one Cilium agent setting that changes verdicts, by Cilium's flag
+ name (`allow-localhost`, `policy-default-local-cluster`,
+ `enable-node-selector-labels`, ...; docs/policy-tests.md#settings) and
+ its value as on Cilium's command line (`always`, `true`), as
+ `settings:` of an inventory text does. It applies from the next
+ `porin_session_compile`; inventory texts added later may set it again.
+
+ Returns OK, INVALID_PARAMETER (an unknown flag, a value the flag does
+ not take, or one porin does not model: the message names it in
+ `porin_session_last_error`; the session is unchanged; or the session
+ is live), NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_set_setting(porin_session *session,
+                                       const char *flag,
+                                       size_t flag_len,
+                                       const char *value,
+                                       size_t value_len);
+
+/*
  Writes the current value of one limit of a session to `*out_value`.
 
  - `which`: a `porin_limit` value (any other number gives

@@ -11,6 +11,7 @@ use porin_compiler::session::{
     IncrementalCompiler, IncrementalStats, Session as LiveSession, SessionError, Update,
     UpdatePath, pin_identities,
 };
+use porin_compiler::settings::SettingsSpec;
 use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
 
 use crate::compilation::{Compilation, policy_diff_handle, porin_compilation};
@@ -699,6 +700,39 @@ pub extern "C" fn porin_session_set_limit(
             format!("{which} is not a porin_limit"),
         ))?;
         limit.set(limits, value);
+        Ok(())
+    })
+}
+
+/// Sets one Cilium agent setting that changes verdicts, by Cilium's flag
+/// name (`allow-localhost`, `policy-default-local-cluster`,
+/// `enable-node-selector-labels`, ...; docs/policy-tests.md#settings) and
+/// its value as on Cilium's command line (`always`, `true`), as
+/// `settings:` of an inventory text does. It applies from the next
+/// `porin_session_compile`; inventory texts added later may set it again.
+///
+/// Returns OK, INVALID_PARAMETER (an unknown flag, a value the flag does
+/// not take, or one porin does not model: the message names it in
+/// `porin_session_last_error`; the session is unchanged; or the session
+/// is live), NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_set_setting(
+    session: *mut porin_session,
+    flag: *const c_char,
+    flag_len: usize,
+    value: *const c_char,
+    value_len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        not_live(state)?;
+        let flag = string(flag, flag_len).map_err(plain)?;
+        let value = string(value, value_len).map_err(plain)?;
+        let invalid = |message: String| Failure::new(porin_result::InvalidParameter, message);
+        let spec = SettingsSpec::one(flag, value).map_err(invalid)?;
+        let mut inventory = state.inventory.clone();
+        spec.apply(&mut inventory.settings, &mut inventory.allow_localhost)
+            .map_err(invalid)?;
+        state.inventory = inventory;
         Ok(())
     })
 }

@@ -14,6 +14,7 @@
 mod commands;
 mod limit_flags;
 mod output;
+mod project_config;
 mod render;
 mod target_flags;
 

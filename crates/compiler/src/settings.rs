@@ -89,7 +89,7 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo {
         flag: "policy-cidr-match-mode",
         default: "",
-        accepted: "\"\" (nodes is refused: porin does not model nodes yet)",
+        accepted: "\"\" (nodes is refused: not modelled yet)",
         source: "pkg/option/config.go PolicyCIDRMatchMode",
         effect: "with `nodes`, CIDR rules also select node addresses",
     },
@@ -187,6 +187,27 @@ impl OneOrMany {
 }
 
 impl SettingsSpec {
+    /// One setting given as text, `flag` being Cilium's flag name and
+    /// `value` as on Cilium's command line (`true`, `policy`, `nodes`): what
+    /// the C API's `porin_session_set_setting` takes. `Err` names an
+    /// unknown flag or a value the flag does not take.
+    pub fn one(flag: &str, value: &str) -> Result<SettingsSpec, String> {
+        let value = match value.trim() {
+            "true" => serde_json::Value::Bool(true),
+            "false" => serde_json::Value::Bool(false),
+            other => serde_json::Value::String(other.to_owned()),
+        };
+        let mut map = serde_json::Map::new();
+        map.insert(flag.to_owned(), value);
+        serde_json::from_value(serde_json::Value::Object(map)).map_err(|e| {
+            let known: Vec<&str> = SETTINGS.iter().map(|s| s.flag).collect();
+            format!(
+                "setting `{flag}`: {e} (the settings are {})",
+                known.join(", ")
+            )
+        })
+    }
+
     /// Applies the written settings; `Err` names a setting whose value
     /// porin does not model (or does not know).
     pub fn apply(
@@ -209,7 +230,7 @@ impl SettingsSpec {
             .and_then(|modes| modes.values().first().copied())
         {
             return Err(match mode {
-                "nodes" => "settings.policy-cidr-match-mode: `nodes` makes CIDR rules select node addresses, and porin does not model nodes yet; leave it unset (Cilium's default, \"\")".to_owned(),
+                "nodes" => "settings.policy-cidr-match-mode: `nodes` makes CIDR rules select node addresses, which porin does not model yet (it would decide node addresses inside a CIDR rule's prefix as the rule's peers); leave it unset (Cilium's default, \"\")".to_owned(),
                 other => format!("settings.policy-cidr-match-mode: `{other}` is not a mode Cilium 1.19 knows (only `nodes`)"),
             });
         }

@@ -11,11 +11,14 @@
 //! rules:
 //!   PR005: off                 # or the name: redundant-allow: off
 //!   deny-bypass: error         # error | warning | info | off
+//! settings:                    # agent settings, by Cilium flag name
+//!   enable-node-selector-labels: true
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use porin_compiler::resolve::lower::PolicyInput;
+use porin_compiler::settings::SettingsSpec;
 use porin_model::diagnostic::{Diagnostic, Location, Severity};
 use serde::Deserialize;
 use thiserror::Error;
@@ -89,6 +92,7 @@ struct RawConfig {
     cilium_version: Option<String>,
     enable_k8s_cluster_network_policy: Option<bool>,
     rules: Option<BTreeMap<String, String>>,
+    settings: Option<SettingsSpec>,
 }
 
 impl LintConfig {
@@ -102,6 +106,7 @@ impl LintConfig {
                 cilium_version: None,
                 enable_k8s_cluster_network_policy: None,
                 rules: None,
+                settings: None,
             }
         } else {
             serde_saphyr::from_str(text).map_err(|e| ConfigError::Parse {
@@ -133,6 +138,20 @@ impl LintConfig {
                 })?;
         }
         config.k8s_cluster_network_policy = raw.enable_k8s_cluster_network_policy.unwrap_or(false);
+        if let Some(settings) = raw.settings {
+            // Refused values are refused here, naming this file, rather
+            // than when an inventory is loaded with them.
+            settings
+                .apply(
+                    &mut porin_compiler::settings::AgentSettings::default(),
+                    &mut porin_compiler::settings::AllowLocalhost::default(),
+                )
+                .map_err(|message| ConfigError::Parse {
+                    file: file.to_owned(),
+                    message,
+                })?;
+            config.settings = settings;
+        }
         for (rule, value) in raw.rules.unwrap_or_default() {
             let info = codes::lookup(&rule).ok_or_else(|| ConfigError::UnknownRule {
                 file: file.to_owned(),

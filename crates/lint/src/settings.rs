@@ -41,6 +41,10 @@ pub struct LintConfig {
     pub k8s_cluster_network_policy: bool,
     /// Per-code overrides.
     pub rules: BTreeMap<&'static str, RuleLevel>,
+    /// The agent settings (`settings:`, Cilium flag names,
+    /// `porin_compiler::settings`): the defaults of every inventory the
+    /// CLI loads, which an inventory's own `settings:` override.
+    pub settings: porin_compiler::settings::SettingsSpec,
 }
 
 impl Default for LintConfig {
@@ -52,6 +56,7 @@ impl Default for LintConfig {
             cilium_version: DEFAULT_CILIUM_VERSION,
             k8s_cluster_network_policy: false,
             rules: BTreeMap::new(),
+            settings: porin_compiler::settings::SettingsSpec::default(),
         }
     }
 }

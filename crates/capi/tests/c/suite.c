@@ -845,6 +845,72 @@ static void check_live_session(void) {
     porin_session_free(session);
 }
 
+/* porin_session_set_setting: Cilium agent settings by flag name
+ * (docs/policy-tests.md#settings). With enable-node-selector-labels a
+ * fromNodes rule selects the other node (Cilium's customnodes.yaml
+ * example); unknown flags, bad values and values porin does not model are
+ * refused with a message, the session unchanged; the local node's host
+ * endpoint is node/NAME. */
+static void check_settings(void) {
+    static const char nodes_inventory[] =
+        "kind: Inventory\n"
+        "nodes:\n"
+        "  - {name: n1, local: true, labels: {role: worker}, addresses: [192.168.80.1]}\n"
+        "  - {name: n2, labels: {role: control-plane}, addresses: [192.168.80.2]}\n"
+        "endpoints:\n"
+        "  - {name: web, namespace: default, labels: {app: web}, ips: [10.0.80.1]}\n";
+    static const char nodes_policy[] =
+        "apiVersion: cilium.io/v2\n"
+        "kind: CiliumNetworkPolicy\n"
+        "metadata: {name: web, namespace: default}\n"
+        "spec:\n"
+        "  endpointSelector: {matchLabels: {app: web}}\n"
+        "  ingress:\n"
+        "    - fromNodes: [{matchLabels: {role: control-plane}}]\n";
+    static const char *const unknown_error[] = {"no-such-flag", "enable-node-selector-labels",
+                                                NULL};
+    static const char *const refused_error[] = {"enable-extended-ip-protocols", NULL};
+    porin_session *session = new_session();
+    porin_compilation *off = NULL, *on = NULL;
+
+    CHECK_RESULT(porin_session_set_setting(NULL, S("allow-localhost"), S("policy")),
+                 PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_set_setting(session, S("no-such-flag"), S("true")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    check_last_error(session, unknown_error);
+    CHECK_RESULT(porin_session_set_setting(session, S("enable-extended-ip-protocols"), S("true")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    check_last_error(session, refused_error);
+    CHECK_RESULT(porin_session_set_setting(session, S("allow-localhost"), S("sometimes")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("policy.yaml"),
+                                                (const uint8_t *)nodes_policy,
+                                                sizeof nodes_policy - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("inventory.yaml"),
+                                                   (const uint8_t *)nodes_inventory,
+                                                   sizeof nodes_inventory - 1),
+                 PORIN_RESULT_OK);
+    off = compile_ok(session);
+    CHECK(decide(off, "node/n2", "default/web", 6, 80) == PORIN_VERDICT_DENY);
+    CHECK_RESULT(porin_session_set_setting(session, S("enable-node-selector-labels"), S("true")),
+                 PORIN_RESULT_OK);
+    /* Without it the host (node/n1) always reaches the pod (Kubernetes
+     * mode); fromNodes never selects the local host. */
+    CHECK_RESULT(porin_session_set_setting(session, S("allow-localhost"), S("policy")),
+                 PORIN_RESULT_OK);
+    on = compile_ok(session);
+    CHECK(decide(on, "node/n2", "default/web", 6, 80) == PORIN_VERDICT_ALLOW);
+    CHECK(decide(on, "node/n1", "default/web", 6, 80) == PORIN_VERDICT_DENY);
+    /* The host endpoint of the local node, not enforced: the host reaches
+     * the world. */
+    CHECK(decide(on, "node/n1", "world", 6, 443) == PORIN_VERDICT_ALLOW);
+    porin_compilation_free(off);
+    porin_compilation_free(on);
+    porin_session_free(session);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
@@ -857,6 +923,7 @@ int main(int argc, char **argv) {
     check_duplicate_policy();
     check_compilation();
     check_limits();
+    check_settings();
     check_live_session();
     if (suite_failures) {
         fprintf(stderr, "%d check(s) failed\n", suite_failures);

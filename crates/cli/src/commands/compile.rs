@@ -45,7 +45,8 @@ pub struct Args {
     /// reads standard input.
     #[arg(long)]
     pub inventory: PathBuf,
-    /// Only this endpoint (`namespace/name`, or `name` outside Kubernetes).
+    /// Only this endpoint (`namespace/name`, or `name` outside Kubernetes;
+    /// `node/NAME` is the local node's host endpoint).
     #[arg(long)]
     pub endpoint: Option<String>,
     /// Output format.
@@ -104,12 +105,27 @@ pub fn compile_loaded(
     Ok(Ok((compiled, outcome)))
 }
 
-/// Loads the inventory of `--inventory PATH`; `-` is standard input.
-pub fn load_inventory(path: &Path, limits: &Limits) -> Result<Inventory, InventoryError> {
+/// Loads the inventory of `--inventory PATH`; `-` is standard input. The
+/// agent settings start from `settings:` of `.porin.yaml` in the current
+/// directory, if there is one; the inventory's own `settings:` override
+/// them.
+pub fn load_inventory(path: &Path, limits: &Limits) -> anyhow::Result<Inventory> {
+    let defaults = crate::project_config::project_config()?.settings;
+    Ok(load_inventory_with(path, limits, &defaults)?)
+}
+
+/// [`load_inventory`] with the settings' defaults given (`porin lint
+/// --config FILE` reads them from FILE).
+pub fn load_inventory_with(
+    path: &Path,
+    limits: &Limits,
+    defaults: &porin_compiler::settings::SettingsSpec,
+) -> Result<Inventory, InventoryError> {
+    let inventory = Inventory::with_settings(defaults)?;
     if path.as_os_str() == "-" {
-        Inventory::load_reader_with_limits("<stdin>", std::io::stdin().lock(), &limits.inventory)
+        inventory.load_reader("<stdin>", std::io::stdin().lock(), &limits.inventory)
     } else {
-        Inventory::load_with_limits(path, &limits.inventory)
+        inventory.load_path(path, &limits.inventory)
     }
 }
 

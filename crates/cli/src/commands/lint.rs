@@ -33,14 +33,13 @@ use porin_compiler::inventory::Inventory;
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_lint::baseline::{self, Baseline, Fingerprint};
-use porin_lint::config::LintConfig;
 use porin_lint::{Report, verify};
 use porin_model::codes::SKIPPED_DOCUMENT;
 use porin_model::diagnostic::{render_human_all, render_json};
 use porin_model::loader::policy_files;
 use porin_model::{Diagnostic, LoadLimits, Severity, load_paths};
 
-use crate::commands::compile::load_inventory;
+use crate::commands::compile::load_inventory_with;
 use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
@@ -100,24 +99,7 @@ pub struct LintArgs {
     pub limits: LimitArgs,
 }
 
-/// The default configuration file name.
-pub const CONFIG_FILE: &str = ".porin.yaml";
-
-fn load_config(path: Option<&Path>) -> anyhow::Result<LintConfig> {
-    let path = match path {
-        Some(path) => path.to_owned(),
-        None => {
-            let default = PathBuf::from(CONFIG_FILE);
-            if !default.is_file() {
-                return Ok(LintConfig::default());
-            }
-            default
-        }
-    };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
-    Ok(LintConfig::parse(&path.display().to_string(), &text)?)
-}
+use crate::project_config::load_config;
 
 /// Checks the compile limits before the lint rules run, without building a
 /// map state: lowering, identities, selector work and each endpoint's
@@ -281,7 +263,7 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     outcome.apply_target(&target);
     let inventory = match &args.inventory {
         Some(path) => Some(
-            load_inventory(path, &limits)
+            load_inventory_with(path, &limits, &config.settings)
                 .with_context(|| format!("cannot load the inventory {}", path.display()))?,
         ),
         None => None,

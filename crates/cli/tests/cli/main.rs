@@ -22,6 +22,7 @@ mod lint_context;
 mod mutual_auth;
 mod names;
 mod no_silent_green;
+mod node_settings;
 mod precommit;
 mod release;
 mod replay;

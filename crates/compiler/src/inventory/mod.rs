@@ -41,6 +41,7 @@ use std::path::Path;
 
 use crate::error::InventoryError;
 use crate::limits::{InventoryLimit, InventoryLimits};
+use crate::settings::SettingsSpec;
 
 impl Inventory {
     /// An empty inventory of the default cluster.
@@ -67,10 +68,50 @@ impl Inventory {
     /// the YAML budget while it is parsed, and the endpoint count after
     /// each file.
     pub fn load_with_limits(path: &Path, limits: &InventoryLimits) -> Result<Self, InventoryError> {
+        Self::with_settings(&SettingsSpec::default())?.load_path(path, limits)
+    }
+
+    /// An empty inventory whose agent settings start from `defaults`
+    /// (`settings:` of `.porin.yaml`) instead of Cilium's defaults; the
+    /// `settings:` of the inventory files loaded into it override them.
+    /// `Err` names a setting porin does not model.
+    pub fn with_settings(defaults: &SettingsSpec) -> Result<Self, InventoryError> {
         let mut inventory = Self::new();
-        inventory.add_path_with_limits(path, limits)?;
-        inventory.finish()?;
+        defaults
+            .apply(&mut inventory.settings, &mut inventory.allow_localhost)
+            .map_err(|message| InventoryError::Invalid {
+                file: String::new(),
+                line: 0,
+                message,
+            })?;
         Ok(inventory)
+    }
+
+    /// Adds a file or directory ([`Inventory::add_path_with_limits`]) and
+    /// finishes the inventory.
+    pub fn load_path(
+        mut self,
+        path: &Path,
+        limits: &InventoryLimits,
+    ) -> Result<Self, InventoryError> {
+        self.add_path_with_limits(path, limits)?;
+        self.finish()?;
+        Ok(self)
+    }
+
+    /// Adds one stream, named `name` in messages (at most
+    /// `max_file_bytes` are read, as from a file), and finishes the
+    /// inventory.
+    pub fn load_reader(
+        mut self,
+        name: &str,
+        reader: impl std::io::Read,
+        limits: &InventoryLimits,
+    ) -> Result<Self, InventoryError> {
+        let text = read_rest(Path::new(name), reader, limits)?;
+        self.add_text_with_limits(name, &text, limits)?;
+        self.finish()?;
+        Ok(self)
     }
 
     /// Loads an inventory from one stream (`porin --inventory -` passes
@@ -81,11 +122,7 @@ impl Inventory {
         reader: impl std::io::Read,
         limits: &InventoryLimits,
     ) -> Result<Self, InventoryError> {
-        let text = read_rest(Path::new(name), reader, limits)?;
-        let mut inventory = Self::new();
-        inventory.add_text_with_limits(name, &text, limits)?;
-        inventory.finish()?;
-        Ok(inventory)
+        Self::new().load_reader(name, reader, limits)
     }
 
     /// Adds the inventory content of a file or directory (not finished),

@@ -5,8 +5,10 @@
 //! ingress / egress / ingressDeny / egressDeny items — endpoint, CIDR,
 //! CIDR-set-with-except, entity and no-L3 peers; single ports, `endPort`
 //! ranges, TCP/UDP/SCTP/ANY, ICMP and ICMPv6 types, L3-only rules;
-//! `enableDefaultDeny` variations — over a few endpoints with IPv4 and/or
-//! IPv6 addresses and labels) the test renders a `PolicyTest` YAML, compiles
+//! `enableDefaultDeny` variations; host policies, CCNPs with a
+//! `nodeSelector` — over a few endpoints with IPv4 and/or IPv6 addresses and
+//! labels, and two nodes, the local one's host endpoint `node/n0` being a
+//! subject too and both nodes' addresses peers) the test renders a `PolicyTest` YAML, compiles
 //! it with porin exactly as `porin test` does, writes the ipcache and each
 //! endpoint's policy map into the kernel, and for many packets (IPv4 and
 //! IPv6; TCP, UDP, SCTP, ICMP, ICMPv6; peers at endpoint addresses and
@@ -161,6 +163,11 @@ struct RuleSpec {
 struct PolicySpec {
     /// `endpointSelector` (None = `{}`); (by tier?, index).
     subject: Option<(bool, usize)>,
+    /// A host policy: a CiliumClusterwideNetworkPolicy whose `nodeSelector`
+    /// is `subject`, compiled for the local node's host endpoint
+    /// (`node/n0`, see [`NODES`]); its items have no HTTP rules (Cilium
+    /// refuses L7 in host policies).
+    host: bool,
     /// `enableDefaultDeny`: None, or (ingress, egress) each Some(bool) / None.
     default_deny: Option<(Option<bool>, Option<bool>)>,
     rules: Vec<RuleSpec>,
@@ -358,11 +365,13 @@ fn policy_strategy() -> impl Strategy<Value = PolicySpec> {
                 .prop_map(Some),
         ],
         prop::collection::vec(rule_strategy(), 1..=4),
+        prop::bool::weighted(0.25),
     )
-        .prop_map(|(subject, default_deny, rules)| PolicySpec {
+        .prop_map(|(subject, default_deny, rules, host)| PolicySpec {
             subject,
             default_deny,
             rules,
+            host,
         })
 }
 
@@ -410,6 +419,28 @@ fn scenario_strategy(packets: usize) -> impl Strategy<Value = Scenario> {
 // Rendering.
 // ---------------------------------------------------------------------------
 
+/// The scenario's nodes: the local node `n0`, whose host endpoint
+/// `node/n0` is a subject (index `endpoints.len()`), and a remote node; each
+/// (name, app, tier, last address byte). Their labels are the endpoints'
+/// words, so the same selectors pick them.
+const NODES: [(&str, usize, usize, u8); 2] = [("n0", 0, 0, 200), ("n1", 1, 1, 201)];
+
+fn node_ips(last: u8) -> Vec<IpAddr> {
+    vec![
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)),
+        IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, u16::from(last))),
+    ]
+}
+
+/// The addresses of a subject: an endpoint's, or the local node's host
+/// (index `endpoints.len()`).
+fn subject_ips(scenario: &Scenario, subject: usize) -> Vec<IpAddr> {
+    match scenario.endpoints.get(subject) {
+        Some(spec) => endpoint_ips(subject, spec),
+        None => node_ips(NODES[0].3),
+    }
+}
+
 fn endpoint_ips(index: usize, spec: &EndpointSpec) -> Vec<IpAddr> {
     let n = u8::try_from(index + 1).unwrap();
     let v4 = IpAddr::V4(Ipv4Addr::new(10, 0, 0, n));
@@ -432,10 +463,17 @@ fn selector_yaml(selector: Option<(bool, usize)>) -> String {
 fn policy_yaml(index: usize, policy: &PolicySpec) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "apiVersion: cilium.io/v2");
-    let _ = writeln!(out, "kind: CiliumNetworkPolicy");
-    let _ = writeln!(out, "metadata: {{name: p{index}, namespace: default}}");
-    let _ = writeln!(out, "spec:");
-    let _ = writeln!(out, "  endpointSelector: {}", selector_yaml(policy.subject));
+    if policy.host {
+        let _ = writeln!(out, "kind: CiliumClusterwideNetworkPolicy");
+        let _ = writeln!(out, "metadata: {{name: p{index}}}");
+        let _ = writeln!(out, "spec:");
+        let _ = writeln!(out, "  nodeSelector: {}", selector_yaml(policy.subject));
+    } else {
+        let _ = writeln!(out, "kind: CiliumNetworkPolicy");
+        let _ = writeln!(out, "metadata: {{name: p{index}, namespace: default}}");
+        let _ = writeln!(out, "spec:");
+        let _ = writeln!(out, "  endpointSelector: {}", selector_yaml(policy.subject));
+    }
     if let Some((ingress, egress)) = policy.default_deny {
         let mut parts = Vec::new();
         if let Some(i) = ingress {
@@ -492,7 +530,7 @@ fn policy_yaml(index: usize, policy: &PolicySpec) -> String {
                             None => format!("{{port: \"{}\", protocol: {}}}", p.port, p.protocol),
                         })
                         .collect();
-                    let rules = if rule.http {
+                    let rules = if rule.http && !policy.host {
                         ", rules: {http: [{method: GET, path: \"/\"}]}"
                     } else {
                         ""
@@ -533,6 +571,21 @@ fn scenario_yaml(scenario: &Scenario, case: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kind: PolicyTest");
     let _ = writeln!(out, "name: porin differential");
+    let _ = writeln!(out, "nodes:");
+    for (i, (name, app, tier, last)) in NODES.iter().enumerate() {
+        let ips: Vec<String> = node_ips(*last)
+            .iter()
+            .map(|ip| format!("\"{ip}\""))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  - {{name: {name}, local: {}, labels: {{app: {}, tier: {}}}, addresses: [{}]}}",
+            i == 0,
+            APPS[*app],
+            TIERS[*tier],
+            ips.join(", ")
+        );
+    }
     let _ = writeln!(out, "endpoints:");
     for (i, e) in scenario.endpoints.iter().enumerate() {
         let ips: Vec<String> = endpoint_ips(i, e)
@@ -682,20 +735,22 @@ struct Probe {
 }
 
 fn resolve_packet(scenario: &Scenario, spec: &PacketSpec) -> Probe {
-    let n = scenario.endpoints.len();
+    // The endpoints and the local node's host endpoint.
+    let n = scenario.endpoints.len() + 1;
     let subject = spec.subject % n;
-    let subject_ips = endpoint_ips(subject, &scenario.endpoints[subject]);
+    let subject_ips = subject_ips(scenario, subject);
     let subject_ip = subject_ips[usize::from(spec.family) % subject_ips.len()];
     let v6 = subject_ip.is_ipv6();
     let pick = spec.peer_pick as usize;
     let peer_ip = match spec.peer_kind {
-        // Another endpoint (or itself) in the same family.
+        // Another endpoint (or itself) or a node, in the same family.
         0 | 1 => {
             let candidates: Vec<IpAddr> = scenario
                 .endpoints
                 .iter()
                 .enumerate()
                 .flat_map(|(i, e)| endpoint_ips(i, e))
+                .chain(NODES.iter().flat_map(|node| node_ips(node.3)))
                 .filter(|ip| ip.is_ipv6() == v6)
                 .collect();
             candidates[pick % candidates.len()]
@@ -741,15 +796,18 @@ fn resolve_packet(scenario: &Scenario, spec: &PacketSpec) -> Probe {
 }
 
 fn case_line(scenario: &Scenario, probe: &Probe) -> String {
-    let subject = format!(
-        "{}/e{}",
-        if scenario.endpoints[probe.subject].other_namespace {
-            "other"
-        } else {
-            "default"
-        },
-        probe.subject
-    );
+    let subject = match scenario.endpoints.get(probe.subject) {
+        Some(endpoint) => format!(
+            "{}/e{}",
+            if endpoint.other_namespace {
+                "other"
+            } else {
+                "default"
+            },
+            probe.subject
+        ),
+        None => format!("node/{}", NODES[0].0),
+    };
     let (from, to) = match probe.direction {
         Direction::Egress => (subject, probe.peer_ip.to_string()),
         Direction::Ingress => (probe.peer_ip.to_string(), subject),
@@ -776,6 +834,9 @@ fn compile_scenario(dir: &std::path::Path, yaml: &str) -> Result<Compiled, Strin
 
 struct Counts {
     cases: Cell<u64>,
+    /// Cases whose subject is the host endpoint in a direction a host
+    /// policy enforces.
+    host_enforced: Cell<u64>,
     mismatches: Cell<u64>,
     /// allow, redirect, deny (rule), deny (default), deny (auth), other.
     outcomes: RefCell<[u64; 6]>,
@@ -856,6 +917,13 @@ fn check_scenario(
             .map_err(|e| TestCaseError::fail(format!("kernel: {e}\n{yaml}")))?;
         let seen = CheckOutcome::from(&kernel);
         counts.cases.set(counts.cases.get() + 1);
+        let enforced = match probe.direction {
+            Direction::Ingress => endpoint.enforcement.ingress,
+            Direction::Egress => endpoint.enforcement.egress,
+        };
+        if endpoint.identity == Identity::HOST.get() && enforced {
+            counts.host_enforced.set(counts.host_enforced.get() + 1);
+        }
         counts.outcomes.borrow_mut()[outcome_slot(&expected)] += 1;
         if seen != expected {
             counts.mismatches.set(counts.mismatches.get() + 1);
@@ -901,6 +969,7 @@ fn kernel_and_reference_agree_on_random_policies() {
     let engine = RefCell::new(KernelEngine::new().expect("the kernel engine loads"));
     let counts = Counts {
         cases: Cell::new(0),
+        host_enforced: Cell::new(0),
         mismatches: Cell::new(0),
         outcomes: RefCell::new([0; 6]),
     };
@@ -927,8 +996,9 @@ fn kernel_and_reference_agree_on_random_policies() {
         outcomes[0], outcomes[1], outcomes[2], outcomes[3], outcomes[4], outcomes[5]
     );
     println!(
-        "differential: {} cases, {} mismatches (seed {seed:#x}, {policies} policies x {packets} packets)",
+        "differential: {} cases ({} at a host endpoint a host policy enforces), {} mismatches (seed {seed:#x}, {policies} policies x {packets} packets)",
         counts.cases.get(),
+        counts.host_enforced.get(),
         counts.mismatches.get()
     );
     match result {
@@ -938,6 +1008,10 @@ fn kernel_and_reference_agree_on_random_policies() {
         }
         Err(TestError::Abort(reason)) => panic!("differential test aborted: {reason}"),
     }
+    assert!(
+        counts.host_enforced.get() > 0,
+        "no case checked a host endpoint under a host policy"
+    );
     let minimum = u64::from(policies) * packets as u64;
     assert!(
         counts.cases.get() >= minimum,

@@ -17,9 +17,14 @@ pub fn workspace() -> PathBuf {
 
 /// Runs `porin ARGS...` in the workspace root without colour.
 pub fn porin(args: &[&str]) -> Output {
+    porin_in(&workspace(), args)
+}
+
+/// Runs `porin ARGS...` in `dir` without colour.
+pub fn porin_in(dir: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_porin"))
         .args(args)
-        .current_dir(workspace())
+        .current_dir(dir)
         .env("NO_COLOR", "1")
         .output()
         .expect("porin runs")
