@@ -520,22 +520,40 @@ impl Evaluation {
 /// identities (local scope) have no SPIFFE identity and no node to
 /// handshake with. Never true without the setting (fail closed).
 pub fn authenticates(compiled: &Compiled, auth_type: AuthType, local: u32, remote: u32) -> bool {
+    authenticates_with(compiled.mutual_auth, auth_type, local, remote)
+}
+
+/// [`authenticates`] for callers that hold the setting rather than a
+/// compilation (the lint works from the inventory): `mutual_auth` is the
+/// value of `mesh-auth-mutual-enabled`.
+pub fn authenticates_with(mutual_auth: bool, auth_type: AuthType, local: u32, remote: u32) -> bool {
     let workload = |id: u32| {
         Identity::new(id).is_ok_and(|i| !i.is_wildcard() && !i.is_reserved() && i.is_cluster())
     };
-    compiled.mutual_auth && auth_type == AuthType::SPIRE && workload(local) && workload(remote)
+    mutual_auth && auth_type == AuthType::SPIRE && workload(local) && workload(remote)
+}
+
+/// Whether a lookup `verdict` at `local`'s side toward `remote` lets the
+/// flow pass, as [`evaluate`] decides each check: allow and proxy redirect pass, an
+/// auth-required entry passes when the pair authenticates
+/// ([`authenticates_with`]; never without the setting), a deny does not.
+/// The connectivity analyses (`porin diff`, `porin graph`, the lint's
+/// end-to-end reach) decide every lookup through this.
+pub fn passes(mutual_auth: bool, verdict: Verdict, local: u32, remote: u32) -> bool {
+    match verdict {
+        Verdict::Allow | Verdict::Redirect { .. } => true,
+        Verdict::AuthRequired { auth_type } => {
+            authenticates_with(mutual_auth, auth_type, local, remote)
+        }
+        Verdict::Deny { .. } => false,
+    }
 }
 
 fn check_verdict(compiled: &Compiled, decision: &Decision, local: u32, remote: u32) -> FlowVerdict {
     match decision.verdict {
-        Verdict::Allow => FlowVerdict::Allow,
         Verdict::Redirect { .. } => FlowVerdict::Redirect,
-        Verdict::AuthRequired { auth_type }
-            if authenticates(compiled, auth_type, local, remote) =>
-        {
-            FlowVerdict::Allow
-        }
-        Verdict::Deny { .. } | Verdict::AuthRequired { .. } => FlowVerdict::Deny,
+        verdict if passes(compiled.mutual_auth, verdict, local, remote) => FlowVerdict::Allow,
+        _ => FlowVerdict::Deny,
     }
 }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use ipnetwork::IpNetwork;
 use porin_compiler::allocation::IdentityKind;
 use porin_compiler::compile::Compiled;
+use porin_compiler::explain::passes;
 use porin_compiler::ipcache::Family;
 use porin_compiler::mapstate::Direction;
 
@@ -147,16 +148,18 @@ pub fn diff(old: &Compiled, new: &Compiled) -> Vec<EndpointDiff> {
                 let mut allowed = Vec::new();
                 let mut denied = Vec::new();
                 for &(p, lo, hi) in &classes {
-                    let was = before
-                        .state
-                        .lookup(direction, a, p, lo)
-                        .verdict
-                        .is_allowed();
-                    let is = endpoint
-                        .state
-                        .lookup(direction, b, p, lo)
-                        .verdict
-                        .is_allowed();
+                    let was = passes(
+                        old.mutual_auth,
+                        before.state.lookup(direction, a, p, lo).verdict,
+                        before.identity,
+                        id_old,
+                    );
+                    let is = passes(
+                        new.mutual_auth,
+                        endpoint.state.lookup(direction, b, p, lo).verdict,
+                        endpoint.identity,
+                        id_new,
+                    );
                     if !was && is {
                         allowed.push((p, lo, hi));
                     } else if was && !is {

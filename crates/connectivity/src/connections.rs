@@ -49,6 +49,7 @@ use std::sync::Arc;
 
 use porin_compiler::allocation::IdentityKind;
 use porin_compiler::compile::{Compiled, EndpointPolicy};
+use porin_compiler::explain::passes;
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::{Decision, Direction, MapState, Verdict};
 use porin_compiler::resolve::lower::{Origin, OriginKind};
@@ -438,6 +439,30 @@ impl CheckRef<'_> {
             .collect()
     }
 
+    /// Whether the check passes before and after
+    /// ([`porin_compiler::explain::passes`]: an auth-required entry passes
+    /// when the compilation's cluster authenticates the pair).
+    fn passes(
+        &self,
+        (old, new): (&Compiled, &Compiled),
+        (o, n): &(Decision, Decision),
+    ) -> (bool, bool) {
+        (
+            passes(
+                old.mutual_auth,
+                o.verdict,
+                self.old.identity,
+                self.old_peer.get(),
+            ),
+            passes(
+                new.mutual_auth,
+                n.verdict,
+                self.new.identity,
+                self.new_peer.get(),
+            ),
+        )
+    }
+
     fn decide(&self, proto: u8, port: u16) -> (Decision, Decision) {
         (
             self.old
@@ -606,8 +631,13 @@ fn connection(
     let proxied = |d: &Decision| matches!(d.verdict, Verdict::Redirect { .. });
     for (p, lo, hi) in port_classes(&pairs) {
         let decisions: Vec<(Decision, Decision)> = checks.iter().map(|c| c.decide(p, lo)).collect();
-        let was = decisions.iter().all(|(o, _)| o.verdict.is_allowed());
-        let is = decisions.iter().all(|(_, n)| n.verdict.is_allowed());
+        let passing: Vec<(bool, bool)> = checks
+            .iter()
+            .zip(&decisions)
+            .map(|(c, d)| c.passes((old, new), d))
+            .collect();
+        let was = passing.iter().all(|(o, _)| *o);
+        let is = passing.iter().all(|(_, n)| *n);
         // A flow that passes through the L7 proxy is filtered per request:
         // a connection that starts or stops going through it changed.
         let was_l7 = was && decisions.iter().any(|(o, _)| proxied(o));
@@ -640,10 +670,10 @@ fn connection(
             }
             continue;
         }
-        for (check, d) in checks.iter().zip(&decisions) {
-            if is && !d.0.verdict.is_allowed() {
+        for ((check, d), (o, n)) in checks.iter().zip(&decisions).zip(&passing) {
+            if is && !o {
                 causes.extend(cause_of(check, (old, new), d, Side::Old));
-            } else if was && !d.1.verdict.is_allowed() {
+            } else if was && !n {
                 causes.extend(cause_of(check, (old, new), d, Side::New));
             }
         }

@@ -5,8 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use porin_compiler::compile::EndpointPolicy;
+use porin_compiler::explain::passes;
 use porin_compiler::identity::Identity;
-use porin_compiler::mapstate::{Direction, MapState, Verdict};
+use porin_compiler::mapstate::{Direction, MapState};
 use porin_compiler::resolve::rule::proto;
 
 /// Protocols always listed (a state without keys for them still decides
@@ -63,11 +65,6 @@ pub fn classes_of_cuts(cuts: BTreeMap<u8, BTreeSet<u32>>) -> Vec<PortRange> {
     classes
 }
 
-/// Whether a verdict lets the flow through (allow or proxy redirect).
-fn passes(verdict: Verdict) -> bool {
-    verdict.is_allowed()
-}
-
 /// Merges adjacent ranges of the same protocol.
 pub fn merge(ranges: impl IntoIterator<Item = PortRange>) -> Vec<PortRange> {
     let mut out: Vec<PortRange> = Vec::new();
@@ -84,15 +81,62 @@ pub fn merge(ranges: impl IntoIterator<Item = PortRange>) -> Vec<PortRange> {
     out
 }
 
-/// The ranges on which every (state, direction, peer) check passes.
-pub fn allowed(checks: &[(&MapState, Direction, u32)]) -> Vec<PortRange> {
-    let pairs: Vec<(&MapState, Direction)> = checks.iter().map(|(s, d, _)| (*s, *d)).collect();
+/// One check of a flow: an endpoint's map state looked up in `direction`,
+/// the endpoint's own identity and the peer's.
+#[derive(Debug, Clone, Copy)]
+pub struct Check<'a> {
+    /// The endpoint's map state.
+    pub state: &'a MapState,
+    /// The direction looked up.
+    pub direction: Direction,
+    /// The endpoint's identity (the local end of an authentication).
+    pub local: u32,
+    /// The peer's identity.
+    pub peer: u32,
+}
+
+/// The ranges on which every check passes. `mutual_auth` is the
+/// compilation's `mesh-auth-mutual-enabled` ([`Compiled::mutual_auth`]):
+/// an auth-required entry passes exactly when `porin query` says it does
+/// ([`passes`]).
+///
+/// [`Compiled::mutual_auth`]: porin_compiler::compile::Compiled::mutual_auth
+pub fn allowed(mutual_auth: bool, checks: &[Check<'_>]) -> Vec<PortRange> {
+    let pairs: Vec<(&MapState, Direction)> =
+        checks.iter().map(|c| (c.state, c.direction)).collect();
     merge(port_classes(&pairs).into_iter().filter(|(p, lo, _)| {
-        checks.iter().all(|(state, direction, peer)| {
-            let identity = Identity::new(*peer).unwrap_or(Identity::WORLD);
-            passes(state.lookup(*direction, identity, *p, *lo).verdict)
+        checks.iter().all(|check| {
+            let identity = Identity::new(check.peer).unwrap_or(Identity::WORLD);
+            let verdict = check
+                .state
+                .lookup(check.direction, identity, *p, *lo)
+                .verdict;
+            passes(mutual_auth, verdict, check.local, check.peer)
         })
     }))
+}
+
+/// The ranges on which a connection from endpoint `from` to endpoint `to`
+/// passes: `from`'s egress toward `to` and `to`'s ingress from `from`
+/// (what `porin graph` draws between two endpoints).
+pub fn between(mutual_auth: bool, from: &EndpointPolicy, to: &EndpointPolicy) -> Vec<PortRange> {
+    allowed(
+        mutual_auth,
+        &[
+            Check {
+                state: &from.state,
+                direction: Direction::Egress,
+                local: from.identity,
+                peer: to.identity,
+            },
+            Check {
+                state: &to.state,
+                direction: Direction::Ingress,
+                local: to.identity,
+                peer: from.identity,
+            },
+        ],
+    )
 }
 
 /// `TCP/80, TCP/8000-8100, UDP/*` or `any` (every protocol, every port).
@@ -132,7 +176,7 @@ pub fn describe(ranges: &[PortRange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use porin_compiler::mapstate::{Entry, Key, PolicyFeatures};
+    use porin_compiler::mapstate::{AuthRequirement, AuthType, Entry, Key, PolicyFeatures};
 
     #[test]
     fn allowed_ranges_intersect_egress_and_ingress() {
@@ -154,15 +198,63 @@ mod tests {
         ingress
             .insert_with_features(key, Entry::allow(), PolicyFeatures::NONE)
             .unwrap();
-        let both = allowed(&[
-            (&egress, Direction::Egress, 300),
-            (&ingress, Direction::Ingress, 301),
-        ]);
+        let check = |state, direction, local, peer| Check {
+            state,
+            direction,
+            local,
+            peer,
+        };
+        let both = allowed(
+            false,
+            &[
+                check(&egress, Direction::Egress, 301, 300),
+                check(&ingress, Direction::Ingress, 300, 301),
+            ],
+        );
         assert_eq!(both, vec![(6, 81, 81)]);
-        let out = allowed(&[(&egress, Direction::Egress, 300)]);
+        let out = allowed(false, &[check(&egress, Direction::Egress, 301, 300)]);
         assert_eq!(describe(&out), "TCP/80-95");
         let mut all = MapState::new();
         all.upsert(Key::egress(), Entry::allow()).unwrap();
-        assert_eq!(describe(&allowed(&[(&all, Direction::Egress, 5)])), "any");
+        let any = allowed(false, &[check(&all, Direction::Egress, 301, 5)]);
+        assert_eq!(describe(&any), "any");
+    }
+
+    /// An auth-required entry passes only with mutual authentication and
+    /// only between two workload identities (`pkg/auth/manager.go`
+    /// handleAuthRequest skips reserved ones); `test-always-fail` never.
+    #[test]
+    fn auth_required_entries_pass_as_an_authenticated_cluster_decides() {
+        let mut state = MapState::new();
+        let auth = |t| Entry::allow().with_auth(AuthRequirement::explicit(t));
+        state.upsert(Key::egress(), auth(AuthType::SPIRE)).unwrap();
+        let key = Key::egress()
+            .with_identity(Identity::new(302).unwrap())
+            .with_port_proto(6, 80)
+            .unwrap();
+        state.upsert(key, auth(AuthType::ALWAYS_FAIL)).unwrap();
+        let to = |peer| {
+            [Check {
+                state: &state,
+                direction: Direction::Egress,
+                local: 301,
+                peer,
+            }]
+        };
+        assert!(allowed(false, &to(300)).is_empty());
+        assert_eq!(describe(&allowed(true, &to(300))), "any");
+        assert!(allowed(true, &to(Identity::WORLD.get())).is_empty());
+        assert!(allowed(true, &to(Identity::HOST.get())).is_empty());
+        // The always-failing port is cut out of the workload's any.
+        let ports = allowed(true, &to(302));
+        assert!(
+            ports.contains(&(6, 0, 79)) && ports.contains(&(6, 81, 65_535)),
+            "{ports:?}"
+        );
+        assert!(
+            !ports
+                .iter()
+                .any(|(p, lo, hi)| *p == 6 && *lo <= 80 && 80 <= *hi)
+        );
     }
 }

@@ -27,7 +27,7 @@ use porin_compiler::compile::{Compiled, EndpointPolicy};
 use porin_compiler::ipcache::Family;
 use porin_compiler::mapstate::Direction;
 
-use crate::flows::{PortRange, allowed, describe};
+use crate::flows::{Check, PortRange, allowed, between, describe};
 
 /// The id of the world node. Parentheses are in no Kubernetes name, so
 /// no endpoint (`namespace/name`) has this id.
@@ -169,10 +169,7 @@ impl Graph {
                 if i == j {
                     continue;
                 }
-                let ranges = allowed(&[
-                    (&a.state, Direction::Egress, b.identity),
-                    (&b.state, Direction::Ingress, a.identity),
-                ]);
+                let ranges = between(compiled.mutual_auth, a, b);
                 if !ranges.is_empty() {
                     graph.push(i, j, describe(&ranges), false);
                 }
@@ -186,10 +183,10 @@ impl Graph {
                 kind: NodeKind::World,
             });
             for (i, endpoint) in compiled.endpoints.iter().enumerate() {
-                if let Some(label) = world_label(endpoint, Direction::Egress) {
+                if let Some(label) = world_label(compiled, endpoint, Direction::Egress) {
                     graph.push(i, w, label, true);
                 }
-                if let Some(label) = world_label(endpoint, Direction::Ingress) {
+                if let Some(label) = world_label(compiled, endpoint, Direction::Ingress) {
                     graph.push(w, i, label, true);
                 }
             }
@@ -378,13 +375,23 @@ pub fn dot_quote(text: &str) -> String {
 /// may do (world-ipv4 over IPv4, world-ipv6 over IPv6). One description
 /// when the families agree, `IPv4: ...; IPv6: ...` when they differ;
 /// `None` when no family passes.
-fn world_label(endpoint: &EndpointPolicy, direction: Direction) -> Option<String> {
+fn world_label(
+    compiled: &Compiled,
+    endpoint: &EndpointPolicy,
+    direction: Direction,
+) -> Option<String> {
     let families: BTreeSet<Family> = endpoint.ips.iter().map(|ip| Family::of(*ip)).collect();
     let per_family: Vec<(Family, Vec<PortRange>)> = families
         .into_iter()
         .map(|family| {
             let id = family.world_identity().get();
-            (family, allowed(&[(&endpoint.state, direction, id)]))
+            let check = Check {
+                state: &endpoint.state,
+                direction,
+                local: endpoint.identity,
+                peer: id,
+            };
+            (family, allowed(compiled.mutual_auth, &[check]))
         })
         .collect();
     if per_family.iter().all(|(_, ranges)| ranges.is_empty()) {

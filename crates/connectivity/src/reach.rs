@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use porin_compiler::explain::passes;
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::{Direction, MapState};
 
@@ -43,6 +44,11 @@ pub struct Subject<'a> {
     pub full: &'a MapState,
     /// The subject's identity (the peer's view of it).
     pub identity: u32,
+    /// Whether the cluster runs mutual authentication
+    /// (`mesh-auth-mutual-enabled`): an auth-required entry of either side
+    /// then passes between two workloads
+    /// ([`porin_compiler::explain::passes`]).
+    pub mutual_auth: bool,
 }
 
 /// The peer side: its state and identity.
@@ -93,22 +99,23 @@ fn judge<'s>(subject: &Subject<'_>, peer: &Peer<'s>, (proto, lo, _): PortRange) 
     let back = opposite(subject.direction);
     let peer_id = Identity::new(peer.identity).unwrap_or(Identity::WORLD);
     let subject_id = Identity::new(subject.identity).unwrap_or(Identity::WORLD);
+    let pass = |verdict, local, remote| passes(subject.mutual_auth, verdict, local, remote);
     let (verdict, entry) = subject
         .alone
         .lookup_entry(subject.direction, peer_id, proto, lo);
-    if !(verdict.is_allowed() && entry.is_some_and(|e| e.origins.contains(&subject.origin))) {
+    if !(pass(verdict, subject.identity, peer.identity)
+        && entry.is_some_and(|e| e.origins.contains(&subject.origin)))
+    {
         return Judged::NotGranted;
     }
-    if !subject
+    let (own, _) = subject
         .full
-        .lookup_entry(subject.direction, peer_id, proto, lo)
-        .0
-        .is_allowed()
-    {
+        .lookup_entry(subject.direction, peer_id, proto, lo);
+    if !pass(own, subject.identity, peer.identity) {
         return Judged::OwnBlocked;
     }
     let (verdict, entry) = peer.state.lookup_entry(back, subject_id, proto, lo);
-    if verdict.is_allowed() {
+    if pass(verdict, peer.identity, subject.identity) {
         Judged::Passing
     } else {
         Judged::Blocked(entry)
@@ -271,6 +278,7 @@ mod tests {
             alone: &alone,
             full: &alone,
             identity: 300,
+            mutual_auth: false,
         };
         let peer = Peer {
             state: &egress,

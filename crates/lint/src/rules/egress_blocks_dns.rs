@@ -7,6 +7,7 @@ use porin_model::{CodeInfo, Doc, Stage};
 use super::Rule;
 use super::is_user_rule;
 use crate::Context;
+use porin_compiler::explain::passes;
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::rule::proto;
@@ -62,11 +63,15 @@ pub fn check(cx: &Context<'_>, out: &mut Vec<Diagnostic>) {
             let Ok(peer) = Identity::new(*id) else {
                 return true;
             };
-            !unit
-                .state
-                .lookup(Direction::Egress, peer, proto::UDP, 53)
-                .verdict
-                .is_allowed()
+            // An auth-required DNS rule passes where the cluster runs
+            // mutual authentication (kube-dns is a workload).
+            let verdict = unit.state.lookup(Direction::Egress, peer, proto::UDP, 53).verdict;
+            !passes(
+                cx.inventory.settings.mesh_auth_mutual_enabled,
+                verdict,
+                unit.identity,
+                *id,
+            )
         });
         if !blocked {
             continue;

@@ -362,6 +362,7 @@ fn judge_item(
             alone,
             full: &unit.state,
             identity: unit.identity,
+            mutual_auth: cx.inventory.settings.mesh_auth_mutual_enabled,
         };
         let full_cuts = index.cuts(unit, direction);
         for (peer_unit, policies) in peer_units.iter().zip(&peer_policies) {

@@ -39,9 +39,8 @@ use std::process::Command;
 
 use porin_compiler::compile::compile;
 use porin_compiler::inventory::{Endpoint, Inventory, NamedPort, SourceLocation};
-use porin_compiler::mapstate::Direction;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_connectivity::flows::allowed;
+use porin_connectivity::flows::between;
 use porin_lint::config::LintConfig;
 use porin_lint::verify;
 use porin_model::limits::LoadLimits;
@@ -275,10 +274,7 @@ fn porin_matrix(cluster: &Cluster) -> Matrix {
             if a.display_name() == b.display_name() {
                 continue;
             }
-            let ranges = allowed(&[
-                (&a.state, Direction::Egress, b.identity),
-                (&b.state, Direction::Ingress, a.identity),
-            ]);
+            let ranges = between(compiled.mutual_auth, a, b);
             let mut conn = Conn::default();
             let mut others = BTreeSet::new();
             for (p, lo, hi) in &ranges {
