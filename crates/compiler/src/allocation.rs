@@ -98,6 +98,11 @@ pub struct IdentityTable {
     /// (`enable-node-selector-labels`), by node name; empty otherwise (the
     /// nodes' addresses are then `remote-node`, 6).
     pub node_identity: BTreeMap<String, u32>,
+    /// Under `policy-cidr-match-mode: nodes`, the identity of each remote
+    /// node address (one per address: its labels include the address's
+    /// `cidr:` labels); empty otherwise. Takes precedence over
+    /// [`Self::node_identity`].
+    pub node_address_identity: BTreeMap<std::net::IpAddr, u32>,
     by_id: BTreeMap<u32, usize>,
 }
 
@@ -270,7 +275,10 @@ impl IdentityTable {
             });
         }
 
-        let node_identity = node_identities(inventory, &mut identities)?;
+        let (node_identity, node_address_identity) = node_identities(inventory, &mut identities)?;
+        if inventory.settings.policy_cidr_match_nodes {
+            host_cidr_labels(inventory, &mut identities);
+        }
 
         for info in &mut identities {
             let all = match &info.kind {
@@ -299,6 +307,7 @@ impl IdentityTable {
             endpoint_identity,
             cidr_identity,
             node_identity,
+            node_address_identity,
             by_id,
         })
     }
@@ -434,37 +443,75 @@ impl IdentityTable {
     }
 }
 
-/// The remote nodes' own identities under `enable-node-selector-labels`
-/// (`pkg/node/manager/manager.go`: with the option, a remote node's
-/// addresses get an identity of the node's labels, in the remote-node
-/// scope, `pkg/identity/numericidentity.go` `IdentityScopeRemoteNode`):
-/// labels [`crate::inventory::Node::remote_identity_labels`], one identity
-/// per distinct label set, numbered `0x02000001` upward in label order.
-/// Without the option, none (the addresses carry `remote-node`, 6).
+/// The remote nodes' own identities.
+///
+/// - Under `enable-node-selector-labels` (`pkg/node/manager/manager.go`
+///   `nodeIdentityLabels`: with the option, a remote node's addresses get
+///   an identity of the node's labels, in the remote-node scope,
+///   `pkg/identity/numericidentity.go` `IdentityScopeRemoteNode`): labels
+///   [`crate::inventory::Node::remote_identity_labels`], one identity per
+///   distinct label set.
+/// - Under `policy-cidr-match-mode: nodes` every remote node *address*
+///   gets its own identity: `pkg/node/manager` adds
+///   `labels.GetCIDRLabels(prefix)` of the address to the node's labels
+///   (`reserved:remote-node`, or the node labels above), `pkg/ipcache/
+///   metadata.go` `resolveIdentity` keeps those CIDR labels for nodes only
+///   in this mode and removes the world label, and
+///   `pkg/identity/reserved.go` `LookupReservedIdentityByLabels` no longer
+///   answers 6 for them, so they are allocated in the remote-node scope
+///   (`isLocalIdentity` in `daemon/cmd/identity_restoration.go` counts that
+///   scope as local in this mode). A CIDR selector then matches exactly the
+///   addresses inside its prefix, never the other nodes (which 6 would).
+///
+/// Numbered `0x02000001` upward in label order. The first map is by node
+/// name (per-node identities), the second by address (this mode).
+/// Without either option, none (the addresses carry `remote-node`, 6).
+#[allow(clippy::type_complexity)]
 fn node_identities(
     inventory: &Inventory,
     identities: &mut Vec<IdentityInfo>,
-) -> Result<BTreeMap<String, u32>, CompileError> {
+) -> Result<(BTreeMap<String, u32>, BTreeMap<std::net::IpAddr, u32>), CompileError> {
     let mut by_node = BTreeMap::new();
-    if !inventory.settings.enable_node_selector_labels {
-        return Ok(by_node);
+    let mut by_address = BTreeMap::new();
+    let per_node = inventory.settings.enable_node_selector_labels;
+    let per_address = inventory.settings.policy_cidr_match_nodes;
+    if !per_node && !per_address {
+        return Ok((by_node, by_address));
     }
-    let mut by_labels: BTreeMap<LabelSet, Vec<String>> = BTreeMap::new();
+    let mut by_labels: BTreeMap<LabelSet, (Vec<String>, Vec<std::net::IpAddr>)> = BTreeMap::new();
     for node in inventory.nodes.iter().filter(|n| !n.local) {
-        by_labels
-            .entry(node.remote_identity_labels(&inventory.cluster))
-            .or_default()
-            .push(node.name.clone());
+        let base = if per_node {
+            node.remote_identity_labels(&inventory.cluster)
+        } else {
+            [Label::reserved("remote-node")].into_iter().collect()
+        };
+        if per_address {
+            for ip in &node.ips {
+                let mut labels = base.clone();
+                labels.insert(Label::cidr(crate::labels::host_prefix(*ip)));
+                let entry = by_labels.entry(labels).or_default();
+                entry.0.push(node.name.clone());
+                entry.1.push(*ip);
+            }
+        } else {
+            by_labels.entry(base).or_default().0.push(node.name.clone());
+        }
     }
-    for (index, (labels, nodes)) in by_labels.into_iter().enumerate() {
+    for (index, (labels, (nodes, addresses))) in by_labels.into_iter().enumerate() {
         let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
         let id = Identity::remote_node(number).map_err(|_| CompileError::RangeExhausted {
             range: IdentityRange::Cidr,
             given: index + 1,
             limit: 0x00FF_FFFF,
         })?;
-        for node in &nodes {
-            by_node.insert(node.clone(), id.get());
+        if per_address {
+            for ip in &addresses {
+                by_address.insert(*ip, id.get());
+            }
+        } else {
+            for node in &nodes {
+                by_node.insert(node.clone(), id.get());
+            }
         }
         identities.push(IdentityInfo {
             id: id.get(),
@@ -472,7 +519,26 @@ fn node_identities(
             kind: IdentityKind::Node { nodes },
         });
     }
-    Ok(by_node)
+    Ok((by_node, by_address))
+}
+
+/// Under `policy-cidr-match-mode: nodes` the host identity (1) carries the
+/// `cidr:` labels of every local node address (`pkg/node/manager/
+/// manager.go` `nodeIdentityLabels` merges them into the local node's
+/// labels; `pkg/ipcache/metadata.go` `resolveIdentity` adds the labels of
+/// host prefixes to the host identity, minus the world label). A CIDR rule
+/// covering one of the host's addresses therefore selects the host, as in
+/// Cilium.
+fn host_cidr_labels(inventory: &Inventory, identities: &mut [IdentityInfo]) {
+    let Some(host) = identities.iter_mut().find(|i| i.id == Identity::HOST.get()) else {
+        return;
+    };
+    for node in inventory.nodes.iter().filter(|n| n.local) {
+        for ip in &node.ips {
+            host.labels
+                .insert(Label::cidr(crate::labels::host_prefix(*ip)));
+        }
+    }
 }
 
 fn reserved_identities() -> Vec<IdentityInfo> {

@@ -1280,6 +1280,9 @@ pub fn build_ipcache(inventory: &Inventory, table: &IdentityTable) -> Vec<Ipcach
                 .unwrap_or(Identity::REMOTE_NODE.get())
         };
         for ip in &node.ips {
+            // `policy-cidr-match-mode: nodes`: each remote address has an
+            // identity of its own ([`IdentityTable::node_address_identity`]).
+            let id = table.node_address_identity.get(ip).copied().unwrap_or(id);
             map.insert(host_prefix(*ip), id);
         }
     }

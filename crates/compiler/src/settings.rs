@@ -89,9 +89,9 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo {
         flag: "policy-cidr-match-mode",
         default: "",
-        accepted: "\"\" (nodes is refused: not modelled yet)",
-        source: "pkg/option/config.go PolicyCIDRMatchMode",
-        effect: "with `nodes`, CIDR rules also select node addresses",
+        accepted: "\"\", nodes",
+        source: "pkg/option/config.go PolicyCIDRMatchMode; pkg/node/manager/manager.go nodeIdentityLabels; pkg/ipcache/metadata.go resolveIdentity",
+        effect: "with `nodes`, CIDR rules (fromCIDR/toCIDR/fromCIDRSet/toCIDRSet, except included) also select node addresses: every remote node address gets its own remote-node-scope identity carrying `reserved:remote-node` (and the node's labels under enable-node-selector-labels) and the address's `cidr:` labels, the host identity (1) carries the local node addresses' `cidr:` labels; `0.0.0.0/0`/`::/0` (the world entity) never selects a node; with the default \"\" CIDR rules never select nodes; modelled",
     },
     SettingInfo {
         flag: "enable-extended-ip-protocols",
@@ -125,6 +125,11 @@ pub struct AgentSettings {
     /// pass once authenticated (`crate::explain::authenticates`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub mesh_auth_mutual_enabled: bool,
+    /// `policy-cidr-match-mode` includes `nodes`: node addresses carry
+    /// `cidr:` labels, so CIDR rules select them
+    /// (`crate::allocation::IdentityTable::node_address_identity`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub policy_cidr_match_nodes: bool,
 }
 
 impl Default for AgentSettings {
@@ -133,6 +138,7 @@ impl Default for AgentSettings {
             policy_default_local_cluster: true,
             enable_node_selector_labels: false,
             mesh_auth_mutual_enabled: false,
+            policy_cidr_match_nodes: false,
         }
     }
 }
@@ -224,15 +230,21 @@ impl SettingsSpec {
         if let Some(value) = self.enable_node_selector_labels {
             settings.enable_node_selector_labels = value;
         }
-        if let Some(mode) = self
-            .policy_cidr_match_mode
-            .as_ref()
-            .and_then(|modes| modes.values().first().copied())
-        {
-            return Err(match mode {
-                "nodes" => "settings.policy-cidr-match-mode: `nodes` makes CIDR rules select node addresses, which porin does not model yet (it would decide node addresses inside a CIDR rule's prefix as the rule's peers); leave it unset (Cilium's default, \"\")".to_owned(),
-                other => format!("settings.policy-cidr-match-mode: `{other}` is not a mode Cilium 1.19 knows (only `nodes`)"),
-            });
+        if let Some(modes) = &self.policy_cidr_match_mode {
+            // A list of modes (`PolicyCIDRMatchMode []string`); Cilium 1.19
+            // knows only `nodes` (`option.Config.PolicyCIDRMatchesNodes`).
+            let mut nodes = false;
+            for mode in modes.values() {
+                match mode {
+                    "nodes" => nodes = true,
+                    other => {
+                        return Err(format!(
+                            "settings.policy-cidr-match-mode: `{other}` is not a mode Cilium 1.19 knows (only `nodes`)"
+                        ));
+                    }
+                }
+            }
+            settings.policy_cidr_match_nodes = nodes;
         }
         if self.enable_extended_ip_protocols == Some(true) {
             return Err("settings.enable-extended-ip-protocols: `true` is not modelled yet (porin decides as Cilium's default, false)".to_owned());

@@ -57,10 +57,26 @@ fn mutual_authentication_is_a_setting_off_by_default() {
     assert!(!off.settings.mesh_auth_mutual_enabled);
 }
 
+/// `policy-cidr-match-mode` (pkg/option/config.go `PolicyCIDRMatchMode`,
+/// a list; Cilium 1.19 knows only `nodes`): off by default, `nodes` as a
+/// string, a comma list or a YAML list.
+#[test]
+fn cidr_match_mode_nodes_is_a_setting_off_by_default() {
+    assert!(!inventory("").unwrap().settings.policy_cidr_match_nodes);
+    for written in ["nodes", "[nodes]", "\"\""] {
+        let on = inventory(&format!("settings: {{policy-cidr-match-mode: {written}}}")).unwrap();
+        assert_eq!(
+            on.settings.policy_cidr_match_nodes,
+            written != "\"\"",
+            "{written}"
+        );
+    }
+}
+
 #[test]
 fn unmodelled_values_are_refused_with_the_line() {
     for (setting, word) in [
-        ("policy-cidr-match-mode: nodes", "policy-cidr-match-mode"),
+        ("policy-cidr-match-mode: pods", "policy-cidr-match-mode"),
         (
             "enable-extended-ip-protocols: true",
             "enable-extended-ip-protocols",

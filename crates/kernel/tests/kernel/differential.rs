@@ -8,7 +8,8 @@
 //! `enableDefaultDeny` variations; host policies, CCNPs with a
 //! `nodeSelector` — over a few endpoints with IPv4 and/or IPv6 addresses and
 //! labels, and two nodes, the local one's host endpoint `node/n0` being a
-//! subject too and both nodes' addresses peers) the test renders a `PolicyTest` YAML, compiles
+//! subject too and both nodes' addresses peers; in some scenarios
+//! `policy-cidr-match-mode: nodes`, so CIDR rules also select node addresses) the test renders a `PolicyTest` YAML, compiles
 //! it with porin exactly as `porin test` does, writes the ipcache and each
 //! endpoint's policy map into the kernel, and for many packets (IPv4 and
 //! IPv6; TCP, UDP, SCTP, ICMP, ICMPv6; peers at endpoint addresses and
@@ -87,8 +88,10 @@ const APPS: [&str; 3] = ["a", "b", "c"];
 const TIERS: [&str; 2] = ["front", "back"];
 
 /// Policy prefixes the generator draws from. Some cover endpoint addresses
-/// (10.0.0.0/8, fd00::/8): an endpoint's own /32 must still win.
-const V4_CIDRS: [&str; 8] = [
+/// (10.0.0.0/8, fd00::/8): an endpoint's own /32 must still win. Those and
+/// `10.0.0.201/32` (the remote node `n1`'s address) cover node addresses,
+/// which CIDR rules select under `policy-cidr-match-mode: nodes`.
+const V4_CIDRS: [&str; 9] = [
     "192.0.2.0/24",
     "192.0.2.0/25",
     "192.0.2.64/26",
@@ -97,6 +100,7 @@ const V4_CIDRS: [&str; 8] = [
     "10.0.0.0/8",
     "0.0.0.0/0",
     "203.0.113.128/25",
+    "10.0.0.201/32",
 ];
 const V6_CIDRS: [&str; 5] = [
     "2001:db8::/32",
@@ -189,6 +193,9 @@ struct PacketSpec {
 
 #[derive(Debug, Clone)]
 struct Scenario {
+    /// `settings: {policy-cidr-match-mode: nodes}`: CIDR rules also select
+    /// the nodes' addresses.
+    cidr_nodes: bool,
     endpoints: Vec<EndpointSpec>,
     policies: Vec<PolicySpec>,
     packets: Vec<PacketSpec>,
@@ -407,8 +414,10 @@ fn scenario_strategy(packets: usize) -> impl Strategy<Value = Scenario> {
         prop::collection::vec(endpoint_strategy(), 2..=4),
         prop::collection::vec(policy_strategy(), 1..=2),
         prop::collection::vec(packet_strategy(), packets),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(endpoints, policies, packets)| Scenario {
+        .prop_map(|(endpoints, policies, packets, cidr_nodes)| Scenario {
+            cidr_nodes,
             endpoints,
             policies,
             packets,
@@ -571,6 +580,9 @@ fn scenario_yaml(scenario: &Scenario, case: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kind: PolicyTest");
     let _ = writeln!(out, "name: porin differential");
+    if scenario.cidr_nodes {
+        let _ = writeln!(out, "settings: {{policy-cidr-match-mode: nodes}}");
+    }
     let _ = writeln!(out, "nodes:");
     for (i, (name, app, tier, last)) in NODES.iter().enumerate() {
         let ips: Vec<String> = node_ips(*last)
