@@ -11,7 +11,9 @@
 //! cluster; the subject gets none). `networks` are CIDR peers,
 //! `domainNames` FQDN peers (`*.x` becomes `**.x`, Cilium's recursive
 //! wildcard, `kcnpParseFQDNSelectors`), resolved from the inventory's DNS
-//! answers as `toFQDNs` is. `nodes` cannot be resolved offline (PC001): an
+//! answers as `toFQDNs` is. `nodes` select the remote nodes' identities under
+//! `enable-node-selector-labels` (`kcnpProcessNodeSelector`); without the
+//! setting Cilium refuses the policy, and porin reports PC001 instead: an
 //! Accept matches nothing, a Deny or Pass becomes a Deny of every peer
 //! (the API's "fail closed" for Deny and Pass).
 //!
@@ -214,6 +216,15 @@ impl Ctx<'_> {
                 d.notes.push("pkg/k8s/cluster_network_policy.go: ParseClusterNetworkPolicy adds a dnsEgress entry for every domainNames peer".to_owned());
                 d.help = Some("allow DNS to kube-dns explicitly (a NetworkPolicy or an Admin Accept rule) if the pods need it".to_owned());
             }
+        } else if let Some(nodes) = peer
+            .nodes
+            .as_ref()
+            .filter(|_| self.inventory.settings.enable_node_selector_labels)
+        {
+            // `kcnpProcessNodeSelector` (pkg/k8s/cluster_network_policy.go):
+            // the node labels plus `reserved:remote-node` and the local
+            // cluster, the selector a CNP's toNodes gets.
+            selectors.push(self.node_peer(nodes));
         } else if peer.nodes.is_some() {
             let item = item_ctx(input, route, section);
             let deny_all = action != ClusterAction::Accept;
@@ -222,7 +233,7 @@ impl Ctx<'_> {
                 &item,
                 &format!("{route}.nodes"),
                 codes::UNSUPPORTED_PEER,
-                "a `nodes` peer of a ClusterNetworkPolicy (node identities are not resolved offline)"
+                "a `nodes` peer of a ClusterNetworkPolicy without the agent setting `enable-node-selector-labels: true` (Cilium refuses the policy: \"egress.to.nodes is not supported since node selector labels are disabled\")"
                     .to_owned(),
                 &mut ignored,
             );

@@ -160,7 +160,7 @@ impl Ctx<'_> {
     /// (`addClusterFilterByDefault`). So it selects the remote nodes' own
     /// identities ([`crate::inventory::Node::remote_identity_labels`]),
     /// never the local host.
-    fn node_peer(&self, selector: &LabelSelector) -> Selector {
+    pub(super) fn node_peer(&self, selector: &LabelSelector) -> Selector {
         let mut out = convert_selector(selector);
         out.push(Requirement::exists(SelectorKey::new(
             SOURCE_RESERVED,
