@@ -55,7 +55,10 @@ pub use engine::{
 };
 pub use reference::Reference;
 pub use report::{CaseOutcome, CaseResult, FileResult, TestReport};
-pub use run::{prepare_for_run, run, run_files, run_files_with_inventory, run_with_limits};
+pub use run::{
+    prepare_for_run, run, run_files, run_files_with_inventory, run_files_with_target,
+    run_with_limits,
+};
 
 /// One policy reference of a test file.
 #[derive(Debug, Clone, Deserialize)]
@@ -248,6 +251,29 @@ pub fn prepare_with_inventory(
     limits: &Limits,
     extra: &[PathBuf],
 ) -> Result<PreparedTest, String> {
+    prepare_with_target(path, limits, extra, &TargetOverride::default())
+}
+
+/// The target `porin test --cilium-version V --enable-k8s-cluster-network-policy`
+/// asks for. Precedence: the flag, then the file's `ciliumVersion` /
+/// `enableK8sClusterNetworkPolicy`, then the default (1.19, switch off);
+/// the switch is on when the flag or the file turns it on.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TargetOverride {
+    /// `--cilium-version`, overriding the file's `ciliumVersion`.
+    pub version: Option<porin_model::CiliumVersion>,
+    /// `--enable-k8s-cluster-network-policy`.
+    pub k8s_cluster_network_policy: bool,
+}
+
+/// [`prepare_with_inventory`] with the command line's target overriding
+/// the file's ([`TargetOverride`]).
+pub fn prepare_with_target(
+    path: &Path,
+    limits: &Limits,
+    extra: &[PathBuf],
+    target: &TargetOverride,
+) -> Result<PreparedTest, String> {
     let display = path.display().to_string();
     let size = std::fs::metadata(path)
         .map_err(|e| format!("{display}: cannot read: {e}"))?
@@ -313,20 +339,21 @@ pub fn prepare_with_inventory(
             }
         }
     }
-    let version = match &spec.cilium_version {
-        Some(version) => {
-            porin_model::CiliumVersion::parse_modelled(&version.value).map_err(|e| {
+    let version = match (target.version, &spec.cilium_version) {
+        (Some(version), _) => version,
+        (None, Some(version)) => porin_model::CiliumVersion::parse_modelled(&version.value)
+            .map_err(|e| {
                 format!(
                     "{display}:{}: ciliumVersion: {e}",
                     version.referenced.line()
                 )
-            })?
-        }
-        None => porin_model::CiliumVersion::DEFAULT,
+            })?,
+        (None, None) => porin_model::CiliumVersion::DEFAULT,
     };
     outcome.apply_target(&porin_model::Target {
         version,
-        k8s_cluster_network_policy: spec.enable_k8s_cluster_network_policy,
+        k8s_cluster_network_policy: spec.enable_k8s_cluster_network_policy
+            || target.k8s_cluster_network_policy,
     });
     if outcome.has_errors() {
         return Err(format!(

@@ -10,8 +10,8 @@ use serde_saphyr::Spanned;
 use crate::engine::Engine;
 use crate::report::{DecidedCase, record_case, unrun_cases};
 use crate::{
-    CaseOutcome, CaseResult, FileResult, POLICIES_INVALID, PreparedTest, TestFileSpec, TestReport,
-    discover, prepare_with_inventory, resolve_cases,
+    CaseOutcome, CaseResult, FileResult, POLICIES_INVALID, PreparedTest, TargetOverride,
+    TestFileSpec, TestReport, discover, prepare_with_target, resolve_cases,
 };
 
 /// Runs every test file under `paths` with an engine, under the default
@@ -44,26 +44,36 @@ pub fn run_files_with_inventory(
     limits: &Limits,
     inventory: &[PathBuf],
 ) -> TestReport {
+    run_files_with_target(files, engine, limits, inventory, &TargetOverride::default())
+}
+
+/// [`run_files_with_inventory`] with the command line's target
+/// (`porin test --cilium-version`) overriding each file's.
+pub fn run_files_with_target(
+    files: &[PathBuf],
+    engine: &mut dyn Engine,
+    limits: &Limits,
+    inventory: &[PathBuf],
+    target: &TargetOverride,
+) -> TestReport {
     let mut report = TestReport::default();
     for file in files {
-        run_file(engine, file, limits, inventory, &mut report);
+        run_file(engine, file, (limits, inventory, target), &mut report);
     }
     report
 }
 
-fn run_file(
-    engine: &mut dyn Engine,
-    path: &Path,
-    limits: &Limits,
-    inventory: &[PathBuf],
-    report: &mut TestReport,
-) {
+/// What every file of a run is prepared with: the limits, the extra
+/// inventory sources and the target override.
+type RunInputs<'a> = (&'a Limits, &'a [PathBuf], &'a TargetOverride);
+
+fn run_file(engine: &mut dyn Engine, path: &Path, inputs: RunInputs<'_>, report: &mut TestReport) {
     let started = Instant::now();
     let mut result = FileResult {
         file: path.display().to_string(),
         ..FileResult::default()
     };
-    run_file_into(engine, path, limits, inventory, report, &mut result);
+    run_file_into(engine, path, inputs, report, &mut result);
     result.duration = started.elapsed();
     report.files.push(result);
 }
@@ -73,13 +83,11 @@ fn run_file(
 fn run_file_into(
     engine: &mut dyn Engine,
     path: &Path,
-    limits: &Limits,
-    inventory: &[PathBuf],
+    inputs: RunInputs<'_>,
     report: &mut TestReport,
     result: &mut FileResult,
 ) {
-    let Some(prepared) = prepare_for_run_with_inventory(path, limits, inventory, report, result)
-    else {
+    let Some(prepared) = prepare_for_run_with_inventory(path, inputs, report, result) else {
         return;
     };
     result.file.clone_from(&prepared.file);
@@ -156,17 +164,17 @@ pub fn prepare_for_run(
     report: &mut TestReport,
     result: &mut FileResult,
 ) -> Option<PreparedTest> {
-    prepare_for_run_with_inventory(path, limits, &[], report, result)
+    let target = TargetOverride::default();
+    prepare_for_run_with_inventory(path, (limits, &[], &target), report, result)
 }
 
 fn prepare_for_run_with_inventory(
     path: &Path,
-    limits: &Limits,
-    inventory: &[PathBuf],
+    (limits, inventory, target): RunInputs<'_>,
     report: &mut TestReport,
     result: &mut FileResult,
 ) -> Option<PreparedTest> {
-    let (error, expected) = match prepare_with_inventory(path, limits, inventory) {
+    let (error, expected) = match prepare_with_target(path, limits, inventory, target) {
         Ok(prepared) => match prepared.spec.expect_error.clone() {
             None => return Some(prepared),
             Some(expected) => (None, expected),

@@ -31,8 +31,8 @@ use std::time::Duration;
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_kernel::engine::Kernel;
 use porin_policytest::{
-    Both, CaseOutcome, CaseResult, Engine, FileResult, Reference, TestReport, discover,
-    run_files_with_inventory,
+    Both, CaseOutcome, CaseResult, Engine, FileResult, Reference, TargetOverride, TestReport,
+    discover, run_files_with_target,
 };
 
 use crate::limit_flags::LimitArgs;
@@ -90,6 +90,11 @@ pub struct Args {
     /// compilation).
     #[command(flatten)]
     pub limits: LimitArgs,
+    /// The Cilium the cases are decided for: `--cilium-version` overrides
+    /// each file's `ciliumVersion`; `--enable-k8s-cluster-network-policy`
+    /// turns the switch on whatever the file says.
+    #[command(flatten)]
+    pub target: crate::target_flags::TargetArgs,
 }
 
 /// Runs `porin test`.
@@ -110,7 +115,11 @@ pub fn run(args: &Args) -> ExitCode {
         Err(error) => TestReport::failed(error),
         Ok(files) => match engine(args.engine) {
             Ok(mut engine) => {
-                run_files_with_inventory(&files, engine.as_mut(), &limits, &args.inventory)
+                let target = TargetOverride {
+                    version: args.target.cilium_version,
+                    k8s_cluster_network_policy: args.target.enable_k8s_cluster_network_policy,
+                };
+                run_files_with_target(&files, engine.as_mut(), &limits, &args.inventory, &target)
             }
             Err(error) => TestReport::failed(error.to_string()),
         },
@@ -182,7 +191,7 @@ fn from_flows(args: &Args) -> anyhow::Result<ExitCode> {
         &args.paths,
         inventory,
         &limits,
-        &crate::target_flags::TargetArgs::default().target(None),
+        &args.target.target(None),
     )?
     else {
         return Ok(ExitCode::from(1));

@@ -7,6 +7,7 @@ mod baseline;
 mod boutique_explanations;
 mod cidr_covers_pods;
 mod cilium_version;
+mod cilium_version_inputs;
 mod cli;
 mod common;
 mod diff_boutique;
