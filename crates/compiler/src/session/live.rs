@@ -24,10 +24,11 @@ use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
 use crate::limits::CompileLimits;
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
+use crate::mapstate::PolicyFeatures;
 use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
 use crate::resolve::policy::{
-    FilterKey, L3_FILTER, L4Policy, MapOp, OpPeers, Resolver, ResolverParts, SelectorCache,
-    SelectorId, filter_keys,
+    FilterContext, FilterKey, L3_FILTER, L4Policy, MapOp, OpPeers, ProxyPorts, Resolver,
+    ResolverParts, SelectorCache, SelectorId, filter_keys, proxy_ports,
 };
 use crate::resolve::rule::PolicyRule;
 use crate::selector::{Operator, Selector};
@@ -843,6 +844,9 @@ impl Session {
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         let mut changed_identities = Vec::new();
+        // What every filter's ops read besides the filter, before the
+        // change (`ops_shape`): where it stays, the ops are spliced.
+        let mut shapes: HashMap<u32, OpsShape> = HashMap::new();
         for id in &subjects_of_changed {
             let Some(old) = model.l4.get_mut(id) else {
                 let policy = resolver.l4_policy(*id);
@@ -853,6 +857,7 @@ impl Session {
             // Only the touched filters are folded again; the others are the
             // fold of the same unchanged rules (`Resolver::l4_policy_filters`).
             let part = resolver.l4_policy_filters(*id, &|d, k| touched.contains(&(d, k.clone())));
+            shapes.insert(*id, ops_shape(old));
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
             }
@@ -890,8 +895,19 @@ impl Session {
             self.limits
                 .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
             let origins = &model.lowered.origins;
-            let (ops, diagnostics) =
-                resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
+            let describe = |id| describe(origins, id);
+            // Only the touched filters' ops are made again when nothing
+            // else their ops read changed (`splice_ops`); else all of them.
+            let spliced = (!origins_changed && shapes.get(&key.0) == Some(&ops_shape(policy)))
+                .then(|| splice_ops(&resolver, endpoint, policy, &record, &touched, &describe))
+                .flatten();
+            let (ops, diagnostics, candidates) = match spliced {
+                Some((ops, candidates)) => (ops, Vec::new(), Some(candidates)),
+                None => {
+                    let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
+                    (ops, diagnostics, None)
+                }
+            };
             let (table, peer_index) = (&model.table, &model.peer_index);
             let cache = &resolver.cache;
             let selecting = |id: u32| {
@@ -900,8 +916,14 @@ impl Session {
                     .map(|info| peer_index.matching(cache, &info.labels))
                     .unwrap_or_default()
             };
-            let (new_record, changes, folded, replayed) =
-                redistill(&resolver, record, ops, diagnostics, &selecting);
+            let (new_record, changes, folded, replayed) = redistill(
+                &resolver,
+                record,
+                ops,
+                diagnostics,
+                candidates.as_ref(),
+                &selecting,
+            );
             update.states_folded += usize::from(folded);
             update.identities_replayed += replayed;
             if let Err(e) = self
@@ -1322,6 +1344,130 @@ fn replace_filters(
     differs
 }
 
+/// What a filter's ops read besides the filter itself
+/// (`Resolver::filter_ops`): per direction whether it is enforced and its
+/// features, and the endpoint's proxy ports (the endpoint, the resolver's
+/// selectors and the origins are the caller's to keep).
+type OpsShape = ([(bool, PolicyFeatures); 2], ProxyPorts);
+
+fn ops_shape(policy: &L4Policy) -> OpsShape {
+    let direction = |d: Direction| {
+        let dir = policy.direction(d);
+        (dir.enforced, dir.features())
+    };
+    (
+        [direction(Direction::Ingress), direction(Direction::Egress)],
+        proxy_ports(policy),
+    )
+}
+
+/// The ops of `policy` made from the old record's by making only the
+/// `touched` filters' ops again, when the ops' shape (`ops_shape`) and the
+/// origins are unchanged: `Resolver::map_ops` lists per direction either
+/// the allow-all op or every filter's ops in filter order, then the
+/// localhost op, and a filter's ops read only the filter and the shape. So
+/// the untouched filters' ops are the old ones, in the same order. Also
+/// the peers of every op removed or added (no other peers' sequence can
+/// differ). `None` (make all of them) when the old record has
+/// diagnostics (they would have to be split by filter), a new filter op
+/// gives one, or the old ops are not laid out as expected.
+fn splice_ops(
+    resolver: &Resolver<'_>,
+    endpoint: &Endpoint,
+    policy: &L4Policy,
+    old: &StateRecord,
+    touched: &BTreeSet<(Direction, FilterKey)>,
+    describe: &dyn Fn(u32) -> String,
+) -> Option<(Vec<MapOp>, BTreeSet<OpPeers>)> {
+    if !old.diagnostics.is_empty() {
+        return None;
+    }
+    let proxy_ports = proxy_ports(policy);
+    let mut ops: Vec<MapOp> = Vec::with_capacity(old.ops.len());
+    let mut candidates: BTreeSet<OpPeers> = BTreeSet::new();
+    let mut diagnostics = Vec::new();
+    let mut at = 0;
+    for direction in Direction::ALL {
+        let dir = policy.direction(direction);
+        if !dir.enforced {
+            let op = old.ops.get(at)?;
+            if op.filter.is_some() || op.key.direction() != direction {
+                return None;
+            }
+            ops.push(op.clone());
+            at += 1;
+            continue;
+        }
+        let end = at
+            + old.ops[at..]
+                .iter()
+                .take_while(|op| op.filter.is_some() && op.key.direction() == direction)
+                .count();
+        let segment = &old.ops[at..end];
+        let mut j = 0;
+        // Skips the old ops of filters before `until` (gone: they must be
+        // touched) and, with `drop`, of `until` itself.
+        let skip = |j: &mut usize,
+                    until: Option<&FilterKey>,
+                    drop: bool,
+                    candidates: &mut BTreeSet<OpPeers>|
+         -> Option<()> {
+            while let Some(op) = segment.get(*j) {
+                let key = op.filter.as_ref()?;
+                let before = until.is_none_or(|u| key < u);
+                if !(before || (drop && until == Some(key))) {
+                    break;
+                }
+                if !touched.contains(&(direction, key.clone())) {
+                    return None;
+                }
+                candidates.insert(op.peers);
+                *j += 1;
+            }
+            Some(())
+        };
+        let features = dir.features();
+        for (filter_key, per_selector) in &dir.filters {
+            let is_touched = touched.contains(&(direction, filter_key.clone()));
+            skip(&mut j, Some(filter_key), is_touched, &mut candidates)?;
+            if is_touched {
+                let from = ops.len();
+                resolver.filter_ops(
+                    &FilterContext {
+                        endpoint,
+                        direction,
+                        proxy_ports: &proxy_ports,
+                        origins_file: describe,
+                    },
+                    filter_key,
+                    per_selector,
+                    features,
+                    &mut diagnostics,
+                    &mut ops,
+                );
+                candidates.extend(ops[from..].iter().map(|op| op.peers));
+            } else {
+                while let Some(op) = segment.get(j) {
+                    if op.filter.as_ref() != Some(filter_key) {
+                        break;
+                    }
+                    ops.push(op.clone());
+                    j += 1;
+                }
+            }
+        }
+        skip(&mut j, None, true, &mut candidates)?;
+        at = end;
+    }
+    // The localhost op (or nothing): unchanged.
+    let rest = &old.ops[at..];
+    if rest.iter().any(|op| op.filter.is_some()) || !diagnostics.is_empty() {
+        return None;
+    }
+    ops.extend_from_slice(rest);
+    Some((ops, candidates))
+}
+
 /// Frees a replaced policy text off the update's path: a loaded text holds
 /// its YAML tree and model, one allocation per node, and freeing a
 /// 4,096-rule text takes longer than the rest of a one-rule update. On a
@@ -1401,11 +1547,16 @@ fn selector_order_is_batch_order(parts: &ResolverParts) -> bool {
 /// sequence before and after, its part is the same: only the identities of
 /// the selectors whose sequences differ are replayed. When the identity-0
 /// ops differ, every part may change and the state is folded in full.
+///
+/// `candidates`, when given, holds every peers whose sequence may differ
+/// (the peers of the spliced filters' old and new ops, `splice_ops`); the
+/// others are the same sequence by construction and are not compared.
 fn redistill(
     resolver: &Resolver<'_>,
     old: StateRecord,
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
+    candidates: Option<&BTreeSet<OpPeers>>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
     let mut record = StateRecord::new(resolver, MapState::new(), diagnostics, ops);
@@ -1415,12 +1566,15 @@ fn redistill(
         let b = record.by_peers.get(peers).unwrap_or(&empty);
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| old.ops[*x] == record.ops[*y])
     };
-    let all_peers: BTreeSet<OpPeers> = old
-        .by_peers
-        .keys()
-        .chain(record.by_peers.keys())
-        .copied()
-        .collect();
+    let all_peers: BTreeSet<OpPeers> = match candidates {
+        Some(candidates) => candidates.clone(),
+        None => old
+            .by_peers
+            .keys()
+            .chain(record.by_peers.keys())
+            .copied()
+            .collect(),
+    };
     let mut identities: BTreeSet<u32> = BTreeSet::new();
     let mut full = false;
     for peers in &all_peers {

@@ -332,7 +332,10 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize)> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(96))]
+    // 96 cases unless PROPTEST_CASES says otherwise (a longer run by hand).
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96)
+    ))]
     #[test]
     fn every_step_equals_the_batch_compile(
         first in text(),
