@@ -342,7 +342,8 @@ mod tests {
             [
                 "CiliumNetworkPolicy",
                 "CiliumClusterwideNetworkPolicy",
-                "NetworkPolicy"
+                "NetworkPolicy",
+                "ClusterNetworkPolicy"
             ]
         );
         // NetworkPolicy has podSelector, a CNP does not.
