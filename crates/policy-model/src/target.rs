@@ -24,32 +24,10 @@ pub fn rules_of(policy: &PolicyDocument) -> Vec<(String, Value, Applies)> {
         }
     };
     match policy {
-        PolicyDocument::CiliumNetworkPolicy(p) => {
-            push(
-                "spec".to_owned(),
-                p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()),
-                Applies::Cilium,
-            );
-            for (i, rule) in p.specs.iter().flatten().enumerate() {
-                push(
-                    format!("specs[{i}]"),
-                    serde_json::to_value(rule).ok(),
-                    Applies::Cilium,
-                );
-            }
-        }
-        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => {
-            push(
-                "spec".to_owned(),
-                p.spec.as_ref().and_then(|s| serde_json::to_value(s).ok()),
-                Applies::Cilium,
-            );
-            for (i, rule) in p.specs.iter().flatten().enumerate() {
-                push(
-                    format!("specs[{i}]"),
-                    serde_json::to_value(rule).ok(),
-                    Applies::Cilium,
-                );
+        PolicyDocument::CiliumNetworkPolicy(_)
+        | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
+            for (route, rule) in policy.cilium_rules() {
+                push(route, serde_json::to_value(rule).ok(), Applies::Cilium);
             }
         }
         PolicyDocument::NetworkPolicy(p) => push(
