@@ -84,39 +84,13 @@ pub fn counter_name(counter: Counter) -> String {
     out
 }
 
-/// The direction a slot of `porin_verdicts` counts, as the `direction` label shows it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CountedDirection {
-    /// Packets delivered to the endpoint (`porin_to_endpoint`, ingress policy).
-    Ingress,
-    /// Packets the endpoint sends (`porin_from_endpoint`, egress policy).
-    Egress,
-}
-
-impl CountedDirection {
-    /// The label value.
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Ingress => "ingress",
-            Self::Egress => "egress",
-        }
-    }
-}
-
 /// What slot `index` of an endpoint's `porin_verdicts` counts: its policy direction and its
 /// reason (`None`: not a verdict, e.g. the events the ring had no room for). The datapath's own
 /// index mapping ([`porin_kernel::counter_slot`], DATAPATH.md §2.5) is the one owner.
-pub fn verdict_slot(index: u32) -> Option<(CountedDirection, Counter)> {
+pub fn verdict_slot(index: u32) -> Option<(PolicyDirection, Counter)> {
     match porin_kernel::counter_slot(index)? {
-        (direction, CounterSlot::Verdict(counter)) => Some((counted_direction(direction), counter)),
+        (direction, CounterSlot::Verdict(counter)) => Some((direction, counter)),
         (_, CounterSlot::EventsLost) => None,
-    }
-}
-
-fn counted_direction(direction: PolicyDirection) -> CountedDirection {
-    match direction {
-        PolicyDirection::Ingress => CountedDirection::Ingress,
-        PolicyDirection::Egress => CountedDirection::Egress,
     }
 }
 
@@ -125,7 +99,7 @@ fn counted_direction(direction: PolicyDirection) -> CountedDirection {
 pub struct PinnedCounters {
     /// Packets and bytes per (direction, reason), summed over CPUs (and over slots that
     /// [`verdict_slot`] gives the same labels).
-    pub verdicts: BTreeMap<(CountedDirection, Counter), CounterValue>,
+    pub verdicts: BTreeMap<(PolicyDirection, Counter), CounterValue>,
     /// Events the ring buffer had no room for.
     pub events_lost: u64,
 }
@@ -186,7 +160,7 @@ fn render_verdicts(
         let labels = format!(
             "{},direction=\"{}\",reason=\"{}\",verdict=\"{}\"",
             endpoint_labels(endpoint, device),
-            direction.label(),
+            direction,
             counter_name(*counter),
             if counter.is_pass() { "pass" } else { "drop" }
         );
@@ -460,11 +434,11 @@ mod tests {
         // DATAPATH.md §2.5: ingress slots 0-15, egress 16-31, slot 15 of each counts lost events.
         assert_eq!(
             verdict_slot(5),
-            Some((CountedDirection::Ingress, Counter::DeniedByDefault))
+            Some((PolicyDirection::Ingress, Counter::DeniedByDefault))
         );
         assert_eq!(
             verdict_slot(16 + 5),
-            Some((CountedDirection::Egress, Counter::DeniedByDefault))
+            Some((PolicyDirection::Egress, Counter::DeniedByDefault))
         );
         assert_eq!(verdict_slot(porin_ebpf::maps::EVENTS_LOST_COUNTER), None);
         assert_eq!(
@@ -479,16 +453,16 @@ mod tests {
             bytes: packets * 60,
         };
         counters.verdicts.insert(
-            (CountedDirection::Ingress, Counter::DeniedByDefault),
+            (PolicyDirection::Ingress, Counter::DeniedByDefault),
             packets(4),
         );
         counters.verdicts.insert(
-            (CountedDirection::Egress, Counter::DeniedByDefault),
+            (PolicyDirection::Egress, Counter::DeniedByDefault),
             packets(1),
         );
         counters
             .verdicts
-            .insert((CountedDirection::Egress, Counter::AllowedNew), packets(9));
+            .insert((PolicyDirection::Egress, Counter::AllowedNew), packets(9));
         let (mut out, mut bytes) = (String::new(), String::new());
         render_verdicts(&mut out, &mut bytes, "vm-1", "tap3", &counters);
         assert_eq!(

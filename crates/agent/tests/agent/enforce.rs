@@ -5,10 +5,10 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::path::Path;
 
-use porin_agent::metrics::CountedDirection;
 use porin_agent::monitor::Monitor;
 use porin_agent::{Agent, Config};
 use porin_compiler::limits::Limits;
+use porin_compiler::mapstate::Direction;
 use porin_kernel::events::EventSelection;
 use serde::Deserialize;
 
@@ -109,8 +109,8 @@ pub fn scrape(addr: &str) -> String {
 }
 
 /// The packets of `endpoint`'s drops by default deny in `direction`, from the metrics text.
-fn denied_by_default(text: &str, endpoint: &str, device: &str, direction: CountedDirection) -> f64 {
-    let label = direction.label();
+fn denied_by_default(text: &str, endpoint: &str, device: &str, direction: Direction) -> f64 {
+    let label = direction.to_string();
     metric(
         text,
         &format!(
@@ -256,7 +256,7 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
     // The metrics name the endpoints and count the denied probes.
     let text = scrape("127.0.0.1:9964");
     // (The denied probes to the server are its ingress.)
-    let denied = denied_by_default(&text, "server", "hv2", CountedDirection::Ingress);
+    let denied = denied_by_default(&text, "server", "hv2", Direction::Ingress);
     // ... and the policy whose default deny decided them.
     assert_eq!(
         metric(
@@ -516,8 +516,8 @@ fn traffic_through_a_tap_is_enforced_as_porin_test_predicts() {
     // The metrics count the tap's drops: 2 denied sends of the VM (TCP 9090, UDP 7171), 3
     // denied frames to it (TCP 6262, UDP 6363, the client's TCP 6060).
     let text = scrape("127.0.0.1:9964");
-    let ingress = denied_by_default(&text, "tapvm", "pt7", CountedDirection::Ingress);
-    let egress = denied_by_default(&text, "tapvm", "pt7", CountedDirection::Egress);
+    let ingress = denied_by_default(&text, "tapvm", "pt7", Direction::Ingress);
+    let egress = denied_by_default(&text, "tapvm", "pt7", Direction::Egress);
     for direction in ["ingress", "egress"] {
         assert_eq!(
             metric(
