@@ -28,6 +28,7 @@ struct FuzzConfig {
     ct_lifetime_other_secs: u32,
     allow_icmp_frag_needed: bool,
     allow_ipv6_ndp: bool,
+    extended_ip_protocols: bool,
     pin_by_name: bool,
 }
 
@@ -62,6 +63,7 @@ fuzz_target!(|data: &[u8]| -> Corpus {
         ct_lifetime_other_secs: fuzz.ct_lifetime_other_secs,
         allow_icmp_frag_needed: fuzz.allow_icmp_frag_needed,
         allow_ipv6_ndp: fuzz.allow_ipv6_ndp,
+        extended_ip_protocols: fuzz.extended_ip_protocols,
         pinning: if fuzz.pin_by_name {
             MapPinning::ByName
         } else {

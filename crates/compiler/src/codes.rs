@@ -75,4 +75,8 @@ porin_model::code_table! {
     /// inventory.
     HOST_POLICY_SELECTS_NO_NODE = "PC030", "host-policy-selects-no-node", Warning,
         "A host policy's nodeSelector matches no node of the inventory (node labels; `nodes:` of an inventory or PolicyTest file, Node manifests): it applies to no host endpoint, so it allows and denies nothing there.";
+    /// A port without a number (VRRP/IGMP) while
+    /// `enable-extended-ip-protocols` is off.
+    PORT_NEEDS_EXTENDED_PROTOCOLS = "PC033", "port-needs-extended-protocols", Error,
+        "A `toPorts` port without a port number (`protocol: VRRP` or `IGMP` alone) while the agent setting `enable-extended-ip-protocols` is off (the default): Cilium refuses the rule (`port must be specified`, pkg/policy/api/rule_validation.go). porin writes no entry for the port, and without the setting the datapath drops VRRP and IGMP packets before policy anyway (DROP_CT_UNKNOWN_PROTO), so nothing is allowed. Set `enable-extended-ip-protocols: true` in the inventory, PolicyTest file or `.porin.yaml` when the cluster runs with it, or write `port: \"0\"`.";
 }

@@ -235,6 +235,10 @@ pub struct Compiled {
     /// state keeps its auth entries either way.
     #[serde(skip)]
     pub mutual_auth: bool,
+    /// The inventory's `enable-extended-ip-protocols` setting: whether
+    /// VRRP/IGMP packets reach policy ([`crate::resolve::rule::proto::tracked`]).
+    #[serde(skip)]
+    pub extended_ip_protocols: bool,
 }
 
 impl Compiled {
@@ -1065,6 +1069,7 @@ impl<'c> Compilation<'c> {
             diagnostics: summary.diagnostics,
             nodes: self.inventory.nodes.clone(),
             mutual_auth: self.inventory.settings.mesh_auth_mutual_enabled,
+            extended_ip_protocols: self.inventory.settings.enable_extended_ip_protocols,
         }
     }
 

@@ -471,6 +471,12 @@ pub struct Check {
     pub enforced: bool,
     /// The datapath decision.
     pub decision: Decision,
+    /// The packet is dropped before policy: Cilium's conntrack does not
+    /// track its IP protocol (`DROP_CT_UNKNOWN_PROTO`; VRRP and IGMP
+    /// without `enable-extended-ip-protocols`,
+    /// [`crate::resolve::rule::proto::tracked`]). The verdict is deny
+    /// whatever the decision says, enforced or not.
+    pub untracked_protocol: bool,
     /// The verdict this check contributes.
     pub verdict: FlowVerdict,
 }
@@ -641,13 +647,23 @@ pub fn evaluate(compiled: &Compiled, flow: &Flow) -> Evaluation {
                 Direction::Ingress => endpoint.enforcement.ingress,
                 Direction::Egress => endpoint.enforcement.egress,
             };
+            let untracked_protocol = !proto::tracked(
+                flow.proto,
+                family == Family::V6,
+                compiled.extended_ip_protocols,
+            );
             checks.push(Check {
                 endpoint: endpoint.display_name(),
                 direction,
                 family: group,
                 peer_identity,
                 enforced,
-                verdict: check_verdict(compiled, &decision, endpoint.identity, peer_identity),
+                untracked_protocol,
+                verdict: if untracked_protocol {
+                    FlowVerdict::Deny
+                } else {
+                    check_verdict(compiled, &decision, endpoint.identity, peer_identity)
+                },
                 decision,
             });
         }
@@ -845,6 +861,21 @@ pub fn explain_check(compiled: &Compiled, check: &Check) -> String {
         ),
         None => format!("{} {}", check.endpoint, check.direction),
     };
+    if check.untracked_protocol {
+        let hint = if matches!(check.decision.verdict, Verdict::Allow) && check.enforced {
+            " (policy would allow it)"
+        } else {
+            ""
+        };
+        let setting = if compiled.extended_ip_protocols {
+            ""
+        } else {
+            "; `enable-extended-ip-protocols: true` lets VRRP and IGMP through to policy"
+        };
+        return format!(
+            "{subject}: dropped before policy{hint}: Cilium's conntrack does not track these packets (DROP_CT_UNKNOWN_PROTO){setting}"
+        );
+    }
     if !check.enforced {
         return format!("{subject}: not enforced (no policy selects it), allowed");
     }

@@ -96,9 +96,9 @@ pub const SETTINGS: &[SettingInfo] = &[
     SettingInfo {
         flag: "enable-extended-ip-protocols",
         default: "false",
-        accepted: "false (true is refused: not modelled yet)",
-        source: "pkg/option/config.go EnableExtendedIPProtocols",
-        effect: "VRRP and IGMP rules without ports (PM021)",
+        accepted: "false, true",
+        source: "pkg/option/config.go EnableExtendedIPProtocols; pkg/policy/api/rule_validation.go PortProtocol.Validate; bpf/lib/conntrack.h (DROP_CT_UNKNOWN_PROTO)",
+        effect: "with true, `toPorts` ports without a port number are accepted (VRRP/IGMP have no ports: `protocol: VRRP` alone is port 0, every VRRP packet) and the datapath passes VRRP (112) and IGMP (2) packets to policy, looked up and tracked with port 0; with false (the default) such a port is refused as Cilium refuses the rule (PC033, no entry) and VRRP/IGMP packets are dropped before policy (DROP_CT_UNKNOWN_PROTO), whatever the policy says; modelled",
     },
     SettingInfo {
         flag: "mesh-auth-mutual-enabled",
@@ -130,6 +130,12 @@ pub struct AgentSettings {
     /// (`crate::allocation::IdentityTable::node_address_identity`).
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub policy_cidr_match_nodes: bool,
+    /// `enable-extended-ip-protocols`: VRRP and IGMP packets reach policy
+    /// (port 0) instead of being dropped as protocols Cilium's conntrack
+    /// does not track ([`crate::resolve::rule::proto::tracked`]), and ports
+    /// without a number are accepted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub enable_extended_ip_protocols: bool,
 }
 
 impl Default for AgentSettings {
@@ -139,6 +145,7 @@ impl Default for AgentSettings {
             enable_node_selector_labels: false,
             mesh_auth_mutual_enabled: false,
             policy_cidr_match_nodes: false,
+            enable_extended_ip_protocols: false,
         }
     }
 }
@@ -246,8 +253,8 @@ impl SettingsSpec {
             }
             settings.policy_cidr_match_nodes = nodes;
         }
-        if self.enable_extended_ip_protocols == Some(true) {
-            return Err("settings.enable-extended-ip-protocols: `true` is not modelled yet (porin decides as Cilium's default, false)".to_owned());
+        if let Some(value) = self.enable_extended_ip_protocols {
+            settings.enable_extended_ip_protocols = value;
         }
         if let Some(value) = self.mesh_auth_mutual_enabled {
             settings.mesh_auth_mutual_enabled = value;

@@ -38,6 +38,12 @@ pub struct ObjectConfig {
     pub allow_icmp_frag_needed: bool,
     /// Pass IPv6 neighbour discovery (hop limit 255) without policy.
     pub allow_ipv6_ndp: bool,
+    /// Cilium's `enable-extended-ip-protocols` (default false): VRRP (112)
+    /// and IGMP (2) packets go to policy with port 0 and are tracked;
+    /// without it they are dropped before policy like every protocol
+    /// Cilium's conntrack does not track (`DROP_CT_UNKNOWN_PROTO`,
+    /// `DATAPATH.md` §4).
+    pub extended_ip_protocols: bool,
     /// Map pinning (`ByName` for `tc`, which loads once per filter).
     pub pinning: MapPinning,
 }
@@ -55,6 +61,7 @@ impl Default for ObjectConfig {
             ct_lifetime_other_secs: 60,
             allow_icmp_frag_needed: true,
             allow_ipv6_ndp: true,
+            extended_ip_protocols: false,
             pinning: MapPinning::None,
         }
     }

@@ -171,6 +171,10 @@ pub fn object_config() -> ObjectConfig {
 pub struct KernelEngine {
     datapath: Datapath,
     config: ObjectConfig,
+    /// The object loaded for the other value of
+    /// `enable-extended-ip-protocols`, kept once emitted so that
+    /// alternating compilations swap objects instead of reloading them.
+    spare: Option<(ObjectConfig, Datapath)>,
     maps: Option<MapContents>,
     installed: Option<usize>,
 }
@@ -192,6 +196,7 @@ impl KernelEngine {
         Ok(KernelEngine {
             datapath,
             config,
+            spare: None,
             maps: None,
             installed: None,
         })
@@ -218,6 +223,29 @@ impl KernelEngine {
         maps.check_capacity(&self.config)?;
         self.maps = None;
         self.installed = None;
+        if self.config.extended_ip_protocols != compiled.extended_ip_protocols {
+            // The agent setting is a property of the object (as Cilium's
+            // ENABLE_EXTENDED_IP_PROTOCOLS is of its programs): use the
+            // object emitted with the compilation's value.
+            let (config, datapath) = match self.spare.take() {
+                Some((config, datapath))
+                    if config.extended_ip_protocols == compiled.extended_ip_protocols =>
+                {
+                    (config, datapath)
+                }
+                _ => {
+                    let config = ObjectConfig {
+                        extended_ip_protocols: compiled.extended_ip_protocols,
+                        ..self.config.clone()
+                    };
+                    let datapath = Datapath::load(&emit(&config)?)?;
+                    (config, datapath)
+                }
+            };
+            let old_config = std::mem::replace(&mut self.config, config);
+            let old = std::mem::replace(&mut self.datapath, datapath);
+            self.spare = Some((old_config, old));
+        }
         self.datapath
             .install_ipcache(&maps.ipcache4, &maps.ipcache6)?;
         self.maps = Some(maps);
@@ -575,9 +603,23 @@ pub fn decide_flow(
             return Err(no_family(format!("no {family} address")));
         };
         let packet = flow_packet(src, dst, flow.proto, flow.port).build();
+        // The datapath counts its drop of a protocol Cilium's conntrack does
+        // not track as malformed (DATAPATH.md §4); the packet built here is
+        // well formed, so that counter means the untracked-protocol drop.
+        let untracked = !porin_compiler::resolve::rule::proto::tracked(
+            flow.proto,
+            family == Family::V6,
+            compiled.extended_ip_protocols,
+        );
         let mut checks = Vec::new();
         for (endpoint, direction) in &sides {
             let kernel = engine.check(*endpoint, *direction, &packet)?;
+            let outcome = match CheckOutcome::from(&kernel) {
+                _ if untracked && kernel.counter == Counter::DroppedMalformed => {
+                    CheckOutcome::UntrackedProtocol
+                }
+                outcome => outcome,
+            };
             checks.push(KernelCheck {
                 endpoint: *endpoint,
                 endpoint_name: compiled
@@ -586,7 +628,7 @@ pub fn decide_flow(
                     .map(|e| e.display_name())
                     .unwrap_or_default(),
                 direction: *direction,
-                outcome: CheckOutcome::from(&kernel),
+                outcome,
                 kernel,
             });
         }

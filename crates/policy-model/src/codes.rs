@@ -48,7 +48,7 @@ crate::code_table! {
     /// FQDN selector.
     FQDN = "PM020", "invalid-fqdn-selector", Error, "matchName/matchPattern: exactly one, valid characters, at most 255 characters (fqdn.go, matchpattern.go).";
     /// Port value.
-    PORT = "PM021", "invalid-port", Error, "A port must be a number 0-65535 or a valid port name (`unable to parse port`, `port must be specified`, `port must be empty or 0`); a VRRP/IGMP rule without a port, valid only with enable-extended-ip-protocols, is a warning.";
+    PORT = "PM021", "invalid-port", Error, "A port must be a number 0-65535 or a valid port name (`unable to parse port`, `port must be specified`, `port must be empty or 0`); a VRRP/IGMP port without a number, valid only with enable-extended-ip-protocols, is left to the compile stage, which knows the setting (PC033).";
     /// Too many ports.
     TOO_MANY_PORTS = "PM022", "too-many-ports", Error, "`too many ports, the max is 40` (CRD maxItems 40, rule_validation.go).";
     /// Protocol value.
@@ -78,7 +78,7 @@ crate::code_table! {
     /// NetworkPolicy specifics.
     NETWORK_POLICY = "PM035", "invalid-network-policy", Error, "Kubernetes NetworkPolicy API validation: podSelector, peers, ipBlock, ports; a missing spec or podSelector, which Kubernetes reads as every pod, is a warning.";
     /// Node selector labels flag.
-    NODES_FLAG = "PM037", "nodes-need-flag", Warning, "fromNodes/toNodes only apply with enable-node-selector-labels=true (default false) — a warning.";
+    NODES_FLAG = "PM037", "nodes-need-flag", Warning, "Retired (no longer reported): this stage warned that fromNodes/toNodes need enable-node-selector-labels=true without knowing the agent's settings, so a cluster with the setting on saw a false warning; the compile stage, which knows them, reports PC001 when the setting is off and compiles the peers when it is on.";
     /// Label / string patterns.
     PATTERN = "PM038", "invalid-string-format", Error, "A string outside the CRD's pattern or length (cidrGroupRef, label values, listener names, ...).";
     /// Obsolete field kept for compatibility.

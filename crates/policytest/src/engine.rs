@@ -128,6 +128,11 @@ pub enum CheckOutcome {
     /// [`porin_compiler::explain::authenticates`]): the datapath drops the
     /// first packet, the agents authenticate the pair, the flow passes.
     Authenticated,
+    /// Dropped before policy: Cilium's conntrack does not track the
+    /// packet's IP protocol (`DROP_CT_UNKNOWN_PROTO`; VRRP and IGMP
+    /// without `enable-extended-ip-protocols`,
+    /// [`porin_compiler::resolve::rule::proto::tracked`]).
+    UntrackedProtocol,
     /// Something that is not a policy verdict (the kernel counted a parse
     /// drop or a shortcut pass): never expected for the flows of a test.
     Other {
@@ -159,9 +164,10 @@ impl CheckOutcome {
         match self {
             CheckOutcome::Allow | CheckOutcome::Authenticated => FlowVerdict::Allow,
             CheckOutcome::Redirect(_) => FlowVerdict::Redirect,
-            CheckOutcome::DenyRule | CheckOutcome::DenyDefault | CheckOutcome::DenyAuth => {
-                FlowVerdict::Deny
-            }
+            CheckOutcome::DenyRule
+            | CheckOutcome::DenyDefault
+            | CheckOutcome::DenyAuth
+            | CheckOutcome::UntrackedProtocol => FlowVerdict::Deny,
             CheckOutcome::Other { passed: true, .. } => FlowVerdict::Allow,
             CheckOutcome::Other { passed: false, .. } => FlowVerdict::Deny,
         }
@@ -177,6 +183,9 @@ impl fmt::Display for CheckOutcome {
             CheckOutcome::DenyDefault => f.write_str("deny (no matching entry)"),
             CheckOutcome::DenyAuth => f.write_str("deny (authentication required)"),
             CheckOutcome::Authenticated => f.write_str("allow (mutually authenticated)"),
+            CheckOutcome::UntrackedProtocol => {
+                f.write_str("drop before policy (protocol not tracked, DROP_CT_UNKNOWN_PROTO)")
+            }
             CheckOutcome::Other { what, .. } => f.write_str(what),
         }
     }

@@ -449,14 +449,28 @@ fn resolve_case_in(
         "SCTP" => proto::SCTP,
         "ICMP" => proto::ICMP,
         "ICMPV6" => proto::ICMPV6,
+        "VRRP" => proto::VRRP,
+        "IGMP" => proto::IGMP,
         other => {
             return Err(format!(
-                "{at}: protocol `{other}` is not TCP, UDP, SCTP, ICMP or ICMPv6"
+                "{at}: protocol `{other}` is not TCP, UDP, SCTP, ICMP, ICMPv6, VRRP or IGMP"
             ));
         }
     };
     let icmp = matches!(proto_number, proto::ICMP | proto::ICMPV6);
-    let port = if icmp {
+    // VRRP and IGMP have no ports: their packets are looked up with port 0
+    // (enable-extended-ip-protocols, porin_compiler::resolve::rule::proto::tracked).
+    let portless = matches!(proto_number, proto::VRRP | proto::IGMP);
+    let port = if portless {
+        match spec.port.as_ref().map(|p| p.0.trim()) {
+            None | Some("0") => 0,
+            Some(other) => {
+                return Err(format!(
+                    "{at}: `port: {other}`: {protocol} has no ports (leave `port` out)"
+                ));
+            }
+        }
+    } else if icmp {
         let text = spec
             .icmp_type
             .as_ref()
@@ -492,7 +506,9 @@ fn resolve_case_in(
         Some("ipv6") => Some(Family::V6),
         Some(other) => return Err(format!("{at}: family `{other}` is not ipv4 or ipv6")),
     };
-    let mut what = if icmp {
+    let mut what = if portless {
+        protocol.clone()
+    } else if icmp {
         format!("{protocol} type {port}")
     } else {
         format!("{protocol}/{port}")
@@ -509,7 +525,7 @@ fn resolve_case_in(
     // (peer, port, label) of every flow the case stands for.
     let mut targets = Vec::new();
     if to_text.starts_with(SERVICE_PREFIX) {
-        if icmp {
+        if icmp || portless {
             return Err(format!(
                 "{at}: a Service destination takes TCP, UDP or SCTP (a Service port), not {protocol}"
             ));

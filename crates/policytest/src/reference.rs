@@ -48,7 +48,9 @@ impl Engine for Reference {
                         direction: c.direction,
                         // An auth-required entry the cluster's mutual
                         // authentication lets pass (the evaluator's verdict).
-                        outcome: if c.verdict == FlowVerdict::Allow
+                        outcome: if c.untracked_protocol {
+                            CheckOutcome::UntrackedProtocol
+                        } else if c.verdict == FlowVerdict::Allow
                             && matches!(c.decision.verdict, Verdict::AuthRequired { .. })
                         {
                             CheckOutcome::Authenticated

@@ -79,7 +79,9 @@ fn parse_protocol(text: &str) -> anyhow::Result<u8> {
         "SCTP" => proto::SCTP,
         "ICMP" => proto::ICMP,
         "ICMPV6" => proto::ICMPV6,
-        other => bail!("protocol `{other}` is not TCP, UDP, SCTP, ICMP or ICMPv6"),
+        "VRRP" => proto::VRRP,
+        "IGMP" => proto::IGMP,
+        other => bail!("protocol `{other}` is not TCP, UDP, SCTP, ICMP, ICMPv6, VRRP or IGMP"),
     })
 }
 
@@ -135,6 +137,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             icmp_type(text, proto_number == proto::ICMPV6)
                 .with_context(|| format!("`{text}` is not an ICMP type"))?,
         )
+    } else if matches!(proto_number, proto::VRRP | proto::IGMP) {
+        // No ports: looked up with port 0 (enable-extended-ip-protocols).
+        port.unwrap_or(0)
     } else {
         port.context("--port is required for TCP, UDP and SCTP")?
     };

@@ -103,7 +103,7 @@ fn porin_yaml_settings_turn_on_node_selector_labels() {
 fn a_setting_porin_does_not_model_is_refused_naming_porin_yaml() {
     let dir = project(
         "refused",
-        Some("settings:\n  enable-extended-ip-protocols: true\n"),
+        Some("settings:\n  policy-cidr-match-mode: pods\n"),
     );
     let (code, out, err) = porin(
         &dir,
@@ -111,7 +111,7 @@ fn a_setting_porin_does_not_model_is_refused_naming_porin_yaml() {
     );
     assert_eq!(code, Some(2), "{out}{err}");
     assert!(
-        err.contains(".porin.yaml") && err.contains("enable-extended-ip-protocols"),
+        err.contains(".porin.yaml") && err.contains("policy-cidr-match-mode"),
         "{err}"
     );
 }

@@ -61,6 +61,25 @@ pub mod proto {
             other => other.to_string(),
         }
     }
+
+    /// Whether Cilium's conntrack tracks packets of IP protocol `proto`
+    /// carried in IPv6 (`ipv6`) or IPv4, so that they reach policy: TCP,
+    /// UDP, SCTP, ICMP in IPv4 and ICMPv6 in IPv6; VRRP and IGMP (looked up
+    /// with port 0) only with `enable-extended-ip-protocols` (`extended`).
+    /// Every other packet is dropped before policy with
+    /// `DROP_CT_UNKNOWN_PROTO` (`bpf/lib/conntrack.h`; the host firewall's
+    /// own test `bpf/tests/hostfw_igmp.c` expects the drop without the flag
+    /// and a port-0 conntrack entry with it). porin's datapath drops them
+    /// alike (DATAPATH.md §4).
+    pub fn tracked(proto: u8, ipv6: bool, extended: bool) -> bool {
+        match proto {
+            TCP | UDP | SCTP => true,
+            ICMP => !ipv6,
+            ICMPV6 => ipv6,
+            VRRP | IGMP => extended,
+            _ => false,
+        }
+    }
 }
 
 /// The L7 parser of a port rule (`policy.L7ParserType`), in promotion

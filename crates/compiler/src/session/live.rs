@@ -521,6 +521,7 @@ impl Session {
             diagnostics,
             nodes: self.inventory.nodes.clone(),
             mutual_auth: self.inventory.settings.mesh_auth_mutual_enabled,
+            extended_ip_protocols: self.inventory.settings.enable_extended_ip_protocols,
         }
     }
 

@@ -77,10 +77,7 @@ fn cidr_match_mode_nodes_is_a_setting_off_by_default() {
 fn unmodelled_values_are_refused_with_the_line() {
     for (setting, word) in [
         ("policy-cidr-match-mode: pods", "policy-cidr-match-mode"),
-        (
-            "enable-extended-ip-protocols: true",
-            "enable-extended-ip-protocols",
-        ),
+        ("allow-localhost: sometimes", "sometimes"),
         ("no-such-flag: true", "no-such-flag"),
     ] {
         let refused = inventory(&format!("settings:\n  {setting}")).unwrap_err();
@@ -152,4 +149,116 @@ fn the_format_document_lists_every_setting() {
         text.contains(&table),
         "docs/policy-tests.md must contain the settings table:\n{table}"
     );
+}
+
+/// `enable-extended-ip-protocols` (pkg/option/config.go
+/// EnableExtendedIPProtocols): a `protocol: VRRP` port without a number is
+/// valid only with it (pkg/policy/api/rule_validation.go
+/// PortProtocol.Validate: "port must be specified") and then the L4 filter
+/// `0/vrrp` (pkg/policy/rule_test.go TestIPProtocolsWithNoTransportPorts);
+/// without it VRRP/IGMP packets never reach policy (DROP_CT_UNKNOWN_PROTO).
+#[test]
+fn extended_ip_protocols_decide_portless_ports_and_vrrp_packets() {
+    let policy = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: vrrp, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  egress:
+  - toPorts:
+    - ports:
+      - protocol: VRRP
+      - {port: "0", protocol: IGMP}
+"#;
+    let outcome = load_str("policy.yaml", policy, &LoadLimits::default());
+    // The model stage does not know the setting: no finding for the port.
+    assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+    assert!(
+        outcome.diagnostics.iter().all(|d| d.code != "PM021"),
+        "{:?}",
+        outcome.diagnostics
+    );
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let flow = |compiled: &porin_compiler::compile::Compiled, protocol: u8| Flow {
+        from: Peer::parse("default/a", compiled).unwrap(),
+        to: Peer::parse("default/b", compiled).unwrap(),
+        proto: protocol,
+        port: 0,
+        family: None,
+    };
+
+    let off = compile(&inputs, &inventory("").unwrap()).unwrap();
+    let pc033: Vec<_> = off
+        .diagnostics
+        .iter()
+        .filter(|d| d.code == "PC033")
+        .collect();
+    assert_eq!(pc033.len(), 1, "{:?}", off.diagnostics);
+    assert!(pc033[0].message.contains("enable-extended-ip-protocols"));
+    assert!(pc033[0].message.contains("VRRP"));
+    let at = pc033[0].primary.as_ref().unwrap();
+    assert_eq!((at.file.as_str(), at.line), ("policy.yaml", 10), "{at:?}");
+    for protocol in [proto::VRRP, proto::IGMP] {
+        let evaluation = evaluate(&off, &flow(&off, protocol));
+        assert_eq!(evaluation.verdict, FlowVerdict::Deny, "{protocol}");
+        assert!(evaluation.checks.iter().all(|c| c.untracked_protocol));
+    }
+
+    let on = compile(
+        &inputs,
+        &inventory("settings: {enable-extended-ip-protocols: true}").unwrap(),
+    )
+    .unwrap();
+    assert!(
+        on.diagnostics.iter().all(|d| d.code != "PC033"),
+        "{:?}",
+        on.diagnostics
+    );
+    for protocol in [proto::VRRP, proto::IGMP] {
+        let evaluation = evaluate(&on, &flow(&on, protocol));
+        assert_eq!(evaluation.verdict, FlowVerdict::Allow, "{protocol}");
+        assert!(evaluation.checks.iter().all(|c| !c.untracked_protocol));
+    }
+    // TCP is not in the policy: default deny, decided by policy.
+    let tcp = evaluate(&on, &flow(&on, proto::TCP));
+    assert_eq!(tcp.verdict, FlowVerdict::Deny);
+    assert!(tcp.checks.iter().all(|c| !c.untracked_protocol));
+}
+
+/// PM037 is retired: the model stage does not know the agent's settings,
+/// so it no longer warns about fromNodes/toNodes; the compile stage reports
+/// PC001 when `enable-node-selector-labels` is off (Cilium refuses the
+/// rule, ErrFromToNodesRequiresNodeSelectorOption) and nothing when it is
+/// on, so a cluster with the setting sees no false warning.
+#[test]
+fn from_nodes_is_reported_only_when_the_setting_is_off() {
+    let policy = r#"
+apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {name: nodes, namespace: default}
+spec:
+  endpointSelector: {matchLabels: {app: a}}
+  ingress:
+  - fromNodes: [{matchLabels: {type: worker}}]
+"#;
+    let outcome = load_str("policy.yaml", policy, &LoadLimits::default());
+    assert!(
+        outcome.diagnostics.iter().all(|d| d.code != "PM037"),
+        "{:?}",
+        outcome.diagnostics
+    );
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let codes = |settings: &str| {
+        compile(&inputs, &inventory(settings).unwrap())
+            .unwrap()
+            .diagnostics
+            .iter()
+            .map(|d| d.code.to_string())
+            .collect::<Vec<_>>()
+    };
+    let off = codes("");
+    assert!(off.iter().any(|c| c == "PC001"), "{off:?}");
+    let on = codes("settings: {enable-node-selector-labels: true}");
+    assert!(on.iter().all(|c| c != "PC001" && c != "PM037"), "{on:?}");
 }

@@ -18,6 +18,8 @@ pub(super) mod proto {
     pub const UDP: i32 = 17;
     pub const ICMPV6: i32 = 58;
     pub const SCTP: i32 = 132;
+    pub const IGMP: i32 = 2;
+    pub const VRRP: i32 = 112;
 }
 
 /// IPv6 extension headers (Cilium `ipv6_hdrlen_offset`, `bpf/lib/ipv6.h`).
@@ -359,7 +361,18 @@ impl Gen<'_> {
             Family::V6 => proto::ICMPV6,
         };
         a.jmp_imm(Cond::Eq, Reg::R1, icmp_proto, icmp);
-        a.ja(track);
+        // Protocols without ports: only VRRP and IGMP, and only with
+        // Cilium's enable-extended-ip-protocols, reach policy (port 0, the
+        // prologue's zeroes). Cilium's conntrack drops every other protocol
+        // before policy (DROP_CT_UNKNOWN_PROTO, bpf/lib/conntrack.h), ICMP
+        // in IPv6 and ICMPv6 in IPv4 included; counted as malformed, the
+        // counter of the conntrack's other refusal (DROP_CT_INVALID_HDR).
+        if self.config.extended_ip_protocols {
+            a.jmp_imm(Cond::Eq, Reg::R1, proto::VRRP, track);
+            a.jmp_imm(Cond::Eq, Reg::R1, proto::IGMP, track);
+        }
+        let unknown = self.verdict(Verdict::DroppedMalformed);
+        self.a.ja(unknown);
 
         // TCP: the ports and the flags byte (Cilium's conntrack loads the
         // flags too and drops a header without them, DROP_CT_INVALID_HDR).

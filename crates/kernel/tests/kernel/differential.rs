@@ -9,7 +9,11 @@
 //! `nodeSelector` — over a few endpoints with IPv4 and/or IPv6 addresses and
 //! labels, and two nodes, the local one's host endpoint `node/n0` being a
 //! subject too and both nodes' addresses peers; in some scenarios
-//! `policy-cidr-match-mode: nodes`, so CIDR rules also select node addresses) the test renders a `PolicyTest` YAML, compiles
+//! `policy-cidr-match-mode: nodes`, so CIDR rules also select node addresses;
+//! random CiliumCIDRGroups (labelled, possibly empty, either API version)
+//! that `cidrGroupRef` / `cidrGroupSelector` peers reference, with or without
+//! `except`, sometimes dangling; VRRP ports and VRRP/IGMP packets, with and
+//! without `enable-extended-ip-protocols`) the test renders a `PolicyTest` YAML, compiles
 //! it with porin exactly as `porin test` does, writes the ipcache and each
 //! endpoint's policy map into the kernel, and for many packets (IPv4 and
 //! IPv6; TCP, UDP, SCTP, ICMP, ICMPv6; peers at endpoint addresses and
@@ -57,6 +61,8 @@ const UDP: u8 = 17;
 const SCTP: u8 = 132;
 const ICMP: u8 = 1;
 const ICMPV6: u8 = 58;
+const VRRP: u8 = 112;
+const IGMP: u8 = 2;
 
 fn kernel_available(test: &str) -> bool {
     match kernel::probe() {
@@ -132,7 +138,32 @@ enum PeerSpec {
     CidrSet(IpNetwork, Vec<IpNetwork>),
     /// `from/toEntities`.
     Entity(&'static str),
+    /// `from/toCIDRSet: [{cidrGroupRef: g<N>, except}]`; N may name no group
+    /// of the scenario (a dangling reference, PC016).
+    GroupRef(usize, Vec<ExceptSpec>),
+    /// `from/toCIDRSet: [{cidrGroupSelector: {matchLabels: {team: T}}, except}]`.
+    GroupSelector(usize, Vec<ExceptSpec>),
 }
+
+/// An `except` beside a group peer: a sub-network of the group's `n`th CIDR
+/// (modulo its CIDRs), or a CIDR of the pool (which may lie outside it:
+/// Cilium does not check excepts of a group reference, rule_validation.go).
+#[derive(Debug, Clone)]
+enum ExceptSpec {
+    Inside(usize, u8, u128),
+    Pool(IpNetwork),
+}
+
+/// A CiliumCIDRGroup `g<index>` with the label `team: TEAMS[team]`.
+#[derive(Debug, Clone)]
+struct GroupSpec {
+    team: usize,
+    cidrs: Vec<IpNetwork>,
+    /// `cilium.io/v2alpha1` instead of `cilium.io/v2`.
+    v2alpha1: bool,
+}
+
+const TEAMS: [&str; 2] = ["red", "blue"];
 
 #[derive(Debug, Clone)]
 struct PortSpec {
@@ -196,9 +227,54 @@ struct Scenario {
     /// `settings: {policy-cidr-match-mode: nodes}`: CIDR rules also select
     /// the nodes' addresses.
     cidr_nodes: bool,
+    /// `settings: {enable-extended-ip-protocols: true}`: VRRP and IGMP
+    /// packets reach policy; without it both engines drop them before
+    /// policy (`porin_compiler::resolve::rule::proto::tracked`).
+    extended: bool,
     endpoints: Vec<EndpointSpec>,
     policies: Vec<PolicySpec>,
+    /// The CiliumCIDRGroups among the inputs (`g0`, `g1`, ...).
+    groups: Vec<GroupSpec>,
     packets: Vec<PacketSpec>,
+}
+
+impl Scenario {
+    /// The CIDRs of the groups a peer selects: none for a dangling
+    /// reference or a peer that is not a group peer.
+    fn group_cidrs(&self, peer: &PeerSpec) -> Vec<IpNetwork> {
+        let groups: Vec<&GroupSpec> = match peer {
+            PeerSpec::GroupRef(n, _) => self.groups.get(*n).into_iter().collect(),
+            PeerSpec::GroupSelector(team, _) => {
+                self.groups.iter().filter(|g| g.team == *team).collect()
+            }
+            _ => Vec::new(),
+        };
+        groups.iter().flat_map(|g| g.cidrs.clone()).collect()
+    }
+
+    /// The prefixes a group peer stands for: its groups' CIDRs and its
+    /// excepts.
+    fn group_prefixes(&self, peer: &PeerSpec) -> Vec<IpNetwork> {
+        let mut out = self.group_cidrs(peer);
+        if let PeerSpec::GroupRef(_, excepts) | PeerSpec::GroupSelector(_, excepts) = peer {
+            out.extend(excepts.iter().filter_map(|e| self.except_network(peer, e)));
+        }
+        out
+    }
+
+    /// The network an except stands for, if it stands for one (an `Inside`
+    /// except of a peer without CIDRs is left out).
+    fn except_network(&self, peer: &PeerSpec, except: &ExceptSpec) -> Option<IpNetwork> {
+        match except {
+            ExceptSpec::Pool(net) => Some(*net),
+            ExceptSpec::Inside(n, extra, bits) => {
+                let cidrs = self.group_cidrs(peer);
+                let net = *cidrs.get(n % cidrs.len().max(1))?;
+                let max = if net.is_ipv4() { 32 } else { 128 };
+                (net.prefix() < max).then(|| sub_network(net, *extra, *bits))
+            }
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -286,7 +362,39 @@ fn peer_strategy() -> impl Strategy<Value = PeerSpec> {
             }
         ),
         1 => prop::sample::select(vec!["world", "all", "cluster"]).prop_map(PeerSpec::Entity),
+        // Group index 3 names no group of the scenario (at most 3): dangling.
+        2 => (0usize..4, except_strategy()).prop_map(|(n, ex)| PeerSpec::GroupRef(n, ex)),
+        1 => (0..TEAMS.len(), except_strategy()).prop_map(|(t, ex)| PeerSpec::GroupSelector(t, ex)),
     ]
+}
+
+fn except_strategy() -> impl Strategy<Value = Vec<ExceptSpec>> {
+    prop::collection::vec(
+        prop_oneof![
+            3 => (any::<usize>(), 1u8..=8, any::<u128>())
+                .prop_map(|(n, extra, bits)| ExceptSpec::Inside(n, extra, bits)),
+            1 => cidr_strategy().prop_map(ExceptSpec::Pool),
+        ],
+        0..=2,
+    )
+}
+
+fn group_strategy() -> impl Strategy<Value = GroupSpec> {
+    (
+        0..TEAMS.len(),
+        // An empty group is valid and labels no prefix.
+        prop::collection::vec(cidr_strategy(), 0..=2),
+        any::<bool>(),
+    )
+        .prop_map(|(team, cidrs, v2alpha1)| GroupSpec {
+            team,
+            cidrs: cidrs
+                .into_iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect(),
+            v2alpha1,
+        })
 }
 
 fn port_number() -> impl Strategy<Value = u16> {
@@ -304,9 +412,20 @@ fn port_spec_strategy() -> impl Strategy<Value = PortSpec> {
             3 => Just(None),
             2 => prop::sample::select(vec![0u32, 1, 7, 8, 100, 1000, 30000]).prop_map(Some),
         ],
-        prop::sample::select(vec!["TCP", "UDP", "SCTP", "ANY"]),
+        prop_oneof![
+            12 => prop::sample::select(vec!["TCP", "UDP", "SCTP", "ANY"]),
+            // `port: "0"` is the one port VRRP takes without the setting.
+            1 => Just("VRRP"),
+        ],
     )
         .prop_map(|(port, span, protocol)| {
+            if protocol == "VRRP" {
+                return PortSpec {
+                    port: 0,
+                    end_port: None,
+                    protocol,
+                };
+            }
             let end_port = span.map(|s| u16::try_from(u32::from(port) + s).unwrap_or(u16::MAX));
             // `port: 0` + `endPort` is a Cilium quirk (docs/semantics.md §10.1)
             // that porin deliberately encodes differently from Cilium; keep
@@ -415,13 +534,19 @@ fn scenario_strategy(packets: usize) -> impl Strategy<Value = Scenario> {
         prop::collection::vec(policy_strategy(), 1..=2),
         prop::collection::vec(packet_strategy(), packets),
         prop::bool::weighted(0.3),
+        prop::collection::vec(group_strategy(), 0..=3),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(endpoints, policies, packets, cidr_nodes)| Scenario {
-            cidr_nodes,
-            endpoints,
-            policies,
-            packets,
-        })
+        .prop_map(
+            |(endpoints, policies, packets, cidr_nodes, groups, extended)| Scenario {
+                cidr_nodes,
+                extended,
+                endpoints,
+                policies,
+                groups,
+                packets,
+            },
+        )
 }
 
 // ---------------------------------------------------------------------------
@@ -469,7 +594,7 @@ fn selector_yaml(selector: Option<(bool, usize)>) -> String {
     }
 }
 
-fn policy_yaml(index: usize, policy: &PolicySpec) -> String {
+fn policy_yaml(scenario: &Scenario, index: usize, policy: &PolicySpec) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "apiVersion: cilium.io/v2");
     if policy.host {
@@ -525,6 +650,29 @@ fn policy_yaml(index: usize, policy: &PolicySpec) -> String {
                     ));
                 }
                 PeerSpec::Entity(entity) => fields.push(format!("{from}Entities: [{entity}]")),
+                PeerSpec::GroupRef(_, excepts) | PeerSpec::GroupSelector(_, excepts) => {
+                    let group = match &rule.peer {
+                        PeerSpec::GroupRef(n, _) => format!("cidrGroupRef: g{n}"),
+                        PeerSpec::GroupSelector(team, _) => format!(
+                            "cidrGroupSelector: {{matchLabels: {{team: {}}}}}",
+                            TEAMS[*team]
+                        ),
+                        _ => unreachable!(),
+                    };
+                    let excepts: Vec<String> = excepts
+                        .iter()
+                        .filter_map(|e| scenario.except_network(&rule.peer, e))
+                        .map(|e| format!("\"{e}\""))
+                        .collect::<BTreeSet<_>>()
+                        .into_iter()
+                        .collect();
+                    let except = if excepts.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", except: [{}]", excepts.join(", "))
+                    };
+                    fields.push(format!("{from}CIDRSet: [{{{group}{except}}}]"));
+                }
             }
             match &rule.l4 {
                 L4Spec::None => {}
@@ -580,8 +728,15 @@ fn scenario_yaml(scenario: &Scenario, case: Option<&str>) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "kind: PolicyTest");
     let _ = writeln!(out, "name: porin differential");
+    let mut settings = Vec::new();
     if scenario.cidr_nodes {
-        let _ = writeln!(out, "settings: {{policy-cidr-match-mode: nodes}}");
+        settings.push("policy-cidr-match-mode: nodes");
+    }
+    if scenario.extended {
+        settings.push("enable-extended-ip-protocols: true");
+    }
+    if !settings.is_empty() {
+        let _ = writeln!(out, "settings: {{{}}}", settings.join(", "));
     }
     let _ = writeln!(out, "nodes:");
     for (i, (name, app, tier, last)) in NODES.iter().enumerate() {
@@ -620,9 +775,25 @@ fn scenario_yaml(scenario: &Scenario, case: Option<&str>) -> String {
     let _ = writeln!(out, "policies:");
     for (i, p) in scenario.policies.iter().enumerate() {
         let _ = writeln!(out, "  - inline: |");
-        for line in policy_yaml(i, p).lines() {
+        for line in policy_yaml(scenario, i, p).lines() {
             let _ = writeln!(out, "      {line}");
         }
+    }
+    for (i, g) in scenario.groups.iter().enumerate() {
+        let cidrs: Vec<String> = g.cidrs.iter().map(|c| format!("\"{c}\"")).collect();
+        let _ = writeln!(out, "  - inline: |");
+        let _ = writeln!(
+            out,
+            "      apiVersion: cilium.io/{}",
+            if g.v2alpha1 { "v2alpha1" } else { "v2" }
+        );
+        let _ = writeln!(out, "      kind: CiliumCIDRGroup");
+        let _ = writeln!(
+            out,
+            "      metadata: {{name: g{i}, labels: {{team: {}}}}}",
+            TEAMS[g.team]
+        );
+        let _ = writeln!(out, "      spec: {{externalCIDRs: [{}]}}", cidrs.join(", "));
     }
     match case {
         Some(case) => {
@@ -650,6 +821,9 @@ fn address_pool(scenario: &Scenario, v6: bool, pick: u32) -> Vec<IpAddr> {
             let nets: Vec<IpNetwork> = match &rule.peer {
                 PeerSpec::Cidr(n) => vec![*n],
                 PeerSpec::CidrSet(n, ex) => std::iter::once(*n).chain(ex.clone()).collect(),
+                peer @ (PeerSpec::GroupRef(..) | PeerSpec::GroupSelector(..)) => {
+                    scenario.group_prefixes(peer)
+                }
                 _ => Vec::new(),
             };
             for net in nets.into_iter().filter(|n| n.is_ipv6() == v6) {
@@ -778,8 +952,15 @@ fn resolve_packet(scenario: &Scenario, spec: &PacketSpec) -> Probe {
     } else {
         &[TCP, UDP, SCTP, ICMP]
     };
-    let proto = protos[usize::from(spec.proto_pick) % protos.len()];
-    let port = if proto == ICMP || proto == ICMPV6 {
+    // One packet in 16 is VRRP or IGMP (no ports: port 0).
+    let proto = match spec.proto_pick % 16 {
+        15 if spec.proto_pick & 0x80 == 0 => VRRP,
+        15 => IGMP,
+        pick => protos[usize::from(pick) % protos.len()],
+    };
+    let port = if proto == VRRP || proto == IGMP {
+        0
+    } else if proto == ICMP || proto == ICMPV6 {
         let types = icmp_types(scenario, v6);
         match spec.port_kind {
             0 => u16::from(u8::try_from(spec.port_pick % 256).unwrap()),
@@ -829,6 +1010,8 @@ fn case_line(scenario: &Scenario, probe: &Probe) -> String {
         ICMPV6 => format!("protocol: ICMPv6, icmpType: {}", probe.port),
         TCP => format!("protocol: TCP, port: {}", probe.port),
         UDP => format!("protocol: UDP, port: {}", probe.port),
+        VRRP => "protocol: VRRP".to_owned(),
+        IGMP => "protocol: IGMP".to_owned(),
         _ => format!("protocol: SCTP, port: {}", probe.port),
     };
     format!("{{from: \"{from}\", to: \"{to}\", {l4}, expect: allow}}")
@@ -849,9 +1032,15 @@ struct Counts {
     /// Cases whose subject is the host endpoint in a direction a host
     /// policy enforces.
     host_enforced: Cell<u64>,
+    /// Cases whose peer address lies in a CIDR of a group that a
+    /// `cidrGroupRef`/`cidrGroupSelector` peer of the scenario selects.
+    group_peer: Cell<u64>,
     mismatches: Cell<u64>,
-    /// allow, redirect, deny (rule), deny (default), deny (auth), other.
-    outcomes: RefCell<[u64; 6]>,
+    /// VRRP/IGMP packets that reached policy (enable-extended-ip-protocols).
+    portless_tracked: Cell<u64>,
+    /// allow, redirect, deny (rule), deny (default), deny (auth), other,
+    /// dropped before policy (untracked protocol).
+    outcomes: RefCell<[u64; 7]>,
 }
 
 fn outcome_slot(outcome: &CheckOutcome) -> usize {
@@ -864,6 +1053,7 @@ fn outcome_slot(outcome: &CheckOutcome) -> usize {
         // Authenticated comes only from settling a decision under
         // mesh-auth-mutual-enabled, which the differential never does.
         CheckOutcome::Other { .. } | CheckOutcome::Authenticated => 5,
+        CheckOutcome::UntrackedProtocol => 6,
     }
 }
 
@@ -900,6 +1090,12 @@ fn check_scenario(
         .iter()
         .map(|p| resolve_packet(scenario, p))
         .collect();
+    let group_cidrs: Vec<IpNetwork> = scenario
+        .policies
+        .iter()
+        .flat_map(|p| &p.rules)
+        .flat_map(|r| scenario.group_cidrs(&r.peer))
+        .collect();
     // Fewer policy switches: group by subject (order does not matter, the
     // conntrack table is reset before every packet).
     probes.sort_by_key(|p| p.subject);
@@ -918,7 +1114,18 @@ fn check_scenario(
             probe.proto,
             probe.port,
         );
-        let expected = CheckOutcome::from_reference(&reference.verdict);
+        // Packets Cilium's conntrack does not track never reach policy;
+        // the datapath counts that drop as malformed (DATAPATH.md §4).
+        let tracked = porin_compiler::resolve::rule::proto::tracked(
+            probe.proto,
+            probe.subject_ip.is_ipv6(),
+            compiled.extended_ip_protocols,
+        );
+        let expected = if tracked {
+            CheckOutcome::from_reference(&reference.verdict)
+        } else {
+            CheckOutcome::UntrackedProtocol
+        };
         let (src, dst) = match probe.direction {
             Direction::Egress => (probe.subject_ip, probe.peer_ip),
             Direction::Ingress => (probe.peer_ip, probe.subject_ip),
@@ -927,7 +1134,12 @@ fn check_scenario(
         let kernel = engine
             .check(endpoint_index, probe.direction, &packet)
             .map_err(|e| TestCaseError::fail(format!("kernel: {e}\n{yaml}")))?;
-        let seen = CheckOutcome::from(&kernel);
+        let seen = match CheckOutcome::from(&kernel) {
+            _ if !tracked && kernel.counter == kernel::Counter::DroppedMalformed => {
+                CheckOutcome::UntrackedProtocol
+            }
+            seen => seen,
+        };
         counts.cases.set(counts.cases.get() + 1);
         let enforced = match probe.direction {
             Direction::Ingress => endpoint.enforcement.ingress,
@@ -935,6 +1147,14 @@ fn check_scenario(
         };
         if endpoint.identity == Identity::HOST.get() && enforced {
             counts.host_enforced.set(counts.host_enforced.get() + 1);
+        }
+        if tracked && matches!(probe.proto, VRRP | IGMP) {
+            counts
+                .portless_tracked
+                .set(counts.portless_tracked.get() + 1);
+        }
+        if group_cidrs.iter().any(|c| c.contains(probe.peer_ip)) {
+            counts.group_peer.set(counts.group_peer.get() + 1);
         }
         counts.outcomes.borrow_mut()[outcome_slot(&expected)] += 1;
         if seen != expected {
@@ -982,8 +1202,10 @@ fn kernel_and_reference_agree_on_random_policies() {
     let counts = Counts {
         cases: Cell::new(0),
         host_enforced: Cell::new(0),
+        group_peer: Cell::new(0),
+        portless_tracked: Cell::new(0),
         mismatches: Cell::new(0),
-        outcomes: RefCell::new([0; 6]),
+        outcomes: RefCell::new([0; 7]),
     };
     let config = Config {
         cases: policies,
@@ -1004,13 +1226,15 @@ fn kernel_and_reference_agree_on_random_policies() {
     let outcomes = *counts.outcomes.borrow();
     println!(
         "differential outcomes (reference): allow {}, redirect {}, deny by rule {}, \
-         deny by default {}, deny for auth {}, other {}",
-        outcomes[0], outcomes[1], outcomes[2], outcomes[3], outcomes[4], outcomes[5]
+         deny by default {}, deny for auth {}, other {}, dropped before policy (untracked protocol) {}",
+        outcomes[0], outcomes[1], outcomes[2], outcomes[3], outcomes[4], outcomes[5], outcomes[6]
     );
     println!(
-        "differential: {} cases ({} at a host endpoint a host policy enforces), {} mismatches (seed {seed:#x}, {policies} policies x {packets} packets)",
+        "differential: {} cases ({} at a host endpoint a host policy enforces, {} with a peer in a CIDR group a policy references, {} VRRP/IGMP packets decided by policy), {} mismatches (seed {seed:#x}, {policies} policies x {packets} packets)",
         counts.cases.get(),
         counts.host_enforced.get(),
+        counts.group_peer.get(),
+        counts.portless_tracked.get(),
         counts.mismatches.get()
     );
     match result {
@@ -1023,6 +1247,14 @@ fn kernel_and_reference_agree_on_random_policies() {
     assert!(
         counts.host_enforced.get() > 0,
         "no case checked a host endpoint under a host policy"
+    );
+    assert!(
+        counts.group_peer.get() > 0,
+        "no case had a peer in a referenced CIDR group"
+    );
+    assert!(
+        counts.portless_tracked.get() > 0 && outcomes[6] > 0,
+        "VRRP/IGMP packets were not decided both ways"
     );
     let minimum = u64::from(policies) * packets as u64;
     assert!(

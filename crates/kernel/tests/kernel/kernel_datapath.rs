@@ -997,3 +997,90 @@ fn tcp_state_follows_syn_established_and_closing() {
         CtValue::TCP_RX_SYN
     );
 }
+
+/// A raw IPv4 packet of IP protocol `proto` with 8 payload bytes (VRRP, IGMP and GRE have no
+/// ports; the datapath reads nothing after the IP header).
+fn portless4(src: Ipv4Addr, dst: Ipv4Addr, proto: u8) -> Packet {
+    Packet::new(
+        Network::V4(Ipv4::new(src, dst)),
+        Transport::Raw {
+            proto,
+            bytes: vec![0; 8],
+        },
+    )
+}
+
+/// Cilium's conntrack tracks TCP, UDP, SCTP, ICMP (IPv4) and ICMPv6 (IPv6); VRRP (112) and
+/// IGMP (2) only with `enable-extended-ip-protocols`, looked up and tracked with ports 0;
+/// everything else is dropped before policy with DROP_CT_UNKNOWN_PROTO (bpf/lib/conntrack.h;
+/// Cilium's host-firewall IGMP test in bpf/tests drops IGMP under an allow-all egress entry
+/// without TEST_EXTENDED_PROTOCOLS, and with it creates a conntrack entry with ports 0 that lets
+/// the reply through). porin counts that drop as malformed (DATAPATH.md §4).
+#[test]
+fn extended_ip_protocols_reach_policy_only_with_the_setting() {
+    const VRRP: u8 = 112;
+    const IGMP: u8 = 2;
+    const GRE: u8 = 47;
+    const UNKNOWN: (Verdict, Counter) = (Verdict::Drop, Counter::DroppedMalformed);
+    let policy = [
+        allow(FRONTEND_ID, INGRESS, VRRP, 0, Some(0)),
+        allow(OTHER_ID, INGRESS, 0, 0, None),
+        allow(FRONTEND_ID, INGRESS, GRE, 0, Some(0)),
+    ];
+    let Some(default) = datapath("extended_ip_protocols_reach_policy_only_with_the_setting") else {
+        return;
+    };
+    default.install_policy(&policy).unwrap();
+    for proto in [VRRP, IGMP, GRE] {
+        assert_eq!(
+            to_pod(&default, &portless4(FRONTEND, POD, proto)),
+            UNKNOWN,
+            "{proto}"
+        );
+        // An L3-only allow admits every tracked protocol, not these.
+        assert_eq!(
+            to_pod(&default, &portless4(OTHER, POD, proto)),
+            UNKNOWN,
+            "{proto}"
+        );
+    }
+    assert_eq!(to_pod(&default, &Packet::tcp4(OTHER, 1, POD, 80)), PASS_NEW);
+    // ICMP carried in IPv6 is not ICMPv6: not tracked either.
+    let icmp_in_v6 = Packet::new(
+        Network::V6(porin_kernel::packet::Ipv6::new(frontend6(), pod6())),
+        Transport::Raw {
+            proto: proto::ICMP,
+            bytes: vec![8, 0, 0, 0, 0, 0, 0, 0],
+        },
+    );
+    assert_eq!(to_pod(&default, &icmp_in_v6), UNKNOWN);
+    drop(default);
+
+    let object = porin_ebpf::emit(&porin_ebpf::ObjectConfig {
+        extended_ip_protocols: true,
+        ..porin_ebpf::ObjectConfig::default()
+    })
+    .unwrap();
+    let dp = Datapath::load(&object).unwrap();
+    dp.install_ipcache(
+        &[
+            ipcache4(Ipv4Addr::new(10, 0, 2, 0), 24, FRONTEND_ID),
+            ipcache4(OTHER, 32, OTHER_ID),
+            ipcache4(Ipv4Addr::UNSPECIFIED, 0, 9),
+        ],
+        &[ipcache6(Ipv6Addr::UNSPECIFIED, 0, 10)],
+    )
+    .unwrap();
+    dp.install_policy(&policy).unwrap();
+    let vrrp = portless4(FRONTEND, POD, VRRP);
+    assert_eq!(to_pod(&dp, &vrrp), PASS_NEW);
+    assert_eq!(to_pod(&dp, &vrrp), PASS_EST);
+    // Tracked with ports 0: the pod's answer is a reply, no egress policy needed.
+    assert_eq!(from_pod(&dp, &vrrp.reply()), PASS_REPLY);
+    // IGMP reaches policy: no entry for FRONTEND, the L3-only allow for OTHER.
+    assert_eq!(to_pod(&dp, &portless4(FRONTEND, POD, IGMP)), DROP_DEFAULT);
+    assert_eq!(to_pod(&dp, &portless4(OTHER, POD, IGMP)), PASS_NEW);
+    // Other protocols stay untracked whatever the policy.
+    assert_eq!(to_pod(&dp, &portless4(FRONTEND, POD, GRE)), UNKNOWN);
+    assert_eq!(to_pod(&dp, &icmp_in_v6), UNKNOWN);
+}

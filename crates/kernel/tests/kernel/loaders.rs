@@ -260,13 +260,25 @@ fn verdict_script() -> String {
         0,
         "explicit auth required",
     );
+    // GRE has entries, but Cilium's conntrack does not track it and drops it
+    // before policy (DROP_CT_UNKNOWN_PROTO, bpf/lib/conntrack.h); porin counts
+    // that drop as malformed (DATAPATH.md §4). VRRP too without
+    // enable-extended-ip-protocols (the default object).
     let gre = eth(ETH_IPV4, &ipv4(ep, web, 47, 0, &[0u8; 8]));
     s.run(
         FROM,
         gre,
-        Verdict::DeniedAuth,
+        Verdict::DroppedMalformed,
         0,
-        "auth derived from equal-precedence L4",
+        "gre is not tracked: dropped before policy",
+    );
+    let vrrp = eth(ETH_IPV4, &ipv4(ep, web, 112, 0, &[0u8; 8]));
+    s.run(
+        FROM,
+        vrrp,
+        Verdict::DroppedMalformed,
+        0,
+        "vrrp without extended ip protocols",
     );
     s.run(
         TO,
@@ -1072,6 +1084,10 @@ fn config_variants_pass_the_verifier() {
         porin_ebpf::ObjectConfig {
             allow_icmp_frag_needed: false,
             allow_ipv6_ndp: false,
+            ..porin_ebpf::ObjectConfig::default()
+        },
+        porin_ebpf::ObjectConfig {
+            extended_ip_protocols: true,
             ..porin_ebpf::ObjectConfig::default()
         },
         porin_ebpf::ObjectConfig {

@@ -118,7 +118,32 @@ impl Ctx<'_> {
             Some(L4Proto::Igmp) => proto::IGMP,
         };
         let text = pp.port.clone().unwrap_or_default();
+        if text.trim().is_empty()
+            && matches!(proto, proto::VRRP | proto::IGMP)
+            && !self.inventory.settings.enable_extended_ip_protocols
+        {
+            // PortProtocol.Validate (pkg/policy/api/rule_validation.go):
+            // an empty port is valid only with enable-extended-ip-protocols.
+            // No entry: Cilium refuses the rule, and without the setting its
+            // datapath drops these protocols before policy anyway.
+            let name = proto::name(proto);
+            let index = self.diag(
+                input,
+                codes::PORT_NEEDS_EXTENDED_PROTOCOLS,
+                route,
+                format!(
+                    "port must be specified unless the \"enable-extended-ip-protocols\" flag is set: this {name} port is ignored (no entry), and without the setting {name} packets are dropped before policy"
+                ),
+            );
+            if let Some(d) = self.out.diagnostics.get_mut(index) {
+                d.notes.push("set `enable-extended-ip-protocols: true` under `settings:` of the inventory, PolicyTest file or .porin.yaml when the cluster's agents run with it (Cilium's default is false)".to_owned());
+            }
+            return None;
+        }
         let port = if text.trim().is_empty() {
+            // A port without a number: port 0, every packet of the protocol
+            // (L4Filter Port 0, pkg/policy/l4.go createL4Filter; Cilium's
+            // TestIPProtocolsWithNoTransportPorts expects `0/vrrp`).
             PortRef::Number(0)
         } else if let Some(n) = parse_port_number(&text) {
             PortRef::Number(n)

@@ -82,7 +82,6 @@ pub(super) fn validate_peers(findings: &mut Findings, at: &Route, item: &RuleIte
     let from = item.section.peer_prefix();
     let key = |field: &str| format!("{from}{field}");
     requires_removed(findings, at, &key("Requires"), item.requires);
-    nodes_need_flag(findings, at, &key("Nodes"), item.nodes);
     validate_endpoint_selectors(findings, at, &key("Endpoints"), item.endpoints);
     validate_endpoint_selectors(findings, at, &key("Nodes"), item.nodes);
     validate_cidrs(findings, at, &key("CIDR"), item.cidr);
@@ -103,23 +102,6 @@ pub(super) fn validate_endpoint_selectors(
             selector,
             SelectorKind::Cilium,
         );
-    }
-}
-
-pub(super) fn nodes_need_flag(
-    findings: &mut Findings,
-    at: &Route,
-    key: &str,
-    list: Option<&Vec<EndpointSelector>>,
-) {
-    if non_empty(list) {
-        findings
-            .report(codes::NODES_FLAG, at.key(key),
-                "FromNodes/ToNodes rules can only be applied when the \"enable-node-selector-labels\" flag is set")
-
-            .at_key()
-            .note("the flag defaults to false; without it Cilium rejects this rule")
-            .help("make sure the cluster runs with --enable-node-selector-labels=true, or select nodes with `fromEntities: [remote-node, host]`");
     }
 }
 

@@ -4,7 +4,6 @@
 use super::l7::{l7_is_empty, validate_l7_rules};
 use super::list::non_empty;
 use crate::codes;
-use crate::diagnostic::Severity;
 use crate::model::{L4Proto, PortProtocol, PortRule};
 use crate::route::Route;
 use crate::validate::Findings;
@@ -209,16 +208,13 @@ pub(super) fn validate_port(
     }
     let value = port.port.as_deref().unwrap_or_default();
     if value.is_empty() && matches!(port.protocol, Some(L4Proto::Vrrp | L4Proto::Igmp)) {
-        // Valid only with enable-extended-ip-protocols (default false), like
-        // Cilium's examples/policies/host/allow-extended-protocols.yaml.
-        findings
-            .report(
-                codes::PORT,
-                at.clone(),
-                "port must be specified unless the \"enable-extended-ip-protocols\" flag is set",
-            )
-            .with_severity(Severity::Warning)
-            .note("the flag defaults to false; without it Cilium rejects this rule");
+        // `port must be specified` unless the agent runs with
+        // enable-extended-ip-protocols (`PortProtocol.Validate`,
+        // pkg/policy/api/rule_validation.go), like Cilium's
+        // examples/policies/host/allow-extended-protocols.yaml. This stage
+        // does not know the agent's settings: the compile stage reports the
+        // port (PC033) when the setting is off and compiles it as port 0
+        // when it is on.
         return false;
     }
     if value.is_empty() {
