@@ -83,7 +83,7 @@ pub struct CaseSpec {
     pub from: Scalar,
     /// Destination peer.
     pub to: Scalar,
-    /// TCP (default), UDP, SCTP, ICMP or ICMPv6.
+    /// TCP (default), UDP, SCTP, ICMP, ICMPv6, VRRP or IGMP.
     #[serde(default)]
     pub protocol: Option<String>,
     /// Destination port.

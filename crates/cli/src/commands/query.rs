@@ -47,7 +47,7 @@ pub struct Args {
     /// Service, the Service port.
     #[arg(long)]
     pub port: Option<String>,
-    /// Protocol: TCP (default), UDP, SCTP, ICMP or ICMPv6.
+    /// Protocol: TCP (default), UDP, SCTP, ICMP, ICMPv6, VRRP or IGMP (no port).
     #[arg(long)]
     pub protocol: Option<String>,
     /// ICMP type (number or name) for ICMP/ICMPv6.
