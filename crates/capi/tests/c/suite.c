@@ -869,7 +869,7 @@ static void check_settings(void) {
         "    - fromNodes: [{matchLabels: {role: control-plane}}]\n";
     static const char *const unknown_error[] = {"no-such-flag", "enable-node-selector-labels",
                                                 NULL};
-    static const char *const refused_error[] = {"enable-extended-ip-protocols", NULL};
+    static const char *const refused_error[] = {"policy-cidr-match-mode", "pods", NULL};
     porin_session *session = new_session();
     porin_compilation *off = NULL, *on = NULL;
 
@@ -878,7 +878,8 @@ static void check_settings(void) {
     CHECK_RESULT(porin_session_set_setting(session, S("no-such-flag"), S("true")),
                  PORIN_RESULT_INVALID_PARAMETER);
     check_last_error(session, unknown_error);
-    CHECK_RESULT(porin_session_set_setting(session, S("enable-extended-ip-protocols"), S("true")),
+    /* A value porin does not model (Cilium 1.19 knows only `nodes`). */
+    CHECK_RESULT(porin_session_set_setting(session, S("policy-cidr-match-mode"), S("pods")),
                  PORIN_RESULT_INVALID_PARAMETER);
     check_last_error(session, refused_error);
     CHECK_RESULT(porin_session_set_setting(session, S("allow-localhost"), S("sometimes")),

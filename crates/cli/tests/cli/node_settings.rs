@@ -142,3 +142,39 @@ fn query_and_compile_take_the_local_node_s_host_endpoint() {
     let text = json.to_string();
     assert!(text.contains("\"identity\":1"), "{text}");
 }
+
+/// `enable-extended-ip-protocols` from `.porin.yaml`: VRRP (no port) from a
+/// pod whose egress no policy enforces. Without the setting Cilium's
+/// conntrack drops the packet before policy (DROP_CT_UNKNOWN_PROTO), with it
+/// the packet reaches policy, which does not enforce that direction.
+#[test]
+fn query_decides_vrrp_by_the_extended_protocols_setting() {
+    let vrrp = |dir: &Path| {
+        let (code, out, err) = porin(
+            dir,
+            &[
+                "query",
+                "--from",
+                "default/web",
+                "--to",
+                "192.0.2.1",
+                "--protocol",
+                "VRRP",
+                "policies.yaml",
+                "--inventory",
+                "inventory.yaml",
+            ],
+        );
+        (code, format!("{out}{err}"))
+    };
+    let (_, off) = vrrp(&project("vrrp-off", None));
+    assert!(off.starts_with("deny"), "{off}");
+    assert!(off.contains("dropped before policy"), "{off}");
+    assert!(off.contains("enable-extended-ip-protocols"), "{off}");
+    let (_, on) = vrrp(&project(
+        "vrrp-on",
+        Some("settings:\n  enable-extended-ip-protocols: true\n"),
+    ));
+    assert!(on.starts_with("allow"), "{on}");
+    assert!(!on.contains("dropped before policy"), "{on}");
+}
