@@ -92,7 +92,7 @@ crate::code_table! {
     /// ClusterNetworkPolicy CRD constraints.
     CLUSTER_NETWORK_POLICY = "PM065", "invalid-cluster-network-policy", Error, "ClusterNetworkPolicy CRD validation (network-policy-api v1alpha2/v1beta1): priority 0-1000, exactly one field per subject/peer/protocol/port, 1-25 rules/peers/protocols/networks/domainNames, port ranges start < end, no named port with networks/nodes/domainNames; and what Cilium 1.20 refuses (domainNames outside Accept rules).";
     /// ClusterNetworkPolicy under a target that does not enforce it.
-    CLUSTER_NETWORK_POLICY_NOT_ENFORCED = "PM066", "cluster-network-policy-not-enforced", Error, "A ClusterNetworkPolicy checked for a Cilium that does not enforce it (before 1.20, or without --enable-k8s-cluster-network-policy): the cluster would ignore every rule, Deny included, so porin refuses the set rather than report it; pass --cilium-version 1.20 --enable-k8s-cluster-network-policy if the cluster runs that.";
+    CLUSTER_NETWORK_POLICY_NOT_ENFORCED = "PM066", "cluster-network-policy-not-enforced", Error, "A ClusterNetworkPolicy checked for a Cilium that does not enforce it (before 1.20, or without --enable-k8s-cluster-network-policy): the cluster would ignore every rule, Deny included, so porin refuses the set rather than report it; pass --cilium-version 1.20 --enable-k8s-cluster-network-policy (or `ciliumVersion: \"1.20\"` and `enableK8sClusterNetworkPolicy: true` in the inventory, PolicyTest file or .porin.yaml) if the cluster runs that.";
 }
 
 /// The model code with this code or name, case-insensitive.

@@ -189,7 +189,7 @@ impl LoadOutcome {
                 ),
             )
             .note(format!("{KCNP_ROW_NOTE} (row `cluster-network-policy` of porin's version table)"))
-            .help("pass --cilium-version 1.20 --enable-k8s-cluster-network-policy (or `ciliumVersion: \"1.20\"` in .porin.yaml with the flag) if the cluster runs that; otherwise remove the policy: the cluster would ignore every rule, Deny included");
+            .help("if the cluster runs that, pass --cilium-version 1.20 --enable-k8s-cluster-network-policy, or set `ciliumVersion: \"1.20\"` and `enableK8sClusterNetworkPolicy: true` in the inventory, the PolicyTest file or .porin.yaml; otherwise remove the policy: the cluster would ignore every rule, Deny included");
             if let Some(location) = location {
                 diagnostic = diagnostic.at(location);
             }
