@@ -382,3 +382,44 @@ fn inventory_keys_are_checked_and_two_files_must_agree() {
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("1 passed"), "{stdout}");
 }
+
+/// A `nodes` peer without `enable-node-selector-labels`: Cilium 1.20's
+/// `ParseClusterNetworkPolicy` returns an error and the watcher
+/// (`addK8sClusterNetworkPolicy`, pkg/policy/k8s/cluster_network_policy.go)
+/// imports none of the policy's rules; porin reports the policy (PC031, an
+/// error) and compiles none of them, its Deny of slytherin included.
+#[test]
+fn a_nodes_peer_without_node_selector_labels_refuses_the_whole_policy() {
+    let policy = CLUSTER_POLICY.replace(
+        "  ingress:\n",
+        "  egress:\n    - {action: Deny, to: [{nodes: {matchLabels: {role: db}}}]}\n  ingress:\n",
+    );
+    for (tag, settings, refused) in [
+        ("nodes-off", "", true),
+        (
+            "nodes-on",
+            "settings: {enable-node-selector-labels: true}\n",
+            false,
+        ),
+    ] {
+        let dir = inventory_case(tag, &format!("{INVENTORY_TARGET}{settings}"));
+        std::fs::write(dir.join("policy.yaml"), &policy).unwrap();
+        let result = query(&dir, &[]);
+        let (code, stdout, stderr) = &result;
+        if refused {
+            assert!(stderr.contains("error[PC031]"), "{stderr}");
+            assert!(
+                stderr.contains("ClusterNetworkPolicy `deny-slytherin` spec.egress[0].to[0].nodes"),
+                "{stderr}"
+            );
+            assert!(stderr.contains("enable-node-selector-labels"), "{stderr}");
+            // The cluster enforces no rule of it: the flow its ingress Deny
+            // names is allowed.
+            assert_eq!(*code, Some(0), "{stdout}{stderr}");
+            assert!(stdout.starts_with("allow:"), "{stdout}");
+        } else {
+            assert!(!stderr.contains("PC031"), "{stderr}");
+            assert_denied_by_the_tier(&result);
+        }
+    }
+}
