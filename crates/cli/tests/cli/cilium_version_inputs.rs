@@ -423,3 +423,37 @@ fn a_nodes_peer_without_node_selector_labels_refuses_the_whole_policy() {
         }
     }
 }
+
+/// `porin agent` reads the inventory's keys too (no flags of its own): with
+/// them the ClusterNetworkPolicy is planned; without them the agent
+/// refuses to start rather than run without its Deny rules.
+#[test]
+fn the_agent_validates_for_the_inventorys_target() {
+    for (tag, target, ok) in [
+        ("agent-on", INVENTORY_TARGET, true),
+        ("agent-off", "", false),
+    ] {
+        let dir = inventory_case(tag, target);
+        std::fs::create_dir_all(dir.join("policies")).unwrap();
+        std::fs::write(dir.join("policies/cnp.yaml"), CLUSTER_POLICY).unwrap();
+        let (code, stdout, stderr) = porin_in(
+            &dir,
+            &[
+                "agent",
+                "run",
+                "--policies",
+                "policies",
+                "--inventory",
+                "inventory.yaml",
+                "--dry-run",
+            ],
+        );
+        if ok {
+            assert_eq!(code, Some(0), "{stdout}{stderr}");
+            assert!(stdout.contains("1 policy file(s)"), "{stdout}");
+        } else {
+            assert_ne!(code, Some(0), "{stdout}{stderr}");
+            assert!(stderr.contains("error[PM066]"), "{stderr}");
+        }
+    }
+}
