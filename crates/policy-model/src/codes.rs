@@ -93,6 +93,8 @@ crate::code_table! {
     CLUSTER_NETWORK_POLICY = "PM065", "invalid-cluster-network-policy", Error, "ClusterNetworkPolicy CRD validation (network-policy-api v1alpha2/v1beta1): priority 0-1000, exactly one field per subject/peer/protocol/port, 1-25 rules/peers/protocols/networks/domainNames, port ranges start < end, no named port with networks/nodes/domainNames; and what Cilium 1.20 refuses (domainNames outside Accept rules).";
     /// ClusterNetworkPolicy under a target that does not enforce it.
     CLUSTER_NETWORK_POLICY_NOT_ENFORCED = "PM066", "cluster-network-policy-not-enforced", Error, "A ClusterNetworkPolicy checked for a Cilium that does not enforce it (before 1.20, or without --enable-k8s-cluster-network-policy): the cluster would ignore every rule, Deny included, so porin refuses the set rather than report it; pass --cilium-version 1.20 --enable-k8s-cluster-network-policy (or `ciliumVersion: \"1.20\"` and `enableK8sClusterNetworkPolicy: true` in the inventory, PolicyTest file or .porin.yaml) if the cluster runs that.";
+    /// An upgrade starts enforcing a ClusterNetworkPolicy.
+    CLUSTER_NETWORK_POLICY_ENFORCED_BY_UPGRADE = "PM067", "cluster-network-policy-enforced-by-upgrade", Warning, "Upgrade check (`porin lint --upgrade-to`): a ClusterNetworkPolicy the current target ignores (before 1.20, or without --enable-k8s-cluster-network-policy) is enforced by the new one, so every rule of it, Deny included, starts to apply with the upgrade (row `cluster-network-policy` of porin's version table). Review its verdicts under the new target (`porin test`/`porin query --cilium-version 1.20 --enable-k8s-cluster-network-policy`).";
 }
 
 /// The model code with this code or name, case-insensitive.

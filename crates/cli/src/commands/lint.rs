@@ -44,7 +44,7 @@ use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
 use crate::target_flags::TargetArgs;
-use porin_model::target::upgrade_diagnostics;
+use porin_model::target::{cluster_policy_upgrade_diagnostics, upgrade_diagnostics};
 use porin_model::version::{CiliumVersion, Target};
 
 /// Arguments of `porin lint`.
@@ -268,6 +268,10 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     // version the policies are validated for.
     let target = crate::target_flags::resolve(args.target.choice(), inventory.as_ref(), &config);
     config.cilium_version = (target.version.major, target.version.minor);
+    // Read before `apply_target` consumes the held-back ClusterNetworkPolicies.
+    let enforced_by_upgrade = args.upgrade_to.map(|version| {
+        cluster_policy_upgrade_diagnostics(&outcome, &target, &Target { version, ..target })
+    });
     outcome.apply_target(&target);
     let inputs = PolicyInput::from_outcome(&outcome);
     if let Err(error) = check_compile_limits(&inputs, inventory.as_ref(), &limits) {
@@ -303,6 +307,12 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
                     .filter(|d| !in_context(d, &context_names)),
             );
         }
+        diagnostics.extend(
+            enforced_by_upgrade
+                .into_iter()
+                .flatten()
+                .filter(|d| !in_context(d, &context_names)),
+        );
     }
     if let Some(path) = &args.write_baseline {
         // A skipped non-policy document is not a finding to record.

@@ -457,3 +457,35 @@ fn the_agent_validates_for_the_inventorys_target() {
         }
     }
 }
+
+/// `porin lint --upgrade-to 1.20` on a ClusterNetworkPolicy the current
+/// target ignores: PM067, backed by row `cluster-network-policy`, when the
+/// new target enforces it (1.20 with the switch); nothing without the
+/// switch or without --upgrade-to.
+#[test]
+fn the_upgrade_check_names_cluster_policies_the_upgrade_enforces() {
+    let dir = inventory_case("upgrade", "");
+    let lint = |extra: &[&str]| {
+        let (_, stdout, stderr) = porin_in(&dir, &[&["lint", "policy.yaml"][..], extra].concat());
+        format!("{stdout}{stderr}")
+    };
+    let out = lint(&[
+        "--upgrade-to",
+        "1.20",
+        "--enable-k8s-cluster-network-policy",
+    ]);
+    assert!(out.contains("warning[PM067]"), "{out}");
+    assert!(
+        out.contains("ClusterNetworkPolicy `deny-slytherin` starts to be enforced"),
+        "{out}"
+    );
+    assert!(out.contains("the row is `cluster-network-policy`"), "{out}");
+    assert!(out.contains("ignored by Cilium 1.19"), "{out}");
+    for extra in [
+        &["--upgrade-to", "1.20"][..],
+        &["--enable-k8s-cluster-network-policy"],
+    ] {
+        let out = lint(extra);
+        assert!(!out.contains("PM067"), "{extra:?}: {out}");
+    }
+}
