@@ -1088,6 +1088,11 @@ porin_result porin_session_set_limit(porin_session *session,
  `settings:` of an inventory text does. It applies from the next
  `porin_session_compile`; inventory texts added later may set it again.
 
+ `enable-k8s-cluster-network-policy` (`true`/`false`, Cilium 1.20) is
+ part of the target, as `porin_session_set_cilium_version` is: it wins
+ over an inventory's `enableK8sClusterNetworkPolicy` and applies to the
+ policies already added.
+
  Returns OK, INVALID_PARAMETER (an unknown flag, a value the flag does
  not take, or one porin does not model: the message names it in
  `porin_session_last_error`; the session is unchanged; or the session
@@ -1098,6 +1103,25 @@ porin_result porin_session_set_setting(porin_session *session,
                                        size_t flag_len,
                                        const char *value,
                                        size_t value_len);
+
+/*
+ Sets the Cilium version the session's policies are validated and
+ compiled for: `"1.19"` (the default) or `"1.20"` (`MAJOR.MINOR`, a
+ patch release such as `1.20.1` is read as its minor). It wins over an
+ inventory's `ciliumVersion` and applies from the next
+ `porin_session_compile` to every policy, the ones added before too.
+ ClusterNetworkPolicy needs `"1.20"` and `enable-k8s-cluster-network-policy`
+ (`porin_session_set_setting`); without both, a session holding one
+ fails to compile with POLICY_INVALID (PM066 names what is missing).
+
+ Returns OK, INVALID_PARAMETER (a version porin does not model, or the
+ session is live: the message names the value and the modelled
+ versions in `porin_session_last_error`; the session is unchanged),
+ NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+ */
+porin_result porin_session_set_cilium_version(porin_session *session,
+                                              const char *version,
+                                              size_t version_len);
 
 /*
  Writes the current value of one limit of a session to `*out_value`.

@@ -23,7 +23,9 @@ use tracing::{error, info, warn};
 
 use crate::enforce::{AttachOutcome, Enforcer, remove_pins};
 use crate::error::AgentError;
-use crate::inputs::{PolicyTexts, load_policy, read_inventory, read_policy_dir, watched_paths};
+use crate::inputs::{
+    PolicyTexts, load_policy, read_inventory, read_policy_dir, target_of, watched_paths,
+};
 use crate::metrics::{self, EndpointMetrics, SharedMetrics};
 use crate::preflight;
 
@@ -172,10 +174,12 @@ impl std::fmt::Debug for Agent {
 fn load_all(
     texts: &PolicyTexts,
     limits: &Limits,
+    inventory: &Inventory,
 ) -> Result<Vec<(String, porin_model::loader::LoadOutcome)>, AgentError> {
+    let target = target_of(inventory);
     texts
         .iter()
-        .map(|(name, text)| Ok((name.clone(), load_policy(name, text, limits)?)))
+        .map(|(name, text)| Ok((name.clone(), load_policy(name, text, limits, &target)?)))
         .collect()
 }
 
@@ -189,11 +193,8 @@ fn ipcache(compiled: &Compiled) -> Result<IpcachePairs, AgentError> {
 pub fn compile(config: &Config) -> Result<Compiled, AgentError> {
     let texts = read_policy_dir(&config.policies, &config.limits)?;
     let inventory = read_inventory(&config.inventory, &config.limits)?;
-    let session = Session::with_policies(
-        inventory,
-        load_all(&texts, &config.limits)?,
-        config.limits.compile.clone(),
-    )?;
+    let loaded = load_all(&texts, &config.limits, &inventory)?;
+    let session = Session::with_policies(inventory, loaded, config.limits.compile.clone())?;
     Ok(session.compiled())
 }
 
@@ -201,11 +202,8 @@ pub fn compile(config: &Config) -> Result<Compiled, AgentError> {
 pub fn plan(config: &Config) -> Result<Plan, AgentError> {
     let texts = read_policy_dir(&config.policies, &config.limits)?;
     let inventory = read_inventory(&config.inventory, &config.limits)?;
-    let session = Session::with_policies(
-        inventory,
-        load_all(&texts, &config.limits)?,
-        config.limits.compile.clone(),
-    )?;
+    let loaded = load_all(&texts, &config.limits, &inventory)?;
+    let session = Session::with_policies(inventory, loaded, config.limits.compile.clone())?;
     let compiled = session.compiled();
     let pairs = ipcache(&compiled)?;
     let shared = shared_devices(session.inventory());
@@ -334,7 +332,7 @@ impl Agent {
         let inventory = read_inventory(&config.inventory, &config.limits)?;
         let session = Session::with_policies(
             inventory.clone(),
-            load_all(&texts, &config.limits)?,
+            load_all(&texts, &config.limits, &inventory)?,
             config.limits.compile.clone(),
         )?;
         let enforcer = Enforcer::new(&config.state_dir, &config.object)?;
@@ -428,11 +426,14 @@ impl Agent {
         let inventory =
             read_inventory(&self.config.inventory, &limits).map_err(|e| ("inventory", e))?;
         let mut changed: Vec<(String, porin_model::loader::LoadOutcome)> = Vec::new();
+        // A new ciliumVersion / enableK8sClusterNetworkPolicy revalidates every text.
+        let retarget = inventory.target != self.loaded_inventory.target;
+        let target = target_of(&inventory);
         for (name, text) in &texts {
-            if self.texts.get(name) != Some(text) {
+            if retarget || self.texts.get(name) != Some(text) {
                 changed.push((
                     name.clone(),
-                    load_policy(name, text, &limits).map_err(|e| ("policy", e))?,
+                    load_policy(name, text, &limits, &target).map_err(|e| ("policy", e))?,
                 ));
             }
         }
@@ -470,7 +471,7 @@ impl Agent {
         }
         if let Err(e) = outcome {
             // Part of the change may be in the session: rebuild it from the last good inputs.
-            match load_all(&self.texts, &limits).and_then(|loaded| {
+            match load_all(&self.texts, &limits, &self.loaded_inventory).and_then(|loaded| {
                 Session::with_policies(
                     self.loaded_inventory.clone(),
                     loaded,

@@ -43,10 +43,17 @@ pub fn read_policy_dir(dir: &Path, limits: &Limits) -> Result<PolicyTexts, Agent
     Ok(texts)
 }
 
-/// Loads one policy text; a text with any error is refused with its rendered diagnostics (the
-/// file, line, column and field of each), so nothing of it is applied.
-pub fn load_policy(name: &str, text: &str, limits: &Limits) -> Result<LoadOutcome, AgentError> {
-    let outcome = load_str(name, text, &limits.load);
+/// Loads one policy text, validated for `target` (the inventory's `ciliumVersion` /
+/// `enableK8sClusterNetworkPolicy`); a text with any error is refused with its rendered
+/// diagnostics (the file, line, column and field of each), so nothing of it is applied.
+pub fn load_policy(
+    name: &str,
+    text: &str,
+    limits: &Limits,
+    target: &porin_model::Target,
+) -> Result<LoadOutcome, AgentError> {
+    let mut outcome = load_str(name, text, &limits.load);
+    outcome.apply_target(target);
     if outcome.has_errors() {
         let errors: Vec<_> = outcome
             .diagnostics
@@ -60,6 +67,12 @@ pub fn load_policy(name: &str, text: &str, limits: &Limits) -> Result<LoadOutcom
         )));
     }
     Ok(outcome)
+}
+
+/// The target the agent validates policies for: what the inventory says, else Cilium 1.19
+/// with every setting off.
+pub fn target_of(inventory: &Inventory) -> porin_model::Target {
+    inventory.target.choice().target()
 }
 
 /// Loads and finishes the inventory file (or directory).

@@ -13,6 +13,7 @@ use porin_compiler::session::{
 };
 use porin_compiler::settings::SettingsSpec;
 use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
+use porin_model::version::{CiliumVersion, Target, TargetChoice};
 
 use crate::compilation::{Compilation, policy_diff_handle, porin_compilation};
 use crate::diagnostics::{Diagnostics, porin_diagnostics};
@@ -64,6 +65,31 @@ pub(crate) struct Session {
     /// Set by the first `porin_session_apply_*` call: from then on the
     /// session is live (see `porin_session_apply_policy_bytes`).
     live: Option<LiveSession>,
+    /// The target the caller set (`porin_session_set_cilium_version`,
+    /// `enable-k8s-cluster-network-policy` of `porin_session_set_setting`):
+    /// above the inventory's `ciliumVersion` /
+    /// `enableK8sClusterNetworkPolicy`, as the CLI's flags are.
+    target: TargetChoice,
+}
+
+impl Session {
+    /// The target the policies are validated for: what the caller set,
+    /// else what the inventory says, else Cilium 1.19 with every setting
+    /// off.
+    fn target(&self) -> Target {
+        self.target.or(self.inventory.target.choice()).target()
+    }
+
+    /// The session's policies with the target's validation applied
+    /// (`LoadOutcome::apply_target`: rows of porin's version table, and
+    /// the ClusterNetworkPolicies enforced or refused with PM066). Applied
+    /// to a copy at each compile: the target may change after the
+    /// policies were added.
+    fn targeted_policies(&self) -> LoadOutcome {
+        let mut policies = self.policies.clone();
+        policies.apply_target(&self.target());
+        policies
+    }
 }
 
 fn session_mut<'a>(session: *mut porin_session) -> Result<&'a mut Session, porin_result> {
@@ -191,6 +217,7 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             limits: Limits::default(),
             policy_bytes: 0,
             live: None,
+            target: TargetChoice::default(),
         };
         write_out(out, into_handle(session).cast::<porin_session>());
         Ok(())
@@ -342,7 +369,14 @@ pub extern "C" fn porin_session_add_inventory_path(
         }
         let loaded = Inventory::load_with_limits(path, &state.limits.inventory)
             .map_err(|e| inventory_error(&e))?;
+        // A ciliumVersion that contradicts the session's: refused before
+        // anything is merged (the session is unchanged).
+        let mut target = state.inventory.target.clone();
+        target
+            .merge(&loaded.target)
+            .map_err(|e| inventory_error(&e))?;
         let inventory = &mut state.inventory;
+        inventory.target = target;
         if loaded.cluster != porin_compiler::inventory::DEFAULT_CLUSTER {
             inventory.cluster = loaded.cluster;
         }
@@ -600,30 +634,27 @@ pub extern "C" fn porin_session_compile(
             write_out(out, into_handle(compilation).cast::<porin_compilation>());
             return Ok(());
         }
-        if state.policies.has_errors() {
+        let policies = state.targeted_policies();
+        if policies.has_errors() {
             give_diagnostics(Diagnostics::new(
-                state.policies.diagnostics.clone(),
-                &state.policies.sources,
+                policies.diagnostics.clone(),
+                &policies.sources,
             ));
-            let count = state
-                .policies
-                .diagnostics
-                .iter()
-                .filter(|d| d.is_error())
-                .count();
+            let errors = policies.diagnostics.iter().filter(|d| d.is_error()).count();
+            let first = first_error(&policies.diagnostics);
             return Err(Failure::new(
                 porin_result::PolicyInvalid,
-                format!("{count} error(s) in the policy documents"),
+                format!("{errors} error(s) in the policy documents{first}"),
             ));
         }
         let mut inventory = state.inventory.clone();
         inventory.finish().map_err(|e| inventory_error(&e))?;
-        let inputs = PolicyInput::from_outcome(&state.policies);
+        let inputs = PolicyInput::from_outcome(&policies);
         let (compiled, stats) = state
             .compiler
             .compile(&inputs, &inventory)
             .map_err(|e| compile_error(&e))?;
-        let mut findings = state.policies.diagnostics.clone();
+        let mut findings = policies.diagnostics.clone();
         findings.extend(compiled.all_diagnostics().cloned());
         let compilation = Compilation::new(compiled)
             .map_err(|e| Failure::new(porin_result::EmitFailed, e.to_string()))?;
@@ -631,7 +662,7 @@ pub extern "C" fn porin_session_compile(
         pin_identities(&mut inventory, &compilation.compiled);
         state.inventory = inventory;
         state.stats = stats;
-        give_diagnostics(Diagnostics::new(findings, &state.policies.sources));
+        give_diagnostics(Diagnostics::new(findings, &policies.sources));
         write_out(out, into_handle(compilation).cast::<porin_compilation>());
         Ok(())
     })
@@ -711,6 +742,11 @@ pub extern "C" fn porin_session_set_limit(
 /// `settings:` of an inventory text does. It applies from the next
 /// `porin_session_compile`; inventory texts added later may set it again.
 ///
+/// `enable-k8s-cluster-network-policy` (`true`/`false`, Cilium 1.20) is
+/// part of the target, as `porin_session_set_cilium_version` is: it wins
+/// over an inventory's `enableK8sClusterNetworkPolicy` and applies to the
+/// policies already added.
+///
 /// Returns OK, INVALID_PARAMETER (an unknown flag, a value the flag does
 /// not take, or one porin does not model: the message names it in
 /// `porin_session_last_error`; the session is unchanged; or the session
@@ -728,11 +764,61 @@ pub extern "C" fn porin_session_set_setting(
         let flag = string(flag, flag_len).map_err(plain)?;
         let value = string(value, value_len).map_err(plain)?;
         let invalid = |message: String| Failure::new(porin_result::InvalidParameter, message);
+        if flag == K8S_CLUSTER_NETWORK_POLICY_FLAG {
+            let switch = match value {
+                "true" => true,
+                "false" => false,
+                _ => {
+                    return Err(invalid(format!(
+                        "{flag}: `{value}` is not `true` or `false`"
+                    )));
+                }
+            };
+            state.target.k8s_cluster_network_policy = Some(switch);
+            return Ok(());
+        }
         let spec = SettingsSpec::one(flag, value).map_err(invalid)?;
         let mut inventory = state.inventory.clone();
         spec.apply(&mut inventory.settings, &mut inventory.allow_localhost)
             .map_err(invalid)?;
         state.inventory = inventory;
+        Ok(())
+    })
+}
+
+/// The agent flag of the ClusterNetworkPolicy switch (Cilium 1.20,
+/// `pkg/option/config.go`), taken by `porin_session_set_setting`.
+const K8S_CLUSTER_NETWORK_POLICY_FLAG: &str = "enable-k8s-cluster-network-policy";
+
+/// Sets the Cilium version the session's policies are validated and
+/// compiled for: `"1.19"` (the default) or `"1.20"` (`MAJOR.MINOR`, a
+/// patch release such as `1.20.1` is read as its minor). It wins over an
+/// inventory's `ciliumVersion` and applies from the next
+/// `porin_session_compile` to every policy, the ones added before too.
+/// ClusterNetworkPolicy needs `"1.20"` and `enable-k8s-cluster-network-policy`
+/// (`porin_session_set_setting`); without both, a session holding one
+/// fails to compile with POLICY_INVALID (PM066 names what is missing).
+///
+/// Returns OK, INVALID_PARAMETER (a version porin does not model, or the
+/// session is live: the message names the value and the modelled
+/// versions in `porin_session_last_error`; the session is unchanged),
+/// NULL_PARAMETER, INVALID_UTF8, INVALID_HANDLE, PANIC.
+#[unsafe(no_mangle)]
+pub extern "C" fn porin_session_set_cilium_version(
+    session: *mut porin_session,
+    version: *const c_char,
+    version_len: usize,
+) -> porin_result {
+    with_session(session, |state| {
+        not_live(state)?;
+        let text = string(version, version_len).map_err(plain)?;
+        let parsed = CiliumVersion::parse_modelled(text).map_err(|e| {
+            Failure::new(
+                porin_result::InvalidParameter,
+                format!("Cilium version `{text}`: {e}"),
+            )
+        })?;
+        state.target.version = Some(parsed);
         Ok(())
     })
 }
@@ -799,17 +885,23 @@ fn update_ref<'a>(update: *const porin_update) -> Result<&'a UpdateOut, porin_re
 fn session_error(error: &SessionError) -> Failure {
     match error {
         SessionError::Policy(diagnostics) => {
-            let first = diagnostics
-                .iter()
-                .find(|d| d.is_error())
-                .map(|d| format!(": {}", d.message))
-                .unwrap_or_default();
+            let first = first_error(diagnostics);
             Failure::new(porin_result::PolicyInvalid, format!("{error}{first}"))
         }
         SessionError::Inventory(e) => inventory_error(e),
         SessionError::Compile(e) => compile_error(e),
         _ => Failure::new(porin_result::CompileFailed, error.to_string()),
     }
+}
+
+/// `: MESSAGE` of the first error among `diagnostics` (empty if none), for
+/// a failure's message.
+fn first_error(diagnostics: &[porin_model::Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .find(|d| d.is_error())
+        .map(|d| format!(": {}", d.message))
+        .unwrap_or_default()
 }
 
 /// The live session, started from the batch inputs on first use.
@@ -822,10 +914,18 @@ fn live(state: &mut Session) -> Result<&mut LiveSession, Failure> {
                     .to_owned(),
             ));
         }
-        let texts = if state.policies.documents.is_empty() {
+        let policies = state.targeted_policies();
+        if policies.has_errors() {
+            let first = first_error(&policies.diagnostics);
+            return Err(Failure::new(
+                porin_result::PolicyInvalid,
+                format!("the session's policy documents are invalid for its target{first}"),
+            ));
+        }
+        let texts = if policies.documents.is_empty() {
             Vec::new()
         } else {
-            vec![("<session>".to_owned(), state.policies.clone())]
+            vec![("<session>".to_owned(), policies)]
         };
         let session = LiveSession::with_policies(
             state.inventory.clone(),
@@ -890,7 +990,8 @@ pub extern "C" fn porin_session_apply_policy_bytes(
         let text = std::str::from_utf8(raw).map_err(|e| {
             Failure::new(porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}"))
         })?;
-        let outcome = load_str(name, text, &state.limits.load);
+        let mut outcome = load_str(name, text, &state.limits.load);
+        outcome.apply_target(&state.target());
         let update = live(state)?
             .set_policy(name, outcome)
             .map_err(|e| session_error(&e))?;

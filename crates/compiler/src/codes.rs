@@ -67,14 +67,18 @@ porin_model::code_table! {
     /// the one of a cluster without policy.
     INVENTORY_SELECTS_NOTHING = "PC020", "inventory-selects-nothing", Warning,
         "No loaded policy selects any endpoint of the inventory (a wrong or incomplete inventory, or the wrong namespace): nothing is enforced, so every flow is allowed and a test that expects allow passes without testing anything. Give the inventory the workloads the policies are for (their manifests, `--inventory`, `inventory:`).";
-    /// The DNS rule Cilium 1.20 adds for a ClusterNetworkPolicy's
-    /// `domainNames` is not compiled.
-    DOMAIN_NAMES_DNS_RULE = "PC025", "domain-names-dns-rule", Warning,
-        "A ClusterNetworkPolicy `domainNames` peer: Cilium 1.20 also allows DNS to k8s-app=kube-dns on the named ports dns/dns-tcp through its DNS proxy (pkg/k8s/cluster_network_policy.go); porin does not compile that rule (fail closed) and resolves the names from the inventory's `fqdns` as for toFQDNs.";
+    /// Retired: porin compiles the DNS rule Cilium 1.20 adds for a
+    /// ClusterNetworkPolicy's `domainNames`; never reported.
+    DOMAIN_NAMES_DNS_RULE = "PC025", "domain-names-dns-rule", Info,
+        "Retired (no longer reported): porin once left out the DNS rule Cilium 1.20 adds for a ClusterNetworkPolicy `domainNames` peer; it now compiles it as Cilium does (an Accept towards k8s-app=kube-dns on the named ports dns/dns-tcp, redirected to the DNS proxy; pkg/k8s/cluster_network_policy.go).";
     /// A host policy (`nodeSelector`) that selects no node of the
     /// inventory.
     HOST_POLICY_SELECTS_NO_NODE = "PC030", "host-policy-selects-no-node", Warning,
         "A host policy's nodeSelector matches no node of the inventory (node labels; `nodes:` of an inventory or PolicyTest file, Node manifests): it applies to no host endpoint, so it allows and denies nothing there.";
+    /// A ClusterNetworkPolicy the agent refuses as a whole under the
+    /// inventory's settings: none of its rules is compiled.
+    CLUSTER_NETWORK_POLICY_REFUSED = "PC031", "cluster-network-policy-refused", Error,
+        "A ClusterNetworkPolicy Cilium 1.20's agent refuses under the inventory's settings (a `nodes` peer without `enable-node-selector-labels: true`): ParseClusterNetworkPolicy fails and none of its rules is enforced, Deny included (pkg/k8s/cluster_network_policy.go); porin compiles none either and reports the policy as an error.";
     /// A port without a number (VRRP/IGMP) while
     /// `enable-extended-ip-protocols` is off.
     PORT_NEEDS_EXTENDED_PROTOCOLS = "PC033", "port-needs-extended-protocols", Error,

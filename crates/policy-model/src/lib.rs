@@ -65,4 +65,4 @@ pub use model::*;
 pub use registry::{CodeInfo, Doc, Stage};
 pub use route::Route;
 pub use suggest::suggested_replacement;
-pub use version::{CiliumVersion, Target};
+pub use version::{CiliumVersion, Target, TargetChoice};

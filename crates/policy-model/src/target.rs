@@ -119,6 +119,54 @@ pub fn upgrade_diagnostics(
         .collect()
 }
 
+/// What upgrading from `from` to `to` changes for the ClusterNetworkPolicies
+/// of `outcome` (loaded, no target applied yet): when `from` does not
+/// enforce the kind and `to` does, one PM067 finding per policy, at its
+/// `kind`, backed by row `cluster-network-policy`: its rules, Deny
+/// included, start to apply. Whether the policy itself validates is
+/// [`LoadOutcome::apply_target`]'s to say.
+pub fn cluster_policy_upgrade_diagnostics(
+    outcome: &LoadOutcome,
+    from: &Target,
+    to: &Target,
+) -> Vec<Diagnostic> {
+    if LoadOutcome::enforces_cluster_network_policy(from)
+        || !LoadOutcome::enforces_cluster_network_policy(to)
+    {
+        return Vec::new();
+    }
+    let kind_route = Route::root().key("kind");
+    outcome
+        .pending_cluster_policies
+        .iter()
+        .map(|document| {
+            let mut diagnostic = Diagnostic::new(
+                codes::CLUSTER_NETWORK_POLICY_ENFORCED_BY_UPGRADE,
+                format!(
+                    "ClusterNetworkPolicy `{}` starts to be enforced with the upgrade: Cilium {} with --enable-k8s-cluster-network-policy applies every rule of it, Deny included",
+                    document.doc.name(),
+                    to.version
+                ),
+            )
+            .note(format!(
+                "upgrade check: ignored by Cilium {}{}, enforced by Cilium {} with the switch",
+                from.version,
+                if from.version.validation() < CiliumVersion::V1_20 {
+                    ""
+                } else {
+                    " without --enable-k8s-cluster-network-policy"
+                },
+                to.version
+            ))
+            .help("review its verdicts under the new target (porin test, porin query --cilium-version 1.20 --enable-k8s-cluster-network-policy); the row is `cluster-network-policy` of porin's version table");
+            if let Some(location) = outcome.locate_in(document, &kind_route) {
+                diagnostic = diagnostic.at(location);
+            }
+            diagnostic
+        })
+        .collect()
+}
+
 impl LoadOutcome {
     /// Applies the target's validation: records the diagnostics of
     /// [`target_diagnostics`] and leaves out every document that gets an
@@ -189,7 +237,7 @@ impl LoadOutcome {
                 ),
             )
             .note(format!("{KCNP_ROW_NOTE} (row `cluster-network-policy` of porin's version table)"))
-            .help("pass --cilium-version 1.20 --enable-k8s-cluster-network-policy (or `ciliumVersion: \"1.20\"` in .porin.yaml with the flag) if the cluster runs that; otherwise remove the policy: the cluster would ignore every rule, Deny included");
+            .help("if the cluster runs that, pass --cilium-version 1.20 --enable-k8s-cluster-network-policy, or set `ciliumVersion: \"1.20\"` and `enableK8sClusterNetworkPolicy: true` in the inventory, the PolicyTest file or .porin.yaml; otherwise remove the policy: the cluster would ignore every rule, Deny included");
             if let Some(location) = location {
                 diagnostic = diagnostic.at(location);
             }

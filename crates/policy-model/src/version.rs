@@ -116,6 +116,43 @@ impl Target {
     }
 }
 
+/// What one source of the target says, each part optional: the command
+/// line (`--cilium-version`, `--enable-k8s-cluster-network-policy`), an
+/// inventory or PolicyTest file (`ciliumVersion`,
+/// `enableK8sClusterNetworkPolicy`), `.porin.yaml`, or a C API session.
+/// Sources are layered with [`TargetChoice::or`], the most specific first
+/// (command line > inventory or test file > `.porin.yaml` > default), and
+/// the unset parts take the defaults ([`TargetChoice::target`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TargetChoice {
+    /// The Cilium version, if this source names one.
+    pub version: Option<CiliumVersion>,
+    /// `--enable-k8s-cluster-network-policy`, if this source sets it.
+    pub k8s_cluster_network_policy: Option<bool>,
+}
+
+impl TargetChoice {
+    /// This choice where it says something, `lower` elsewhere.
+    #[must_use]
+    pub fn or(self, lower: TargetChoice) -> TargetChoice {
+        TargetChoice {
+            version: self.version.or(lower.version),
+            k8s_cluster_network_policy: self
+                .k8s_cluster_network_policy
+                .or(lower.k8s_cluster_network_policy),
+        }
+    }
+
+    /// The target, with the defaults (Cilium 1.19, every setting off) for
+    /// what no source said.
+    pub fn target(self) -> Target {
+        Target {
+            version: self.version.unwrap_or(CiliumVersion::DEFAULT),
+            k8s_cluster_network_policy: self.k8s_cluster_network_policy.unwrap_or(false),
+        }
+    }
+}
+
 /// What a row applies to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Applies {
@@ -733,6 +770,36 @@ mod tests {
         );
         assert_eq!(CiliumVersion::new(1, 15).validation(), CiliumVersion::V1_19);
         assert_eq!(CiliumVersion::DEFAULT, CiliumVersion::V1_19);
+    }
+
+    #[test]
+    fn target_choices_layer_most_specific_first() {
+        let flag = TargetChoice {
+            version: Some(CiliumVersion::V1_19),
+            k8s_cluster_network_policy: None,
+        };
+        let file = TargetChoice {
+            version: Some(CiliumVersion::V1_20),
+            k8s_cluster_network_policy: Some(true),
+        };
+        // The flag's version wins; the file's switch fills the gap.
+        assert_eq!(
+            flag.or(file).target(),
+            Target {
+                version: CiliumVersion::V1_19,
+                k8s_cluster_network_policy: true
+            }
+        );
+        // An explicit `false` is an answer, not a gap.
+        let off = TargetChoice {
+            version: None,
+            k8s_cluster_network_policy: Some(false),
+        };
+        assert!(!off.or(file).target().k8s_cluster_network_policy);
+        assert_eq!(
+            TargetChoice::default().target(),
+            Target::new(CiliumVersion::DEFAULT)
+        );
     }
 
     #[test]

@@ -128,29 +128,11 @@ pub struct TestFileSpec {
     /// and are not run. Such a file counts as one case.
     #[serde(default)]
     pub expect_error: Option<Spanned<String>>,
-    /// porin extension: the Cilium version the policies are validated and
-    /// decided for (`"1.19"`, the default, or `"1.20"`; rows of
-    /// `porin_model::version::TABLE`).
-    #[serde(default)]
-    pub cilium_version: Option<Spanned<String>>,
-    /// porin extension: the agent runs with
-    /// `--enable-k8s-cluster-network-policy` (Cilium 1.20): the file's
-    /// ClusterNetworkPolicies are enforced.
-    #[serde(default)]
-    pub enable_k8s_cluster_network_policy: bool,
 }
 
 /// The top-level fields [`TestFileSpec`] reads (camelCase); with
 /// [`INVENTORY_FIELDS`] they are every field a `PolicyTest` may have.
-pub const TEST_FILE_FIELDS: &[&str] = &[
-    "name",
-    "policies",
-    "cases",
-    "inventory",
-    "expectError",
-    "ciliumVersion",
-    "enableK8sClusterNetworkPolicy",
-];
+pub const TEST_FILE_FIELDS: &[&str] = &["name", "policies", "cases", "inventory", "expectError"];
 
 /// Finds the test files under the given paths: a file argument is a test
 /// file; a directory is searched recursively, in path order, for `.yaml`,
@@ -254,16 +236,19 @@ pub fn prepare_with_inventory(
     prepare_with_target(path, limits, extra, &TargetOverride::default())
 }
 
-/// The target `porin test --cilium-version V --enable-k8s-cluster-network-policy`
-/// asks for. Precedence: the flag, then the file's `ciliumVersion` /
-/// `enableK8sClusterNetworkPolicy`, then the default (1.19, switch off);
-/// the switch is on when the flag or the file turns it on.
+/// The target a test file is run for, around what its inventory says.
+/// The inventory is the file's own `ciliumVersion` /
+/// `enableK8sClusterNetworkPolicy` and those of the inventory files it
+/// reads (`inventory:`, `--inventory`; a disagreement is an error naming
+/// both lines). Precedence: `command_line` (`porin test --cilium-version V
+/// --enable-k8s-cluster-network-policy[=BOOL]`), then the inventory, then
+/// `defaults` (`.porin.yaml`), then Cilium 1.19 with the switch off.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct TargetOverride {
-    /// `--cilium-version`, overriding the file's `ciliumVersion`.
-    pub version: Option<porin_model::CiliumVersion>,
-    /// `--enable-k8s-cluster-network-policy`.
-    pub k8s_cluster_network_policy: bool,
+    /// What the command line says: above the file.
+    pub command_line: porin_model::TargetChoice,
+    /// What `.porin.yaml` says: below the file.
+    pub defaults: porin_model::TargetChoice,
 }
 
 /// [`prepare_with_inventory`] with the command line's target overriding
@@ -339,22 +324,13 @@ pub fn prepare_with_target(
             }
         }
     }
-    let version = match (target.version, &spec.cilium_version) {
-        (Some(version), _) => version,
-        (None, Some(version)) => porin_model::CiliumVersion::parse_modelled(&version.value)
-            .map_err(|e| {
-                format!(
-                    "{display}:{}: ciliumVersion: {e}",
-                    version.referenced.line()
-                )
-            })?,
-        (None, None) => porin_model::CiliumVersion::DEFAULT,
-    };
-    outcome.apply_target(&porin_model::Target {
-        version,
-        k8s_cluster_network_policy: spec.enable_k8s_cluster_network_policy
-            || target.k8s_cluster_network_policy,
-    });
+    outcome.apply_target(
+        &target
+            .command_line
+            .or(inventory.target.choice())
+            .or(target.defaults)
+            .target(),
+    );
     if outcome.has_errors() {
         return Err(format!(
             "{display}: {POLICIES_INVALID}:\n{}",

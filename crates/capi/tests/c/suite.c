@@ -912,6 +912,120 @@ static void check_settings(void) {
     porin_session_free(session);
 }
 
+/* The ClusterNetworkPolicy of check_cluster_network_policy. */
+static const char CLUSTER_POLICY[] =
+    "apiVersion: policy.networking.k8s.io/v1alpha2\n"
+    "kind: ClusterNetworkPolicy\n"
+    "metadata: {name: deny-slytherin}\n"
+    "spec:\n"
+    "  tier: Admin\n"
+    "  priority: 10\n"
+    "  subject:\n"
+    "    namespaces: {matchLabels: {house: gryffindor}}\n"
+    "  ingress:\n"
+    "    - name: deny-from-slytherin\n"
+    "      action: Deny\n"
+    "      from: [{namespaces: {matchLabels: {house: slytherin}}}]\n";
+
+/* A session holding CLUSTER_POLICY and the inventory text `inventory`. */
+static porin_session *cluster_policy_session(const char *inventory) {
+    porin_session *session = new_session();
+    CHECK_RESULT(porin_session_add_policy_bytes(session, S("cnp.yaml"),
+                                                (const uint8_t *)CLUSTER_POLICY,
+                                                sizeof CLUSTER_POLICY - 1),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_add_inventory_bytes(session, S("inventory.yaml"),
+                                                   (const uint8_t *)inventory, strlen(inventory)),
+                 PORIN_RESULT_OK);
+    return session;
+}
+
+/* A ClusterNetworkPolicy through the C API (issue 21): Cilium 1.20
+ * compiles it behind --enable-k8s-cluster-network-policy
+ * (pkg/k8s/cluster_network_policy.go), 1.19 does not know it. The target
+ * comes from porin_session_set_cilium_version and the switch of
+ * porin_session_set_setting, or from the inventory text's ciliumVersion /
+ * enableK8sClusterNetworkPolicy; the setters win over the inventory. The
+ * policy: network-policy-api's conformance case "Should Deny traffic from
+ * slytherin to gryffindor respecting ANP" as a v1alpha2 Admin Deny. */
+static void check_cluster_network_policy(void) {
+#define HOGWARTS                                                                  \
+    "namespaces:\n"                                                               \
+    "  gryffindor: {house: gryffindor}\n"                                         \
+    "  slytherin: {house: slytherin}\n"                                           \
+    "endpoints:\n"                                                                \
+    "  - {name: harry-potter-0, namespace: gryffindor, labels: {app: harry-potter}}\n" \
+    "  - {name: draco-malfoy-0, namespace: slytherin, labels: {app: draco-malfoy}}\n"
+    static const char bare_inventory[] = "kind: Inventory\n" HOGWARTS;
+    static const char targeted_inventory[] = "kind: Inventory\n"
+                                             "ciliumVersion: \"1.20\"\n"
+                                             "enableK8sClusterNetworkPolicy: true\n" HOGWARTS;
+#undef HOGWARTS
+    static const char *const not_in_1_19[] = {"ClusterNetworkPolicy", "deny-slytherin",
+                                              "Cilium 1.19 does not implement it", NULL};
+    static const char *const needs_switch[] = {"deny-slytherin",
+                                               "--enable-k8s-cluster-network-policy", NULL};
+    static const char *const bad_version[] = {"`1.18`", "1.19, 1.20", NULL};
+    static const char *const bad_switch[] = {"enable-k8s-cluster-network-policy", "`yes`", NULL};
+    porin_session *session = cluster_policy_session(bare_inventory);
+    porin_compilation *compilation = NULL;
+    porin_decision *decision = NULL;
+    porin_str explanation;
+
+    /* The default target (1.19): refused, naming the policy. */
+    CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_POLICY_INVALID);
+    check_last_error(session, not_in_1_19);
+    /* Versions and switch values porin does not take: refused, named. */
+    CHECK_RESULT(porin_session_set_cilium_version(NULL, S("1.20")), PORIN_RESULT_NULL_PARAMETER);
+    CHECK_RESULT(porin_session_set_cilium_version(session, S("1.18")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    check_last_error(session, bad_version);
+    CHECK_RESULT(porin_session_set_setting(session, S("enable-k8s-cluster-network-policy"),
+                                           S("yes")),
+                 PORIN_RESULT_INVALID_PARAMETER);
+    check_last_error(session, bad_switch);
+    /* 1.20 without the switch: still refused, naming the flag. */
+    CHECK_RESULT(porin_session_set_cilium_version(session, S("1.20")), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_POLICY_INVALID);
+    check_last_error(session, needs_switch);
+    /* 1.20 with the switch: the Admin Deny decides, and says so. */
+    CHECK_RESULT(porin_session_set_setting(session, S("enable-k8s-cluster-network-policy"),
+                                           S("true")),
+                 PORIN_RESULT_OK);
+    compilation = compile_ok(session);
+    CHECK(decide(compilation, "slytherin/draco-malfoy-0", "gryffindor/harry-potter-0", 6, 80) ==
+          PORIN_VERDICT_DENY);
+    /* No default deny: the subject's other peers and egress stay open. */
+    CHECK(decide(compilation, "gryffindor/harry-potter-0", "slytherin/draco-malfoy-0", 6, 80) ==
+          PORIN_VERDICT_ALLOW);
+    CHECK_RESULT(porin_compilation_decide(compilation, S("slytherin/draco-malfoy-0"),
+                                          S("gryffindor/harry-potter-0"), 6, 80, &decision),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_decision_explanation(decision, &explanation), PORIN_RESULT_OK);
+    CHECK(contains(explanation.ptr, explanation.len, "tier Admin, priority 10"));
+    CHECK(contains(explanation.ptr, explanation.len, "deny-from-slytherin"));
+    porin_decision_free(decision);
+    porin_compilation_free(compilation);
+    /* The switch turned off again: refused. */
+    CHECK_RESULT(porin_session_set_setting(session, S("enable-k8s-cluster-network-policy"),
+                                           S("false")),
+                 PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_POLICY_INVALID);
+    porin_session_free(session);
+
+    /* The inventory text says 1.20 with the switch: compiled without a
+     * setter; porin_session_set_cilium_version("1.19") overrides it. */
+    session = cluster_policy_session(targeted_inventory);
+    compilation = compile_ok(session);
+    CHECK(decide(compilation, "slytherin/draco-malfoy-0", "gryffindor/harry-potter-0", 6, 80) ==
+          PORIN_VERDICT_DENY);
+    porin_compilation_free(compilation);
+    CHECK_RESULT(porin_session_set_cilium_version(session, S("1.19")), PORIN_RESULT_OK);
+    CHECK_RESULT(porin_session_compile(session, &compilation, NULL), PORIN_RESULT_POLICY_INVALID);
+    check_last_error(session, not_in_1_19);
+    porin_session_free(session);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s FIXTURES_DIR\n", argv[0]);
@@ -925,6 +1039,7 @@ int main(int argc, char **argv) {
     check_compilation();
     check_limits();
     check_settings();
+    check_cluster_network_policy();
     check_live_session();
     if (suite_failures) {
         fprintf(stderr, "%d check(s) failed\n", suite_failures);

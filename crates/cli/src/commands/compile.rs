@@ -23,7 +23,7 @@ use porin_model::loader::{LoadOutcome, load_paths};
 
 use crate::limit_flags::LimitArgs;
 use crate::target_flags::TargetArgs;
-use porin_model::version::Target;
+use porin_model::version::{Target, TargetChoice};
 
 /// Output format of `porin compile`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -62,11 +62,14 @@ pub struct Args {
 
 /// Loads policies and inventory and compiles them under `limits`; load
 /// diagnostics go to stderr. Shared with `porin query`, `graph` and `diff`.
+/// `command_line` is the target flags' layer ([`crate::target_flags`]):
+/// it wins over the inventory's `ciliumVersion` /
+/// `enableK8sClusterNetworkPolicy`, which win over `.porin.yaml`.
 pub fn load_and_compile(
     policies: &[PathBuf],
     inventory: &Path,
     limits: &Limits,
-    target: &Target,
+    command_line: &TargetChoice,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
     if inventory.as_os_str() == "-" && policies.iter().any(|p| p.as_os_str() == "-") {
         bail!(
@@ -74,7 +77,7 @@ pub fn load_and_compile(
         );
     }
     let outcome = load_paths(policies, &limits.load).context("cannot load policies")?;
-    compile_loaded(outcome, inventory, limits, target)
+    compile_loaded(outcome, inventory, limits, command_line)
 }
 
 /// [`load_and_compile`] of policies already loaded (`porin diff` reads a
@@ -83,9 +86,10 @@ pub fn compile_loaded(
     mut outcome: LoadOutcome,
     inventory: &Path,
     limits: &Limits,
-    target: &Target,
+    command_line: &TargetChoice,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
-    outcome.apply_target(target);
+    let (inventory, target) = load_inventory_and_target(inventory, limits, command_line)?;
+    outcome.apply_target(&target);
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",
@@ -95,7 +99,6 @@ pub fn compile_loaded(
     if outcome.has_errors() {
         return Ok(Err(outcome));
     }
-    let inventory = load_inventory(inventory, limits).context("cannot load the inventory")?;
     let inputs = PolicyInput::from_outcome(&outcome);
     let compiled = compile_with_limits(&inputs, &inventory, &limits.compile)?;
     let diagnostics: Vec<_> = compiled.all_diagnostics().cloned().collect();
@@ -103,6 +106,22 @@ pub fn compile_loaded(
         eprint!("{}", render_human_all(&diagnostics, &outcome.sources));
     }
     Ok(Ok((compiled, outcome)))
+}
+
+/// Loads the inventory of `--inventory PATH` and the target the policies
+/// are validated for: the command line, else the inventory's keys, else
+/// `.porin.yaml`, else the defaults. The inventory is read before the
+/// policies are validated, since it may say which Cilium they are for.
+pub fn load_inventory_and_target(
+    path: &Path,
+    limits: &Limits,
+    command_line: &TargetChoice,
+) -> anyhow::Result<(Inventory, Target)> {
+    let config = crate::project_config::project_config()?;
+    let inventory =
+        load_inventory_with(path, limits, &config.settings).context("cannot load the inventory")?;
+    let target = crate::target_flags::resolve(*command_line, Some(&inventory), &config);
+    Ok((inventory, target))
 }
 
 /// Loads the inventory of `--inventory PATH`; `-` is standard input. The
@@ -138,7 +157,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         &args.policies,
         &args.inventory,
         &args.limits.limits(),
-        &args.target.target(None),
+        &args.target.choice(),
     )?
     else {
         // Invalid policies (diagnostics printed): a finding, exit 1.
@@ -176,7 +195,9 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     let mut outcome = load_paths(&args.policies, &limits.load).context("cannot load policies")?;
-    outcome.apply_target(&args.target.target(None));
+    let (inventory, target) =
+        load_inventory_and_target(&args.inventory, &limits, &args.target.choice())?;
+    outcome.apply_target(&target);
     if !outcome.diagnostics.is_empty() {
         eprint!(
             "{}",
@@ -187,8 +208,6 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
         // Invalid policies (diagnostics printed): a finding, exit 1.
         return Ok(ExitCode::from(1));
     }
-    let inventory =
-        load_inventory(&args.inventory, &limits).context("cannot load the inventory")?;
     if let Some(wanted) = &args.endpoint
         && !inventory
             .endpoints

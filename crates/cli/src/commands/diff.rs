@@ -60,7 +60,7 @@ use super::compile::compile_loaded;
 use super::flows_weight::Weight;
 use crate::limit_flags::LimitArgs;
 use crate::target_flags::TargetArgs;
-use porin_model::version::{CiliumVersion, Target};
+use porin_model::version::{CiliumVersion, TargetChoice};
 
 /// Output format of `porin diff`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -234,7 +234,7 @@ fn compile_side(
     spec: &str,
     inventory: &Path,
     limits: &Limits,
-    target: &Target,
+    target: &TargetChoice,
 ) -> anyhow::Result<Option<Compiled>> {
     let outcome = load_side(spec, Path::new("."), &limits.load)?;
     Ok(compile_loaded(outcome, inventory, limits, target)?
@@ -566,9 +566,12 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
             "porin diff reads the inventory once per side: give a file or directory, not `-`"
         );
     }
-    let old_target = args.target.target(None);
-    let new_target = Target {
-        version: args.to_cilium_version.unwrap_or(old_target.version),
+    // Both sides resolve the target the same way (flags, the inventory,
+    // `.porin.yaml`); --to-cilium-version replaces the version of the new
+    // side only, above everything else.
+    let old_target = args.target.choice();
+    let new_target = TargetChoice {
+        version: args.to_cilium_version.or(old_target.version),
         ..old_target
     };
     let Some(old) = compile_side(&args.old, &args.inventory, &limits, &old_target)? else {

@@ -73,7 +73,7 @@ pub fn run(args: &GraphArgs) -> anyhow::Result<ExitCode> {
         &args.policies,
         &args.inventory,
         &args.limits.limits(),
-        &args.target.target(None),
+        &args.target.choice(),
     )?
     else {
         return Ok(ExitCode::from(1));

@@ -44,7 +44,7 @@ use crate::limit_flags::LimitArgs;
 use crate::output::Status;
 use crate::render::{self, FailOn, LintFormat};
 use crate::target_flags::TargetArgs;
-use porin_model::target::upgrade_diagnostics;
+use porin_model::target::{cluster_policy_upgrade_diagnostics, upgrade_diagnostics};
 use porin_model::version::{CiliumVersion, Target};
 
 /// Arguments of `porin lint`.
@@ -236,10 +236,6 @@ fn sarif_info(
 pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let limits = args.limits.limits();
     let mut config = load_config(args.config.as_deref())?;
-    let (major, minor) = config.cilium_version;
-    let mut target = args.target.target(Some(CiliumVersion::new(major, minor)));
-    target.k8s_cluster_network_policy |= config.k8s_cluster_network_policy;
-    config.cilium_version = (target.version.major, target.version.minor);
     let stdin_readers = args.paths.iter().filter(|p| p.as_os_str() == "-").count()
         + usize::from(args.inventory.as_deref() == Some(Path::new("-")));
     if stdin_readers > 1 {
@@ -260,7 +256,6 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let mut paths = args.paths.clone();
     paths.extend(context);
     let mut outcome = load_paths(&paths, &limits.load)?;
-    outcome.apply_target(&target);
     let inventory = match &args.inventory {
         Some(path) => Some(
             load_inventory_with(path, &limits, &config.settings)
@@ -268,6 +263,16 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
         ),
         None => None,
     };
+    // The flags, then the inventory's `ciliumVersion` /
+    // `enableK8sClusterNetworkPolicy`, then `.porin.yaml`; PR016 reads the
+    // version the policies are validated for.
+    let target = crate::target_flags::resolve(args.target.choice(), inventory.as_ref(), &config);
+    config.cilium_version = (target.version.major, target.version.minor);
+    // Read before `apply_target` consumes the held-back ClusterNetworkPolicies.
+    let enforced_by_upgrade = args.upgrade_to.map(|version| {
+        cluster_policy_upgrade_diagnostics(&outcome, &target, &Target { version, ..target })
+    });
+    outcome.apply_target(&target);
     let inputs = PolicyInput::from_outcome(&outcome);
     if let Err(error) = check_compile_limits(&inputs, inventory.as_ref(), &limits) {
         return could_not_run(args, &outcome, error);
@@ -302,6 +307,12 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
                     .filter(|d| !in_context(d, &context_names)),
             );
         }
+        diagnostics.extend(
+            enforced_by_upgrade
+                .into_iter()
+                .flatten()
+                .filter(|d| !in_context(d, &context_names)),
+        );
     }
     if let Some(path) = &args.write_baseline {
         // A skipped non-policy document is not a finding to record.

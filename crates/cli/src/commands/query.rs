@@ -155,7 +155,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
                     path.display()
                 );
             }
-            match porin_policytest::prepare_with_limits(path, &limits) {
+            let target = porin_policytest::TargetOverride {
+                command_line: args.target.choice(),
+                defaults: crate::target_flags::config_choice(
+                    &crate::project_config::project_config()?,
+                ),
+            };
+            match porin_policytest::prepare_with_target(path, &limits, &[], &target) {
                 Ok(prepared) => {
                     services_inventory = Some(prepared.inventory);
                     prepared.compiled
@@ -173,12 +179,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             let inventory = args.inventory.as_deref().context(
                 "--inventory is required (or give one PolicyTest file, which has its own endpoints)",
             )?;
-            let Ok((compiled, outcome)) = load_and_compile(
-                &args.policies,
-                inventory,
-                &limits,
-                &args.target.target(None),
-            )?
+            let Ok((compiled, outcome)) =
+                load_and_compile(&args.policies, inventory, &limits, &args.target.choice())?
             else {
                 // Invalid policies: diagnostics printed; a finding, exit 1.
                 return Ok(ExitCode::from(1));

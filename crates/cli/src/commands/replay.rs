@@ -419,7 +419,7 @@ pub fn diagnostics(report: &Report, recording: &Recording) -> Vec<Diagnostic> {
 /// Runs `porin replay`.
 pub fn run(args: &ReplayArgs) -> anyhow::Result<ExitCode> {
     let limits = args.limits.limits();
-    let target = args.target.target(None);
+    let target = args.target.choice();
     if args.inventory.as_os_str() == "-" {
         anyhow::bail!(
             "porin replay reads the inventory once per policy set: give a file or directory, not `-`"

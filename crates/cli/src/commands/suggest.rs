@@ -57,7 +57,7 @@ pub fn run(args: &SuggestArgs) -> anyhow::Result<ExitCode> {
         LoadOutcome::default(),
         &args.inventory,
         &limits,
-        &args.target.target(None),
+        &args.target.choice(),
     )?
     else {
         return Ok(ExitCode::from(1));

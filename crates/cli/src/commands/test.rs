@@ -114,13 +114,22 @@ pub fn run(args: &Args) -> ExitCode {
     let report = match discover(&args.paths) {
         Err(error) => TestReport::failed(error),
         Ok(files) => match engine(args.engine) {
-            Ok(mut engine) => {
-                let target = TargetOverride {
-                    version: args.target.cilium_version,
-                    k8s_cluster_network_policy: args.target.enable_k8s_cluster_network_policy,
-                };
-                run_files_with_target(&files, engine.as_mut(), &limits, &args.inventory, &target)
-            }
+            Ok(mut engine) => match crate::project_config::project_config() {
+                Ok(config) => {
+                    let target = TargetOverride {
+                        command_line: args.target.choice(),
+                        defaults: crate::target_flags::config_choice(&config),
+                    };
+                    run_files_with_target(
+                        &files,
+                        engine.as_mut(),
+                        &limits,
+                        &args.inventory,
+                        &target,
+                    )
+                }
+                Err(error) => TestReport::failed(format!("{error:#}")),
+            },
             Err(error) => TestReport::failed(error.to_string()),
         },
     };
@@ -187,12 +196,8 @@ fn from_flows(args: &Args) -> anyhow::Result<ExitCode> {
     let [inventory] = args.inventory.as_slice() else {
         anyhow::bail!("--from-flows needs one --inventory (the endpoints the flows are mapped to)");
     };
-    let Ok((compiled, _)) = super::compile::load_and_compile(
-        &args.paths,
-        inventory,
-        &limits,
-        &args.target.target(None),
-    )?
+    let Ok((compiled, _)) =
+        super::compile::load_and_compile(&args.paths, inventory, &limits, &args.target.choice())?
     else {
         return Ok(ExitCode::from(1));
     };

@@ -32,8 +32,8 @@ mod model;
 pub(crate) use model::container_port_proto;
 pub use model::{
     AUTO_IPV4_BASE, AUTO_IPV6_BASE, AllowLocalhost, DEFAULT_CLUSTER, Endpoint,
-    HOST_ENDPOINT_NAMESPACE, Interface, Inventory, NamedPort, Node, Service, ServicePort,
-    SourceLocation, TargetPort,
+    HOST_ENDPOINT_NAMESPACE, Interface, Inventory, InventoryTarget, NamedPort, Node, Service,
+    ServicePort, SourceLocation, TargetPort,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -262,6 +262,77 @@ pub struct Inventory {
     /// tap changes no endpoint, no identity and no map state.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub interfaces: BTreeMap<String, Interface>,
+    /// The Cilium the inventory's files say the cluster runs
+    /// (`ciliumVersion`, `enableK8sClusterNetworkPolicy` of porin
+    /// inventory YAML and test files). Read by the callers that validate
+    /// policies ([`InventoryTarget::choice`]), below the command line and
+    /// above `.porin.yaml`; the compiler itself reads no version.
+    #[serde(skip)]
+    pub target: InventoryTarget,
+}
+
+/// `ciliumVersion` and `enableK8sClusterNetworkPolicy` of an inventory,
+/// each with the file and line that set it (two files that disagree are
+/// an error naming both).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct InventoryTarget {
+    /// `ciliumVersion`.
+    pub cilium_version: Option<(porin_model::CiliumVersion, SourceLocation)>,
+    /// `enableK8sClusterNetworkPolicy`.
+    pub k8s_cluster_network_policy: Option<(bool, SourceLocation)>,
+}
+
+/// Records one target key in `slot`: a second file (or document) may
+/// repeat the value, not contradict it.
+pub(super) fn set_target_key<T: PartialEq + std::fmt::Display + Copy>(
+    slot: &mut Option<(T, SourceLocation)>,
+    key: &str,
+    value: T,
+    location: &SourceLocation,
+) -> Result<(), crate::error::InventoryError> {
+    if let Some((earlier, at)) = slot.as_ref() {
+        if *earlier != value {
+            return Err(crate::error::InventoryError::Invalid {
+                file: location.file.clone(),
+                line: location.line,
+                message: format!(
+                    "{key} `{value}` disagrees with {key} `{earlier}` of {}:{}; keep one",
+                    at.file, at.line
+                ),
+            });
+        }
+        return Ok(());
+    }
+    *slot = Some((value, location.clone()));
+    Ok(())
+}
+
+impl InventoryTarget {
+    /// Adds what another inventory says (the C API merges inventories
+    /// loaded apart); a disagreement is an error naming both places.
+    pub fn merge(&mut self, other: &InventoryTarget) -> Result<(), crate::error::InventoryError> {
+        if let Some((version, at)) = &other.cilium_version {
+            set_target_key(&mut self.cilium_version, "ciliumVersion", *version, at)?;
+        }
+        if let Some((switch, at)) = &other.k8s_cluster_network_policy {
+            set_target_key(
+                &mut self.k8s_cluster_network_policy,
+                "enableK8sClusterNetworkPolicy",
+                *switch,
+                at,
+            )?;
+        }
+        Ok(())
+    }
+
+    /// What the inventory says about the target, as one layer of
+    /// [`porin_model::TargetChoice`].
+    pub fn choice(&self) -> porin_model::TargetChoice {
+        porin_model::TargetChoice {
+            version: self.cilium_version.as_ref().map(|(v, _)| *v),
+            k8s_cluster_network_policy: self.k8s_cluster_network_policy.as_ref().map(|(b, _)| *b),
+        }
+    }
 }
 
 /// The host-side device of an endpoint, as the inventory names it.

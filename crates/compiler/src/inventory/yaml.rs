@@ -8,6 +8,8 @@
 //! kind: Inventory
 //! cluster: default
 //! allowLocalhost: auto   # or always | policy (Cilium's allow-localhost)
+//! ciliumVersion: "1.20"  # the Cilium the cluster runs (default 1.19); --cilium-version wins
+//! enableK8sClusterNetworkPolicy: true   # the agent's --enable-k8s-cluster-network-policy
 //! namespaces: {prod: {team: payments}}
 //! endpoints:
 //!   - {name: web, namespace: prod, labels: {app: web}, ports: [{name: http, port: 8080}]}
@@ -30,7 +32,7 @@ use serde_saphyr::Spanned;
 
 use super::{
     AllowLocalhost, Endpoint, Interface, Inventory, NamedPort, Node, Service, ServicePort,
-    SourceLocation, TargetPort, container_port_proto,
+    SourceLocation, TargetPort, container_port_proto, model::set_target_key,
 };
 use crate::allocation::{check_given_identity, try_endpoint_identity_labels};
 use crate::error::InventoryError;
@@ -361,6 +363,12 @@ pub struct InventoryFields {
     /// The local node's name (for nodes from manifests).
     #[serde(default)]
     pub local_node: Option<String>,
+    /// The Cilium version the cluster runs (`"1.19"`, `"1.20"`).
+    #[serde(default)]
+    pub cilium_version: Option<Spanned<String>>,
+    /// The agent runs with `--enable-k8s-cluster-network-policy`.
+    #[serde(default)]
+    pub enable_k8s_cluster_network_policy: Option<Spanned<bool>>,
 }
 
 fn parse_ip(file: &str, line: u32, text: &str) -> Result<IpAddr, InventoryError> {
@@ -376,8 +384,43 @@ fn to_line(n: u64) -> u32 {
 }
 
 impl InventoryFields {
+    /// The target keys (`ciliumVersion`, `enableK8sClusterNetworkPolicy`).
+    fn add_target_to(&self, inventory: &mut Inventory, file: &str) -> Result<(), InventoryError> {
+        let at = |line: u64| SourceLocation {
+            file: file.to_owned(),
+            line: to_line(line),
+        };
+        if let Some(version) = &self.cilium_version {
+            let location = at(version.referenced.line());
+            let parsed =
+                porin_model::CiliumVersion::parse_modelled(&version.value).map_err(|e| {
+                    InventoryError::Invalid {
+                        file: file.to_owned(),
+                        line: location.line,
+                        message: format!("ciliumVersion: {e}"),
+                    }
+                })?;
+            set_target_key(
+                &mut inventory.target.cilium_version,
+                "ciliumVersion",
+                parsed,
+                &location,
+            )?;
+        }
+        if let Some(switch) = &self.enable_k8s_cluster_network_policy {
+            set_target_key(
+                &mut inventory.target.k8s_cluster_network_policy,
+                "enableK8sClusterNetworkPolicy",
+                switch.value,
+                &at(switch.referenced.line()),
+            )?;
+        }
+        Ok(())
+    }
+
     /// Adds these fields to an inventory.
     pub fn add_to(&self, inventory: &mut Inventory, file: &str) -> Result<(), InventoryError> {
+        self.add_target_to(inventory, file)?;
         if let Some(cluster) = &self.cluster {
             inventory.cluster.clone_from(cluster);
         }
@@ -627,6 +670,8 @@ pub const INVENTORY_FIELDS: &[&str] = &[
     "services",
     "nodes",
     "localNode",
+    "ciliumVersion",
+    "enableK8sClusterNetworkPolicy",
 ];
 
 /// The `kind` and the top-level keys of one YAML mapping document, with

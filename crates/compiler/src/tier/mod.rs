@@ -217,7 +217,14 @@ fn decide(
                 continue;
             }
             let entry = match m.place.action {
-                ClusterAction::Accept => Entry::allow(),
+                // The rule's own entry for the region: an allow, or a
+                // redirect where its ports carry L7 rules (the DNS-proxy
+                // rule of `domainNames`, `dnsEgress` in
+                // `ParseClusterNetworkPolicy`).
+                ClusterAction::Accept => choose_region(m.state, direction, identity, key)
+                    .map(|(chosen, _)| chosen.clone())
+                    .filter(|chosen| !chosen.is_deny())
+                    .unwrap_or_else(Entry::allow),
                 ClusterAction::Deny => Entry::deny(),
                 ClusterAction::Pass => {
                     passed.insert(m.origin);

@@ -11,11 +11,18 @@
 //! cluster; the subject gets none). `networks` are CIDR peers,
 //! `domainNames` FQDN peers (`*.x` becomes `**.x`, Cilium's recursive
 //! wildcard, `kcnpParseFQDNSelectors`), resolved from the inventory's DNS
-//! answers as `toFQDNs` is. `nodes` select the remote nodes' identities under
+//! answers as `toFQDNs` is. Each `domainNames` peer also gets the rule
+//! Cilium adds for its DNS proxy (`dnsEgress` in `ParseClusterNetworkPolicy`):
+//! an Accept of the same tier and priority towards `k8s-app=kube-dns` (label
+//! source `any`: every namespace) on the named ports `dns` and `dns-tcp`
+//! (any protocol), redirected to the DNS proxy with the names as its DNS
+//! rules. `nodes` select the remote nodes' identities under
 //! `enable-node-selector-labels` (`kcnpProcessNodeSelector`); without the
-//! setting Cilium refuses the policy, and porin reports PC001 instead: an
-//! Accept matches nothing, a Deny or Pass becomes a Deny of every peer
-//! (the API's "fail closed" for Deny and Pass).
+//! setting Cilium refuses the whole policy (`ParseClusterNetworkPolicy`
+//! returns "egress.to.nodes is not supported since node selector labels are
+//! disabled" and `addK8sClusterNetworkPolicy`, pkg/policy/k8s, imports none
+//! of its rules), and so does porin: PC031 (an error) and no rule of the
+//! policy, its Deny rules included, exactly what the cluster enforces.
 //!
 //! Precedence across tiers is resolved later, per endpoint
 //! ([`crate::tier`]).
@@ -33,9 +40,10 @@ use super::selectors::{k8s_selector, namespace_labels_selector};
 use super::{Ctx, PolicyInput};
 use crate::codes;
 use crate::labels::CLUSTER_LABEL;
+use crate::labels::SOURCE_ANY;
 use crate::mapstate::Direction;
-use crate::resolve::rule::{L7, PolicyRule, PortRef, PortSpec, proto};
-use crate::selector::Selector;
+use crate::resolve::rule::{L7, L7Parser, PolicyRule, PortRef, PortSpec, proto};
+use crate::selector::{Requirement, Selector, SelectorKey};
 use crate::tier::place::TierRule;
 
 impl Ctx<'_> {
@@ -52,6 +60,25 @@ impl Ctx<'_> {
             // nothing rather than everything.
             (None, None) => return,
         };
+        if !self.inventory.settings.enable_node_selector_labels
+            && let Some(route) = first_nodes_peer(policy)
+        {
+            let message = format!(
+                "ClusterNetworkPolicy `{}` {route}: a `nodes` peer needs the agent setting `enable-node-selector-labels: true`; without it Cilium refuses the whole policy (\"egress.to.nodes is not supported since node selector labels are disabled\") and enforces none of its rules, Deny included; porin compiles none either",
+                policy.metadata.name.as_deref().unwrap_or_default()
+            );
+            let at = self.diag(
+                input,
+                codes::CLUSTER_NETWORK_POLICY_REFUSED,
+                &route,
+                message,
+            );
+            if let Some(d) = self.out.diagnostics.get_mut(at) {
+                d.notes.push("pkg/k8s/cluster_network_policy.go: ParseClusterNetworkPolicy returns an error; pkg/policy/k8s/cluster_network_policy.go: addK8sClusterNetworkPolicy then adds no rule".to_owned());
+                d.help = Some("set `enable-node-selector-labels: true` in `settings:` (if the agents run with it), or select the nodes with `networks` (their addresses)".to_owned());
+            }
+            return;
+        }
         let priority = u32::try_from(spec.priority.clamp(0, 1000)).unwrap_or(1000);
         let ingress = spec.ingress.iter().flatten().map(|r| {
             (
@@ -125,6 +152,25 @@ impl Ctx<'_> {
                     host: false,
                     tier: Some(TierRule { action, ..tier }),
                 });
+                if let Some(names) = peer.domain_names.as_ref().filter(|n| !n.is_empty()) {
+                    self.out.rules.push(PolicyRule {
+                        origin,
+                        subject: subject.clone(),
+                        direction,
+                        deny: false,
+                        default_deny: false,
+                        peers: Some(vec![kube_dns_selector()]),
+                        l3_only: false,
+                        ports: dns_proxy_ports(names.len()),
+                        auth: None,
+                        cookie: 0,
+                        host: false,
+                        tier: Some(TierRule {
+                            action: ClusterAction::Accept,
+                            ..tier
+                        }),
+                    });
+                }
             }
         }
     }
@@ -206,45 +252,62 @@ impl Ctx<'_> {
                     &mut selectors,
                 );
             }
-            let at = self.diag(
-                input,
-                codes::DOMAIN_NAMES_DNS_RULE,
-                &format!("{route}.domainNames"),
-                "Cilium 1.20 also allows DNS to `k8s-app=kube-dns` on the named ports `dns`/`dns-tcp` through its DNS proxy for these domainNames; porin does not compile that rule (the DNS traffic is not allowed by it: fail closed) and resolves the names from the inventory's `fqdns`".to_owned(),
-            );
-            if let Some(d) = self.out.diagnostics.get_mut(at) {
-                d.notes.push("pkg/k8s/cluster_network_policy.go: ParseClusterNetworkPolicy adds a dnsEgress entry for every domainNames peer".to_owned());
-                d.help = Some("allow DNS to kube-dns explicitly (a NetworkPolicy or an Admin Accept rule) if the pods need it".to_owned());
-            }
-        } else if let Some(nodes) = peer
-            .nodes
-            .as_ref()
-            .filter(|_| self.inventory.settings.enable_node_selector_labels)
-        {
+        } else if let Some(nodes) = &peer.nodes {
             // `kcnpProcessNodeSelector` (pkg/k8s/cluster_network_policy.go):
             // the node labels plus `reserved:remote-node` and the local
-            // cluster, the selector a CNP's toNodes gets.
+            // cluster, the selector a CNP's toNodes gets. Without
+            // `enable-node-selector-labels` the policy was refused before
+            // any peer was lowered.
             selectors.push(self.node_peer(nodes));
-        } else if peer.nodes.is_some() {
-            let item = item_ctx(input, route, section);
-            let deny_all = action != ClusterAction::Accept;
-            let mut ignored = Vec::new();
-            self.unresolved(
-                &item,
-                &format!("{route}.nodes"),
-                codes::UNSUPPORTED_PEER,
-                "a `nodes` peer of a ClusterNetworkPolicy without the agent setting `enable-node-selector-labels: true` (Cilium refuses the policy: \"egress.to.nodes is not supported since node selector labels are disabled\")"
-                    .to_owned(),
-                &mut ignored,
-            );
-            if deny_all {
-                // A Pass that cannot be resolved denies (the API's fail
-                // closed); a Deny denies every peer.
-                return (vec![Selector::wildcard()], ClusterAction::Deny);
-            }
         }
         (selectors, action)
     }
+}
+
+/// The route of the first `nodes` peer of a policy's egress rules (the
+/// CRD allows `nodes` in egress peers only), if any.
+fn first_nodes_peer(policy: &ClusterNetworkPolicy) -> Option<String> {
+    policy
+        .spec
+        .egress
+        .iter()
+        .flatten()
+        .enumerate()
+        .find_map(|(i, rule)| {
+            rule.to
+                .iter()
+                .position(|peer| peer.nodes.is_some())
+                .map(|j| format!("spec.egress[{i}].to[{j}].nodes"))
+        })
+}
+
+/// The peer of the DNS rule Cilium adds for `domainNames`:
+/// `NewESFromLabels(ParseSelectLabel("k8s-app=kube-dns"))`, a label without
+/// a source, so `any:k8s-app=kube-dns` (pods of every namespace).
+fn kube_dns_selector() -> Selector {
+    Selector::from_requirements([Requirement::is_in(
+        SelectorKey::new(SOURCE_ANY, "k8s-app"),
+        ["kube-dns".to_owned()],
+    )])
+}
+
+/// The ports of that rule: `{Port: "dns"}` and `{Port: "dns-tcp"}` without
+/// a protocol (any), with the domain names as DNS rules (the DNS proxy
+/// redirect).
+fn dns_proxy_ports(names: usize) -> Vec<PortSpec> {
+    ["dns", "dns-tcp"]
+        .into_iter()
+        .map(|name| PortSpec {
+            port: PortRef::Named(name.to_owned()),
+            end_port: 0,
+            proto: proto::ANY,
+            l7: L7 {
+                parser: L7Parser::Dns,
+                rule_count: names,
+                ..L7::none()
+            },
+        })
+        .collect()
 }
 
 fn item_ctx<'x>(input: &'x PolicyInput<'x>, route: &str, section: RuleSection) -> ItemCtx<'x> {
