@@ -96,7 +96,7 @@ fn test_flags_supply_what_the_file_leaves_out() {
         &[&bare],
     );
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("5 passed"), "{stdout}");
+    assert!(stdout.contains("6 passed"), "{stdout}");
     // The file's 1.20 with the switch from the command line.
     let version_only = retargeted("version-only", "ciliumVersion: \"1.20\"\n");
     let (code, stdout, stderr) = porin(
