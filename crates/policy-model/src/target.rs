@@ -186,6 +186,29 @@ impl LoadOutcome {
         self.apply_cluster_policies(target);
     }
 
+    /// The old side of an upgrade comparison (`porin diff
+    /// --to-cilium-version`): the ClusterNetworkPolicies `from` ignores and
+    /// `to` enforces are left out, as the cluster runs without them before
+    /// the upgrade, each reported as PM067 (a warning) where
+    /// [`LoadOutcome::apply_target`] would refuse the set (PM066). Call
+    /// before `apply_target(from)`.
+    pub fn leave_out_cluster_policies_enforced_by_upgrade(&mut self, from: &Target, to: &Target) {
+        let found = cluster_policy_upgrade_diagnostics(self, from, to);
+        if found.is_empty() {
+            return;
+        }
+        let kind_route = Route::root().key("kind");
+        let pending = std::mem::take(&mut self.pending_cluster_policies);
+        for document in &pending {
+            // The loader's "skipped until a target is known" is answered.
+            let location = self.locate_in(document, &kind_route);
+            self.diagnostics.retain(|d| {
+                !(d.code == codes::SKIPPED_DOCUMENT.code && d.primary.as_ref() == location.as_ref())
+            });
+        }
+        self.diagnostics.extend(found);
+    }
+
     /// Whether `target` enforces ClusterNetworkPolicy: Cilium 1.20 or later
     /// with `--enable-k8s-cluster-network-policy` (row
     /// `cluster-network-policy` of the version table).

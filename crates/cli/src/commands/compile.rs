@@ -83,12 +83,30 @@ pub fn load_and_compile(
 /// [`load_and_compile`] of policies already loaded (`porin diff` reads a
 /// git revision into memory).
 pub fn compile_loaded(
-    mut outcome: LoadOutcome,
+    outcome: LoadOutcome,
     inventory: &Path,
     limits: &Limits,
     command_line: &TargetChoice,
 ) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
+    compile_loaded_before_upgrade(outcome, inventory, limits, command_line, None)
+}
+
+/// [`compile_loaded`] of the old side of an upgrade to `upgrade_to` (`porin
+/// diff --to-cilium-version`): a ClusterNetworkPolicy the old target
+/// ignores and the new one enforces is left out with a warning (PM067)
+/// rather than refused, so the diff shows what enforcing it changes.
+pub fn compile_loaded_before_upgrade(
+    mut outcome: LoadOutcome,
+    inventory: &Path,
+    limits: &Limits,
+    command_line: &TargetChoice,
+    upgrade_to: Option<porin_model::CiliumVersion>,
+) -> anyhow::Result<Result<(Compiled, LoadOutcome), LoadOutcome>> {
     let (inventory, target) = load_inventory_and_target(inventory, limits, command_line)?;
+    if let Some(version) = upgrade_to {
+        outcome
+            .leave_out_cluster_policies_enforced_by_upgrade(&target, &Target { version, ..target });
+    }
     outcome.apply_target(&target);
     if !outcome.diagnostics.is_empty() {
         eprint!(

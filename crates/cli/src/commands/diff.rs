@@ -56,7 +56,7 @@ use porin_compiler::limits::Limits;
 use porin_model::LoadLimits;
 use porin_model::loader::{LoadError, LoadOutcome, load_paths, load_reader};
 
-use super::compile::compile_loaded;
+use super::compile::compile_loaded_before_upgrade;
 use super::flows_weight::Weight;
 use crate::limit_flags::LimitArgs;
 use crate::target_flags::TargetArgs;
@@ -235,11 +235,14 @@ fn compile_side(
     inventory: &Path,
     limits: &Limits,
     target: &TargetChoice,
+    upgrade_to: Option<CiliumVersion>,
 ) -> anyhow::Result<Option<Compiled>> {
     let outcome = load_side(spec, Path::new("."), &limits.load)?;
-    Ok(compile_loaded(outcome, inventory, limits, target)?
-        .ok()
-        .map(|(compiled, _)| compiled))
+    Ok(
+        compile_loaded_before_upgrade(outcome, inventory, limits, target, upgrade_to)?
+            .ok()
+            .map(|(compiled, _)| compiled),
+    )
 }
 
 fn word(direction: Direction) -> &'static str {
@@ -574,10 +577,19 @@ pub fn run(args: &DiffArgs) -> anyhow::Result<ExitCode> {
         version: args.to_cilium_version.or(old_target.version),
         ..old_target
     };
-    let Some(old) = compile_side(&args.old, &args.inventory, &limits, &old_target)? else {
+    // The old side of an upgrade runs without the ClusterNetworkPolicies
+    // only the new version enforces (PM067), as the cluster does.
+    let Some(old) = compile_side(
+        &args.old,
+        &args.inventory,
+        &limits,
+        &old_target,
+        args.to_cilium_version,
+    )?
+    else {
         return Ok(ExitCode::from(2));
     };
-    let Some(new) = compile_side(&args.new, &args.inventory, &limits, &new_target)? else {
+    let Some(new) = compile_side(&args.new, &args.inventory, &limits, &new_target, None)? else {
         return Ok(ExitCode::from(2));
     };
     if args.per_direction && !args.flows.is_empty() {

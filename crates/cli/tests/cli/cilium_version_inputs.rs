@@ -96,7 +96,7 @@ fn test_flags_supply_what_the_file_leaves_out() {
         &[&bare],
     );
     assert_eq!(code, Some(0), "{stdout}{stderr}");
-    assert!(stdout.contains("5 passed"), "{stdout}");
+    assert!(stdout.contains("6 passed"), "{stdout}");
     // The file's 1.20 with the switch from the command line.
     let version_only = retargeted("version-only", "ciliumVersion: \"1.20\"\n");
     let (code, stdout, stderr) = porin(
@@ -488,4 +488,56 @@ fn the_upgrade_check_names_cluster_policies_the_upgrade_enforces() {
         let out = lint(extra);
         assert!(!out.contains("PM067"), "{extra:?}: {out}");
     }
+}
+
+/// `porin diff --cilium-version 1.19 --to-cilium-version 1.20
+/// --enable-k8s-cluster-network-policy` with the same ClusterNetworkPolicy
+/// on both sides: the old side runs without it (PM067, as the 1.19
+/// cluster does), so the diff shows the flow its Deny closes, and only
+/// that one (the host keeps its allow-localhost entry).
+#[test]
+fn the_upgrade_diff_shows_what_enforcing_a_cluster_policy_closes() {
+    let dir = inventory_case("upgrade-diff", "");
+    let (code, stdout, stderr) = porin_in(
+        &dir,
+        &[
+            "diff",
+            "policy.yaml",
+            "policy.yaml",
+            "--inventory",
+            "inventory.yaml",
+            "--cilium-version",
+            "1.19",
+            "--to-cilium-version",
+            "1.20",
+            "--enable-k8s-cluster-network-policy",
+        ],
+    );
+    assert_eq!(code, Some(1), "a change: {stdout}{stderr}");
+    assert!(stderr.contains("warning[PM067]"), "{stderr}");
+    assert!(!stderr.contains("PM066"), "{stderr}");
+    assert!(
+        stdout.starts_with("0 connections opened, 1 closed"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("closed  slytherin/draco-malfoy-0 → gryffindor/harry-potter-0"),
+        "{stdout}"
+    );
+    // Without the switch the new side does not enforce it either: the old
+    // side refuses it as before (exit 2).
+    let (code, _, stderr) = porin_in(
+        &dir,
+        &[
+            "diff",
+            "policy.yaml",
+            "policy.yaml",
+            "--inventory",
+            "inventory.yaml",
+            "--to-cilium-version",
+            "1.20",
+        ],
+    );
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("error[PM066]"), "{stderr}");
 }

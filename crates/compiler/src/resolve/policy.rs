@@ -593,6 +593,12 @@ impl<'a> Resolver<'a> {
         self
     }
 
+    /// The origin of the host allow entries, if named
+    /// ([`Self::with_localhost_origin`]).
+    pub(crate) fn localhost_origin(&self) -> Option<u32> {
+        self.localhost_origin
+    }
+
     /// Whether the agent inserts the host allow for this endpoint
     /// (`determineAllowLocalhostIngress`, `pkg/policy/mapstate.go`, called
     /// by `DistillPolicy` in `pkg/policy/resolve.go` unless the endpoint is

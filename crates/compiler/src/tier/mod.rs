@@ -114,8 +114,20 @@ impl<'a> Tiers<'a> {
             let policy = self
                 .resolver
                 .l4_policy_of(identity, &[index], Some([false, false]));
-            let (state, found) = self.resolver.map_state(endpoint, &policy, describe);
+            let (mut state, found) = self.resolver.map_state(endpoint, &policy, describe);
             diagnostics.extend(found);
+            // The agent's host allow (`allow-localhost`) is the endpoint's,
+            // not the rule's: kept in the state, it would make the rule
+            // match the host (an Admin Deny from one namespace denying the
+            // kubelet). The ordinary state keeps it.
+            let host = Key::for_direction(Direction::Ingress).with_identity(Identity::HOST);
+            let localhost = self.resolver.localhost_origin();
+            if state
+                .get(&host)
+                .is_some_and(|entry| entry.origins.iter().all(|o| Some(*o) == localhost))
+            {
+                state.remove(&host);
+            }
             states.push((index, state));
         }
         let mut matchers: Vec<Matcher<'_>> = states

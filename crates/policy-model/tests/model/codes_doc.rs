@@ -30,7 +30,8 @@ fn every_error_code_has_an_invalid_fixture() {
     // Codes that no single policy file can show (PM008 is info, PM037 and
     // PM041 warnings: none of them makes a file invalid; PM051 is retired,
     // ClusterNetworkPolicy being compiled since issue #21; PM067 compares
-    // two targets, only `porin lint --upgrade-to` reports it:
+    // two targets, only `porin lint --upgrade-to` and `porin diff
+    // --to-cilium-version` report it:
     // crates/cli/tests/cli/cilium_version_inputs.rs tests it).
     let exempt = ["PM008", "PM037", "PM041", "PM051", "PM067"];
     for info in ALL {
