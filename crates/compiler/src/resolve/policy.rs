@@ -717,7 +717,7 @@ impl<'a> Resolver<'a> {
             if peers.is_empty() {
                 continue;
             }
-            if keep.is_some() && !filter_keys(rule).iter().any(|(d, k)| kept(*d, k)) {
+            if keep.is_some() && !adds_to(rule, &|key| kept(rule.direction, key)) {
                 // None of its filters is asked for: skip building them.
                 continue;
             }
@@ -1294,6 +1294,17 @@ pub fn filter_keys(rule: &PolicyRule) -> Vec<(Direction, FilterKey)> {
         .flat_map(spec_filter_keys)
         .map(|key| (rule.direction, key))
         .collect()
+}
+
+/// Whether `rule` adds to a filter `wanted` accepts ([`filter_keys`]
+/// without collecting them: asked of every rule of a subject per update).
+fn adds_to(rule: &PolicyRule, wanted: &dyn Fn(&FilterKey) -> bool) -> bool {
+    if rule.l3_only {
+        return wanted(&L3_FILTER);
+    }
+    rule.ports
+        .iter()
+        .any(|spec| spec_filter_keys(spec).any(|key| wanted(&key)))
 }
 
 /// The filter keys of one port spec: one per protocol, `ANY` expanded to

@@ -81,6 +81,10 @@ pub struct Update {
     /// every rule of the text when the change could not be narrowed to
     /// its items).
     pub rules_lowered: usize,
+    /// Rule items of the changed text whose old and new models were
+    /// compared (a policy change: 1 when the edit was narrowed to the item
+    /// whose text holds it, else every item of the text).
+    pub items_compared: usize,
 }
 
 impl Update {
@@ -91,6 +95,7 @@ impl Update {
             states_folded: 0,
             identities_replayed: 0,
             rules_lowered: 0,
+            items_compared: 0,
         }
     }
 }
@@ -665,6 +670,7 @@ impl Session {
             states_folded: self.model.states.len(),
             identities_replayed: 0,
             rules_lowered: self.model.lowered.rules.len(),
+            items_compared: 0,
         };
         update.deltas.sort_by_key(|d| !d.removed);
         Ok(update)
@@ -724,6 +730,10 @@ impl Session {
                 )
             })
             .flatten();
+        let (items, compared) = match items {
+            Some((items, compared)) => (Some(items), Some(compared)),
+            None => (None, None),
+        };
         let mut changed: Vec<usize> = Vec::new();
         // The filters the changed rules add to, before and after (and the
         // L3-only filters, which the synthetic allow-all and the
@@ -847,6 +857,11 @@ impl Session {
         // What every filter's ops read besides the filter, before the
         // change (`ops_shape`): where it stays, the ops are spliced.
         let mut shapes: HashMap<u32, OpsShape> = HashMap::new();
+        // `touched` per direction, asked without building a key.
+        let mut touched_by_direction: [BTreeSet<&FilterKey>; 2] = Default::default();
+        for (direction, key) in &touched {
+            touched_by_direction[usize::from(*direction == Direction::Egress)].insert(key);
+        }
         for id in &subjects_of_changed {
             let Some(old) = model.l4.get_mut(id) else {
                 let policy = resolver.l4_policy(*id);
@@ -856,7 +871,9 @@ impl Session {
             };
             // Only the touched filters are folded again; the others are the
             // fold of the same unchanged rules (`Resolver::l4_policy_filters`).
-            let part = resolver.l4_policy_filters(*id, &|d, k| touched.contains(&(d, k.clone())));
+            let part = resolver.l4_policy_filters(*id, &|d, k| {
+                touched_by_direction[usize::from(d == Direction::Egress)].contains(k)
+            });
             shapes.insert(*id, ops_shape(old));
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
@@ -864,6 +881,10 @@ impl Session {
         }
         let mut update = Update::incremental(Vec::new());
         update.rules_lowered = rules_lowered;
+        update.items_compared = match compared {
+            Some(super::items::Compared::Narrowed) => 1,
+            Some(super::items::Compared::Whole) | None => span.rules.len(),
+        };
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
         let keys: Vec<StateKey> = model
             .states
@@ -888,7 +909,7 @@ impl Session {
                 // diagnostics show.
                 continue;
             }
-            let Some(record) = model.states.remove(&key) else {
+            let Some(mut record) = model.states.remove(&key) else {
                 continue;
             };
             let endpoint = &self.inventory.endpoints[first];
@@ -899,10 +920,19 @@ impl Session {
             // Only the touched filters' ops are made again when nothing
             // else their ops read changed (`splice_ops`); else all of them.
             let spliced = (!origins_changed && shapes.get(&key.0) == Some(&ops_shape(policy)))
-                .then(|| splice_ops(&resolver, endpoint, policy, &record, &touched, &describe))
+                .then(|| {
+                    splice_ops(
+                        &resolver,
+                        endpoint,
+                        policy,
+                        &mut record,
+                        &touched,
+                        &describe,
+                    )
+                })
                 .flatten();
-            let (ops, diagnostics, candidates) = match spliced {
-                Some((ops, candidates)) => (ops, Vec::new(), Some(candidates)),
+            let (ops, diagnostics, differing) = match spliced {
+                Some((ops, differing)) => (ops, Vec::new(), Some(differing)),
                 None => {
                     let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
                     (ops, diagnostics, None)
@@ -921,7 +951,7 @@ impl Session {
                 record,
                 ops,
                 diagnostics,
-                candidates.as_ref(),
+                differing.as_ref(),
                 &selecting,
             );
             update.states_folded += usize::from(folded);
@@ -1366,27 +1396,44 @@ fn ops_shape(policy: &L4Policy) -> OpsShape {
 /// origins are unchanged: `Resolver::map_ops` lists per direction either
 /// the allow-all op or every filter's ops in filter order, then the
 /// localhost op, and a filter's ops read only the filter and the shape. So
-/// the untouched filters' ops are the old ones, in the same order. Also
-/// the peers of every op removed or added (no other peers' sequence can
-/// differ). `None` (make all of them) when the old record has
-/// diagnostics (they would have to be split by filter), a new filter op
-/// gives one, or the old ops are not laid out as expected.
+/// the untouched filters' ops are the old ones, in the same order: they
+/// are moved out of `old` (its `ops` are left empty), not copied.
+///
+/// Also the peers whose op sequence differs (`redistill` replays exactly
+/// these): a peer's sequence is its ops in filter order, so it is the same
+/// when, in every touched filter present before and after, its ops there
+/// are the same list, and it has no op in a touched filter present on one
+/// side only. `None` (make all of them; `old` untouched) when the old
+/// record has diagnostics (they would have to be split by filter), a new
+/// filter op gives one, or the old ops are not laid out as expected.
 fn splice_ops(
     resolver: &Resolver<'_>,
     endpoint: &Endpoint,
     policy: &L4Policy,
-    old: &StateRecord,
+    old: &mut StateRecord,
     touched: &BTreeSet<(Direction, FilterKey)>,
     describe: &dyn Fn(u32) -> String,
 ) -> Option<(Vec<MapOp>, BTreeSet<OpPeers>)> {
+    /// One piece of the new ops, in order.
+    enum Piece {
+        /// Old ops `range`, moved.
+        Keep(Range<usize>),
+        /// Old ops `range` of touched filters, dropped (before, at or
+        /// after the filter they were).
+        Drop(Range<usize>),
+        /// The new ops of touched filter `made[i]`.
+        Made(usize),
+    }
     if !old.diagnostics.is_empty() {
         return None;
     }
     let proxy_ports = proxy_ports(policy);
-    let mut ops: Vec<MapOp> = Vec::with_capacity(old.ops.len());
-    let mut candidates: BTreeSet<OpPeers> = BTreeSet::new();
+    let mut pieces: Vec<Piece> = Vec::new();
+    // The touched filters' new ops: (direction, key, ops).
+    let mut made: Vec<(Direction, &FilterKey, Vec<MapOp>)> = Vec::new();
     let mut diagnostics = Vec::new();
     let mut at = 0;
+    // Plan and make the touched filters' ops; `old` is only read.
     for direction in Direction::ALL {
         let dir = policy.direction(direction);
         if !dir.enforced {
@@ -1394,7 +1441,7 @@ fn splice_ops(
             if op.filter.is_some() || op.key.direction() != direction {
                 return None;
             }
-            ops.push(op.clone());
+            pieces.push(Piece::Keep(at..at + 1));
             at += 1;
             continue;
         }
@@ -1410,8 +1457,9 @@ fn splice_ops(
         let skip = |j: &mut usize,
                     until: Option<&FilterKey>,
                     drop: bool,
-                    candidates: &mut BTreeSet<OpPeers>|
+                    pieces: &mut Vec<Piece>|
          -> Option<()> {
+            let from = *j;
             while let Some(op) = segment.get(*j) {
                 let key = op.filter.as_ref()?;
                 let before = until.is_none_or(|u| key < u);
@@ -1421,17 +1469,19 @@ fn splice_ops(
                 if !touched.contains(&(direction, key.clone())) {
                     return None;
                 }
-                candidates.insert(op.peers);
                 *j += 1;
+            }
+            if *j > from {
+                pieces.push(Piece::Drop(at + from..at + *j));
             }
             Some(())
         };
         let features = dir.features();
         for (filter_key, per_selector) in &dir.filters {
             let is_touched = touched.contains(&(direction, filter_key.clone()));
-            skip(&mut j, Some(filter_key), is_touched, &mut candidates)?;
+            skip(&mut j, Some(filter_key), is_touched, &mut pieces)?;
             if is_touched {
-                let from = ops.len();
+                let mut ops = Vec::new();
                 resolver.filter_ops(
                     &FilterContext {
                         endpoint,
@@ -1445,27 +1495,102 @@ fn splice_ops(
                     &mut diagnostics,
                     &mut ops,
                 );
-                candidates.extend(ops[from..].iter().map(|op| op.peers));
+                pieces.push(Piece::Made(made.len()));
+                made.push((direction, filter_key, ops));
             } else {
-                while let Some(op) = segment.get(j) {
-                    if op.filter.as_ref() != Some(filter_key) {
-                        break;
-                    }
-                    ops.push(op.clone());
+                let from = j;
+                while segment
+                    .get(j)
+                    .is_some_and(|op| op.filter.as_ref() == Some(filter_key))
+                {
                     j += 1;
+                }
+                if j > from {
+                    pieces.push(Piece::Keep(at + from..at + j));
                 }
             }
         }
-        skip(&mut j, None, true, &mut candidates)?;
+        skip(&mut j, None, true, &mut pieces)?;
         at = end;
     }
     // The localhost op (or nothing): unchanged.
-    let rest = &old.ops[at..];
-    if rest.iter().any(|op| op.filter.is_some()) || !diagnostics.is_empty() {
+    if old.ops[at..].iter().any(|op| op.filter.is_some()) || !diagnostics.is_empty() {
         return None;
     }
-    ops.extend_from_slice(rest);
-    Some((ops, candidates))
+    pieces.push(Piece::Keep(at..old.ops.len()));
+
+    // The pieces cover the old ops in order (checked before anything is
+    // moved out of `old`).
+    let mut next = 0;
+    for piece in &pieces {
+        if let Piece::Keep(range) | Piece::Drop(range) = piece {
+            if range.start != next {
+                return None;
+            }
+            next = range.end;
+        }
+    }
+    if next != old.ops.len() {
+        return None;
+    }
+    // Assemble, moving the kept ops; the dropped ones by filter.
+    let mut ops: Vec<MapOp> = Vec::with_capacity(old.ops.len());
+    let mut dropped: BTreeMap<(Direction, FilterKey), Vec<MapOp>> = BTreeMap::new();
+    let mut made: Vec<Option<(Direction, &FilterKey, Vec<MapOp>)>> =
+        made.into_iter().map(Some).collect();
+    let mut made_here: Vec<(Direction, FilterKey, Vec<MapOp>)> = Vec::new();
+    let mut source = std::mem::take(&mut old.ops).into_iter();
+    for piece in pieces {
+        match piece {
+            Piece::Keep(range) => ops.extend(source.by_ref().take(range.len())),
+            Piece::Drop(range) => {
+                for op in source.by_ref().take(range.len()) {
+                    if let Some(key) = op.filter.clone() {
+                        dropped
+                            .entry((op.key.direction(), key))
+                            .or_default()
+                            .push(op);
+                    }
+                }
+            }
+            Piece::Made(i) => {
+                if let Some((direction, key, new)) = made.get_mut(i).and_then(Option::take) {
+                    ops.extend(new.iter().cloned());
+                    made_here.push((direction, key.clone(), new));
+                }
+            }
+        }
+    }
+    // Peers whose sequence differs (see above).
+    let mut differing: BTreeSet<OpPeers> = BTreeSet::new();
+    let mut new_by_filter: BTreeMap<(Direction, FilterKey), Vec<MapOp>> = BTreeMap::new();
+    for (direction, key, new) in made_here {
+        new_by_filter.insert((direction, key), new);
+    }
+    let keys: BTreeSet<&(Direction, FilterKey)> =
+        dropped.keys().chain(new_by_filter.keys()).collect();
+    let empty = Vec::new();
+    for key in keys {
+        let (before, after) = (
+            dropped.get(key).unwrap_or(&empty),
+            new_by_filter.get(key).unwrap_or(&empty),
+        );
+        if before == after {
+            continue;
+        }
+        let peers: BTreeSet<OpPeers> = before.iter().chain(after).map(|op| op.peers).collect();
+        for peer in peers {
+            let of_peer = |op: &&MapOp| op.peers == peer;
+            if !before
+                .iter()
+                .filter(of_peer)
+                .eq(after.iter().filter(of_peer))
+            {
+                differing.insert(peer);
+            }
+        }
+    }
+    Some((ops, differing))
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
@@ -1548,15 +1673,15 @@ fn selector_order_is_batch_order(parts: &ResolverParts) -> bool {
 /// the selectors whose sequences differ are replayed. When the identity-0
 /// ops differ, every part may change and the state is folded in full.
 ///
-/// `candidates`, when given, holds every peers whose sequence may differ
-/// (the peers of the spliced filters' old and new ops, `splice_ops`); the
-/// others are the same sequence by construction and are not compared.
+/// `differing`, when given, holds exactly the peers whose op sequence
+/// differs (`splice_ops` found them; `old.ops` is then empty, its kept ops
+/// moved into `ops`); otherwise every peer's sequence is compared.
 fn redistill(
     resolver: &Resolver<'_>,
     old: StateRecord,
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
-    candidates: Option<&BTreeSet<OpPeers>>,
+    differing: Option<&BTreeSet<OpPeers>>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
     let mut record = StateRecord::new(resolver, MapState::new(), diagnostics, ops);
@@ -1566,21 +1691,19 @@ fn redistill(
         let b = record.by_peers.get(peers).unwrap_or(&empty);
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| old.ops[*x] == record.ops[*y])
     };
-    let all_peers: BTreeSet<OpPeers> = match candidates {
-        Some(candidates) => candidates.clone(),
+    let all_peers: BTreeSet<OpPeers> = match differing {
+        Some(differing) => differing.clone(),
         None => old
             .by_peers
             .keys()
             .chain(record.by_peers.keys())
             .copied()
+            .filter(|peers| !same(peers))
             .collect(),
     };
     let mut identities: BTreeSet<u32> = BTreeSet::new();
     let mut full = false;
     for peers in &all_peers {
-        if same(peers) {
-            continue;
-        }
         match peers {
             OpPeers::Fixed(0) => full = true,
             OpPeers::Fixed(id) => {
