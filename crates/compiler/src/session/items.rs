@@ -320,12 +320,12 @@ fn tree_items<'t>(
     }
     let mut out = Vec::new();
     for (spec, (node, rule)) in nodes.into_iter().zip(rules).enumerate() {
-        for (section, items) in rule.sections() {
+        for (section, items) in section_lens(rule) {
             let list = match node.get(section_key(section)) {
                 Some(list) if !list.is_null() => sequence(list)?,
                 _ => &[][..],
             };
-            if list.len() != items.len() {
+            if list.len() != items {
                 return None;
             }
             out.extend(list.iter().enumerate().map(|(index, node)| TreeItem {
@@ -555,13 +555,23 @@ fn lowered_items(doc: &PolicyDocument) -> Option<usize> {
     let mut n = 0;
     for rule in rules(doc)? {
         rule.endpoint_selector.as_ref()?;
-        n += rule
-            .sections()
-            .iter()
-            .map(|(_, items)| items.len())
-            .sum::<usize>();
+        n += section_lens(rule).iter().map(|(_, len)| len).sum::<usize>();
     }
     Some(n)
+}
+
+/// The number of items of each section, in `Rule::sections` order
+/// (without viewing the items).
+fn section_lens(rule: &Rule) -> [(RuleSection, usize); 4] {
+    fn len<T>(list: Option<&Vec<T>>) -> usize {
+        list.map_or(0, Vec::len)
+    }
+    [
+        (RuleSection::Ingress, len(rule.ingress.as_ref())),
+        (RuleSection::IngressDeny, len(rule.ingress_deny.as_ref())),
+        (RuleSection::Egress, len(rule.egress.as_ref())),
+        (RuleSection::EgressDeny, len(rule.egress_deny.as_ref())),
+    ]
 }
 
 /// The rules of a CNP/CCNP (`spec`, then `specs`).

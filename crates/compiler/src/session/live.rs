@@ -127,6 +127,9 @@ struct TextLowering {
 
 type StateKey = (u32, Vec<NamedPort>);
 
+/// Op indices (ascending) by their peers.
+type OpIndex = HashMap<OpPeers, Vec<usize>>;
+
 /// One distinct map state (shared by the endpoints with its identity and
 /// named ports), with the ops it is the fold of.
 #[derive(Debug, Clone)]
@@ -166,6 +169,28 @@ impl StateRecord {
         let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::new();
         for (index, op) in ops.iter().enumerate() {
             by_peers.entry(op.peers).or_default().push(index);
+        }
+        Self::with_index(resolver, state, diagnostics, ops, by_peers)
+    }
+
+    /// [`StateRecord::new`] with the op index already made (`by_peers`
+    /// of `ops`: `splice_ops` shifts the old one instead of hashing every
+    /// op again).
+    fn with_index(
+        resolver: &Resolver<'_>,
+        state: MapState,
+        diagnostics: Vec<Diagnostic>,
+        ops: Vec<MapOp>,
+        by_peers: HashMap<OpPeers, Vec<usize>>,
+    ) -> Self {
+        // The tests (debug builds) check a given index against a fresh one.
+        #[cfg(debug_assertions)]
+        {
+            let mut fresh: HashMap<OpPeers, Vec<usize>> = HashMap::new();
+            for (index, op) in ops.iter().enumerate() {
+                fresh.entry(op.peers).or_default().push(index);
+            }
+            debug_assert_eq!(fresh, by_peers, "the op index of a spliced state");
         }
         let zero = by_peers
             .keys()
@@ -256,6 +281,10 @@ struct Model {
     subjects: HashMap<Selector, Vec<usize>>,
     l4: BTreeMap<u32, L4Policy>,
     states: HashMap<StateKey, StateRecord>,
+    /// Rule indices (ascending) by the filters they add to
+    /// ([`filter_keys`]): a rule change folds only the touched filters,
+    /// from only the rules that add to them.
+    filter_rules: BTreeMap<(Direction, FilterKey), Vec<usize>>,
     /// Uses of each subject and peer selector by the rules: its length is
     /// the number of distinct ones (`CompileLimits::check_identities`),
     /// kept as rules change instead of counted over every rule again.
@@ -277,6 +306,13 @@ impl Model {
         }
         count_selectors(&mut self.selector_uses, &self.lowered.rules[index], false);
         count_selectors(&mut self.selector_uses, &rule, true);
+        index_filters(
+            &mut self.filter_rules,
+            &self.lowered.rules[index],
+            index,
+            false,
+        );
+        index_filters(&mut self.filter_rules, &rule, index, true);
         let old_subject = &self.lowered.rules[index].subject;
         if *old_subject != rule.subject {
             if let Some(list) = self.subjects.get_mut(old_subject) {
@@ -857,6 +893,15 @@ impl Session {
         // What every filter's ops read besides the filter, before the
         // change (`ops_shape`): where it stays, the ops are spliced.
         let mut shapes: HashMap<u32, OpsShape> = HashMap::new();
+        // The rules that add to a touched filter (the rule→filter index).
+        let mut adding: Vec<usize> = touched
+            .iter()
+            .filter_map(|key| model.filter_rules.get(key))
+            .flatten()
+            .copied()
+            .collect();
+        adding.sort_unstable();
+        adding.dedup();
         // `touched` per direction, asked without building a key.
         let mut touched_by_direction: [BTreeSet<&FilterKey>; 2] = Default::default();
         for (direction, key) in &touched {
@@ -871,9 +916,11 @@ impl Session {
             };
             // Only the touched filters are folded again; the others are the
             // fold of the same unchanged rules (`Resolver::l4_policy_filters`).
-            let part = resolver.l4_policy_filters(*id, &|d, k| {
-                touched_by_direction[usize::from(d == Direction::Egress)].contains(k)
-            });
+            let part = resolver.l4_policy_filters_of(
+                *id,
+                &|d, k| touched_by_direction[usize::from(d == Direction::Egress)].contains(k),
+                &adding,
+            );
             shapes.insert(*id, ops_shape(old));
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
@@ -932,7 +979,11 @@ impl Session {
                 })
                 .flatten();
             let (ops, diagnostics, differing) = match spliced {
-                Some((ops, differing)) => (ops, Vec::new(), Some(differing)),
+                Some(spliced) => (
+                    spliced.ops,
+                    Vec::new(),
+                    Some((spliced.differing, spliced.by_peers)),
+                ),
                 None => {
                     let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
                     (ops, diagnostics, None)
@@ -946,14 +997,8 @@ impl Session {
                     .map(|info| peer_index.matching(cache, &info.labels))
                     .unwrap_or_default()
             };
-            let (new_record, changes, folded, replayed) = redistill(
-                &resolver,
-                record,
-                ops,
-                diagnostics,
-                differing.as_ref(),
-                &selecting,
-            );
+            let (new_record, changes, folded, replayed) =
+                redistill(&resolver, record, ops, diagnostics, differing, &selecting);
             update.states_folded += usize::from(folded);
             update.identities_replayed += replayed;
             if let Err(e) = self
@@ -1413,7 +1458,7 @@ fn splice_ops(
     old: &mut StateRecord,
     touched: &BTreeSet<(Direction, FilterKey)>,
     describe: &dyn Fn(u32) -> String,
-) -> Option<(Vec<MapOp>, BTreeSet<OpPeers>)> {
+) -> Option<Spliced> {
     /// One piece of the new ops, in order.
     enum Piece {
         /// Old ops `range`, moved.
@@ -1540,9 +1585,16 @@ fn splice_ops(
         made.into_iter().map(Some).collect();
     let mut made_here: Vec<(Direction, FilterKey, Vec<MapOp>)> = Vec::new();
     let mut source = std::mem::take(&mut old.ops).into_iter();
+    // (old range, new start) of each kept piece, and the new ranges of
+    // the made ones, for the op index.
+    let mut kept: Vec<(Range<usize>, usize)> = Vec::new();
+    let mut made_at: Vec<Range<usize>> = Vec::new();
     for piece in pieces {
         match piece {
-            Piece::Keep(range) => ops.extend(source.by_ref().take(range.len())),
+            Piece::Keep(range) => {
+                kept.push((range.clone(), ops.len()));
+                ops.extend(source.by_ref().take(range.len()));
+            }
             Piece::Drop(range) => {
                 for op in source.by_ref().take(range.len()) {
                     if let Some(key) = op.filter.clone() {
@@ -1555,6 +1607,7 @@ fn splice_ops(
             }
             Piece::Made(i) => {
                 if let Some((direction, key, new)) = made.get_mut(i).and_then(Option::take) {
+                    made_at.push(ops.len()..ops.len() + new.len());
                     ops.extend(new.iter().cloned());
                     made_here.push((direction, key.clone(), new));
                 }
@@ -1590,7 +1643,51 @@ fn splice_ops(
             }
         }
     }
-    Some((ops, differing))
+    // The op index: the old one's kept indices shifted to where their
+    // piece now sits, the made ops' added (lists stay ascending).
+    let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::with_capacity(old.by_peers.len());
+    for (peers, list) in std::mem::take(&mut old.by_peers) {
+        let mut out = Vec::with_capacity(list.len());
+        let mut piece = 0;
+        for index in list {
+            while kept.get(piece).is_some_and(|(range, _)| range.end <= index) {
+                piece += 1;
+            }
+            if let Some((range, start)) = kept.get(piece)
+                && range.start <= index
+            {
+                out.push(index - range.start + start);
+            }
+        }
+        if !out.is_empty() {
+            by_peers.insert(peers, out);
+        }
+    }
+    let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
+    for range in made_at {
+        for index in range {
+            by_peers.entry(ops[index].peers).or_default().push(index);
+            grown.insert(ops[index].peers);
+        }
+    }
+    for peers in grown {
+        if let Some(list) = by_peers.get_mut(&peers) {
+            list.sort_unstable();
+        }
+    }
+    Some(Spliced {
+        ops,
+        differing,
+        by_peers,
+    })
+}
+
+/// What [`splice_ops`] gives: the new ops, the peers whose sequence
+/// differs, and the op index of the new ops.
+struct Spliced {
+    ops: Vec<MapOp>,
+    differing: BTreeSet<OpPeers>,
+    by_peers: HashMap<OpPeers, Vec<usize>>,
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
@@ -1674,17 +1771,27 @@ fn selector_order_is_batch_order(parts: &ResolverParts) -> bool {
 /// ops differ, every part may change and the state is folded in full.
 ///
 /// `differing`, when given, holds exactly the peers whose op sequence
-/// differs (`splice_ops` found them; `old.ops` is then empty, its kept ops
-/// moved into `ops`); otherwise every peer's sequence is compared.
+/// differs and the op index of `ops` (`splice_ops` made both; `old.ops`
+/// and `old.by_peers` are then empty, moved into the new record);
+/// otherwise every peer's sequence is compared.
 fn redistill(
     resolver: &Resolver<'_>,
     old: StateRecord,
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
-    differing: Option<&BTreeSet<OpPeers>>,
+    differing: Option<(BTreeSet<OpPeers>, OpIndex)>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
-    let mut record = StateRecord::new(resolver, MapState::new(), diagnostics, ops);
+    let (differing, mut record) = match differing {
+        Some((differing, by_peers)) => (
+            Some(differing),
+            StateRecord::with_index(resolver, MapState::new(), diagnostics, ops, by_peers),
+        ),
+        None => (
+            None,
+            StateRecord::new(resolver, MapState::new(), diagnostics, ops),
+        ),
+    };
     let same = |peers: &OpPeers| {
         let empty = Vec::new();
         let a = old.by_peers.get(peers).unwrap_or(&empty);
@@ -1692,7 +1799,7 @@ fn redistill(
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| old.ops[*x] == record.ops[*y])
     };
     let all_peers: BTreeSet<OpPeers> = match differing {
-        Some(differing) => differing.clone(),
+        Some(differing) => differing,
         None => old
             .by_peers
             .keys()
@@ -1981,6 +2088,10 @@ fn build(
     for rule in &lowered.rules {
         count_selectors(&mut selector_uses, rule, true);
     }
+    let mut filter_rules = BTreeMap::new();
+    for (index, rule) in lowered.rules.iter().enumerate() {
+        index_filters(&mut filter_rules, rule, index, true);
+    }
     let mut subjects: HashMap<Selector, Vec<usize>> = HashMap::new();
     for (index, rule) in lowered.rules.iter().enumerate() {
         subjects
@@ -2009,12 +2120,38 @@ fn build(
             subjects,
             l4,
             states,
+            filter_rules,
             selector_uses,
             any_namespace,
             addresses,
         },
         inventory,
     ))
+}
+
+/// Adds rule `index` to (`add`) or removes it from the lists of the
+/// filters it adds to.
+fn index_filters(
+    index_of: &mut BTreeMap<(Direction, FilterKey), Vec<usize>>,
+    rule: &PolicyRule,
+    index: usize,
+    add: bool,
+) {
+    for key in filter_keys(rule) {
+        if add {
+            let list = index_of.entry(key).or_default();
+            if let Err(at) = list.binary_search(&index) {
+                list.insert(at, index);
+            }
+        } else if let Some(list) = index_of.get_mut(&key) {
+            if let Ok(at) = list.binary_search(&index) {
+                list.remove(at);
+            }
+            if list.is_empty() {
+                index_of.remove(&key);
+            }
+        }
+    }
 }
 
 /// Counts the subject and peer selectors of `rule` in (`add`) or out of
