@@ -73,7 +73,7 @@ pub(super) fn changed_items(
     items: usize,
     origin_start: usize,
 ) -> Option<(Vec<ItemLowering>, Compared)> {
-    let (candidates, compared) = match narrowed(old, new) {
+    let (candidates, compared) = match narrowed(old, new, items) {
         Some(candidates) => (candidates, Compared::Narrowed),
         None => (whole(old, new, items)?, Compared::Whole),
     };
@@ -183,9 +183,9 @@ struct Edit<'a> {
     end_new: Pos,
 }
 
-/// The edit of [`Edit`], or `None` when no file or more than one differs,
-/// or a change holds a line break.
-fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Edit<'a>> {
+/// The edit of [`Edit`] (`Some(None)`: no file differs), or `None` when
+/// more than one file differs, or a change holds a line break.
+fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a>>> {
     if old.trees.len() != new.trees.len() {
         return None;
     }
@@ -243,7 +243,7 @@ fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Edit<'a>> {
             },
         });
     }
-    edit
+    Some(edit)
 }
 
 /// The length of the common prefix (compared in blocks: `memcmp`).
@@ -417,14 +417,25 @@ fn next_after(
 /// the changed file, the document frame and the rule frames are compared
 /// in full (cheap: no items). No load diagnostics on either side (a
 /// duplicate key would make the model read a node the tree walk does not).
-fn narrowed(old: &LoadOutcome, new: &LoadOutcome) -> Option<Vec<Candidate>> {
+fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Candidate>> {
     if old.documents.len() != new.documents.len()
         || !old.diagnostics.is_empty()
         || !new.diagnostics.is_empty()
     {
         return None;
     }
-    let edit = edit_of(old, new)?;
+    let Some(edit) = edit_of(old, new)? else {
+        // The same texts: the same documents (the loader is a function of
+        // the text).
+        let mut position = 0;
+        for (a, b) in old.documents.iter().zip(&new.documents) {
+            if a.file != b.file || a.index != b.index || a.item != b.item {
+                return None;
+            }
+            position += lowered_items(&a.doc)?;
+        }
+        return (position == items).then_some(Vec::new());
+    };
     let (old_tree, new_tree) = (
         old.trees.iter().find(|t| t.file == edit.file)?,
         new.trees.iter().find(|t| t.file == edit.file)?,
@@ -452,6 +463,9 @@ fn narrowed(old: &LoadOutcome, new: &LoadOutcome) -> Option<Vec<Candidate>> {
     // An edit in no item's text (a frame, a comment after the last node)
     // is the whole comparison's to judge.
     let found = found?;
+    if position != items {
+        return None;
+    }
     let (x, y) = (&old.documents[found.doc].doc, &new.documents[found.doc].doc);
     let differs = match (item_of(x, &found), item_of(y, &found)) {
         (Some(p), Some(q)) => p != q,
@@ -796,7 +810,7 @@ mod tests {
         // The last item of `specs[1]` (its bound: the document's end) is
         // compared whole.
         let last = load(&text(&[80, 443, 53, 8080, 9090]).replace("egress: []", "egress: [ ]"));
-        assert!(narrowed(&old, &last).is_none());
+        assert!(narrowed(&old, &last, items).is_none());
     }
 
     proptest! {
@@ -828,7 +842,7 @@ mod tests {
             if new.has_errors() {
                 return Ok(());
             }
-            if let Some(narrow) = narrowed(&old, &new) {
+            if let Some(narrow) = narrowed(&old, &new, items) {
                 let full = whole(&old, &new, items);
                 prop_assert!(full.is_some(), "narrowed, but not local:\n{edited}");
                 let positions = |c: &[super::Candidate]| {

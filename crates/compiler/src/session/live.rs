@@ -142,6 +142,10 @@ struct StateRecord {
     /// The peers of the ops for identity 0 (`Fixed(0)`, the selectors
     /// whose selection is identity 0: the wildcard).
     zero: Vec<OpPeers>,
+    /// The shape (`ops_shape`) of the L4 policy the ops were made from,
+    /// when known: a one-rule change splices the ops when the new
+    /// policy's is the same.
+    shape: Option<OpsShape>,
 }
 
 impl StateRecord {
@@ -157,7 +161,9 @@ impl StateRecord {
             resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
         let mut state = MapState::new();
         resolver.apply_ops(&ops, &mut state, &mut diagnostics, None);
-        Self::new(resolver, state, diagnostics, ops)
+        let mut record = Self::new(resolver, state, diagnostics, ops);
+        record.shape = Some(ops_shape(policy));
+        record
     }
 
     fn new(
@@ -206,6 +212,7 @@ impl StateRecord {
             ops,
             by_peers,
             zero,
+            shape: None,
         }
     }
 }
@@ -890,9 +897,6 @@ impl Session {
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         let mut changed_identities = Vec::new();
-        // What every filter's ops read besides the filter, before the
-        // change (`ops_shape`): where it stays, the ops are spliced.
-        let mut shapes: HashMap<u32, OpsShape> = HashMap::new();
         // The rules that add to a touched filter (the rule→filter index).
         let mut adding: Vec<usize> = touched
             .iter()
@@ -921,7 +925,6 @@ impl Session {
                 &|d, k| touched_by_direction[usize::from(d == Direction::Egress)].contains(k),
                 &adding,
             );
-            shapes.insert(*id, ops_shape(old));
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
             }
@@ -941,6 +944,10 @@ impl Session {
             .collect();
         for key in keys {
             let Some(first) = first_endpoint(&self.inventory, &model.table, &key) else {
+                // Not made again: its ops no longer follow the policy.
+                if let Some(record) = model.states.get_mut(&key) {
+                    record.shape = None;
+                }
                 continue;
             };
             let Some(policy) = model.l4.get(&key.0) else {
@@ -966,12 +973,15 @@ impl Session {
             let describe = |id| describe(origins, id);
             // Only the touched filters' ops are made again when nothing
             // else their ops read changed (`splice_ops`); else all of them.
-            let spliced = (!origins_changed && shapes.get(&key.0) == Some(&ops_shape(policy)))
+            // (What every filter's ops read besides the filter: the old ops'
+            // is the record's.)
+            let shape = ops_shape(policy);
+            let spliced = (!origins_changed && record.shape.as_ref() == Some(&shape))
                 .then(|| {
                     splice_ops(
                         &resolver,
                         endpoint,
-                        policy,
+                        (policy, &shape),
                         &mut record,
                         &touched,
                         &describe,
@@ -997,8 +1007,9 @@ impl Session {
                     .map(|info| peer_index.matching(cache, &info.labels))
                     .unwrap_or_default()
             };
-            let (new_record, changes, folded, replayed) =
+            let (mut new_record, changes, folded, replayed) =
                 redistill(&resolver, record, ops, diagnostics, differing, &selecting);
+            new_record.shape = Some(shape);
             update.states_folded += usize::from(folded);
             update.identities_replayed += replayed;
             if let Err(e) = self
@@ -1454,7 +1465,7 @@ fn ops_shape(policy: &L4Policy) -> OpsShape {
 fn splice_ops(
     resolver: &Resolver<'_>,
     endpoint: &Endpoint,
-    policy: &L4Policy,
+    (policy, shape): (&L4Policy, &OpsShape),
     old: &mut StateRecord,
     touched: &BTreeSet<(Direction, FilterKey)>,
     describe: &dyn Fn(u32) -> String,
@@ -1472,7 +1483,7 @@ fn splice_ops(
     if !old.diagnostics.is_empty() {
         return None;
     }
-    let proxy_ports = proxy_ports(policy);
+    let proxy_ports = &shape.1;
     let mut pieces: Vec<Piece> = Vec::new();
     // The touched filters' new ops: (direction, key, ops).
     let mut made: Vec<(Direction, &FilterKey, Vec<MapOp>)> = Vec::new();
@@ -1521,7 +1532,7 @@ fn splice_ops(
             }
             Some(())
         };
-        let features = dir.features();
+        let features = shape.0[usize::from(direction == Direction::Egress)].1;
         for (filter_key, per_selector) in &dir.filters {
             let is_touched = touched.contains(&(direction, filter_key.clone()));
             skip(&mut j, Some(filter_key), is_touched, &mut pieces)?;
@@ -1531,7 +1542,7 @@ fn splice_ops(
                     &FilterContext {
                         endpoint,
                         direction,
-                        proxy_ports: &proxy_ports,
+                        proxy_ports,
                         origins_file: describe,
                     },
                     filter_key,
