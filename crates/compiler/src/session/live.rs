@@ -21,7 +21,7 @@ use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
-use crate::limits::CompileLimits;
+use crate::limits::{CompileLimits, Limit, insertion_bound};
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::mapstate::PolicyFeatures;
@@ -292,6 +292,11 @@ struct Model {
     /// ([`filter_keys`]): a rule change folds only the touched filters,
     /// from only the rules that add to them.
     filter_rules: BTreeMap<(Direction, FilterKey), Vec<usize>>,
+    /// `limits::insertion_bound` of a subject's L4 policy (`l4`) under the
+    /// current selections, when known: a rule change corrects it by the
+    /// touched filters' terms instead of a pass over every filter (a
+    /// policy update changes no selection; an identity change clears it).
+    bounds: HashMap<u32, u64>,
     /// Uses of each subject and peer selector by the rules: its length is
     /// the number of distinct ones (`CompileLimits::check_identities`),
     /// kept as rules change instead of counted over every rule again.
@@ -915,6 +920,7 @@ impl Session {
             let Some(old) = model.l4.get_mut(id) else {
                 let policy = resolver.l4_policy(*id);
                 model.l4.insert(*id, policy);
+                model.bounds.remove(id);
                 changed_identities.push(*id);
                 continue;
             };
@@ -925,8 +931,23 @@ impl Session {
                 &|d, k| touched_by_direction[usize::from(d == Direction::Egress)].contains(k),
                 &adding,
             );
+            let cached = model.bounds.remove(id);
+            let before = touched_bound(old, &touched, &resolver.cache);
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
+            }
+            let after = touched_bound(old, &touched, &resolver.cache);
+            // The untouched filters' terms are the same (the same filters,
+            // the same selections): correct the bound by the touched ones'.
+            if let (Some(bound), Some((enforced, was)), Some((still, now))) =
+                (cached, before, after)
+                && enforced == still
+                && let Some(bound) = (bound < u64::MAX && was < u64::MAX && now < u64::MAX)
+                    .then(|| bound.checked_sub(was)?.checked_add(now))
+                    .flatten()
+                && bound < u64::MAX
+            {
+                model.bounds.insert(*id, bound);
             }
         }
         let mut update = Update::incremental(Vec::new());
@@ -967,8 +988,20 @@ impl Session {
                 continue;
             };
             let endpoint = &self.inventory.endpoints[first];
-            self.limits
-                .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
+            let bound = *model
+                .bounds
+                .entry(key.0)
+                .or_insert_with(|| insertion_bound(policy, &resolver.cache));
+            debug_assert_eq!(
+                bound,
+                insertion_bound(policy, &resolver.cache),
+                "the kept insertion bound"
+            );
+            if bound > self.limits.get(Limit::InsertionsPerEndpoint) {
+                // Over the limit: the limit's own check, for its error.
+                self.limits
+                    .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
+            }
             let origins = &model.lowered.origins;
             let describe = |id| describe(origins, id);
             // Only the touched filters' ops are made again when nothing
@@ -1183,6 +1216,10 @@ impl Session {
             }
             // Peer side: the selections that gain it.
             let gained = model.peer_index.matching(&parts.cache, &labels);
+            if !gained.is_empty() {
+                // Selections change: the kept insertion bounds with them.
+                model.bounds.clear();
+            }
             for selector in &gained {
                 parts.cache.add_to_selection(*selector, identity);
             }
@@ -1239,6 +1276,9 @@ impl Session {
         let needs_state = !model.states.contains_key(&key) || first == Some(index);
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
+        if !model.l4.contains_key(&identity) {
+            model.bounds.remove(&identity);
+        }
         model
             .l4
             .entry(identity)
@@ -1326,7 +1366,11 @@ impl Session {
         if gone {
             parts.rules_by_identity.remove(&identity);
             model.l4.remove(&identity);
+            model.bounds.remove(&identity);
             let lost = model.peer_index.matching(&parts.cache, &labels);
+            if !lost.is_empty() {
+                model.bounds.clear();
+            }
             for selector in &lost {
                 parts.cache.remove_from_selection(*selector, identity);
             }
@@ -1428,6 +1472,31 @@ fn replace_filters(
         }
     }
     differs
+}
+
+/// Per direction whether it is enforced, and `limits::insertion_bound` of
+/// the part of `policy` made of its `touched` filters (the same per-
+/// direction terms: 1 for a direction that is not enforced); `None` when
+/// that saturates.
+fn touched_bound(
+    policy: &L4Policy,
+    touched: &BTreeSet<(Direction, FilterKey)>,
+    cache: &SelectorCache,
+) -> Option<([bool; 2], u64)> {
+    let mut part = L4Policy::default();
+    for (direction, key) in touched {
+        let (from, to) = match direction {
+            Direction::Ingress => (&policy.ingress, &mut part.ingress),
+            Direction::Egress => (&policy.egress, &mut part.egress),
+        };
+        if let Some(filter) = from.filters.get(key) {
+            to.filters.insert(key.clone(), filter.clone());
+        }
+    }
+    part.ingress.enforced = policy.ingress.enforced;
+    part.egress.enforced = policy.egress.enforced;
+    let bound = insertion_bound(&part, cache);
+    (bound < u64::MAX).then_some(([part.ingress.enforced, part.egress.enforced], bound))
 }
 
 /// What a filter's ops read besides the filter itself
@@ -2132,6 +2201,7 @@ fn build(
             l4,
             states,
             filter_rules,
+            bounds: HashMap::new(),
             selector_uses,
             any_namespace,
             addresses,
