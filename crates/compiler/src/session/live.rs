@@ -130,6 +130,9 @@ type StateKey = (u32, Vec<NamedPort>);
 /// Op indices (ascending) by their peers.
 type OpIndex = HashMap<OpPeers, Vec<usize>>;
 
+/// An op index and its identity-0 peers (`StateRecord::zero`).
+type IndexedPeers = (OpIndex, Vec<OpPeers>);
+
 /// One distinct map state (shared by the endpoints with its identity and
 /// named ports), with the ops it is the fold of.
 #[derive(Debug, Clone)]
@@ -176,18 +179,23 @@ impl StateRecord {
         for (index, op) in ops.iter().enumerate() {
             by_peers.entry(op.peers).or_default().push(index);
         }
-        Self::with_index(resolver, state, diagnostics, ops, by_peers)
+        let zero = by_peers
+            .keys()
+            .filter(|peers| selects_zero(resolver, **peers))
+            .copied()
+            .collect();
+        Self::with_index(resolver, state, diagnostics, ops, (by_peers, zero))
     }
 
-    /// [`StateRecord::new`] with the op index already made (`by_peers`
-    /// of `ops`: `splice_ops` shifts the old one instead of hashing every
-    /// op again).
+    /// [`StateRecord::new`] with the op index and its identity-0 peers
+    /// already made (`by_peers` and `zero` of `ops`: `splice_ops` shifts
+    /// the old ones instead of hashing every op again).
     fn with_index(
         resolver: &Resolver<'_>,
         state: MapState,
         diagnostics: Vec<Diagnostic>,
         ops: Vec<MapOp>,
-        by_peers: HashMap<OpPeers, Vec<usize>>,
+        (by_peers, zero): IndexedPeers,
     ) -> Self {
         // The tests (debug builds) check a given index against a fresh one.
         #[cfg(debug_assertions)]
@@ -197,15 +205,14 @@ impl StateRecord {
                 fresh.entry(op.peers).or_default().push(index);
             }
             debug_assert_eq!(fresh, by_peers, "the op index of a spliced state");
+            let fresh: BTreeSet<OpPeers> = by_peers
+                .keys()
+                .filter(|peers| selects_zero(resolver, **peers))
+                .copied()
+                .collect();
+            let given: BTreeSet<OpPeers> = zero.iter().copied().collect();
+            debug_assert_eq!(fresh, given, "the identity-0 peers of a spliced state");
         }
-        let zero = by_peers
-            .keys()
-            .filter(|peers| match peers {
-                OpPeers::Fixed(id) => *id == 0,
-                OpPeers::Selector(s) => resolver.cache.selection(*s).contains(&0),
-            })
-            .copied()
-            .collect();
         Self {
             state: Arc::new(state),
             diagnostics,
@@ -214,6 +221,14 @@ impl StateRecord {
             zero,
             shape: None,
         }
+    }
+}
+
+/// Whether ops with `peers` hold identity 0's keys (`StateRecord::zero`).
+fn selects_zero(resolver: &Resolver<'_>, peers: OpPeers) -> bool {
+    match peers {
+        OpPeers::Fixed(id) => id == 0,
+        OpPeers::Selector(s) => resolver.cache.selection(s).contains(&0),
     }
 }
 
@@ -1025,7 +1040,7 @@ impl Session {
                 Some(spliced) => (
                     spliced.ops,
                     Vec::new(),
-                    Some((spliced.differing, spliced.by_peers)),
+                    Some((spliced.differing, (spliced.by_peers, spliced.zero))),
                 ),
                 None => {
                     let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
@@ -1750,15 +1765,25 @@ fn splice_ops(
             grown.insert(ops[index].peers);
         }
     }
+    // Its identity-0 peers: the old ones still with ops, and the new
+    // peers' that select identity 0.
+    let mut zero: Vec<OpPeers> = std::mem::take(&mut old.zero)
+        .into_iter()
+        .filter(|peers| by_peers.contains_key(peers))
+        .collect();
     for peers in grown {
         if let Some(list) = by_peers.get_mut(&peers) {
             list.sort_unstable();
+        }
+        if !zero.contains(&peers) && selects_zero(resolver, peers) {
+            zero.push(peers);
         }
     }
     Some(Spliced {
         ops,
         differing,
         by_peers,
+        zero,
     })
 }
 
@@ -1767,7 +1792,8 @@ fn splice_ops(
 struct Spliced {
     ops: Vec<MapOp>,
     differing: BTreeSet<OpPeers>,
-    by_peers: HashMap<OpPeers, Vec<usize>>,
+    by_peers: OpIndex,
+    zero: Vec<OpPeers>,
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
@@ -1859,13 +1885,13 @@ fn redistill(
     old: StateRecord,
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
-    differing: Option<(BTreeSet<OpPeers>, OpIndex)>,
+    differing: Option<(BTreeSet<OpPeers>, IndexedPeers)>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
     let (differing, mut record) = match differing {
-        Some((differing, by_peers)) => (
+        Some((differing, index)) => (
             Some(differing),
-            StateRecord::with_index(resolver, MapState::new(), diagnostics, ops, by_peers),
+            StateRecord::with_index(resolver, MapState::new(), diagnostics, ops, index),
         ),
         None => (
             None,
