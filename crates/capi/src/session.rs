@@ -1205,3 +1205,7 @@ pub extern "C" fn porin_update_path(
 pub extern "C" fn porin_update_free(update: *mut porin_update) {
     boundary_value((), || free_handle(update.cast::<UpdateOut>()));
 }
+
+#[cfg(test)]
+#[path = "session/fast_path_tests.rs"]
+mod fast_path_tests;

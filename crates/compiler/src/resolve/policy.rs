@@ -686,7 +686,26 @@ impl<'a> Resolver<'a> {
     /// session that folds again only the filters a changed rule touches.
     pub fn l4_policy_filters(&self, identity: u32, keep: &FilterFilter<'_>) -> L4Policy {
         let rule_indices: Vec<usize> = self.rules_of(identity).to_vec();
-        self.l4_policy_inner(identity, &rule_indices, None, Some(keep))
+        self.l4_policy_inner(identity, &rule_indices, None, Some((keep, None)))
+    }
+
+    /// [`Resolver::l4_policy_filters`] when the caller knows which rules
+    /// can add to the kept filters: `adding` (ascending) holds every rule
+    /// whose [`filter_keys`] include a key `keep` accepts (a rule→filter
+    /// index), so the other rules are read only for the directions'
+    /// enforcement instead of being asked for their keys.
+    pub fn l4_policy_filters_of(
+        &self,
+        identity: u32,
+        keep: &FilterFilter<'_>,
+        adding: &[usize],
+    ) -> L4Policy {
+        self.l4_policy_inner(
+            identity,
+            self.rules_of(identity),
+            None,
+            Some((keep, Some(adding))),
+        )
     }
 
     fn l4_policy_inner(
@@ -694,8 +713,10 @@ impl<'a> Resolver<'a> {
         identity: u32,
         rule_indices: &[usize],
         synthetic: Option<[bool; 2]>,
-        keep: Option<&FilterFilter<'_>>,
+        keep: Option<(&FilterFilter<'_>, Option<&[usize]>)>,
     ) -> L4Policy {
+        let adding = keep.and_then(|(_, adding)| adding);
+        let keep = keep.map(|(keep, _)| keep);
         let kept = |direction: Direction, key: &FilterKey| keep.is_none_or(|k| k(direction, key));
         let mut policy = L4Policy::default();
         let mut default_deny = [false, false];
@@ -723,7 +744,11 @@ impl<'a> Resolver<'a> {
             if peers.is_empty() {
                 continue;
             }
-            if keep.is_some() && !filter_keys(rule).iter().any(|(d, k)| kept(*d, k)) {
+            let asked = match adding {
+                Some(adding) => adding.binary_search(&index).is_ok(),
+                None => keep.is_none() || adds_to(rule, &|key| kept(rule.direction, key)),
+            };
+            if !asked {
                 // None of its filters is asked for: skip building them.
                 continue;
             }
@@ -1300,6 +1325,17 @@ pub fn filter_keys(rule: &PolicyRule) -> Vec<(Direction, FilterKey)> {
         .flat_map(spec_filter_keys)
         .map(|key| (rule.direction, key))
         .collect()
+}
+
+/// Whether `rule` adds to a filter `wanted` accepts ([`filter_keys`]
+/// without collecting them: asked of every rule of a subject per update).
+fn adds_to(rule: &PolicyRule, wanted: &dyn Fn(&FilterKey) -> bool) -> bool {
+    if rule.l3_only {
+        return wanted(&L3_FILTER);
+    }
+    rule.ports
+        .iter()
+        .any(|spec| spec_filter_keys(spec).any(|key| wanted(&key)))
 }
 
 /// The filter keys of one port spec: one per protocol, `ANY` expanded to

@@ -14,9 +14,19 @@
 //! lowering had diagnostics, an item with CIDR prefixes: the prefix set is
 //! the text's, not the item's) gives `None`, and the session lowers the
 //! whole text as before.
+//!
+//! Which items differ is found one of two ways. Narrowed (`narrowed`): an
+//! agent's edit is one change inside one line, and when that line lies in
+//! the text of one item (from its start to the next node after it) and the
+//! YAML trees keep every item at its position, only that item is compared,
+//! whatever the size of the text. Otherwise (`whole`) every item of every
+//! changed document is compared. Both are exact; a test runs random
+//! one-line edits through both and requires the same answer.
 
-use porin_model::loader::LoadOutcome;
+use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
+use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
+use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
 use crate::inventory::Inventory;
 use crate::resolve::lower::{Origin, PolicyInput, lower_cilium_item};
@@ -31,6 +41,27 @@ pub(super) struct ItemLowering {
     pub origin: Origin,
 }
 
+/// An item that may differ between the two texts: its document (index in
+/// `documents`), rule (`cilium_rules` order), section and index, and its
+/// position in the text's span.
+struct Candidate {
+    doc: usize,
+    spec: usize,
+    section: RuleSection,
+    index: usize,
+    position: usize,
+}
+
+/// Which comparison [`changed_items`] made (for the tests: the narrowed
+/// one must agree with the whole one wherever it applies).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Compared {
+    /// Only the item whose text holds the edit (module docs).
+    Narrowed,
+    /// Every item of every changed document.
+    Whole,
+}
+
 /// The items of `new` that differ from `old`, lowered, when the rest of the
 /// text's lowering provably stays as it is (module docs); `items` is the
 /// number of items (= rules = origins) of the old text's span and
@@ -41,22 +72,71 @@ pub(super) fn changed_items(
     inventory: &Inventory,
     items: usize,
     origin_start: usize,
-) -> Option<Vec<ItemLowering>> {
+) -> Option<(Vec<ItemLowering>, Compared)> {
+    let (candidates, compared) = match narrowed(old, new, items) {
+        Some(candidates) => (candidates, Compared::Narrowed),
+        None => (whole(old, new, items)?, Compared::Whole),
+    };
+    let mut out = Vec::with_capacity(candidates.len());
+    for c in candidates {
+        let input = |outcome: &'_ LoadOutcome| {
+            let doc = &outcome.documents[c.doc];
+            lower_cilium_item(
+                &PolicyInput {
+                    file: &doc.file,
+                    document: doc.index,
+                    item: doc.item,
+                    policy: &doc.doc,
+                    source: Some(outcome),
+                },
+                inventory,
+                c.spec,
+                c.section,
+                c.index,
+            )
+        };
+        let before = input(old);
+        let mut after = input(new);
+        let simple = |l: &crate::resolve::lower::Lowered| {
+            l.rules.len() == 1
+                && l.origins.len() == 1
+                && l.diagnostics.is_empty()
+                && l.prefixes.is_empty()
+                && l.cookies.is_empty()
+        };
+        if !simple(&before) || !simple(&after) {
+            return None;
+        }
+        let id = u32::try_from(origin_start + c.position).ok()?;
+        let mut rule = after.rules.pop()?;
+        let mut origin = after.origins.pop()?;
+        rule.origin = id;
+        origin.id = id;
+        out.push(ItemLowering {
+            position: c.position,
+            rule,
+            origin,
+        });
+    }
+    Some((out, compared))
+}
+
+/// Every changed document compared item by item (module docs).
+fn whole(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Candidate>> {
     if old.documents.len() != new.documents.len() {
         return None;
     }
     // Every file of the text, changed documents or not: an unchanged
     // document below a new line break still moves.
-    let mut files: Vec<&str> = new.documents.iter().map(|d| d.file.as_str()).collect();
-    files.dedup();
-    for file in files {
+    for tree in &new.trees {
+        let file = tree.file.as_str();
         if !same_lines(old.sources.get(file)?, new.sources.get(file)?) {
             return None;
         }
     }
     let mut position = 0;
     let mut out = Vec::new();
-    for (a, b) in old.documents.iter().zip(&new.documents) {
+    for (doc, (a, b)) in old.documents.iter().zip(&new.documents).enumerate() {
         if a.file != b.file || a.index != b.index || a.item != b.item {
             return None;
         }
@@ -77,44 +157,12 @@ pub(super) fn changed_items(
             }
             for (section, differing, len) in differing_items(x, y)? {
                 for index in differing {
-                    let at = position + index;
-                    let input =
-                        |outcome: &'_ LoadOutcome, doc: &'_ porin_model::loader::LoadedDocument| {
-                            lower_cilium_item(
-                                &PolicyInput {
-                                    file: &doc.file,
-                                    document: doc.index,
-                                    item: doc.item,
-                                    policy: &doc.doc,
-                                    source: Some(outcome),
-                                },
-                                inventory,
-                                spec,
-                                section,
-                                index,
-                            )
-                        };
-                    let before = input(old, a);
-                    let mut after = input(new, b);
-                    let simple = |l: &crate::resolve::lower::Lowered| {
-                        l.rules.len() == 1
-                            && l.origins.len() == 1
-                            && l.diagnostics.is_empty()
-                            && l.prefixes.is_empty()
-                            && l.cookies.is_empty()
-                    };
-                    if !simple(&before) || !simple(&after) {
-                        return None;
-                    }
-                    let id = u32::try_from(origin_start + at).ok()?;
-                    let mut rule = after.rules.pop()?;
-                    let mut origin = after.origins.pop()?;
-                    rule.origin = id;
-                    origin.id = id;
-                    out.push(ItemLowering {
-                        position: at,
-                        rule,
-                        origin,
+                    out.push(Candidate {
+                        doc,
+                        spec,
+                        section,
+                        index,
+                        position: position + index,
                     });
                 }
                 position += len;
@@ -124,19 +172,420 @@ pub(super) fn changed_items(
     (position == items).then_some(out)
 }
 
+/// Where the two texts differ: one file, inside one line (`same_lines`),
+/// as the positions (1-based line and column in characters, as the YAML
+/// tree has them) of the first changed character and of the first
+/// unchanged one after the change, in the old text and in the new.
+struct Edit<'a> {
+    file: &'a str,
+    start: Pos,
+    end_old: Pos,
+    end_new: Pos,
+}
+
+/// The edit of [`Edit`] (`Some(None)`: no file differs), or `None` when
+/// more than one file differs, or a change holds a line break.
+fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a>>> {
+    if old.trees.len() != new.trees.len() {
+        return None;
+    }
+    let mut edit = None;
+    for (x, y) in old.trees.iter().zip(&new.trees) {
+        if x.file != y.file {
+            return None;
+        }
+        let (a, b) = (old.sources.get(&x.file)?, new.sources.get(&y.file)?);
+        if a == b {
+            continue;
+        }
+        if edit.is_some() {
+            return None;
+        }
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        let prefix = common_prefix(a, b);
+        let suffix = common_suffix(&a[prefix..], &b[prefix..]);
+        let (end_a, end_b) = (a.len() - suffix, b.len() - suffix);
+        if a[prefix..end_a].contains(&b'\n') || b[prefix..end_b].contains(&b'\n') {
+            return None;
+        }
+        // A change inside a character (the common prefix ends in the
+        // middle of one): widen it to whole characters.
+        let prefix = (0..=prefix)
+            .rev()
+            .find(|i| std::str::from_utf8(&a[..*i]).is_ok())?;
+        let line_start = a[..prefix]
+            .iter()
+            .rposition(|c| *c == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = a[..line_start].iter().filter(|c| **c == b'\n').count() + 1;
+        let column = |text: &[u8], at: usize| -> Option<u32> {
+            // Characters before `at` on the line, counting a partial one.
+            let chars = text[line_start..at]
+                .iter()
+                .filter(|c| (**c & 0xC0) != 0x80)
+                .count();
+            u32::try_from(chars + 1).ok()
+        };
+        let line = u32::try_from(line).ok()?;
+        edit = Some(Edit {
+            file: &y.file,
+            start: Pos {
+                line,
+                column: column(a, prefix)?,
+            },
+            end_old: Pos {
+                line,
+                column: column(a, end_a)?,
+            },
+            end_new: Pos {
+                line,
+                column: column(b, end_b)?,
+            },
+        });
+    }
+    Some(edit)
+}
+
+/// The length of the common prefix (compared in blocks: `memcmp`).
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
+        i += BLOCK;
+    }
+    i + a[i..n]
+        .iter()
+        .zip(&b[i..n])
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+/// The length of the common suffix.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    const BLOCK: usize = 64;
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut i = 0;
+    while i + BLOCK <= n && a[n - i - BLOCK..n - i] == b[n - i - BLOCK..n - i] {
+        i += BLOCK;
+    }
+    i + a[..n - i]
+        .iter()
+        .rev()
+        .zip(b[..n - i].iter().rev())
+        .take_while(|(x, y)| x == y)
+        .count()
+}
+
+fn before(a: Pos, b: Pos) -> bool {
+    (a.line, a.column) < (b.line, b.column)
+}
+
+/// One rule item in the YAML tree: its rule (`cilium_rules` order),
+/// section, index and node.
+struct TreeItem<'t> {
+    spec: usize,
+    section: RuleSection,
+    index: usize,
+    node: &'t Node,
+}
+
+/// The rule items of a CNP/CCNP document's tree, in `cilium_rules` and
+/// section order, when the tree has the model's shape (every rule's
+/// sections with the model's item counts); `None` otherwise. With each
+/// rule's mapping node and the route from the document root to it.
+fn tree_items<'t>(
+    root: &'t Node,
+    doc: &LoadedDocument,
+    rules: &[&Rule],
+) -> Option<Vec<TreeItem<'t>>> {
+    let root = match doc.item {
+        Some(i) => sequence(root.get("items")?)?.get(i)?,
+        None => root,
+    };
+    let mut nodes: Vec<&Node> = Vec::new();
+    if let Some(spec) = root.get("spec")
+        && !spec.is_null()
+    {
+        nodes.push(spec);
+    }
+    if let Some(specs) = root.get("specs")
+        && !specs.is_null()
+    {
+        nodes.extend(sequence(specs)?);
+    }
+    if nodes.len() != rules.len() {
+        return None;
+    }
+    let mut out = Vec::new();
+    for (spec, (node, rule)) in nodes.into_iter().zip(rules).enumerate() {
+        for (section, items) in section_lens(rule) {
+            let list = match node.get(section_key(section)) {
+                Some(list) if !list.is_null() => sequence(list)?,
+                _ => &[][..],
+            };
+            if list.len() != items {
+                return None;
+            }
+            out.extend(list.iter().enumerate().map(|(index, node)| TreeItem {
+                spec,
+                section,
+                index,
+                node,
+            }));
+        }
+    }
+    Some(out)
+}
+
+fn sequence(node: &Node) -> Option<&[Node]> {
+    match &node.kind {
+        NodeKind::Sequence(items) => Some(items),
+        _ => None,
+    }
+}
+
+fn section_key(section: RuleSection) -> &'static str {
+    match section {
+        RuleSection::Ingress => "ingress",
+        RuleSection::IngressDeny => "ingressDeny",
+        RuleSection::Egress => "egress",
+        RuleSection::EgressDeny => "egressDeny",
+    }
+}
+
+/// Where the first node after `item`'s subtree starts in the document
+/// (`item` is at `spec`/`specs[i]`, `section`, `index`): the next item of
+/// its sequence, else the next key of its rule's mapping, else the next
+/// rule of `specs`, else the next key of the document's mapping; `None`
+/// when nothing follows it in the document.
+fn next_after(
+    root: &Node,
+    doc: &LoadedDocument,
+    has_spec: bool,
+    item: &TreeItem<'_>,
+) -> Option<Pos> {
+    let root = match doc.item {
+        Some(i) => sequence(root.get("items")?)?.get(i)?,
+        None => root,
+    };
+    let (rule, rule_key, in_specs) = if has_spec && item.spec == 0 {
+        (root.get("spec")?, "spec", None)
+    } else {
+        let at = item.spec - usize::from(has_spec);
+        (sequence(root.get("specs")?)?.get(at)?, "specs", Some(at))
+    };
+    let list = sequence(rule.get(section_key(item.section))?)?;
+    if let Some(next) = list.get(item.index + 1) {
+        return Some(next.pos);
+    }
+    let next_key = |mapping: &Node, key: &str| -> Option<Pos> {
+        let NodeKind::Mapping(entries) = &mapping.kind else {
+            return None;
+        };
+        let at = entries
+            .iter()
+            .position(|(k, _)| k.as_scalar() == Some(key))?;
+        entries.get(at + 1).map(|(k, _)| k.pos)
+    };
+    if let Some(pos) = next_key(rule, section_key(item.section)) {
+        return Some(pos);
+    }
+    if let Some(at) = in_specs
+        && let Some(next) = sequence(root.get("specs")?)?.get(at + 1)
+    {
+        return Some(next.pos);
+    }
+    next_key(root, rule_key)
+}
+
+/// The candidates when the change is one edit inside one line of one file
+/// that lies within the text of one rule item (from the item's start to
+/// the start of the next node after it, [`next_after`]), and the YAML
+/// trees of that document have the same item positions before and after,
+/// so every item but that one has the same node; `None` when any of this
+/// does not hold (the caller compares the whole documents).
+///
+/// Why that is exact: the tree is built from the parser's events, each
+/// node from the text between its start and the start of the node after
+/// it; a block sequence item that starts at the same position, in the same
+/// nesting (every item of the document at its old position, the same item
+/// counts) and ends where the same next node starts, over the same text,
+/// is the same node. Documents of unchanged files are the same documents
+/// (the loader is a function of the file's text); the other documents of
+/// the changed file, the document frame and the rule frames are compared
+/// in full (cheap: no items). No load diagnostics on either side (a
+/// duplicate key would make the model read a node the tree walk does not).
+fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Candidate>> {
+    if old.documents.len() != new.documents.len()
+        || !old.diagnostics.is_empty()
+        || !new.diagnostics.is_empty()
+    {
+        return None;
+    }
+    let Some(edit) = edit_of(old, new)? else {
+        // The same texts: the same documents (the loader is a function of
+        // the text).
+        let mut position = 0;
+        for (a, b) in old.documents.iter().zip(&new.documents) {
+            if a.file != b.file || a.index != b.index || a.item != b.item {
+                return None;
+            }
+            position += lowered_items(&a.doc)?;
+        }
+        return (position == items).then_some(Vec::new());
+    };
+    let (old_tree, new_tree) = (
+        old.trees.iter().find(|t| t.file == edit.file)?,
+        new.trees.iter().find(|t| t.file == edit.file)?,
+    );
+    let mut found: Option<Candidate> = None;
+    let mut position = 0;
+    for (doc, (a, b)) in old.documents.iter().zip(&new.documents).enumerate() {
+        if a.file != b.file || a.index != b.index || a.item != b.item {
+            return None;
+        }
+        let n = lowered_items(&a.doc)?;
+        if a.file != edit.file {
+            position += n;
+            continue;
+        }
+        if found.is_none()
+            && let Some(c) = edited_item(a, b, old_tree, new_tree, &edit, doc, position)
+        {
+            found = Some(c);
+        } else if a.doc != b.doc {
+            return None;
+        }
+        position += n;
+    }
+    // An edit in no item's text (a frame, a comment after the last node)
+    // is the whole comparison's to judge.
+    let found = found?;
+    if position != items {
+        return None;
+    }
+    let (x, y) = (&old.documents[found.doc].doc, &new.documents[found.doc].doc);
+    let differs = match (item_of(x, &found), item_of(y, &found)) {
+        (Some(p), Some(q)) => p != q,
+        _ => return None,
+    };
+    Some(if differs { vec![found] } else { Vec::new() })
+}
+
+/// The candidate of a document of the edited file when the edit lies in
+/// one of its items' text and everything else of the document provably
+/// stays ([`narrowed`]); `None` otherwise.
+fn edited_item(
+    a: &LoadedDocument,
+    b: &LoadedDocument,
+    old_tree: &FileTree,
+    new_tree: &FileTree,
+    edit: &Edit<'_>,
+    doc: usize,
+    position: usize,
+) -> Option<Candidate> {
+    let (rules_a, rules_b) = (frame(&a.doc, &b.doc)?, rules(&b.doc)?);
+    if rules_a.len() != rules_b.len()
+        || !rules_a
+            .iter()
+            .zip(&rules_b)
+            .all(|(x, y)| same_rule_frame(x, y))
+    {
+        return None;
+    }
+    let (root_a, root_b) = (
+        old_tree.roots.get(a.index)?.as_ref()?,
+        new_tree.roots.get(b.index)?.as_ref()?,
+    );
+    let (items_a, items_b) = (
+        tree_items(root_a, a, &rules_a)?,
+        tree_items(root_b, b, &rules_b)?,
+    );
+    // The item whose text holds the edit: the last to start at or before
+    // it (items of different sections need not be in text order).
+    let (at, item) = items_a
+        .iter()
+        .enumerate()
+        .filter(|(_, i)| !before(edit.start, i.node.pos))
+        .max_by_key(|(_, i)| (i.node.pos.line, i.node.pos.column))?;
+    let has_spec = match &a.doc {
+        PolicyDocument::CiliumNetworkPolicy(p) => p.spec.is_some(),
+        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => p.spec.is_some(),
+        _ => return None,
+    };
+    let bound = next_after(root_a, a, has_spec, item)?;
+    // The edit ends before the next node's line (so that node and every
+    // later one keep their positions), and every item is where it was.
+    if bound.line <= edit.end_old.line
+        || bound.line <= edit.end_new.line
+        || next_after(root_b, b, has_spec, &items_b[at]) != Some(bound)
+        || items_a.len() != items_b.len()
+        || items_a.iter().zip(&items_b).any(|(x, y)| {
+            x.node.pos != y.node.pos || (x.spec, x.section, x.index) != (y.spec, y.section, y.index)
+        })
+    {
+        return None;
+    }
+    // Position of the item in the text's span: the items before it in
+    // `cilium_rules` and section order.
+    Some(Candidate {
+        doc,
+        spec: item.spec,
+        section: item.section,
+        index: item.index,
+        position: position + at,
+    })
+}
+
+/// The model of candidate `c`'s item in `doc`, for comparing.
+fn item_of<'a>(doc: &'a PolicyDocument, c: &Candidate) -> Option<RuleItemRef<'a>> {
+    let rule = *rules(doc)?.get(c.spec)?;
+    Some(match c.section {
+        RuleSection::Ingress => RuleItemRef::Ingress(rule.ingress.as_ref()?.get(c.index)?),
+        RuleSection::IngressDeny => {
+            RuleItemRef::IngressDeny(rule.ingress_deny.as_ref()?.get(c.index)?)
+        }
+        RuleSection::Egress => RuleItemRef::Egress(rule.egress.as_ref()?.get(c.index)?),
+        RuleSection::EgressDeny => {
+            RuleItemRef::EgressDeny(rule.egress_deny.as_ref()?.get(c.index)?)
+        }
+    })
+}
+
+/// One item of a rule as the model has it (compared whole).
+#[derive(PartialEq)]
+enum RuleItemRef<'a> {
+    Ingress(&'a IngressRule),
+    IngressDeny(&'a IngressDenyRule),
+    Egress(&'a EgressRule),
+    EgressDeny(&'a EgressDenyRule),
+}
+
 /// Items a document lowers to, when each is one rule (CNP/CCNP rules with
 /// an endpoint selector); `None` otherwise.
 fn lowered_items(doc: &PolicyDocument) -> Option<usize> {
     let mut n = 0;
     for rule in rules(doc)? {
         rule.endpoint_selector.as_ref()?;
-        n += rule
-            .sections()
-            .iter()
-            .map(|(_, items)| items.len())
-            .sum::<usize>();
+        n += section_lens(rule).iter().map(|(_, len)| len).sum::<usize>();
     }
     Some(n)
+}
+
+/// The number of items of each section, in `Rule::sections` order
+/// (without viewing the items).
+fn section_lens(rule: &Rule) -> [(RuleSection, usize); 4] {
+    fn len<T>(list: Option<&Vec<T>>) -> usize {
+        list.map_or(0, Vec::len)
+    }
+    [
+        (RuleSection::Ingress, len(rule.ingress.as_ref())),
+        (RuleSection::IngressDeny, len(rule.ingress_deny.as_ref())),
+        (RuleSection::Egress, len(rule.egress.as_ref())),
+        (RuleSection::EgressDeny, len(rule.egress_deny.as_ref())),
+    ]
 }
 
 /// The rules of a CNP/CCNP (`spec`, then `specs`).
@@ -236,7 +685,12 @@ fn same_lines(a: &str, b: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::same_lines;
+    use porin_model::limits::LoadLimits;
+    use porin_model::loader::{LoadOutcome, load_str};
+    use proptest::prelude::*;
+
+    use super::{Compared, changed_items, lowered_items, narrowed, same_lines, whole};
+    use crate::inventory::Inventory;
 
     #[test]
     fn same_lines_sees_only_line_breaks_in_the_change() {
@@ -249,5 +703,153 @@ mod tests {
         assert!(!same_lines("a: 1\nb: 2\n", "a: 1\n"));
         // The common suffix may not overlap the common prefix.
         assert!(!same_lines("aa\na", "aa\naa\na"));
+    }
+
+    /// A text with two documents, `spec` and `specs`, every section, block
+    /// and flow items, comments between and after items.
+    fn text(ports: &[u16]) -> String {
+        let p = |i: usize| ports[i % ports.len()];
+        format!(
+            "# policies\n\
+             apiVersion: cilium.io/v2\n\
+             kind: CiliumNetworkPolicy\n\
+             metadata: {{name: one, namespace: prod}}\n\
+             spec:\n\
+             \x20 endpointSelector: {{matchLabels: {{app: a}}}}\n\
+             \x20 ingress:\n\
+             \x20 - fromEndpoints:\n\
+             \x20   - matchLabels: {{app: b}}\n\
+             \x20   toPorts:\n\
+             \x20   - ports:\n\
+             \x20     - port: \"{}\"\n\
+             \x20       protocol: TCP\n\
+             \x20 # between\n\
+             \x20 - fromEndpoints: [{{matchLabels: {{app: c}}}}]\n\
+             \x20   toPorts: [{{ports: [{{port: \"{}\", protocol: UDP}}]}}]\n\
+             \x20 egress:\n\
+             \x20 - toEndpoints: [{{matchLabels: {{app: b}}}}]\n\
+             \x20   toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]\n\
+             \x20 # after the last item\n\
+             ---\n\
+             apiVersion: cilium.io/v2\n\
+             kind: CiliumNetworkPolicy\n\
+             metadata:\n\
+             \x20 name: two\n\
+             \x20 namespace: prod\n\
+             specs:\n\
+             - endpointSelector: {{matchLabels: {{app: b}}}}\n\
+             \x20 egressDeny:\n\
+             \x20 - toEndpoints: [{{matchLabels: {{app: c}}}}]\n\
+             \x20   toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]\n\
+             \x20 ingressDeny:\n\
+             \x20 - fromEndpoints: [{{matchLabels: {{app: a}}}}]\n\
+             - endpointSelector: {{matchLabels: {{app: c}}}}\n\
+             \x20 ingress:\n\
+             \x20   - fromEndpoints: [{{matchLabels: {{app: a}}}}]\n\
+             \x20     toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]\n\
+             \x20   - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n\
+             \x20 egress: []\n",
+            p(0),
+            p(1),
+            p(2),
+            p(3),
+            p(4),
+        )
+    }
+
+    fn load(yaml: &str) -> LoadOutcome {
+        load_str("t.yaml", yaml, &LoadLimits::default())
+    }
+
+    /// Applies edit `kind` at character `at` of line `line` (both taken
+    /// modulo the text's size); `None` when that adds or removes a line
+    /// break.
+    fn edit(text: &str, line: usize, at: usize, kind: u8, with: char) -> Option<String> {
+        let lines: Vec<&str> = text.split('\n').collect();
+        let line = line % lines.len();
+        let mut chars: Vec<char> = lines[line].chars().collect();
+        let at = at % (chars.len() + 1);
+        match kind % 3 {
+            0 => chars.insert(at, with),
+            1 if at < chars.len() => chars[at] = with,
+            _ if at < chars.len() => {
+                chars.remove(at);
+            }
+            _ => chars.insert(at, with),
+        }
+        let mut out: Vec<String> = lines.iter().map(|l| (*l).to_owned()).collect();
+        out[line] = chars.into_iter().collect();
+        let out = out.join("\n");
+        (out.matches('\n').count() == text.matches('\n').count()).then_some(out)
+    }
+
+    /// The characters edits use: YAML's indicators, blanks, digits, a
+    /// letter, a multi-byte character.
+    const WITH: &[char] = &[
+        ' ', '-', '#', ':', '"', '\'', '[', ']', '{', '}', ',', '?', '&', '*', '!', '|', '>', '%',
+        '@', '\t', '0', '7', 'x', 'é', '1', '2', '5', 'a', 'b', 'c', 'z',
+    ];
+
+    #[test]
+    fn a_port_edit_is_narrowed_to_its_item() {
+        let inventory = Inventory::new();
+        let old = load(&text(&[80, 443, 53, 8080, 9090]));
+        let new = load(&text(&[81, 443, 53, 8080, 9090]));
+        let items = lowered_items(&old.documents[0].doc).unwrap()
+            + lowered_items(&old.documents[1].doc).unwrap();
+        let (changed, compared) = changed_items(&old, &new, &inventory, items, 2).unwrap();
+        assert_eq!(compared, Compared::Narrowed);
+        assert_eq!(
+            changed.iter().map(|c| c.position).collect::<Vec<_>>(),
+            vec![0]
+        );
+        // A comment edit changes nothing, narrowed too.
+        let commented = load(&text(&[80, 443, 53, 8080, 9090]).replace("# between", "# betwixt"));
+        let (changed, compared) = changed_items(&old, &commented, &inventory, items, 2).unwrap();
+        assert_eq!((changed.len(), compared), (0, Compared::Narrowed));
+        // The last item of `specs[1]` (its bound: the document's end) is
+        // compared whole.
+        let last = load(&text(&[80, 443, 53, 8080, 9090]).replace("egress: []", "egress: [ ]"));
+        assert!(narrowed(&old, &last, items).is_none());
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(512)
+        ))]
+        /// Wherever the narrowed comparison answers, the whole comparison
+        /// gives the same items (and it must answer for port edits).
+        #[test]
+        fn narrowed_agrees_with_whole(
+            ports in prop::collection::vec(1u16..65535, 5),
+            line in 0usize..64,
+            at in 0usize..64,
+            kind in 0u8..3,
+            with in prop::sample::select(WITH),
+        ) {
+            let base = text(&ports);
+            let old = load(&base);
+            prop_assert!(!old.has_errors(), "{:?}", old.diagnostics);
+            let items = old
+                .documents
+                .iter()
+                .map(|d| lowered_items(&d.doc).unwrap())
+                .sum::<usize>();
+            let Some(edited) = edit(&base, line, at, kind, with) else {
+                return Ok(());
+            };
+            let new = load(&edited);
+            if new.has_errors() {
+                return Ok(());
+            }
+            if let Some(narrow) = narrowed(&old, &new, items) {
+                let full = whole(&old, &new, items);
+                prop_assert!(full.is_some(), "narrowed, but not local:\n{edited}");
+                let positions = |c: &[super::Candidate]| {
+                    c.iter().map(|c| c.position).collect::<Vec<_>>()
+                };
+                prop_assert_eq!(positions(&narrow), positions(&full.unwrap()), "{}", edited);
+            }
+        }
     }
 }

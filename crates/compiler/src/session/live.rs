@@ -21,7 +21,7 @@ use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
-use crate::limits::CompileLimits;
+use crate::limits::{CompileLimits, Limit, insertion_bound};
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::mapstate::PolicyFeatures;
@@ -81,6 +81,10 @@ pub struct Update {
     /// every rule of the text when the change could not be narrowed to
     /// its items).
     pub rules_lowered: usize,
+    /// Rule items of the changed text whose old and new models were
+    /// compared (a policy change: 1 when the edit was narrowed to the item
+    /// whose text holds it, else every item of the text).
+    pub items_compared: usize,
 }
 
 impl Update {
@@ -91,6 +95,7 @@ impl Update {
             states_folded: 0,
             identities_replayed: 0,
             rules_lowered: 0,
+            items_compared: 0,
         }
     }
 }
@@ -122,6 +127,12 @@ struct TextLowering {
 
 type StateKey = (u32, Vec<NamedPort>);
 
+/// Op indices (ascending) by their peers.
+type OpIndex = HashMap<OpPeers, Vec<usize>>;
+
+/// An op index and its identity-0 peers (`StateRecord::zero`).
+type IndexedPeers = (OpIndex, Vec<OpPeers>);
+
 /// One distinct map state (shared by the endpoints with its identity and
 /// named ports), with the ops it is the fold of.
 #[derive(Debug, Clone)]
@@ -134,6 +145,10 @@ struct StateRecord {
     /// The peers of the ops for identity 0 (`Fixed(0)`, the selectors
     /// whose selection is identity 0: the wildcard).
     zero: Vec<OpPeers>,
+    /// The shape (`ops_shape`) of the L4 policy the ops were made from,
+    /// when known: a one-rule change splices the ops when the new
+    /// policy's is the same.
+    shape: Option<OpsShape>,
 }
 
 impl StateRecord {
@@ -149,7 +164,9 @@ impl StateRecord {
             resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
         let mut state = MapState::new();
         resolver.apply_ops(&ops, &mut state, &mut diagnostics, None);
-        Self::new(resolver, state, diagnostics, ops)
+        let mut record = Self::new(resolver, state, diagnostics, ops);
+        record.shape = Some(ops_shape(policy));
+        record
     }
 
     fn new(
@@ -164,19 +181,54 @@ impl StateRecord {
         }
         let zero = by_peers
             .keys()
-            .filter(|peers| match peers {
-                OpPeers::Fixed(id) => *id == 0,
-                OpPeers::Selector(s) => resolver.cache.selection(*s).contains(&0),
-            })
+            .filter(|peers| selects_zero(resolver, **peers))
             .copied()
             .collect();
+        Self::with_index(resolver, state, diagnostics, ops, (by_peers, zero))
+    }
+
+    /// [`StateRecord::new`] with the op index and its identity-0 peers
+    /// already made (`by_peers` and `zero` of `ops`: `splice_ops` shifts
+    /// the old ones instead of hashing every op again).
+    fn with_index(
+        resolver: &Resolver<'_>,
+        state: MapState,
+        diagnostics: Vec<Diagnostic>,
+        ops: Vec<MapOp>,
+        (by_peers, zero): IndexedPeers,
+    ) -> Self {
+        // The tests (debug builds) check a given index against a fresh one.
+        #[cfg(debug_assertions)]
+        {
+            let mut fresh: HashMap<OpPeers, Vec<usize>> = HashMap::new();
+            for (index, op) in ops.iter().enumerate() {
+                fresh.entry(op.peers).or_default().push(index);
+            }
+            debug_assert_eq!(fresh, by_peers, "the op index of a spliced state");
+            let fresh: BTreeSet<OpPeers> = by_peers
+                .keys()
+                .filter(|peers| selects_zero(resolver, **peers))
+                .copied()
+                .collect();
+            let given: BTreeSet<OpPeers> = zero.iter().copied().collect();
+            debug_assert_eq!(fresh, given, "the identity-0 peers of a spliced state");
+        }
         Self {
             state: Arc::new(state),
             diagnostics,
             ops,
             by_peers,
             zero,
+            shape: None,
         }
+    }
+}
+
+/// Whether ops with `peers` hold identity 0's keys (`StateRecord::zero`).
+fn selects_zero(resolver: &Resolver<'_>, peers: OpPeers) -> bool {
+    match peers {
+        OpPeers::Fixed(id) => id == 0,
+        OpPeers::Selector(s) => resolver.cache.selection(s).contains(&0),
     }
 }
 
@@ -251,6 +303,15 @@ struct Model {
     subjects: HashMap<Selector, Vec<usize>>,
     l4: BTreeMap<u32, L4Policy>,
     states: HashMap<StateKey, StateRecord>,
+    /// Rule indices (ascending) by the filters they add to
+    /// ([`filter_keys`]): a rule change folds only the touched filters,
+    /// from only the rules that add to them.
+    filter_rules: BTreeMap<(Direction, FilterKey), Vec<usize>>,
+    /// `limits::insertion_bound` of a subject's L4 policy (`l4`) under the
+    /// current selections, when known: a rule change corrects it by the
+    /// touched filters' terms instead of a pass over every filter (a
+    /// policy update changes no selection; an identity change clears it).
+    bounds: HashMap<u32, u64>,
     /// Uses of each subject and peer selector by the rules: its length is
     /// the number of distinct ones (`CompileLimits::check_identities`),
     /// kept as rules change instead of counted over every rule again.
@@ -272,6 +333,13 @@ impl Model {
         }
         count_selectors(&mut self.selector_uses, &self.lowered.rules[index], false);
         count_selectors(&mut self.selector_uses, &rule, true);
+        index_filters(
+            &mut self.filter_rules,
+            &self.lowered.rules[index],
+            index,
+            false,
+        );
+        index_filters(&mut self.filter_rules, &rule, index, true);
         let old_subject = &self.lowered.rules[index].subject;
         if *old_subject != rule.subject {
             if let Some(list) = self.subjects.get_mut(old_subject) {
@@ -666,6 +734,7 @@ impl Session {
             states_folded: self.model.states.len(),
             identities_replayed: 0,
             rules_lowered: self.model.lowered.rules.len(),
+            items_compared: 0,
         };
         update.deltas.sort_by_key(|d| !d.removed);
         Ok(update)
@@ -725,6 +794,10 @@ impl Session {
                 )
             })
             .flatten();
+        let (items, compared) = match items {
+            Some((items, compared)) => (Some(items), Some(compared)),
+            None => (None, None),
+        };
         let mut changed: Vec<usize> = Vec::new();
         // The filters the changed rules add to, before and after (and the
         // L3-only filters, which the synthetic allow-all and the
@@ -845,26 +918,60 @@ impl Session {
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         let mut changed_identities = Vec::new();
-        // What every filter's ops read besides the filter, before the
-        // change (`ops_shape`): where it stays, the ops are spliced.
-        let mut shapes: HashMap<u32, OpsShape> = HashMap::new();
+        // The rules that add to a touched filter (the rule→filter index).
+        let mut adding: Vec<usize> = touched
+            .iter()
+            .filter_map(|key| model.filter_rules.get(key))
+            .flatten()
+            .copied()
+            .collect();
+        adding.sort_unstable();
+        adding.dedup();
+        // `touched` per direction, asked without building a key.
+        let mut touched_by_direction: [BTreeSet<&FilterKey>; 2] = Default::default();
+        for (direction, key) in &touched {
+            touched_by_direction[usize::from(*direction == Direction::Egress)].insert(key);
+        }
         for id in &subjects_of_changed {
             let Some(old) = model.l4.get_mut(id) else {
                 let policy = resolver.l4_policy(*id);
                 model.l4.insert(*id, policy);
+                model.bounds.remove(id);
                 changed_identities.push(*id);
                 continue;
             };
             // Only the touched filters are folded again; the others are the
             // fold of the same unchanged rules (`Resolver::l4_policy_filters`).
-            let part = resolver.l4_policy_filters(*id, &|d, k| touched.contains(&(d, k.clone())));
-            shapes.insert(*id, ops_shape(old));
+            let part = resolver.l4_policy_filters_of(
+                *id,
+                &|d, k| touched_by_direction[usize::from(d == Direction::Egress)].contains(k),
+                &adding,
+            );
+            let cached = model.bounds.remove(id);
+            let before = touched_bound(old, &touched, &resolver.cache);
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
+            }
+            let after = touched_bound(old, &touched, &resolver.cache);
+            // The untouched filters' terms are the same (the same filters,
+            // the same selections): correct the bound by the touched ones'.
+            if let (Some(bound), Some((enforced, was)), Some((still, now))) =
+                (cached, before, after)
+                && enforced == still
+                && let Some(bound) = (bound < u64::MAX && was < u64::MAX && now < u64::MAX)
+                    .then(|| bound.checked_sub(was)?.checked_add(now))
+                    .flatten()
+                && bound < u64::MAX
+            {
+                model.bounds.insert(*id, bound);
             }
         }
         let mut update = Update::incremental(Vec::new());
         update.rules_lowered = rules_lowered;
+        update.items_compared = match compared {
+            Some(super::items::Compared::Narrowed) => 1,
+            Some(super::items::Compared::Whole) | None => span.rules.len(),
+        };
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
         let keys: Vec<StateKey> = model
             .states
@@ -874,6 +981,10 @@ impl Session {
             .collect();
         for key in keys {
             let Some(first) = first_endpoint(&self.inventory, &model.table, &key) else {
+                // Not made again: its ops no longer follow the policy.
+                if let Some(record) = model.states.get_mut(&key) {
+                    record.shape = None;
+                }
                 continue;
             };
             let Some(policy) = model.l4.get(&key.0) else {
@@ -889,21 +1000,49 @@ impl Session {
                 // diagnostics show.
                 continue;
             }
-            let Some(record) = model.states.remove(&key) else {
+            let Some(mut record) = model.states.remove(&key) else {
                 continue;
             };
             let endpoint = &self.inventory.endpoints[first];
-            self.limits
-                .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
+            let bound = *model
+                .bounds
+                .entry(key.0)
+                .or_insert_with(|| insertion_bound(policy, &resolver.cache));
+            debug_assert_eq!(
+                bound,
+                insertion_bound(policy, &resolver.cache),
+                "the kept insertion bound"
+            );
+            if bound > self.limits.get(Limit::InsertionsPerEndpoint) {
+                // Over the limit: the limit's own check, for its error.
+                self.limits
+                    .check_l4_policy(&endpoint.display_name(), policy, &resolver.cache)?;
+            }
             let origins = &model.lowered.origins;
             let describe = |id| describe(origins, id);
             // Only the touched filters' ops are made again when nothing
             // else their ops read changed (`splice_ops`); else all of them.
-            let spliced = (!origins_changed && shapes.get(&key.0) == Some(&ops_shape(policy)))
-                .then(|| splice_ops(&resolver, endpoint, policy, &record, &touched, &describe))
+            // (What every filter's ops read besides the filter: the old ops'
+            // is the record's.)
+            let shape = ops_shape(policy);
+            let spliced = (!origins_changed && record.shape.as_ref() == Some(&shape))
+                .then(|| {
+                    splice_ops(
+                        &resolver,
+                        endpoint,
+                        (policy, &shape),
+                        &mut record,
+                        &touched,
+                        &describe,
+                    )
+                })
                 .flatten();
-            let (ops, diagnostics, candidates) = match spliced {
-                Some((ops, candidates)) => (ops, Vec::new(), Some(candidates)),
+            let (ops, diagnostics, differing) = match spliced {
+                Some(spliced) => (
+                    spliced.ops,
+                    Vec::new(),
+                    Some((spliced.differing, (spliced.by_peers, spliced.zero))),
+                ),
                 None => {
                     let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
                     (ops, diagnostics, None)
@@ -917,14 +1056,9 @@ impl Session {
                     .map(|info| peer_index.matching(cache, &info.labels))
                     .unwrap_or_default()
             };
-            let (new_record, changes, folded, replayed) = redistill(
-                &resolver,
-                record,
-                ops,
-                diagnostics,
-                candidates.as_ref(),
-                &selecting,
-            );
+            let (mut new_record, changes, folded, replayed) =
+                redistill(&resolver, record, ops, diagnostics, differing, &selecting);
+            new_record.shape = Some(shape);
             update.states_folded += usize::from(folded);
             update.identities_replayed += replayed;
             if let Err(e) = self
@@ -1098,6 +1232,10 @@ impl Session {
             }
             // Peer side: the selections that gain it.
             let gained = model.peer_index.matching(&parts.cache, &labels);
+            if !gained.is_empty() {
+                // Selections change: the kept insertion bounds with them.
+                model.bounds.clear();
+            }
             for selector in &gained {
                 parts.cache.add_to_selection(*selector, identity);
             }
@@ -1154,6 +1292,9 @@ impl Session {
         let needs_state = !model.states.contains_key(&key) || first == Some(index);
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
+        if !model.l4.contains_key(&identity) {
+            model.bounds.remove(&identity);
+        }
         model
             .l4
             .entry(identity)
@@ -1241,7 +1382,11 @@ impl Session {
         if gone {
             parts.rules_by_identity.remove(&identity);
             model.l4.remove(&identity);
+            model.bounds.remove(&identity);
             let lost = model.peer_index.matching(&parts.cache, &labels);
+            if !lost.is_empty() {
+                model.bounds.clear();
+            }
             for selector in &lost {
                 parts.cache.remove_from_selection(*selector, identity);
             }
@@ -1345,6 +1490,31 @@ fn replace_filters(
     differs
 }
 
+/// Per direction whether it is enforced, and `limits::insertion_bound` of
+/// the part of `policy` made of its `touched` filters (the same per-
+/// direction terms: 1 for a direction that is not enforced); `None` when
+/// that saturates.
+fn touched_bound(
+    policy: &L4Policy,
+    touched: &BTreeSet<(Direction, FilterKey)>,
+    cache: &SelectorCache,
+) -> Option<([bool; 2], u64)> {
+    let mut part = L4Policy::default();
+    for (direction, key) in touched {
+        let (from, to) = match direction {
+            Direction::Ingress => (&policy.ingress, &mut part.ingress),
+            Direction::Egress => (&policy.egress, &mut part.egress),
+        };
+        if let Some(filter) = from.filters.get(key) {
+            to.filters.insert(key.clone(), filter.clone());
+        }
+    }
+    part.ingress.enforced = policy.ingress.enforced;
+    part.egress.enforced = policy.egress.enforced;
+    let bound = insertion_bound(&part, cache);
+    (bound < u64::MAX).then_some(([part.ingress.enforced, part.egress.enforced], bound))
+}
+
 /// What a filter's ops read besides the filter itself
 /// (`Resolver::filter_ops`): per direction whether it is enforced and its
 /// features, and the endpoint's proxy ports (the endpoint, the resolver's
@@ -1367,27 +1537,44 @@ fn ops_shape(policy: &L4Policy) -> OpsShape {
 /// origins are unchanged: `Resolver::map_ops` lists per direction either
 /// the allow-all op or every filter's ops in filter order, then the
 /// localhost op, and a filter's ops read only the filter and the shape. So
-/// the untouched filters' ops are the old ones, in the same order. Also
-/// the peers of every op removed or added (no other peers' sequence can
-/// differ). `None` (make all of them) when the old record has
-/// diagnostics (they would have to be split by filter), a new filter op
-/// gives one, or the old ops are not laid out as expected.
+/// the untouched filters' ops are the old ones, in the same order: they
+/// are moved out of `old` (its `ops` are left empty), not copied.
+///
+/// Also the peers whose op sequence differs (`redistill` replays exactly
+/// these): a peer's sequence is its ops in filter order, so it is the same
+/// when, in every touched filter present before and after, its ops there
+/// are the same list, and it has no op in a touched filter present on one
+/// side only. `None` (make all of them; `old` untouched) when the old
+/// record has diagnostics (they would have to be split by filter), a new
+/// filter op gives one, or the old ops are not laid out as expected.
 fn splice_ops(
     resolver: &Resolver<'_>,
     endpoint: &Endpoint,
-    policy: &L4Policy,
-    old: &StateRecord,
+    (policy, shape): (&L4Policy, &OpsShape),
+    old: &mut StateRecord,
     touched: &BTreeSet<(Direction, FilterKey)>,
     describe: &dyn Fn(u32) -> String,
-) -> Option<(Vec<MapOp>, BTreeSet<OpPeers>)> {
+) -> Option<Spliced> {
+    /// One piece of the new ops, in order.
+    enum Piece {
+        /// Old ops `range`, moved.
+        Keep(Range<usize>),
+        /// Old ops `range` of touched filters, dropped (before, at or
+        /// after the filter they were).
+        Drop(Range<usize>),
+        /// The new ops of touched filter `made[i]`.
+        Made(usize),
+    }
     if !old.diagnostics.is_empty() {
         return None;
     }
-    let proxy_ports = proxy_ports(policy);
-    let mut ops: Vec<MapOp> = Vec::with_capacity(old.ops.len());
-    let mut candidates: BTreeSet<OpPeers> = BTreeSet::new();
+    let proxy_ports = &shape.1;
+    let mut pieces: Vec<Piece> = Vec::new();
+    // The touched filters' new ops: (direction, key, ops).
+    let mut made: Vec<(Direction, &FilterKey, Vec<MapOp>)> = Vec::new();
     let mut diagnostics = Vec::new();
     let mut at = 0;
+    // Plan and make the touched filters' ops; `old` is only read.
     for direction in Direction::ALL {
         let dir = policy.direction(direction);
         if !dir.enforced {
@@ -1395,7 +1582,7 @@ fn splice_ops(
             if op.filter.is_some() || op.key.direction() != direction {
                 return None;
             }
-            ops.push(op.clone());
+            pieces.push(Piece::Keep(at..at + 1));
             at += 1;
             continue;
         }
@@ -1411,8 +1598,9 @@ fn splice_ops(
         let skip = |j: &mut usize,
                     until: Option<&FilterKey>,
                     drop: bool,
-                    candidates: &mut BTreeSet<OpPeers>|
+                    pieces: &mut Vec<Piece>|
          -> Option<()> {
+            let from = *j;
             while let Some(op) = segment.get(*j) {
                 let key = op.filter.as_ref()?;
                 let before = until.is_none_or(|u| key < u);
@@ -1422,22 +1610,24 @@ fn splice_ops(
                 if !touched.contains(&(direction, key.clone())) {
                     return None;
                 }
-                candidates.insert(op.peers);
                 *j += 1;
+            }
+            if *j > from {
+                pieces.push(Piece::Drop(at + from..at + *j));
             }
             Some(())
         };
-        let features = dir.features();
+        let features = shape.0[usize::from(direction == Direction::Egress)].1;
         for (filter_key, per_selector) in &dir.filters {
             let is_touched = touched.contains(&(direction, filter_key.clone()));
-            skip(&mut j, Some(filter_key), is_touched, &mut candidates)?;
+            skip(&mut j, Some(filter_key), is_touched, &mut pieces)?;
             if is_touched {
-                let from = ops.len();
+                let mut ops = Vec::new();
                 resolver.filter_ops(
                     &FilterContext {
                         endpoint,
                         direction,
-                        proxy_ports: &proxy_ports,
+                        proxy_ports,
                         origins_file: describe,
                     },
                     filter_key,
@@ -1446,27 +1636,165 @@ fn splice_ops(
                     &mut diagnostics,
                     &mut ops,
                 );
-                candidates.extend(ops[from..].iter().map(|op| op.peers));
+                pieces.push(Piece::Made(made.len()));
+                made.push((direction, filter_key, ops));
             } else {
-                while let Some(op) = segment.get(j) {
-                    if op.filter.as_ref() != Some(filter_key) {
-                        break;
-                    }
-                    ops.push(op.clone());
+                let from = j;
+                while segment
+                    .get(j)
+                    .is_some_and(|op| op.filter.as_ref() == Some(filter_key))
+                {
                     j += 1;
+                }
+                if j > from {
+                    pieces.push(Piece::Keep(at + from..at + j));
                 }
             }
         }
-        skip(&mut j, None, true, &mut candidates)?;
+        skip(&mut j, None, true, &mut pieces)?;
         at = end;
     }
     // The localhost op (or nothing): unchanged.
-    let rest = &old.ops[at..];
-    if rest.iter().any(|op| op.filter.is_some()) || !diagnostics.is_empty() {
+    if old.ops[at..].iter().any(|op| op.filter.is_some()) || !diagnostics.is_empty() {
         return None;
     }
-    ops.extend_from_slice(rest);
-    Some((ops, candidates))
+    pieces.push(Piece::Keep(at..old.ops.len()));
+
+    // The pieces cover the old ops in order (checked before anything is
+    // moved out of `old`).
+    let mut next = 0;
+    for piece in &pieces {
+        if let Piece::Keep(range) | Piece::Drop(range) = piece {
+            if range.start != next {
+                return None;
+            }
+            next = range.end;
+        }
+    }
+    if next != old.ops.len() {
+        return None;
+    }
+    // Assemble, moving the kept ops; the dropped ones by filter.
+    let mut ops: Vec<MapOp> = Vec::with_capacity(old.ops.len());
+    let mut dropped: BTreeMap<(Direction, FilterKey), Vec<MapOp>> = BTreeMap::new();
+    let mut made: Vec<Option<(Direction, &FilterKey, Vec<MapOp>)>> =
+        made.into_iter().map(Some).collect();
+    let mut made_here: Vec<(Direction, FilterKey, Vec<MapOp>)> = Vec::new();
+    let mut source = std::mem::take(&mut old.ops).into_iter();
+    // (old range, new start) of each kept piece, and the new ranges of
+    // the made ones, for the op index.
+    let mut kept: Vec<(Range<usize>, usize)> = Vec::new();
+    let mut made_at: Vec<Range<usize>> = Vec::new();
+    for piece in pieces {
+        match piece {
+            Piece::Keep(range) => {
+                kept.push((range.clone(), ops.len()));
+                ops.extend(source.by_ref().take(range.len()));
+            }
+            Piece::Drop(range) => {
+                for op in source.by_ref().take(range.len()) {
+                    if let Some(key) = op.filter.clone() {
+                        dropped
+                            .entry((op.key.direction(), key))
+                            .or_default()
+                            .push(op);
+                    }
+                }
+            }
+            Piece::Made(i) => {
+                if let Some((direction, key, new)) = made.get_mut(i).and_then(Option::take) {
+                    made_at.push(ops.len()..ops.len() + new.len());
+                    ops.extend(new.iter().cloned());
+                    made_here.push((direction, key.clone(), new));
+                }
+            }
+        }
+    }
+    // Peers whose sequence differs (see above).
+    let mut differing: BTreeSet<OpPeers> = BTreeSet::new();
+    let mut new_by_filter: BTreeMap<(Direction, FilterKey), Vec<MapOp>> = BTreeMap::new();
+    for (direction, key, new) in made_here {
+        new_by_filter.insert((direction, key), new);
+    }
+    let keys: BTreeSet<&(Direction, FilterKey)> =
+        dropped.keys().chain(new_by_filter.keys()).collect();
+    let empty = Vec::new();
+    for key in keys {
+        let (before, after) = (
+            dropped.get(key).unwrap_or(&empty),
+            new_by_filter.get(key).unwrap_or(&empty),
+        );
+        if before == after {
+            continue;
+        }
+        let peers: BTreeSet<OpPeers> = before.iter().chain(after).map(|op| op.peers).collect();
+        for peer in peers {
+            let of_peer = |op: &&MapOp| op.peers == peer;
+            if !before
+                .iter()
+                .filter(of_peer)
+                .eq(after.iter().filter(of_peer))
+            {
+                differing.insert(peer);
+            }
+        }
+    }
+    // The op index: the old one's kept indices shifted to where their
+    // piece now sits, the made ops' added (lists stay ascending).
+    let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::with_capacity(old.by_peers.len());
+    for (peers, list) in std::mem::take(&mut old.by_peers) {
+        let mut out = Vec::with_capacity(list.len());
+        let mut piece = 0;
+        for index in list {
+            while kept.get(piece).is_some_and(|(range, _)| range.end <= index) {
+                piece += 1;
+            }
+            if let Some((range, start)) = kept.get(piece)
+                && range.start <= index
+            {
+                out.push(index - range.start + start);
+            }
+        }
+        if !out.is_empty() {
+            by_peers.insert(peers, out);
+        }
+    }
+    let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
+    for range in made_at {
+        for index in range {
+            by_peers.entry(ops[index].peers).or_default().push(index);
+            grown.insert(ops[index].peers);
+        }
+    }
+    // Its identity-0 peers: the old ones still with ops, and the new
+    // peers' that select identity 0.
+    let mut zero: Vec<OpPeers> = std::mem::take(&mut old.zero)
+        .into_iter()
+        .filter(|peers| by_peers.contains_key(peers))
+        .collect();
+    for peers in grown {
+        if let Some(list) = by_peers.get_mut(&peers) {
+            list.sort_unstable();
+        }
+        if !zero.contains(&peers) && selects_zero(resolver, peers) {
+            zero.push(peers);
+        }
+    }
+    Some(Spliced {
+        ops,
+        differing,
+        by_peers,
+        zero,
+    })
+}
+
+/// What [`splice_ops`] gives: the new ops, the peers whose sequence
+/// differs, and the op index of the new ops.
+struct Spliced {
+    ops: Vec<MapOp>,
+    differing: BTreeSet<OpPeers>,
+    by_peers: OpIndex,
+    zero: Vec<OpPeers>,
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
@@ -1549,39 +1877,47 @@ fn selector_order_is_batch_order(parts: &ResolverParts) -> bool {
 /// the selectors whose sequences differ are replayed. When the identity-0
 /// ops differ, every part may change and the state is folded in full.
 ///
-/// `candidates`, when given, holds every peers whose sequence may differ
-/// (the peers of the spliced filters' old and new ops, `splice_ops`); the
-/// others are the same sequence by construction and are not compared.
+/// `differing`, when given, holds exactly the peers whose op sequence
+/// differs and the op index of `ops` (`splice_ops` made both; `old.ops`
+/// and `old.by_peers` are then empty, moved into the new record);
+/// otherwise every peer's sequence is compared.
 fn redistill(
     resolver: &Resolver<'_>,
     old: StateRecord,
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
-    candidates: Option<&BTreeSet<OpPeers>>,
+    differing: Option<(BTreeSet<OpPeers>, IndexedPeers)>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
-    let mut record = StateRecord::new(resolver, MapState::new(), diagnostics, ops);
+    let (differing, mut record) = match differing {
+        Some((differing, index)) => (
+            Some(differing),
+            StateRecord::with_index(resolver, MapState::new(), diagnostics, ops, index),
+        ),
+        None => (
+            None,
+            StateRecord::new(resolver, MapState::new(), diagnostics, ops),
+        ),
+    };
     let same = |peers: &OpPeers| {
         let empty = Vec::new();
         let a = old.by_peers.get(peers).unwrap_or(&empty);
         let b = record.by_peers.get(peers).unwrap_or(&empty);
         a.len() == b.len() && a.iter().zip(b).all(|(x, y)| old.ops[*x] == record.ops[*y])
     };
-    let all_peers: BTreeSet<OpPeers> = match candidates {
-        Some(candidates) => candidates.clone(),
+    let all_peers: BTreeSet<OpPeers> = match differing {
+        Some(differing) => differing,
         None => old
             .by_peers
             .keys()
             .chain(record.by_peers.keys())
             .copied()
+            .filter(|peers| !same(peers))
             .collect(),
     };
     let mut identities: BTreeSet<u32> = BTreeSet::new();
     let mut full = false;
     for peers in &all_peers {
-        if same(peers) {
-            continue;
-        }
         match peers {
             OpPeers::Fixed(0) => full = true,
             OpPeers::Fixed(id) => {
@@ -1859,6 +2195,10 @@ fn build(
     for rule in &lowered.rules {
         count_selectors(&mut selector_uses, rule, true);
     }
+    let mut filter_rules = BTreeMap::new();
+    for (index, rule) in lowered.rules.iter().enumerate() {
+        index_filters(&mut filter_rules, rule, index, true);
+    }
     let mut subjects: HashMap<Selector, Vec<usize>> = HashMap::new();
     for (index, rule) in lowered.rules.iter().enumerate() {
         subjects
@@ -1887,12 +2227,39 @@ fn build(
             subjects,
             l4,
             states,
+            filter_rules,
+            bounds: HashMap::new(),
             selector_uses,
             any_namespace,
             addresses,
         },
         inventory,
     ))
+}
+
+/// Adds rule `index` to (`add`) or removes it from the lists of the
+/// filters it adds to.
+fn index_filters(
+    index_of: &mut BTreeMap<(Direction, FilterKey), Vec<usize>>,
+    rule: &PolicyRule,
+    index: usize,
+    add: bool,
+) {
+    for key in filter_keys(rule) {
+        if add {
+            let list = index_of.entry(key).or_default();
+            if let Err(at) = list.binary_search(&index) {
+                list.insert(at, index);
+            }
+        } else if let Some(list) = index_of.get_mut(&key) {
+            if let Ok(at) = list.binary_search(&index) {
+                list.remove(at);
+            }
+            if list.is_empty() {
+                index_of.remove(&key);
+            }
+        }
+    }
 }
 
 /// Counts the subject and peer selectors of `rule` in (`add`) or out of

@@ -46,6 +46,12 @@ enum Step {
     /// peer (the agent's "one-rule change").
     ChangeOne(u8, usize, u8, u8),
     RemoveText(u8),
+    /// Edit text `n`'s YAML at line `line` (modulo its lines) the way a
+    /// person does (`edit_yaml`): kind 0 a comment at the line's end, 1
+    /// trailing blanks, 2 the line's first port number changed, 3 a
+    /// comment line inserted (lines move), 4 the first port of this line
+    /// and of the next port line changed (an edit spanning two items).
+    EditText(u8, usize, u8),
     /// Add endpoint `n` with labels (app, tier, unique); endpoints 4 and 5
     /// come without addresses (the session gives them the automatic ones,
     /// as `Inventory::finish` does).
@@ -183,9 +189,47 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
         4 => (0u8..3, 0usize..4, prop_oneof![0u8..6, 7u8..9], 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
+        3 => (0u8..3, 0usize..24, 0u8..5).prop_map(|(n, l, k)| Step::EditText(n, l, k)),
         4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
         2 => (0u8..6).prop_map(Step::RemoveEndpoint),
     ]
+}
+
+/// The first port number on line `line` of `yaml` changed (80 → 81, ...),
+/// if it has one.
+fn bump_port(line: &str) -> Option<String> {
+    let at = line.find("port: \"")? + "port: \"".len();
+    let end = at + line[at..].find('"')?;
+    let port: u16 = line[at..end].parse().ok()?;
+    Some(format!(
+        "{}{}{}",
+        &line[..at],
+        port % 60000 + 1,
+        &line[end..]
+    ))
+}
+
+/// [`Step::EditText`]'s edits; `None` when the edit does not apply (no
+/// port on the line).
+fn edit_yaml(yaml: &str, line: usize, kind: u8) -> Option<String> {
+    let mut lines: Vec<String> = yaml.lines().map(str::to_owned).collect();
+    let at = line % lines.len();
+    match kind {
+        0 => lines[at].push_str(" # reviewed"),
+        1 => lines[at].push_str("  "),
+        2 => lines[at] = bump_port(&lines[at])?,
+        3 => lines.insert(at, "# a note".to_owned()),
+        _ => {
+            let first = (at..lines.len()).find(|i| bump_port(&lines[*i]).is_some())?;
+            let second = (first + 1..lines.len()).find(|i| bump_port(&lines[*i]).is_some())?;
+            for i in [first, second] {
+                lines[i] = bump_port(&lines[i])?;
+            }
+        }
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    Some(out)
 }
 
 /// What the datapath holds of a state (origins are not written).
@@ -282,10 +326,12 @@ fn check(
     after
 }
 
-/// Runs the steps, checking each; per update its path and the rules it
-/// lowered again.
-fn run(steps: &[Step]) -> Vec<(UpdatePath, usize)> {
+/// Runs the steps, checking each; per update its path, the rules it
+/// lowered again and the items it compared.
+fn run(steps: &[Step]) -> Vec<(UpdatePath, usize, usize)> {
     let mut texts: BTreeMap<u8, Text> = BTreeMap::new();
+    // The YAML each text has now (`EditText` edits it).
+    let mut yamls: BTreeMap<u8, String> = BTreeMap::new();
     let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
     let mut before: BTreeMap<String, MapState> = BTreeMap::new();
     let mut mirror: BTreeMap<String, MapState> = BTreeMap::new();
@@ -294,6 +340,7 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize)> {
         let update = match step.clone() {
             Step::SetText(n, text) => {
                 let outcome = load(n, &text);
+                yamls.insert(n, text_yaml(n, &text));
                 texts.insert(n, text);
                 Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
             }
@@ -306,10 +353,21 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize)> {
                 item.peer = peer;
                 item.ports = ports;
                 let outcome = load(n, &text);
+                yamls.insert(n, text_yaml(n, &text));
                 texts.insert(n, text);
                 Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
             }
+            Step::EditText(n, line, kind) => {
+                let Some(yaml) = yamls.get(&n).and_then(|y| edit_yaml(y, line, kind)) else {
+                    continue;
+                };
+                let outcome = load_str(&format!("t{n}.yaml"), &yaml, &LoadLimits::default());
+                assert!(!outcome.has_errors(), "{yaml}\n{:?}", outcome.diagnostics);
+                yamls.insert(n, yaml);
+                Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
+            }
             Step::RemoveText(n) => {
+                yamls.remove(&n);
                 texts.remove(&n);
                 session.remove_policy(&format!("t{n}")).map(Result::unwrap)
             }
@@ -325,7 +383,11 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize)> {
                 .map(Result::unwrap),
         };
         let Some(update) = update else { continue };
-        paths.push((update.path.clone(), update.rules_lowered));
+        paths.push((
+            update.path.clone(),
+            update.rules_lowered,
+            update.items_compared,
+        ));
         before = check(&session, &update, &before, &mut mirror);
     }
     paths
@@ -394,6 +456,13 @@ fn common_changes_are_incremental() {
         Step::ChangeOne(0, 0, 3, 3),
         Step::ChangeOne(0, 1, 1, 4),
         Step::ChangeOne(0, 1, 1, 5),
+        // Edits of the YAML itself (lines of the text after the change
+        // above: 6-7 item 0, 8-9 item 1, 11-12 the egress item, the last).
+        Step::EditText(0, 7, 2),
+        Step::EditText(0, 6, 0),
+        Step::EditText(0, 12, 2),
+        Step::EditText(0, 5, 3),
+        Step::EditText(0, 6, 4),
         Step::AddEndpoint(2, 1, 0, true),
         Step::AddEndpoint(3, 2, 1, true),
         // Without addresses: the automatic ones, still incremental.
@@ -410,12 +479,26 @@ fn common_changes_are_incremental() {
     let full: Vec<usize> = paths
         .iter()
         .enumerate()
-        .filter(|(_, (p, _))| *p != UpdatePath::Incremental)
+        .filter(|(_, (p, _, _))| *p != UpdatePath::Incremental)
         .map(|(i, _)| i)
         .collect();
     assert_eq!(full, vec![0, 2], "{paths:?}");
     // The one-rule changes edit one line each (a port, a range, an HTTP
     // rule): the session lowers that item again, not the text's three.
-    let lowered: Vec<usize> = paths[3..6].iter().map(|(_, n)| *n).collect();
+    let lowered: Vec<usize> = paths[3..6].iter().map(|(_, n, _)| *n).collect();
     assert_eq!(lowered, vec![1, 1, 1], "{paths:?}");
+    // Each compared only the changed item (`session::items`, narrowed).
+    let compared: Vec<usize> = paths[3..6].iter().map(|(_, _, n)| *n).collect();
+    assert_eq!(compared, vec![1, 1, 1], "{paths:?}");
+    // The YAML edits: a port (narrowed: one item compared, one lowered); a
+    // comment at an item's line end (narrowed, nothing lowered); the last
+    // item's port (nothing after it bounds its text: every item compared,
+    // one lowered); a comment line (lines move: the whole text lowered);
+    // two items' ports (two changed lines: the whole text lowered).
+    let edits: Vec<(usize, usize)> = paths[6..11].iter().map(|(_, l, c)| (*l, *c)).collect();
+    assert_eq!(
+        edits,
+        vec![(1, 1), (0, 1), (1, 3), (3, 3), (3, 3)],
+        "{paths:?}"
+    );
 }

@@ -1,6 +1,6 @@
 //! Lowering of one CNP/CCNP rule.
 
-use porin_model::model::{AuthenticationMode, Rule, RuleSection};
+use porin_model::model::{AuthenticationMode, Rule, RuleItem, RuleSection};
 
 use super::origin::direction_of;
 use super::peers::ItemCtx;
@@ -68,43 +68,56 @@ impl Ctx<'_> {
             .and_then(|v| self.out.cookies.get(v).copied())
             .unwrap_or(0);
 
-        for (section, items) in rule.sections() {
+        // One item (a session re-lowering it) without viewing the others.
+        let items: Vec<(RuleSection, usize, RuleItem<'_>)> = match only {
+            Some((section, index)) => one_item(rule, section, index)
+                .map(|item| (section, index, item))
+                .into_iter()
+                .collect(),
+            None => rule
+                .sections()
+                .into_iter()
+                .flat_map(|(section, items)| {
+                    items
+                        .into_iter()
+                        .enumerate()
+                        .map(move |(index, item)| (section, index, item))
+                })
+                .collect(),
+        };
+        for (section, index, rule_item) in items {
             let dd = if section.is_ingress() {
                 ingress_dd
             } else {
                 egress_dd
             };
-            for (index, rule_item) in items.iter().enumerate() {
-                if only.is_some_and(|o| o != (section, index)) {
-                    continue;
-                }
-                let l4_present = rule_item.has_l4();
-                let route = format!("{spec_route}.{section}[{index}]");
-                let origin = self.new_origin(input, namespace, section, index, &route);
-                let ports = self.port_rules(input, &route, rule_item);
-                let item = ItemCtx {
-                    input,
-                    namespace,
-                    subject_selects_init,
-                    route: route.clone(),
-                    section,
-                };
-                let peers = self.peers(&item, rule_item, l4_present);
-                self.out.rules.push(PolicyRule {
-                    origin,
-                    subject: subject.clone(),
-                    host,
-                    direction: direction_of(section),
-                    deny: section.is_deny(),
-                    default_deny: dd,
-                    peers,
-                    l3_only: !l4_present,
-                    ports,
-                    auth: auth_of(rule_item.authentication.map(|a| a.mode)),
-                    cookie,
-                    tier: None,
-                });
-            }
+            let rule_item = &rule_item;
+            let l4_present = rule_item.has_l4();
+            let route = format!("{spec_route}.{section}[{index}]");
+            let origin = self.new_origin(input, namespace, section, index, &route);
+            let ports = self.port_rules(input, &route, rule_item);
+            let item = ItemCtx {
+                input,
+                namespace,
+                subject_selects_init,
+                route: route.clone(),
+                section,
+            };
+            let peers = self.peers(&item, rule_item, l4_present);
+            self.out.rules.push(PolicyRule {
+                origin,
+                subject: subject.clone(),
+                host,
+                direction: direction_of(section),
+                deny: section.is_deny(),
+                default_deny: dd,
+                peers,
+                l3_only: !l4_present,
+                ports,
+                auth: auth_of(rule_item.authentication.map(|a| a.mode)),
+                cookie,
+                tier: None,
+            });
         }
     }
 }
@@ -151,4 +164,23 @@ pub(super) fn auth_of(mode: Option<AuthenticationMode>) -> Option<AuthMode> {
         AuthenticationMode::Required => AuthMode::Required,
         AuthenticationMode::TestAlwaysFail => AuthMode::TestAlwaysFail,
     })
+}
+
+/// Item `index` of `section` of `rule` (what `Rule::sections` would give
+/// there), without viewing the rule's other items.
+fn one_item(rule: &Rule, section: RuleSection, index: usize) -> Option<RuleItem<'_>> {
+    match section {
+        RuleSection::Ingress => rule.ingress.as_ref()?.get(index).map(RuleItem::ingress),
+        RuleSection::IngressDeny => rule
+            .ingress_deny
+            .as_ref()?
+            .get(index)
+            .map(RuleItem::ingress_deny),
+        RuleSection::Egress => rule.egress.as_ref()?.get(index).map(RuleItem::egress),
+        RuleSection::EgressDeny => rule
+            .egress_deny
+            .as_ref()?
+            .get(index)
+            .map(RuleItem::egress_deny),
+    }
 }

@@ -1,0 +1,137 @@
+//! The C API's live session reaches the compiler session's fast paths: a
+//! one-line edit of a large policy text is narrowed to the item it touches
+//! (`porin_compiler::session`, `Update::items_compared`), and a pod with
+//! new labels is added without a full fold. Counted steps, no timings.
+
+use std::ptr::null_mut;
+
+use super::{
+    porin_label, porin_session, porin_session_add_inventory_bytes,
+    porin_session_apply_endpoint_add, porin_session_apply_policy_bytes, porin_session_free,
+    porin_session_new, porin_update, porin_update_free, update_ref,
+};
+use crate::result::porin_result;
+use crate::strings::porin_str;
+
+const INVENTORY: &str = "kind: Inventory\nendpoints:\n\
+    \x20 - {name: server, namespace: bench, labels: {app: server}, ips: [10.0.0.1]}\n\
+    \x20 - {name: client-0, namespace: bench, labels: {role: client-0}, ips: [10.0.0.2]}\n\
+    \x20 - {name: client-1, namespace: bench, labels: {role: client-1}, ips: [10.0.0.3]}\n";
+
+/// The bench's policy shape (`bench/src/incremental.rs`): `rules` ingress
+/// rules, rule `i` from `role: client-<i % 2>` on TCP `10000 + i`, rule 0
+/// on `first`.
+fn policy(rules: u16, first: u16) -> String {
+    let mut out = String::from(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: server\n  namespace: bench\nspec:\n  endpointSelector:\n    matchLabels:\n      app: server\n  ingress:\n",
+    );
+    for i in 0..rules {
+        let port = if i == 0 { first } else { 10_000 + i };
+        out.push_str(&format!(
+            "  - fromEndpoints:\n    - matchLabels:\n        role: client-{}\n    toPorts:\n    - ports:\n      - port: \"{port}\"\n        protocol: TCP\n",
+            i % 2
+        ));
+    }
+    out
+}
+
+fn apply(session: *mut porin_session, text: &str) -> *mut porin_update {
+    let name = "server.yaml";
+    let mut update = null_mut();
+    let result = porin_session_apply_policy_bytes(
+        session,
+        name.as_ptr().cast(),
+        name.len(),
+        text.as_ptr(),
+        text.len(),
+        &mut update,
+    );
+    assert_eq!(result, porin_result::Ok);
+    update
+}
+
+/// The update went the incremental way, folded `folded` states in full
+/// and writes the server's map.
+fn assert_incremental_with_server_writes(u: &super::UpdateOut, folded: usize) {
+    assert_eq!(
+        u.update.path,
+        porin_compiler::session::UpdatePath::Incremental
+    );
+    assert_eq!(u.update.states_folded, folded);
+    let server = u
+        .update
+        .deltas
+        .iter()
+        .find(|d| d.endpoint == "bench/server");
+    assert!(server.is_some_and(|d| !d.changes.is_empty()));
+}
+
+#[test]
+fn a_one_line_policy_edit_through_the_c_api_compares_one_item() {
+    let mut session = null_mut();
+    assert_eq!(porin_session_new(&mut session), porin_result::Ok);
+    let name = "inventory.yaml";
+    assert_eq!(
+        porin_session_add_inventory_bytes(
+            session,
+            name.as_ptr().cast(),
+            name.len(),
+            INVENTORY.as_ptr(),
+            INVENTORY.len(),
+        ),
+        porin_result::Ok
+    );
+    // The first text makes the session live (a full build).
+    porin_update_free(apply(session, &policy(64, 10_000)));
+    // Rule 0's port, one line: incremental, one item compared and lowered,
+    // the server's old and new key written.
+    let update = apply(session, &policy(64, 9_999));
+    let u = update_ref(update).unwrap();
+    assert_incremental_with_server_writes(u, 0);
+    assert_eq!((u.update.items_compared, u.update.rules_lowered), (1, 1));
+    porin_update_free(update);
+    // Unchanged text: narrowed too, nothing lowered, no writes.
+    let update = apply(session, &policy(64, 9_999));
+    let u = update_ref(update).unwrap();
+    assert_eq!((u.update.items_compared, u.update.rules_lowered), (1, 0));
+    assert!(u.update.deltas.is_empty());
+    porin_update_free(update);
+    // A pod with new labels selected by the odd rules' peer selector:
+    // incremental, only its own state folded, the server gains keys.
+    let text = |t: &'static str| porin_str {
+        ptr: t.as_ptr().cast(),
+        len: t.len(),
+    };
+    let labels = [
+        porin_label {
+            key: text("role"),
+            value: text("client-1"),
+        },
+        porin_label {
+            key: text("canary"),
+            value: text("true"),
+        },
+    ];
+    let ips = [text("10.0.0.9")];
+    let (namespace, name) = ("bench", "canary");
+    let mut update = null_mut();
+    assert_eq!(
+        porin_session_apply_endpoint_add(
+            session,
+            namespace.as_ptr().cast(),
+            namespace.len(),
+            name.as_ptr().cast(),
+            name.len(),
+            labels.as_ptr(),
+            labels.len(),
+            ips.as_ptr(),
+            ips.len(),
+            &mut update,
+        ),
+        porin_result::Ok
+    );
+    let u = update_ref(update).unwrap();
+    assert_incremental_with_server_writes(u, 1);
+    porin_update_free(update);
+    porin_session_free(session);
+}
