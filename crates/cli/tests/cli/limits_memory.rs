@@ -168,7 +168,7 @@ fn yaml_nodes_a_million_rule_policy_with_the_size_limit_lifted() {
 #[test]
 fn input_bytes_of_many_files() {
     // 100 files of 1 MB, each within the per-file limit: refused by the
-    // total (16 MiB) before the 17th is read.
+    // total (32 MiB) before any is read.
     let dir = tempdir("total-bytes");
     let policies = dir.join("policies");
     std::fs::create_dir_all(&policies).unwrap();
