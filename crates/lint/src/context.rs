@@ -2,7 +2,7 @@
 //! endpoint's compiled state, and the exact per-rule effect analysis.
 
 use std::cell::OnceCell;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -162,6 +162,75 @@ fn fold_effects(
     out
 }
 
+/// An endpoint unit to be: endpoints sharing an identity and named ports,
+/// in inventory order.
+struct Candidate<'r> {
+    endpoints: Vec<usize>,
+    identity: u32,
+    rules: &'r [usize],
+    /// What its map state depends on: (index into
+    /// [`Plan::policy_identities`], named ports, host allow).
+    shared: (usize, &'r [NamedPort], bool),
+}
+
+/// The units of a lint run and what they share, found in one walk over the
+/// inventory before anything is resolved or distilled.
+struct Plan<'r> {
+    candidates: Vec<Candidate<'r>>,
+    /// The first identity of each distinct L4 policy (its selecting rules
+    /// and whether it is init: `Resolver::l4_policy` reads nothing else).
+    policy_identities: Vec<u32>,
+    /// Per candidate: whether it is the first with its `shared` key.
+    first_of_state: Vec<bool>,
+}
+
+impl<'r> Plan<'r> {
+    fn of(resolver: &'r Resolver<'_>, inventory: &'r Inventory, table: &IdentityTable) -> Self {
+        let mut by_key: HashMap<(u32, &[NamedPort]), usize> = HashMap::new();
+        // One L4 policy per (selecting rules, init) and one map state per
+        // (L4 policy, named ports, host allow): resolution reads nothing
+        // else of the identity, distillation nothing else of the endpoint
+        // (`Compilation::plan` shares them the same way), so identities of
+        // one Deployment share one state.
+        let mut policies: HashMap<PolicyKey<'r>, usize> = HashMap::new();
+        let mut seen: HashSet<(usize, &[NamedPort], bool)> = HashSet::new();
+        let mut plan = Plan {
+            candidates: Vec::new(),
+            policy_identities: Vec::new(),
+            first_of_state: Vec::new(),
+        };
+        for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+            let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
+            if let Some(at) = by_key.get(&(identity, endpoint.ports.as_slice())) {
+                plan.candidates[*at].endpoints.push(index);
+                continue;
+            }
+            let rules = resolver.rules_of(identity);
+            let next = plan.policy_identities.len();
+            let policy = *policies
+                .entry((rules, identity == Identity::INIT.get()))
+                .or_insert(next);
+            if policy == next {
+                plan.policy_identities.push(identity);
+            }
+            let shared = (
+                policy,
+                endpoint.ports.as_slice(),
+                resolver.allows_localhost(endpoint),
+            );
+            plan.first_of_state.push(seen.insert(shared));
+            by_key.insert((identity, endpoint.ports.as_slice()), plan.candidates.len());
+            plan.candidates.push(Candidate {
+                endpoints: vec![index],
+                identity,
+                rules,
+                shared,
+            });
+        }
+        plan
+    }
+}
+
 /// The codes that read [`Context::item_effects`].
 const SHADOWING_CODES: [&str; 3] = ["PR004", "PR005", "PR017"];
 
@@ -214,14 +283,6 @@ impl<'a> Context<'a> {
         if has_inventory {
             let resolver = Resolver::new(&lowered.rules, &table, inventory)
                 .with_localhost_origin(lowered.localhost_origin);
-            let mut by_key: BTreeMap<(u32, Vec<NamedPort>), Result<usize, usize>> = BTreeMap::new();
-            // One L4 policy per (selecting rules, init) and one map state
-            // per (L4 policy, named ports, host allow): resolution reads
-            // nothing else of the identity, distillation nothing else of
-            // the endpoint (`Compilation::plan` shares them the same way),
-            // so identities of one Deployment share one state.
-            let mut policies: HashMap<PolicyKey<'_>, (usize, Arc<L4Policy>)> = HashMap::new();
-            let mut states: HashMap<(usize, &[NamedPort], bool), Arc<MapState>> = HashMap::new();
             let describe = |id: u32| {
                 usize::try_from(id)
                     .ok()
@@ -229,62 +290,96 @@ impl<'a> Context<'a> {
                     .map_or_else(|| format!("origin {id}"), Origin::describe)
             };
             let cap = CompileLimits::default().max_entries_per_endpoint;
-            for (index, endpoint) in inventory.endpoints.iter().enumerate() {
-                let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
-                let key = (identity, endpoint.ports.clone());
-                match by_key.get(&key) {
-                    Some(Ok(unit)) => {
-                        units[*unit].endpoints.push(index);
-                        continue;
+            let plan = Plan::of(&resolver, inventory, &table);
+            // The distinct L4 policies, then the distinct map states, each
+            // computed once and in parallel (rayon); `Plan::assemble` then
+            // walks the units in inventory order, so units, overflows and
+            // diagnostics come out as a one-thread run makes them.
+            let policies: Vec<Arc<L4Policy>> = plan
+                .policy_identities
+                .par_iter()
+                .map(|identity| Arc::new(resolver.l4_policy(*identity)))
+                .collect();
+            let distill = |candidate: &Candidate<'_>| {
+                let endpoint = inventory.endpoints.get(candidate.endpoints[0])?;
+                let policy = policies.get(candidate.shared.0)?;
+                Some(distill_capped(&resolver, endpoint, policy, &describe, cap))
+            };
+            let mut distilled: Vec<Option<Capped>> = plan
+                .candidates
+                .par_iter()
+                .enumerate()
+                .map(|(at, candidate)| {
+                    if plan.first_of_state[at] {
+                        distill(candidate)
+                    } else {
+                        None
                     }
-                    Some(Err(over)) => {
-                        overflows[*over].endpoints.push(index);
-                        continue;
-                    }
-                    None => {}
+                })
+                .collect();
+            // A first state with diagnostics (they name the endpoint) or over
+            // the cap is not shared: the other units of that state distil
+            // their own, as the one-thread walk does.
+            let unshared: BTreeSet<(usize, &[NamedPort], bool)> = plan
+                .candidates
+                .iter()
+                .zip(&distilled)
+                .filter(|(_, result)| match result {
+                    Some(Capped::Fits(_, diagnostics)) => !diagnostics.is_empty(),
+                    Some(Capped::Over(..)) => true,
+                    None => false,
+                })
+                .map(|(candidate, _)| candidate.shared)
+                .collect();
+            if !unshared.is_empty() {
+                let again: Vec<(usize, Option<Capped>)> = plan
+                    .candidates
+                    .par_iter()
+                    .enumerate()
+                    .filter(|(at, candidate)| {
+                        !plan.first_of_state[*at] && unshared.contains(&candidate.shared)
+                    })
+                    .map(|(at, candidate)| (at, distill(candidate)))
+                    .collect();
+                for (at, result) in again {
+                    distilled[at] = result;
                 }
-                let rules = resolver.rules_of(identity);
-                let next = policies.len();
-                let (policy_index, policy) = policies
-                    .entry((rules, identity == Identity::INIT.get()))
-                    .or_insert_with(|| (next, Arc::new(resolver.l4_policy(identity))));
-                let policy = Arc::clone(policy);
-                let shared_key = (
-                    *policy_index,
-                    endpoint.ports.as_slice(),
-                    resolver.allows_localhost(endpoint),
-                );
-                let state = match states.get(&shared_key) {
+            }
+            let mut states: HashMap<(usize, &[NamedPort], bool), Arc<MapState>> = HashMap::new();
+            for (candidate, result) in plan.candidates.into_iter().zip(distilled) {
+                let policy = policies
+                    .get(candidate.shared.0)
+                    .map_or_else(|| Arc::new(L4Policy::default()), Arc::clone);
+                let state = match states.get(&candidate.shared) {
                     Some(state) => Arc::clone(state),
-                    None => match distill_capped(&resolver, endpoint, &policy, &describe, cap) {
-                        Capped::Fits(state, diagnostics) => {
+                    None => match result {
+                        Some(Capped::Fits(state, diagnostics)) => {
                             let state = Arc::new(state);
                             // Diagnostics name the endpoint: a state with
                             // some is distilled again for the next one.
                             if diagnostics.is_empty() {
-                                states.insert(shared_key, Arc::clone(&state));
+                                states.insert(candidate.shared, Arc::clone(&state));
                             }
                             compile_diagnostics.extend(diagnostics);
                             state
                         }
-                        Capped::Over(census, diagnostics) => {
+                        Some(Capped::Over(census, diagnostics)) => {
                             compile_diagnostics.extend(diagnostics);
-                            by_key.insert(key, Err(overflows.len()));
                             overflows.push(Overflow {
-                                endpoints: vec![index],
-                                identity,
-                                rules: rules.to_vec(),
+                                endpoints: candidate.endpoints,
+                                identity: candidate.identity,
+                                rules: candidate.rules.to_vec(),
                                 census,
                             });
                             continue;
                         }
+                        None => continue,
                     },
                 };
-                by_key.insert(key, Ok(units.len()));
                 units.push(Unit {
-                    endpoints: vec![index],
-                    identity,
-                    rules: rules.to_vec(),
+                    endpoints: candidate.endpoints,
+                    identity: candidate.identity,
+                    rules: candidate.rules.to_vec(),
                     policy,
                     state,
                 });

@@ -11,9 +11,16 @@ pub struct LoadLimits {
     /// Largest file (or stdin) accepted, in bytes. Default 8 MiB.
     pub max_file_bytes: u64,
     /// Most bytes of all the files one load reads together (each file is
-    /// also bounded by `max_file_bytes`). A loaded document costs about
-    /// 45 times its text in memory (trees, model, sources), so this is
-    /// what bounds the memory of a load of many files. Default 16 MiB.
+    /// also bounded by `max_file_bytes`), charged before any file is
+    /// parsed. This is what bounds the memory of a load of many files: a
+    /// loaded document costs 35–70 times its text (trees, model, sources).
+    /// Default 32 MiB, sized by the compile stage's limits
+    /// (`porin_compiler::limits::CompileLimits`: 100,000 rules, 65,536 CIDR
+    /// prefixes): a GitOps repository writes about one policy document per
+    /// rule, ~270 bytes for a one-CIDR CNP, so 32 MiB holds the 100,000
+    /// rules at ~330 bytes each and 65,535 one-CIDR CNPs (17.9 MB, which
+    /// the old 16 MiB refused although Cilium runs them) with room; a
+    /// hostile set of dense files at the limit peaks at about 1.1 GiB.
     pub max_total_bytes: u64,
     /// Deepest nesting of mappings and sequences (aliases included). Default
     /// 64; values above [`crate::yaml::tree::HARD_MAX_DEPTH`] (512) act as 512,
@@ -38,7 +45,7 @@ impl Default for LoadLimits {
     fn default() -> Self {
         LoadLimits {
             max_file_bytes: 8 * 1024 * 1024,
-            max_total_bytes: 16 * 1024 * 1024,
+            max_total_bytes: 32 * 1024 * 1024,
             max_depth: 64,
             max_nodes: 1_000_000,
             max_scalar_bytes: 64 * 1024 * 1024,

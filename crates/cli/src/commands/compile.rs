@@ -257,6 +257,13 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             if !findings.is_empty() {
                 eprint!("{}", render_human_all(&findings, &outcome.sources));
             }
+            // The process ends after this: freeing the loaded trees, models
+            // and inventory one allocation at a time cost 6 % of a compile
+            // of 65,535 small policies, and the kernel frees the pages at
+            // exit anyway.
+            std::mem::forget(inputs);
+            std::mem::forget(inventory);
+            std::mem::forget(outcome);
             Ok(ExitCode::SUCCESS)
         }
         Ok(Err(StreamError::Compile(error))) | Err(error) => limit_failure(&outcome, error),

@@ -187,10 +187,36 @@ fn could_not_run(
     outcome: &porin_model::LoadOutcome,
     error: CompileError,
 ) -> anyhow::Result<Status> {
-    if args.format == LintFormat::Human {
+    let failure = crate::limit_flags::limit_diagnostic(&error);
+    report_failure(args, outcome, failure, error.into())
+}
+
+/// A load limit hit before anything was parsed (`--max-total-bytes`,
+/// `--max-files`): like [`could_not_run`], with the loader's PM002; any
+/// other load error (a path that cannot be read) stays the usual error.
+fn load_failed(args: &LintArgs, error: porin_model::LoadError) -> anyhow::Result<Status> {
+    if !matches!(
+        error,
+        porin_model::LoadError::TooMuchInput { .. } | porin_model::LoadError::TooManyFiles { .. }
+    ) {
         return Err(error.into());
     }
-    let failure = crate::limit_flags::limit_diagnostic(&error);
+    let failure = Diagnostic::new(porin_model::codes::LIMIT_EXCEEDED, error.to_string());
+    let outcome = porin_model::LoadOutcome::default();
+    report_failure(args, &outcome, failure, error.into())
+}
+
+/// Writes `failure` in the requested format and exits 2 (human: `error`
+/// as the one-line error on standard error).
+fn report_failure(
+    args: &LintArgs,
+    outcome: &porin_model::LoadOutcome,
+    failure: Diagnostic,
+    error: anyhow::Error,
+) -> anyhow::Result<Status> {
+    if args.format == LintFormat::Human {
+        return Err(error);
+    }
     let mut diagnostics: Vec<Diagnostic> = outcome.diagnostics.clone();
     diagnostics.push(failure.clone());
     let text = match args.format {
@@ -255,7 +281,10 @@ pub fn run(args: &LintArgs) -> anyhow::Result<Status> {
     let context_names: BTreeSet<String> = context.iter().map(|f| f.display().to_string()).collect();
     let mut paths = args.paths.clone();
     paths.extend(context);
-    let mut outcome = load_paths(&paths, &limits.load)?;
+    let mut outcome = match load_paths(&paths, &limits.load) {
+        Ok(outcome) => outcome,
+        Err(error) => return load_failed(args, error),
+    };
     let inventory = match &args.inventory {
         Some(path) => Some(
             load_inventory_with(path, &limits, &config.settings)

@@ -168,7 +168,7 @@ fn yaml_nodes_a_million_rule_policy_with_the_size_limit_lifted() {
 #[test]
 fn input_bytes_of_many_files() {
     // 100 files of 1 MB, each within the per-file limit: refused by the
-    // total (16 MiB) before the 17th is read.
+    // total (32 MiB) before any is read.
     let dir = tempdir("total-bytes");
     let policies = dir.join("policies");
     std::fs::create_dir_all(&policies).unwrap();
@@ -643,6 +643,64 @@ fn a_limit_hit_is_reported_in_the_requested_format_with_exit_2() {
     assert_eq!(code, Some(2));
     assert!(stdout.is_empty(), "{stdout}");
     assert!(stderr.contains("--max-insertions-per-endpoint"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_load_limit_hit_is_reported_in_the_requested_format_with_exit_2() {
+    // Two files of 600 bytes over a 1,000-byte total: refused before any
+    // file is parsed, as PM002 in the format asked for.
+    let dir = tempdir("load-limit-formats");
+    let policies = dir.join("policies");
+    std::fs::create_dir_all(&policies).unwrap();
+    let mut text = String::from(CNP_HEAD);
+    text.push_str("  ingress:\n");
+    while text.len() < 600 {
+        text.push_str("  - fromEntities: [world]\n");
+    }
+    for f in 0..2 {
+        write(&policies, &format!("p-{f}.yaml"), &text);
+    }
+    let args = |format: &'static str| {
+        vec![
+            "lint",
+            "policies",
+            "--max-total-bytes",
+            "1000",
+            "--format",
+            format,
+        ]
+    };
+    let (code, peak_kb, stdout, stderr) = run_measured(&dir, &args("sarif"));
+    assert_eq!(code, Some(2), "{stderr}");
+    let log: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let invocation = &log["runs"][0]["invocations"][0];
+    assert_eq!(invocation["executionSuccessful"], false, "{stdout}");
+    let notifications = invocation["toolExecutionNotifications"].as_array().unwrap();
+    assert_eq!(notifications.len(), 1, "{stdout}");
+    assert_eq!(notifications[0]["descriptor"]["id"], "PM002");
+    let text = notifications[0]["message"]["text"].as_str().unwrap();
+    assert!(text.contains("--max-total-bytes"), "{text}");
+    assert!(text.contains("p-1.yaml"), "{text}");
+    assert!(peak_kb < SMALL_PEAK_KB, "peak RSS {peak_kb} kB");
+    let (code, _, stdout, stderr) = run_measured(&dir, &args("json"));
+    assert_eq!(code, Some(2), "{stderr}");
+    let diagnostics: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(diagnostics.as_array().unwrap().len(), 1, "{stdout}");
+    assert_eq!(diagnostics[0]["code"], "PM002", "{stdout}");
+    for (format, needle) in [
+        ("github", "::error title=porin PM002::"),
+        ("junit", "<error"),
+    ] {
+        let (code, _, stdout, stderr) = run_measured(&dir, &args(format));
+        assert_eq!(code, Some(2), "{format}: {stderr}");
+        assert!(stdout.contains(needle), "{format}: {stdout}");
+        assert!(stdout.contains("--max-total-bytes"), "{format}: {stdout}");
+    }
+    let (code, _, stdout, stderr) = run_measured(&dir, &args("human"));
+    assert_eq!(code, Some(2));
+    assert!(stdout.is_empty(), "{stdout}");
+    assert!(stderr.contains("--max-total-bytes"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -9,3 +9,4 @@ mod verify_nca;
 mod verify_reach;
 mod verify_semantics;
 mod verify_shadowing;
+mod verify_threads;
