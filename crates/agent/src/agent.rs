@@ -335,7 +335,14 @@ impl Agent {
             load_all(&texts, &config.limits, &inventory)?,
             config.limits.compile.clone(),
         )?;
-        let enforcer = Enforcer::new(&config.state_dir, &config.object)?;
+        // The object decides before policy whether VRRP/IGMP packets reach
+        // it at all (`enable-extended-ip-protocols`, DATAPATH.md §4), so it
+        // is emitted with the inventory's setting: an object that disagreed
+        // with the compiled policy would either drop what the policy allows
+        // or hand the policy packets Cilium drops.
+        let mut object = config.object.clone();
+        object.extended_ip_protocols = inventory.settings.enable_extended_ip_protocols;
+        let enforcer = Enforcer::new(&config.state_dir, &object)?;
         let compiled = Arc::new(session.compiled());
         let metrics: SharedMetrics = Arc::default();
         metrics::lock(&metrics).capacity = enforcer.capacity;
@@ -425,6 +432,19 @@ impl Agent {
         let texts = read_policy_dir(&self.config.policies, &limits).map_err(|e| ("policy", e))?;
         let inventory =
             read_inventory(&self.config.inventory, &limits).map_err(|e| ("inventory", e))?;
+        let loaded_extended = self.loaded_inventory.settings.enable_extended_ip_protocols;
+        if inventory.settings.enable_extended_ip_protocols != loaded_extended {
+            return Err((
+                "inventory",
+                AgentError::Policy(format!(
+                    "{}: `enable-extended-ip-protocols` changed from {loaded_extended} to {}: the \
+                     loaded datapath object was emitted for {loaded_extended} and the agent does \
+                     not swap objects at run time; restart the agent to apply it",
+                    self.config.inventory.display(),
+                    inventory.settings.enable_extended_ip_protocols,
+                )),
+            ));
+        }
         let mut changed: Vec<(String, porin_model::loader::LoadOutcome)> = Vec::new();
         // A new ciliumVersion / enableK8sClusterNetworkPolicy revalidates every text.
         let retarget = inventory.target != self.loaded_inventory.target;

@@ -382,6 +382,20 @@ fn bad_input_is_refused_per_endpoint_and_the_rest_is_enforced() {
             .join()
             .unwrap()
     );
+    // The object was emitted for the inventory's `enable-extended-ip-protocols` (off): turning
+    // it on at run time is refused, naming the setting, and the previous revision stays.
+    std::fs::write(
+        &inventory,
+        format!("{text}settings:\n  enable-extended-ip-protocols: true\n"),
+    )
+    .unwrap();
+    let error = agent.reload().unwrap_err().to_string();
+    assert!(
+        error.contains("`enable-extended-ip-protocols` changed from false to true")
+            && error.contains("restart the agent"),
+        "{error}"
+    );
+    assert_eq!(agent.revision(), 1);
     // The device appears: the waiting endpoint is attached on the next retry.
     crate::netns::run(
         "ip",
