@@ -1079,6 +1079,10 @@ enum Input {
     File(PathBuf),
 }
 
+/// From how many bytes of input [`load_paths`] parses files on rayon's
+/// threads.
+const PARALLEL_LOAD_BYTES: u64 = 256 * 1024;
+
 /// Loads several paths (files or directories); `-` means standard input.
 ///
 /// The inputs are listed and charged against `max_total_bytes` first, and
@@ -1135,13 +1139,19 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
     // one that cannot be listed): refusing before reading is what bounds
     // the memory of a hostile set of files.
     list()?;
-    let loaded: Vec<Result<LoadOutcome, LoadError>> = inputs
-        .par_iter()
-        .map(|input| match input {
-            Input::Stdin => load_reader("<stdin>", std::io::stdin().lock(), limits),
-            Input::File(file) => load_file(file, limits),
-        })
-        .collect();
+    let load = |input: &Input| match input {
+        Input::Stdin => load_reader("<stdin>", std::io::stdin().lock(), limits),
+        Input::File(file) => load_file(file, limits),
+    };
+    // A few small files stay on the calling thread: parsing them takes
+    // less than starting rayon's pool, and an embedder (the C API) should
+    // not get that pool for them.
+    let loaded: Vec<Result<LoadOutcome, LoadError>> =
+        if inputs.len() > 1 && total >= PARALLEL_LOAD_BYTES {
+            inputs.par_iter().map(load).collect()
+        } else {
+            inputs.iter().map(load).collect()
+        };
     let mut outcome = LoadOutcome::default();
     let mut first: BTreeMap<ObjectKey, usize> = BTreeMap::new();
     for one in loaded {

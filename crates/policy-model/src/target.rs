@@ -168,6 +168,10 @@ pub fn cluster_policy_upgrade_diagnostics(
         .collect()
 }
 
+/// From how many documents [`LoadOutcome::apply_target`] checks them on
+/// rayon's threads.
+const PARALLEL_TARGET_DOCUMENTS: usize = 1024;
+
 impl LoadOutcome {
     /// Applies the target's validation: records the diagnostics of
     /// [`target_diagnostics`] and leaves out every document that gets an
@@ -177,12 +181,22 @@ impl LoadOutcome {
         let mut kept = Vec::with_capacity(documents.len());
         // Each document's findings on its own (in parallel: 7 % of a
         // compile of 65,535 small policies on one thread), then kept or
-        // refused in document order.
+        // refused in document order. Small sets stay on the calling
+        // thread: their checks take microseconds, and an embedder (the C
+        // API) should not get rayon's thread pool for a handful of
+        // policies (helgrind/drd cannot model its atomics either).
         let this = &*self;
-        let findings: Vec<Vec<Diagnostic>> = documents
-            .par_iter()
-            .map(|document| target_diagnostics(this, document, target))
-            .collect();
+        let findings: Vec<Vec<Diagnostic>> = if documents.len() >= PARALLEL_TARGET_DOCUMENTS {
+            documents
+                .par_iter()
+                .map(|document| target_diagnostics(this, document, target))
+                .collect()
+        } else {
+            documents
+                .iter()
+                .map(|document| target_diagnostics(this, document, target))
+                .collect()
+        };
         for (document, found) in documents.into_iter().zip(findings) {
             let refused = found.iter().any(Diagnostic::is_error);
             self.diagnostics.extend(found);

@@ -62,8 +62,17 @@ fn header_version_macros_match_cargo_toml() {
 fn every_exported_function_is_in_the_header() {
     let header = generate();
     let mut sources = String::new();
-    for entry in std::fs::read_dir(crate_dir().join("src")).unwrap() {
-        sources.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    // Every `.rs` file under src/, submodule directories included.
+    let mut dirs = vec![crate_dir().join("src")];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                sources.push_str(&std::fs::read_to_string(path).unwrap());
+            }
+        }
     }
     let mut count = 0;
     for line in sources.lines() {
