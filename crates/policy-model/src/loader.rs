@@ -24,6 +24,7 @@ use crate::registry::CodeInfo;
 use crate::route::{Route, Segment};
 use crate::validate::{self, Finding};
 use crate::yaml::de::{Ctx, DeError, DeErrorKind, NodeDeserializer, UnknownField};
+use crate::yaml::locator::{LocatedNode, Locator, Step};
 use crate::yaml::tree::{self, Node, NodeKind, Pos, TreeError};
 
 /// A policy document that loaded and validated.
@@ -59,8 +60,13 @@ pub struct LoadOutcome {
     pub diagnostics: Vec<Diagnostic>,
     /// The text of every file read, for rendering.
     pub sources: SourceMap,
-    /// The located trees, for resolving routes of later findings.
+    /// The located trees, for resolving routes of later findings (empty
+    /// for the files whose trees were released:
+    /// [`LoadOutcome::release_trees`], [`load_paths_lean`]).
     pub trees: Vec<FileTree>,
+    /// The positions of the files whose trees were released, by display
+    /// path: what [`LoadOutcome::locate`] reads for them.
+    located: Vec<(String, Locator)>,
     /// Findings not recorded because a file hit `max_diagnostics_per_file`.
     pub omitted: usize,
     /// Documents of a kind only some Cilium versions or settings enforce
@@ -86,9 +92,29 @@ impl LoadOutcome {
     /// later stages (the compiler/lint). Falls back to the deepest existing
     /// ancestor when the route names a field that is absent.
     pub fn locate(&self, file: &str, document: usize, route: &Route) -> Option<Location> {
-        let tree = self.trees.iter().find(|t| t.file == file)?;
-        let root = tree.roots.get(document)?.as_ref()?;
-        Some(locate(file, document, root, route, false))
+        if let Some(tree) = self.trees.iter().find(|t| t.file == file) {
+            let root = tree.roots.get(document)?.as_ref()?;
+            return Some(locate(file, document, root, route, false));
+        }
+        let (_, locator) = self.located.iter().find(|(name, _)| name == file)?;
+        Some(locate_compact(
+            file,
+            document,
+            locator.root(document)?,
+            route,
+        ))
+    }
+
+    /// Replaces the located trees by their positions only ([`Locator`]):
+    /// [`LoadOutcome::locate`] gives the same locations, but the trees'
+    /// nodes and scalar texts are freed. For consumers that only locate
+    /// findings after the load (`porin compile`); lint's baseline and the
+    /// session's item matching read the trees and need them kept.
+    pub fn release_trees(&mut self) {
+        for tree in std::mem::take(&mut self.trees) {
+            let locator = Locator::of(&tree.roots);
+            self.located.push((tree.file, locator));
+        }
     }
 
     /// Resolves a route relative to a loaded policy (e.g. `spec.ingress[0]`,
@@ -138,6 +164,7 @@ impl LoadOutcome {
         self.diagnostics.extend(other.diagnostics);
         self.sources.extend(other.sources);
         self.trees.extend(other.trees);
+        self.located.extend(other.located);
         self.versioned_kinds.extend(other.versioned_kinds);
         self.pending_cluster_policies
             .extend(other.pending_cluster_policies);
@@ -278,12 +305,37 @@ fn locate(file: &str, document: usize, root: &Node, route: &Route, at_key: bool)
             None => break,
         }
     }
+    routed_location(file, document, pos, route)
+}
+
+/// [`locate`] over a file's [`Locator`] (never at the key): the same
+/// steps, so the same line and column.
+fn locate_compact(file: &str, document: usize, root: LocatedNode<'_>, route: &Route) -> Location {
+    let mut node = root;
+    let mut pos = root.pos();
+    for segment in &route.0 {
+        let step = match segment {
+            Segment::Key(key) => Step::Key(key),
+            Segment::Index(index) => Step::Index(*index),
+        };
+        let Some((key_pos, value)) = node.child(step) else {
+            break;
+        };
+        let keyed = matches!(segment, Segment::Key(_));
+        pos = if value.is_container() && keyed {
+            key_pos
+        } else {
+            value.pos()
+        };
+        node = value;
+    }
+    routed_location(file, document, pos, route)
+}
+
+fn routed_location(file: &str, document: usize, pos: Pos, route: &Route) -> Location {
     Location {
-        file: file.to_owned(),
-        document,
-        line: pos.line,
-        column: pos.column,
         route: route.to_string(),
+        ..position_location(file, document, pos)
     }
 }
 
@@ -1088,9 +1140,27 @@ const PARALLEL_LOAD_BYTES: u64 = 256 * 1024;
 /// The inputs are listed and charged against `max_total_bytes` first, and
 /// a listing error (a file that crosses the total, a path that cannot be
 /// read) ends the load before any file is parsed. Then the files are parsed
-/// in parallel (rayon) and merged in input order, so the outcome, and which
+/// in parallel (rayon; from [`PARALLEL_LOAD_BYTES`] of input in more than one
+/// file) and merged in input order, so the outcome, and which
 /// read error ends the load, are those of reading them one after the other.
 pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
+    load_paths_with(paths, limits, true)
+}
+
+/// [`load_paths`] that releases each file's trees as soon as the file is
+/// loaded ([`LoadOutcome::release_trees`]): the same documents,
+/// diagnostics and locations, without holding every file's tree at once
+/// (most of the memory of a load of many small policies). For consumers
+/// that never read [`LoadOutcome::trees`] (`porin compile`).
+pub fn load_paths_lean(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
+    load_paths_with(paths, limits, false)
+}
+
+fn load_paths_with(
+    paths: &[PathBuf],
+    limits: &LoadLimits,
+    keep_trees: bool,
+) -> Result<LoadOutcome, LoadError> {
     let mut inputs: Vec<Input> = Vec::new();
     let mut total: u64 = 0;
     // Charges a file's size against `max_total_bytes` before it is read
@@ -1139,9 +1209,15 @@ pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome,
     // one that cannot be listed): refusing before reading is what bounds
     // the memory of a hostile set of files.
     list()?;
-    let load = |input: &Input| match input {
-        Input::Stdin => load_reader("<stdin>", std::io::stdin().lock(), limits),
-        Input::File(file) => load_file(file, limits),
+    let load = |input: &Input| -> Result<LoadOutcome, LoadError> {
+        let mut one = match input {
+            Input::Stdin => load_reader("<stdin>", std::io::stdin().lock(), limits),
+            Input::File(file) => load_file(file, limits),
+        }?;
+        if !keep_trees {
+            one.release_trees();
+        }
+        Ok(one)
     };
     // A few small files stay on the calling thread: parsing them takes
     // less than starting rayon's pool, and an embedder (the C API) should

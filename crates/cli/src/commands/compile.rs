@@ -19,7 +19,7 @@ use porin_compiler::inventory::{Endpoint, Inventory};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_model::diagnostic::{render_human_all, render_json};
-use porin_model::loader::{LoadOutcome, load_paths};
+use porin_model::loader::{LoadOutcome, load_paths, load_paths_lean};
 
 use crate::limit_flags::LimitArgs;
 use crate::target_flags::TargetArgs;
@@ -212,7 +212,8 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             "standard input (`-`) can be read once: give it to the policies or to --inventory, not both"
         );
     }
-    let mut outcome = load_paths(&args.policies, &limits.load).context("cannot load policies")?;
+    let mut outcome =
+        load_paths_lean(&args.policies, &limits.load).context("cannot load policies")?;
     let (inventory, target) =
         load_inventory_and_target(&args.inventory, &limits, &args.target.choice())?;
     outcome.apply_target(&target);
@@ -257,7 +258,7 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             if !findings.is_empty() {
                 eprint!("{}", render_human_all(&findings, &outcome.sources));
             }
-            // The process ends after this: freeing the loaded trees, models
+            // The process ends after this: freeing the loaded models
             // and inventory one allocation at a time cost 6 % of a compile
             // of 65,535 small policies, and the kernel frees the pages at
             // exit anyway.

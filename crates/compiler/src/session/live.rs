@@ -197,6 +197,8 @@ impl StateRecord {
         ops: Vec<MapOp>,
         (by_peers, zero): IndexedPeers,
     ) -> Self {
+        // Read only by the debug-build check below.
+        let _ = resolver;
         // The tests (debug builds) check a given index against a fresh one.
         #[cfg(debug_assertions)]
         {

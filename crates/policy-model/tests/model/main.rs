@@ -12,5 +12,6 @@ mod invalid_fixtures;
 mod limits;
 mod multiple_errors;
 mod regression_fuzz;
+mod released_trees;
 mod schema;
 mod suggestions;

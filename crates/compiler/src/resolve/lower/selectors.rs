@@ -37,11 +37,11 @@ pub fn convert_selector(selector: &LabelSelector) -> Selector {
         ));
     }
     for expression in selector.match_expressions.iter().flatten() {
-        out.push(Requirement {
-            key: SelectorKey::extend(&expression.key),
-            operator: convert_operator(expression.operator),
-            values: expression.values.iter().flatten().cloned().collect(),
-        });
+        out.push(Requirement::with_values(
+            SelectorKey::extend(&expression.key),
+            convert_operator(expression.operator),
+            expression.values.iter().flatten().cloned(),
+        ));
     }
     out
 }
@@ -76,11 +76,11 @@ pub(super) fn sourced_selector(
         ));
     }
     for expression in selector.match_expressions.iter().flatten() {
-        into.push(Requirement {
-            key: SelectorKey::new(source, &format!("{prefix}{}", expression.key)),
-            operator: convert_operator(expression.operator),
-            values: expression.values.iter().flatten().cloned().collect(),
-        });
+        into.push(Requirement::with_values(
+            SelectorKey::new(source, &format!("{prefix}{}", expression.key)),
+            convert_operator(expression.operator),
+            expression.values.iter().flatten().cloned(),
+        ));
     }
 }
 
