@@ -5,7 +5,9 @@
 
 use crate::diagnostic::{render_human_all, render_json};
 use crate::limits::LoadLimits;
-use crate::loader::load_str;
+use crate::loader::{LoadOutcome, load_str};
+use crate::route::Route;
+use crate::yaml::tree::{Node, NodeKind};
 
 /// Limits for fuzzing: smaller than the defaults so each run stays fast.
 pub fn fuzz_limits() -> LoadLimits {
@@ -45,6 +47,18 @@ pub enum LoaderViolation {
         /// The diagnostics of reloading it, rendered.
         diagnostics: String,
     },
+    /// The released trees' compact locator
+    /// ([`LoadOutcome::release_trees`], what `porin compile` keeps) locates
+    /// a route elsewhere than the tree it replaced.
+    #[error("released trees locate {route} at {released}, the trees at {kept}")]
+    Locator {
+        /// The file, document and route.
+        route: String,
+        /// The tree's location, in debug form.
+        kept: String,
+        /// The locator's location, in debug form.
+        released: String,
+    },
     /// The serialized policy loads to another model.
     #[error("round trip changed the model:\n{json}\n{reloaded}")]
     RoundTrip {
@@ -62,6 +76,7 @@ pub fn check_loader_invariants(data: &[u8]) -> Result<(), LoaderViolation> {
         return Ok(());
     };
     let outcome = load_str("fuzz.yaml", text, &fuzz_limits());
+    check_released_locator(&outcome)?;
     let _ = render_human_all(&outcome.diagnostics, &outcome.sources);
     let _ = render_json(&outcome.diagnostics);
     for diagnostic in &outcome.diagnostics {
@@ -102,6 +117,59 @@ pub fn check_loader_invariants(data: &[u8]) -> Result<(), LoaderViolation> {
                     reloaded: format!("{other:#?}"),
                     json,
                 });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How many routes [`check_released_locator`] compares per input (bounds
+/// the time of one fuzz run; routes are visited from the root down).
+const MAX_LOCATOR_ROUTES: usize = 20_000;
+
+/// Every route of every loaded tree, and an absent key and index under
+/// each, is located by the released locator where the tree locates it.
+fn check_released_locator(kept: &LoadOutcome) -> Result<(), LoaderViolation> {
+    let mut released = kept.clone();
+    released.release_trees();
+    let mut budget = MAX_LOCATOR_ROUTES;
+    for tree in &kept.trees {
+        for (document, root) in tree.roots.iter().enumerate() {
+            let Some(root) = root else { continue };
+            let mut pending: Vec<(&Node, Route)> = vec![(root, Route::root())];
+            while let Some((node, here)) = pending.pop() {
+                for route in [here.key("absent"), here.index(usize::MAX), here.clone()] {
+                    if budget == 0 {
+                        return Ok(());
+                    }
+                    budget -= 1;
+                    let (a, b) = (
+                        kept.locate(&tree.file, document, &route),
+                        released.locate(&tree.file, document, &route),
+                    );
+                    if a != b {
+                        return Err(LoaderViolation::Locator {
+                            route: format!("{}[{document}] {route}", tree.file),
+                            kept: format!("{a:?}"),
+                            released: format!("{b:?}"),
+                        });
+                    }
+                }
+                match &node.kind {
+                    NodeKind::Scalar(..) => {}
+                    NodeKind::Sequence(items) => {
+                        for (index, item) in items.iter().enumerate() {
+                            pending.push((item, here.index(index)));
+                        }
+                    }
+                    NodeKind::Mapping(pairs) => {
+                        for (key, value) in pairs {
+                            if let Some(text) = key.as_scalar() {
+                                pending.push((value, here.key(text)));
+                            }
+                        }
+                    }
+                }
             }
         }
     }
