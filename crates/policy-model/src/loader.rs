@@ -1140,7 +1140,7 @@ const PARALLEL_LOAD_BYTES: u64 = 256 * 1024;
 /// The inputs are listed and charged against `max_total_bytes` first, and
 /// a listing error (a file that crosses the total, a path that cannot be
 /// read) ends the load before any file is parsed. Then the files are parsed
-/// in parallel (rayon; from [`PARALLEL_LOAD_BYTES`] of input in more than one
+/// in parallel (rayon; from 256 KiB of input in more than one
 /// file) and merged in input order, so the outcome, and which
 /// read error ends the load, are those of reading them one after the other.
 pub fn load_paths(paths: &[PathBuf], limits: &LoadLimits) -> Result<LoadOutcome, LoadError> {
