@@ -161,6 +161,23 @@ pub fn cluster(policies: usize, endpoints: usize) -> SyntheticCluster {
     }
 }
 
+/// [`cluster`] with one more label (`pod: <name>`) on every other
+/// endpoint: units then span several identities, several units share one
+/// L4 policy and one map state, and some states are distilled once for
+/// many units (what the parallel-equals-serial tests of the compiler and
+/// lint need).
+pub fn mixed_cluster(policies: usize, endpoints: usize) -> SyntheticCluster {
+    let mut synthetic = cluster(policies, endpoints);
+    for (i, endpoint) in synthetic.inventory.endpoints.iter_mut().enumerate() {
+        if i % 2 == 0 {
+            endpoint
+                .labels
+                .insert("pod".to_owned(), endpoint.name.clone());
+        }
+    }
+    synthetic
+}
+
 /// Generates a cluster of `rules` CIDR rules over ten endpoints (apps
 /// `app-0..app-9` in namespace `ns-0`, one endpoint each): policy `i`
 /// selects `app-{i % 10}` and allows egress TCP/443 to one distinct

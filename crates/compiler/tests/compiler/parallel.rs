@@ -6,25 +6,10 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use porin_compiler::compile::synthetic::{SyntheticCluster, cluster};
+use porin_compiler::compile::synthetic::{SyntheticCluster, mixed_cluster};
 use porin_compiler::compile::{Compilation, Compiled, UnitOutcome, write_json};
 use porin_compiler::limits::CompileLimits;
 use porin_compiler::resolve::lower::PolicyInput;
-
-/// The synthetic cluster with one more label (`pod: <name>`) on every
-/// other endpoint: units then span several identities (equal rules) and
-/// several units share identities' policies.
-fn mixed_cluster() -> SyntheticCluster {
-    let mut synthetic = cluster(40, 400);
-    for (i, endpoint) in synthetic.inventory.endpoints.iter_mut().enumerate() {
-        if i % 2 == 0 {
-            endpoint
-                .labels
-                .insert("pod".to_owned(), endpoint.name.clone());
-        }
-    }
-    synthetic
-}
 
 fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
     rayon::ThreadPoolBuilder::new()
@@ -40,7 +25,7 @@ fn compiled(synthetic: &SyntheticCluster) -> Compiled {
 
 #[test]
 fn one_thread_and_several_threads_give_the_same_bytes() {
-    let synthetic = mixed_cluster();
+    let synthetic = mixed_cluster(40, 400);
     let one = in_pool(1, || compiled(&synthetic).to_json());
     let three = in_pool(3, || compiled(&synthetic).to_json());
     assert!(one.len() > 100_000, "{}", one.len());
@@ -49,7 +34,7 @@ fn one_thread_and_several_threads_give_the_same_bytes() {
 
 #[test]
 fn the_endpoint_stream_writes_the_bytes_of_to_json() {
-    let synthetic = mixed_cluster();
+    let synthetic = mixed_cluster(40, 400);
     let whole = in_pool(1, || compiled(&synthetic).to_json());
     let outcome = synthetic.load();
     let inputs = PolicyInput::from_outcome(&outcome);
@@ -76,7 +61,7 @@ fn the_endpoint_stream_writes_the_bytes_of_to_json() {
 
 #[test]
 fn the_unit_stream_covers_every_endpoint_once_in_order() {
-    let synthetic = mixed_cluster();
+    let synthetic = mixed_cluster(40, 400);
     let whole = compiled(&synthetic);
     let outcome = synthetic.load();
     let inputs = PolicyInput::from_outcome(&outcome);

@@ -5,26 +5,10 @@
 
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
-use porin_compiler::compile::synthetic::{SyntheticCluster, cluster};
+use porin_compiler::compile::synthetic::{SyntheticCluster, mixed_cluster};
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_lint::Context;
 use porin_lint::config::LintConfig;
-
-/// The compiler's synthetic cluster, every other endpoint with a label of
-/// its own: units then span several identities, several units share one
-/// L4 policy and one map state, and some states are distilled once for
-/// many units.
-fn mixed_cluster() -> SyntheticCluster {
-    let mut synthetic = cluster(40, 400);
-    for (i, endpoint) in synthetic.inventory.endpoints.iter_mut().enumerate() {
-        if i % 2 == 0 {
-            endpoint
-                .labels
-                .insert("pod".to_owned(), endpoint.name.clone());
-        }
-    }
-    synthetic
-}
 
 fn in_pool<R: Send>(threads: usize, f: impl FnOnce() -> R + Send) -> R {
     rayon::ThreadPoolBuilder::new()
@@ -60,7 +44,7 @@ fn lint_text(synthetic: &SyntheticCluster) -> (usize, usize, String) {
 
 #[test]
 fn one_thread_and_several_threads_give_the_same_context_and_findings() {
-    let synthetic = mixed_cluster();
+    let synthetic = mixed_cluster(40, 400);
     let (units, findings, one) = in_pool(1, || lint_text(&synthetic));
     // Enough work to be split: many units, some findings.
     assert!(units > 100, "{units} units");
