@@ -139,6 +139,9 @@ struct Split {
     /// Removing the item keeps the direction's enforcement, synthetic
     /// allow-all and features.
     preserved: bool,
+    /// A flow point was found whose verdict removing the item changes
+    /// (`full` and `without` are then left empty: the answer is known).
+    witnessed: bool,
 }
 
 impl Split {
@@ -148,6 +151,14 @@ impl Split {
             without: MapState::new(),
             region: Region::default(),
             preserved: true,
+            witnessed: false,
+        }
+    }
+
+    fn witnessed() -> Split {
+        Split {
+            witnessed: true,
+            ..Split::unchanged()
         }
     }
 }
@@ -316,7 +327,9 @@ struct FullDirection {
     /// Insertion index range per filter position.
     spans: BTreeMap<usize, std::ops::Range<usize>>,
     features: PolicyFeatures,
-    stats: KeyStats,
+    /// The key counts of the unit's state in this direction (built on
+    /// first use: an item whose removal is witnessed never reads them).
+    stats: Option<KeyStats>,
     /// The unit's state restricted to this direction (built on first use).
     restricted: Option<MapState>,
 }
@@ -488,15 +501,13 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
             for (i, (_, _, k, _)) in insertions.iter().enumerate() {
                 by_id.entry(k.identity().get()).or_default().push(i);
             }
-            let mut stats = KeyStats::default();
-            KeyStats::of(self.state, direction, 1, &mut stats);
             self.directions[slot] = Some(FullDirection {
                 insertions,
                 by_id,
                 position,
                 spans,
                 features: dir.features(),
-                stats,
+                stats: None,
                 restricted: None,
             });
         }
@@ -594,10 +605,11 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
             without: without_part,
             region,
             preserved,
-        } = self.split(direction, &item_rules);
+            witnessed,
+        } = self.split(direction, &item_rules, !item.ranged);
         let mut effects = RuleEffects {
             selected: true,
-            changes: !equivalent(&full_part, &without_part),
+            changes: witnessed || !equivalent(&full_part, &without_part),
             ..RuleEffects::default()
         };
         if effects.changes && !item.ranged {
@@ -610,7 +622,11 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
         let state = self.state;
         let full = self.full(direction);
         let without = Patched {
-            base: &full.stats,
+            base: full.stats.get_or_insert_with(|| {
+                let mut stats = KeyStats::default();
+                KeyStats::of(state, direction, 1, &mut stats);
+                stats
+            }),
             delta: &delta,
         };
         for_each_point(&alone, direction, &without, &mut |point| {
@@ -632,7 +648,12 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
 
     /// The part of the direction that removing the item can change, with
     /// and without the item, and the region it covers.
-    fn split(&mut self, direction: Direction, item_rules: &[usize]) -> Split {
+    ///
+    /// With `changes_only` (the caller needs no more than whether removing
+    /// the item changes a verdict), a flow point where the item's own keys
+    /// decide differently with and without it ends the analysis early
+    /// ([`witness`]).
+    fn split(&mut self, direction: Direction, item_rules: &[usize], changes_only: bool) -> Split {
         let s = slot(direction);
         let in_direction: Vec<usize> = self
             .unit_rules
@@ -733,7 +754,6 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
             origins_file: &no_origin,
         };
         let mut fresh: Vec<(usize, usize, Key, Entry)> = Vec::new();
-        let mut region = Region::default();
         let mut changed_positions = BTreeSet::new();
         let mut buffer = Vec::new();
         let mut sink = Vec::new();
@@ -742,11 +762,6 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
                 continue;
             };
             changed_positions.insert(*ord);
-            if let Some(span) = full.spans.get(ord) {
-                for (_, _, k, _) in &full.insertions[span.clone()] {
-                    region.add(*k);
-                }
-            }
             let Some(per) = reduced_dir.filters.get(key) else {
                 continue;
             };
@@ -754,9 +769,22 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
             self.resolver
                 .filter_insertions(&cx, key, per, &mut sink, &mut buffer);
             for (k, e) in buffer.drain(..) {
-                region.add(k);
                 fresh.push((*ord, fresh.len(), k, e));
             }
+        }
+        if changes_only && witness(full, &changed_positions, &fresh, direction) {
+            return Split::witnessed();
+        }
+        let mut region = Region::default();
+        for ord in &changed_positions {
+            if let Some(span) = full.spans.get(ord) {
+                for (_, _, k, _) in &full.insertions[span.clone()] {
+                    region.add(*k);
+                }
+            }
+        }
+        for (_, _, k, _) in &fresh {
+            region.add(*k);
         }
         if region.is_empty() {
             return Split::unchanged();
@@ -800,6 +828,7 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
             without: without_part,
             region,
             preserved: true,
+            witnessed: false,
         }
     }
 
@@ -819,8 +848,89 @@ impl<'r, 'a, 'u> UnitAnalysis<'r, 'a, 'u> {
                 ..Region::default()
             },
             preserved: preserved && same_synthetic,
+            witnessed: false,
         }
     }
+}
+
+/// How many of the changed filters' old keys [`witness`] probes before
+/// leaving the question to the whole comparison.
+const WITNESS_PROBES: usize = 8;
+
+/// Whether one of the first [`WITNESS_PROBES`] keys the changed filters
+/// inserted (with a concrete identity and protocol) names a flow point
+/// whose verdict differs with and without the item.
+///
+/// Exact by the locality argument of this module's documentation: the
+/// entries matching a point are a function of the insertions whose keys
+/// match it, all of which are nested with the probed key and share its
+/// identity or have identity 0, so replaying those insertions (in their
+/// order, with the direction's features, which the caller has checked
+/// the removal keeps) with and without the item decides the point as the
+/// whole direction does. A point that differs is a flow class on which
+/// `equivalent(full_part, without_part)` fails, so the answer is the one
+/// the whole comparison gives; when no probe differs, the caller runs it.
+fn witness(
+    full: &FullDirection,
+    changed: &BTreeSet<usize>,
+    fresh: &[Insertion],
+    direction: Direction,
+) -> bool {
+    let probes = changed
+        .iter()
+        .filter_map(|ord| full.spans.get(ord))
+        .flat_map(|span| full.insertions.get(span.clone()).unwrap_or_default())
+        .map(|(_, _, k, _)| *k)
+        .filter(|k| k.identity().get() != 0 && k.proto() != 0)
+        .take(WITNESS_PROBES);
+    let nested_with = |probe: &Key, k: &Key| {
+        (k.identity() == probe.identity() || k.identity().get() == 0) && nested(probe, k)
+    };
+    for probe in probes {
+        let mut with: MapState = MapState::new();
+        let mut without: Vec<&Insertion> = fresh
+            .iter()
+            .filter(|(_, _, k, _)| nested_with(&probe, k))
+            .collect();
+        let ids = [probe.identity().get(), 0];
+        let mut indices: Vec<usize> = ids
+            .iter()
+            .filter_map(|id| full.by_id.get(id))
+            .flatten()
+            .copied()
+            .collect();
+        indices.sort_unstable();
+        for i in indices {
+            let Some(insertion) = full.insertions.get(i) else {
+                continue;
+            };
+            if !nested_with(&probe, &insertion.2) {
+                continue;
+            }
+            let _ = with.insert_with_features(insertion.2, insertion.3.clone(), full.features);
+            if !changed.contains(&insertion.0) {
+                without.push(insertion);
+            }
+        }
+        without.sort_by_key(|(ord, seq, _, _)| (*ord, *seq));
+        let mut without_state = MapState::new();
+        for (_, _, k, e) in without {
+            let _ = without_state.insert_with_features(*k, e.clone(), full.features);
+        }
+        let point = FlowPoint {
+            direction,
+            identity: probe.identity().get(),
+            proto: probe.proto(),
+            port: probe.port(),
+            end_port: probe.port(),
+        };
+        if comparable(decide_entry(&with, &point).0)
+            != comparable(decide_entry(&without_state, &point).0)
+        {
+            return true;
+        }
+    }
+    false
 }
 
 fn empty_direction() -> FullDirection {
@@ -830,7 +940,7 @@ fn empty_direction() -> FullDirection {
         position: BTreeMap::new(),
         spans: BTreeMap::new(),
         features: PolicyFeatures::NONE,
-        stats: KeyStats::default(),
+        stats: None,
         restricted: None,
     }
 }
