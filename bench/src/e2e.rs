@@ -108,6 +108,12 @@ pub struct E2eConfig {
     pub traffic: Traffic,
 }
 
+/// The environment variable naming porin's previous object (a file of the current map layout,
+/// e.g. `git show REV:include/porin.bpf.o`): when set, it is measured as one more mechanism in
+/// the same rotating runs, loaded and filled exactly as this build's object, so a datapath
+/// change is compared with the object before it on the same rig at the same load.
+pub const PREVIOUS_OBJECT_ENV: &str = "PORIN_BENCH_PREVIOUS_OBJECT";
+
 /// The filters compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mechanism {
@@ -115,6 +121,8 @@ pub enum Mechanism {
     Baseline,
     /// porin's compiled object on tc clsact.
     Porin,
+    /// The object of [`PREVIOUS_OBJECT_ENV`], filled like [`Mechanism::Porin`]'s.
+    PorinPrevious,
     /// iptables (nft backend) INPUT chain.
     Iptables,
     /// Native nft base chain.
@@ -126,6 +134,7 @@ impl Mechanism {
         match self {
             Self::Baseline => "no filter",
             Self::Porin => "porin",
+            Self::PorinPrevious => "porin (previous object)",
             Self::Iptables => "iptables-nft",
             Self::Nft => "nft",
         }
@@ -176,6 +185,12 @@ struct PorinSetup {
 }
 
 fn load_porin(policy: &PorinPolicy, tag: &str) -> Result<PorinSetup> {
+    load_porin_object(policy, tag, None)
+}
+
+/// As [`load_porin`], with the object's bytes from `object` instead of this build's emitter
+/// (the maps are filled the same way).
+fn load_porin_object(policy: &PorinPolicy, tag: &str, object: Option<&[u8]>) -> Result<PorinSetup> {
     let entries = u32::try_from(policy.policy.len()).context("entry count")?;
     if entries > POLICY_MAP_MAX {
         bail!("{entries} policy entries exceed the policy map maximum {POLICY_MAP_MAX}");
@@ -192,7 +207,10 @@ fn load_porin(policy: &PorinPolicy, tag: &str) -> Result<PorinSetup> {
             .max(ipcache4.next_power_of_two()),
         ..defaults
     };
-    let datapath = Datapath::load(&emit(&config)?)?;
+    let datapath = match object {
+        Some(bytes) => Datapath::load(bytes)?,
+        None => Datapath::load(&emit(&config)?)?,
+    };
     datapath.install_ipcache(&policy.ipcache4, &policy.ipcache6)?;
     datapath.install_policy(&policy.policy)?;
     Ok(PorinSetup {
@@ -284,6 +302,12 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
     let mut results: Results = BTreeMap::new();
     let mut porin_entries = BTreeMap::new();
 
+    let previous = match std::env::var(PREVIOUS_OBJECT_ENV) {
+        Ok(path) if !path.is_empty() => {
+            Some(std::fs::read(&path).with_context(|| format!("{PREVIOUS_OBJECT_ENV}={path}"))?)
+        }
+        _ => None,
+    };
     let mut points: Vec<(usize, bool)> = config.sizes.iter().map(|n| (*n, true)).collect();
     for entries in &config.porin_only_entries {
         points.push((rules_for_entries(*entries)?, false));
@@ -311,6 +335,16 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
         if with_chains {
             mechanisms.extend([Mechanism::Iptables, Mechanism::Nft]);
         }
+        let previous_setup = match &previous {
+            Some(bytes) if with_chains => {
+                let tag = format!("p{rules_count}");
+                let setup = load_porin_object(&policy, &tag, Some(bytes))
+                    .with_context(|| format!("N = {rules_count}: {PREVIOUS_OBJECT_ENV}"))?;
+                mechanisms.push(Mechanism::PorinPrevious);
+                Some(setup)
+            }
+            _ => None,
+        };
         for run in 0..config.runs {
             // Rotate the order so no mechanism always runs first (the machine's load drifts).
             let order: Vec<Mechanism> = (0..mechanisms.len())
@@ -323,9 +357,12 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
                     config.runs,
                     mechanism.label()
                 );
-                let figures = match mechanism {
-                    Mechanism::Porin => measure_porin(bed, &setup, config),
-                    other => measure_chain(bed, other, &rules, config),
+                let figures = match (mechanism, &previous_setup) {
+                    (Mechanism::Porin, _) => measure_porin(bed, &setup, config),
+                    (Mechanism::PorinPrevious, Some(previous)) => {
+                        measure_porin(bed, previous, config)
+                    }
+                    (other, _) => measure_chain(bed, other, &rules, config),
                 }
                 .with_context(|| format!("N = {rules_count}, {}", mechanism.label()))?;
                 results
@@ -335,6 +372,9 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
             }
         }
         bed.unpin(&setup.tag);
+        if let Some(previous) = &previous_setup {
+            bed.unpin(&previous.tag);
+        }
     }
     Ok(E2eReport {
         config: config.clone(),
@@ -516,6 +556,38 @@ pub fn render(report: &E2eReport) -> String {
             );
         }
         out.push('\n');
+        if sizes
+            .iter()
+            .any(|n| report.results.contains_key(&(*n, Mechanism::PorinPrevious)))
+        {
+            let _ = writeln!(
+                out,
+                "{title}, porin's previous object (`{PREVIOUS_OBJECT_ENV}`) in the same runs:\n\n\
+                 | rules | porin, previous object | porin, this object | this vs previous |\n\
+                 |---:|---:|---:|---:|"
+            );
+            for n in &sizes {
+                let now = spread(&report.results, *n, Mechanism::Porin, pick);
+                let before = spread(&report.results, *n, Mechanism::PorinPrevious, pick);
+                if before.is_none() {
+                    continue;
+                }
+                let (p, b) = (now.map(|s| s.median), before.map(|s| s.median));
+                let versus = if higher_is_better {
+                    ratio(p, b)
+                } else {
+                    ratio(b, p)
+                };
+                let _ = writeln!(
+                    out,
+                    "| {} | {} | {} | {versus} |",
+                    group(*n as f64, 0),
+                    show(before),
+                    show(now)
+                );
+            }
+            out.push('\n');
+        }
     }
     out.push_str(
         "\"vs porin\": the chain's figure over porin's for latency and CPU, porin's over the \

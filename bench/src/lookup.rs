@@ -77,6 +77,12 @@ pub struct Figures {
 /// The environment variable naming a baseline object.
 pub const BASELINE_ENV: &str = "PORIN_BENCH_BASELINE_OBJECT";
 
+/// The environment variable naming an object file measured *instead of* this build's emitted
+/// object (an object of the current map layout, filled the same way through `Datapath`, e.g.
+/// `git show REV:include/porin.bpf.o`): two objects compared in alternating runs of the same
+/// binary. Its maps have the sizes it was built with; a point that does not fit fails.
+pub const OBJECT_ENV: &str = "PORIN_BENCH_OBJECT";
+
 /// An object of the layout before the exact-key hashes, driven by map name: every ipcache
 /// entry in `porin_ipcache4`, every policy entry in `porin_policy_a` (the zeroed
 /// `porin_config` selects it), conntrack `porin_ct`.
@@ -189,6 +195,12 @@ fn measure_size(entries: usize, config: &LookupConfig) -> Result<LookupRow> {
             .max(65_536),
         ..ObjectConfig::default()
     })?;
+    let object = match std::env::var(OBJECT_ENV) {
+        Ok(path) if !path.is_empty() => {
+            std::fs::read(&path).with_context(|| format!("{OBJECT_ENV}={path}"))?
+        }
+        _ => object,
+    };
     let datapath = Datapath::load(&object)?;
     datapath.install_ipcache(&policy.ipcache4, &policy.ipcache6)?;
     datapath.install_policy(&policy.policy)?;

@@ -89,9 +89,10 @@ fn canonical(entries: &[PolicyPair]) -> Vec<PolicyPair> {
     sorted
 }
 
-/// Whether every key of `entries` lives in the slot's hash (its trie stays empty).
-fn all_exact(entries: &[PolicyPair]) -> bool {
-    entries.iter().all(|(key, _)| key.is_exact())
+/// `slot`'s bits of `porin_config.prefix_free` that hold while it holds `entries` (its trie
+/// is empty, no identity-0 key of a direction: [`PolicySlot::free_bits`]).
+fn free_bits(slot: PolicySlot, entries: &[PolicyPair]) -> u8 {
+    slot.free_bits(entries.iter().map(|(key, _)| key))
 }
 
 /// Clears one slot of `datapath` and writes `entries` into it (exact keys into its hash, the
@@ -322,9 +323,8 @@ impl Enforcer {
                 idle: None,
             },
         };
-        if !all_exact(&slots.active) {
-            self.switch.clear_prefix_free(active, &lock)?;
-        }
+        self.switch
+            .clear_free_bits(active, free_bits(active, &slots.active), &lock)?;
         if own_slot.is_some() {
             // After the fill: an agent killed before this point sees the old layout again and
             // redoes the migration; one killed after it finds the switch's slot complete.
@@ -457,8 +457,10 @@ impl Enforcer {
         if changing.is_empty() {
             return flip;
         }
-        let prefix_free = targets.values().all(|t| all_exact(t));
-        if let Err(e) = self.switch.flip(idle, prefix_free, &lock) {
+        let free = targets
+            .values()
+            .fold(idle.free_mask(), |bits, t| bits & free_bits(idle, t));
+        if let Err(e) = self.switch.flip(idle, free, &lock) {
             flip.errors.push(e);
             return flip;
         }

@@ -161,17 +161,21 @@ impl Switch {
             .map_err(|e| AgentError::kernel("writing the shared porin_config", e))
     }
 
-    /// Clears `slot`'s prefix-free bit (the programs consult its tries again): always safe, and
-    /// needed before an endpoint whose `slot` has prefix keys starts reading it. Takes `lock`
-    /// as proof that the caller holds the state directory's lock.
-    pub fn clear_prefix_free(
+    /// Clears `slot`'s bits of `porin_config.prefix_free` that are not in `keep` (the programs
+    /// consult those lookups again: its tries, or a direction's L4-only lookup): always safe,
+    /// and needed before an endpoint whose `slot` holds keys a set bit would skip starts
+    /// reading it (`keep` = [`PolicySlot::free_bits`] of what it holds). Takes `lock` as proof
+    /// that the caller holds the state directory's lock.
+    pub fn clear_free_bits(
         &self,
         slot: PolicySlot,
+        keep: u8,
         _lock: &ConfigLock,
     ) -> Result<(), AgentError> {
         let mut value = Self::read_map(&self.map)?;
-        if value.prefix_free & slot.prefix_free_bit() != 0 {
-            value.prefix_free &= !slot.prefix_free_bit();
+        let cleared = value.prefix_free & !(slot.free_mask() & !keep);
+        if cleared != value.prefix_free {
+            value.prefix_free = cleared;
             self.write(value)?;
         }
         Ok(())
@@ -189,22 +193,20 @@ impl Switch {
         }
     }
 
-    /// The flip: one update of the 8-byte value, `to` active, `to`'s prefix-free bit set when
-    /// every endpoint's trie of `to` is empty (cleared otherwise); the events byte and the
-    /// other slot's bit are kept.
+    /// The flip: one update of the 8-byte value, `to` active, `to`'s bits of `prefix_free`
+    /// set to `free_bits` (what holds for every endpoint's slot `to`:
+    /// [`PolicySlot::free_bits`] over each, combined with `&`); the events byte and the other
+    /// slot's bits are kept.
     pub fn flip(
         &mut self,
         to: PolicySlot,
-        prefix_free: bool,
+        free_bits: u8,
         _lock: &ConfigLock,
     ) -> Result<(), AgentError> {
         let mut value = Self::read_map(&self.map)?;
         value.active_policy = to.config_value().active_policy;
-        if prefix_free {
-            value.prefix_free |= to.prefix_free_bit();
-        } else {
-            value.prefix_free &= !to.prefix_free_bit();
-        }
+        let mask = to.free_mask();
+        value.prefix_free = (value.prefix_free & !mask) | (free_bits & mask);
         self.write(value)?;
         self.last_flip = Some(Instant::now());
         self.flips += 1;

@@ -314,12 +314,70 @@ impl PolicySlot {
         }
     }
 
-    /// This slot's bit of `porin_config.prefix_free`.
+    /// This slot's bit of `porin_config.prefix_free`: the slot's trie is
+    /// empty.
     pub const fn prefix_free_bit(self) -> u8 {
         match self {
             PolicySlot::A => 1,
             PolicySlot::B => 2,
         }
+    }
+
+    /// This slot's bit of `porin_config.prefix_free` for `direction`: the
+    /// slot holds no key an L4-only lookup (identity 0) of that direction
+    /// can match, so the programs skip that lookup (`DATAPATH.md` §2.3):
+    /// bits 2 and 3 for slot A (ingress, egress), 4 and 5 for slot B.
+    pub const fn wildcard_free_bit(self, direction: Direction) -> u8 {
+        let slot = match self {
+            PolicySlot::A => 0,
+            PolicySlot::B => 1,
+        };
+        let dir = match direction {
+            Direction::Ingress => 0,
+            Direction::Egress => 1,
+        };
+        1 << (2 + 2 * slot + dir)
+    }
+
+    /// Every bit of `porin_config.prefix_free` that describes this slot.
+    pub const fn free_mask(self) -> u8 {
+        self.prefix_free_bit()
+            | self.wildcard_free_bit(Direction::Ingress)
+            | self.wildcard_free_bit(Direction::Egress)
+    }
+
+    /// This slot's bits of `porin_config.prefix_free` that stay true while
+    /// the slot holds `keys` (and nothing else): the trie bit unless a key
+    /// is not exact; a direction's wildcard bit unless a key can match an
+    /// identity-0 lookup of that direction (identity 0, or a prefix too
+    /// short to cover the identity and direction: fail closed, such a key
+    /// clears both). A set bit makes the programs skip a lookup, so a bit
+    /// is only ever derived from every key the slot holds.
+    pub fn free_bits<'k>(self, keys: impl IntoIterator<Item = &'k PolicyKey>) -> u8 {
+        let mut bits = self.free_mask();
+        for key in keys {
+            if !key.is_exact() {
+                bits &= !self.prefix_free_bit();
+            }
+            let direction = match key.direction {
+                PolicyKey::INGRESS => Some(Direction::Ingress),
+                PolicyKey::EGRESS => Some(Direction::Egress),
+                _ => None,
+            };
+            let covers_identity = key.prefixlen >= Key::DATAPATH_STATIC_PREFIX;
+            match direction {
+                Some(d) if covers_identity => {
+                    if key.identity == 0 {
+                        bits &= !self.wildcard_free_bit(d);
+                    }
+                }
+                _ => {
+                    bits &= !(self.wildcard_free_bit(Direction::Ingress)
+                        | self.wildcard_free_bit(Direction::Egress));
+                }
+            }
+        }
+        bits
     }
 
     /// The other slot.
@@ -506,11 +564,12 @@ pub fn policy_replacement(
         .iter()
         .map(|(key, entry)| MapUpdate::policy(target, key, entry))
         .collect();
-    let trie_empty = out.iter().all(|u| u.map == target.exact_map_name());
+    let keys: Vec<PolicyKey> = entries
+        .iter()
+        .map(|(key, _)| PolicyKey::from_key(key))
+        .collect();
     let mut config = target.config_value();
-    if trie_empty {
-        config.prefix_free = target.prefix_free_bit();
-    }
+    config.prefix_free = target.free_bits(&keys);
     out.push(MapUpdate::config(config));
     out
 }

@@ -364,6 +364,12 @@ impl Datapath {
             .map_err(|e| KernelError::Contract(format!("`porin_config`: {e}")))
     }
 
+    /// The whole `porin_config` value (the active slot, the event switches, the lookup-skip
+    /// bits of `prefix_free`).
+    pub fn config(&self) -> Result<ConfigValue, KernelError> {
+        self.read_config()
+    }
+
     /// The whole `porin_config` value.
     pub(crate) fn read_config(&self) -> Result<ConfigValue, KernelError> {
         let value = self
@@ -446,20 +452,33 @@ impl Datapath {
         maps.exact.clear()?;
         maps.prefix.clear()?;
         fill_map(maps, entries, writer)?;
-        let trie_empty = entries.iter().all(|(key, _)| key.is_exact());
-        self.set_prefix_free(slot, trie_empty)?;
+        self.set_free_bits(slot, slot.free_bits(entries.iter().map(|(key, _)| key)))?;
         Ok(slot)
     }
 
-    /// Sets or clears `slot`'s bit of `porin_config.prefix_free`, keeping every other field.
-    fn set_prefix_free(&self, slot: PolicySlot, trie_empty: bool) -> Result<(), KernelError> {
-        let mut config = self.read_config()?;
-        let bit = slot.prefix_free_bit();
-        let wanted = if trie_empty {
-            config.prefix_free | bit
-        } else {
-            config.prefix_free & !bit
-        };
+    /// Sets `slot`'s bits of `porin_config.prefix_free` (its trie is empty, it holds no
+    /// identity-0 key of a direction: [`PolicySlot::free_bits`]) to `bits`, keeping every
+    /// other field and the other slot's bits.
+    fn set_free_bits(&self, slot: PolicySlot, bits: u8) -> Result<(), KernelError> {
+        let config = self.read_config()?;
+        let mask = slot.free_mask();
+        let wanted = (config.prefix_free & !mask) | (bits & mask);
+        self.write_free_bits(config, wanted)
+    }
+
+    /// Clears every bit of `slot`'s `porin_config.prefix_free` that `keys` would make false
+    /// (the programs consult those lookups again); the others are kept.
+    fn clear_free_bits_for<'k>(
+        &self,
+        slot: PolicySlot,
+        keys: impl IntoIterator<Item = &'k PolicyKey>,
+    ) -> Result<(), KernelError> {
+        let config = self.read_config()?;
+        let keep = slot.free_bits(keys) | !slot.free_mask();
+        self.write_free_bits(config, config.prefix_free & keep)
+    }
+
+    fn write_free_bits(&self, mut config: ConfigValue, wanted: u8) -> Result<(), KernelError> {
         if wanted != config.prefix_free {
             config.prefix_free = wanted;
             self.write_config(config)?;
@@ -533,14 +552,14 @@ impl Datapath {
         writer: &mut W,
     ) -> Result<(), KernelError> {
         let slot = self.active_slot()?;
-        // A write into the trie must be visible at once: consult the trie from now on (the
-        // bit is only set again by the next fill of this slot).
-        if changes
+        // A write into the trie, or of an identity-0 key, must be visible at once: consult
+        // the trie / that direction's L4-only lookup from now on (a bit is only set again by
+        // the next fill of this slot). Before the first write.
+        let keys: Vec<PolicyKey> = changes
             .iter()
-            .any(|change| !PolicyKey::from_key(&change.key).is_exact())
-        {
-            self.set_prefix_free(slot, false)?;
-        }
+            .map(|change| PolicyKey::from_key(&change.key))
+            .collect();
+        self.clear_free_bits_for(slot, &keys)?;
         apply_changes(self.slot_maps(slot)?, changes, writer)
     }
 

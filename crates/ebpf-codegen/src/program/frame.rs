@@ -44,18 +44,25 @@ pub const PROXY_PORT: i16 = -264;
 pub const ESTABLISHED: i16 = -272;
 /// `bpf_ktime_get_coarse_ns()` of this packet (u64).
 pub const NOW: i16 = -280;
-// -288: unused (8 bytes).
+/// 1 when the active slot holds no key an L4-only (identity 0) lookup of
+/// this program's direction can match (`porin_config.prefix_free`, bits
+/// 2-5): that lookup is skipped (u32).
+pub const WILDCARD_SKIP: i16 = -288;
 /// Which verdict events to write (u32: `ConfigValue::EVENTS_DROPS` /
 /// `EVENTS_ALLOWS`, the default already applied).
 pub const EVENT_MASK: i16 = -296;
 /// 1 when the active slot's prefix trie is empty (`porin_config.prefix_free`):
 /// policy lookups stop at the exact-key hash (u32).
 pub const TRIE_SKIP: i16 = -304;
+/// 1 once `IDENTITY` holds the peer's ipcache identity (u32). The lookup is
+/// made where policy or an event needs it, not while parsing: a reply never
+/// reads the ipcache.
+pub const IDENTITY_DONE: i16 = -312;
 /// Bytes of stack zeroed on entry (every slot above).
-pub const SIZE: i16 = 304;
+pub const SIZE: i16 = 312;
 /// The `porin_event` record, built only when one is written (every byte
 /// stored then, so it is below the zeroed area).
-pub const EVENT: i16 = -344;
+pub const EVENT: i16 = -352;
 
 /// Bytes from `slot` up to the next slot above it.
 const fn room(slot: i16, above: i16) -> usize {
@@ -73,9 +80,11 @@ const _: () = {
     assert!(Ipcache6Key::SIZE <= room(IPCACHE_KEY, POLICY_KEY));
     // `porin_config`'s key is index 0, which the zeroed slot already holds.
     assert!(ConfigValue::KEY == 0 && 4 <= room(ZERO_KEY, IPCACHE_KEY));
-    assert!(Event::SIZE <= room(EVENT, TRIE_SKIP));
+    assert!(Event::SIZE <= room(EVENT, IDENTITY_DONE));
     // The event's peer address is copied from the ipcache key: 16 bytes
     // from the address, inside the slot (IPv4's tail is zeroed frame).
     assert!(Ipcache6Key::OFF_ADDR + 16 <= room(IPCACHE_KEY, POLICY_KEY));
     assert!(Ipcache4Key::OFF_ADDR == Ipcache6Key::OFF_ADDR);
+    // `Gen::peer_identity` reads either key's prefix length at one offset.
+    assert!(Ipcache4Key::OFF_PREFIXLEN == Ipcache6Key::OFF_PREFIXLEN);
 };

@@ -165,9 +165,18 @@ impl<'c> Gen<'c> {
             Reg::R0,
             off(ConfigValue::OFF_PREFIX_FREE),
         );
+        a.mov64_reg(Reg::R3, Reg::R2);
         a.alu64_reg(AluOp::Rsh, Reg::R2, Reg::R1);
         a.alu64_imm(AluOp::And, Reg::R2, 1);
         a.store(Size::U32, Reg::R10, frame::TRIE_SKIP, Reg::R2);
+        // This slot's and direction's wildcard-free bit: bit `2 + 2 * slot +
+        // direction` (`PolicySlot::wildcard_free_bit`).
+        let dir = PolicyKey::direction_byte(self.direction);
+        a.alu64_imm(AluOp::Lsh, Reg::R1, 1);
+        a.alu64_imm(AluOp::Add, Reg::R1, 2 + i32::from(dir));
+        a.alu64_reg(AluOp::Rsh, Reg::R3, Reg::R1);
+        a.alu64_imm(AluOp::And, Reg::R3, 1);
+        a.store(Size::U32, Reg::R10, frame::WILDCARD_SKIP, Reg::R3);
     }
 
     /// The verdict blocks and the two exits: count, then return.
@@ -210,6 +219,9 @@ impl<'c> Gen<'c> {
         let written = self.a.new_label();
         let e = frame::EVENT;
         let dir = PolicyKey::direction_byte(self.direction);
+        // The identity of a packet that ended before policy (a reply, a
+        // malformed L4 header) is looked up here, as it was while parsing.
+        self.peer_identity(false);
         let a = &mut self.a;
         a.call(Helper::KTIME_GET_COARSE_NS);
         a.store(Size::U64, Reg::R10, e + off(Event::OFF_TIMESTAMP), Reg::R0);

@@ -117,7 +117,7 @@ impl Gen<'_> {
         self.a.endian(Endian::Big, SwapBits::B16, Reg::R7);
     }
 
-    /// IPv4 header, ipcache lookup, then L4; ends at `track`.
+    /// IPv4 header, the ipcache key, then L4; ends at `track`.
     pub(super) fn ipv4(&mut self, track: Label) {
         let malformed = self.verdict(Verdict::DroppedMalformed);
         let fragment = self.verdict(Verdict::DroppedFragment);
@@ -150,11 +150,11 @@ impl Gen<'_> {
 
         a.load(Size::U8, Reg::R1, Reg::R10, H + ipv4::PROTO);
         a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
-        self.addresses_and_identity(Family::V4);
+        self.addresses_and_ipcache_key(Family::V4);
         self.l4(Family::V4, track);
     }
 
-    /// IPv6 header, ipcache lookup, extension headers, then L4; ends at
+    /// IPv6 header, the ipcache key, extension headers, then L4; ends at
     /// `track`.
     pub(super) fn ipv6(&mut self, track: Label) {
         let malformed = self.verdict(Verdict::DroppedMalformed);
@@ -171,7 +171,7 @@ impl Gen<'_> {
         a.store(Size::U8, Reg::R10, frame::HOP_LIMIT, Reg::R1);
         a.load(Size::U8, Reg::R1, Reg::R10, H + ipv6::NEXT_HEADER);
         a.store(Size::U8, Reg::R10, frame::PROTO, Reg::R1);
-        self.addresses_and_identity(Family::V6);
+        self.addresses_and_ipcache_key(Family::V6);
 
         let a = &mut self.a;
         a.load(Size::U32, Reg::R1, Reg::R10, frame::L3_OFFSET);
@@ -258,27 +258,24 @@ impl Gen<'_> {
 
     /// From the L3 header at `frame::HEADER`: the conntrack key's family and
     /// addresses (IPv4 fills the first 4 bytes of each; the zeroed frame
-    /// supplies the rest), then the peer's identity.
-    fn addresses_and_identity(&mut self, family: Family) {
+    /// supplies the rest), then the ipcache key of the peer's address (its
+    /// lookup is [`Gen::peer_identity`], after conntrack).
+    fn addresses_and_ipcache_key(&mut self, family: Family) {
         const H: i16 = frame::HEADER;
         let (saddr, daddr, len, ct_family) = match family {
             Family::V4 => (ipv4::SADDR, ipv4::DADDR, IPV4_ADDR_LEN, CtKey::FAMILY_V4),
             Family::V6 => (ipv6::SADDR, ipv6::DADDR, IPV6_ADDR_LEN, CtKey::FAMILY_V6),
         };
-        let (prefixlen_at, addr_at, full_prefix, hosts, trie) = match family {
+        let (prefixlen_at, addr_at, full_prefix) = match family {
             Family::V4 => (
                 Ipcache4Key::OFF_PREFIXLEN,
                 Ipcache4Key::OFF_ADDR,
                 Ipcache4Key::FULL_PREFIX,
-                names::IPCACHE4_HOSTS,
-                names::IPCACHE4,
             ),
             Family::V6 => (
                 Ipcache6Key::OFF_PREFIXLEN,
                 Ipcache6Key::OFF_ADDR,
                 Ipcache6Key::FULL_PREFIX,
-                names::IPCACHE6_HOSTS,
-                names::IPCACHE6,
             ),
         };
         self.a.store_imm(
@@ -309,7 +306,45 @@ impl Gen<'_> {
             full_prefix as i32,
         );
         self.copy_stack(H + peer, frame::IPCACHE_KEY + off(addr_at), off(len));
-        self.identity_from(hosts, trie, family);
+    }
+
+    /// `frame::IDENTITY` = the peer's identity, looked up once the ipcache
+    /// key is built (`addresses_and_ipcache_key`), where it is needed: before
+    /// policy and for an event. A reply passes without it. `always`: the
+    /// caller knows the key is built and the identity not yet looked up
+    /// (the policy path); otherwise a built key and `IDENTITY_DONE` are
+    /// checked first, and a frame without a key keeps identity 0.
+    pub(super) fn peer_identity(&mut self, always: bool) {
+        let done = self.a.new_label();
+        let v6 = self.a.new_label();
+        let set = self.a.new_label();
+        let a = &mut self.a;
+        if !always {
+            a.load(Size::U32, Reg::R1, Reg::R10, frame::IDENTITY_DONE);
+            a.jmp_imm(Cond::Ne, Reg::R1, 0, done);
+            a.load(
+                Size::U32,
+                Reg::R1,
+                Reg::R10,
+                frame::IPCACHE_KEY + off(Ipcache4Key::OFF_PREFIXLEN),
+            );
+            a.jmp_imm(Cond::Eq, Reg::R1, 0, done);
+        }
+        a.load(
+            Size::U8,
+            Reg::R1,
+            Reg::R10,
+            frame::CT_KEY + off(CtKey::OFF_FAMILY),
+        );
+        a.jmp_imm(Cond::Eq, Reg::R1, i32::from(CtKey::FAMILY_V6), v6);
+        self.identity_from(names::IPCACHE4_HOSTS, names::IPCACHE4, Family::V4);
+        self.a.ja(set);
+        self.a.bind(v6);
+        self.identity_from(names::IPCACHE6_HOSTS, names::IPCACHE6, Family::V6);
+        let a = &mut self.a;
+        a.bind(set);
+        a.store_imm(Size::U32, Reg::R10, frame::IDENTITY_DONE, 1);
+        a.bind(done);
     }
 
     /// `frame::IDENTITY` = the ipcache's identity for the full-length key

@@ -76,7 +76,9 @@ impl Gen<'_> {
         a.store(Size::U64, Reg::R10, frame::CT_ENTRY, Reg::R7);
         a.store_imm(Size::U32, Reg::R10, frame::ESTABLISHED, 1);
 
+        // Policy needs the peer's identity (a reply above did not).
         a.bind(policy);
+        self.peer_identity(true);
         self.decide();
     }
 
@@ -279,8 +281,13 @@ impl Gen<'_> {
         a.mov64_imm(Reg::R7, 0);
         a.ja(check);
 
-        // L4-only lookup (identity 0). r7 = l4 entry or NULL.
+        // L4-only lookup (identity 0). r7 = l4 entry or NULL. Skipped when
+        // the slot holds no key it could match (`WILDCARD_SKIP`): NULL.
         a.bind(l4_lookup);
+        let l4_done = a.new_label();
+        a.load(Size::U32, Reg::R1, Reg::R10, frame::WILDCARD_SKIP);
+        a.mov64_imm(Reg::R0, 0);
+        a.jmp_imm(Cond::Ne, Reg::R1, 0, l4_done);
         a.store_imm(
             Size::U32,
             Reg::R10,
@@ -289,6 +296,7 @@ impl Gen<'_> {
         );
         self.policy_lookup();
         let a = &mut self.a;
+        a.bind(l4_done);
         a.mov64_reg(Reg::R7, Reg::R0);
         a.jmp_imm(Cond::Ne, Reg::R8, 0, have_l3);
         a.jmp_imm(Cond::Eq, Reg::R7, 0, by_default);

@@ -92,8 +92,9 @@ fn replacement_fills_the_inactive_slot_then_flips() {
     assert_eq!(updates[0].map, names::POLICY_B_EXACT);
     assert_eq!(updates[1].map, names::CONFIG);
     assert_eq!(updates[1].key, vec![0, 0, 0, 0]);
-    // Slot B, and B's trie is empty (prefix_free bit 1).
-    assert_eq!(updates[1].value, vec![1, 0, 0, 0, 0, 2, 0, 0]);
+    // Slot B, B's trie is empty (prefix_free bit 1) and B holds no
+    // identity-0 key in either direction (bits 4 and 5).
+    assert_eq!(updates[1].value, vec![1, 0, 0, 0, 0, 2 | 16 | 32, 0, 0]);
     assert_eq!(MapUpdate::activate(PolicySlot::A).value, vec![0; 8]);
     // A port range is a prefix: into the trie, and the trie is consulted.
     let updates = policy_replacement(
@@ -105,7 +106,17 @@ fn replacement_fills_the_inactive_slot_then_flips() {
     );
     assert_eq!(updates[0].map, names::POLICY_A_EXACT);
     assert_eq!(updates[1].map, names::POLICY_A);
-    assert_eq!(updates[2].value, vec![0; 8]);
+    // The trie bit is clear; no identity-0 key: A's wildcard bits 2 and 3.
+    assert_eq!(updates[2].value, vec![0, 0, 0, 0, 0, 4 | 8, 0, 0]);
+    // An L4-only (identity 0) ingress key clears only ingress's bit.
+    let updates = policy_replacement(
+        PolicySlot::B,
+        &[
+            (key(1, Direction::Egress, 6, 80, 16), Entry::allow()),
+            (key(0, Direction::Ingress, 6, 80, 16), Entry::allow()),
+        ],
+    );
+    assert_eq!(updates[2].value, vec![0, 0, 0, 0, 0, 1 | 8, 0, 0]);
 }
 
 #[test]

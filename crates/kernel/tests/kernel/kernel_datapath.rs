@@ -879,6 +879,68 @@ fn exact_keys_use_the_hash_and_the_trie_only_when_it_can_hold_something() {
     );
 }
 
+/// The L4-only lookup (identity 0) is skipped when the slot's wildcard-free bit of the
+/// packet's direction says no key can match it (DATAPATH.md §2.3, `prefix_free` bits 2-5):
+/// the bit is what skips it (an identity-0 deny written behind the datapath's back is not
+/// seen), the in-place difference clears it before writing such a key, the next fill derives
+/// it again, and an identity-0 key of the other direction leaves it set.
+#[test]
+fn l4_only_lookup_is_skipped_only_where_no_identity_zero_key_exists() {
+    use porin_ebpf::maps::Direction as PolicyDirection;
+    let Some(dp) = datapath("l4_only_lookup_is_skipped_only_where_no_identity_zero_key_exists")
+    else {
+        return;
+    };
+    let exact = allow(FRONTEND_ID, INGRESS, TCP, 80, Some(16));
+    let egress_any = allow(0, EGRESS, 0, 0, None);
+    let slot = dp.install_policy(&[exact, egress_any]).unwrap();
+    let bits = dp.config().unwrap().prefix_free;
+    let ingress_bit = slot.wildcard_free_bit(PolicyDirection::Ingress);
+    let egress_bit = slot.wildcard_free_bit(PolicyDirection::Egress);
+    assert_eq!(bits & slot.free_mask(), ingress_bit, "{bits:#b}");
+    let p80 = Packet::tcp4(FRONTEND, 7, POD, 80);
+    assert_eq!(to_pod(&dp, &p80), PASS_NEW);
+    // An identity-0 deny on TCP 80 written straight into the hash is not consulted while
+    // the bit is set: the bit is what skips the lookup.
+    let deny0 = deny(0, INGRESS, TCP, 80, Some(16));
+    let maps = dp.slot_maps(slot).unwrap();
+    maps.exact
+        .update(&deny0.0.to_bytes(), &deny0.1.to_bytes())
+        .unwrap();
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 8, POD, 80)), PASS_NEW);
+    // The same key through the in-place difference clears the bit before the write.
+    let key = deny0.0.to_key().unwrap();
+    let entry = deny0.1.to_entry(&key).unwrap();
+    dp.apply_policy_diff(&[porin_compiler::diff::MapChange {
+        kind: porin_compiler::diff::ChangeKind::Add,
+        phase: porin_compiler::diff::Phase::Fence,
+        key,
+        entry: Some(entry),
+    }])
+    .unwrap();
+    assert_eq!(dp.config().unwrap().prefix_free & ingress_bit, 0);
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 9, POD, 80)), DROP_RULE);
+    // A fill derives the bits from what the slot holds: with the deny, ingress is consulted.
+    let next = dp.install_policy(&[exact, egress_any, deny0]).unwrap();
+    assert_ne!(next, slot);
+    let bits = dp.config().unwrap().prefix_free;
+    assert_eq!(bits & next.free_mask(), 0, "{bits:#b}");
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 10, POD, 80)), DROP_RULE);
+    // Only egress identity-0 keys: egress's bit clear, ingress's set; `PolicySlot::B`'s and
+    // `A`'s bits are distinct.
+    let third = dp.install_policy(&[exact, egress_any]).unwrap();
+    assert_eq!(third, slot);
+    assert_eq!(
+        dp.config().unwrap().prefix_free & (ingress_bit | egress_bit),
+        ingress_bit
+    );
+    assert_ne!(
+        PolicySlot::A.free_mask() & PolicySlot::B.free_mask(),
+        PolicySlot::A.free_mask()
+    );
+    assert_eq!(to_pod(&dp, &Packet::tcp4(FRONTEND, 11, POD, 80)), PASS_NEW);
+}
+
 /// The one conntrack entry of a flow (DATAPATH.md §2.4), decoded.
 fn ct_entries(dp: &Datapath) -> Vec<(porin_ebpf::abi::CtKey, porin_ebpf::abi::CtValue)> {
     let map = dp.object().map(porin_kernel::datapath::CONNTRACK).unwrap();
