@@ -20,6 +20,17 @@ mod target_flags;
 
 use std::process::ExitCode;
 
+/// mimalloc as the CLI's allocator on Linux: a compile or lint of a large
+/// cluster makes and frees millions of small, short-lived allocations (YAML
+/// trees released per file, label sets, selectors, rule structs), and
+/// glibc's malloc/free/consolidate were about a third of the flat profile of
+/// the 65,535-CIDR compile (BENCHMARKS.md, "Session 8, branch `s8-cidr`").
+/// The libraries do not choose an allocator: embedders of the C API and the
+/// Rust crates keep theirs.
+#[cfg(target_os = "linux")]
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 /// porin compiles Cilium-compatible network policy and proves what it compiled.

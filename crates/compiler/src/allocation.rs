@@ -249,6 +249,7 @@ impl IdentityTable {
             .collect();
         sorted.sort_by_key(|p| (p.is_ipv6(), p.network(), p.prefix()));
         sorted.dedup();
+        identities.reserve(sorted.len());
         for (index, prefix) in sorted.into_iter().enumerate() {
             let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
             let id = Identity::local(number).map_err(|_| CompileError::RangeExhausted {

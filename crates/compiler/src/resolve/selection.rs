@@ -35,7 +35,7 @@ use std::net::IpAddr;
 use ipnetwork::IpNetwork;
 
 use crate::allocation::IdentityTable;
-use crate::labels::{SOURCE_CIDR, parse_cidr_label_key, prefix_contains};
+use crate::labels::{SOURCE_CIDR, cidr_label_key, parse_cidr_label_key, prefix_contains};
 use crate::selector::{Operator, Requirement, Selector};
 
 /// A prefix as a sortable key: (IPv6?, network address, length). Prefixes
@@ -88,14 +88,22 @@ impl SelectionIndex {
         let mut by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)> = BTreeMap::new();
         for (position, info) in table.identities.iter().enumerate() {
             for label in info.labels.iter() {
-                by_key.entry(label.key.clone()).or_default().push(position);
                 if let Some(prefix) = label.cidr_prefix() {
                     by_prefix
                         .entry(prefix_key(prefix))
                         .or_insert_with(|| (prefix, Vec::new()))
                         .1
                         .push(position);
+                    // A CIDR label in its canonical spelling (every one
+                    // porin makes) is found by key through `by_prefix`
+                    // ([`Self::cidr_label_holders`]): one key per CIDR
+                    // identity in the two key maps was most of the index
+                    // (34 MiB for 65,535 CIDR rules).
+                    if label.key == cidr_label_key(prefix) {
+                        continue;
+                    }
                 }
+                by_key.entry(label.key.clone()).or_default().push(position);
                 by_key_value
                     .entry((label.key.clone(), label.value.clone()))
                     .or_default()
@@ -168,10 +176,12 @@ impl SelectionIndex {
         }
         let key = &requirement.key;
         if key.source != SOURCE_CIDR {
+            // Holders of a canonical CIDR label with exactly this key (a
+            // superset: the exact match runs on every candidate).
+            let mut positions = self.cidr_label_holders(&key.key).to_vec();
             if requirement.operator == Operator::In {
                 // `LabelSet::find` looks the key up, then `In` compares the
                 // value: only holders of (key, one of the values) qualify.
-                let mut positions = Vec::new();
                 for value in &requirement.values {
                     if let Some(holders) = self.by_key_value.get(&(key.key.clone(), value.clone()))
                     {
@@ -180,7 +190,10 @@ impl SelectionIndex {
                 }
                 return Some(positions);
             }
-            return Some(self.by_key.get(&key.key).cloned().unwrap_or_default());
+            if let Some(holders) = self.by_key.get(&key.key) {
+                positions.extend_from_slice(holders);
+            }
+            return Some(positions);
         }
         // An unparsable CIDR key matches no label (`LabelSet::find`).
         let Some(outer) = parse_cidr_label_key(&key.key) else {
@@ -203,6 +216,23 @@ impl SelectionIndex {
             }
         }
         Some(positions)
+    }
+}
+
+impl SelectionIndex {
+    /// Positions of the identities holding a CIDR label whose key is `key`
+    /// in canonical spelling (left out of `by_key`/`by_key_value`): what
+    /// `LabelSet::find` finds for a non-CIDR source (`any`) and that key.
+    fn cidr_label_holders(&self, key: &str) -> &[usize] {
+        let Some(prefix) = parse_cidr_label_key(key) else {
+            return &[];
+        };
+        if cidr_label_key(prefix) != key {
+            return &[];
+        }
+        self.by_prefix
+            .get(&prefix_key(prefix))
+            .map_or(&[], |(_, holders)| holders.as_slice())
     }
 }
 
@@ -274,6 +304,22 @@ mod tests {
                     &crate::labels::cidr_label_key(p),
                 )),
             ])),
+            // An `any` key spelled as a CIDR label finds that label by key
+            // (`LabelSet::find`), though the index keeps CIDR labels by
+            // prefix only; a non-canonical spelling finds nothing.
+            1 => (prefix(), any::<bool>(), any::<bool>()).prop_map(|(p, exists, canonical)| {
+                let key = if canonical {
+                    crate::labels::cidr_label_key(p)
+                } else {
+                    format!("{}/{}", p.ip(), p.prefix())
+                };
+                let key = SelectorKey::new(crate::labels::SOURCE_ANY, &key);
+                Selector::from_requirements([if exists {
+                    Requirement::exists(key)
+                } else {
+                    Requirement::is_in(key, [String::new()])
+                }])
+            }),
             // A CIDR key that is not a prefix selects nothing.
             1 => Just(Selector::from_requirements([Requirement::exists(
                 SelectorKey::new(SOURCE_CIDR, "not-a-prefix"),
@@ -334,5 +380,31 @@ mod tests {
         sorted.sort_unstable();
         assert_eq!(selected, sorted);
         assert_eq!(selected, select_brute_force(&selector, &table));
+    }
+    /// `any.<prefix>` finds the CIDR label of that exact key
+    /// (`LabelSet::find` looks the key up for every non-CIDR source), though
+    /// the index keeps canonical CIDR labels out of its key maps.
+    #[test]
+    fn any_source_key_finds_cidr_label_by_key() {
+        let prefixes: BTreeSet<IpNetwork> = ["10.0.0.0/8", "fd00::/64"]
+            .iter()
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let table = IdentityTable::allocate(&inventory(), &prefixes).unwrap();
+        let index = SelectionIndex::new(&table);
+        for prefix in &prefixes {
+            let key = SelectorKey::new(
+                crate::labels::SOURCE_ANY,
+                &crate::labels::cidr_label_key(*prefix),
+            );
+            for selector in [
+                Selector::from_requirements([Requirement::exists(key.clone())]),
+                Selector::from_requirements([Requirement::is_in(key, [String::new()])]),
+            ] {
+                let selected = index.select(&selector, &table);
+                assert_eq!(selected, vec![table.cidr_identity[prefix]], "{selector}");
+                assert_eq!(selected, select_brute_force(&selector, &table));
+            }
+        }
     }
 }

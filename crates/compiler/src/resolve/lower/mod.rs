@@ -225,6 +225,10 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
         ctx.out.localhost_origin = Some(id);
     }
     ctx.out.tier_rules = TierRules::from_rules(&ctx.out.rules);
+    // The rules and origins live for the whole compilation; the slack of
+    // their doubling growth was 21 MiB at 65,535 CIDR rules.
+    ctx.out.rules.shrink_to_fit();
+    ctx.out.origins.shrink_to_fit();
     ctx.out
 }
 

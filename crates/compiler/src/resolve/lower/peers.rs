@@ -235,6 +235,9 @@ impl Ctx<'_> {
             let route = format!("{base}.toFQDNs[{i}]");
             self.fqdn_peer(item, &route, fqdn, &mut selectors);
         }
+        // Kept for the whole compilation, one per rule item: not at the
+        // capacity of four that the first push gives (65,535 CIDR rules).
+        selectors.shrink_to_fit();
         Some(selectors)
     }
 
