@@ -70,6 +70,14 @@ pub(crate) struct Session {
     /// above the inventory's `ciliumVersion` /
     /// `enableK8sClusterNetworkPolicy`, as the CLI's flags are.
     target: TargetChoice,
+    /// `policies` with the target's validation applied, for the target it
+    /// was applied for: `porin_session_compile` reuses it until the texts
+    /// ([`Session::policies_mut`] drops it) or the target change, instead
+    /// of copying every text and applying the target at each compile.
+    targeted: Option<(Target, LoadOutcome)>,
+    /// How often the target was applied to a copy of the texts (the tests
+    /// count it: once per change, not once per compile).
+    targets_applied: usize,
 }
 
 impl Session {
@@ -82,13 +90,28 @@ impl Session {
 
     /// The session's policies with the target's validation applied
     /// (`LoadOutcome::apply_target`: rows of porin's version table, and
-    /// the ClusterNetworkPolicies enforced or refused with PM066). Applied
-    /// to a copy at each compile: the target may change after the
-    /// policies were added.
-    fn targeted_policies(&self) -> LoadOutcome {
-        let mut policies = self.policies.clone();
-        policies.apply_target(&self.target());
-        policies
+    /// the ClusterNetworkPolicies enforced or refused with PM066), applied
+    /// to a copy once per change of the texts or of the target (the target
+    /// may change after the policies were added) and kept.
+    fn targeted_policies(&mut self) -> &LoadOutcome {
+        let target = self.target();
+        if self.targeted.as_ref().is_none_or(|(t, _)| *t != target) {
+            let mut policies = self.policies.clone();
+            policies.apply_target(&target);
+            self.targeted = Some((target, policies));
+            self.targets_applied += 1;
+        }
+        match &mut self.targeted {
+            Some((_, policies)) => policies,
+            None => &self.policies,
+        }
+    }
+
+    /// The session's policy texts, to change them: the targeted copy
+    /// (`targeted_policies`) is dropped.
+    fn policies_mut(&mut self) -> &mut LoadOutcome {
+        self.targeted = None;
+        &mut self.policies
     }
 }
 
@@ -217,6 +240,8 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             limits: Limits::default(),
             policy_bytes: 0,
             live: None,
+            targeted: None,
+            targets_applied: 0,
             target: TargetChoice::default(),
         };
         write_out(out, into_handle(session).cast::<porin_session>());
@@ -270,9 +295,8 @@ pub extern "C" fn porin_session_add_policy_bytes(
         }
         // A document naming an object already added is refused (PM042):
         // the session then fails to compile, like any invalid policy.
-        state
-            .policies
-            .merge(load_str(name, text, &state.limits.load));
+        let outcome = load_str(name, text, &state.limits.load);
+        state.policies_mut().merge(outcome);
         Ok(())
     })
 }
@@ -285,7 +309,7 @@ pub extern "C" fn porin_session_add_policy_bytes(
 pub extern "C" fn porin_session_clear_policies(session: *mut porin_session) -> porin_result {
     with_session(session, |state| {
         not_live(state)?;
-        state.policies = LoadOutcome::default();
+        *state.policies_mut() = LoadOutcome::default();
         state.policy_bytes = 0;
         Ok(())
     })
@@ -312,7 +336,7 @@ pub extern "C" fn porin_session_add_policy_path(
         state.policy_bytes = state
             .policy_bytes
             .saturating_add(outcome.sources.total_bytes());
-        state.policies.merge(outcome);
+        state.policies_mut().merge(outcome);
         Ok(())
     })
 }
@@ -634,7 +658,17 @@ pub extern "C" fn porin_session_compile(
             write_out(out, into_handle(compilation).cast::<porin_compilation>());
             return Ok(());
         }
-        let policies = state.targeted_policies();
+        state.targeted_policies();
+        let Session {
+            targeted: Some((_, policies)),
+            compiler,
+            inventory: kept,
+            stats: kept_stats,
+            ..
+        } = state
+        else {
+            return Err(Failure::from(porin_result::Panic));
+        };
         if policies.has_errors() {
             give_diagnostics(Diagnostics::new(
                 policies.diagnostics.clone(),
@@ -647,11 +681,10 @@ pub extern "C" fn porin_session_compile(
                 format!("{errors} error(s) in the policy documents{first}"),
             ));
         }
-        let mut inventory = state.inventory.clone();
+        let mut inventory = kept.clone();
         inventory.finish().map_err(|e| inventory_error(&e))?;
-        let inputs = PolicyInput::from_outcome(&policies);
-        let (compiled, stats) = state
-            .compiler
+        let inputs = PolicyInput::from_outcome(policies);
+        let (compiled, stats) = compiler
             .compile(&inputs, &inventory)
             .map_err(|e| compile_error(&e))?;
         let mut findings = policies.diagnostics.clone();
@@ -660,8 +693,8 @@ pub extern "C" fn porin_session_compile(
             .map_err(|e| Failure::new(porin_result::EmitFailed, e.to_string()))?;
         // Success: keep the assigned addresses and identity numbers.
         pin_identities(&mut inventory, &compilation.compiled);
-        state.inventory = inventory;
-        state.stats = stats;
+        *kept = inventory;
+        *kept_stats = stats;
         give_diagnostics(Diagnostics::new(findings, &policies.sources));
         write_out(out, into_handle(compilation).cast::<porin_compilation>());
         Ok(())
@@ -914,7 +947,7 @@ fn live(state: &mut Session) -> Result<&mut LiveSession, Failure> {
                     .to_owned(),
             ));
         }
-        let policies = state.targeted_policies();
+        let policies = state.targeted_policies().clone();
         if policies.has_errors() {
             let first = first_error(&policies.diagnostics);
             return Err(Failure::new(
@@ -996,7 +1029,7 @@ pub extern "C" fn porin_session_apply_policy_bytes(
             .set_policy(name, outcome)
             .map_err(|e| session_error(&e))?;
         // For rendering the diagnostics of later compiles.
-        state.policies.sources.insert(name, text);
+        state.policies_mut().sources.insert(name, text);
         give_update(out, update);
         Ok(())
     })

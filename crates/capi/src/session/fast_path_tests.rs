@@ -135,3 +135,79 @@ fn a_one_line_policy_edit_through_the_c_api_compares_one_item() {
     porin_update_free(update);
     porin_session_free(session);
 }
+
+/// `porin_session_compile` applies the target to the texts once per change
+/// of the texts or of the target, not at every compile (it used to copy
+/// every text and apply the target each time).
+#[test]
+fn compile_applies_the_target_once_per_change() {
+    use super::{
+        porin_session_add_policy_bytes, porin_session_compile, porin_session_set_cilium_version,
+        session_ref,
+    };
+    use crate::compilation::porin_compilation_free;
+    let mut session = null_mut();
+    assert_eq!(porin_session_new(&mut session), porin_result::Ok);
+    let name = "inventory.yaml";
+    assert_eq!(
+        porin_session_add_inventory_bytes(
+            session,
+            name.as_ptr().cast(),
+            name.len(),
+            INVENTORY.as_ptr(),
+            INVENTORY.len(),
+        ),
+        porin_result::Ok
+    );
+    let add = |text: &str, name: &str| {
+        assert_eq!(
+            porin_session_add_policy_bytes(
+                session,
+                name.as_ptr().cast(),
+                name.len(),
+                text.as_ptr(),
+                text.len(),
+            ),
+            porin_result::Ok
+        );
+    };
+    let compile = || {
+        let mut compilation = null_mut();
+        assert_eq!(
+            porin_session_compile(session, &mut compilation, null_mut()),
+            porin_result::Ok
+        );
+        porin_compilation_free(compilation);
+    };
+    let applied = || session_ref(session).map(|s| s.targets_applied).unwrap();
+    add(&policy(4, 10_000), "a.yaml");
+    compile();
+    compile();
+    compile();
+    assert_eq!(applied(), 1);
+    // A new text: applied again, once.
+    add(
+        &policy(4, 10_000).replace("name: server", "name: other"),
+        "b.yaml",
+    );
+    compile();
+    compile();
+    assert_eq!(applied(), 2);
+    // A new target: the same.
+    let version = "1.20";
+    assert_eq!(
+        porin_session_set_cilium_version(session, version.as_ptr().cast(), version.len()),
+        porin_result::Ok
+    );
+    compile();
+    compile();
+    assert_eq!(applied(), 3);
+    // Setting the same target again changes nothing.
+    assert_eq!(
+        porin_session_set_cilium_version(session, version.as_ptr().cast(), version.len()),
+        porin_result::Ok
+    );
+    compile();
+    assert_eq!(applied(), 3);
+    porin_session_free(session);
+}

@@ -239,11 +239,18 @@ fn selects_zero(resolver: &Resolver<'_>, peers: OpPeers) -> bool {
 /// (`pkg/policy/selectorcache.go`, `UpdateIdentities`). Testing every
 /// selector against a new identity costs the number of selectors; this
 /// index narrows it to the selectors that can match: a selector with a
-/// positive requirement (`In`/`Exists`) on a non-CIDR key needs a label
-/// with that key (the reasoning of `resolve::selection`), one on a CIDR key
-/// needs a CIDR label; the others are always tested.
+/// positive requirement on a non-CIDR key needs a label with that key
+/// (`Exists`) or with that key and one of its values (`In`), the reasoning
+/// of `resolve::selection`; one whose only positive requirements are on
+/// CIDR keys needs a CIDR label; the others are always tested. Of a
+/// selector's positive requirements the one with the fewest selectors
+/// indexed under it so far is taken, so the namespace requirement every
+/// namespaced policy's selector has does not put them all in one bucket.
 #[derive(Debug, Default, Clone)]
 struct PeerIndex {
+    /// `In` requirements: by key, then value.
+    by_value: HashMap<String, HashMap<String, Vec<SelectorId>>>,
+    /// `Exists` requirements: by key.
     by_key: HashMap<String, Vec<SelectorId>>,
     cidr: Vec<SelectorId>,
     always: Vec<SelectorId>,
@@ -258,12 +265,39 @@ impl PeerIndex {
             if selector.is_wildcard() {
                 continue;
             }
-            let positive = selector
-                .requirements()
-                .find(|r| matches!(r.operator, Operator::In | Operator::Exists));
-            match positive {
-                Some(r) if r.key.source == SOURCE_CIDR => self.cidr.push(id),
-                Some(r) => self.by_key.entry(r.key.key.clone()).or_default().push(id),
+            let mut best: Option<(usize, &crate::selector::Requirement)> = None;
+            let mut cidr = false;
+            for r in selector.requirements() {
+                if !matches!(r.operator, Operator::In | Operator::Exists) {
+                    continue;
+                }
+                if r.key.source == SOURCE_CIDR {
+                    cidr = true;
+                    continue;
+                }
+                let size = match r.operator {
+                    Operator::In => {
+                        let values = self.by_value.get(r.key.key.as_str());
+                        r.values
+                            .iter()
+                            .map(|v| values.and_then(|m| m.get(v.as_str())).map_or(0, Vec::len))
+                            .sum()
+                    }
+                    _ => self.by_key.get(r.key.key.as_str()).map_or(0, Vec::len),
+                };
+                if best.is_none_or(|(smallest, _)| size < smallest) {
+                    best = Some((size, r));
+                }
+            }
+            match best {
+                Some((_, r)) if r.operator == Operator::In => {
+                    let values = self.by_value.entry(r.key.key.clone()).or_default();
+                    for value in &r.values {
+                        values.entry(value.clone()).or_default().push(id);
+                    }
+                }
+                Some((_, r)) => self.by_key.entry(r.key.key.clone()).or_default().push(id),
+                None if cidr => self.cidr.push(id),
                 None => self.always.push(id),
             }
         }
@@ -275,7 +309,14 @@ impl PeerIndex {
         let mut candidates: BTreeSet<SelectorId> = self.always.iter().copied().collect();
         let mut has_cidr = false;
         for label in labels.iter() {
-            if let Some(list) = self.by_key.get(&label.key) {
+            if let Some(list) = self.by_key.get(label.key.as_str()) {
+                candidates.extend(list.iter().copied());
+            }
+            if let Some(list) = self
+                .by_value
+                .get(label.key.as_str())
+                .and_then(|values| values.get(label.value.as_str()))
+            {
                 candidates.extend(list.iter().copied());
             }
             has_cidr |= label.cidr_prefix().is_some();
@@ -283,10 +324,19 @@ impl PeerIndex {
         if has_cidr {
             candidates.extend(self.cidr.iter().copied());
         }
-        candidates
+        let found: Vec<SelectorId> = candidates
             .into_iter()
             .filter(|id| cache.selector(*id).matches(labels))
-            .collect()
+            .collect();
+        #[cfg(debug_assertions)]
+        {
+            let every: Vec<SelectorId> = (0..self.indexed)
+                .filter(|id| cache.selector(*id).matches(labels))
+                .filter(|id| !cache.selector(*id).is_wildcard())
+                .collect();
+            debug_assert_eq!(found, every, "the peer index misses a selector");
+        }
+        found
     }
 }
 
@@ -304,6 +354,11 @@ struct Model {
     /// distinct subject, not once per rule).
     subjects: HashMap<Selector, Vec<usize>>,
     l4: BTreeMap<u32, L4Policy>,
+    /// [`FeatureCounts`] of a subject's L4 policy (`l4`), when known: a
+    /// rule change corrects them by the touched filters, so the ops' shape
+    /// (`ops_shape`) costs the touched filters, not a pass over every
+    /// filter. Dropped wherever `l4` changes otherwise.
+    features: HashMap<u32, FeatureCounts>,
     states: HashMap<StateKey, StateRecord>,
     /// Rule indices (ascending) by the filters they add to
     /// ([`filter_keys`]): a rule change folds only the touched filters,
@@ -939,6 +994,7 @@ impl Session {
                 let policy = resolver.l4_policy(*id);
                 model.l4.insert(*id, policy);
                 model.bounds.remove(id);
+                model.features.remove(id);
                 changed_identities.push(*id);
                 continue;
             };
@@ -951,8 +1007,16 @@ impl Session {
             );
             let cached = model.bounds.remove(id);
             let before = touched_bound(old, &touched, &resolver.cache);
+            let mut counts = model.features.remove(id);
+            if let Some(counts) = &mut counts {
+                counts.count_touched(old, &touched, false);
+            }
             if replace_filters(old, part, &touched) {
                 changed_identities.push(*id);
+            }
+            if let Some(mut counts) = counts {
+                counts.count_touched(old, &touched, true);
+                model.features.insert(*id, counts);
             }
             let after = touched_bound(old, &touched, &resolver.cache);
             // The untouched filters' terms are the same (the same filters,
@@ -1026,7 +1090,12 @@ impl Session {
             // else their ops read changed (`splice_ops`); else all of them.
             // (What every filter's ops read besides the filter: the old ops'
             // is the record's.)
-            let shape = ops_shape(policy);
+            let shape = model
+                .features
+                .entry(key.0)
+                .or_insert_with(|| FeatureCounts::of(policy))
+                .shape(policy);
+            debug_assert_eq!(shape, ops_shape(policy), "the counted shape");
             let spliced = (!origins_changed && record.shape.as_ref() == Some(&shape))
                 .then(|| {
                     splice_ops(
@@ -1296,6 +1365,7 @@ impl Session {
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         if !model.l4.contains_key(&identity) {
             model.bounds.remove(&identity);
+            model.features.remove(&identity);
         }
         model
             .l4
@@ -1384,6 +1454,7 @@ impl Session {
         if gone {
             parts.rules_by_identity.remove(&identity);
             model.l4.remove(&identity);
+            model.features.remove(&identity);
             model.bounds.remove(&identity);
             let lost = model.peer_index.matching(&parts.cache, &labels);
             if !lost.is_empty() {
@@ -1523,6 +1594,98 @@ fn touched_bound(
 /// selectors and the origins are the caller's to keep).
 type OpsShape = ([(bool, PolicyFeatures); 2], ProxyPorts);
 
+/// Per direction, how many selector policies of an L4 policy deny, have
+/// an L7 parser, have authentication, and have a parser without denying
+/// (`DirectionPolicy::features` and `proxy_ports` read exactly these): the
+/// ops' shape from them ([`FeatureCounts::shape`]) needs no pass over every
+/// filter, and a rule change corrects them by its touched filters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct FeatureCounts([[u64; 4]; 2]);
+
+impl FeatureCounts {
+    /// The counts of every filter of `policy`.
+    fn of(policy: &L4Policy) -> Self {
+        let mut counts = Self::default();
+        for direction in Direction::ALL {
+            for per_selector in policy.direction(direction).filters.values() {
+                counts.count(direction, per_selector, true);
+            }
+        }
+        counts
+    }
+
+    /// Adds (or takes away) the selector policies of one filter.
+    fn count(
+        &mut self,
+        direction: Direction,
+        per_selector: &BTreeMap<SelectorId, crate::resolve::policy::SelectorPolicy>,
+        add: bool,
+    ) {
+        let counts = &mut self.0[usize::from(direction == Direction::Egress)];
+        for policy in per_selector.values() {
+            let redirect = policy.l7.parser != crate::resolve::rule::L7Parser::None;
+            let terms = [
+                policy.deny,
+                redirect,
+                policy.auth.is_some(),
+                redirect && !policy.deny,
+            ];
+            for (count, term) in counts.iter_mut().zip(terms) {
+                if term {
+                    *count = if add {
+                        count.saturating_add(1)
+                    } else {
+                        count.saturating_sub(1)
+                    };
+                }
+            }
+        }
+    }
+
+    /// Adds (or takes away) the `touched` filters of `policy`.
+    fn count_touched(
+        &mut self,
+        policy: &L4Policy,
+        touched: &BTreeSet<(Direction, FilterKey)>,
+        add: bool,
+    ) {
+        for (direction, key) in touched {
+            if let Some(per_selector) = policy.direction(*direction).filters.get(key) {
+                self.count(*direction, per_selector, add);
+            }
+        }
+    }
+
+    /// `ops_shape(policy)` when these are `policy`'s counts: the features
+    /// from the counts, the proxy ports computed only when some selector
+    /// policy redirects.
+    fn shape(&self, policy: &L4Policy) -> OpsShape {
+        let direction = |d: Direction| {
+            let [deny, redirect, auth, _] = self.0[usize::from(d == Direction::Egress)];
+            let mut bits = PolicyFeatures::NONE;
+            for (count, bit) in [
+                (deny, PolicyFeatures::DENY),
+                (redirect, PolicyFeatures::REDIRECT),
+                (auth, PolicyFeatures::AUTH),
+            ] {
+                if count > 0 {
+                    bits |= bit;
+                }
+            }
+            (policy.direction(d).enforced, bits)
+        };
+        let proxies = if self.0.iter().any(|c| c[3] > 0) {
+            proxy_ports(policy)
+        } else {
+            ProxyPorts::new()
+        };
+        (
+            [direction(Direction::Ingress), direction(Direction::Egress)],
+            proxies,
+        )
+    }
+}
+
 fn ops_shape(policy: &L4Policy) -> OpsShape {
     let direction = |d: Direction| {
         let dir = policy.direction(d);
@@ -1539,16 +1702,19 @@ fn ops_shape(policy: &L4Policy) -> OpsShape {
 /// origins are unchanged: `Resolver::map_ops` lists per direction either
 /// the allow-all op or every filter's ops in filter order, then the
 /// localhost op, and a filter's ops read only the filter and the shape. So
-/// the untouched filters' ops are the old ones, in the same order: they
-/// are moved out of `old` (its `ops` are left empty), not copied.
+/// the untouched filters' ops are the old ones, in the same order: the old
+/// ops are taken out of `old` (its `ops` are left empty) and each touched
+/// filter's old run of ops (found by binary search: a direction's filter
+/// ops are sorted by filter) is replaced in place by its new ops. The work
+/// is that of the touched filters plus one move of the ops after them,
+/// not a pass over every filter.
 ///
 /// Also the peers whose op sequence differs (`redistill` replays exactly
 /// these): a peer's sequence is its ops in filter order, so it is the same
-/// when, in every touched filter present before and after, its ops there
-/// are the same list, and it has no op in a touched filter present on one
-/// side only. `None` (make all of them; `old` untouched) when the old
-/// record has diagnostics (they would have to be split by filter), a new
-/// filter op gives one, or the old ops are not laid out as expected.
+/// when, in every touched filter, its ops before and after are the same
+/// list. `None` (make all of them; `old` untouched) when the old record has
+/// diagnostics (they would have to be split by filter), a new filter op
+/// gives one, or the old ops are not laid out as expected.
 fn splice_ops(
     resolver: &Resolver<'_>,
     endpoint: &Endpoint,
@@ -1557,23 +1723,13 @@ fn splice_ops(
     touched: &BTreeSet<(Direction, FilterKey)>,
     describe: &dyn Fn(u32) -> String,
 ) -> Option<Spliced> {
-    /// One piece of the new ops, in order.
-    enum Piece {
-        /// Old ops `range`, moved.
-        Keep(Range<usize>),
-        /// Old ops `range` of touched filters, dropped (before, at or
-        /// after the filter they were).
-        Drop(Range<usize>),
-        /// The new ops of touched filter `made[i]`.
-        Made(usize),
-    }
     if !old.diagnostics.is_empty() {
         return None;
     }
     let proxy_ports = &shape.1;
-    let mut pieces: Vec<Piece> = Vec::new();
-    // The touched filters' new ops: (direction, key, ops).
-    let mut made: Vec<(Direction, &FilterKey, Vec<MapOp>)> = Vec::new();
+    // Per touched filter with ops before or after: the old ops' range and
+    // the new ops, ascending and disjoint.
+    let mut replaced: Vec<(Range<usize>, Vec<MapOp>)> = Vec::new();
     let mut diagnostics = Vec::new();
     let mut at = 0;
     // Plan and make the touched filters' ops; `old` is only read.
@@ -1584,7 +1740,6 @@ fn splice_ops(
             if op.filter.is_some() || op.key.direction() != direction {
                 return None;
             }
-            pieces.push(Piece::Keep(at..at + 1));
             at += 1;
             continue;
         }
@@ -1594,37 +1749,17 @@ fn splice_ops(
                 .take_while(|op| op.filter.is_some() && op.key.direction() == direction)
                 .count();
         let segment = &old.ops[at..end];
-        let mut j = 0;
-        // Skips the old ops of filters before `until` (gone: they must be
-        // touched) and, with `drop`, of `until` itself.
-        let skip = |j: &mut usize,
-                    until: Option<&FilterKey>,
-                    drop: bool,
-                    pieces: &mut Vec<Piece>|
-         -> Option<()> {
-            let from = *j;
-            while let Some(op) = segment.get(*j) {
-                let key = op.filter.as_ref()?;
-                let before = until.is_none_or(|u| key < u);
-                if !(before || (drop && until == Some(key))) {
-                    break;
-                }
-                if !touched.contains(&(direction, key.clone())) {
-                    return None;
-                }
-                *j += 1;
-            }
-            if *j > from {
-                pieces.push(Piece::Drop(at + from..at + *j));
-            }
-            Some(())
-        };
+        debug_assert!(
+            segment.windows(2).all(|w| w[0].filter <= w[1].filter),
+            "a direction's filter ops in filter order"
+        );
         let features = shape.0[usize::from(direction == Direction::Egress)].1;
-        for (filter_key, per_selector) in &dir.filters {
-            let is_touched = touched.contains(&(direction, filter_key.clone()));
-            skip(&mut j, Some(filter_key), is_touched, &mut pieces)?;
-            if is_touched {
-                let mut ops = Vec::new();
+        for (_, filter_key) in touched.iter().filter(|(d, _)| *d == direction) {
+            let below = |op: &MapOp| op.filter.as_ref().is_some_and(|k| k < filter_key);
+            let up_to = |op: &MapOp| op.filter.as_ref().is_some_and(|k| k <= filter_key);
+            let range = at + segment.partition_point(below)..at + segment.partition_point(up_to);
+            let mut ops = Vec::new();
+            if let Some(per_selector) = dir.filters.get(filter_key) {
                 resolver.filter_ops(
                     &FilterContext {
                         endpoint,
@@ -1638,95 +1773,24 @@ fn splice_ops(
                     &mut diagnostics,
                     &mut ops,
                 );
-                pieces.push(Piece::Made(made.len()));
-                made.push((direction, filter_key, ops));
-            } else {
-                let from = j;
-                while segment
-                    .get(j)
-                    .is_some_and(|op| op.filter.as_ref() == Some(filter_key))
-                {
-                    j += 1;
-                }
-                if j > from {
-                    pieces.push(Piece::Keep(at + from..at + j));
-                }
+            }
+            if !range.is_empty() || !ops.is_empty() {
+                replaced.push((range, ops));
             }
         }
-        skip(&mut j, None, true, &mut pieces)?;
         at = end;
     }
     // The localhost op (or nothing): unchanged.
     if old.ops[at..].iter().any(|op| op.filter.is_some()) || !diagnostics.is_empty() {
         return None;
     }
-    pieces.push(Piece::Keep(at..old.ops.len()));
 
-    // The pieces cover the old ops in order (checked before anything is
-    // moved out of `old`).
-    let mut next = 0;
-    for piece in &pieces {
-        if let Piece::Keep(range) | Piece::Drop(range) = piece {
-            if range.start != next {
-                return None;
-            }
-            next = range.end;
-        }
-    }
-    if next != old.ops.len() {
-        return None;
-    }
-    // Assemble, moving the kept ops; the dropped ones by filter.
-    let mut ops: Vec<MapOp> = Vec::with_capacity(old.ops.len());
-    let mut dropped: BTreeMap<(Direction, FilterKey), Vec<MapOp>> = BTreeMap::new();
-    let mut made: Vec<Option<(Direction, &FilterKey, Vec<MapOp>)>> =
-        made.into_iter().map(Some).collect();
-    let mut made_here: Vec<(Direction, FilterKey, Vec<MapOp>)> = Vec::new();
-    let mut source = std::mem::take(&mut old.ops).into_iter();
-    // (old range, new start) of each kept piece, and the new ranges of
-    // the made ones, for the op index.
-    let mut kept: Vec<(Range<usize>, usize)> = Vec::new();
-    let mut made_at: Vec<Range<usize>> = Vec::new();
-    for piece in pieces {
-        match piece {
-            Piece::Keep(range) => {
-                kept.push((range.clone(), ops.len()));
-                ops.extend(source.by_ref().take(range.len()));
-            }
-            Piece::Drop(range) => {
-                for op in source.by_ref().take(range.len()) {
-                    if let Some(key) = op.filter.clone() {
-                        dropped
-                            .entry((op.key.direction(), key))
-                            .or_default()
-                            .push(op);
-                    }
-                }
-            }
-            Piece::Made(i) => {
-                if let Some((direction, key, new)) = made.get_mut(i).and_then(Option::take) {
-                    made_at.push(ops.len()..ops.len() + new.len());
-                    ops.extend(new.iter().cloned());
-                    made_here.push((direction, key.clone(), new));
-                }
-            }
-        }
-    }
-    // Peers whose sequence differs (see above).
+    // Peers whose sequence differs (see above), compared before anything
+    // moves.
     let mut differing: BTreeSet<OpPeers> = BTreeSet::new();
-    let mut new_by_filter: BTreeMap<(Direction, FilterKey), Vec<MapOp>> = BTreeMap::new();
-    for (direction, key, new) in made_here {
-        new_by_filter.insert((direction, key), new);
-    }
-    let keys: BTreeSet<&(Direction, FilterKey)> =
-        dropped.keys().chain(new_by_filter.keys()).collect();
-    let empty = Vec::new();
-    for key in keys {
-        let (before, after) = (
-            dropped.get(key).unwrap_or(&empty),
-            new_by_filter.get(key).unwrap_or(&empty),
-        );
-        if before == after {
+    for (range, after) in &replaced {
+        let before = &old.ops[range.clone()];
+        if before == &after[..] {
             continue;
         }
         let peers: BTreeSet<OpPeers> = before.iter().chain(after).map(|op| op.peers).collect();
@@ -1741,26 +1805,44 @@ fn splice_ops(
             }
         }
     }
-    // The op index: the old one's kept indices shifted to where their
-    // piece now sits, the made ops' added (lists stay ascending).
-    let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::with_capacity(old.by_peers.len());
-    for (peers, list) in std::mem::take(&mut old.by_peers) {
-        let mut out = Vec::with_capacity(list.len());
-        let mut piece = 0;
-        for index in list {
-            while kept.get(piece).is_some_and(|(range, _)| range.end <= index) {
-                piece += 1;
-            }
-            if let Some((range, start)) = kept.get(piece)
-                && range.start <= index
-            {
-                out.push(index - range.start + start);
-            }
-        }
-        if !out.is_empty() {
-            by_peers.insert(peers, out);
-        }
+    // Where each replacement's new ops start, and the shift of the old
+    // indices after it (`shifts[j]`: after the first `j` replacements).
+    let mut made_at: Vec<Range<usize>> = Vec::with_capacity(replaced.len());
+    let mut shifts: Vec<isize> = Vec::with_capacity(replaced.len() + 1);
+    shifts.push(0);
+    let mut shift = 0isize;
+    for (range, new) in &replaced {
+        let start = range.start.checked_add_signed(shift)?;
+        made_at.push(start..start + new.len());
+        shift += new.len() as isize - range.len() as isize;
+        shifts.push(shift);
     }
+    // Splice in place, last first (earlier ranges keep their indices).
+    let ends: Vec<Range<usize>> = replaced.iter().map(|(r, _)| r.clone()).collect();
+    let mut ops = std::mem::take(&mut old.ops);
+    for (range, new) in replaced.into_iter().rev() {
+        drop(ops.splice(range, new));
+    }
+    // The op index: the old one's indices moved by the replacements before
+    // them (those inside a replaced range go), the made ops' added (lists
+    // stay ascending).
+    let mut by_peers = std::mem::take(&mut old.by_peers);
+    by_peers.retain(|_, list| {
+        list.retain_mut(|index| {
+            let j = ends.partition_point(|r| r.end <= *index);
+            if ends.get(j).is_some_and(|r| r.start <= *index) {
+                return false;
+            }
+            match index.checked_add_signed(shifts[j]) {
+                Some(moved) => {
+                    *index = moved;
+                    true
+                }
+                None => false,
+            }
+        });
+        !list.is_empty()
+    });
     let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
     for range in made_at {
         for index in range {
@@ -2231,6 +2313,7 @@ fn build(
             states,
             filter_rules,
             bounds: HashMap::new(),
+            features: HashMap::new(),
             selector_uses,
             any_namespace,
             addresses,
