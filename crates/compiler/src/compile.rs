@@ -7,6 +7,7 @@
 //! same inputs give byte-identical JSON (every collection is ordered).
 
 pub mod capacity;
+mod json;
 #[cfg(feature = "synthetic")]
 pub mod synthetic;
 
@@ -554,6 +555,11 @@ const UNITS_PER_THREAD: usize = 4;
 /// room is distilled again when one of its endpoints comes.
 const STREAM_CACHE_ENTRIES: usize = 1 << 20;
 
+/// Bytes of rendered `entries` arrays [`write_json`] keeps for endpoints
+/// still to come (~650,000 entries); as with `STREAM_CACHE_ENTRIES`, an
+/// evicted unit is distilled and rendered again when needed.
+const STREAM_CACHE_BYTES: usize = 256 << 20;
+
 /// One compilation: lowering, identity allocation, the resolver, each
 /// identity's L4 policy and the plan of units, with the map states
 /// distilled on demand: all at once ([`Compilation::compiled`]) or
@@ -573,6 +579,22 @@ pub struct Compilation<'c> {
     endpoint_unit: Vec<usize>,
     /// ClusterNetworkPolicy precedence ([`crate::tier`]).
     tiers: Tiers<'c>,
+    /// The labels of an endpoint without an identity entry (none).
+    no_labels: LabelSet,
+}
+
+/// An endpoint's fields in the JSON output before `entries`, in
+/// [`EndpointPolicy`]'s order (the streamed writers serialise this and
+/// append the entries, or the state's index).
+#[derive(Serialize)]
+struct EndpointHead<'h> {
+    name: &'h str,
+    namespace: &'h Option<String>,
+    identity: u32,
+    labels: &'h LabelSet,
+    ips: &'h [IpAddr],
+    enforcement: Enforcement,
+    diagnostics: &'h [Diagnostic],
 }
 
 impl<'c> Compilation<'c> {
@@ -715,6 +737,7 @@ impl<'c> Compilation<'c> {
             units,
             endpoint_unit,
             tiers,
+            no_labels: LabelSet::default(),
         })
     }
 
@@ -875,6 +898,36 @@ impl<'c> Compilation<'c> {
     }
 
     fn endpoint_policy(&self, index: usize, state: &UnitState) -> EndpointPolicy {
+        let head = self.endpoint_head(index, &state.diagnostics);
+        let identity = head.identity;
+        let unit = &self.units[self.endpoint_unit[index]];
+        // The default-deny rules selecting the endpoint, for explanations
+        // that name who put it in default deny.
+        let selected_by = SelectedBy::of(&self.lowered.rules, self.resolver.rules_of(identity));
+        EndpointPolicy {
+            name: head.name.to_owned(),
+            namespace: head.namespace.clone(),
+            identity,
+            labels: head.labels.clone(),
+            ips: head.ips.to_vec(),
+            enforcement: head.enforcement,
+            diagnostics: head.diagnostics.to_vec(),
+            state: state
+                .group_states
+                .get(unit.group_of(identity))
+                .unwrap_or(&state.state)
+                .clone(),
+            selected_by,
+        }
+    }
+
+    /// An endpoint's output fields besides its map state, with the findings
+    /// of its identity group among its unit's `diagnostics`.
+    fn endpoint_head<'h>(
+        &'h self,
+        index: usize,
+        diagnostics: &'h [Vec<Diagnostic>],
+    ) -> EndpointHead<'h> {
         let endpoint = &self.inventory.endpoints[index];
         let identity = self
             .table
@@ -884,19 +937,15 @@ impl<'c> Compilation<'c> {
             .unwrap_or(0);
         let unit = &self.units[self.endpoint_unit[index]];
         let policy = &self.policies[unit.policy];
-        // The default-deny rules selecting the endpoint, for explanations
-        // that name who put it in default deny.
-        let selected_by = SelectedBy::of(&self.lowered.rules, self.resolver.rules_of(identity));
-        EndpointPolicy {
-            name: endpoint.name.clone(),
-            namespace: endpoint.namespace.clone(),
+        EndpointHead {
+            name: &endpoint.name,
+            namespace: &endpoint.namespace,
             identity,
             labels: self
                 .table
                 .get(identity)
-                .map(|i| i.labels.clone())
-                .unwrap_or_default(),
-            ips: endpoint.ips.clone(),
+                .map_or(&self.no_labels, |i| &i.labels),
+            ips: &endpoint.ips,
             // A ClusterNetworkPolicy rule selecting the endpoint enforces
             // its direction too (its tiers decide), without default deny.
             enforcement: Enforcement {
@@ -905,17 +954,9 @@ impl<'c> Compilation<'c> {
                 egress: policy.egress.enforced
                     || self.tiers.selects_in(identity, Direction::Egress),
             },
-            diagnostics: state
-                .diagnostics
+            diagnostics: diagnostics
                 .get(unit.group_of(identity))
-                .cloned()
-                .unwrap_or_default(),
-            state: state
-                .group_states
-                .get(unit.group_of(identity))
-                .unwrap_or(&state.state)
-                .clone(),
-            selected_by,
+                .map_or(&[][..], Vec::as_slice),
         }
     }
 
@@ -946,6 +987,30 @@ impl<'c> Compilation<'c> {
         select: &dyn Fn(&Endpoint) -> bool,
         mut visit: impl FnMut(EndpointPolicy) -> bool,
     ) -> Result<(), CompileError> {
+        self.stream_endpoints(
+            select,
+            |state| {
+                let weight = state.state.len();
+                (state, weight)
+            },
+            STREAM_CACHE_ENTRIES,
+            |index, state| visit(self.endpoint_policy(index, state)),
+        )
+    }
+
+    /// The endpoint stream under [`Compilation::for_each_endpoint`] and
+    /// [`write_json`]: each needed unit is distilled and turned into a `T`
+    /// by `prepare` (in parallel, one window of endpoints at a time), kept
+    /// while endpoints still to come need it and while the kept weights
+    /// (`prepare`'s second value) stay within `room`, and given to `visit`
+    /// with each of its endpoints in inventory order.
+    fn stream_endpoints<T: Send>(
+        &self,
+        select: &dyn Fn(&Endpoint) -> bool,
+        prepare: impl Fn(UnitState) -> (T, usize) + Sync,
+        room: usize,
+        mut visit: impl FnMut(usize, &T) -> bool,
+    ) -> Result<(), CompileError> {
         let window = rayon::current_num_threads().max(1) * UNITS_PER_THREAD * 16;
         let wanted: Vec<usize> = (0..self.inventory.endpoints.len())
             .filter(|i| select(&self.inventory.endpoints[*i]))
@@ -958,8 +1023,8 @@ impl<'c> Compilation<'c> {
                 .0
                 .push(index);
         }
-        let mut cache: HashMap<usize, UnitState> = HashMap::new();
-        let mut cached_entries = 0usize;
+        let mut cache: HashMap<usize, (T, usize)> = HashMap::new();
+        let mut cached = 0usize;
         for chunk in wanted.chunks(window) {
             let mut missing: Vec<usize> = Vec::new();
             for &index in chunk {
@@ -968,35 +1033,34 @@ impl<'c> Compilation<'c> {
                     missing.push(unit);
                 }
             }
-            let states: Vec<Result<UnitState, CompileError>> = missing
+            let prepared: Vec<Result<(T, usize), CompileError>> = missing
                 .par_iter()
-                .map(|unit| self.unit_state(&self.units[*unit]))
+                .map(|unit| self.unit_state(&self.units[*unit]).map(&prepare))
                 .collect();
-            for (unit, state) in missing.into_iter().zip(states) {
-                let state = state?;
-                cached_entries += state.state.len();
-                cache.insert(unit, state);
+            for (unit, prepared) in missing.into_iter().zip(prepared) {
+                let prepared = prepared?;
+                cached += prepared.1;
+                cache.insert(unit, prepared);
             }
             for &index in chunk {
                 let unit = self.endpoint_unit[index];
-                let Some(state) = cache.get(&unit) else {
+                let Some((value, _)) = cache.get(&unit) else {
                     continue;
                 };
-                let policy = self.endpoint_policy(index, state);
+                if !visit(index, value) {
+                    return Ok(());
+                }
                 if let Some((list, done)) = uses.get_mut(&unit) {
                     *done += 1;
                     if *done == list.len()
-                        && let Some(gone) = cache.remove(&unit)
+                        && let Some((_, weight)) = cache.remove(&unit)
                     {
-                        cached_entries -= gone.state.len();
+                        cached -= weight;
                     }
-                }
-                if !visit(policy) {
-                    return Ok(());
                 }
             }
             // Over the room: drop the states needed farthest ahead.
-            while cached_entries > STREAM_CACHE_ENTRIES && cache.len() > 1 {
+            while cached > room && cache.len() > 1 {
                 let farthest = cache
                     .keys()
                     .copied()
@@ -1006,8 +1070,8 @@ impl<'c> Compilation<'c> {
                             .unwrap_or(usize::MAX)
                     })
                     .unwrap_or(0);
-                if let Some(gone) = cache.remove(&farthest) {
-                    cached_entries -= gone.state.len();
+                if let Some((_, weight)) = cache.remove(&farthest) {
+                    cached -= weight;
                 }
             }
         }
@@ -1098,86 +1162,175 @@ pub struct Summary<'s> {
 }
 
 /// Writes the compilation as [`Compiled::to_json`] would, byte for byte,
-/// endpoint by endpoint ([`Compilation::for_each_endpoint`]) instead of
-/// building the whole [`Compiled`]: the output of `porin compile --format
-/// json` for clusters whose map states do not fit in memory together.
-/// Returns the endpoints' findings (in endpoint order) for the caller to
-/// report. Run [`Compilation::check`] first, or a limit error may come
-/// after part of the output was written.
+/// endpoint by endpoint ([`Compilation::for_each_endpoint`]'s stream)
+/// instead of building the whole [`Compiled`]: the output of `porin compile
+/// --format json` for clusters whose map states do not fit in memory
+/// together. Each unit's `entries` array is rendered once, on the rayon
+/// pool (the private `compile::json` module), and copied for each of its endpoints, in inventory
+/// order. Returns the endpoints' findings (in endpoint order) for the
+/// caller to report. Run [`Compilation::check`] first, or a limit error
+/// may come after part of the output was written.
 pub fn write_json(
     compilation: &Compilation<'_>,
     select: &dyn Fn(&Endpoint) -> bool,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<Diagnostic>, StreamError> {
-    use serde::ser::{SerializeSeq, SerializeStruct};
-
-    struct Endpoints<'e, 'c> {
-        compilation: &'e Compilation<'c>,
-        select: &'e dyn Fn(&Endpoint) -> bool,
-        failed: &'e std::cell::RefCell<Option<CompileError>>,
-        findings: &'e std::cell::RefCell<Vec<Diagnostic>>,
-    }
-    impl Serialize for Endpoints<'_, '_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            let mut seq = serializer.serialize_seq(None)?;
-            let mut error: Option<S::Error> = None;
-            let streamed = self.compilation.for_each_endpoint(self.select, |endpoint| {
-                self.findings
-                    .borrow_mut()
-                    .extend(endpoint.diagnostics.iter().cloned());
-                match seq.serialize_element(&endpoint) {
-                    Ok(()) => true,
-                    Err(e) => {
-                        error = Some(e);
-                        false
-                    }
-                }
-            });
-            if let Some(error) = error {
-                return Err(error);
-            }
-            if let Err(compile_error) = streamed {
-                let text = compile_error.to_string();
-                *self.failed.borrow_mut() = Some(compile_error);
-                return Err(serde::ser::Error::custom(text));
-            }
-            seq.end()
-        }
-    }
-    struct Whole<'w, 'c> {
-        summary: Summary<'w>,
-        endpoints: Endpoints<'w, 'c>,
-    }
-    impl Serialize for Whole<'_, '_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-            // Compiled's fields, in its order.
-            let mut s = serializer.serialize_struct("Compiled", 6)?;
-            s.serialize_field("cluster", self.summary.cluster)?;
-            s.serialize_field("identities", self.summary.identities)?;
-            s.serialize_field("endpoints", &self.endpoints)?;
-            s.serialize_field("ipcache", &self.summary.ipcache)?;
-            s.serialize_field("origins", self.summary.origins)?;
-            s.serialize_field("diagnostics", &self.summary.diagnostics)?;
-            s.end()
-        }
-    }
-    let failed = std::cell::RefCell::new(None);
-    let findings = std::cell::RefCell::new(Vec::new());
-    let whole = Whole {
-        summary: compilation.summary(),
-        endpoints: Endpoints {
-            compilation,
-            select,
-            failed: &failed,
-            findings: &findings,
+    let summary = compilation.summary();
+    write_prologue(out, &summary)?;
+    out.write_all(b",\n  \"endpoints\": ")?;
+    let mut findings = Vec::new();
+    let mut failed: Option<std::io::Error> = None;
+    let mut first = true;
+    compilation.stream_endpoints(
+        select,
+        |state| {
+            let mut entries = Vec::new();
+            json::render_entries(&state.state, &mut entries);
+            let weight = entries.len();
+            ((entries, state.diagnostics), weight)
         },
-    };
-    let written = serde_json::to_writer_pretty(&mut *out, &whole);
-    if let Some(error) = failed.into_inner() {
-        return Err(StreamError::Compile(error));
+        STREAM_CACHE_BYTES,
+        |index, (entries, diagnostics)| {
+            let head = compilation.endpoint_head(index, diagnostics);
+            findings.extend(head.diagnostics.iter().cloned());
+            let written = (|| {
+                out.write_all(if first { b"[\n    " } else { b",\n    " })?;
+                json::write_head(out, &head)?;
+                out.write_all(b",\n      \"entries\": ")?;
+                out.write_all(entries)?;
+                out.write_all(b"\n    }")
+            })();
+            first = false;
+            match written {
+                Ok(()) => true,
+                Err(e) => {
+                    failed = Some(e);
+                    false
+                }
+            }
+        },
+    )?;
+    if let Some(error) = failed {
+        return Err(StreamError::Write(error.to_string()));
     }
-    written.map_err(|e| StreamError::Write(e.to_string()))?;
-    Ok(findings.into_inner())
+    write_close_list(out, first)?;
+    write_epilogue(out, &summary)?;
+    Ok(findings)
+}
+
+/// Writes the compilation with each unit's map state once: `porin compile
+/// --format json-states`. The document is [`Compiled::to_json`]'s with a
+/// `states` array before `endpoints` (each state `{"entries": [...]}`, its
+/// entries as in the plain output) and each endpoint's `entries` replaced
+/// by `state`, the index of its state in that array; replacing every
+/// `state` by that state's `entries` (and dropping `states`) gives the
+/// plain output exactly. States are written in order of their first
+/// selected endpoint, distilled and rendered in parallel batches of units
+/// and dropped once written; only each unit's findings are kept for the
+/// endpoints that follow. Returns the endpoints' findings in endpoint
+/// order. Run [`Compilation::check`] first.
+pub fn write_json_states(
+    compilation: &Compilation<'_>,
+    select: &dyn Fn(&Endpoint) -> bool,
+    out: &mut dyn std::io::Write,
+) -> Result<Vec<Diagnostic>, StreamError> {
+    let summary = compilation.summary();
+    write_prologue(out, &summary)?;
+    let wanted: Vec<usize> = (0..compilation.inventory.endpoints.len())
+        .filter(|i| select(&compilation.inventory.endpoints[*i]))
+        .collect();
+    // Each used unit's state index, in order of first selected endpoint.
+    let mut state_of: HashMap<usize, usize> = HashMap::new();
+    let mut order: Vec<usize> = Vec::new();
+    for &index in &wanted {
+        let unit = compilation.endpoint_unit[index];
+        state_of.entry(unit).or_insert_with(|| {
+            order.push(unit);
+            order.len() - 1
+        });
+    }
+    let batch = rayon::current_num_threads().max(1) * UNITS_PER_THREAD;
+    let mut diagnostics: Vec<Vec<Vec<Diagnostic>>> = Vec::with_capacity(order.len());
+    out.write_all(b",\n  \"states\": ")?;
+    for chunk in order.chunks(batch) {
+        let rendered: Vec<Result<Rendered, CompileError>> = chunk
+            .par_iter()
+            .map(|unit| {
+                compilation
+                    .unit_state(&compilation.units[*unit])
+                    .map(|state| {
+                        let mut entries = Vec::new();
+                        json::render_entries(&state.state, &mut entries);
+                        (entries, state.diagnostics)
+                    })
+            })
+            .collect();
+        for item in rendered {
+            let (entries, found) = item?;
+            out.write_all(if diagnostics.is_empty() {
+                b"[\n    {\n      \"entries\": "
+            } else {
+                b",\n    {\n      \"entries\": "
+            })?;
+            out.write_all(&entries)?;
+            out.write_all(b"\n    }")?;
+            diagnostics.push(found);
+        }
+    }
+    write_close_list(out, diagnostics.is_empty())?;
+    out.write_all(b",\n  \"endpoints\": ")?;
+    let mut findings = Vec::new();
+    let mut numbers = itoa::Buffer::new();
+    for (position, &index) in wanted.iter().enumerate() {
+        let state = state_of
+            .get(&compilation.endpoint_unit[index])
+            .copied()
+            .unwrap_or(0);
+        let head = compilation.endpoint_head(index, &diagnostics[state]);
+        findings.extend(head.diagnostics.iter().cloned());
+        out.write_all(if position == 0 {
+            b"[\n    "
+        } else {
+            b",\n    "
+        })?;
+        json::write_head(out, &head)?;
+        out.write_all(b",\n      \"state\": ")?;
+        out.write_all(numbers.format(state).as_bytes())?;
+        out.write_all(b"\n    }")?;
+    }
+    write_close_list(out, wanted.is_empty())?;
+    write_epilogue(out, &summary)?;
+    Ok(findings)
+}
+
+/// A unit's `entries` array rendered ([`json::render_entries`]) and the
+/// findings of each of its identity groups.
+type Rendered = (Vec<u8>, Vec<Vec<Diagnostic>>);
+
+/// `{`, `cluster` and `identities` of a streamed document (the caller
+/// writes the next field, `states` or `endpoints`).
+fn write_prologue(out: &mut dyn std::io::Write, summary: &Summary<'_>) -> std::io::Result<()> {
+    out.write_all(b"{\n  \"cluster\": ")?;
+    json::write_nested(out, summary.cluster, 1)?;
+    out.write_all(b",\n  \"identities\": ")?;
+    json::write_nested(out, &summary.identities, 1)
+}
+
+/// Closes a list of second-level objects: `[]` if nothing was written,
+/// else the newline and `]`.
+fn write_close_list(out: &mut dyn std::io::Write, empty: bool) -> std::io::Result<()> {
+    out.write_all(if empty { b"[]" } else { b"\n  ]" })
+}
+
+/// `ipcache`, `origins`, `diagnostics` and the closing brace.
+fn write_epilogue(out: &mut dyn std::io::Write, summary: &Summary<'_>) -> std::io::Result<()> {
+    out.write_all(b",\n  \"ipcache\": ")?;
+    json::write_nested(out, &summary.ipcache, 1)?;
+    out.write_all(b",\n  \"origins\": ")?;
+    json::write_nested(out, &summary.origins, 1)?;
+    out.write_all(b",\n  \"diagnostics\": ")?;
+    json::write_nested(out, &summary.diagnostics, 1)?;
+    out.write_all(b"\n}")
 }
 
 /// Why [`write_json`] stopped.
@@ -1190,6 +1343,12 @@ pub enum StreamError {
     /// The output could not be written.
     #[error("cannot write the output: {0}")]
     Write(String),
+}
+
+impl From<std::io::Error> for StreamError {
+    fn from(error: std::io::Error) -> Self {
+        StreamError::Write(error.to_string())
+    }
 }
 
 /// `usize` → `u64`, saturating.

@@ -1,4 +1,4 @@
-//! `porin compile POLICIES... --inventory FILE_OR_DIR [--endpoint NS/NAME] [--format json|table]`
+//! `porin compile POLICIES... --inventory FILE_OR_DIR [--endpoint NS/NAME] [--format json|json-states|table]`
 //!
 //! Compiles policies against an inventory and prints each endpoint's
 //! policy-map state (and the identities, ipcache and rule origins in JSON).
@@ -12,7 +12,7 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use clap::{Args as ClapArgs, ValueEnum};
 use porin_compiler::compile::{
-    Compilation, Compiled, StreamError, compile_with_limits, write_json,
+    Compilation, Compiled, StreamError, compile_with_limits, write_json, write_json_states,
 };
 use porin_compiler::error::InventoryError;
 use porin_compiler::inventory::{Endpoint, Inventory};
@@ -30,6 +30,13 @@ use porin_model::version::{Target, TargetChoice};
 pub enum Format {
     /// The whole compilation as JSON (stable field order).
     Json,
+    /// The JSON of `json` with each distinct map state written once: a
+    /// `states` array before `endpoints`, and each endpoint's `entries`
+    /// replaced by `state`, the index of its state there (endpoints
+    /// selected by the same rules, with the same named ports, share one).
+    /// Replacing each `state` by that state's `entries` gives `json`'s
+    /// document.
+    JsonStates,
     /// One table of map entries per endpoint.
     Table,
 }
@@ -168,7 +175,7 @@ pub fn load_inventory_with(
 
 /// Runs `porin compile`.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    if args.format == Format::Json {
+    if matches!(args.format, Format::Json | Format::JsonStates) {
         return run_json(args);
     }
     let Ok((mut compiled, _)) = load_and_compile(
@@ -182,7 +189,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     };
     // The table names peers by their endpoints, also those filtered out.
-    let names = (args.format == Format::Table).then(|| compiled.clone());
+    let names = args.endpoint.is_some().then(|| compiled.clone());
     if let Some(wanted) = &args.endpoint {
         if compiled.endpoint(wanted).is_none() {
             bail!("unknown endpoint `{wanted}`");
@@ -190,17 +197,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         compiled.endpoints.retain(|e| &e.display_name() == wanted);
     }
     let mut out = std::io::stdout().lock();
-    match args.format {
-        Format::Json => writeln!(out, "{}", compiled.to_json())?,
-        Format::Table => write!(out, "{}", table(&compiled, names.as_ref()))?,
-    }
+    write!(out, "{}", table(&compiled, names.as_ref()))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `porin compile --format json`, streamed: the output of
 /// [`Compiled::to_json`] byte for byte, written endpoint by endpoint
 /// ([`write_json`]) so that the cluster's map states are never held
-/// together. Every limit is checked before the first byte is written
+/// together; `--format json-states` writes each state once
+/// ([`write_json_states`]). Every limit is checked before the first byte is written
 /// ([`Compilation::check`]); a limit hit is reported as a JSON array with
 /// its diagnostic (PC015) on standard output, exit 2. Findings go to
 /// standard error after the output (policy-wide first, then each
@@ -244,8 +249,14 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
     let written = Compilation::run(&inputs, &inventory, &limits.compile, |compilation| {
         compilation.check()?;
         let mut findings = compilation.summary().diagnostics;
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        let streamed = write_json(compilation, &select, &mut out).and_then(|endpoints| {
+        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+        let writer = if args.format == Format::JsonStates {
+            write_json_states
+        } else {
+            write_json
+        };
+        // Large writes: the rendered entries of a state are megabytes.
+        let streamed = writer(compilation, &select, &mut out).and_then(|endpoints| {
             findings.extend(endpoints);
             writeln!(out)
                 .and_then(|()| out.flush())

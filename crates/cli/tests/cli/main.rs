@@ -10,6 +10,7 @@ mod cilium_version;
 mod cilium_version_inputs;
 mod cli;
 mod common;
+mod compile_states;
 mod diff_boutique;
 mod docsite;
 mod duplicate_pair;

@@ -7,7 +7,10 @@
 #![allow(clippy::unwrap_used, reason = "tests fail loudly")]
 
 use porin_compiler::compile::synthetic::{SyntheticCluster, mixed_cluster};
-use porin_compiler::compile::{Compilation, Compiled, UnitOutcome, write_json};
+use porin_compiler::compile::{
+    Compilation, Compiled, StreamError, UnitOutcome, write_json, write_json_states,
+};
+use porin_compiler::inventory::Endpoint;
 use porin_compiler::limits::CompileLimits;
 use porin_compiler::resolve::lower::PolicyInput;
 
@@ -57,6 +60,139 @@ fn the_endpoint_stream_writes_the_bytes_of_to_json() {
             "the stream differs from to_json with {threads} thread(s)"
         );
     }
+}
+
+type Writer = fn(
+    &Compilation<'_>,
+    &dyn Fn(&Endpoint) -> bool,
+    &mut dyn std::io::Write,
+) -> Result<Vec<porin_model::diagnostic::Diagnostic>, StreamError>;
+
+/// The bytes `writer` writes for `synthetic` on `threads` threads, of the
+/// endpoints `select` keeps.
+fn streamed(
+    synthetic: &SyntheticCluster,
+    threads: usize,
+    writer: Writer,
+    select: &(dyn Fn(&Endpoint) -> bool + Sync),
+) -> String {
+    let outcome = synthetic.load();
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let bytes = in_pool(threads, || {
+        Compilation::run(
+            &inputs,
+            &synthetic.inventory,
+            &CompileLimits::default(),
+            |compilation| {
+                let mut out = Vec::new();
+                writer(compilation, select, &mut out).unwrap();
+                Ok(out)
+            },
+        )
+        .unwrap()
+    });
+    String::from_utf8(bytes).unwrap()
+}
+
+/// The `--format json` text of a `--format json-states` text, by text
+/// substitution: each endpoint's `"state": N` line becomes `"entries": `
+/// and the N-th state's entries text (written at the same depth), and the
+/// `states` field goes. Byte-exact, unlike a comparison of parsed values.
+fn expand_states(text: &str) -> String {
+    let start = text.find("\n  \"states\": ").unwrap();
+    let rest = &text[start + 1..];
+    let end = rest.find("\n  \"endpoints\": ").unwrap();
+    let block = &rest[..end];
+    // Each state: `    {\n      "entries": ENTRIES\n    }`.
+    let mut states: Vec<&str> = Vec::new();
+    let mut at = 0;
+    while let Some(open) = block[at..].find("\n    {\n      \"entries\": ") {
+        let from = at + open + "\n    {\n      \"entries\": ".len();
+        let close = block[from..].find("\n    }").unwrap();
+        states.push(&block[from..from + close]);
+        at = from + close;
+    }
+    let mut out = String::with_capacity(text.len() * 4);
+    out.push_str(&text[..start]);
+    for line in rest[end..].split_inclusive('\n') {
+        match line.strip_prefix("      \"state\": ") {
+            Some(index) => {
+                let index: usize = index.trim_end().parse().unwrap();
+                out.push_str("      \"entries\": ");
+                out.push_str(states[index]);
+                out.push('\n');
+            }
+            None => out.push_str(line),
+        }
+    }
+    out
+}
+
+#[test]
+fn the_plain_stream_writes_the_same_bytes_on_one_and_two_threads_for_any_selection() {
+    let synthetic = mixed_cluster(40, 400);
+    let every_third = |e: &Endpoint| e.name.len().is_multiple_of(3);
+    let none = |_: &Endpoint| false;
+    for select in [&every_third as &(dyn Fn(&Endpoint) -> bool + Sync), &none] {
+        let one = streamed(&synthetic, 1, write_json, select);
+        let two = streamed(&synthetic, 2, write_json, select);
+        assert!(one == two, "the stream differs between 1 and 2 threads");
+        // A selection is the whole document with the other endpoints left
+        // out: the same as to_json of the filtered compilation.
+        let mut whole = compiled(&synthetic);
+        whole.endpoints.retain(|e| {
+            let endpoint = synthetic
+                .inventory
+                .endpoints
+                .iter()
+                .find(|i| i.name == e.name && i.namespace == e.namespace)
+                .unwrap();
+            select(endpoint)
+        });
+        assert!(
+            one == whole.to_json(),
+            "the selection's stream differs from to_json"
+        );
+    }
+}
+
+#[test]
+fn the_state_stream_expands_to_the_plain_bytes_and_writes_each_unit_once() {
+    let synthetic = mixed_cluster(40, 400);
+    let plain = in_pool(1, || compiled(&synthetic).to_json());
+    let one = streamed(&synthetic, 1, write_json_states, &|_| true);
+    let two = streamed(&synthetic, 2, write_json_states, &|_| true);
+    assert!(
+        one == two,
+        "the state stream differs between 1 and 2 threads"
+    );
+    assert!(
+        expand_states(&one) == plain,
+        "the expanded state stream differs from to_json"
+    );
+    let value: serde_json::Value = serde_json::from_str(&one).unwrap();
+    let states = value["states"].as_array().unwrap().len();
+    let endpoints = value["endpoints"].as_array().unwrap();
+    // Fewer states than endpoints, every one referenced, in order of first
+    // use.
+    assert!(states < endpoints.len() / 2, "{states}");
+    let mut next = 0;
+    for endpoint in endpoints {
+        let state = usize::try_from(endpoint["state"].as_u64().unwrap()).unwrap();
+        assert!(state <= next, "state {state} before state {next}");
+        if state == next {
+            next += 1;
+        }
+    }
+    assert_eq!(next, states);
+    // The plain document is several times the state document here.
+    assert!(plain.len() > one.len() * 2, "{} {}", plain.len(), one.len());
+    // No endpoint selected: empty lists, still the plain bytes expanded.
+    let none = streamed(&synthetic, 2, write_json_states, &|_| false);
+    let mut empty = compiled(&synthetic);
+    empty.endpoints.clear();
+    assert!(none.contains("\"states\": [],"), "{none}");
+    assert!(expand_states(&none) == empty.to_json());
 }
 
 #[test]
