@@ -1095,6 +1095,7 @@ impl<'c> Compilation<'c> {
             ipcache: build_ipcache(self.inventory, self.table),
             origins: &self.lowered.origins,
             diagnostics,
+            nodes: &self.inventory.nodes,
         }
     }
 
@@ -1159,6 +1160,9 @@ pub struct Summary<'s> {
     pub origins: &'s [Origin],
     /// Policy-wide findings.
     pub diagnostics: Vec<Diagnostic>,
+    /// The inventory's nodes ([`Compiled::nodes`]; written only when there
+    /// are any, as `Compiled` serialises them).
+    pub nodes: &'s [crate::inventory::Node],
 }
 
 /// Writes the compilation as [`Compiled::to_json`] would, byte for byte,
@@ -1330,6 +1334,12 @@ fn write_epilogue(out: &mut dyn std::io::Write, summary: &Summary<'_>) -> std::i
     json::write_nested(out, &summary.origins, 1)?;
     out.write_all(b",\n  \"diagnostics\": ")?;
     json::write_nested(out, &summary.diagnostics, 1)?;
+    // `Compiled::nodes` is skipped when empty; the stream follows it so
+    // that host-firewall inventories get the same bytes as `to_json`.
+    if !summary.nodes.is_empty() {
+        out.write_all(b",\n  \"nodes\": ")?;
+        json::write_nested(out, &summary.nodes, 1)?;
+    }
     out.write_all(b"\n}")
 }
 

@@ -62,6 +62,31 @@ fn the_endpoint_stream_writes_the_bytes_of_to_json() {
     }
 }
 
+/// `Compiled::nodes` is written only when the inventory has nodes (a
+/// host-firewall inventory); the stream wrote the other fields and left it
+/// out, so `porin compile --format json` lacked the nodes `to_json` has.
+#[test]
+fn the_endpoint_stream_writes_the_inventory_nodes_as_to_json_does() {
+    let mut synthetic = mixed_cluster(4, 40);
+    synthetic
+        .inventory
+        .nodes
+        .push(porin_compiler::inventory::Node {
+            name: "worker-1".to_string(),
+            labels: [("kubernetes.io/hostname".to_string(), "worker-1".to_string())].into(),
+            ips: vec!["192.0.2.10".parse().unwrap()],
+            local: false,
+            location: Default::default(),
+        });
+    let whole = compiled(&synthetic).to_json();
+    assert!(whole.contains("\"worker-1\""), "to_json has no nodes field");
+    let streamed = streamed(&synthetic, 1, write_json, &|_| true);
+    assert!(
+        streamed == whole,
+        "the stream differs from to_json with nodes"
+    );
+}
+
 type Writer = fn(
     &Compilation<'_>,
     &dyn Fn(&Endpoint) -> bool,
