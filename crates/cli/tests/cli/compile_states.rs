@@ -117,3 +117,22 @@ fn replicas_share_one_state() {
     assert_eq!(expand(states), compile_with(policies, path, &[]));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A host-firewall inventory: both documents carry the inventory's
+/// `nodes`, the state document validates with them, and it still expands
+/// to the plain document.
+#[test]
+fn json_states_with_nodes_follows_its_schema() {
+    let inventory = "fixtures/inventories/corpus-examples.yaml";
+    let states = compile_with(POLICIES, inventory, &["--format", "json-states"]);
+    assert!(
+        states["nodes"].as_array().is_some_and(|n| !n.is_empty()),
+        "no nodes in the output"
+    );
+    let errors: Vec<String> = validator()
+        .iter_errors(&states)
+        .map(|e| format!("{}: {e}", e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
+    assert_eq!(expand(states), compile_with(POLICIES, inventory, &[]));
+}
