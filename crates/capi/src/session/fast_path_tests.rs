@@ -35,6 +35,24 @@ fn policy(rules: u16, first: u16) -> String {
     out
 }
 
+/// A new session holding the benchmark's inventory.
+fn session_with_inventory() -> *mut porin_session {
+    let mut session = null_mut();
+    assert_eq!(porin_session_new(&mut session), porin_result::Ok);
+    let name = "inventory.yaml";
+    assert_eq!(
+        porin_session_add_inventory_bytes(
+            session,
+            name.as_ptr().cast(),
+            name.len(),
+            INVENTORY.as_ptr(),
+            INVENTORY.len(),
+        ),
+        porin_result::Ok
+    );
+    session
+}
+
 fn apply(session: *mut porin_session, text: &str) -> *mut porin_update {
     let name = "server.yaml";
     let mut update = null_mut();
@@ -68,19 +86,7 @@ fn assert_incremental_with_server_writes(u: &super::UpdateOut, folded: usize) {
 
 #[test]
 fn a_one_line_policy_edit_through_the_c_api_compares_one_item() {
-    let mut session = null_mut();
-    assert_eq!(porin_session_new(&mut session), porin_result::Ok);
-    let name = "inventory.yaml";
-    assert_eq!(
-        porin_session_add_inventory_bytes(
-            session,
-            name.as_ptr().cast(),
-            name.len(),
-            INVENTORY.as_ptr(),
-            INVENTORY.len(),
-        ),
-        porin_result::Ok
-    );
+    let session = session_with_inventory();
     // The first text makes the session live (a full build).
     porin_update_free(apply(session, &policy(64, 10_000)));
     // Rule 0's port, one line: incremental, one item compared and lowered,
@@ -146,19 +152,7 @@ fn compile_applies_the_target_once_per_change() {
         session_ref,
     };
     use crate::compilation::porin_compilation_free;
-    let mut session = null_mut();
-    assert_eq!(porin_session_new(&mut session), porin_result::Ok);
-    let name = "inventory.yaml";
-    assert_eq!(
-        porin_session_add_inventory_bytes(
-            session,
-            name.as_ptr().cast(),
-            name.len(),
-            INVENTORY.as_ptr(),
-            INVENTORY.len(),
-        ),
-        porin_result::Ok
-    );
+    let session = session_with_inventory();
     let add = |text: &str, name: &str| {
         assert_eq!(
             porin_session_add_policy_bytes(

@@ -39,24 +39,9 @@ fn one_thread_and_several_threads_give_the_same_bytes() {
 fn the_endpoint_stream_writes_the_bytes_of_to_json() {
     let synthetic = mixed_cluster(40, 400);
     let whole = in_pool(1, || compiled(&synthetic).to_json());
-    let outcome = synthetic.load();
-    let inputs = PolicyInput::from_outcome(&outcome);
     for threads in [1, 2] {
-        let streamed = in_pool(threads, || {
-            Compilation::run(
-                &inputs,
-                &synthetic.inventory,
-                &CompileLimits::default(),
-                |compilation| {
-                    let mut out = Vec::new();
-                    write_json(compilation, &|_| true, &mut out).unwrap();
-                    Ok(out)
-                },
-            )
-            .unwrap()
-        });
         assert!(
-            String::from_utf8(streamed).unwrap() == whole,
+            streamed(&synthetic, threads, write_json, &|_| true) == whole,
             "the stream differs from to_json with {threads} thread(s)"
         );
     }
