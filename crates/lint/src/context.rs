@@ -60,8 +60,9 @@ pub struct Overflow {
     pub identity: u32,
     /// Indices of the rules selecting the identity, in input order.
     pub rules: Vec<usize>,
-    /// The exact entry count, per origin.
-    pub census: Census,
+    /// The exact entry count, per origin (shared by the overflows of one
+    /// state).
+    pub census: Arc<Census>,
 }
 
 /// Who decides the flows a dead allow rule would allow (PR004/PR005).
@@ -317,16 +318,21 @@ impl<'a> Context<'a> {
                     }
                 })
                 .collect();
-            // A first state with diagnostics (they name the endpoint) or over
-            // the cap is not shared: the other units of that state distil
-            // their own, as the one-thread walk does.
+            // A first state with diagnostics (they name the endpoint) is not
+            // shared: the other units of that state distil their own, as the
+            // one-thread walk does. A census over the cap is shared like a
+            // state: it is a function of the same (policy, named ports, host
+            // allow), and counting it again for every pod of a 30,000-pod
+            // cluster (one identity each) is what kept such a lint from
+            // finishing.
             let unshared: BTreeSet<(usize, &[NamedPort], bool)> = plan
                 .candidates
                 .iter()
                 .zip(&distilled)
                 .filter(|(_, result)| match result {
-                    Some(Capped::Fits(_, diagnostics)) => !diagnostics.is_empty(),
-                    Some(Capped::Over(..)) => true,
+                    Some(Capped::Fits(_, diagnostics) | Capped::Over(_, diagnostics)) => {
+                        !diagnostics.is_empty()
+                    }
                     None => false,
                 })
                 .map(|(candidate, _)| candidate.shared)
@@ -346,7 +352,17 @@ impl<'a> Context<'a> {
                 }
             }
             let mut states: HashMap<(usize, &[NamedPort], bool), Arc<MapState>> = HashMap::new();
+            let mut censuses: HashMap<(usize, &[NamedPort], bool), Arc<Census>> = HashMap::new();
             for (candidate, result) in plan.candidates.into_iter().zip(distilled) {
+                if let Some(census) = censuses.get(&candidate.shared) {
+                    overflows.push(Overflow {
+                        endpoints: candidate.endpoints,
+                        identity: candidate.identity,
+                        rules: candidate.rules.to_vec(),
+                        census: Arc::clone(census),
+                    });
+                    continue;
+                }
                 let policy = policies
                     .get(candidate.shared.0)
                     .map_or_else(|| Arc::new(L4Policy::default()), Arc::clone);
@@ -364,6 +380,10 @@ impl<'a> Context<'a> {
                             state
                         }
                         Some(Capped::Over(census, diagnostics)) => {
+                            let census = Arc::new(census);
+                            if diagnostics.is_empty() {
+                                censuses.insert(candidate.shared, Arc::clone(&census));
+                            }
                             compile_diagnostics.extend(diagnostics);
                             overflows.push(Overflow {
                                 endpoints: candidate.endpoints,

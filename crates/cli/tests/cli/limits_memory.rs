@@ -559,6 +559,76 @@ fn ten_times_over_the_map_is_pr001_in_sarif_with_exit_1() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// Twelve server pods, each its own identity (`pod: sN`), selected by one
+/// policy allowing the 1,000 `app` identities on 70 TCP ports: one map
+/// state of 70,002 entries, over the largest map (65,536), shared by
+/// twelve units. The census is counted once and reported for each pod
+/// (before, each pod counted it again: a 30,000-pod cluster of this shape
+/// never finished).
+#[test]
+fn an_over_capacity_state_shared_by_many_pods_is_pr001_for_each() {
+    let dir = tempdir("over-shared");
+    let ports: Vec<String> = (0..70)
+        .map(|i| format!("{{port: \"{}\", protocol: TCP}}", 2_000 + i))
+        .collect::<Vec<_>>()
+        .chunks(35)
+        .map(|chunk| format!("{{ports: [{}]}}", chunk.join(", ")))
+        .collect();
+    write(
+        &dir,
+        "over.yaml",
+        &format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{role: server}}}}\n  ingress:\n  - fromEndpoints: [{{matchExpressions: [{{key: app, operator: Exists}}]}}]\n    toPorts: [{}]\n",
+            ports.join(", ")
+        ),
+    );
+    let mut inv = inventory(1_000);
+    for i in 0..12 {
+        let _ = writeln!(
+            inv,
+            "  - {{name: s{i}, namespace: default, labels: {{role: server, pod: s{i}}}}}"
+        );
+    }
+    write(&dir, "inv.yaml", &inv);
+    let (code, peak_kb, stdout, stderr) = run_measured(
+        &dir,
+        &[
+            "lint",
+            "over.yaml",
+            "--inventory",
+            "inv.yaml",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stderr}");
+    let findings: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    // Each finding whole (message and notes), as text.
+    let pr001: Vec<String> = findings
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["code"] == "PR001")
+        .map(|f| f.to_string())
+        .collect();
+    assert_eq!(pr001.len(), 12, "{stdout}");
+    for i in 0..12 {
+        let text = pr001
+            .iter()
+            .find(|t| t.contains(&format!("`default/s{i}`")))
+            .unwrap_or_else(|| panic!("no PR001 names default/s{i}: {stdout}"));
+        assert!(text.contains("needs 70,002 policy-map entries"), "{text}");
+        assert!(
+            text.contains(
+                "1 rule × 1,000 identities × 70 port prefixes × 1 protocol (TCP) = 70,000 entries"
+            ),
+            "{text}"
+        );
+    }
+    assert!(peak_kb < SMALL_PEAK_KB, "peak RSS {peak_kb} kB");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 #[test]
 fn ten_times_over_the_map_is_pr001_in_every_format() {
     let dir = tempdir("over-formats");

@@ -74,10 +74,10 @@ pub fn finding(
         };
         let protos: Vec<String> = c.protos.iter().map(|p| proto::name(*p)).collect();
         let ports_per_proto = c.port_prefixes.len();
-        let product = c.identities.len() * ports_per_proto * c.protos.len();
+        let product = c.identities * ports_per_proto * c.protos.len();
         let mut text = format!(
             "1 rule × {} × {} × {} ({}) = {}",
-            plural(c.identities.len(), "identity", "identities"),
+            plural(c.identities, "identity", "identities"),
             plural(ports_per_proto, "port prefix", "port prefixes"),
             plural(c.protos.len(), "protocol", "protocols"),
             protos.join(", "),
@@ -101,7 +101,7 @@ pub fn finding(
         } else {
             d.notes.push(format!("{}: {text}", cx.describe(origin)));
         }
-        if c.identities.len() >= 16 {
+        if c.identities >= 16 {
             hints.insert(
                 "select the peers with a wider selector (an entity, a namespace selector or one covering CIDR): a selector that matches every identity costs one identity-0 entry per port",
             );
