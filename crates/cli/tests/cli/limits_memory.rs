@@ -497,22 +497,24 @@ fn run_measured(dir: &Path, args: &[&str]) -> (Option<i32>, i64, String, String)
 /// `bpf-policy-map-max` (16,384, porin's `policyMapMax`) and 2.5× the
 /// largest policy map (65,536).
 fn ten_times_over(dir: &Path) {
-    // At most 40 ports per `toPorts` item (PM022): five items.
-    let ports: Vec<String> = (0..164)
+    write(dir, "over.yaml", &every_app_on_ports("app: a0", 164, 33));
+    write(dir, "inv.yaml", &inventory(1_000));
+}
+
+/// A CNP selecting `subject` (a `matchLabels` body) that allows every
+/// `app` holder on `ports` TCP ports from 2000, `per_item` ports per
+/// `toPorts` item (at most 40, PM022).
+fn every_app_on_ports(subject: &str, ports: u16, per_item: usize) -> String {
+    let ports: Vec<String> = (0..ports)
         .map(|i| format!("{{port: \"{}\", protocol: TCP}}", 2_000 + i))
         .collect::<Vec<_>>()
-        .chunks(33)
+        .chunks(per_item)
         .map(|chunk| format!("{{ports: [{}]}}", chunk.join(", ")))
         .collect();
-    write(
-        dir,
-        "over.yaml",
-        &format!(
-            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a0}}}}\n  ingress:\n  - fromEndpoints: [{{matchExpressions: [{{key: app, operator: Exists}}]}}]\n    toPorts: [{}]\n",
-            ports.join(", ")
-        ),
-    );
-    write(dir, "inv.yaml", &inventory(1_000));
+    format!(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{{subject}}}}}\n  ingress:\n  - fromEndpoints: [{{matchExpressions: [{{key: app, operator: Exists}}]}}]\n    toPorts: [{}]\n",
+        ports.join(", ")
+    )
 }
 
 #[test]
@@ -568,19 +570,10 @@ fn ten_times_over_the_map_is_pr001_in_sarif_with_exit_1() {
 #[test]
 fn an_over_capacity_state_shared_by_many_pods_is_pr001_for_each() {
     let dir = tempdir("over-shared");
-    let ports: Vec<String> = (0..70)
-        .map(|i| format!("{{port: \"{}\", protocol: TCP}}", 2_000 + i))
-        .collect::<Vec<_>>()
-        .chunks(35)
-        .map(|chunk| format!("{{ports: [{}]}}", chunk.join(", ")))
-        .collect();
     write(
         &dir,
         "over.yaml",
-        &format!(
-            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: default}}\nspec:\n  endpointSelector: {{matchLabels: {{role: server}}}}\n  ingress:\n  - fromEndpoints: [{{matchExpressions: [{{key: app, operator: Exists}}]}}]\n    toPorts: [{}]\n",
-            ports.join(", ")
-        ),
+        &every_app_on_ports("role: server", 70, 35),
     );
     let mut inv = inventory(1_000);
     for i in 0..12 {
