@@ -46,7 +46,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use porin_kernel::Datapath;
+use porin_kernel::{Direction, Program};
 
 use crate::cmd::{in_netns, run};
 use crate::cpu;
@@ -389,13 +389,13 @@ impl Bed for VmRig {
         })
     }
 
-    fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
+    fn attach_programs(&self, programs: &[(Direction, &Program)], tag: &str) -> Result<usize> {
         rig::attach(
             rig::AttachMode::from_env()?,
             &self.ns_host,
             &self.tap,
             DeviceSide::Host,
-            datapath,
+            programs,
             &self.bpffs,
             tag,
         )
