@@ -61,6 +61,7 @@ impl Bed for Rig {
             cpu_ns: throughput.cpu_ns_per_round_trip,
             guest_cpu_ns: f64::NAN,
             client_cpu_ns: f64::NAN,
+            program_ns: [f64::NAN; 2],
         })
     }
 
@@ -178,6 +179,47 @@ pub struct RunFigures {
     /// microVM rig, the host kernel's request path (routing, the chains, porin's program on
     /// the tap's egress) without QEMU's user-space device emulation.
     pub client_cpu_ns: f64,
+    /// With `kernel.bpf_stats_enabled=1`: ns per run of the program on the request path
+    /// (`porin_to_endpoint`'s hook) and on the reply path, over the run (NaN otherwise or
+    /// where no program ran). Includes the statistics' own overhead.
+    pub program_ns: [f64; 2],
+}
+
+/// Where [`RunFigures::program_ns`] keeps `direction`'s program.
+fn program_slot(direction: Direction) -> usize {
+    match direction {
+        Direction::ToEndpoint => 0,
+        Direction::FromEndpoint => 1,
+    }
+}
+
+/// `kernel.bpf_stats_enabled` is 1: the kernel counts each program's runs and time.
+fn bpf_stats_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|s| s.trim() == "1")
+}
+
+/// One run of `config.traffic` through `programs` (already attached), with each program's
+/// ns per run when the kernel counts them.
+fn measure_programs(
+    bed: &dyn Bed,
+    programs: &[(Direction, &Program)],
+    config: &E2eConfig,
+) -> Result<RunFigures> {
+    if !bpf_stats_enabled() {
+        return bed.measure(config.traffic, config);
+    }
+    let before = programs
+        .iter()
+        .map(|(_, program)| program.run_stats())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut figures = bed.measure(config.traffic, config)?;
+    for ((direction, program), before) in programs.iter().zip(&before) {
+        figures.program_ns[program_slot(*direction)] = program
+            .run_stats()?
+            .ns_per_run_since(before)
+            .unwrap_or(f64::NAN);
+    }
+    Ok(figures)
 }
 
 /// Per (rule count, mechanism): the runs.
@@ -278,7 +320,7 @@ fn measure_pass(bed: &dyn Bed, directions: &[Direction], config: &E2eConfig) -> 
         .collect::<Result<Vec<_>>>()?;
     let programs: Vec<(Direction, &Program)> = loaded.iter().map(|(d, p)| (*d, p)).collect();
     bed.attach_programs(&programs, "pass")?;
-    let figures = bed.measure(config.traffic, config);
+    let figures = measure_programs(bed, &programs, config);
     let detached = bed.detach_porin("pass");
     bed.unpin("pass");
     let figures = figures?;
@@ -302,7 +344,7 @@ fn measure_porin_programs(
     let mut programs = crate::rig::endpoint_programs(&setup.datapath)?;
     programs.retain(|(direction, _)| !leave_out.contains(direction));
     let attached = bed.attach_programs(&programs, &setup.tag)?;
-    let figures = bed.measure(config.traffic, config);
+    let figures = measure_programs(bed, &programs, config);
     let detached = bed.detach_porin(&setup.tag);
     let figures = figures?;
     detached?;
@@ -479,6 +521,62 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
         porin_entries,
         load: (load_before, crate::cpu::load_average()),
     })
+}
+
+/// With `kernel.bpf_stats_enabled=1`: each program's ns per run on the rig's traffic.
+fn render_program_stats(report: &E2eReport, sizes: &[usize], out: &mut String) {
+    let measured = |m: Mechanism, n: usize| {
+        report.results.get(&(n, m)).is_some_and(|runs| {
+            runs.iter()
+                .any(|f| f.program_ns.iter().any(|ns| ns.is_finite()))
+        })
+    };
+    let mechanisms = [
+        Mechanism::Porin,
+        Mechanism::PorinPrevious,
+        Mechanism::PorinRequestOnly,
+        Mechanism::PassRequestHook,
+        Mechanism::PassBothHooks,
+    ];
+    if !sizes
+        .iter()
+        .any(|n| mechanisms.iter().any(|m| measured(*m, *n)))
+    {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "#### Programs on the rig's traffic (`kernel.bpf_stats_enabled=1`, ns per run)\n\n\
+         Each figure includes the statistics' own clock reads; the pass-only rows are that \
+         overhead with an empty program.\n\n\
+         | rules | mechanism | request hook (porin_to_endpoint) | reply hook (porin_from_endpoint) |\n\
+         |---:|---|---:|---:|"
+    );
+    for n in sizes {
+        for m in mechanisms {
+            if !measured(m, *n) {
+                continue;
+            }
+            let cell = |slot: usize| {
+                report
+                    .results
+                    .get(&(*n, m))
+                    .and_then(|runs| {
+                        Spread::of(&runs.iter().map(|f| f.program_ns[slot]).collect::<Vec<_>>())
+                    })
+                    .map_or_else(|| "—".to_owned(), |s| s.show(1))
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                group(*n as f64, 0),
+                m.label(),
+                cell(0),
+                cell(1)
+            );
+        }
+    }
+    out.push('\n');
 }
 
 fn spread(
@@ -725,6 +823,7 @@ pub fn render(report: &E2eReport) -> String {
             out.push('\n');
         }
     }
+    render_program_stats(report, &sizes, &mut out);
     out.push_str(
         "\"vs porin\": the chain's figure over porin's for latency and CPU, porin's over the \
          chain's for throughput; above 1× porin is ahead, below 1× porin is behind (marked). \

@@ -386,6 +386,7 @@ impl Bed for VmRig {
             cpu_ns: throughput.cpu_ns_per_round_trip,
             guest_cpu_ns: vcpu_after.saturating_sub(vcpu_before) as f64 / client.replies as f64,
             client_cpu_ns: (client.cpu_ns + softirq_ns) as f64 / client.replies as f64,
+            program_ns: [f64::NAN; 2],
         })
     }
 
