@@ -119,8 +119,8 @@ pub struct E2eConfig {
 pub const PREVIOUS_OBJECT_ENV: &str = "PORIN_BENCH_PREVIOUS_OBJECT";
 
 /// The environment variable that adds the hook-cost rows (`1`): at every N measured with the
-/// chains, three more mechanisms in the same rotating runs: a program that only returns
-/// `TC_ACT_OK` on the request hook, the same program on both hooks (what attaching costs
+/// chains, four more mechanisms in the same rotating runs: a program that only returns
+/// `TC_ACT_OK` on the request hook, the same on the reply hook, on both hooks (what attaching costs
 /// before any instruction of porin's runs), and porin with `porin_to_endpoint` alone (what
 /// porin costs without the reply path's program; a measurement, not a configuration the agent
 /// uses: DATAPATH.md §1 says why the endpoint needs both).
@@ -141,6 +141,8 @@ pub enum Mechanism {
     Nft,
     /// [`HOOK_COST_ENV`]: a pass-only program on the request hook.
     PassRequestHook,
+    /// [`HOOK_COST_ENV`]: a pass-only program on the reply hook.
+    PassReplyHook,
     /// [`HOOK_COST_ENV`]: a pass-only program on both hooks.
     PassBothHooks,
     /// [`HOOK_COST_ENV`]: porin's object with `porin_to_endpoint` alone attached.
@@ -156,6 +158,7 @@ impl Mechanism {
             Self::Iptables => "iptables-nft",
             Self::Nft => "nft",
             Self::PassRequestHook => "pass-only program, request hook",
+            Self::PassReplyHook => "pass-only program, reply hook",
             Self::PassBothHooks => "pass-only program, both hooks",
             Self::PorinRequestOnly => "porin, porin_to_endpoint alone",
         }
@@ -457,11 +460,20 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
             if hook_cost {
                 mechanisms.extend([
                     Mechanism::PassRequestHook,
+                    Mechanism::PassReplyHook,
                     Mechanism::PassBothHooks,
                     Mechanism::PorinRequestOnly,
                 ]);
             }
         }
+        // Its own instance of the object: a tcx link whose pin was just removed is released
+        // asynchronously, and the kernel refuses a program still attached to the hook, so the
+        // rotation must not attach porin's programs again right after this one.
+        let request_only_setup = if with_chains && hook_cost {
+            Some(load_porin(&policy, &format!("r{rules_count}"))?)
+        } else {
+            None
+        };
         let previous_setup = match &previous {
             Some(bytes) if with_chains => {
                 let tag = format!("p{rules_count}");
@@ -484,23 +496,26 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
                     config.runs,
                     mechanism.label()
                 );
-                let figures = match (mechanism, &previous_setup) {
-                    (Mechanism::Porin, _) => measure_porin(bed, &setup, config),
-                    (Mechanism::PorinPrevious, Some(previous)) => {
+                let figures = match (mechanism, &previous_setup, &request_only_setup) {
+                    (Mechanism::Porin, _, _) => measure_porin(bed, &setup, config),
+                    (Mechanism::PorinPrevious, Some(previous), _) => {
                         measure_porin(bed, previous, config)
                     }
-                    (Mechanism::PorinRequestOnly, _) => {
-                        measure_porin_programs(bed, &setup, config, &[Direction::FromEndpoint])
+                    (Mechanism::PorinRequestOnly, _, Some(own)) => {
+                        measure_porin_programs(bed, own, config, &[Direction::FromEndpoint])
                     }
-                    (Mechanism::PassRequestHook, _) => {
+                    (Mechanism::PassRequestHook, _, _) => {
                         measure_pass(bed, &[Direction::ToEndpoint], config)
                     }
-                    (Mechanism::PassBothHooks, _) => measure_pass(
+                    (Mechanism::PassReplyHook, _, _) => {
+                        measure_pass(bed, &[Direction::FromEndpoint], config)
+                    }
+                    (Mechanism::PassBothHooks, _, _) => measure_pass(
                         bed,
                         &[Direction::ToEndpoint, Direction::FromEndpoint],
                         config,
                     ),
-                    (other, _) => measure_chain(bed, other, &rules, config),
+                    (other, _, _) => measure_chain(bed, other, &rules, config),
                 }
                 .with_context(|| format!("N = {rules_count}, {}", mechanism.label()))?;
                 results
@@ -509,9 +524,15 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
                     .push(figures);
             }
         }
-        bed.unpin(&setup.tag);
-        if let Some(previous) = &previous_setup {
-            bed.unpin(&previous.tag);
+        for done in [
+            Some(&setup),
+            previous_setup.as_ref(),
+            request_only_setup.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            bed.unpin(&done.tag);
         }
     }
     Ok(E2eReport {
@@ -536,6 +557,7 @@ fn render_program_stats(report: &E2eReport, sizes: &[usize], out: &mut String) {
         Mechanism::PorinPrevious,
         Mechanism::PorinRequestOnly,
         Mechanism::PassRequestHook,
+        Mechanism::PassReplyHook,
         Mechanism::PassBothHooks,
     ];
     if !sizes
@@ -801,18 +823,20 @@ pub fn render(report: &E2eReport) -> String {
             let _ = writeln!(
                 out,
                 "{title}, hook cost (`{HOOK_COST_ENV}=1`) in the same runs:\n\n\
-                 | rules | floor (no program) | pass-only, request hook | pass-only, both hooks | \
-                 porin, porin_to_endpoint alone | porin, both programs | iptables-nft | nft |\n\
-                 |---:|---:|---:|---:|---:|---:|---:|---:|"
+                 | rules | floor (no program) | pass-only, request hook | pass-only, reply hook | \
+                 pass-only, both hooks | porin, porin_to_endpoint alone | porin, both programs | \
+                 iptables-nft | nft |\n\
+                 |---:|---:|---:|---:|---:|---:|---:|---:|---:|"
             );
             let base = show(spread(&report.results, 0, Mechanism::Baseline, pick));
             for n in &sizes {
                 let cell = |m: Mechanism| show(spread(&report.results, *n, m, pick));
                 let _ = writeln!(
                     out,
-                    "| {} | {base} | {} | {} | {} | {} | {} | {} |",
+                    "| {} | {base} | {} | {} | {} | {} | {} | {} | {} |",
                     group(*n as f64, 0),
                     cell(Mechanism::PassRequestHook),
+                    cell(Mechanism::PassReplyHook),
                     cell(Mechanism::PassBothHooks),
                     cell(Mechanism::PorinRequestOnly),
                     cell(Mechanism::Porin),
