@@ -3,8 +3,8 @@
 //! limit after which the child is killed and the run reported as not finished.
 //!
 //! `wait4` is the one call std does not offer (its `Child::wait` drops the resource usage), so
-//! this is the only module of porin-bench with `unsafe` code: one `wait4` and one `kill`, each on
-//! a pid this module spawned and has not reaped yet.
+//! this module has `unsafe` code (with `echo::mmsg`, porin-bench's only): one `wait4` and one
+//! `kill`, each on a pid this module spawned and has not reaped yet.
 #![allow(
     unsafe_code,
     reason = "wait4(2) for the child's rusage and kill(2) at the timeout; see the module docs"

@@ -7,8 +7,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use anyhow::{Context, Result, bail};
+use porin_ebpf::asm::Assembler;
+use porin_ebpf::insn::Reg;
 use porin_ebpf::{ObjectConfig, POLICY_MAP_MAX, POLICY_MAP_MIN, emit};
-use porin_kernel::{Counter, Datapath};
+use porin_kernel::{Counter, Datapath, Direction, Program, ProgramType};
 
 use crate::rig::{Rig, Traffic};
 use crate::stats::{Spread, group, ratio};
@@ -22,8 +24,9 @@ pub trait Bed {
     fn server(&self) -> std::net::Ipv4Addr;
     /// Latency and throughput (with CPU) of one run of `traffic`.
     fn measure(&self, traffic: Traffic, config: &E2eConfig) -> Result<RunFigures>;
-    /// Attaches porin's programs; returns how many.
-    fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize>;
+    /// Attaches `programs`, each on the hook of its path (porin's: [`crate::rig::endpoint_programs`]);
+    /// returns how many.
+    fn attach_programs(&self, programs: &[(Direction, &Program)], tag: &str) -> Result<usize>;
     /// Detaches them.
     fn detach_porin(&self, tag: &str) -> Result<()>;
     /// Removes the pins of `tag`.
@@ -58,11 +61,12 @@ impl Bed for Rig {
             cpu_ns: throughput.cpu_ns_per_round_trip,
             guest_cpu_ns: f64::NAN,
             client_cpu_ns: f64::NAN,
+            program_ns: [f64::NAN; 2],
         })
     }
 
-    fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
-        Rig::attach_porin(self, datapath, tag)
+    fn attach_programs(&self, programs: &[(Direction, &Program)], tag: &str) -> Result<usize> {
+        Rig::attach_programs(self, programs, tag)
     }
 
     fn detach_porin(&self, tag: &str) -> Result<()> {
@@ -114,6 +118,14 @@ pub struct E2eConfig {
 /// change is compared with the object before it on the same rig at the same load.
 pub const PREVIOUS_OBJECT_ENV: &str = "PORIN_BENCH_PREVIOUS_OBJECT";
 
+/// The environment variable that adds the hook-cost rows (`1`): at every N measured with the
+/// chains, four more mechanisms in the same rotating runs: a program that only returns
+/// `TC_ACT_OK` on the request hook, the same on the reply hook, on both hooks (what attaching costs
+/// before any instruction of porin's runs), and porin with `porin_to_endpoint` alone (what
+/// porin costs without the reply path's program; a measurement, not a configuration the agent
+/// uses: DATAPATH.md §1 says why the endpoint needs both).
+pub const HOOK_COST_ENV: &str = "PORIN_BENCH_HOOK_COST";
+
 /// The filters compared.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Mechanism {
@@ -127,6 +139,14 @@ pub enum Mechanism {
     Iptables,
     /// Native nft base chain.
     Nft,
+    /// [`HOOK_COST_ENV`]: a pass-only program on the request hook.
+    PassRequestHook,
+    /// [`HOOK_COST_ENV`]: a pass-only program on the reply hook.
+    PassReplyHook,
+    /// [`HOOK_COST_ENV`]: a pass-only program on both hooks.
+    PassBothHooks,
+    /// [`HOOK_COST_ENV`]: porin's object with `porin_to_endpoint` alone attached.
+    PorinRequestOnly,
 }
 
 impl Mechanism {
@@ -137,6 +157,10 @@ impl Mechanism {
             Self::PorinPrevious => "porin (previous object)",
             Self::Iptables => "iptables-nft",
             Self::Nft => "nft",
+            Self::PassRequestHook => "pass-only program, request hook",
+            Self::PassReplyHook => "pass-only program, reply hook",
+            Self::PassBothHooks => "pass-only program, both hooks",
+            Self::PorinRequestOnly => "porin, porin_to_endpoint alone",
         }
     }
 }
@@ -158,6 +182,47 @@ pub struct RunFigures {
     /// microVM rig, the host kernel's request path (routing, the chains, porin's program on
     /// the tap's egress) without QEMU's user-space device emulation.
     pub client_cpu_ns: f64,
+    /// With `kernel.bpf_stats_enabled=1`: ns per run of the program on the request path
+    /// (`porin_to_endpoint`'s hook) and on the reply path, over the run (NaN otherwise or
+    /// where no program ran). Includes the statistics' own overhead.
+    pub program_ns: [f64; 2],
+}
+
+/// Where [`RunFigures::program_ns`] keeps `direction`'s program.
+fn program_slot(direction: Direction) -> usize {
+    match direction {
+        Direction::ToEndpoint => 0,
+        Direction::FromEndpoint => 1,
+    }
+}
+
+/// `kernel.bpf_stats_enabled` is 1: the kernel counts each program's runs and time.
+fn bpf_stats_enabled() -> bool {
+    std::fs::read_to_string("/proc/sys/kernel/bpf_stats_enabled").is_ok_and(|s| s.trim() == "1")
+}
+
+/// One run of `config.traffic` through `programs` (already attached), with each program's
+/// ns per run when the kernel counts them.
+fn measure_programs(
+    bed: &dyn Bed,
+    programs: &[(Direction, &Program)],
+    config: &E2eConfig,
+) -> Result<RunFigures> {
+    if !bpf_stats_enabled() {
+        return bed.measure(config.traffic, config);
+    }
+    let before = programs
+        .iter()
+        .map(|(_, program)| program.run_stats())
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut figures = bed.measure(config.traffic, config)?;
+    for ((direction, program), before) in programs.iter().zip(&before) {
+        figures.program_ns[program_slot(*direction)] = program
+            .run_stats()?
+            .ns_per_run_since(before)
+            .unwrap_or(f64::NAN);
+    }
+    Ok(figures)
 }
 
 /// Per (rule count, mechanism): the runs.
@@ -230,11 +295,59 @@ fn rules_for_entries(entries: usize) -> Result<usize> {
         .with_context(|| format!("{entries} entries cannot hold the {fixed} fixed entries"))
 }
 
+/// A program that returns `TC_ACT_OK` and does nothing else, assembled with porin's own
+/// assembler: attached where porin's programs go, it measures the hooks' own cost.
+fn pass_program() -> Result<Program> {
+    let mut a = Assembler::new();
+    a.mov64_imm(Reg::R0, 0);
+    a.exit();
+    let bytes = a
+        .finish()
+        .context("assembling the pass-only program")?
+        .bytes();
+    Ok(Program::load(
+        "porin_bench_pass",
+        ProgramType::SCHED_CLS,
+        &bytes,
+        "GPL",
+    )?)
+}
+
+/// One run with a pass-only program on the hooks of `directions`. Each run loads its own
+/// programs: a tcx link whose pin was just removed is released asynchronously, and the kernel
+/// refuses a program that is still attached to the hook.
+fn measure_pass(bed: &dyn Bed, directions: &[Direction], config: &E2eConfig) -> Result<RunFigures> {
+    let loaded = directions
+        .iter()
+        .map(|d| Ok((*d, pass_program()?)))
+        .collect::<Result<Vec<_>>>()?;
+    let programs: Vec<(Direction, &Program)> = loaded.iter().map(|(d, p)| (*d, p)).collect();
+    bed.attach_programs(&programs, "pass")?;
+    let figures = measure_programs(bed, &programs, config);
+    let detached = bed.detach_porin("pass");
+    bed.unpin("pass");
+    let figures = figures?;
+    detached?;
+    Ok(figures)
+}
+
 fn measure_porin(bed: &dyn Bed, setup: &PorinSetup, config: &E2eConfig) -> Result<RunFigures> {
+    measure_porin_programs(bed, setup, config, &[])
+}
+
+/// As [`measure_porin`], without the programs of the paths in `leave_out`.
+fn measure_porin_programs(
+    bed: &dyn Bed,
+    setup: &PorinSetup,
+    config: &E2eConfig,
+    leave_out: &[Direction],
+) -> Result<RunFigures> {
     setup.datapath.reset_conntrack()?;
     setup.datapath.reset_counters()?;
-    let attached = bed.attach_porin(&setup.datapath, &setup.tag)?;
-    let figures = bed.measure(config.traffic, config);
+    let mut programs = crate::rig::endpoint_programs(&setup.datapath)?;
+    programs.retain(|(direction, _)| !leave_out.contains(direction));
+    let attached = bed.attach_programs(&programs, &setup.tag)?;
+    let figures = measure_programs(bed, &programs, config);
     let detached = bed.detach_porin(&setup.tag);
     let figures = figures?;
     detached?;
@@ -288,8 +401,13 @@ fn flush_netfilter(ns: &str) -> Result<()> {
 
 /// Runs the whole end-to-end comparison on the namespace rig.
 pub fn run(config: &E2eConfig) -> Result<E2eReport> {
-    let mut rig = Rig::new(config.server_threads)?;
-    if config.traffic != Traffic::Udp {
+    let batch = if config.traffic == Traffic::UdpBatched {
+        crate::rig::UDP_BATCH
+    } else {
+        1
+    };
+    let mut rig = Rig::with_udp_server(config.server_threads, batch)?;
+    if !matches!(config.traffic, Traffic::Udp | Traffic::UdpBatched) {
         // One thread per long-lived connection (senders + the latency client) and spares.
         rig.start_tcp_server(config.senders + 8)?;
     }
@@ -307,6 +425,11 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
             Some(std::fs::read(&path).with_context(|| format!("{PREVIOUS_OBJECT_ENV}={path}"))?)
         }
         _ => None,
+    };
+    let hook_cost = match std::env::var(HOOK_COST_ENV).as_deref() {
+        Err(_) | Ok("" | "0") => false,
+        Ok("1") => true,
+        Ok(other) => bail!("{HOOK_COST_ENV}={other}: expected `1` or `0`"),
     };
     let mut points: Vec<(usize, bool)> = config.sizes.iter().map(|n| (*n, true)).collect();
     for entries in &config.porin_only_entries {
@@ -334,7 +457,23 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
         let mut mechanisms = vec![Mechanism::Porin];
         if with_chains {
             mechanisms.extend([Mechanism::Iptables, Mechanism::Nft]);
+            if hook_cost {
+                mechanisms.extend([
+                    Mechanism::PassRequestHook,
+                    Mechanism::PassReplyHook,
+                    Mechanism::PassBothHooks,
+                    Mechanism::PorinRequestOnly,
+                ]);
+            }
         }
+        // Its own instance of the object: a tcx link whose pin was just removed is released
+        // asynchronously, and the kernel refuses a program still attached to the hook, so the
+        // rotation must not attach porin's programs again right after this one.
+        let request_only_setup = if with_chains && hook_cost {
+            Some(load_porin(&policy, &format!("r{rules_count}"))?)
+        } else {
+            None
+        };
         let previous_setup = match &previous {
             Some(bytes) if with_chains => {
                 let tag = format!("p{rules_count}");
@@ -357,12 +496,26 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
                     config.runs,
                     mechanism.label()
                 );
-                let figures = match (mechanism, &previous_setup) {
-                    (Mechanism::Porin, _) => measure_porin(bed, &setup, config),
-                    (Mechanism::PorinPrevious, Some(previous)) => {
+                let figures = match (mechanism, &previous_setup, &request_only_setup) {
+                    (Mechanism::Porin, _, _) => measure_porin(bed, &setup, config),
+                    (Mechanism::PorinPrevious, Some(previous), _) => {
                         measure_porin(bed, previous, config)
                     }
-                    (other, _) => measure_chain(bed, other, &rules, config),
+                    (Mechanism::PorinRequestOnly, _, Some(own)) => {
+                        measure_porin_programs(bed, own, config, &[Direction::FromEndpoint])
+                    }
+                    (Mechanism::PassRequestHook, _, _) => {
+                        measure_pass(bed, &[Direction::ToEndpoint], config)
+                    }
+                    (Mechanism::PassReplyHook, _, _) => {
+                        measure_pass(bed, &[Direction::FromEndpoint], config)
+                    }
+                    (Mechanism::PassBothHooks, _, _) => measure_pass(
+                        bed,
+                        &[Direction::ToEndpoint, Direction::FromEndpoint],
+                        config,
+                    ),
+                    (other, _, _) => measure_chain(bed, other, &rules, config),
                 }
                 .with_context(|| format!("N = {rules_count}, {}", mechanism.label()))?;
                 results
@@ -371,9 +524,15 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
                     .push(figures);
             }
         }
-        bed.unpin(&setup.tag);
-        if let Some(previous) = &previous_setup {
-            bed.unpin(&previous.tag);
+        for done in [
+            Some(&setup),
+            previous_setup.as_ref(),
+            request_only_setup.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            bed.unpin(&done.tag);
         }
     }
     Ok(E2eReport {
@@ -383,6 +542,63 @@ pub fn run_on(bed: &dyn Bed, config: &E2eConfig) -> Result<E2eReport> {
         porin_entries,
         load: (load_before, crate::cpu::load_average()),
     })
+}
+
+/// With `kernel.bpf_stats_enabled=1`: each program's ns per run on the rig's traffic.
+fn render_program_stats(report: &E2eReport, sizes: &[usize], out: &mut String) {
+    let measured = |m: Mechanism, n: usize| {
+        report.results.get(&(n, m)).is_some_and(|runs| {
+            runs.iter()
+                .any(|f| f.program_ns.iter().any(|ns| ns.is_finite()))
+        })
+    };
+    let mechanisms = [
+        Mechanism::Porin,
+        Mechanism::PorinPrevious,
+        Mechanism::PorinRequestOnly,
+        Mechanism::PassRequestHook,
+        Mechanism::PassReplyHook,
+        Mechanism::PassBothHooks,
+    ];
+    if !sizes
+        .iter()
+        .any(|n| mechanisms.iter().any(|m| measured(*m, *n)))
+    {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "#### Programs on the rig's traffic (`kernel.bpf_stats_enabled=1`, ns per run)\n\n\
+         Each figure includes the statistics' own clock reads; the pass-only rows are that \
+         overhead with an empty program.\n\n\
+         | rules | mechanism | request hook (porin_to_endpoint) | reply hook (porin_from_endpoint) |\n\
+         |---:|---|---:|---:|"
+    );
+    for n in sizes {
+        for m in mechanisms {
+            if !measured(m, *n) {
+                continue;
+            }
+            let cell = |slot: usize| {
+                report
+                    .results
+                    .get(&(*n, m))
+                    .and_then(|runs| {
+                        Spread::of(&runs.iter().map(|f| f.program_ns[slot]).collect::<Vec<_>>())
+                    })
+                    .map_or_else(|| "—".to_owned(), |s| s.show(1))
+            };
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} |",
+                group(*n as f64, 0),
+                m.label(),
+                cell(0),
+                cell(1)
+            );
+        }
+    }
+    out.push('\n');
 }
 
 fn spread(
@@ -409,6 +625,17 @@ pub fn render(report: &E2eReport) -> String {
              the request is policy-checked, the reply is a conntrack hit or passes the chains' \
              unfiltered direction)",
             c.senders, c.window, c.secs
+        ),
+        Traffic::UdpBatched => format!(
+            "UDP echo, 32-byte payload, batched system calls: each of {} senders sends its {} \
+             requests with one sendmmsg(2) and takes the replies with recvmmsg(2) (as many as \
+             have arrived per call); the server answers up to {} datagrams per \
+             recvmmsg/sendmmsg. For {} s, counted in completed round trips (2 packets through \
+             the filter each, as in the UDP echo rig). Latency: one request in flight, as there",
+            c.senders,
+            c.window,
+            crate::rig::UDP_BATCH,
+            c.secs
         ),
         Traffic::TcpRr => format!(
             "TCP request/response: 32 bytes each way with TCP_NODELAY, one request in flight per \
@@ -588,7 +815,39 @@ pub fn render(report: &E2eReport) -> String {
             }
             out.push('\n');
         }
+        if sizes.iter().any(|n| {
+            report
+                .results
+                .contains_key(&(*n, Mechanism::PassRequestHook))
+        }) {
+            let _ = writeln!(
+                out,
+                "{title}, hook cost (`{HOOK_COST_ENV}=1`) in the same runs:\n\n\
+                 | rules | floor (no program) | pass-only, request hook | pass-only, reply hook | \
+                 pass-only, both hooks | porin, porin_to_endpoint alone | porin, both programs | \
+                 iptables-nft | nft |\n\
+                 |---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+            );
+            let base = show(spread(&report.results, 0, Mechanism::Baseline, pick));
+            for n in &sizes {
+                let cell = |m: Mechanism| show(spread(&report.results, *n, m, pick));
+                let _ = writeln!(
+                    out,
+                    "| {} | {base} | {} | {} | {} | {} | {} | {} | {} |",
+                    group(*n as f64, 0),
+                    cell(Mechanism::PassRequestHook),
+                    cell(Mechanism::PassReplyHook),
+                    cell(Mechanism::PassBothHooks),
+                    cell(Mechanism::PorinRequestOnly),
+                    cell(Mechanism::Porin),
+                    cell(Mechanism::Iptables),
+                    cell(Mechanism::Nft),
+                );
+            }
+            out.push('\n');
+        }
     }
+    render_program_stats(report, &sizes, &mut out);
     out.push_str(
         "\"vs porin\": the chain's figure over porin's for latency and CPU, porin's over the \
          chain's for throughput; above 1× porin is ahead, below 1× porin is behind (marked). \

@@ -67,6 +67,10 @@ enum Commands {
     E2e(Options),
     /// End to end, TCP request/response on long-lived connections.
     Tcp(Options),
+    /// End to end, UDP echo with batched system calls: each sender's window in one
+    /// `sendmmsg(2)`, replies by `recvmmsg(2)`, the server batching the same way (an additional
+    /// throughput mode beside `e2e`, whose per-datagram calls it does not replace).
+    UdpBatched(Options),
     /// End to end, TCP connection churn (a new connection per request).
     Churn(Options),
     /// End to end through a QEMU microVM behind a tap device.
@@ -299,6 +303,9 @@ enum Role {
         threads: usize,
         #[arg(long, default_value_t = 600)]
         max_secs: u64,
+        /// Datagrams per recvmmsg/sendmmsg (1: recvfrom/sendto per datagram).
+        #[arg(long, default_value_t = 1)]
+        batch: usize,
     },
     /// Latency client.
     Latency {
@@ -319,6 +326,9 @@ enum Role {
         window: usize,
         #[arg(long)]
         secs: f64,
+        /// Each window in one sendmmsg, replies by recvmmsg.
+        #[arg(long)]
+        batched: bool,
     },
     /// TCP echo server.
     TcpServer {
@@ -398,6 +408,11 @@ fn dispatch(command: Commands) -> Result<()> {
             preflight(true)?;
             header(&options);
             traffic_part(&options, rig::Traffic::TcpRr)
+        }
+        Commands::UdpBatched(options) => {
+            preflight(true)?;
+            header(&options);
+            traffic_part(&options, rig::Traffic::UdpBatched)
         }
         Commands::Churn(options) => {
             preflight(true)?;
@@ -542,7 +557,8 @@ fn run_role(role: Role) -> Result<()> {
             addr,
             threads,
             max_secs,
-        } => echo::serve(addr, threads, max_secs),
+            batch,
+        } => echo::serve(addr, threads, max_secs, batch),
         Role::TcpServer {
             addr,
             threads,
@@ -574,7 +590,8 @@ fn run_role(role: Role) -> Result<()> {
             senders,
             window,
             secs,
-        } => echo::print_result(&echo::throughput(target, senders, window, secs)?),
+            batched,
+        } => echo::print_result(&echo::throughput(target, senders, window, secs, batched)?),
         Role::CompileChild {
             policies,
             endpoints,

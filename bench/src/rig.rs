@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
 use porin_kernel::attach::{Hook, TcxLink};
-use porin_kernel::{Datapath, Direction};
+use porin_kernel::{Datapath, Direction, Program};
 
 use crate::cmd::{in_netns, run};
 use crate::cpu;
@@ -31,6 +31,10 @@ use crate::workload::{ChainAt, ECHO_PORT, NFT_TABLE, SERVER};
 pub enum Traffic {
     /// UDP echo, `window` requests in flight per sender (issue #7's rig).
     Udp,
+    /// UDP echo as [`Traffic::Udp`], with batched system calls: each window in one
+    /// `sendmmsg(2)`, replies by `recvmmsg(2)`, the server batching the same way
+    /// ([`UDP_BATCH`] datagrams per call).
+    UdpBatched,
     /// TCP request/response, one long-lived connection per sender.
     TcpRr,
     /// TCP connection churn: a new connection per request.
@@ -41,7 +45,7 @@ impl Traffic {
     /// The transport the policy must allow.
     pub fn proto(self) -> crate::workload::Proto {
         match self {
-            Self::Udp => crate::workload::Proto::Udp,
+            Self::Udp | Self::UdpBatched => crate::workload::Proto::Udp,
             Self::TcpRr | Self::Churn => crate::workload::Proto::Tcp,
         }
     }
@@ -49,7 +53,7 @@ impl Traffic {
     /// The client roles' `--mode` (TCP only).
     fn tcp_mode(self) -> Option<&'static str> {
         match self {
-            Self::Udp => None,
+            Self::Udp | Self::UdpBatched => None,
             Self::TcpRr => Some("rr"),
             Self::Churn => Some("churn"),
         }
@@ -59,6 +63,7 @@ impl Traffic {
     pub fn label(self) -> &'static str {
         match self {
             Self::Udp => "UDP echo",
+            Self::UdpBatched => "UDP echo, batched system calls (sendmmsg/recvmmsg)",
             Self::TcpRr => "TCP request/response",
             Self::Churn => "TCP connection churn",
         }
@@ -90,11 +95,17 @@ impl Traffic {
         secs: f64,
     ) -> Vec<String> {
         let mut args = match self.tcp_mode() {
-            None => vec![
-                "throughput".to_owned(),
-                "--window".into(),
-                window.to_string(),
-            ],
+            None => {
+                let mut args = vec![
+                    "throughput".to_owned(),
+                    "--window".into(),
+                    window.to_string(),
+                ];
+                if self == Self::UdpBatched {
+                    args.push("--batched".into());
+                }
+                args
+            }
             Some(mode) => vec!["tcp-throughput".to_owned(), "--mode".into(), mode.into()],
         };
         args.extend([
@@ -154,9 +165,10 @@ impl AttachMode {
     }
 }
 
-/// The endpoint programs of `datapath`'s object with the hook each goes on.
-fn program_hooks(datapath: &Datapath, side: DeviceSide) -> Vec<(Direction, Hook)> {
-    let mut hooks = Vec::new();
+/// The endpoint programs of `datapath`'s object, each with the path it filters. Programs are
+/// taken from the object, not assumed: an object without one of them yields only the other.
+pub fn endpoint_programs(datapath: &Datapath) -> Result<Vec<(Direction, &Program)>> {
+    let mut programs = Vec::new();
     for name in datapath.object().program_names() {
         let direction = match name {
             n if n == Direction::ToEndpoint.program_name() => Direction::ToEndpoint,
@@ -164,47 +176,51 @@ fn program_hooks(datapath: &Datapath, side: DeviceSide) -> Vec<(Direction, Hook)
             // Not a program of the endpoint's two paths (nothing to attach on this device).
             _ => continue,
         };
-        let hook = match (side, direction) {
-            (DeviceSide::Endpoint, Direction::ToEndpoint)
-            | (DeviceSide::Host, Direction::FromEndpoint) => Hook::Ingress,
-            (DeviceSide::Endpoint, Direction::FromEndpoint)
-            | (DeviceSide::Host, Direction::ToEndpoint) => Hook::Egress,
-        };
-        hooks.push((direction, hook));
+        programs.push((direction, datapath.program(direction)?));
     }
-    hooks
+    Ok(programs)
+}
+
+/// The hook of a device on `side` that carries `direction`'s packets.
+fn hook_of(side: DeviceSide, direction: Direction) -> Hook {
+    match (side, direction) {
+        (DeviceSide::Endpoint, Direction::ToEndpoint)
+        | (DeviceSide::Host, Direction::FromEndpoint) => Hook::Ingress,
+        (DeviceSide::Endpoint, Direction::FromEndpoint)
+        | (DeviceSide::Host, Direction::ToEndpoint) => Hook::Egress,
+    }
 }
 
 fn link_pin(bpffs: &std::path::Path, direction: Direction, tag: &str) -> PathBuf {
     bpffs.join(format!("link-{}-{tag}", direction.program_name()))
 }
 
-/// Attaches porin's programs to `dev` in namespace `ns` the way `mode` says ([`attach_clsact`]
-/// or tcx links pinned in `bpffs`, which [`detach`] removes). Returns how many programs were
-/// attached.
+/// Attaches `programs` (each on the hook of its path, [`endpoint_programs`] for porin's) to
+/// `dev` in namespace `ns` the way `mode` says ([`attach_clsact`] or tcx links pinned in
+/// `bpffs`, which [`detach`] removes). Returns how many programs were attached.
+#[allow(clippy::too_many_arguments)]
 pub fn attach(
     mode: AttachMode,
     ns: &str,
     dev: &str,
     side: DeviceSide,
-    datapath: &Datapath,
+    programs: &[(Direction, &Program)],
     bpffs: &std::path::Path,
     tag: &str,
 ) -> Result<usize> {
-    if mode == AttachMode::Clsact {
-        return attach_clsact(ns, dev, side, datapath, bpffs, tag);
+    if programs.is_empty() {
+        bail!("no endpoint program to attach");
     }
-    let hooks = program_hooks(datapath, side);
-    if hooks.is_empty() {
-        bail!("porin's object has neither endpoint program");
+    if mode == AttachMode::Clsact {
+        return attach_clsact(ns, dev, side, programs, bpffs, tag);
     }
     let netns = PathBuf::from(format!("/run/netns/{ns}"));
-    for (direction, hook) in &hooks {
-        let link = TcxLink::attach_in_netns(datapath.program(*direction)?, &netns, dev, *hook)?;
+    for (direction, program) in programs {
+        let link = TcxLink::attach_in_netns(program, &netns, dev, hook_of(side, *direction))?;
         // The pin keeps the link (and the attachment) after `link` is dropped.
         link.pin(&link_pin(bpffs, *direction, tag))?;
     }
-    Ok(hooks.len())
+    Ok(programs.len())
 }
 
 /// Detaches what [`attach`] attached: the clsact qdisc, or the pinned tcx links (a link whose
@@ -233,29 +249,27 @@ pub fn detach(
     }
 }
 
-/// Attaches every program porin's object has to the clsact hooks of `dev` in namespace `ns`,
-/// through pins in `bpffs` named after `tag`. Programs are taken from the object, not assumed:
-/// an object without the egress-policy program (when egress is not enforced) attaches only
-/// the other one. Returns how many programs were attached.
+/// Attaches `programs` to the clsact hooks of `dev` in namespace `ns`, through pins in `bpffs`
+/// named after `tag`. Returns how many programs were attached.
 pub fn attach_clsact(
     ns: &str,
     dev: &str,
     side: DeviceSide,
-    datapath: &Datapath,
+    programs: &[(Direction, &Program)],
     bpffs: &std::path::Path,
     tag: &str,
 ) -> Result<usize> {
     let mut hooks = Vec::new();
-    for (direction, hook) in program_hooks(datapath, side) {
+    for (direction, program) in programs {
         let pin = bpffs.join(format!("{}-{tag}", direction.program_name()));
         let pin = pin.to_string_lossy().into_owned();
         if !std::path::Path::new(&pin).exists() {
-            datapath.program(direction)?.pin(&pin)?;
+            program.pin(&pin)?;
         }
-        hooks.push((hook.as_str(), pin));
+        hooks.push((hook_of(side, *direction).as_str(), pin));
     }
     if hooks.is_empty() {
-        bail!("porin's object has neither endpoint program");
+        bail!("no endpoint program to attach");
     }
     in_netns(ns, "tc", &["qdisc", "add", "dev", dev, "clsact"], None)?;
     for (hook, pin) in &hooks {
@@ -394,6 +408,10 @@ pub fn allow_churn(ns: &str) -> Result<()> {
     Ok(())
 }
 
+/// Datagrams per `recvmmsg(2)` / `sendmmsg(2)` of [`Traffic::UdpBatched`]'s server (its
+/// clients send their whole window, 16 by default, per call).
+pub const UDP_BATCH: usize = 16;
+
 /// Prefix of every namespace name this harness creates.
 pub const NETNS_PREFIX: &str = "porin-bench-";
 /// Prefix of the private bpffs mount points.
@@ -421,6 +439,12 @@ pub struct Rig {
 impl Rig {
     /// Builds the rig and starts the echo server (`server_threads` threads).
     pub fn new(server_threads: usize) -> Result<Self> {
+        Self::with_udp_server(server_threads, 1)
+    }
+
+    /// As [`Rig::new`], the UDP server taking up to `batch` datagrams per system call
+    /// (1: one per call, [`Traffic::Udp`]'s server; [`UDP_BATCH`]: [`Traffic::UdpBatched`]'s).
+    pub fn with_udp_server(server_threads: usize, batch: usize) -> Result<Self> {
         remove_leftovers();
         let pid = std::process::id();
         let mut rig = Self {
@@ -458,12 +482,14 @@ impl Rig {
         std::fs::create_dir_all(&rig.bpffs).context("mkdir bpffs")?;
         run("mount", &["-t", "bpf", "bpf", &rig.bpffs.to_string_lossy()])?;
         rig.mounted = true;
-        rig.start_server(server_threads)?;
+        rig.start_server(server_threads, batch)?;
         Ok(rig)
     }
 
-    fn start_server(&mut self, threads: usize) -> Result<()> {
-        let (child, pid) = spawn_ready(&self.ns_server, &server_args("server", threads))?;
+    fn start_server(&mut self, threads: usize, batch: usize) -> Result<()> {
+        let mut args = server_args("server", threads);
+        args.extend(["--batch".to_owned(), batch.to_string()]);
+        let (child, pid) = spawn_ready(&self.ns_server, &args)?;
         self.server_pid = pid;
         self.server = Some(child);
         Ok(())
@@ -507,7 +533,7 @@ impl Rig {
         secs: f64,
     ) -> Result<Throughput> {
         let server_pid = match traffic {
-            Traffic::Udp => self.server_pid,
+            Traffic::Udp | Traffic::UdpBatched => self.server_pid,
             Traffic::TcpRr | Traffic::Churn => self.tcp_server_pid,
         };
         let target = format!("{SERVER}:{ECHO_PORT}");
@@ -521,21 +547,22 @@ impl Rig {
         Throughput::of(&client, server_ns + softirq_ns)
     }
 
-    /// Attaches porin's programs to the server device's hooks (ingress = to_endpoint, egress =
-    /// from_endpoint) as [`AttachMode::from_env`] says.
-    pub fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
+    /// Attaches `programs`, each on the server device's hook of its path (ingress =
+    /// to_endpoint, egress = from_endpoint; porin's: [`endpoint_programs`]), as
+    /// [`AttachMode::from_env`] says.
+    pub fn attach_programs(&self, programs: &[(Direction, &Program)], tag: &str) -> Result<usize> {
         attach(
             AttachMode::from_env()?,
             &self.ns_server,
             &self.dev_server,
             DeviceSide::Endpoint,
-            datapath,
+            programs,
             &self.bpffs,
             tag,
         )
     }
 
-    /// Detaches what [`Rig::attach_porin`] attached for `tag`.
+    /// Detaches what [`Rig::attach_programs`] attached for `tag`.
     pub fn detach_porin(&self, tag: &str) -> Result<()> {
         detach(
             AttachMode::from_env()?,

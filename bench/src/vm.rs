@@ -46,7 +46,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
-use porin_kernel::Datapath;
+use porin_kernel::{Direction, Program};
 
 use crate::cmd::{in_netns, run};
 use crate::cpu;
@@ -386,16 +386,17 @@ impl Bed for VmRig {
             cpu_ns: throughput.cpu_ns_per_round_trip,
             guest_cpu_ns: vcpu_after.saturating_sub(vcpu_before) as f64 / client.replies as f64,
             client_cpu_ns: (client.cpu_ns + softirq_ns) as f64 / client.replies as f64,
+            program_ns: [f64::NAN; 2],
         })
     }
 
-    fn attach_porin(&self, datapath: &Datapath, tag: &str) -> Result<usize> {
+    fn attach_programs(&self, programs: &[(Direction, &Program)], tag: &str) -> Result<usize> {
         rig::attach(
             rig::AttachMode::from_env()?,
             &self.ns_host,
             &self.tap,
             DeviceSide::Host,
-            datapath,
+            programs,
             &self.bpffs,
             tag,
         )

@@ -158,13 +158,7 @@ impl TcxLink {
     pub fn info(&self) -> Result<LinkInfo, KernelError> {
         let mut buffer = [0u8; 64];
         let written = sys::obj_get_info(self.fd.as_fd(), &self.name, &mut buffer)?;
-        let word = |offset: usize| {
-            buffer
-                .get(offset..offset + 4)
-                .filter(|_| offset + 4 <= written)
-                .and_then(|b| b.try_into().ok())
-                .map_or(0, u32::from_le_bytes)
-        };
+        let word = |offset: usize| u32::from_le_bytes(sys::info_field(&buffer, written, offset));
         // struct bpf_link_info: type, id, prog_id, then a union aligned to 8 (offset 16):
         // tcx { ifindex, attach_type }.
         Ok(LinkInfo {

@@ -87,7 +87,7 @@ pub use error::{BpfCommand, KernelError};
 pub use events::{EventReader, EventSelection};
 pub use loader::{LoadedObject, MapRelocation, ObjectFile, ProgramDefinition, spec_of};
 pub use map::Map;
-pub use program::{Program, SK_BUFF_SIZE, SkBuff, TestRunOutput};
+pub use program::{Program, RunStats, SK_BUFF_SIZE, SkBuff, TestRunOutput};
 pub use sys::{BPF_F_NO_PREALLOC, MapSpec, MapType, ProgramType, UpdateFlags};
 
 /// TC verdict `TC_ACT_OK`: let the packet through.

@@ -41,12 +41,7 @@ pub fn pinned_map_spec(path: &Path) -> Result<MapSpec, KernelError> {
     let fd = sys::obj_get(text)?;
     let mut info = [0u8; 40];
     let written = sys::obj_get_info(fd.as_fd(), text, &mut info)?;
-    let word = |offset: usize| {
-        info.get(offset..offset + 4)
-            .filter(|_| offset + 4 <= written)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u32::from_le_bytes)
-    };
+    let word = |offset: usize| u32::from_le_bytes(sys::info_field(&info, written, offset));
     Ok(MapSpec {
         map_type: MapType(word(0)),
         key_size: word(8),

@@ -86,6 +86,24 @@ pub struct TestRunOutput {
     pub ctx: SkBuff,
 }
 
+/// [`Program::run_stats`]: what `kernel.bpf_stats_enabled` counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Nanoseconds spent in the program (and the statistics' clock reads), all runs.
+    pub run_time_ns: u64,
+    /// Runs counted.
+    pub run_count: u64,
+}
+
+impl RunStats {
+    /// Mean ns per run since `earlier` (None without runs in between).
+    pub fn ns_per_run_since(&self, earlier: &RunStats) -> Option<f64> {
+        let runs = self.run_count.checked_sub(earlier.run_count)?;
+        let ns = self.run_time_ns.checked_sub(earlier.run_time_ns)?;
+        (runs > 0).then(|| ns as f64 / runs as f64)
+    }
+}
+
 /// A program loaded into the kernel.
 #[derive(Debug)]
 pub struct Program {
@@ -164,6 +182,22 @@ impl Program {
         })
     }
 
+    /// The kernel's run statistics of the program: (total ns in the program, runs). Both stay
+    /// 0 unless `kernel.bpf_stats_enabled` is 1, and the ns include the statistics' own clock
+    /// reads around each run (measure an empty program beside it to subtract them).
+    pub fn run_stats(&self) -> Result<RunStats, KernelError> {
+        // struct bpf_prog_info: run_time_ns at 192, run_cnt at 200 (uapi/linux/bpf.h).
+        const RUN_TIME_NS: usize = 192;
+        const RUN_CNT: usize = 200;
+        let mut info = [0u8; RUN_CNT + 8];
+        let written = sys::obj_get_info(self.fd(), &self.name, &mut info)?;
+        let field = |offset: usize| u64::from_le_bytes(sys::info_field(&info, written, offset));
+        Ok(RunStats {
+            run_time_ns: field(RUN_TIME_NS),
+            run_count: field(RUN_CNT),
+        })
+    }
+
     /// Pins the program at `path` in a mounted bpffs (e.g. for `tc ... bpf da pinned PATH`).
     pub fn pin(&self, path: &str) -> Result<(), KernelError> {
         sys::obj_pin(self.fd(), path)
@@ -173,6 +207,21 @@ impl Program {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ns_per_run_is_the_mean_over_the_runs_in_between() {
+        let before = RunStats {
+            run_time_ns: 1_000,
+            run_count: 10,
+        };
+        let after = RunStats {
+            run_time_ns: 4_000,
+            run_count: 20,
+        };
+        assert_eq!(after.ns_per_run_since(&before), Some(300.0));
+        assert_eq!(before.ns_per_run_since(&before), None);
+        assert_eq!(before.ns_per_run_since(&after), None);
+    }
 
     #[test]
     fn sk_buff_fields_sit_at_their_uapi_offsets() {

@@ -675,6 +675,15 @@ pub fn btf_load(btf: &[u8]) -> Result<OwnedFd, KernelError> {
     }
 }
 
+/// The little-endian `N`-byte field at `offset` of an info struct [`obj_get_info`] wrote
+/// `written` bytes of: zeros where the kernel wrote nothing (an older kernel's shorter struct).
+pub fn info_field<const N: usize>(info: &[u8], written: usize, offset: usize) -> [u8; N] {
+    info.get(offset..offset + N)
+        .filter(|_| offset + N <= written)
+        .and_then(|b| b.try_into().ok())
+        .unwrap_or([0; N])
+}
+
 /// `BPF_OBJ_GET_INFO_BY_FD`: the kernel fills `info` (a `struct bpf_map_info`,
 /// `bpf_prog_info` or `bpf_link_info`, whichever `fd` is) up to its length; returns the number of
 /// bytes the kernel wrote.
