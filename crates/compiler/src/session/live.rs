@@ -856,6 +856,12 @@ impl Session {
             None => (None, None),
         };
         let mut changed: Vec<usize> = Vec::new();
+        // The changed rules whose subject (selector and host flag, all that
+        // `Resolver::new` selects subjects by) is the same: they select the
+        // same identities as before.
+        let mut same_subject: BTreeSet<usize> = BTreeSet::new();
+        let same_subjects =
+            |a: &PolicyRule, b: &PolicyRule| a.host == b.host && a.subject == b.subject;
         // The filters the changed rules add to, before and after (and the
         // L3-only filters, which the synthetic allow-all and the
         // directions' default deny reach): only these filters of a subject's
@@ -870,6 +876,9 @@ impl Session {
                 let index = span.rules.start + item.position;
                 if model.lowered.rules[index] != item.rule {
                     changed.push(index);
+                    if same_subjects(&model.lowered.rules[index], &item.rule) {
+                        same_subject.insert(index);
+                    }
                     touched.extend(filter_keys(&model.lowered.rules[index]));
                     touched.extend(filter_keys(&item.rule));
                     model.set_rule(index, item.rule);
@@ -901,8 +910,15 @@ impl Session {
                 .collect();
             origins_changed = model.lowered.origins[span.origins.clone()] != lowering.origins[..];
             for &index in &changed {
-                touched.extend(filter_keys(&model.lowered.rules[index]));
-                touched.extend(filter_keys(&lowering.rules[index - span.rules.start]));
+                let (before, after) = (
+                    &model.lowered.rules[index],
+                    &lowering.rules[index - span.rules.start],
+                );
+                touched.extend(filter_keys(before));
+                touched.extend(filter_keys(after));
+                if same_subjects(before, after) {
+                    same_subject.insert(index);
+                }
             }
             // Splice the text's lowering in.
             for (index, rule) in span.rules.clone().zip(lowering.rules) {
@@ -930,7 +946,11 @@ impl Session {
 
         // Peers and subjects of the changed rules.
         let mut parts = std::mem::take(&mut model.parts);
-        let endpoint_ids: BTreeSet<u32> = model.table.endpoint_identity.iter().copied().collect();
+        let endpoint_ids: BTreeSet<u32> = if changed.iter().all(|i| same_subject.contains(i)) {
+            BTreeSet::new()
+        } else {
+            model.table.endpoint_identity.iter().copied().collect()
+        };
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         let mut peers_changed = false;
         for &index in &changed {
@@ -943,6 +963,17 @@ impl Session {
             if parts.peer_ids[index] != peers {
                 peers_changed = true;
                 parts.peer_ids[index] = peers;
+            }
+            if same_subject.contains(&index) {
+                // The same identities select it: their lists keep it.
+                subjects_of_changed.extend(
+                    parts
+                        .rules_by_identity
+                        .iter()
+                        .filter(|(_, list)| list.binary_search(&index).is_ok())
+                        .map(|(id, _)| *id),
+                );
+                continue;
             }
             for (id, list) in parts.rules_by_identity.iter_mut() {
                 if let Ok(at) = list.binary_search(&index) {
@@ -1173,12 +1204,19 @@ impl Session {
         if changes.is_empty() {
             return Vec::new();
         }
-        let by_key: HashMap<&StateKey, &Vec<MapChange>> =
-            changes.iter().map(|(k, c)| (k, c)).collect();
+        // The changed states by identity (an endpoint's identity is hashed,
+        // its key is not copied), then compared in place.
+        let mut by_identity: HashMap<u32, Vec<&(StateKey, Vec<MapChange>)>> = HashMap::new();
+        for change in changes {
+            by_identity.entry(change.0.0).or_default().push(change);
+        }
         let mut deltas = Vec::new();
         for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
             let identity = self.model.table.endpoint_identity[index];
-            if let Some(changes) = by_key.get(&state_key(endpoint, identity)) {
+            if let Some((_, changes)) = by_identity
+                .get(&identity)
+                .and_then(|list| list.iter().find(|((_, ports), _)| *ports == endpoint.ports))
+            {
                 deltas.push(EndpointDelta {
                     endpoint: endpoint.display_name(),
                     identity,
@@ -1827,20 +1865,44 @@ fn splice_ops(
     // them (those inside a replaced range go), the made ops' added (lists
     // stay ascending).
     let mut by_peers = std::mem::take(&mut old.by_peers);
+    // Each list is ascending: its indices before the first replacement
+    // stay, those after the last move by the whole shift (nothing to do
+    // when it is 0, as for a changed port), and only the few between are
+    // looked at one by one, instead of a search per index of every peer.
+    let (first, last) = match (ends.first(), ends.last()) {
+        (Some(first), Some(last)) => (first.start, last.end),
+        _ => (0, 0),
+    };
+    let total = shifts.last().copied().unwrap_or(0);
+    let moved = |index: usize| -> Option<usize> {
+        let j = ends.partition_point(|r| r.end <= index);
+        if ends.get(j).is_some_and(|r| r.start <= index) {
+            return None;
+        }
+        index.checked_add_signed(shifts[j])
+    };
     by_peers.retain(|_, list| {
-        list.retain_mut(|index| {
-            let j = ends.partition_point(|r| r.end <= *index);
-            if ends.get(j).is_some_and(|r| r.start <= *index) {
-                return false;
+        let from = list.partition_point(|index| *index < first);
+        let to = from + list[from..].partition_point(|index| *index < last);
+        let mut kept = from;
+        for i in from..to {
+            if let Some(index) = moved(list[i]) {
+                list[kept] = index;
+                kept += 1;
             }
-            match index.checked_add_signed(shifts[j]) {
-                Some(moved) => {
-                    *index = moved;
-                    true
+        }
+        list.drain(kept..to);
+        if total != 0 {
+            let tail = kept;
+            let mut kept = tail;
+            for i in tail..list.len() {
+                if let Some(index) = list[i].checked_add_signed(total) {
+                    list[kept] = index;
+                    kept += 1;
                 }
-                None => false,
             }
-        });
+            list.truncate(kept);
+        }
         !list.is_empty()
     });
     let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
@@ -1883,8 +1945,14 @@ struct Spliced {
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
 /// its YAML tree and model, one allocation per node, and freeing a
-/// 4,096-rule text takes longer than the rest of a one-rule update. On a
-/// thread of its own when one can be started, else here.
+/// 4,096-rule text takes longer than the rest of a one-rule update (10–45
+/// ms). On a thread of its own when one can be started, else here.
+///
+/// A new thread per text, not one kept by the session and woken through a
+/// channel: tried in session 9, that gave one-rule changes of 2–15 ms in
+/// some runs instead of 0.4 ms (same minutes, loaded machine), presumably
+/// the woken thread taking the updating thread's core before the update
+/// returned; starting a thread costs some tens of microseconds.
 fn drop_later(text: PolicyText) {
     // When the thread cannot start, the closure (and the text in it) is
     // dropped with the error, here.
@@ -2249,10 +2317,23 @@ fn build(
     let mut budget = limits.budget();
     let mut l4: BTreeMap<u32, L4Policy> = BTreeMap::new();
     let mut states: HashMap<StateKey, StateRecord> = HashMap::new();
+    // The kept insertion bounds and feature counts (`Model::bounds`,
+    // `Model::features`) of every subject, made here rather than by the
+    // first update that needs them (a pass over every filter, which would
+    // make an agent's first one-rule change several times its next ones).
+    let mut bounds: HashMap<u32, u64> = HashMap::new();
+    let mut features: HashMap<u32, FeatureCounts> = HashMap::new();
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
-        l4.entry(identity)
+        let policy = l4
+            .entry(identity)
             .or_insert_with(|| resolver.l4_policy(identity));
+        let bound = *bounds
+            .entry(identity)
+            .or_insert_with(|| insertion_bound(policy, &resolver.cache));
+        features
+            .entry(identity)
+            .or_insert_with(|| FeatureCounts::of(policy));
         let key = state_key(endpoint, identity);
         if states.contains_key(&key) {
             continue;
@@ -2261,7 +2342,10 @@ fn build(
             continue;
         };
         let name = endpoint.display_name();
-        limits.check_l4_policy(&name, policy, &resolver.cache)?;
+        if bound > limits.get(Limit::InsertionsPerEndpoint) {
+            // Over the limit: the limit's own check, for its error.
+            limits.check_l4_policy(&name, policy, &resolver.cache)?;
+        }
         let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins);
         budget.charge(&name, record.state.len())?;
         states.insert(key, record);
@@ -2312,8 +2396,8 @@ fn build(
             l4,
             states,
             filter_rules,
-            bounds: HashMap::new(),
-            features: HashMap::new(),
+            bounds,
+            features,
             selector_uses,
             any_namespace,
             addresses,
