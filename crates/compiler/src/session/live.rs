@@ -21,7 +21,7 @@ use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
-use crate::limits::{CompileLimits, Limit, insertion_bound};
+use crate::limits::{CompileLimits, Limit, filter_blocks, insertion_bound};
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::mapstate::PolicyFeatures;
@@ -365,10 +365,11 @@ struct Model {
     /// from only the rules that add to them.
     filter_rules: BTreeMap<(Direction, FilterKey), Vec<usize>>,
     /// `limits::insertion_bound` of a subject's L4 policy (`l4`) under the
-    /// current selections, when known: a rule change corrects it by the
-    /// touched filters' terms instead of a pass over every filter (a
-    /// policy update changes no selection; an identity change clears it).
-    bounds: HashMap<u32, u64>,
+    /// current selections, when known, with its selector weights
+    /// ([`KeptBound`]): a rule change corrects it by the touched filters'
+    /// terms, an identity change by the selections it changes, instead of
+    /// a pass over every filter.
+    bounds: HashMap<u32, KeptBound>,
     /// Uses of each subject and peer selector by the rules: its length is
     /// the number of distinct ones (`CompileLimits::check_identities`),
     /// kept as rules change instead of counted over every rule again.
@@ -1037,7 +1038,7 @@ impl Session {
                 &adding,
             );
             let cached = model.bounds.remove(id);
-            let before = touched_bound(old, &touched, &resolver.cache);
+            let before = KeptBound::touched(old, &touched);
             let mut counts = model.features.remove(id);
             if let Some(counts) = &mut counts {
                 counts.count_touched(old, &touched, false);
@@ -1049,18 +1050,16 @@ impl Session {
                 counts.count_touched(old, &touched, true);
                 model.features.insert(*id, counts);
             }
-            let after = touched_bound(old, &touched, &resolver.cache);
+            let after = KeptBound::touched(old, &touched);
             // The untouched filters' terms are the same (the same filters,
             // the same selections): correct the bound by the touched ones'.
-            if let (Some(bound), Some((enforced, was)), Some((still, now))) =
+            if let (Some(mut kept), Some((enforced, was)), Some((still, now))) =
                 (cached, before, after)
                 && enforced == still
-                && let Some(bound) = (bound < u64::MAX && was < u64::MAX && now < u64::MAX)
-                    .then(|| bound.checked_sub(was)?.checked_add(now))
-                    .flatten()
-                && bound < u64::MAX
+                && kept.reweigh(&was, false, &resolver.cache).is_some()
+                && kept.reweigh(&now, true, &resolver.cache).is_some()
             {
-                model.bounds.insert(*id, bound);
+                model.bounds.insert(*id, kept);
             }
         }
         let mut update = Update::incremental(Vec::new());
@@ -1101,10 +1100,7 @@ impl Session {
                 continue;
             };
             let endpoint = &self.inventory.endpoints[first];
-            let bound = *model
-                .bounds
-                .entry(key.0)
-                .or_insert_with(|| insertion_bound(policy, &resolver.cache));
+            let bound = KeptBound::get(&mut model.bounds, key.0, policy, &resolver.cache);
             debug_assert_eq!(
                 bound,
                 insertion_bound(policy, &resolver.cache),
@@ -1341,12 +1337,12 @@ impl Session {
             }
             // Peer side: the selections that gain it.
             let gained = model.peer_index.matching(&parts.cache, &labels);
-            if !gained.is_empty() {
-                // Selections change: the kept insertion bounds with them.
-                model.bounds.clear();
-            }
             for selector in &gained {
+                let before = parts.cache.selection(*selector).len();
                 parts.cache.add_to_selection(*selector, identity);
+                let after = parts.cache.selection(*selector).len();
+                // Selections change: the kept insertion bounds with them.
+                KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
             }
             let resolver =
                 Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
@@ -1495,11 +1491,11 @@ impl Session {
             model.features.remove(&identity);
             model.bounds.remove(&identity);
             let lost = model.peer_index.matching(&parts.cache, &labels);
-            if !lost.is_empty() {
-                model.bounds.clear();
-            }
             for selector in &lost {
+                let before = parts.cache.selection(*selector).len();
                 parts.cache.remove_from_selection(*selector, identity);
+                let after = parts.cache.selection(*selector).len();
+                KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
             }
             let only: BTreeSet<Identity> = Identity::new(identity).into_iter().collect();
             for (state_key, record) in &mut model.states {
@@ -1601,29 +1597,162 @@ fn replace_filters(
     differs
 }
 
-/// Per direction whether it is enforced, and `limits::insertion_bound` of
-/// the part of `policy` made of its `touched` filters (the same per-
-/// direction terms: 1 for a direction that is not enforced); `None` when
-/// that saturates.
-fn touched_bound(
-    policy: &L4Policy,
-    touched: &BTreeSet<(Direction, FilterKey)>,
-    cache: &SelectorCache,
-) -> Option<([bool; 2], u64)> {
-    let mut part = L4Policy::default();
-    for (direction, key) in touched {
-        let (from, to) = match direction {
-            Direction::Ingress => (&policy.ingress, &mut part.ingress),
-            Direction::Egress => (&policy.egress, &mut part.egress),
-        };
-        if let Some(filter) = from.filters.get(key) {
-            to.filters.insert(key.clone(), filter.clone());
+/// A subject's kept `limits::insertion_bound`: Σ over enforced filters of
+/// (port blocks) × Σ over its selectors of max(1, identities selected),
+/// plus 1 per direction that is not enforced, regrouped by selector as
+/// Σ over selectors of (weight: the port blocks of the enforced filters it
+/// is in) × max(1, identities selected), plus the directions' 1s. Exact
+/// whenever it does not overflow `u64` (where `insertion_bound` would
+/// saturate, nothing is kept): a rule change moves the touched filters'
+/// weights, an identity change the term of each selection it changes; no
+/// pass over every filter either way. Debug builds check it against
+/// `insertion_bound` at every use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct KeptBound {
+    bound: u64,
+    weights: HashMap<SelectorId, u64>,
+}
+
+/// Per direction whether it is enforced, and the selector weights of some
+/// of a policy's filters.
+type TouchedWeights = ([bool; 2], HashMap<SelectorId, u64>);
+
+impl KeptBound {
+    /// The bound of `identity`'s `policy`: the kept one, else computed
+    /// (and kept when it does not overflow).
+    fn get(
+        bounds: &mut HashMap<u32, KeptBound>,
+        identity: u32,
+        policy: &L4Policy,
+        cache: &SelectorCache,
+    ) -> u64 {
+        if let Some(kept) = bounds.get(&identity) {
+            return kept.bound;
+        }
+        match Self::of(policy, cache) {
+            Some(kept) => {
+                let bound = kept.bound;
+                bounds.insert(identity, kept);
+                bound
+            }
+            None => insertion_bound(policy, cache),
         }
     }
-    part.ingress.enforced = policy.ingress.enforced;
-    part.egress.enforced = policy.egress.enforced;
-    let bound = insertion_bound(&part, cache);
-    (bound < u64::MAX).then_some(([part.ingress.enforced, part.egress.enforced], bound))
+
+    /// The bound of `policy` under the selections of `cache`; `None` when
+    /// it overflows.
+    fn of(policy: &L4Policy, cache: &SelectorCache) -> Option<Self> {
+        let mut kept = Self::default();
+        let mut weights = HashMap::new();
+        for direction in Direction::ALL {
+            let dir = policy.direction(direction);
+            if !dir.enforced {
+                kept.bound = kept.bound.checked_add(1)?;
+                continue;
+            }
+            for (filter, per_selector) in &dir.filters {
+                Self::weigh(&mut weights, filter, per_selector.keys())?;
+            }
+        }
+        kept.reweigh(&weights, true, cache)?;
+        (kept.bound < u64::MAX).then_some(kept)
+    }
+
+    /// Adds the weights of one filter's selectors.
+    fn weigh<'s>(
+        weights: &mut HashMap<SelectorId, u64>,
+        filter: &FilterKey,
+        selectors: impl Iterator<Item = &'s SelectorId>,
+    ) -> Option<()> {
+        let blocks = filter_blocks(filter);
+        for selector in selectors {
+            let weight = weights.entry(*selector).or_insert(0);
+            *weight = weight.checked_add(blocks)?;
+        }
+        Some(())
+    }
+
+    /// The weights of the `touched` filters of `policy` in its enforced
+    /// directions, with the directions' enforcement; `None` when they
+    /// overflow.
+    fn touched(
+        policy: &L4Policy,
+        touched: &BTreeSet<(Direction, FilterKey)>,
+    ) -> Option<TouchedWeights> {
+        let mut weights = HashMap::new();
+        for (direction, key) in touched {
+            let dir = policy.direction(*direction);
+            if let Some(per_selector) = dir.filters.get(key)
+                && dir.enforced
+            {
+                Self::weigh(&mut weights, key, per_selector.keys())?;
+            }
+        }
+        Some(([policy.ingress.enforced, policy.egress.enforced], weights))
+    }
+
+    /// Adds (`add`) or takes away `weights` and their terms; `None` (the
+    /// bound no longer exact) on overflow.
+    fn reweigh(
+        &mut self,
+        weights: &HashMap<SelectorId, u64>,
+        add: bool,
+        cache: &SelectorCache,
+    ) -> Option<()> {
+        for (selector, weight) in weights {
+            let selected = u64::try_from(cache.selection(*selector).len().max(1)).ok()?;
+            let term = weight.checked_mul(selected)?;
+            let kept = self.weights.entry(*selector).or_insert(0);
+            if add {
+                *kept = kept.checked_add(*weight)?;
+                self.bound = self.bound.checked_add(term)?;
+            } else {
+                *kept = kept.checked_sub(*weight)?;
+                self.bound = self.bound.checked_sub(term)?;
+            }
+            if *kept == 0 {
+                self.weights.remove(selector);
+            }
+        }
+        (self.bound < u64::MAX).then_some(())
+    }
+
+    /// The selection of `selector` went from `before` to `after`
+    /// identities: each kept bound that weighs it moves by its weight per
+    /// change of max(1, selected); one that would overflow is dropped.
+    fn selection_changed(
+        bounds: &mut HashMap<u32, KeptBound>,
+        selector: SelectorId,
+        before: usize,
+        after: usize,
+    ) {
+        let wide = |n: usize| u64::try_from(n.max(1)).unwrap_or(u64::MAX);
+        let (before, after) = (wide(before), wide(after));
+        if before == after {
+            return;
+        }
+        bounds.retain(|_, kept| {
+            let Some(weight) = kept.weights.get(&selector) else {
+                return true;
+            };
+            let moved = if after > before {
+                weight
+                    .checked_mul(after - before)
+                    .and_then(|d| kept.bound.checked_add(d))
+            } else {
+                weight
+                    .checked_mul(before - after)
+                    .and_then(|d| kept.bound.checked_sub(d))
+            };
+            match moved {
+                Some(bound) if bound < u64::MAX => {
+                    kept.bound = bound;
+                    true
+                }
+                _ => false,
+            }
+        });
+    }
 }
 
 /// What a filter's ops read besides the filter itself
@@ -2321,16 +2450,14 @@ fn build(
     // `Model::features`) of every subject, made here rather than by the
     // first update that needs them (a pass over every filter, which would
     // make an agent's first one-rule change several times its next ones).
-    let mut bounds: HashMap<u32, u64> = HashMap::new();
+    let mut bounds: HashMap<u32, KeptBound> = HashMap::new();
     let mut features: HashMap<u32, FeatureCounts> = HashMap::new();
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
         let policy = l4
             .entry(identity)
             .or_insert_with(|| resolver.l4_policy(identity));
-        let bound = *bounds
-            .entry(identity)
-            .or_insert_with(|| insertion_bound(policy, &resolver.cache));
+        let bound = KeptBound::get(&mut bounds, identity, policy, &resolver.cache);
         features
             .entry(identity)
             .or_insert_with(|| FeatureCounts::of(policy));
