@@ -2022,15 +2022,14 @@ fn splice_ops(
         }
         list.drain(kept..to);
         if total != 0 {
-            let tail = kept;
-            let mut kept = tail;
-            for i in tail..list.len() {
+            let mut at = kept;
+            for i in kept..list.len() {
                 if let Some(index) = list[i].checked_add_signed(total) {
-                    list[kept] = index;
-                    kept += 1;
+                    list[at] = index;
+                    at += 1;
                 }
             }
-            list.truncate(kept);
+            list.truncate(at);
         }
         !list.is_empty()
     });
