@@ -15,7 +15,8 @@
 //! - **identity remove**: it goes away again.
 //!
 //! [`incremental_api`] runs the same steps through the incremental API (`session::Session`,
-//! what the C API's live session runs) in the same child, beside the session path.
+//! what the C API's live session runs) in the same child, beside the session path, and then
+//! rule changes each right after an identity add (`rule_change_after_add`).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -87,6 +88,12 @@ pub struct IncrementalApiResult {
     pub identity_add: Vec<Step>,
     /// Identity removals.
     pub identity_remove: Vec<Step>,
+    /// Rule changes each right after an identity add that a peer selector
+    /// of the policy matches (the add and the removal after the change are
+    /// not timed): what an agent whose pods come and go between policy
+    /// edits sees. Empty from builds before session 9.
+    #[serde(default)]
+    pub rule_change_after_add: Vec<Step>,
 }
 
 /// The policy text, with rule 0 on `first_port`.
@@ -281,6 +288,7 @@ fn incremental_api(rules: usize, runs: usize) -> Result<Option<IncrementalApiRes
         rule_change: Vec::new(),
         identity_add: Vec::new(),
         identity_remove: Vec::new(),
+        rule_change_after_add: Vec::new(),
     };
     for run in 0..runs {
         let text = if run % 2 == 0 { &changed } else { &original };
@@ -304,6 +312,18 @@ fn incremental_api(rules: usize, runs: usize) -> Result<Option<IncrementalApiRes
             .context("canary is there")??;
         let secs = start.elapsed().as_secs_f64();
         result.identity_remove.push(step(&update, 0.0, secs));
+    }
+    for run in runs..2 * runs {
+        let text = if run % 2 == 0 { &changed } else { &original };
+        let outcome = load(text)?;
+        session.add_endpoint(pod("canary", &[("role", "client-3"), ("canary", "true")]))?;
+        let start = Instant::now();
+        let update = session.set_policy("server.yaml", outcome)?;
+        let secs = start.elapsed().as_secs_f64();
+        result.rule_change_after_add.push(step(&update, 0.0, secs));
+        session
+            .remove_endpoint("bench/canary")
+            .context("canary is there")??;
     }
     Ok(Some(result))
 }
@@ -333,5 +353,12 @@ mod tests {
             let writes = |steps: &Vec<Step>| steps.iter().map(|s| s.changes).collect::<Vec<_>>();
             assert_eq!(writes(api), writes(batch));
         }
+        // With the canary there, rule 0 (client-0) changes the same keys.
+        let after_add: Vec<usize> = api
+            .rule_change_after_add
+            .iter()
+            .map(|s| s.changes)
+            .collect();
+        assert_eq!(after_add, vec![result.rule_change[0].changes; 2]);
     }
 }

@@ -195,24 +195,26 @@ fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a
             return None;
         }
         let (a, b) = (old.sources.get(&x.file)?, new.sources.get(&y.file)?);
-        if a == b {
+        let (sa, sb) = (a, b);
+        let (a, b) = (a.as_bytes(), b.as_bytes());
+        let prefix = common_prefix(a, b);
+        if prefix == a.len() && prefix == b.len() {
             continue;
         }
         if edit.is_some() {
             return None;
         }
-        let (a, b) = (a.as_bytes(), b.as_bytes());
-        let prefix = common_prefix(a, b);
         let suffix = common_suffix(&a[prefix..], &b[prefix..]);
         let (end_a, end_b) = (a.len() - suffix, b.len() - suffix);
         if a[prefix..end_a].contains(&b'\n') || b[prefix..end_b].contains(&b'\n') {
             return None;
         }
         // A change inside a character (the common prefix ends in the
-        // middle of one): widen it to whole characters.
-        let prefix = (0..=prefix)
-            .rev()
-            .find(|i| std::str::from_utf8(&a[..*i]).is_ok())?;
+        // middle of one): widen it to whole characters (the common prefix
+        // is the same bytes in both texts, so a boundary of one is a
+        // boundary of the other).
+        let prefix = (0..=prefix).rev().find(|i| sa.is_char_boundary(*i))?;
+        debug_assert!(sb.is_char_boundary(prefix));
         let line_start = a[..prefix]
             .iter()
             .rposition(|c| *c == b'\n')
@@ -246,36 +248,35 @@ fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a
     Some(edit)
 }
 
-/// The length of the common prefix (compared in blocks: `memcmp`).
+/// Block sizes the common prefix and suffix are compared in, largest
+/// first (`memcmp` of large blocks, then smaller ones near the first
+/// difference): a one-line edit of a large text costs about one pass of
+/// `memcmp`, not one call per 64 bytes.
+const BLOCKS: [usize; 3] = [4096, 64, 1];
+
+/// The length of the common prefix.
 fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    const BLOCK: usize = 64;
     let n = a.len().min(b.len());
     let mut i = 0;
-    while i + BLOCK <= n && a[i..i + BLOCK] == b[i..i + BLOCK] {
-        i += BLOCK;
+    for block in BLOCKS {
+        while i + block <= n && a[i..i + block] == b[i..i + block] {
+            i += block;
+        }
     }
-    i + a[i..n]
-        .iter()
-        .zip(&b[i..n])
-        .take_while(|(x, y)| x == y)
-        .count()
+    i
 }
 
 /// The length of the common suffix.
 fn common_suffix(a: &[u8], b: &[u8]) -> usize {
-    const BLOCK: usize = 64;
     let n = a.len().min(b.len());
     let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
     let mut i = 0;
-    while i + BLOCK <= n && a[n - i - BLOCK..n - i] == b[n - i - BLOCK..n - i] {
-        i += BLOCK;
+    for block in BLOCKS {
+        while i + block <= n && a[n - i - block..n - i] == b[n - i - block..n - i] {
+            i += block;
+        }
     }
-    i + a[..n - i]
-        .iter()
-        .rev()
-        .zip(b[..n - i].iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count()
+    i
 }
 
 fn before(a: Pos, b: Pos) -> bool {
@@ -291,15 +292,27 @@ struct TreeItem<'t> {
     node: &'t Node,
 }
 
-/// The rule items of a CNP/CCNP document's tree, in `cilium_rules` and
-/// section order, when the tree has the model's shape (every rule's
-/// sections with the model's item counts); `None` otherwise. With each
-/// rule's mapping node and the route from the document root to it.
-fn tree_items<'t>(
+/// The items of one section of one rule in the YAML tree: its rule
+/// (`cilium_rules` order), section and item nodes (in text order: a
+/// sequence's items are parsed in order).
+struct ItemList<'t> {
+    spec: usize,
+    section: RuleSection,
+    nodes: &'t [Node],
+}
+
+/// The rule items of a CNP/CCNP document's tree as one list per rule and
+/// section, in `cilium_rules` and section order (so the items in lowering
+/// order are the lists' items one list after the other), when the tree has
+/// the model's shape (every rule's sections with the model's item counts);
+/// `None` otherwise. Lists, not one entry per item: the caller finds the
+/// edited item by binary search and compares positions without copying
+/// every item.
+fn item_lists<'t>(
     root: &'t Node,
     doc: &LoadedDocument,
     rules: &[&Rule],
-) -> Option<Vec<TreeItem<'t>>> {
+) -> Option<Vec<ItemList<'t>>> {
     let root = match doc.item {
         Some(i) => sequence(root.get("items")?)?.get(i)?,
         None => root,
@@ -318,7 +331,7 @@ fn tree_items<'t>(
     if nodes.len() != rules.len() {
         return None;
     }
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(rules.len() * 4);
     for (spec, (node, rule)) in nodes.into_iter().zip(rules).enumerate() {
         for (section, items) in section_lens(rule) {
             let list = match node.get(section_key(section)) {
@@ -328,12 +341,11 @@ fn tree_items<'t>(
             if list.len() != items {
                 return None;
             }
-            out.extend(list.iter().enumerate().map(|(index, node)| TreeItem {
+            out.push(ItemList {
                 spec,
                 section,
-                index,
-                node,
-            }));
+                nodes: list,
+            });
         }
     }
     Some(out)
@@ -499,33 +511,69 @@ fn edited_item(
         old_tree.roots.get(a.index)?.as_ref()?,
         new_tree.roots.get(b.index)?.as_ref()?,
     );
-    let (items_a, items_b) = (
-        tree_items(root_a, a, &rules_a)?,
-        tree_items(root_b, b, &rules_b)?,
+    let (lists_a, lists_b) = (
+        item_lists(root_a, a, &rules_a)?,
+        item_lists(root_b, b, &rules_b)?,
     );
     // The item whose text holds the edit: the last to start at or before
-    // it (items of different sections need not be in text order).
-    let (at, item) = items_a
-        .iter()
-        .enumerate()
-        .filter(|(_, i)| !before(edit.start, i.node.pos))
-        .max_by_key(|(_, i)| (i.node.pos.line, i.node.pos.column))?;
+    // it (items of different sections need not be in text order, so the
+    // last of each list, found by binary search, then the last of those),
+    // with its position among the document's items.
+    let mut found: Option<(usize, TreeItem<'_>)> = None;
+    let mut offset = 0;
+    for list in &lists_a {
+        debug_assert!(
+            list.nodes.windows(2).all(|w| before(w[0].pos, w[1].pos)),
+            "a sequence's items in text order"
+        );
+        let starting = list.nodes.partition_point(|n| !before(edit.start, n.pos));
+        if let Some(index) = starting.checked_sub(1) {
+            let node = &list.nodes[index];
+            if found
+                .as_ref()
+                .is_none_or(|(_, f)| before(f.node.pos, node.pos))
+            {
+                let item = TreeItem {
+                    spec: list.spec,
+                    section: list.section,
+                    index,
+                    node,
+                };
+                found = Some((offset + index, item));
+            }
+        }
+        offset += list.nodes.len();
+    }
+    let (at, item) = found?;
     let has_spec = match &a.doc {
         PolicyDocument::CiliumNetworkPolicy(p) => p.spec.is_some(),
         PolicyDocument::CiliumClusterwideNetworkPolicy(p) => p.spec.is_some(),
         _ => return None,
     };
-    let bound = next_after(root_a, a, has_spec, item)?;
+    let bound = next_after(root_a, a, has_spec, &item)?;
     // The edit ends before the next node's line (so that node and every
     // later one keep their positions), and every item is where it was.
+    let same_place = |x: &ItemList<'_>, y: &ItemList<'_>| {
+        (x.spec, x.section) == (y.spec, y.section)
+            && x.nodes.len() == y.nodes.len()
+            && x.nodes.iter().zip(y.nodes).all(|(p, q)| p.pos == q.pos)
+    };
     if bound.line <= edit.end_old.line
         || bound.line <= edit.end_new.line
-        || next_after(root_b, b, has_spec, &items_b[at]) != Some(bound)
-        || items_a.len() != items_b.len()
-        || items_a.iter().zip(&items_b).any(|(x, y)| {
-            x.node.pos != y.node.pos || (x.spec, x.section, x.index) != (y.spec, y.section, y.index)
-        })
+        || lists_a.len() != lists_b.len()
+        || !lists_a.iter().zip(&lists_b).all(|(x, y)| same_place(x, y))
     {
+        return None;
+    }
+    let in_b = TreeItem {
+        node: lists_b
+            .iter()
+            .find(|l| (l.spec, l.section) == (item.spec, item.section))?
+            .nodes
+            .get(item.index)?,
+        ..item
+    };
+    if next_after(root_b, b, has_spec, &in_b) != Some(bound) {
         return None;
     }
     // Position of the item in the text's span: the items before it in
@@ -671,15 +719,8 @@ fn differing_items(x: &Rule, y: &Rule) -> Option<[(RuleSection, Vec<usize>, usiz
 /// keeps its line, so every origin's line is the same.
 fn same_lines(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    let prefix = a.iter().zip(b).take_while(|(x, y)| x == y).count();
-    let room = a.len().min(b.len()) - prefix;
-    let suffix = a
-        .iter()
-        .rev()
-        .zip(b.iter().rev())
-        .take(room)
-        .take_while(|(x, y)| x == y)
-        .count();
+    let prefix = common_prefix(a, b);
+    let suffix = common_suffix(&a[prefix..], &b[prefix..]);
     !a[prefix..a.len() - suffix].contains(&b'\n') && !b[prefix..b.len() - suffix].contains(&b'\n')
 }
 

@@ -21,7 +21,7 @@ use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
-use crate::limits::{CompileLimits, Limit, insertion_bound};
+use crate::limits::{CompileLimits, Limit, filter_blocks, insertion_bound};
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::mapstate::PolicyFeatures;
@@ -365,10 +365,11 @@ struct Model {
     /// from only the rules that add to them.
     filter_rules: BTreeMap<(Direction, FilterKey), Vec<usize>>,
     /// `limits::insertion_bound` of a subject's L4 policy (`l4`) under the
-    /// current selections, when known: a rule change corrects it by the
-    /// touched filters' terms instead of a pass over every filter (a
-    /// policy update changes no selection; an identity change clears it).
-    bounds: HashMap<u32, u64>,
+    /// current selections, when known, with its selector weights
+    /// ([`KeptBound`]): a rule change corrects it by the touched filters'
+    /// terms, an identity change by the selections it changes, instead of
+    /// a pass over every filter.
+    bounds: HashMap<u32, KeptBound>,
     /// Uses of each subject and peer selector by the rules: its length is
     /// the number of distinct ones (`CompileLimits::check_identities`),
     /// kept as rules change instead of counted over every rule again.
@@ -856,6 +857,12 @@ impl Session {
             None => (None, None),
         };
         let mut changed: Vec<usize> = Vec::new();
+        // The changed rules whose subject (selector and host flag, all that
+        // `Resolver::new` selects subjects by) is the same: they select the
+        // same identities as before.
+        let mut same_subject: BTreeSet<usize> = BTreeSet::new();
+        let same_subjects =
+            |a: &PolicyRule, b: &PolicyRule| a.host == b.host && a.subject == b.subject;
         // The filters the changed rules add to, before and after (and the
         // L3-only filters, which the synthetic allow-all and the
         // directions' default deny reach): only these filters of a subject's
@@ -870,6 +877,9 @@ impl Session {
                 let index = span.rules.start + item.position;
                 if model.lowered.rules[index] != item.rule {
                     changed.push(index);
+                    if same_subjects(&model.lowered.rules[index], &item.rule) {
+                        same_subject.insert(index);
+                    }
                     touched.extend(filter_keys(&model.lowered.rules[index]));
                     touched.extend(filter_keys(&item.rule));
                     model.set_rule(index, item.rule);
@@ -901,8 +911,15 @@ impl Session {
                 .collect();
             origins_changed = model.lowered.origins[span.origins.clone()] != lowering.origins[..];
             for &index in &changed {
-                touched.extend(filter_keys(&model.lowered.rules[index]));
-                touched.extend(filter_keys(&lowering.rules[index - span.rules.start]));
+                let (before, after) = (
+                    &model.lowered.rules[index],
+                    &lowering.rules[index - span.rules.start],
+                );
+                touched.extend(filter_keys(before));
+                touched.extend(filter_keys(after));
+                if same_subjects(before, after) {
+                    same_subject.insert(index);
+                }
             }
             // Splice the text's lowering in.
             for (index, rule) in span.rules.clone().zip(lowering.rules) {
@@ -930,7 +947,11 @@ impl Session {
 
         // Peers and subjects of the changed rules.
         let mut parts = std::mem::take(&mut model.parts);
-        let endpoint_ids: BTreeSet<u32> = model.table.endpoint_identity.iter().copied().collect();
+        let endpoint_ids: BTreeSet<u32> = if changed.iter().all(|i| same_subject.contains(i)) {
+            BTreeSet::new()
+        } else {
+            model.table.endpoint_identity.iter().copied().collect()
+        };
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         let mut peers_changed = false;
         for &index in &changed {
@@ -943,6 +964,17 @@ impl Session {
             if parts.peer_ids[index] != peers {
                 peers_changed = true;
                 parts.peer_ids[index] = peers;
+            }
+            if same_subject.contains(&index) {
+                // The same identities select it: their lists keep it.
+                subjects_of_changed.extend(
+                    parts
+                        .rules_by_identity
+                        .iter()
+                        .filter(|(_, list)| list.binary_search(&index).is_ok())
+                        .map(|(id, _)| *id),
+                );
+                continue;
             }
             for (id, list) in parts.rules_by_identity.iter_mut() {
                 if let Ok(at) = list.binary_search(&index) {
@@ -1006,7 +1038,7 @@ impl Session {
                 &adding,
             );
             let cached = model.bounds.remove(id);
-            let before = touched_bound(old, &touched, &resolver.cache);
+            let before = KeptBound::touched(old, &touched);
             let mut counts = model.features.remove(id);
             if let Some(counts) = &mut counts {
                 counts.count_touched(old, &touched, false);
@@ -1018,18 +1050,16 @@ impl Session {
                 counts.count_touched(old, &touched, true);
                 model.features.insert(*id, counts);
             }
-            let after = touched_bound(old, &touched, &resolver.cache);
+            let after = KeptBound::touched(old, &touched);
             // The untouched filters' terms are the same (the same filters,
             // the same selections): correct the bound by the touched ones'.
-            if let (Some(bound), Some((enforced, was)), Some((still, now))) =
+            if let (Some(mut kept), Some((enforced, was)), Some((still, now))) =
                 (cached, before, after)
                 && enforced == still
-                && let Some(bound) = (bound < u64::MAX && was < u64::MAX && now < u64::MAX)
-                    .then(|| bound.checked_sub(was)?.checked_add(now))
-                    .flatten()
-                && bound < u64::MAX
+                && kept.reweigh(&was, false, &resolver.cache).is_some()
+                && kept.reweigh(&now, true, &resolver.cache).is_some()
             {
-                model.bounds.insert(*id, bound);
+                model.bounds.insert(*id, kept);
             }
         }
         let mut update = Update::incremental(Vec::new());
@@ -1070,10 +1100,7 @@ impl Session {
                 continue;
             };
             let endpoint = &self.inventory.endpoints[first];
-            let bound = *model
-                .bounds
-                .entry(key.0)
-                .or_insert_with(|| insertion_bound(policy, &resolver.cache));
+            let bound = KeptBound::get(&mut model.bounds, key.0, policy, &resolver.cache);
             debug_assert_eq!(
                 bound,
                 insertion_bound(policy, &resolver.cache),
@@ -1173,12 +1200,19 @@ impl Session {
         if changes.is_empty() {
             return Vec::new();
         }
-        let by_key: HashMap<&StateKey, &Vec<MapChange>> =
-            changes.iter().map(|(k, c)| (k, c)).collect();
+        // The changed states by identity (an endpoint's identity is hashed,
+        // its key is not copied), then compared in place.
+        let mut by_identity: HashMap<u32, Vec<&(StateKey, Vec<MapChange>)>> = HashMap::new();
+        for change in changes {
+            by_identity.entry(change.0.0).or_default().push(change);
+        }
         let mut deltas = Vec::new();
         for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
             let identity = self.model.table.endpoint_identity[index];
-            if let Some(changes) = by_key.get(&state_key(endpoint, identity)) {
+            if let Some((_, changes)) = by_identity
+                .get(&identity)
+                .and_then(|list| list.iter().find(|((_, ports), _)| *ports == endpoint.ports))
+            {
                 deltas.push(EndpointDelta {
                     endpoint: endpoint.display_name(),
                     identity,
@@ -1303,12 +1337,12 @@ impl Session {
             }
             // Peer side: the selections that gain it.
             let gained = model.peer_index.matching(&parts.cache, &labels);
-            if !gained.is_empty() {
-                // Selections change: the kept insertion bounds with them.
-                model.bounds.clear();
-            }
             for selector in &gained {
+                let before = parts.cache.selection(*selector).len();
                 parts.cache.add_to_selection(*selector, identity);
+                let after = parts.cache.selection(*selector).len();
+                // Selections change: the kept insertion bounds with them.
+                KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
             }
             let resolver =
                 Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
@@ -1457,11 +1491,11 @@ impl Session {
             model.features.remove(&identity);
             model.bounds.remove(&identity);
             let lost = model.peer_index.matching(&parts.cache, &labels);
-            if !lost.is_empty() {
-                model.bounds.clear();
-            }
             for selector in &lost {
+                let before = parts.cache.selection(*selector).len();
                 parts.cache.remove_from_selection(*selector, identity);
+                let after = parts.cache.selection(*selector).len();
+                KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
             }
             let only: BTreeSet<Identity> = Identity::new(identity).into_iter().collect();
             for (state_key, record) in &mut model.states {
@@ -1563,29 +1597,162 @@ fn replace_filters(
     differs
 }
 
-/// Per direction whether it is enforced, and `limits::insertion_bound` of
-/// the part of `policy` made of its `touched` filters (the same per-
-/// direction terms: 1 for a direction that is not enforced); `None` when
-/// that saturates.
-fn touched_bound(
-    policy: &L4Policy,
-    touched: &BTreeSet<(Direction, FilterKey)>,
-    cache: &SelectorCache,
-) -> Option<([bool; 2], u64)> {
-    let mut part = L4Policy::default();
-    for (direction, key) in touched {
-        let (from, to) = match direction {
-            Direction::Ingress => (&policy.ingress, &mut part.ingress),
-            Direction::Egress => (&policy.egress, &mut part.egress),
-        };
-        if let Some(filter) = from.filters.get(key) {
-            to.filters.insert(key.clone(), filter.clone());
+/// A subject's kept `limits::insertion_bound`: Σ over enforced filters of
+/// (port blocks) × Σ over its selectors of max(1, identities selected),
+/// plus 1 per direction that is not enforced, regrouped by selector as
+/// Σ over selectors of (weight: the port blocks of the enforced filters it
+/// is in) × max(1, identities selected), plus the directions' 1s. Exact
+/// whenever it does not overflow `u64` (where `insertion_bound` would
+/// saturate, nothing is kept): a rule change moves the touched filters'
+/// weights, an identity change the term of each selection it changes; no
+/// pass over every filter either way. Debug builds check it against
+/// `insertion_bound` at every use.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct KeptBound {
+    bound: u64,
+    weights: HashMap<SelectorId, u64>,
+}
+
+/// Per direction whether it is enforced, and the selector weights of some
+/// of a policy's filters.
+type TouchedWeights = ([bool; 2], HashMap<SelectorId, u64>);
+
+impl KeptBound {
+    /// The bound of `identity`'s `policy`: the kept one, else computed
+    /// (and kept when it does not overflow).
+    fn get(
+        bounds: &mut HashMap<u32, KeptBound>,
+        identity: u32,
+        policy: &L4Policy,
+        cache: &SelectorCache,
+    ) -> u64 {
+        if let Some(kept) = bounds.get(&identity) {
+            return kept.bound;
+        }
+        match Self::of(policy, cache) {
+            Some(kept) => {
+                let bound = kept.bound;
+                bounds.insert(identity, kept);
+                bound
+            }
+            None => insertion_bound(policy, cache),
         }
     }
-    part.ingress.enforced = policy.ingress.enforced;
-    part.egress.enforced = policy.egress.enforced;
-    let bound = insertion_bound(&part, cache);
-    (bound < u64::MAX).then_some(([part.ingress.enforced, part.egress.enforced], bound))
+
+    /// The bound of `policy` under the selections of `cache`; `None` when
+    /// it overflows.
+    fn of(policy: &L4Policy, cache: &SelectorCache) -> Option<Self> {
+        let mut kept = Self::default();
+        let mut weights = HashMap::new();
+        for direction in Direction::ALL {
+            let dir = policy.direction(direction);
+            if !dir.enforced {
+                kept.bound = kept.bound.checked_add(1)?;
+                continue;
+            }
+            for (filter, per_selector) in &dir.filters {
+                Self::weigh(&mut weights, filter, per_selector.keys())?;
+            }
+        }
+        kept.reweigh(&weights, true, cache)?;
+        (kept.bound < u64::MAX).then_some(kept)
+    }
+
+    /// Adds the weights of one filter's selectors.
+    fn weigh<'s>(
+        weights: &mut HashMap<SelectorId, u64>,
+        filter: &FilterKey,
+        selectors: impl Iterator<Item = &'s SelectorId>,
+    ) -> Option<()> {
+        let blocks = filter_blocks(filter);
+        for selector in selectors {
+            let weight = weights.entry(*selector).or_insert(0);
+            *weight = weight.checked_add(blocks)?;
+        }
+        Some(())
+    }
+
+    /// The weights of the `touched` filters of `policy` in its enforced
+    /// directions, with the directions' enforcement; `None` when they
+    /// overflow.
+    fn touched(
+        policy: &L4Policy,
+        touched: &BTreeSet<(Direction, FilterKey)>,
+    ) -> Option<TouchedWeights> {
+        let mut weights = HashMap::new();
+        for (direction, key) in touched {
+            let dir = policy.direction(*direction);
+            if let Some(per_selector) = dir.filters.get(key)
+                && dir.enforced
+            {
+                Self::weigh(&mut weights, key, per_selector.keys())?;
+            }
+        }
+        Some(([policy.ingress.enforced, policy.egress.enforced], weights))
+    }
+
+    /// Adds (`add`) or takes away `weights` and their terms; `None` (the
+    /// bound no longer exact) on overflow.
+    fn reweigh(
+        &mut self,
+        weights: &HashMap<SelectorId, u64>,
+        add: bool,
+        cache: &SelectorCache,
+    ) -> Option<()> {
+        for (selector, weight) in weights {
+            let selected = u64::try_from(cache.selection(*selector).len().max(1)).ok()?;
+            let term = weight.checked_mul(selected)?;
+            let kept = self.weights.entry(*selector).or_insert(0);
+            if add {
+                *kept = kept.checked_add(*weight)?;
+                self.bound = self.bound.checked_add(term)?;
+            } else {
+                *kept = kept.checked_sub(*weight)?;
+                self.bound = self.bound.checked_sub(term)?;
+            }
+            if *kept == 0 {
+                self.weights.remove(selector);
+            }
+        }
+        (self.bound < u64::MAX).then_some(())
+    }
+
+    /// The selection of `selector` went from `before` to `after`
+    /// identities: each kept bound that weighs it moves by its weight per
+    /// change of max(1, selected); one that would overflow is dropped.
+    fn selection_changed(
+        bounds: &mut HashMap<u32, KeptBound>,
+        selector: SelectorId,
+        before: usize,
+        after: usize,
+    ) {
+        let wide = |n: usize| u64::try_from(n.max(1)).unwrap_or(u64::MAX);
+        let (before, after) = (wide(before), wide(after));
+        if before == after {
+            return;
+        }
+        bounds.retain(|_, kept| {
+            let Some(weight) = kept.weights.get(&selector) else {
+                return true;
+            };
+            let moved = if after > before {
+                weight
+                    .checked_mul(after - before)
+                    .and_then(|d| kept.bound.checked_add(d))
+            } else {
+                weight
+                    .checked_mul(before - after)
+                    .and_then(|d| kept.bound.checked_sub(d))
+            };
+            match moved {
+                Some(bound) if bound < u64::MAX => {
+                    kept.bound = bound;
+                    true
+                }
+                _ => false,
+            }
+        });
+    }
 }
 
 /// What a filter's ops read besides the filter itself
@@ -1827,20 +1994,43 @@ fn splice_ops(
     // them (those inside a replaced range go), the made ops' added (lists
     // stay ascending).
     let mut by_peers = std::mem::take(&mut old.by_peers);
+    // Each list is ascending: its indices before the first replacement
+    // stay, those after the last move by the whole shift (nothing to do
+    // when it is 0, as for a changed port), and only the few between are
+    // looked at one by one, instead of a search per index of every peer.
+    let (first, last) = match (ends.first(), ends.last()) {
+        (Some(first), Some(last)) => (first.start, last.end),
+        _ => (0, 0),
+    };
+    let total = shifts.last().copied().unwrap_or(0);
+    let moved = |index: usize| -> Option<usize> {
+        let j = ends.partition_point(|r| r.end <= index);
+        if ends.get(j).is_some_and(|r| r.start <= index) {
+            return None;
+        }
+        index.checked_add_signed(shifts[j])
+    };
     by_peers.retain(|_, list| {
-        list.retain_mut(|index| {
-            let j = ends.partition_point(|r| r.end <= *index);
-            if ends.get(j).is_some_and(|r| r.start <= *index) {
-                return false;
+        let from = list.partition_point(|index| *index < first);
+        let to = from + list[from..].partition_point(|index| *index < last);
+        let mut kept = from;
+        for i in from..to {
+            if let Some(index) = moved(list[i]) {
+                list[kept] = index;
+                kept += 1;
             }
-            match index.checked_add_signed(shifts[j]) {
-                Some(moved) => {
-                    *index = moved;
-                    true
+        }
+        list.drain(kept..to);
+        if total != 0 {
+            let mut at = kept;
+            for i in kept..list.len() {
+                if let Some(index) = list[i].checked_add_signed(total) {
+                    list[at] = index;
+                    at += 1;
                 }
-                None => false,
             }
-        });
+            list.truncate(at);
+        }
         !list.is_empty()
     });
     let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
@@ -1883,8 +2073,14 @@ struct Spliced {
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
 /// its YAML tree and model, one allocation per node, and freeing a
-/// 4,096-rule text takes longer than the rest of a one-rule update. On a
-/// thread of its own when one can be started, else here.
+/// 4,096-rule text takes longer than the rest of a one-rule update (10–45
+/// ms). On a thread of its own when one can be started, else here.
+///
+/// A new thread per text, not one kept by the session and woken through a
+/// channel: tried in session 9, that gave one-rule changes of 2–15 ms in
+/// some runs instead of 0.4 ms (same minutes, loaded machine), presumably
+/// the woken thread taking the updating thread's core before the update
+/// returned; starting a thread costs some tens of microseconds.
 fn drop_later(text: PolicyText) {
     // When the thread cannot start, the closure (and the text in it) is
     // dropped with the error, here.
@@ -2249,10 +2445,21 @@ fn build(
     let mut budget = limits.budget();
     let mut l4: BTreeMap<u32, L4Policy> = BTreeMap::new();
     let mut states: HashMap<StateKey, StateRecord> = HashMap::new();
+    // The kept insertion bounds and feature counts (`Model::bounds`,
+    // `Model::features`) of every subject, made here rather than by the
+    // first update that needs them (a pass over every filter, which would
+    // make an agent's first one-rule change several times its next ones).
+    let mut bounds: HashMap<u32, KeptBound> = HashMap::new();
+    let mut features: HashMap<u32, FeatureCounts> = HashMap::new();
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
-        l4.entry(identity)
+        let policy = l4
+            .entry(identity)
             .or_insert_with(|| resolver.l4_policy(identity));
+        let bound = KeptBound::get(&mut bounds, identity, policy, &resolver.cache);
+        features
+            .entry(identity)
+            .or_insert_with(|| FeatureCounts::of(policy));
         let key = state_key(endpoint, identity);
         if states.contains_key(&key) {
             continue;
@@ -2261,7 +2468,10 @@ fn build(
             continue;
         };
         let name = endpoint.display_name();
-        limits.check_l4_policy(&name, policy, &resolver.cache)?;
+        if bound > limits.get(Limit::InsertionsPerEndpoint) {
+            // Over the limit: the limit's own check, for its error.
+            limits.check_l4_policy(&name, policy, &resolver.cache)?;
+        }
         let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins);
         budget.charge(&name, record.state.len())?;
         states.insert(key, record);
@@ -2312,8 +2522,8 @@ fn build(
             l4,
             states,
             filter_rules,
-            bounds: HashMap::new(),
-            features: HashMap::new(),
+            bounds,
+            features,
             selector_uses,
             any_namespace,
             addresses,
