@@ -560,6 +560,10 @@ const STREAM_CACHE_ENTRIES: usize = 1 << 20;
 /// evicted unit is distilled and rendered again when needed.
 const STREAM_CACHE_BYTES: usize = 256 << 20;
 
+/// Bytes of rendered `entries` arrays [`write_json`] aims to prepare in
+/// one parallel window (at least one unit per thread).
+const STREAM_WINDOW_BYTES: usize = 32 << 20;
+
 /// One compilation: lowering, identity allocation, the resolver, each
 /// identity's L4 policy and the plan of units, with the map states
 /// distilled on demand: all at once ([`Compilation::compiled`]) or
@@ -993,7 +997,7 @@ impl<'c> Compilation<'c> {
                 let weight = state.state.len();
                 (state, weight)
             },
-            STREAM_CACHE_ENTRIES,
+            (STREAM_CACHE_ENTRIES, usize::MAX),
             |index, state| visit(self.endpoint_policy(index, state)),
         )
     }
@@ -1003,15 +1007,29 @@ impl<'c> Compilation<'c> {
     /// by `prepare` (in parallel, one window of endpoints at a time), kept
     /// while endpoints still to come need it and while the kept weights
     /// (`prepare`'s second value) stay within `room`, and given to `visit`
-    /// with each of its endpoints in inventory order.
+    /// with each of its endpoints in inventory order. `window_room` bounds
+    /// the weight one window prepares (`usize::MAX`: the widest window).
     fn stream_endpoints<T: Send>(
         &self,
         select: &dyn Fn(&Endpoint) -> bool,
         prepare: impl Fn(UnitState) -> (T, usize) + Sync,
-        room: usize,
+        (room, window_room): (usize, usize),
         mut visit: impl FnMut(usize, &T) -> bool,
     ) -> Result<(), CompileError> {
-        let window = rayon::current_num_threads().max(1) * UNITS_PER_THREAD * 16;
+        let threads = rayon::current_num_threads().max(1);
+        let widest = threads * UNITS_PER_THREAD * 16;
+        // A window prepares its units all at once, so what they weigh
+        // together is held at once: with `window_room` bounded, the window
+        // starts at one unit per thread and then holds as many endpoints
+        // as the units prepared so far say fit (65,535 CIDR rules over ten
+        // endpoints: ten rendered arrays of ~9 MB each were prepared
+        // together, a fifth of the peak memory).
+        let mut window = if window_room == usize::MAX {
+            widest
+        } else {
+            threads
+        };
+        let (mut prepared_weight, mut prepared_units) = (0usize, 0usize);
         let wanted: Vec<usize> = (0..self.inventory.endpoints.len())
             .filter(|i| select(&self.inventory.endpoints[*i]))
             .collect();
@@ -1025,7 +1043,10 @@ impl<'c> Compilation<'c> {
         }
         let mut cache: HashMap<usize, (T, usize)> = HashMap::new();
         let mut cached = 0usize;
-        for chunk in wanted.chunks(window) {
+        let mut start = 0usize;
+        while start < wanted.len() {
+            let chunk = &wanted[start..wanted.len().min(start + window)];
+            start += chunk.len();
             let mut missing: Vec<usize> = Vec::new();
             for &index in chunk {
                 let unit = self.endpoint_unit[index];
@@ -1040,7 +1061,13 @@ impl<'c> Compilation<'c> {
             for (unit, prepared) in missing.into_iter().zip(prepared) {
                 let prepared = prepared?;
                 cached += prepared.1;
+                prepared_weight = prepared_weight.saturating_add(prepared.1);
+                prepared_units += 1;
                 cache.insert(unit, prepared);
+            }
+            if window_room != usize::MAX && prepared_units > 0 {
+                let average = (prepared_weight / prepared_units).max(1);
+                window = (window_room / average).clamp(threads, widest);
             }
             for &index in chunk {
                 let unit = self.endpoint_unit[index];
@@ -1190,10 +1217,13 @@ pub fn write_json(
         |state| {
             let mut entries = Vec::new();
             json::render_entries(&state.state, &mut entries);
+            // Kept until its endpoints are written: without the slack of
+            // the buffer's growth.
+            entries.shrink_to_fit();
             let weight = entries.len();
             ((entries, state.diagnostics), weight)
         },
-        STREAM_CACHE_BYTES,
+        (STREAM_CACHE_BYTES, STREAM_WINDOW_BYTES),
         |index, (entries, diagnostics)| {
             let head = compilation.endpoint_head(index, diagnostics);
             findings.extend(head.diagnostics.iter().cloned());
