@@ -1018,13 +1018,16 @@ impl<'c> Compilation<'c> {
     ) -> Result<(), CompileError> {
         let threads = rayon::current_num_threads().max(1);
         let widest = threads * UNITS_PER_THREAD * 16;
-        // A window prepares its units all at once, so what they weigh
-        // together is held at once: with `window_room` bounded, the window
-        // starts at one unit per thread and then holds as many endpoints
-        // as the units prepared so far say fit (65,535 CIDR rules over ten
-        // endpoints: ten rendered arrays of ~9 MB each were prepared
-        // together, a fifth of the peak memory).
-        let mut window = if window_room == usize::MAX {
+        // A window (at most `widest` endpoints) prepares its missing units
+        // all at once, so what they weigh together is held at once: with
+        // `window_room` bounded, a window starts at one unit per thread and
+        // then takes as many units as those prepared so far say fit
+        // (65,535 CIDR rules over ten endpoints: ten rendered arrays of
+        // ~9 MB each were prepared together, a fifth of the peak memory).
+        // Units are counted, not endpoints: a unit shared by ten endpoints
+        // weighs once, and narrower windows would leave a core idle at
+        // each window's end.
+        let mut window_units = if window_room == usize::MAX {
             widest
         } else {
             threads
@@ -1045,15 +1048,20 @@ impl<'c> Compilation<'c> {
         let mut cached = 0usize;
         let mut start = 0usize;
         while start < wanted.len() {
-            let chunk = &wanted[start..wanted.len().min(start + window)];
-            start += chunk.len();
             let mut missing: Vec<usize> = Vec::new();
-            for &index in chunk {
-                let unit = self.endpoint_unit[index];
+            let mut end = start;
+            while end < wanted.len() && end - start < widest {
+                let unit = self.endpoint_unit[wanted[end]];
                 if !cache.contains_key(&unit) && !missing.contains(&unit) {
+                    if missing.len() >= window_units {
+                        break;
+                    }
                     missing.push(unit);
                 }
+                end += 1;
             }
+            let chunk = &wanted[start..end];
+            start = end;
             let prepared: Vec<Result<(T, usize), CompileError>> = missing
                 .par_iter()
                 .map(|unit| self.unit_state(&self.units[*unit]).map(&prepare))
@@ -1067,7 +1075,7 @@ impl<'c> Compilation<'c> {
             }
             if window_room != usize::MAX && prepared_units > 0 {
                 let average = (prepared_weight / prepared_units).max(1);
-                window = (window_room / average).clamp(threads, widest);
+                window_units = (window_room / average).clamp(threads, widest);
             }
             for &index in chunk {
                 let unit = self.endpoint_unit[index];
@@ -1217,9 +1225,6 @@ pub fn write_json(
         |state| {
             let mut entries = Vec::new();
             json::render_entries(&state.state, &mut entries);
-            // Kept until its endpoints are written: without the slack of
-            // the buffer's growth.
-            entries.shrink_to_fit();
             let weight = entries.len();
             ((entries, state.diagnostics), weight)
         },
