@@ -560,6 +560,10 @@ const STREAM_CACHE_ENTRIES: usize = 1 << 20;
 /// evicted unit is distilled and rendered again when needed.
 const STREAM_CACHE_BYTES: usize = 256 << 20;
 
+/// Bytes of rendered `entries` arrays [`write_json`] aims to prepare in
+/// one parallel window (at least one unit per thread).
+const STREAM_WINDOW_BYTES: usize = 32 << 20;
+
 /// One compilation: lowering, identity allocation, the resolver, each
 /// identity's L4 policy and the plan of units, with the map states
 /// distilled on demand: all at once ([`Compilation::compiled`]) or
@@ -993,7 +997,7 @@ impl<'c> Compilation<'c> {
                 let weight = state.state.len();
                 (state, weight)
             },
-            STREAM_CACHE_ENTRIES,
+            (STREAM_CACHE_ENTRIES, usize::MAX),
             |index, state| visit(self.endpoint_policy(index, state)),
         )
     }
@@ -1003,15 +1007,32 @@ impl<'c> Compilation<'c> {
     /// by `prepare` (in parallel, one window of endpoints at a time), kept
     /// while endpoints still to come need it and while the kept weights
     /// (`prepare`'s second value) stay within `room`, and given to `visit`
-    /// with each of its endpoints in inventory order.
+    /// with each of its endpoints in inventory order. `window_room` bounds
+    /// the weight one window prepares (`usize::MAX`: the widest window).
     fn stream_endpoints<T: Send>(
         &self,
         select: &dyn Fn(&Endpoint) -> bool,
         prepare: impl Fn(UnitState) -> (T, usize) + Sync,
-        room: usize,
+        (room, window_room): (usize, usize),
         mut visit: impl FnMut(usize, &T) -> bool,
     ) -> Result<(), CompileError> {
-        let window = rayon::current_num_threads().max(1) * UNITS_PER_THREAD * 16;
+        let threads = rayon::current_num_threads().max(1);
+        let widest = threads * UNITS_PER_THREAD * 16;
+        // A window (at most `widest` endpoints) prepares its missing units
+        // all at once, so what they weigh together is held at once: with
+        // `window_room` bounded, a window starts at one unit per thread and
+        // then takes as many units as those prepared so far say fit
+        // (65,535 CIDR rules over ten endpoints: ten rendered arrays of
+        // ~9 MB each were prepared together, a fifth of the peak memory).
+        // Units are counted, not endpoints: a unit shared by ten endpoints
+        // weighs once, and narrower windows would leave a core idle at
+        // each window's end.
+        let mut window_units = if window_room == usize::MAX {
+            widest
+        } else {
+            threads
+        };
+        let (mut prepared_weight, mut prepared_units) = (0usize, 0usize);
         let wanted: Vec<usize> = (0..self.inventory.endpoints.len())
             .filter(|i| select(&self.inventory.endpoints[*i]))
             .collect();
@@ -1025,14 +1046,22 @@ impl<'c> Compilation<'c> {
         }
         let mut cache: HashMap<usize, (T, usize)> = HashMap::new();
         let mut cached = 0usize;
-        for chunk in wanted.chunks(window) {
+        let mut start = 0usize;
+        while start < wanted.len() {
             let mut missing: Vec<usize> = Vec::new();
-            for &index in chunk {
-                let unit = self.endpoint_unit[index];
+            let mut end = start;
+            while end < wanted.len() && end - start < widest {
+                let unit = self.endpoint_unit[wanted[end]];
                 if !cache.contains_key(&unit) && !missing.contains(&unit) {
+                    if missing.len() >= window_units {
+                        break;
+                    }
                     missing.push(unit);
                 }
+                end += 1;
             }
+            let chunk = &wanted[start..end];
+            start = end;
             let prepared: Vec<Result<(T, usize), CompileError>> = missing
                 .par_iter()
                 .map(|unit| self.unit_state(&self.units[*unit]).map(&prepare))
@@ -1040,7 +1069,13 @@ impl<'c> Compilation<'c> {
             for (unit, prepared) in missing.into_iter().zip(prepared) {
                 let prepared = prepared?;
                 cached += prepared.1;
+                prepared_weight = prepared_weight.saturating_add(prepared.1);
+                prepared_units += 1;
                 cache.insert(unit, prepared);
+            }
+            if window_room != usize::MAX && prepared_units > 0 {
+                let average = (prepared_weight / prepared_units).max(1);
+                window_units = (window_room / average).clamp(threads, widest);
             }
             for &index in chunk {
                 let unit = self.endpoint_unit[index];
@@ -1193,7 +1228,7 @@ pub fn write_json(
             let weight = entries.len();
             ((entries, state.diagnostics), weight)
         },
-        STREAM_CACHE_BYTES,
+        (STREAM_CACHE_BYTES, STREAM_WINDOW_BYTES),
         |index, (entries, diagnostics)| {
             let head = compilation.endpoint_head(index, diagnostics);
             findings.extend(head.diagnostics.iter().cloned());

@@ -312,23 +312,19 @@ fn locate(file: &str, document: usize, root: &Node, route: &Route, at_key: bool)
 /// steps, so the same line and column.
 fn locate_compact(file: &str, document: usize, root: LocatedNode<'_>, route: &Route) -> Location {
     let mut node = root;
-    let mut pos = root.pos();
     for segment in &route.0 {
         let step = match segment {
             Segment::Key(key) => Step::Key(key),
             Segment::Index(index) => Step::Index(*index),
         };
-        let Some((key_pos, value)) = node.child(step) else {
+        let Some(value) = node.child(step) else {
             break;
-        };
-        let keyed = matches!(segment, Segment::Key(_));
-        pos = if value.is_container() && keyed {
-            key_pos
-        } else {
-            value.pos()
         };
         node = value;
     }
+    // Each node holds the position a route ending at it reports
+    // (a container under a key: the key), as `locate` chooses it.
+    let pos = node.pos();
     routed_location(file, document, pos, route)
 }
 

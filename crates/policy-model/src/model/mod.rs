@@ -18,7 +18,9 @@ pub use cluster::*;
 pub use k8s::*;
 pub use meta::ObjectMeta;
 pub use section::{RuleItem, RuleSection, ToPorts};
-pub use selector::{EndpointSelector, LabelSelector, LabelSelectorRequirement, SelectorOperator};
+pub use selector::{
+    EndpointSelector, LabelSelector, LabelSelectorRequirement, MatchLabels, SelectorOperator,
+};
 
 /// One policy resource, whichever kind it is.
 ///

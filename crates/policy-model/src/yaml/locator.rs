@@ -4,52 +4,67 @@
 //! A [`Node`] tree keeps every scalar's text in its own allocation and a
 //! mapping entry as two full nodes; for the 65,535 one-rule CNPs of the CIDR
 //! benchmark the trees were most of `porin compile`'s memory, although the
-//! compile reads them only to locate findings. A [`Locator`] keeps, per
-//! node, its position, its kind and its children (mapping keys interned
-//! once per file, scalar values dropped), in two flat vectors: no allocation
-//! per node, about a third of the bytes.
+//! compile reads them only to locate findings. A [`Locator`] keeps one
+//! 16-byte slot per node, in preorder: the position a route that ends at the
+//! node reports, the node's kind and key (mapping keys interned once per
+//! file, scalar values dropped) and where its subtree ends, so that the
+//! next sibling is found without a list of children. Long sequences also
+//! keep their items' slots, so that `items[9999]` is found without walking
+//! its 9,999 siblings.
 
 use std::collections::HashMap;
 
 use super::tree::{Node, NodeKind, Pos};
 
-/// No key: a sequence item, or a mapping key that is not a scalar (which
-/// never matches a route's key, as in [`Node::entry`]).
-const NO_KEY: u32 = u32::MAX;
+/// Bits of [`Slot::meta`] that hold the key; the two above hold the kind.
+const KEY_BITS: u32 = 30;
+const KEY_MASK: u32 = (1 << KEY_BITS) - 1;
+/// No key: a root, a sequence item, or a mapping key that is not a scalar
+/// (which never matches a route's key, as in [`Node::entry`]).
+const NO_KEY: u32 = KEY_MASK;
+/// The kinds, as stored above the key bits.
+const SCALAR: u32 = 0;
+const SEQUENCE: u32 = 1;
+const MAPPING: u32 = 2;
+/// From this many items a sequence's items are listed in
+/// [`Locator::items`]; shorter ones are walked.
+const LISTED_ITEMS: usize = 16;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Scalar,
-    Sequence,
-    Mapping,
-}
-
-/// One node: where it starts, its kind and its children
-/// (`entries[first..first + len]`).
+/// One node, in preorder: its subtree is `slots[index + 1..end]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
+    /// Where a route ending here points: the key of a mapping or sequence
+    /// that is a mapping's value (where it is named; a block container
+    /// "starts" at its first entry, which reads as the wrong place), the
+    /// node itself otherwise.
     pos: Pos,
-    kind: Kind,
-    first: u32,
-    len: u32,
+    /// The kind (above [`KEY_BITS`]) and the key under which the node is
+    /// its parent mapping's value (an index into `keys`, or [`NO_KEY`]).
+    meta: u32,
+    /// One past the last slot of the subtree.
+    end: u32,
 }
 
-/// One child: its key (an index into `keys`, or [`NO_KEY`]), where the key
-/// is (the item's own position for a sequence item) and the child's node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    key: u32,
-    key_pos: Pos,
-    node: u32,
+impl Slot {
+    fn kind(&self) -> u32 {
+        self.meta >> KEY_BITS
+    }
+
+    fn key(&self) -> u32 {
+        self.meta & KEY_MASK
+    }
 }
 
 /// The positions of one file's documents, by document index.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Locator {
     slots: Vec<Slot>,
-    entries: Vec<Entry>,
     keys: Vec<Box<str>>,
     roots: Vec<Option<u32>>,
+    /// The item slots of each sequence with at least [`LISTED_ITEMS`]
+    /// items, by the sequence's slot: `(first, count)` in `listed`.
+    items: HashMap<u32, (u32, u32)>,
+    listed: Vec<u32>,
 }
 
 /// A node of a [`Locator`], as [`Locator::root`] and [`LocatedNode::child`]
@@ -77,14 +92,16 @@ impl Locator {
             interned: HashMap::new(),
         };
         for root in roots {
-            let slot = root.as_ref().map(|node| builder.add(node));
+            let slot = root
+                .as_ref()
+                .map(|node| builder.add(node, NO_KEY, node.pos));
             builder.out.roots.push(slot);
         }
         let mut out = builder.out;
         out.slots.shrink_to_fit();
-        out.entries.shrink_to_fit();
         out.keys.shrink_to_fit();
         out.roots.shrink_to_fit();
+        out.listed.shrink_to_fit();
         out
     }
 
@@ -99,40 +116,57 @@ impl Locator {
 }
 
 impl<'l> LocatedNode<'l> {
-    fn slot(&self) -> &'l Slot {
-        &self.locator.slots[self.slot as usize]
+    fn slot(&self) -> Option<&'l Slot> {
+        self.locator.slots.get(self.slot as usize)
     }
 
-    /// Where the node starts.
+    /// Where a route that ends at this node points (see [`Slot::pos`]).
     pub fn pos(&self) -> Pos {
-        self.slot().pos
+        self.slot().map(|slot| slot.pos).unwrap_or_default()
     }
 
-    /// True for a mapping or a sequence.
-    pub fn is_container(&self) -> bool {
-        self.slot().kind != Kind::Scalar
-    }
-
-    /// The child a step names, with where its key is (the item itself for
-    /// a sequence): the first entry with that key, as [`Node::entry`].
-    pub fn child(&self, step: Step<'_>) -> Option<(Pos, LocatedNode<'l>)> {
-        let slot = self.slot();
-        let first = slot.first as usize;
-        let entries = self.locator.entries.get(first..first + slot.len as usize)?;
-        let entry = match (step, slot.kind) {
-            (Step::Key(key), Kind::Mapping) => entries.iter().find(|e| {
-                e.key != NO_KEY && self.locator.keys.get(e.key as usize).map(|k| &**k) == Some(key)
+    /// The child a step names: the first entry with that key, as
+    /// [`Node::entry`], or the item at that index.
+    pub fn child(&self, step: Step<'_>) -> Option<LocatedNode<'l>> {
+        let slot = self.slot()?;
+        let locator = self.locator;
+        let found = match (step, slot.kind()) {
+            (Step::Index(index), SEQUENCE) => match locator.items.get(&self.slot) {
+                Some(&(first, count)) => {
+                    if index >= count as usize {
+                        return None;
+                    }
+                    *locator.listed.get(first as usize + index)?
+                }
+                None => self.children().nth(index)?,
+            },
+            (Step::Key(key), MAPPING) => self.children().find(|&child| {
+                locator.slots.get(child as usize).is_some_and(|c| {
+                    c.key() != NO_KEY
+                        && locator.keys.get(c.key() as usize).map(|k| &**k) == Some(key)
+                })
             })?,
-            (Step::Index(index), Kind::Sequence) => entries.get(index)?,
             _ => return None,
         };
-        Some((
-            entry.key_pos,
-            LocatedNode {
-                locator: self.locator,
-                slot: entry.node,
-            },
-        ))
+        Some(LocatedNode {
+            locator,
+            slot: found,
+        })
+    }
+
+    /// The slots of the direct children, in order.
+    fn children(&self) -> impl Iterator<Item = u32> + 'l {
+        let slots = &self.locator.slots;
+        let end = self.slot().map_or(0, |slot| slot.end);
+        let mut next = self.slot.saturating_add(1);
+        std::iter::from_fn(move || {
+            if next >= end {
+                return None;
+            }
+            let child = next;
+            next = slots.get(child as usize).map_or(end, |slot| slot.end);
+            Some(child)
+        })
     }
 }
 
@@ -142,65 +176,54 @@ struct Builder<'t> {
 }
 
 impl<'t> Builder<'t> {
-    /// Adds `node` and everything under it; returns its slot. Children are
-    /// laid out after their parent's entries are reserved, so each node's
-    /// entries are contiguous.
-    fn add(&mut self, node: &'t Node) -> u32 {
-        let at = self.push_slot(node);
-        let first = self.out.entries.len();
+    /// Adds `node` (the value under `key`, pointed at by `pos`) and
+    /// everything under it, in preorder; returns its slot.
+    fn add(&mut self, node: &'t Node, key: u32, pos: Pos) -> u32 {
+        let at = u32::try_from(self.out.slots.len()).unwrap_or(u32::MAX);
+        let kind = match node.kind {
+            NodeKind::Scalar(..) => SCALAR,
+            NodeKind::Sequence(_) => SEQUENCE,
+            NodeKind::Mapping(_) => MAPPING,
+        };
+        self.out.slots.push(Slot {
+            pos,
+            meta: (kind << KEY_BITS) | (key & KEY_MASK),
+            end: 0,
+        });
         match &node.kind {
             NodeKind::Scalar(..) => {}
             NodeKind::Sequence(items) => {
+                let mut listed = Vec::new();
                 for item in items {
-                    self.out.entries.push(Entry {
-                        key: NO_KEY,
-                        key_pos: item.pos,
-                        node: 0,
-                    });
+                    let child = self.add(item, NO_KEY, item.pos);
+                    if items.len() >= LISTED_ITEMS {
+                        listed.push(child);
+                    }
                 }
-                for (offset, item) in items.iter().enumerate() {
-                    let child = self.add(item);
-                    self.out.entries[first + offset].node = child;
+                if !listed.is_empty() {
+                    let first = u32::try_from(self.out.listed.len()).unwrap_or(u32::MAX);
+                    let count = u32::try_from(listed.len()).unwrap_or(u32::MAX);
+                    self.out.listed.extend(listed);
+                    self.out.items.insert(at, (first, count));
                 }
             }
             NodeKind::Mapping(pairs) => {
-                for (key, _) in pairs {
+                for (key, value) in pairs {
                     let key_index = match key.as_scalar() {
                         Some(text) => self.intern(text),
                         None => NO_KEY,
                     };
-                    self.out.entries.push(Entry {
-                        key: key_index,
-                        key_pos: key.pos,
-                        node: 0,
-                    });
-                }
-                for (offset, (_, value)) in pairs.iter().enumerate() {
-                    let child = self.add(value);
-                    self.out.entries[first + offset].node = child;
+                    let container =
+                        matches!(value.kind, NodeKind::Mapping(_) | NodeKind::Sequence(_));
+                    let pos = if container { key.pos } else { value.pos };
+                    self.add(value, key_index, pos);
                 }
             }
         }
-        let len = entries_of(node);
-        let slot = &mut self.out.slots[at as usize];
-        slot.first = u32::try_from(first).unwrap_or(u32::MAX);
-        slot.len = u32::try_from(len).unwrap_or(0);
-        at
-    }
-
-    fn push_slot(&mut self, node: &Node) -> u32 {
-        let kind = match node.kind {
-            NodeKind::Scalar(..) => Kind::Scalar,
-            NodeKind::Sequence(_) => Kind::Sequence,
-            NodeKind::Mapping(_) => Kind::Mapping,
-        };
-        let at = u32::try_from(self.out.slots.len()).unwrap_or(u32::MAX);
-        self.out.slots.push(Slot {
-            pos: node.pos,
-            kind,
-            first: 0,
-            len: 0,
-        });
+        let end = u32::try_from(self.out.slots.len()).unwrap_or(u32::MAX);
+        if let Some(slot) = self.out.slots.get_mut(at as usize) {
+            slot.end = end;
+        }
         at
     }
 
@@ -208,18 +231,17 @@ impl<'t> Builder<'t> {
         if let Some(&index) = self.interned.get(text) {
             return index;
         }
-        let index = u32::try_from(self.out.keys.len()).unwrap_or(NO_KEY);
+        // More distinct keys than the key bits hold (a billion) cannot
+        // come from a file under the load limits; such a key is never
+        // matched, as a non-scalar key.
+        let Some(index) = u32::try_from(self.out.keys.len())
+            .ok()
+            .filter(|index| *index < NO_KEY)
+        else {
+            return NO_KEY;
+        };
         self.out.keys.push(text.into());
         self.interned.insert(text, index);
         index
-    }
-}
-
-/// How many entries a node has directly.
-fn entries_of(node: &Node) -> usize {
-    match &node.kind {
-        NodeKind::Scalar(..) => 0,
-        NodeKind::Sequence(items) => items.len(),
-        NodeKind::Mapping(pairs) => pairs.len(),
     }
 }

@@ -94,3 +94,46 @@ fn lean_load_has_the_same_documents_and_diagnostics() {
     released.release_trees();
     assert_eq!(released, lean);
 }
+
+/// Long sequences (a `List` of 40 policies, 20 CIDRs in a rule, flow and
+/// block style) are indexed rather than walked by the locator: every
+/// route of them, and an index past their end, is located as the trees
+/// locate it.
+#[test]
+fn released_trees_locate_long_sequences_as_the_trees_do() {
+    let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for item in 0..40 {
+        text.push_str(&format!(
+            "- apiVersion: cilium.io/v2\n  kind: CiliumNetworkPolicy\n  metadata: {{name: p{item}}}\n  spec:\n    endpointSelector: {{}}\n    egress:\n    - toCIDR: [{}]\n      toPorts:\n"
+        ,
+            (0..20)
+                .map(|i| format!("10.{item}.{i}.0/24"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        for port in 0..17 {
+            text.push_str(&format!("      - ports: [{{port: \"{}\"}}]\n", 1000 + port));
+        }
+    }
+    let limits = LoadLimits::default();
+    let kept = porin_model::load_str("long.yaml", &text, &limits);
+    assert!(
+        kept.diagnostics.iter().all(|d| !d.is_error()),
+        "{:?}",
+        kept.diagnostics
+    );
+    assert_eq!(kept.documents.len(), 40);
+    let mut released = kept.clone();
+    released.release_trees();
+    let root = kept.trees[0].roots[0].as_ref().unwrap();
+    let mut all = Vec::new();
+    routes(root, &Route::root(), &mut all);
+    assert!(all.len() > 40 * 20 * 3);
+    for route in &all {
+        assert_eq!(
+            kept.locate("long.yaml", 0, route),
+            released.locate("long.yaml", 0, route),
+            "{route}"
+        );
+    }
+}

@@ -193,7 +193,7 @@ impl Ctx<'_> {
         if pin_cluster && !self.cluster.is_empty() && !selects_cluster {
             let mut pin = LabelSelector::default();
             pin.match_labels
-                .get_or_insert_with(BTreeMap::new)
+                .get_or_insert_with(porin_model::MatchLabels::new)
                 .insert(CLUSTER_LABEL.to_owned(), self.cluster.clone());
             k8s_selector(&pin, "", &mut selector);
         }

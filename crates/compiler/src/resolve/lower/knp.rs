@@ -1,8 +1,6 @@
 //! Lowering of a Kubernetes NetworkPolicy (`ParseNetworkPolicy`,
 //! `pkg/k8s/network_policy.go`).
 
-use std::collections::BTreeMap;
-
 use porin_model::model::{
     IntOrString, K8sProtocol, LabelSelector, NetworkPolicy, NetworkPolicyPeer, RuleSection,
 };
@@ -203,7 +201,7 @@ impl Ctx<'_> {
             if !self.cluster.is_empty() && !selects_cluster {
                 let p = pod.get_or_insert_with(LabelSelector::default);
                 p.match_labels
-                    .get_or_insert_with(BTreeMap::new)
+                    .get_or_insert_with(porin_model::MatchLabels::new)
                     .insert(CLUSTER_LABEL.to_owned(), self.cluster.clone());
             }
             if let Some(ns_selector) = &peer.namespace_selector {

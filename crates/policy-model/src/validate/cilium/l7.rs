@@ -59,7 +59,7 @@ pub(super) fn validate_host_l7(
 /// (so `http: []` or an `l7proto` list counts), and `IngressRule.Validate`
 /// tests the map's length for host policies.
 pub(super) fn has_l7(port_rules: &[PortRule]) -> bool {
-    port_rules.iter().any(|p| !l7_is_empty(p.rules.as_ref()))
+    port_rules.iter().any(|p| !l7_is_empty(p.rules.as_deref()))
 }
 
 /// `L7Rules.IsEmpty`: no http/kafka/dns/l7 list at all (an `l7proto` alone is "empty").

@@ -23,7 +23,7 @@ pub(super) fn validate_port_rule(
         .rules
         .as_ref()
         .is_some_and(|r| non_empty(r.dns.as_ref()));
-    let rules_empty = l7_is_empty(rule.rules.as_ref());
+    let rules_empty = l7_is_empty(rule.rules.as_deref());
     if ingress && has_dns {
         findings
             .report(codes::DNS, at.key("rules").key("dns"), "DNS rules are not allowed on ingress")
