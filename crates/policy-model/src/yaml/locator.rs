@@ -120,7 +120,8 @@ impl<'l> LocatedNode<'l> {
         self.locator.slots.get(self.slot as usize)
     }
 
-    /// Where a route that ends at this node points (see [`Slot::pos`]).
+    /// Where a route that ends at this node points: the key of a mapping
+    /// or sequence that is a mapping's value, the node itself otherwise.
     pub fn pos(&self) -> Pos {
         self.slot().map(|slot| slot.pos).unwrap_or_default()
     }
