@@ -351,58 +351,49 @@ impl<'a> Context<'a> {
                     distilled[at] = result;
                 }
             }
-            let mut states: HashMap<(usize, &[NamedPort], bool), Arc<MapState>> = HashMap::new();
-            let mut censuses: HashMap<(usize, &[NamedPort], bool), Arc<Census>> = HashMap::new();
+            // What one distillation gave, kept for the next units of its
+            // (policy, named ports, host allow) when it had no diagnostics
+            // (they name the endpoint: with some, the next one distils its
+            // own).
+            #[derive(Clone)]
+            enum Shared {
+                State(Arc<MapState>),
+                Over(Arc<Census>),
+            }
+            let mut shared: HashMap<(usize, &[NamedPort], bool), Shared> = HashMap::new();
             for (candidate, result) in plan.candidates.into_iter().zip(distilled) {
-                if let Some(census) = censuses.get(&candidate.shared) {
-                    overflows.push(Overflow {
+                let outcome = match shared.get(&candidate.shared) {
+                    Some(outcome) => outcome.clone(),
+                    None => {
+                        let (outcome, diagnostics) = match result {
+                            Some(Capped::Fits(state, d)) => (Shared::State(Arc::new(state)), d),
+                            Some(Capped::Over(census, d)) => (Shared::Over(Arc::new(census)), d),
+                            None => continue,
+                        };
+                        if diagnostics.is_empty() {
+                            shared.insert(candidate.shared, outcome.clone());
+                        }
+                        compile_diagnostics.extend(diagnostics);
+                        outcome
+                    }
+                };
+                match outcome {
+                    Shared::State(state) => units.push(Unit {
                         endpoints: candidate.endpoints,
                         identity: candidate.identity,
                         rules: candidate.rules.to_vec(),
-                        census: Arc::clone(census),
-                    });
-                    continue;
+                        policy: policies
+                            .get(candidate.shared.0)
+                            .map_or_else(|| Arc::new(L4Policy::default()), Arc::clone),
+                        state,
+                    }),
+                    Shared::Over(census) => overflows.push(Overflow {
+                        endpoints: candidate.endpoints,
+                        identity: candidate.identity,
+                        rules: candidate.rules.to_vec(),
+                        census,
+                    }),
                 }
-                let policy = policies
-                    .get(candidate.shared.0)
-                    .map_or_else(|| Arc::new(L4Policy::default()), Arc::clone);
-                let state = match states.get(&candidate.shared) {
-                    Some(state) => Arc::clone(state),
-                    None => match result {
-                        Some(Capped::Fits(state, diagnostics)) => {
-                            let state = Arc::new(state);
-                            // Diagnostics name the endpoint: a state with
-                            // some is distilled again for the next one.
-                            if diagnostics.is_empty() {
-                                states.insert(candidate.shared, Arc::clone(&state));
-                            }
-                            compile_diagnostics.extend(diagnostics);
-                            state
-                        }
-                        Some(Capped::Over(census, diagnostics)) => {
-                            let census = Arc::new(census);
-                            if diagnostics.is_empty() {
-                                censuses.insert(candidate.shared, Arc::clone(&census));
-                            }
-                            compile_diagnostics.extend(diagnostics);
-                            overflows.push(Overflow {
-                                endpoints: candidate.endpoints,
-                                identity: candidate.identity,
-                                rules: candidate.rules.to_vec(),
-                                census,
-                            });
-                            continue;
-                        }
-                        None => continue,
-                    },
-                };
-                units.push(Unit {
-                    endpoints: candidate.endpoints,
-                    identity: candidate.identity,
-                    rules: candidate.rules.to_vec(),
-                    policy,
-                    state,
-                });
             }
             ipcache_len = porin_compiler::compile::build_ipcache(inventory, &table).len();
             if SHADOWING_CODES
