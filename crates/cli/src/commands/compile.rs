@@ -248,7 +248,7 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
     let inputs = PolicyInput::from_outcome(&outcome);
     let written = Compilation::run(&inputs, &inventory, &limits.compile, |compilation| {
         compilation.check()?;
-        let mut findings = compilation.summary().diagnostics;
+        let mut findings = compilation.policy_diagnostics().to_vec();
         let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         let writer = if args.format == Format::JsonStates {
             write_json_states

@@ -16,6 +16,7 @@
 
 use std::io::Write;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::mapstate::{Direction, MapState};
@@ -117,17 +118,64 @@ pub(crate) fn write_nested(
     level: usize,
 ) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
-    let indent = vec![b' '; level * 2];
-    let mut lines = text.split(|b| *b == b'\n');
-    if let Some(first) = lines.next() {
-        out.write_all(first)?;
+    out.write_all(&indented(&text, level))
+}
+
+/// Items per parallel piece of [`write_nested_seq`].
+const SEQ_PIECE: usize = 2048;
+
+/// [`write_nested`] of a sequence, its items rendered in pieces on the
+/// rayon pool when there are many (65,535 CIDR identities, ipcache
+/// entries and origins): serde_json writes a non-empty sequence as `[`,
+/// then each item after `\n` (the first) or `,\n` and its indent, then
+/// `\n]`, so the pieces' texts without their brackets, joined by `,`,
+/// are the whole sequence's.
+pub(crate) fn write_nested_seq<T: Serialize + Sync>(
+    out: &mut dyn Write,
+    items: &[T],
+    level: usize,
+) -> std::io::Result<()> {
+    if items.len() <= SEQ_PIECE {
+        return write_nested(out, &items, level);
     }
-    for line in lines {
-        out.write_all(b"\n")?;
-        out.write_all(&indent)?;
-        out.write_all(line)?;
+    let pieces: Vec<std::io::Result<Vec<u8>>> = items
+        .par_chunks(SEQ_PIECE)
+        .map(|piece| {
+            let text = serde_json::to_vec_pretty(piece).map_err(std::io::Error::other)?;
+            // `[` … `\n]`: the items with their separators.
+            let body = text
+                .get(1..text.len().saturating_sub(2))
+                .unwrap_or_default();
+            Ok(indented(body, level))
+        })
+        .collect();
+    out.write_all(b"[")?;
+    for (index, piece) in pieces.into_iter().enumerate() {
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(&piece?)?;
     }
-    Ok(())
+    out.write_all(b"\n")?;
+    out.write_all(&vec![b' '; level * 2])?;
+    out.write_all(b"]")
+}
+
+/// `text` with `level` two-space indents after every newline, in one
+/// buffer (written line by line, the lines of 65,535 origins were
+/// millions of small writes).
+fn indented(text: &[u8], level: usize) -> Vec<u8> {
+    let indent = level * 2;
+    let lines = text.iter().filter(|b| **b == b'\n').count();
+    let mut out = Vec::with_capacity(text.len() + lines * indent);
+    let mut rest = text;
+    while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+        out.extend_from_slice(&rest[..=end]);
+        out.resize(out.len() + indent, b' ');
+        rest = &rest[end + 1..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 /// Writes the head of an endpoint object at the second level (`{ "endpoints":
