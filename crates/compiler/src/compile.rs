@@ -1423,10 +1423,11 @@ fn describe_origin(origins: &[Origin], id: u32) -> Option<&Origin> {
 /// finding per policy, in (kind, namespace, name) order. `selecting` holds
 /// the origins of the rules that select some endpoint.
 pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> Vec<Diagnostic> {
-    // Keys borrowed from the origins (the same order as owned strings):
-    // one per rule, 65,535 of them for as many CIDR policies.
-    let mut policy_selects: BTreeMap<(OriginKind, Option<&str>, &str, &str), bool> =
-        BTreeMap::new();
+    // Keys borrowed from the origins, in a hash map (one per rule, 65,535
+    // of them for as many CIDR policies); only the policies that select
+    // nothing are sorted, below.
+    let mut policy_selects: HashMap<(OriginKind, Option<&str>, &str, &str), bool> =
+        HashMap::with_capacity(lowered.rules.len());
     // Host policies are checked against the nodes instead (PC030, at
     // lowering): one that selects only remote nodes applies on their
     // agents, not nowhere.
@@ -1455,8 +1456,14 @@ pub(crate) fn selects_nothing(lowered: &Lowered, selecting: &BTreeSet<u32>) -> V
             ),
         ).help("give the inventory the workloads these policies are for (their manifests: --inventory, or `inventory:` in a test file)"));
     }
-    for ((kind, namespace, name, file), selects) in policy_selects {
-        if !selects && reported.insert((kind, namespace, name)) {
+    let mut unselected: Vec<_> = policy_selects
+        .into_iter()
+        .filter_map(|(key, selects)| (!selects).then_some(key))
+        .collect();
+    // In (kind, namespace, name, file) order, as the keys are distinct.
+    unselected.sort_unstable();
+    for (kind, namespace, name, file) in unselected {
+        if reported.insert((kind, namespace, name)) {
             let label = match namespace {
                 Some(ns) => format!("{ns}/{name}"),
                 None => name.to_owned(),

@@ -5,7 +5,7 @@
 //! deserialize the typed model from the tree, then validate it. Every problem
 //! becomes a [`Diagnostic`] located through the tree; nothing panics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -151,7 +151,7 @@ impl LoadOutcome {
 
     /// [`LoadOutcome::merge`] with an index of the keys loaded so far
     /// (kept by the caller across the files of one load).
-    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut BTreeMap<ObjectKey, usize>) {
+    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut HashMap<ObjectKey, usize>) {
         let from = self.documents.len();
         self.extend(other);
         self.refuse_duplicates_with(from, first);
@@ -179,7 +179,7 @@ impl LoadOutcome {
     /// points at the first copy; the error makes every consumer refuse the
     /// whole set.
     pub(crate) fn refuse_duplicates(&mut self, from: usize) {
-        let mut first: BTreeMap<ObjectKey, usize> = self
+        let mut first: HashMap<ObjectKey, usize> = self
             .documents
             .iter()
             .take(from)
@@ -194,7 +194,7 @@ impl LoadOutcome {
     /// there): a load of many files keeps one index instead of rebuilding
     /// it per file, which was quadratic (23 % of `porin compile` of
     /// 65,535 one-rule files spread over 66 files).
-    fn refuse_duplicates_with(&mut self, from: usize, first: &mut BTreeMap<ObjectKey, usize>) {
+    fn refuse_duplicates_with(&mut self, from: usize, first: &mut HashMap<ObjectKey, usize>) {
         // The repeats are found before any document moves (a document is
         // ~800 bytes: moving every added one out and back was most of the
         // merge), then removed at once. `first` holds each kept document's
@@ -1259,7 +1259,7 @@ fn load_paths_with(
             .map(|one| one.documents.len())
             .sum(),
     );
-    let mut first: BTreeMap<ObjectKey, usize> = BTreeMap::new();
+    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
     for one in loaded {
         outcome.merge_indexed(one?, &mut first);
     }
