@@ -201,7 +201,8 @@ impl LoadOutcome {
         // index after the removal; `kept` maps those of the added ones to
         // where they are until then.
         let mut repeats: Vec<(usize, usize, ObjectKey)> = Vec::new();
-        let mut kept: Vec<usize> = Vec::new();
+        let mut kept: Vec<usize> = Vec::with_capacity(self.documents.len() - from);
+        first.reserve(self.documents.len() - from);
         for at in from..self.documents.len() {
             let key = self.documents[at].doc.object_key();
             match first.get(&key) {

@@ -262,22 +262,23 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
                 .and_then(|()| out.flush())
                 .map_err(|e| StreamError::Write(e.to_string()))
         });
-        Ok(streamed.map(|()| findings))
-    });
-    match written {
-        Ok(Ok(findings)) => {
+        if streamed.is_ok() {
+            drop(out);
             if !findings.is_empty() {
                 eprint!("{}", render_human_all(&findings, &outcome.sources));
             }
-            // The process ends after this: freeing the loaded models
-            // and inventory one allocation at a time cost 6 % of a compile
-            // of 65,535 small policies, and the kernel frees the pages at
-            // exit anyway.
-            std::mem::forget(inputs);
-            std::mem::forget(inventory);
-            std::mem::forget(outcome);
-            Ok(ExitCode::SUCCESS)
+            // The output is written and flushed: the process ends here,
+            // without returning through `Compilation::run`. Freeing the
+            // loaded models, the lowered rules, the identity table and the
+            // compilation one allocation at a time cost ~0.1 s (8 %) of a
+            // compile of 65,535 small policies, all on one thread, and the
+            // kernel frees the pages at exit anyway.
+            std::process::exit(0);
         }
+        Ok(streamed)
+    });
+    match written {
+        Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(StreamError::Compile(error))) | Err(error) => limit_failure(&outcome, error),
         Ok(Err(error)) => Err(error.into()),
     }
