@@ -1365,7 +1365,7 @@ fn write_prologue(out: &mut dyn std::io::Write, summary: &Summary<'_>) -> std::i
     out.write_all(b"{\n  \"cluster\": ")?;
     json::write_nested(out, summary.cluster, 1)?;
     out.write_all(b",\n  \"identities\": ")?;
-    json::write_nested_seq(out, summary.identities, 1)
+    json::write_field_seq(out, summary.identities)
 }
 
 /// Closes a list of second-level objects: `[]` if nothing was written,
@@ -1377,9 +1377,9 @@ fn write_close_list(out: &mut dyn std::io::Write, empty: bool) -> std::io::Resul
 /// `ipcache`, `origins`, `diagnostics` and the closing brace.
 fn write_epilogue(out: &mut dyn std::io::Write, summary: &Summary<'_>) -> std::io::Result<()> {
     out.write_all(b",\n  \"ipcache\": ")?;
-    json::write_nested_seq(out, &summary.ipcache, 1)?;
+    json::write_field_seq(out, &summary.ipcache)?;
     out.write_all(b",\n  \"origins\": ")?;
-    json::write_nested_seq(out, summary.origins, 1)?;
+    json::write_field_seq(out, summary.origins)?;
     out.write_all(b",\n  \"diagnostics\": ")?;
     json::write_nested(out, &summary.diagnostics, 1)?;
     // `Compiled::nodes` is skipped when empty; the stream follows it so

@@ -67,6 +67,14 @@ pub fn target_diagnostics(
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let version = target.version.validation();
+    // Only rows validated by PM050 give a diagnostic here: when none can
+    // fire at the version (any version before 1.20), the rules need not be
+    // serialised and walked (~0.1 s of CPU for 65,535 CIDR policies).
+    if !crate::version::TABLE.iter().any(|row| {
+        row.validated_by == Some(codes::REMOVED_IN_VERSION.code) && !row.honoured_in(version)
+    }) {
+        return out;
+    }
     let target = Target { version, ..*target };
     for (route, finding) in version_findings(&document.doc, &target) {
         if finding.row.validated_by != Some(codes::REMOVED_IN_VERSION.code) {

@@ -1454,6 +1454,60 @@ fn add_to_filter(
 mod tests {
     use super::*;
 
+    /// `intern_all` is `intern` one selector after the other: the same ids,
+    /// selections and work, with repeats, the wildcard, and a budget that
+    /// runs out half way (past it, new selectors select nothing).
+    #[test]
+    fn interning_all_at_once_is_interning_one_after_the_other() {
+        let synthetic = crate::compile::synthetic::cidr_cluster(3000);
+        let outcome = synthetic.load();
+        let inputs = crate::resolve::lower::PolicyInput::from_outcome(&outcome);
+        let lowered = crate::resolve::lower::lower(&inputs, &synthetic.inventory);
+        let table = IdentityTable::allocate_with_groups(
+            &synthetic.inventory,
+            &lowered.prefixes,
+            &lowered.cidr_groups,
+        )
+        .unwrap();
+        let wildcard = Selector::wildcard();
+        let mut selectors: Vec<&Selector> = lowered
+            .rules
+            .iter()
+            .flat_map(|rule| rule.peers.iter().flatten().chain([&rule.subject]))
+            .collect();
+        selectors.insert(100, &wildcard);
+        selectors.extend(selectors.clone().iter().step_by(7));
+        assert!(selectors.len() > 6000, "{}", selectors.len());
+        let mut unbounded = SelectorCache::default();
+        for selector in &selectors {
+            unbounded.intern(selector, &table);
+        }
+        let half = unbounded.work / 2;
+        assert!(half > 1000, "{half}");
+        for budget in [None, Some(half), Some(0)] {
+            let mut one_by_one = SelectorCache {
+                budget,
+                ..SelectorCache::default()
+            };
+            let ids: Vec<SelectorId> = selectors
+                .iter()
+                .map(|s| one_by_one.intern(s, &table))
+                .collect();
+            let mut at_once = SelectorCache {
+                budget,
+                ..SelectorCache::default()
+            };
+            assert_eq!(at_once.intern_all(&selectors, &table), ids);
+            assert_eq!(at_once.selectors, one_by_one.selectors);
+            assert_eq!(at_once.selections, one_by_one.selections);
+            assert_eq!(at_once.work, one_by_one.work);
+            if budget == Some(half) {
+                assert!(at_once.over_budget());
+                assert!(at_once.selections.iter().any(Vec::is_empty));
+            }
+        }
+    }
+
     fn l7(parser: L7Parser) -> L7 {
         L7 {
             parser,
