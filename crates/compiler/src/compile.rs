@@ -1227,8 +1227,8 @@ pub fn write_json(
     select: &dyn Fn(&Endpoint) -> bool,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<Diagnostic>, StreamError> {
-    let summary = compilation.summary();
-    write_prologue(out, &summary)?;
+    let (summary, prologue) = summary_and_prologue(compilation);
+    out.write_all(&prologue?)?;
     out.write_all(b",\n  \"endpoints\": ")?;
     let mut findings = Vec::new();
     let mut failed: Option<std::io::Error> = None;
@@ -1286,8 +1286,8 @@ pub fn write_json_states(
     select: &dyn Fn(&Endpoint) -> bool,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<Diagnostic>, StreamError> {
-    let summary = compilation.summary();
-    write_prologue(out, &summary)?;
+    let (summary, prologue) = summary_and_prologue(compilation);
+    out.write_all(&prologue?)?;
     let wanted: Vec<usize> = (0..compilation.inventory.endpoints.len())
         .filter(|i| select(&compilation.inventory.endpoints[*i]))
         .collect();
@@ -1361,11 +1361,36 @@ type Rendered = (Vec<u8>, Vec<Vec<Diagnostic>>);
 
 /// `{`, `cluster` and `identities` of a streamed document (the caller
 /// writes the next field, `states` or `endpoints`).
-fn write_prologue(out: &mut dyn std::io::Write, summary: &Summary<'_>) -> std::io::Result<()> {
+fn write_prologue(
+    out: &mut dyn std::io::Write,
+    cluster: &String,
+    identities: &[IdentityInfo],
+) -> std::io::Result<()> {
     out.write_all(b"{\n  \"cluster\": ")?;
-    json::write_nested(out, summary.cluster, 1)?;
+    json::write_nested(out, cluster, 1)?;
     out.write_all(b",\n  \"identities\": ")?;
-    json::write_field_seq(out, summary.identities)
+    json::write_field_seq(out, identities)
+}
+
+/// The summary and the rendered prologue, side by side on the pool: the
+/// summary's policy-wide findings (`selects_nothing`, one look-up per rule)
+/// were ~3 % of a compile of 65,535 CIDR policies on the calling thread
+/// alone.
+fn summary_and_prologue<'s>(
+    compilation: &'s Compilation<'_>,
+) -> (Summary<'s>, std::io::Result<Vec<u8>>) {
+    rayon::join(
+        || compilation.summary(),
+        || {
+            let mut prologue = Vec::new();
+            write_prologue(
+                &mut prologue,
+                &compilation.inventory.cluster,
+                &compilation.table.identities,
+            )
+            .map(|()| prologue)
+        },
+    )
 }
 
 /// Closes a list of second-level objects: `[]` if nothing was written,

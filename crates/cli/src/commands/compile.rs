@@ -248,7 +248,6 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
     let inputs = PolicyInput::from_outcome(&outcome);
     let written = Compilation::run(&inputs, &inventory, &limits.compile, |compilation| {
         compilation.check()?;
-        let mut findings = compilation.policy_diagnostics().to_vec();
         let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         let writer = if args.format == Format::JsonStates {
             write_json_states
@@ -256,7 +255,11 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             write_json
         };
         // Large writes: the rendered entries of a state are megabytes.
+        let mut findings = Vec::new();
         let streamed = writer(compilation, &select, &mut out).and_then(|endpoints| {
+            // Policy-wide findings first (the writer computed them), then
+            // each endpoint's.
+            findings.extend_from_slice(compilation.policy_diagnostics());
             findings.extend(endpoints);
             writeln!(out)
                 .and_then(|()| out.flush())
