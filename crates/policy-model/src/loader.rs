@@ -8,7 +8,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 use serde::de::DeserializeOwned;
@@ -1148,23 +1147,6 @@ pub fn load_path(path: &Path, limits: &LoadLimits) -> Result<LoadOutcome, LoadEr
     load_paths(std::slice::from_ref(&path.to_owned()), limits)
 }
 
-/// Reserves room for the documents of `files` files like the first one
-/// merged (a ninth more), at most one per 64 bytes of input: a document is
-/// ~800 bytes, and growing the `Vec` by doubling while files are merged
-/// moved them again and left the old buffers behind (~10 MiB of peak RSS at
-/// 65,535 policies). Room never used is address space, not memory; a
-/// reservation the allocator refuses is only skipped.
-fn reserve_documents(outcome: &mut LoadOutcome, files: usize, total: u64) {
-    let per_file = outcome.documents.len();
-    let estimate = per_file
-        .saturating_mul(files)
-        .saturating_add(per_file.saturating_mul(files) / 8)
-        .min(usize::try_from(total / 64).unwrap_or(usize::MAX));
-    let _ = outcome
-        .documents
-        .try_reserve_exact(estimate.saturating_sub(per_file));
-}
-
 /// One input of a load, in the order the user gave them.
 enum Input {
     Stdin,
@@ -1259,67 +1241,28 @@ fn load_paths_with(
         }
         Ok(one)
     };
-    let mut outcome = LoadOutcome::default();
-    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
     // A few small files stay on the calling thread: parsing them takes
     // less than starting rayon's pool, and an embedder (the C API) should
     // not get that pool for them.
-    if inputs.len() <= 1 || total < PARALLEL_LOAD_BYTES {
-        let loaded: Vec<Result<LoadOutcome, LoadError>> = inputs.iter().map(load).collect();
-        for one in loaded {
-            outcome.merge_indexed(one?, &mut first);
-        }
-        return Ok(outcome);
-    }
-    // The files are parsed on rayon's threads, taken in input order, while
-    // this thread merges them in that order as they come: the merge (the
-    // documents moved, the duplicate index) overlaps the parse instead of
-    // following it (0.1 s of 65,535 one-rule policies in 66 files). The
-    // first read error in input order ends the load, as before.
-    let next = AtomicUsize::new(0);
-    let (sender, receiver) = std::sync::mpsc::channel();
-    let failed = std::thread::scope(|scope| {
-        scope.spawn(|| {
-            (0..rayon::current_num_threads())
-                .into_par_iter()
-                .with_max_len(1)
-                .for_each_with(sender, |sender, _| {
-                    loop {
-                        let at = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(input) = inputs.get(at) else {
-                            break;
-                        };
-                        if sender.send((at, load(input))).is_err() {
-                            break;
-                        }
-                    }
-                });
-        });
-        let mut waiting: BTreeMap<usize, Result<LoadOutcome, LoadError>> = BTreeMap::new();
-        let mut merged = 0;
-        let mut failed = None;
-        for (at, one) in receiver {
-            waiting.insert(at, one);
-            while let Some(one) = waiting.remove(&merged) {
-                merged += 1;
-                match one {
-                    Ok(one) if failed.is_none() => {
-                        outcome.merge_indexed(one, &mut first);
-                        if merged == 1 {
-                            reserve_documents(&mut outcome, inputs.len(), total);
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => {
-                        failed.get_or_insert(error);
-                    }
-                }
-            }
-        }
-        failed
-    });
-    if let Some(error) = failed {
-        return Err(error);
+    let loaded: Vec<Result<LoadOutcome, LoadError>> =
+        if inputs.len() > 1 && total >= PARALLEL_LOAD_BYTES {
+            inputs.par_iter().map(load).collect()
+        } else {
+            inputs.iter().map(load).collect()
+        };
+    let mut outcome = LoadOutcome::default();
+    // At its final size at once: the documents are large, and doubling
+    // moved each of them several times.
+    outcome.documents.reserve_exact(
+        loaded
+            .iter()
+            .filter_map(|one| one.as_ref().ok())
+            .map(|one| one.documents.len())
+            .sum(),
+    );
+    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
+    for one in loaded {
+        outcome.merge_indexed(one?, &mut first);
     }
     Ok(outcome)
 }
