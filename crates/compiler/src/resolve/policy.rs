@@ -1459,12 +1459,16 @@ mod tests {
     /// runs out half way (past it, new selectors select nothing).
     #[test]
     fn interning_all_at_once_is_interning_one_after_the_other() {
-        let synthetic = crate::compile::synthetic::cidr_cluster(3000);
-        let outcome = synthetic.load();
-        let inputs = crate::resolve::lower::PolicyInput::from_outcome(&outcome);
-        let lowered = crate::resolve::lower::lower(&inputs, &synthetic.inventory);
+        let outcome = porin_model::loader::load_str(
+            "p.yaml",
+            &super::super::lower::test_inputs::cidr_policies(3000),
+            &porin_model::LoadLimits::default(),
+        );
+        let inputs = super::super::lower::PolicyInput::from_outcome(&outcome);
+        let inventory = Inventory::new();
+        let lowered = super::super::lower::lower(&inputs, &inventory);
         let table = IdentityTable::allocate_with_groups(
-            &synthetic.inventory,
+            &inventory,
             &lowered.prefixes,
             &lowered.cidr_groups,
         )

@@ -388,26 +388,72 @@ impl Ctx<'_> {
     }
 }
 
+/// Policies for the unit tests of lowering and resolution (the synthetic
+/// clusters of `compile::synthetic` sit above this module).
+#[cfg(test)]
+pub(crate) mod test_inputs {
+    use std::fmt::Write;
+
+    /// `n` CiliumNetworkPolicies over ten apps in three namespaces: egress
+    /// to one prefix each (a /24 around the next /32s every 64th) on
+    /// TCP/443, a deny every fifth, a second item to entities every
+    /// seventh, ingress from another app every third.
+    pub(crate) fn cidr_policies(n: usize) -> String {
+        let mut yaml = String::new();
+        for i in 0..n {
+            let address = std::net::Ipv4Addr::from(0x0a00_0000_u32.wrapping_add(i as u32));
+            let prefix = if i % 64 == 0 {
+                format!("{address}/24")
+            } else {
+                format!("{address}/32")
+            };
+            let egress = if i % 5 == 0 { "egressDeny" } else { "egress" };
+            let _ = write!(
+                yaml,
+                "---\napiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p-{i}, namespace: ns-{}}}\nspec:\n  endpointSelector: {{matchLabels: {{app: app-{}}}}}\n  {egress}:\n  - toCIDR: [{prefix}]\n    toPorts: [{{ports: [{{port: \"443\", protocol: TCP}}]}}]\n",
+                i % 3,
+                i % 10
+            );
+            if i % 7 == 0 {
+                yaml.push_str("  - toEntities: [cluster, world]\n");
+            }
+            if i % 3 == 0 {
+                let _ = write!(
+                    yaml,
+                    "  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: app-{}}}}}]\n",
+                    (i + 1) % 10
+                );
+            }
+        }
+        yaml
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compile::synthetic::{cidr_cluster, mixed_cluster};
+    use porin_model::LoadLimits;
+    use porin_model::loader::load_str;
 
     /// Batches lowered apart and appended (origin ids shifted) are the
     /// documents lowered one after the other (rules, origins, prefixes,
-    /// findings), on the synthetic cluster and on the CIDR shape.
+    /// findings).
     #[test]
     fn batches_give_what_one_pass_gives() {
-        for synthetic in [mixed_cluster(120, 30), cidr_cluster(700)] {
-            let outcome = synthetic.load();
-            let inputs = PolicyInput::from_outcome(&outcome);
-            let inventory = &synthetic.inventory;
-            let whole = format!("{:?}", lower_in_batches(&inputs, inventory, usize::MAX));
-            for batch in [1, 7, 256] {
-                let batched = format!("{:?}", lower_in_batches(&inputs, inventory, batch));
-                assert!(batched == whole, "batches of {batch} differ from one pass");
-            }
-            assert!(whole.len() > 10_000, "{}", whole.len());
+        let outcome = load_str(
+            "p.yaml",
+            &test_inputs::cidr_policies(700),
+            &LoadLimits::default(),
+        );
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        let inputs = PolicyInput::from_outcome(&outcome);
+        let inventory = Inventory::new();
+        let whole = lower_in_batches(&inputs, &inventory, usize::MAX);
+        assert!(whole.rules.len() > 900, "{}", whole.rules.len());
+        let whole = format!("{whole:?}");
+        for batch in [1, 7, 256] {
+            let batched = format!("{:?}", lower_in_batches(&inputs, &inventory, batch));
+            assert!(batched == whole, "batches of {batch} differ from one pass");
         }
     }
 }
