@@ -22,6 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use ipnetwork::IpNetwork;
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::cidrgroup::CidrGroups;
@@ -36,6 +37,10 @@ use crate::labels::{
 
 /// First number allocated to endpoint label sets (`MinimalNumericIdentity`).
 pub const FIRST_ALLOCATED: u32 = 256;
+
+/// From how many prefixes the CIDR identities' labels are made on rayon's
+/// threads.
+const PARALLEL_CIDR_IDENTITIES: usize = 1024;
 /// Last number of cluster 0's range (`max-connected-clusters` = 255).
 pub const LAST_ALLOCATED: u32 = 65_535;
 
@@ -241,7 +246,6 @@ impl IdentityTable {
         }
 
         // CIDR identities, numbered in sorted prefix order.
-        let mut cidr_identity = BTreeMap::new();
         let mut sorted: Vec<IpNetwork> = prefixes
             .iter()
             .map(|p| canonical_prefix(*p))
@@ -249,8 +253,10 @@ impl IdentityTable {
             .collect();
         sorted.sort_by_key(|p| (p.is_ipv6(), p.network(), p.prefix()));
         sorted.dedup();
-        identities.reserve(sorted.len());
-        for (index, prefix) in sorted.into_iter().enumerate() {
+        // Each prefix's labels on their own, in parallel (65,535 CIDR rules:
+        // formatting and sorting their labels was ~2 % of the compile, on
+        // the calling thread alone), kept in prefix order.
+        let cidr = |(index, prefix): (usize, IpNetwork)| -> Result<IdentityInfo, CompileError> {
             let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
             let id = Identity::local(number).map_err(|_| CompileError::RangeExhausted {
                 range: IdentityRange::Cidr,
@@ -268,13 +274,33 @@ impl IdentityTable {
             for label in groups.labels_of(prefix).iter() {
                 labels.insert(label.clone());
             }
-            cidr_identity.insert(prefix, id.get());
-            identities.push(IdentityInfo {
+            Ok(IdentityInfo {
                 id: id.get(),
                 labels,
                 kind: IdentityKind::Cidr { prefix },
-            });
-        }
+            })
+        };
+        let cidr_identities: Vec<IdentityInfo> = if sorted.len() >= PARALLEL_CIDR_IDENTITIES {
+            sorted
+                .into_par_iter()
+                .enumerate()
+                .map(cidr)
+                .collect::<Result<_, _>>()?
+        } else {
+            sorted
+                .into_iter()
+                .enumerate()
+                .map(cidr)
+                .collect::<Result<_, _>>()?
+        };
+        let cidr_identity: BTreeMap<IpNetwork, u32> = cidr_identities
+            .iter()
+            .filter_map(|info| match info.kind {
+                IdentityKind::Cidr { prefix } => Some((prefix, info.id)),
+                _ => None,
+            })
+            .collect();
+        identities.extend(cidr_identities);
 
         let (node_identity, node_address_identity) = node_identities(inventory, &mut identities)?;
         if inventory.settings.policy_cidr_match_nodes {

@@ -5,7 +5,7 @@
 //! deserialize the typed model from the tree, then validate it. Every problem
 //! becomes a [`Diagnostic`] located through the tree; nothing panics.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -151,7 +151,7 @@ impl LoadOutcome {
 
     /// [`LoadOutcome::merge`] with an index of the keys loaded so far
     /// (kept by the caller across the files of one load).
-    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut BTreeMap<ObjectKey, usize>) {
+    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut HashMap<ObjectKey, usize>) {
         let from = self.documents.len();
         self.extend(other);
         self.refuse_duplicates_with(from, first);
@@ -179,7 +179,7 @@ impl LoadOutcome {
     /// points at the first copy; the error makes every consumer refuse the
     /// whole set.
     pub(crate) fn refuse_duplicates(&mut self, from: usize) {
-        let mut first: BTreeMap<ObjectKey, usize> = self
+        let mut first: HashMap<ObjectKey, usize> = self
             .documents
             .iter()
             .take(from)
@@ -194,18 +194,37 @@ impl LoadOutcome {
     /// there): a load of many files keeps one index instead of rebuilding
     /// it per file, which was quadratic (23 % of `porin compile` of
     /// 65,535 one-rule files spread over 66 files).
-    fn refuse_duplicates_with(&mut self, from: usize, first: &mut BTreeMap<ObjectKey, usize>) {
-        let added = self.documents.split_off(from);
-        for loaded in added {
-            let key = loaded.doc.object_key();
-            let Some(&earlier) = first.get(&key) else {
-                first.insert(key, self.documents.len());
-                self.documents.push(loaded);
-                continue;
-            };
+    fn refuse_duplicates_with(&mut self, from: usize, first: &mut HashMap<ObjectKey, usize>) {
+        // The repeats are found before any document moves (a document is
+        // ~800 bytes: moving every added one out and back was most of the
+        // merge), then removed at once. `first` holds each kept document's
+        // index after the removal; `kept` maps those of the added ones to
+        // where they are until then.
+        let mut repeats: Vec<(usize, usize, ObjectKey)> = Vec::new();
+        let mut kept: Vec<usize> = Vec::with_capacity(self.documents.len() - from);
+        first.reserve(self.documents.len() - from);
+        for at in from..self.documents.len() {
+            let key = self.documents[at].doc.object_key();
+            match first.get(&key) {
+                Some(&earlier) => {
+                    let earlier = earlier
+                        .checked_sub(from)
+                        .map_or(earlier, |added| kept[added]);
+                    repeats.push((at, earlier, key));
+                }
+                None => {
+                    first.insert(key, from + kept.len());
+                    kept.push(at);
+                }
+            }
+        }
+        if repeats.is_empty() {
+            return;
+        }
+        for (at, earlier, key) in &repeats {
             let name_route = Route::root().key("metadata").key("name");
-            let here = self.name_location(&loaded, &name_route);
-            let there = self.name_location(&self.documents[earlier], &name_route);
+            let here = self.name_location(&self.documents[*at], &name_route);
+            let there = self.name_location(&self.documents[*earlier], &name_route);
             let mut diagnostic = Diagnostic::new(codes::DUPLICATE_POLICY, format!(
                     "{key} is defined twice (first at {}:{})",
                     there.file, there.line
@@ -221,6 +240,13 @@ impl LoadOutcome {
                 .push((there, "first defined here".to_owned()));
             self.diagnostics.push(diagnostic.at(here));
         }
+        let mut repeated = repeats.iter().map(|(at, _, _)| *at).peekable();
+        let mut at = 0;
+        self.documents.retain(|_| {
+            let repeat = repeated.next_if_eq(&at).is_some();
+            at += 1;
+            !repeat
+        });
     }
 
     /// Where a loaded document's `route` is, or its document's start.
@@ -1225,7 +1251,16 @@ fn load_paths_with(
             inputs.iter().map(load).collect()
         };
     let mut outcome = LoadOutcome::default();
-    let mut first: BTreeMap<ObjectKey, usize> = BTreeMap::new();
+    // At its final size at once: the documents are large, and doubling
+    // moved each of them several times.
+    outcome.documents.reserve_exact(
+        loaded
+            .iter()
+            .filter_map(|one| one.as_ref().ok())
+            .map(|one| one.documents.len())
+            .sum(),
+    );
+    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
     for one in loaded {
         outcome.merge_indexed(one?, &mut first);
     }

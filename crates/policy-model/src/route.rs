@@ -26,16 +26,22 @@ impl Route {
 
     /// This route extended by a key.
     pub fn key(&self, key: &str) -> Route {
-        let mut next = self.clone();
-        next.0.push(Segment::Key(key.to_owned()));
-        next
+        self.with(Segment::Key(key.to_owned()))
     }
 
     /// This route extended by an index.
     pub fn index(&self, index: usize) -> Route {
-        let mut next = self.clone();
-        next.0.push(Segment::Index(index));
-        next
+        self.with(Segment::Index(index))
+    }
+
+    /// This route extended by `segment`, allocated once at its length
+    /// (validation extends a route for every field it checks; a clone
+    /// then a push reallocated each one).
+    fn with(&self, segment: Segment) -> Route {
+        let mut segments = Vec::with_capacity(self.0.len() + 1);
+        segments.extend_from_slice(&self.0);
+        segments.push(segment);
+        Route(segments)
     }
 
     /// Parses the display form back (`a.b[0]["k:x"]`); used by later stages that

@@ -67,6 +67,14 @@ pub fn target_diagnostics(
 ) -> Vec<Diagnostic> {
     let mut out = Vec::new();
     let version = target.version.validation();
+    // Only rows validated by PM050 give a diagnostic here: when none can
+    // fire at the version (any version before 1.20), the rules need not be
+    // serialised and walked (~0.1 s of CPU for 65,535 CIDR policies).
+    if !crate::version::TABLE.iter().any(|row| {
+        row.validated_by == Some(codes::REMOVED_IN_VERSION.code) && !row.honoured_in(version)
+    }) {
+        return out;
+    }
     let target = Target { version, ..*target };
     for (route, finding) in version_findings(&document.doc, &target) {
         if finding.row.validated_by != Some(codes::REMOVED_IN_VERSION.code) {
@@ -177,8 +185,6 @@ impl LoadOutcome {
     /// [`target_diagnostics`] and leaves out every document that gets an
     /// error (fail closed, as the loader does).
     pub fn apply_target(&mut self, target: &Target) {
-        let documents = std::mem::take(&mut self.documents);
-        let mut kept = Vec::with_capacity(documents.len());
         // Each document's findings on its own (in parallel: 7 % of a
         // compile of 65,535 small policies on one thread), then kept or
         // refused in document order. Small sets stay on the calling
@@ -186,25 +192,26 @@ impl LoadOutcome {
         // API) should not get rayon's thread pool for a handful of
         // policies (helgrind/drd cannot model its atomics either).
         let this = &*self;
-        let findings: Vec<Vec<Diagnostic>> = if documents.len() >= PARALLEL_TARGET_DOCUMENTS {
-            documents
+        let findings: Vec<Vec<Diagnostic>> = if self.documents.len() >= PARALLEL_TARGET_DOCUMENTS {
+            self.documents
                 .par_iter()
                 .map(|document| target_diagnostics(this, document, target))
                 .collect()
         } else {
-            documents
+            self.documents
                 .iter()
                 .map(|document| target_diagnostics(this, document, target))
                 .collect()
         };
-        for (document, found) in documents.into_iter().zip(findings) {
-            let refused = found.iter().any(Diagnostic::is_error);
+        let mut refused = Vec::with_capacity(findings.len());
+        for found in findings {
+            refused.push(found.iter().any(Diagnostic::is_error));
             self.diagnostics.extend(found);
-            if !refused {
-                kept.push(document);
-            }
         }
-        self.documents = kept;
+        // In place: the documents are large, and copying every kept one
+        // into a new `Vec` was most of this step's serial time.
+        let mut refused = refused.into_iter();
+        self.documents.retain(|_| !refused.next().unwrap_or(false));
         self.apply_cluster_policies(target);
     }
 

@@ -248,7 +248,6 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
     let inputs = PolicyInput::from_outcome(&outcome);
     let written = Compilation::run(&inputs, &inventory, &limits.compile, |compilation| {
         compilation.check()?;
-        let mut findings = compilation.summary().diagnostics;
         let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
         let writer = if args.format == Format::JsonStates {
             write_json_states
@@ -256,28 +255,33 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             write_json
         };
         // Large writes: the rendered entries of a state are megabytes.
+        let mut findings = Vec::new();
         let streamed = writer(compilation, &select, &mut out).and_then(|endpoints| {
+            // Policy-wide findings first (the writer computed them), then
+            // each endpoint's.
+            findings.extend_from_slice(compilation.policy_diagnostics());
             findings.extend(endpoints);
             writeln!(out)
                 .and_then(|()| out.flush())
                 .map_err(|e| StreamError::Write(e.to_string()))
         });
-        Ok(streamed.map(|()| findings))
-    });
-    match written {
-        Ok(Ok(findings)) => {
+        if streamed.is_ok() {
+            drop(out);
             if !findings.is_empty() {
                 eprint!("{}", render_human_all(&findings, &outcome.sources));
             }
-            // The process ends after this: freeing the loaded models
-            // and inventory one allocation at a time cost 6 % of a compile
-            // of 65,535 small policies, and the kernel frees the pages at
-            // exit anyway.
-            std::mem::forget(inputs);
-            std::mem::forget(inventory);
-            std::mem::forget(outcome);
-            Ok(ExitCode::SUCCESS)
+            // The output is written and flushed: the process ends here,
+            // without returning through `Compilation::run`. Freeing the
+            // loaded models, the lowered rules, the identity table and the
+            // compilation one allocation at a time cost ~0.1 s (8 %) of a
+            // compile of 65,535 small policies, all on one thread, and the
+            // kernel frees the pages at exit anyway.
+            std::process::exit(0);
         }
+        Ok(streamed)
+    });
+    match written {
+        Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(StreamError::Compile(error))) | Err(error) => limit_failure(&outcome, error),
         Ok(Err(error)) => Err(error.into()),
     }

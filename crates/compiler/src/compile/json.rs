@@ -16,6 +16,7 @@
 
 use std::io::Write;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::mapstate::{Direction, MapState};
@@ -117,17 +118,67 @@ pub(crate) fn write_nested(
     level: usize,
 ) -> std::io::Result<()> {
     let text = serde_json::to_vec_pretty(value).map_err(std::io::Error::other)?;
-    let indent = vec![b' '; level * 2];
-    let mut lines = text.split(|b| *b == b'\n');
-    if let Some(first) = lines.next() {
-        out.write_all(first)?;
+    out.write_all(&indented(&text, level))
+}
+
+/// Items per parallel piece of [`write_field_seq`].
+const SEQ_PIECE: usize = 2048;
+
+/// [`write_nested`] of a sequence that is a field of the document's
+/// top-level object (nesting level 1), its items rendered in pieces on the
+/// rayon pool when there are many (65,535 CIDR identities, ipcache entries
+/// and origins). Each piece is serialised as the field `v` of an object,
+/// which puts its items at the indent they have in the document, and the
+/// pieces' items, joined by `,`, are the whole sequence's: serde_json
+/// writes a non-empty sequence as `[`, each item after `\n` (the first) or
+/// `,\n` and its indent, then `\n` and the closing indent and `]`.
+pub(crate) fn write_field_seq<T: Serialize + Sync>(
+    out: &mut dyn Write,
+    items: &[T],
+) -> std::io::Result<()> {
+    #[derive(Serialize)]
+    struct Field<'a, T> {
+        v: &'a [T],
     }
-    for line in lines {
-        out.write_all(b"\n")?;
-        out.write_all(&indent)?;
-        out.write_all(line)?;
+    const OPEN: &[u8] = b"{\n  \"v\": [";
+    const CLOSE: &[u8] = b"\n  ]\n}";
+    if items.len() <= SEQ_PIECE {
+        return write_nested(out, &items, 1);
     }
-    Ok(())
+    let pieces: Vec<std::io::Result<Vec<u8>>> = items
+        .par_chunks(SEQ_PIECE)
+        .map(|piece| serde_json::to_vec_pretty(&Field { v: piece }).map_err(std::io::Error::other))
+        .collect();
+    out.write_all(b"[")?;
+    for (index, piece) in pieces.into_iter().enumerate() {
+        let text = piece?;
+        let items = text
+            .strip_prefix(OPEN)
+            .and_then(|rest| rest.strip_suffix(CLOSE))
+            .ok_or_else(|| std::io::Error::other("unexpected pretty-printed sequence"))?;
+        if index > 0 {
+            out.write_all(b",")?;
+        }
+        out.write_all(items)?;
+    }
+    out.write_all(b"\n  ]")
+}
+
+/// `text` with `level` two-space indents after every newline, in one
+/// buffer (written line by line, the lines of 65,535 origins were
+/// millions of small writes).
+fn indented(text: &[u8], level: usize) -> Vec<u8> {
+    let indent = level * 2;
+    let lines = text.iter().filter(|b| **b == b'\n').count();
+    let mut out = Vec::with_capacity(text.len() + lines * indent);
+    let mut rest = text;
+    while let Some(end) = rest.iter().position(|b| *b == b'\n') {
+        out.extend_from_slice(&rest[..=end]);
+        out.resize(out.len() + indent, b' ');
+        rest = &rest[end + 1..];
+    }
+    out.extend_from_slice(rest);
+    out
 }
 
 /// Writes the head of an endpoint object at the second level (`{ "endpoints":
@@ -150,4 +201,31 @@ pub(crate) fn write_head(out: &mut dyn Write, value: &impl Serialize) -> std::io
         out.write_all(line)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pieces of a long sequence, rendered apart and joined, are the
+    /// sequence pretty-printed at once, at every length around a piece's.
+    #[test]
+    fn a_sequence_in_pieces_is_the_sequence_at_once() {
+        for len in [0, 1, SEQ_PIECE, SEQ_PIECE + 1, 2 * SEQ_PIECE + 5] {
+            let items: Vec<serde_json::Value> = (0..len)
+                .map(|i| {
+                    serde_json::json!({
+                        "id": i,
+                        "labels": [format!("cidr:10.0.{}.{}/32", i / 256, i % 256)],
+                        "kind": {"kind": "cidr", "empty": []},
+                    })
+                })
+                .collect();
+            let mut whole = Vec::new();
+            write_nested(&mut whole, &items, 1).unwrap();
+            let mut pieces = Vec::new();
+            write_field_seq(&mut pieces, &items).unwrap();
+            assert!(pieces == whole, "{len} items differ");
+        }
+    }
 }

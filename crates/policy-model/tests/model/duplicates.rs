@@ -239,3 +239,49 @@ fn merged_outcomes_clash() {
     assert_eq!(found[0].related[0].0.file, "first.yaml");
     assert_eq!(outcome.documents.len(), 1);
 }
+
+/// A load large enough to parse its files on rayon's threads (over 256 KiB)
+/// merges them in input order while they are parsed: the outcome is the
+/// one of loading each file alone and merging them one after the other,
+/// repeats across files, within a file and invalid documents included,
+/// both with trees kept and released.
+#[test]
+fn a_parallel_load_is_the_files_merged_in_order() {
+    let dir = scratch("parallel");
+    let mut files = Vec::new();
+    for file in 0..48 {
+        let mut documents: Vec<String> = (0..40)
+            .map(|i| cnp(Some("default"), &format!("p-{file}-{i}"), 80))
+            .collect();
+        // A copy of a policy of an earlier file, one of the same file, and
+        // an invalid document.
+        documents.push(cnp(Some("default"), &format!("p-{}-3", file / 2), 443));
+        documents.push(cnp(Some("default"), &format!("p-{file}-5"), 443));
+        documents.push(format!(
+            "apiVersion: cilium.io/v2
+kind: CiliumNetworkPolicy
+metadata: {{name: bad-{file}, namespace: default}}
+spec:
+  endpointSelector: {{}}
+  egress:
+  - toCIDR: [10.0.0.300/8]
+"
+        ));
+        let path = dir.join(format!("f{file:02}.yaml"));
+        write(&path, &stream(&documents));
+        files.push(path);
+    }
+    let limits = LoadLimits::default();
+    let mut one_by_one = LoadOutcome::default();
+    for file in &files {
+        one_by_one.merge(porin_model::loader::load_path(file, &limits).unwrap());
+    }
+    let whole = load_paths(std::slice::from_ref(&dir), &limits).unwrap();
+    assert!(whole.documents.len() > 1000, "{}", whole.documents.len());
+    assert!(duplicates(&whole).len() >= 48 + 24);
+    assert_eq!(whole, one_by_one);
+    let lean = porin_model::loader::load_paths_lean(&files, &limits).unwrap();
+    assert_eq!(lean.documents, one_by_one.documents);
+    assert_eq!(lean.diagnostics, one_by_one.diagnostics);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

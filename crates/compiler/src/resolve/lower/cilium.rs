@@ -65,7 +65,7 @@ impl Ctx<'_> {
             .log
             .as_ref()
             .and_then(|l| l.value.as_ref())
-            .and_then(|v| self.out.cookies.get(v).copied())
+            .and_then(|v| self.cookies.get(v).copied())
             .unwrap_or(0);
 
         // One item (a session re-lowering it) without viewing the others.

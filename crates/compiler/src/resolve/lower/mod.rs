@@ -29,6 +29,7 @@ use porin_model::diagnostic::{Diagnostic, Location};
 use porin_model::loader::LoadOutcome;
 use porin_model::model::PolicyDocument;
 use porin_model::route::Route;
+use rayon::prelude::*;
 
 use super::rule::PolicyRule;
 use crate::cidrgroup::CidrGroups;
@@ -135,28 +136,42 @@ pub const LOCALHOST_ORIGIN_NAME: &str = "allow-localhost-ingress";
 struct Ctx<'a> {
     inventory: &'a Inventory,
     cluster: String,
+    /// Log cookie numbers by `log.value` ([`Lowered::cookies`]), read-only
+    /// while the documents are lowered.
+    cookies: &'a BTreeMap<String, u32>,
+    /// The CiliumCIDRGroups among the inputs ([`Lowered::cidr_groups`]),
+    /// read-only while the documents are lowered.
+    cidr_groups: &'a CidrGroups,
     out: Lowered,
 }
+
+/// Documents per batch of [`lower`]'s parallel lowering: enough that a
+/// batch's merge is small next to its work, few enough that both threads
+/// stay busy on a few thousand documents.
+const LOWER_BATCH: usize = 256;
 
 /// Lowers every policy.
 ///
 /// Log cookies are numbered 1.. in sorted order of the distinct
 /// `log.value` strings, so they do not depend on input order.
 pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
-    let mut ctx = Ctx {
-        inventory,
-        cluster: inventory.cluster.clone(),
-        out: Lowered::default(),
+    lower_in_batches(inputs, inventory, LOWER_BATCH)
+}
+
+/// [`lower`] with `batch` documents per batch (one batch, on the calling
+/// thread, when they are not more).
+fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: usize) -> Lowered {
+    let mut out = Lowered {
+        cidr_groups: CidrGroups::from_documents(
+            inputs.iter().map(|i| (i.file, i.document, i.policy)),
+        ),
+        ..Lowered::default()
     };
-    ctx.out.cidr_groups =
-        CidrGroups::from_documents(inputs.iter().map(|i| (i.file, i.document, i.policy)));
-    let group_prefixes: Vec<IpNetwork> = ctx.out.cidr_groups.prefixes().collect();
-    ctx.out.prefixes.extend(group_prefixes);
     for (id, direction) in [
         (ORIGIN_ALLOW_ANY_INGRESS, Direction::Ingress),
         (ORIGIN_ALLOW_ANY_EGRESS, Direction::Egress),
     ] {
-        ctx.out.origins.push(Origin {
+        out.origins.push(Origin {
             id,
             kind: OriginKind::Synthetic,
             namespace: None,
@@ -182,32 +197,59 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             }
         }
     }
-    ctx.out.cookies = log_values
+    out.cookies = log_values
         .into_iter()
         .enumerate()
         .map(|(i, v)| (v, u32::try_from(i + 1).unwrap_or(u32::MAX)))
         .collect();
-    for input in inputs {
-        match input.policy {
-            PolicyDocument::NetworkPolicy(knp) => ctx.lower_knp(input, knp),
-            // Not a policy: read above, into `cidr_groups`.
-            PolicyDocument::CiliumCidrGroup(_) => {}
-            // Only where the target enforces it (`LoadOutcome::apply_target`).
-            PolicyDocument::ClusterNetworkPolicy(policy) => {
-                ctx.lower_cluster_network_policy(input, policy);
-            }
-            PolicyDocument::CiliumNetworkPolicy(_)
-            | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
-                let namespace = cilium_namespace(input.policy);
-                for (spec_route, rule) in input.policy.cilium_rules() {
-                    ctx.lower_cilium_rule(input, namespace.as_deref(), &spec_route, rule, None);
-                }
-            }
+    // Each document is lowered on its own (it reads only itself, the
+    // inventory, the cookies and the CIDR groups), so batches of documents
+    // are lowered in parallel, each with origin ids from 0, and appended in
+    // input order with their ids shifted: the rules, origins and findings
+    // of lowering the documents one after the other, in the same order.
+    let lower_batch = |batch: &[PolicyInput<'_>]| {
+        let mut ctx = Ctx {
+            inventory,
+            cluster: inventory.cluster.clone(),
+            cookies: &out.cookies,
+            cidr_groups: &out.cidr_groups,
+            out: Lowered::default(),
+        };
+        for input in batch {
+            ctx.lower_document(input);
         }
+        ctx.out
+    };
+    let batches: Vec<Lowered> = if inputs.len() > batch {
+        inputs.par_chunks(batch.max(1)).map(lower_batch).collect()
+    } else {
+        vec![lower_batch(inputs)]
+    };
+    out.rules
+        .reserve_exact(batches.iter().map(|b| b.rules.len()).sum());
+    out.origins
+        .reserve_exact(batches.iter().map(|b| b.origins.len()).sum());
+    let mut prefixes: Vec<IpNetwork> = out.cidr_groups.prefixes().collect();
+    for batch in batches {
+        let shift = u32::try_from(out.origins.len()).unwrap_or(u32::MAX);
+        out.origins
+            .extend(batch.origins.into_iter().map(|mut origin| {
+                origin.id = origin.id.saturating_add(shift);
+                origin
+            }));
+        out.rules.extend(batch.rules.into_iter().map(|mut rule| {
+            rule.origin = rule.origin.saturating_add(shift);
+            rule
+        }));
+        out.diagnostics.extend(batch.diagnostics);
+        prefixes.extend(batch.prefixes);
     }
+    // Sorted runs, one per batch: collecting sorts and deduplicates them
+    // and builds the set in bulk.
+    out.prefixes = prefixes.into_iter().collect();
     if inventory.allow_localhost != AllowLocalhost::Policy {
-        let id = u32::try_from(ctx.out.origins.len()).unwrap_or(u32::MAX);
-        ctx.out.origins.push(Origin {
+        let id = u32::try_from(out.origins.len()).unwrap_or(u32::MAX);
+        out.origins.push(Origin {
             id,
             kind: OriginKind::Synthetic,
             namespace: None,
@@ -222,14 +264,14 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
             line: 0,
             tier: None,
         });
-        ctx.out.localhost_origin = Some(id);
+        out.localhost_origin = Some(id);
     }
-    ctx.out.tier_rules = TierRules::from_rules(&ctx.out.rules);
+    out.tier_rules = TierRules::from_rules(&out.rules);
     // The rules and origins live for the whole compilation; the slack of
     // their doubling growth was 21 MiB at 65,535 CIDR rules.
-    ctx.out.rules.shrink_to_fit();
-    ctx.out.origins.shrink_to_fit();
-    ctx.out
+    out.rules.shrink_to_fit();
+    out.origins.shrink_to_fit();
+    out
 }
 
 /// The namespace a CNP's rules are pinned to (`default` when unset); none
@@ -259,9 +301,14 @@ pub fn lower_cilium_item(
     section: RuleSection,
     index: usize,
 ) -> Lowered {
+    // Without log values or CIDR groups, as the session lowers items.
+    let cookies = BTreeMap::new();
+    let cidr_groups = CidrGroups::default();
     let mut ctx = Ctx {
         inventory,
         cluster: inventory.cluster.clone(),
+        cookies: &cookies,
+        cidr_groups: &cidr_groups,
         out: Lowered::default(),
     };
     let namespace = cilium_namespace(input.policy);
@@ -278,6 +325,26 @@ pub fn lower_cilium_item(
 }
 
 impl Ctx<'_> {
+    /// Lowers one document's rules into [`Ctx::out`].
+    fn lower_document(&mut self, input: &PolicyInput<'_>) {
+        match input.policy {
+            PolicyDocument::NetworkPolicy(knp) => self.lower_knp(input, knp),
+            // Not a policy: read before, into `cidr_groups`.
+            PolicyDocument::CiliumCidrGroup(_) => {}
+            // Only where the target enforces it (`LoadOutcome::apply_target`).
+            PolicyDocument::ClusterNetworkPolicy(policy) => {
+                self.lower_cluster_network_policy(input, policy);
+            }
+            PolicyDocument::CiliumNetworkPolicy(_)
+            | PolicyDocument::CiliumClusterwideNetworkPolicy(_) => {
+                let namespace = cilium_namespace(input.policy);
+                for (spec_route, rule) in input.policy.cilium_rules() {
+                    self.lower_cilium_rule(input, namespace.as_deref(), &spec_route, rule, None);
+                }
+            }
+        }
+    }
+
     fn new_origin(
         &mut self,
         input: &PolicyInput<'_>,
@@ -318,5 +385,75 @@ impl Ctx<'_> {
             .diagnostics
             .push(Diagnostic::new(code, message).at(location));
         self.out.diagnostics.len() - 1
+    }
+}
+
+/// Policies for the unit tests of lowering and resolution (the synthetic
+/// clusters of `compile::synthetic` sit above this module).
+#[cfg(test)]
+pub(crate) mod test_inputs {
+    use std::fmt::Write;
+
+    /// `n` CiliumNetworkPolicies over ten apps in three namespaces: egress
+    /// to one prefix each (a /24 around the next /32s every 64th) on
+    /// TCP/443, a deny every fifth, a second item to entities every
+    /// seventh, ingress from another app every third.
+    pub(crate) fn cidr_policies(n: usize) -> String {
+        let mut yaml = String::new();
+        for i in 0..n {
+            let address = std::net::Ipv4Addr::from(0x0a00_0000_u32.wrapping_add(i as u32));
+            let prefix = if i % 64 == 0 {
+                format!("{address}/24")
+            } else {
+                format!("{address}/32")
+            };
+            let egress = if i % 5 == 0 { "egressDeny" } else { "egress" };
+            let _ = write!(
+                yaml,
+                "---\napiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p-{i}, namespace: ns-{}}}\nspec:\n  endpointSelector: {{matchLabels: {{app: app-{}}}}}\n  {egress}:\n  - toCIDR: [{prefix}]\n    toPorts: [{{ports: [{{port: \"443\", protocol: TCP}}]}}]\n",
+                i % 3,
+                i % 10
+            );
+            if i % 7 == 0 {
+                yaml.push_str("  - toEntities: [cluster, world]\n");
+            }
+            if i % 3 == 0 {
+                let _ = write!(
+                    yaml,
+                    "  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: app-{}}}}}]\n",
+                    (i + 1) % 10
+                );
+            }
+        }
+        yaml
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use porin_model::LoadLimits;
+    use porin_model::loader::load_str;
+
+    /// Batches lowered apart and appended (origin ids shifted) are the
+    /// documents lowered one after the other (rules, origins, prefixes,
+    /// findings).
+    #[test]
+    fn batches_give_what_one_pass_gives() {
+        let outcome = load_str(
+            "p.yaml",
+            &test_inputs::cidr_policies(700),
+            &LoadLimits::default(),
+        );
+        assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+        let inputs = PolicyInput::from_outcome(&outcome);
+        let inventory = Inventory::new();
+        let whole = lower_in_batches(&inputs, &inventory, usize::MAX);
+        assert!(whole.rules.len() > 900, "{}", whole.rules.len());
+        let whole = format!("{whole:?}");
+        for batch in [1, 7, 256] {
+            let batched = format!("{:?}", lower_in_batches(&inputs, &inventory, batch));
+            assert!(batched == whole, "batches of {batch} differ from one pass");
+        }
     }
 }

@@ -281,22 +281,15 @@ impl Ctx<'_> {
                 SOURCE_CIDRGROUP,
                 &label.key,
             )));
-            let missing = self.out.cidr_groups.get(name).is_none().then(|| {
+            let missing = self.cidr_groups.get(name).is_none().then(|| {
                 format!("cidrGroupRef `{name}` names no CiliumCIDRGroup among the inputs")
             });
             ("cidrGroupRef", missing)
         } else if let Some(group_selector) = &rule.cidr_group_selector {
             sourced_selector(group_selector, SOURCE_CIDRGROUP, "", &mut selector);
-            let missing = self
-                .out
-                .cidr_groups
-                .selected_by(&selector)
-                .is_empty()
-                .then(|| {
-                    format!(
-                        "cidrGroupSelector {selector} selects no CiliumCIDRGroup among the inputs"
-                    )
-                });
+            let missing = self.cidr_groups.selected_by(&selector).is_empty().then(|| {
+                format!("cidrGroupSelector {selector} selects no CiliumCIDRGroup among the inputs")
+            });
             ("cidrGroupSelector", missing)
         } else {
             // Validation requires one of cidr/cidrGroupRef/cidrGroupSelector.

@@ -95,13 +95,12 @@ pub(super) fn validate_endpoint_selectors(
     key: &str,
     list: Option<&Vec<EndpointSelector>>,
 ) {
-    for (index, selector) in list.into_iter().flatten().enumerate() {
-        validate_selector(
-            findings,
-            &at.key(key).index(index),
-            selector,
-            SelectorKind::Cilium,
-        );
+    let Some(list) = list.filter(|l| !l.is_empty()) else {
+        return;
+    };
+    let at = at.key(key);
+    for (index, selector) in list.iter().enumerate() {
+        validate_selector(findings, &at.index(index), selector, SelectorKind::Cilium);
     }
 }
 
@@ -127,21 +126,23 @@ pub(super) fn validate_cidrs(
     list: Option<&Vec<String>>,
 ) {
     for (index, cidr) in list.into_iter().flatten().enumerate() {
-        validate_cidr(findings, &at.key(key).index(index), cidr);
+        validate_cidr(findings, || at.key(key).index(index), cidr);
     }
 }
 
 /// `fromCIDR`/`toCIDR` entries: CRD `format: cidr` (prefix notation required;
 /// a bare IP is refused at admission, cilium/cilium#32814) plus `CIDR.Validate`.
-pub(super) fn validate_cidr(findings: &mut Findings, at: &Route, cidr: &str) {
+/// `at` makes the entry's route, only for a finding (most entries have
+/// none, and a route per entry was a tenth of validating a CIDR policy).
+pub(super) fn validate_cidr(findings: &mut Findings, at: impl Fn() -> Route, cidr: &str) {
     if cidr.is_empty() {
-        findings.report(codes::CIDR, at.clone(), "IP must be specified");
+        findings.report(codes::CIDR, at(), "IP must be specified");
         return;
     }
     if let Err(problem) = parse_prefix(cidr) {
         let finding = findings.report(
             codes::CIDR,
-            at.clone(),
+            at(),
             format!("unable to parse CIDR: {problem}"),
         );
         if !cidr.contains('/') && cidr.parse::<std::net::IpAddr>().is_ok() {
