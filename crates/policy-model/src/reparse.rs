@@ -31,7 +31,9 @@
 //!   (so columns are the file's) with the depth the file leaves it, must
 //!   give exactly one item at the old item's position, and its lines are
 //!   moved to the file's.
-//! - Neither item's text holds what reaches beyond the item or that this
+//! - The file has no anchor and no merge key anywhere ([`Budget::of`]:
+//!   an alias of an ancestor would copy the old item elsewhere), and
+//!   neither item's text holds what reaches beyond the item or that this
 //!   check does not model: anchors, aliases, tags, merge keys, block
 //!   scalars, directives, reserved indicators, complex keys, tabs, CR.
 //! - No diagnostic in the edited document before, none for the new item
@@ -66,7 +68,8 @@ use crate::yaml::tree::{self, HARD_MAX_DEPTH, Node, NodeKind, Pos};
 /// document for a null root the tree leaves out. The parser charges
 /// exactly the tree's nodes otherwise (alias copies are in the tree), so
 /// this holds unless a merge key or a repeated key dropped nodes it
-/// charged; such files have no budget ([`Budget::of`] is `None`).
+/// charged; such files have no budget ([`Budget::of`] is `None`), nor
+/// have files with an anchor (module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Budget {
     nodes: usize,
@@ -81,8 +84,13 @@ impl Budget {
             return None;
         };
         let text = outcome.sources.get(name)?;
+        // No anchor anywhere (so no alias either: one to an unknown
+        // anchor is a syntax error): a copy of the edited item elsewhere
+        // (an alias of an ancestor) would not follow the edit. Edits keep
+        // it so (their items hold no `&`).
         if tree.file != name
             || text.contains("<<")
+            || text.contains('&')
             || outcome
                 .diagnostics
                 .iter()

@@ -705,6 +705,25 @@ fn structural_edits_fall_back() {
         );
         assert_eq!(got, full(&new, &limits, None), "{what}");
     }
+    // An anchor on an ancestor of the edited item, its alias elsewhere
+    // (the copy must follow the edit): the whole text falls back.
+    let anchored = format!(
+        "{}status: {{copy: *i}}\n",
+        text.replacen("  ingress:\n", "  ingress: &i\n", 1)
+    );
+    let anchored_base = full(&anchored, &limits, None);
+    assert!(
+        !anchored_base.has_errors(),
+        "{:?}",
+        anchored_base.diagnostics
+    );
+    let edited = anchored.replacen("port: \"1001\"", "port: \"1002\"", 1);
+    let mut got = anchored_base.clone();
+    assert!(
+        !reload(&mut got, NAME, &edited, &limits, None),
+        "an aliased ancestor: incremental"
+    );
+    assert_eq!(got, full(&edited, &limits, None), "an aliased ancestor");
     // Sanity: the documents are the CNP.
     assert!(matches!(
         base.documents[0].doc,
