@@ -561,3 +561,67 @@ fn common_changes_are_incremental() {
         "{paths:?}"
     );
 }
+
+/// An in-place edit whose update fails (a compile limit) leaves the
+/// session as it was: the text's outcome is the previous one again and the
+/// compilation equals the batch compile of the previous inputs.
+#[test]
+fn a_failing_in_place_edit_restores_the_session() {
+    let yaml = |ports: &str| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t0, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{ports}]}}]\n  - fromEndpoints: [{{matchLabels: {{app: c}}}}]\n"
+        )
+    };
+    let (before, after) = (
+        yaml("{port: \"80\"}"),
+        yaml("{port: \"80\"}, {port: \"81\"}"),
+    );
+    let file = "t0.yaml";
+    let limits = LoadLimits::default();
+    let mut inventory = Inventory::new();
+    for n in 0..3 {
+        inventory.endpoints.push(endpoint(n, n, 0, false));
+    }
+    // The server's entries with the first text: the limit of the second
+    // session, which the second port exceeds.
+    let mut unbounded = Session::new(inventory.clone(), CompileLimits::default()).unwrap();
+    unbounded
+        .set_policy("t0", load_str(file, &before, &limits))
+        .unwrap();
+    let entries = unbounded
+        .compiled()
+        .endpoints
+        .iter()
+        .map(|e| e.state.len())
+        .max()
+        .unwrap();
+    let mut session = Session::new(
+        inventory,
+        CompileLimits {
+            max_entries_per_endpoint: entries,
+            ..CompileLimits::default()
+        },
+    )
+    .unwrap();
+    session
+        .set_policy("t0", load_str(file, &before, &limits))
+        .unwrap();
+    let compiled = session.compiled();
+    let outcome = session.policy("t0").unwrap();
+    let edit = plan(
+        outcome,
+        file,
+        &after,
+        &limits,
+        None,
+        Budget::of(outcome, file).unwrap(),
+    )
+    .expect("a port added to one item is planned in place");
+    let result = session.edit_policy("t0", edit).expect("the text is there");
+    assert!(result.is_err(), "the second port exceeds the entry limit");
+    assert_eq!(
+        session.policy("t0"),
+        Some(&load_str(file, &before, &limits))
+    );
+    assert_eq!(session.compiled(), compiled);
+}
