@@ -80,14 +80,22 @@ pub(crate) struct Session {
     /// How often the target was applied to a copy of the texts (the tests
     /// count it: once per change, not once per compile).
     targets_applied: usize,
-    /// Per text of the live session: the target its outcome was loaded
-    /// for and, once known, the budget of its parse
-    /// (`porin_model::reparse::Budget`): what an in-place re-parse of
-    /// the next version of the text needs besides the outcome the live
-    /// session holds.
-    reparse: HashMap<String, (Target, Option<Budget>)>,
+    /// Per text of the live session, what an in-place re-parse of its
+    /// next version needs besides the outcome the live session holds.
+    reparse: HashMap<String, Reparse>,
     /// Load every applied text in full ([`set_reparse`]).
     reparse_off: bool,
+}
+
+/// What `porin_session_apply_policy_bytes` keeps per live text.
+struct Reparse {
+    /// The target the text's outcome was loaded for.
+    target: Target,
+    /// The budget of its parse (`porin_model::reparse::Budget`; `None`:
+    /// the text cannot be edited in place).
+    budget: Option<Budget>,
+    /// Whether the last apply of the text was made in place.
+    in_place: bool,
 }
 
 impl Session {
@@ -1072,33 +1080,52 @@ pub extern "C" fn porin_session_apply_policy_bytes(
         let edit = live
             .policy(name)
             .filter(|_| !*reparse_off)
-            .zip(reparse.get_mut(name))
-            .filter(|(_, (loaded_for, _))| *loaded_for == target)
-            .and_then(|(outcome, (_, budget))| {
-                let known = match budget {
-                    Some(known) => *known,
-                    None => *budget.insert(Budget::of(outcome, name)?),
-                };
-                plan(outcome, name, text, &limits.load, Some(&target), known)
+            .zip(reparse.get(name))
+            .filter(|(_, kept)| kept.target == target)
+            .and_then(|(outcome, kept)| {
+                plan(
+                    outcome,
+                    name,
+                    text,
+                    &limits.load,
+                    Some(&target),
+                    kept.budget?,
+                )
             });
         let edited = edit.and_then(|edit| {
             let budget = edit.budget();
             live.edit_policy(name, edit).map(|result| (result, budget))
         });
-        let (update, budget) = match edited {
-            Some((result, budget)) => (result.map_err(|e| session_error(&e))?, Some(budget)),
+        let kept = match edited {
+            Some((result, budget)) => {
+                let update = result.map_err(|e| session_error(&e))?;
+                (update, Some(budget), true)
+            }
             None => {
                 let mut outcome = load_str(name, text, &limits.load);
                 outcome.apply_target(&target);
+                // Here, with the tree just built (a pass over it, ~1 % of
+                // the load), not at the next edit.
+                let budget = (!*reparse_off)
+                    .then(|| Budget::of(&outcome, name))
+                    .flatten();
                 let update = live
                     .set_policy(name, outcome)
                     .map_err(|e| session_error(&e))?;
-                (update, None)
+                (update, budget, false)
             }
         };
+        let (update, budget, in_place) = kept;
         // (The texts are the live session's: `porin_session_compile`
         // renders with them, so they are not copied here.)
-        reparse.insert(name.to_owned(), (target, budget));
+        reparse.insert(
+            name.to_owned(),
+            Reparse {
+                target,
+                budget,
+                in_place,
+            },
+        );
         give_update(out, update);
         Ok(())
     })
@@ -1124,7 +1151,7 @@ pub fn applied_in_place(session: *const porin_session, name: &str) -> bool {
     session_ref(session)
         .ok()
         .and_then(|state| state.reparse.get(name))
-        .is_some_and(|(_, budget)| budget.is_some())
+        .is_some_and(|kept| kept.in_place)
 }
 
 /// Removes the policy text `name` from a live session (see
