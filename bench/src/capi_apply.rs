@@ -13,7 +13,8 @@
 //! what the C API did before): the same-run baseline. Each session's runs
 //! come in a block, full loads after a pause ([`child`]). Steps:
 //!
-//! - **rule change**: rule 0's port toggled between 9999 and 10000;
+//! - **rule change**: rule 0's port toggled between 9999 and 10000 (and,
+//!   in place only, the last rule's port: the edit at the text's end);
 //! - **fallback**: the same toggle on a text whose rule 0 carries an
 //!   anchor (`&r`), which the re-parse leaves to the full load: what an
 //!   edit it does not handle costs.
@@ -52,6 +53,10 @@ pub struct CapiApplyResult {
     pub full_apply: Vec<f64>,
     /// Rule change, re-parse off: apply, read every write, free.
     pub full_total: Vec<f64>,
+    /// The last rule's port toggled instead (the edit at the text's end:
+    /// the longest common prefix), in place: total.
+    #[serde(default)]
+    pub in_place_last_total: Vec<f64>,
     /// The anchored text's toggle, re-parse on (it falls back): total.
     pub fallback_total: Vec<f64>,
     /// The anchored text's toggle, re-parse off: total.
@@ -172,6 +177,22 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         out.in_place_total.push(total);
         fast_writes.push(writes);
     }
+    // The last rule's port (rule 0 back where it started first).
+    let last_port = format!("port: \"{}\"", 10_000 + rules - 1);
+    let last_texts = [texts[1].clone(), {
+        let at = texts[1].rfind(&last_port).unwrap_or(0);
+        let mut text = texts[1].clone();
+        text.replace_range(at..at + last_port.len(), "port: \"9998\"");
+        text
+    }];
+    apply(fast, &last_texts[0])?;
+    for run in 0..runs {
+        let (_, total, _) = apply(fast, &last_texts[(run + 1) % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the last rule's change was not applied in place");
+        }
+        out.in_place_last_total.push(total);
+    }
     for run in 0..runs {
         settle();
         let (call, total, writes) = apply(full, &texts[run % 2])?;
@@ -236,6 +257,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "rule change, in place: apply + read writes",
             &result.in_place_total,
+        ),
+        (
+            "last rule's change, in place: apply + read writes",
+            &result.in_place_last_total,
         ),
         ("rule change, full load: apply", &result.full_apply),
         (

@@ -509,8 +509,25 @@ pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// Line breaks in `bytes`. Counted in 128-byte blocks into a `u8` (the
+/// compiler turns that into vector compares and adds): an edit near the
+/// end of a 0.5 MB text counts the lines before it, which a byte-at-a-time
+/// count made ~0.2 ms of the update.
 fn newlines(bytes: &[u8]) -> usize {
-    bytes.iter().filter(|&&c| c == b'\n').count()
+    let mut blocks = bytes.chunks_exact(128);
+    let mut total = 0usize;
+    for block in &mut blocks {
+        let n = block
+            .iter()
+            .fold(0u8, |n, &c| n.wrapping_add(u8::from(c == b'\n')));
+        total += usize::from(n);
+    }
+    total
+        + blocks
+            .remainder()
+            .iter()
+            .filter(|&&c| c == b'\n')
+            .count()
 }
 
 /// The sections, in [`Rule::sections`] order.
