@@ -57,7 +57,11 @@ fn generated(rules: u8, first_port: u16, flow_every: u8, list: bool, second: boo
         "apiVersion: cilium.io/v2\n{indent}kind: CiliumNetworkPolicy\n{indent}metadata:\n{indent}  name: server\n{indent}  namespace: bench\n{indent}spec:\n{indent}  endpointSelector:\n{indent}    matchLabels:\n{indent}      app: server\n{indent}  ingress:\n"
     ));
     for i in 0..usize::from(rules % 32) + 1 {
-        let port = if i == 0 { u32::from(first_port) } else { 10_000 + i as u32 };
+        let port = if i == 0 {
+            u32::from(first_port)
+        } else {
+            10_000 + i as u32
+        };
         if flow_every > 0 && i % usize::from(flow_every) == 0 {
             out.push_str(&format!(
                 "{indent}  - {{fromEndpoints: [{{matchLabels: {{role: client-{i}}}}}], toPorts: [{{ports: [{{port: \"{port}\"}}]}}]}}\n"

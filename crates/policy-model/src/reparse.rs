@@ -522,12 +522,7 @@ fn newlines(bytes: &[u8]) -> usize {
             .fold(0u8, |n, &c| n.wrapping_add(u8::from(c == b'\n')));
         total += usize::from(n);
     }
-    total
-        + blocks
-            .remainder()
-            .iter()
-            .filter(|&&c| c == b'\n')
-            .count()
+    total + blocks.remainder().iter().filter(|&&c| c == b'\n').count()
 }
 
 /// The sections, in [`Rule::sections`] order.
