@@ -2,7 +2,8 @@
 //! each edited text loaded in place from the previous outcome (when the
 //! re-parse plans it; otherwise in full) must equal `load_str` of it
 //! (followed by `apply_target` for the inputs that choose a target), and
-//! nothing may panic. The old text is either raw bytes or a generated CNP
+//! nothing may panic. Edits are raw bytes, a port value replaced or a
+//! line inserted at an existing line's indentation. The old text is either raw bytes or a generated CNP
 //! of the benchmark's shape (block items, some in flow style, optionally
 //! inside a `List` and with a second document), so that edits land in
 //! rule items the re-parse handles.
@@ -16,26 +17,30 @@ use porin_model::loader::load_str;
 use porin_model::reparse::reload;
 use porin_model::version::{CiliumVersion, Target};
 
+/// The text before the edits: `raw` when given, else a generated CNP
+/// (half the inputs: the shape the re-parse handles).
 #[derive(Arbitrary, Debug)]
-enum Old {
-    Raw(String),
-    Generated {
-        rules: u8,
-        first_port: u16,
-        flow_every: u8,
-        list: bool,
-        second_document: bool,
-    },
+struct Old {
+    raw: Option<String>,
+    rules: u8,
+    first_port: u16,
+    flow_every: u8,
+    list: bool,
+    second_document: bool,
 }
 
 #[derive(Arbitrary, Debug)]
-struct Edit {
-    /// Byte position (modulo the text's length, moved back to a character
-    /// boundary).
-    at: u32,
-    /// Bytes deleted there (up to the end of the text).
-    delete: u8,
-    insert: String,
+enum Edit {
+    /// Bytes at a position (modulo the text's length, moved back to a
+    /// character boundary): `delete` bytes (up to the end) replaced by
+    /// `insert`.
+    Bytes { at: u32, delete: u8, insert: String },
+    /// The `nth` `port: "` value (modulo their number) replaced: the
+    /// agent's edit, which the re-parse takes in place when it is valid.
+    Port { nth: u16, value: String },
+    /// A line inserted after line `nth` (modulo the lines), indented as
+    /// that line plus `deeper` spaces: a label, a comment, a field.
+    Line { nth: u16, deeper: u8, text: String },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -79,18 +84,52 @@ fn generated(rules: u8, first_port: u16, flow_every: u8, list: bool, second: boo
 }
 
 fn edited(text: &str, edit: &Edit) -> String {
-    if text.is_empty() {
-        return edit.insert.clone();
+    match edit {
+        Edit::Bytes { at, delete, insert } => {
+            if text.is_empty() {
+                return insert.clone();
+            }
+            let mut at = *at as usize % (text.len() + 1);
+            while !text.is_char_boundary(at) {
+                at -= 1;
+            }
+            let mut end = (at + usize::from(*delete)).min(text.len());
+            while !text.is_char_boundary(end) {
+                end += 1;
+            }
+            format!("{}{insert}{}", &text[..at], &text[end..])
+        }
+        Edit::Port { nth, value } => {
+            let ports: Vec<usize> = text
+                .match_indices("port: \"")
+                .map(|(i, m)| i + m.len())
+                .collect();
+            let Some(&at) = ports.get(usize::from(*nth) % ports.len().max(1)) else {
+                return text.to_owned();
+            };
+            let end = at + text[at..].find('"').unwrap_or(0);
+            format!("{}{value}{}", &text[..at], &text[end..])
+        }
+        Edit::Line {
+            nth,
+            deeper,
+            text: line,
+        } => {
+            let starts: Vec<usize> = std::iter::once(0)
+                .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+                .filter(|i| *i < text.len())
+                .collect();
+            let Some(&start) = starts.get(usize::from(*nth) % starts.len().max(1)) else {
+                return text.to_owned();
+            };
+            let end = text[start..]
+                .find('\n')
+                .map_or(text.len(), |i| start + i + 1);
+            let indent = text[start..end].len() - text[start..end].trim_start_matches(' ').len();
+            let spaces = " ".repeat(indent + usize::from(*deeper % 8));
+            format!("{}{spaces}{line}\n{}", &text[..end], &text[end..])
+        }
     }
-    let mut at = edit.at as usize % (text.len() + 1);
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    let mut end = (at + usize::from(edit.delete)).min(text.len());
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    format!("{}{}{}", &text[..at], edit.insert, &text[end..])
 }
 
 const NAME: &str = "fuzz.yaml";
@@ -119,15 +158,16 @@ fuzz_target!(|input: Input| {
         }
         outcome
     };
-    let mut text = match &input.old {
-        Old::Raw(text) => text.clone(),
-        Old::Generated {
-            rules,
-            first_port,
-            flow_every,
-            list,
-            second_document,
-        } => generated(*rules, *first_port, *flow_every, *list, *second_document),
+    let old = &input.old;
+    let mut text = match &old.raw {
+        Some(raw) => raw.clone(),
+        None => generated(
+            old.rules,
+            old.first_port,
+            old.flow_every,
+            old.list,
+            old.second_document,
+        ),
     };
     if text.len() > 65_536 {
         return;
