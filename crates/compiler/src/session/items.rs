@@ -21,7 +21,11 @@
 //! YAML trees keep every item at its position, only that item is compared,
 //! whatever the size of the text. Otherwise (`whole`) every item of every
 //! changed document is compared. Both are exact; a test runs random
-//! one-line edits through both and requires the same answer.
+//! one-line edits through both and requires the same answer. A third way
+//! needs no comparison: an in-place edit of the text
+//! (`porin_model::reparse`, [`EditedItem`]) names the one item whose node
+//! and model it replaced, and when no line moved that item is the only one
+//! lowered again.
 
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
