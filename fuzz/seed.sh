@@ -45,7 +45,7 @@ for target in $targets; do
     parse_flow_line) mkdir -p "$here/corpus/$target" && find "$root/fixtures/flows" -type f \( -name '*.json' -o -name '*.jsonpb' \) -exec cp {} "$here/corpus/$target/" \; ;;
     # Structured (Arbitrary) targets start from libFuzzer's own inputs:
     # fixture text would not decode into their input types meaningfully.
-    emit_roundtrip | insn_roundtrip) mkdir -p "$here/corpus/$target" ;;
+    emit_roundtrip | insn_roundtrip | reparse_edit) mkdir -p "$here/corpus/$target" ;;
     *) echo "seed.sh: unknown target \`$target\`" >&2; exit 2 ;;
     esac
     echo "seeded $here/corpus/$target: $(ls "$here/corpus/$target" | wc -l) files"

@@ -34,7 +34,7 @@ use porin_model::loader::{LoadOutcome, load_str};
 use serde::{Deserialize, Serialize};
 
 /// Client identities in the inventory.
-const CLIENTS: usize = 256;
+pub const CLIENTS: usize = 256;
 /// The subject endpoint.
 const SERVER: &str = "bench/server";
 

@@ -25,6 +25,7 @@
 //! `x86_64-unknown-linux-musl` target, and a Debian cloud kernel package (see `vm.rs`).
 
 mod apply;
+mod capi_apply;
 mod child;
 mod cmd;
 mod compile_cost;
@@ -378,6 +379,14 @@ enum Role {
         #[arg(long)]
         runs: usize,
     },
+    /// The one-rule change through the C API's `porin_session_apply_policy_bytes`, in place
+    /// and with the re-parse off (the same-run baseline), in-process.
+    CapiChild {
+        #[arg(long)]
+        rules: usize,
+        #[arg(long)]
+        runs: usize,
+    },
 }
 
 fn main() {
@@ -606,6 +615,11 @@ fn run_role(role: Role) -> Result<()> {
         }
         Role::IncrChild { rules, runs } => {
             echo::print_result(&incremental::child(rules, runs.max(1))?)
+        }
+        Role::CapiChild { rules, runs } => {
+            let result = capi_apply::child(rules, runs.max(1))?;
+            capi_apply::print(&result);
+            echo::print_result(&result)
         }
     }
 }

@@ -76,8 +76,11 @@
 //!    line and keeps every document's frame and item counts, only the
 //!    items that differ are lowered again (`session::items`: an item's
 //!    lowering reads the item, its rule's and document's frames and its
-//!    line, all unchanged for the others); otherwise the text alone is
-//!    lowered again
+//!    line, all unchanged for the others); the same when the text was
+//!    edited in place ([`Session::edit_policy`]: the caller's
+//!    `porin_model::reparse` re-parsed only the one rule item that holds
+//!    the change, which is then the only item lowered again, if no line
+//!    moved); otherwise the text alone is lowered again
 //!    (origin ids moved to its place; at each full build the session checks
 //!    that lowering text by text reproduces the whole lowering, else policy
 //!    changes always recompile in full), the changed rules' peers and

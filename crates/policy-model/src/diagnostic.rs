@@ -116,6 +116,15 @@ impl SourceMap {
         self.files.insert(file.into(), text.into());
     }
 
+    /// Replaces the text of a recorded file, giving the old one back
+    /// (`None`, and nothing recorded, when there is no such file): the
+    /// incremental re-parse swaps texts without copying them.
+    pub(crate) fn replace(&mut self, file: &str, text: String) -> Option<String> {
+        self.files
+            .get_mut(file)
+            .map(|old| std::mem::replace(old, text))
+    }
+
     /// The bytes of every recorded text together (what a load read).
     pub fn total_bytes(&self) -> u64 {
         self.files

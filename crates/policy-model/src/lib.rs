@@ -48,6 +48,7 @@ pub mod limits;
 pub mod loader;
 pub mod model;
 pub mod registry;
+pub mod reparse;
 pub mod route;
 pub mod schema;
 mod suggest;

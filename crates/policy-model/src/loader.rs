@@ -66,7 +66,7 @@ pub struct LoadOutcome {
     pub trees: Vec<FileTree>,
     /// The positions of the files whose trees were released, by display
     /// path: what [`LoadOutcome::locate`] reads for them.
-    located: Vec<(String, Locator)>,
+    pub(crate) located: Vec<(String, Locator)>,
     /// Findings not recorded because a file hit `max_diagnostics_per_file`.
     pub omitted: usize,
     /// Documents of a kind only some Cilium versions or settings enforce

@@ -205,3 +205,118 @@ fn compile_applies_the_target_once_per_change() {
     assert_eq!(applied(), 3);
     porin_session_free(session);
 }
+
+/// What a C caller sees of an update: per endpoint its name, identity,
+/// flags and writes.
+fn writes(update: *mut porin_update) -> Vec<(String, u32, bool, bool, String)> {
+    let u = update_ref(update).unwrap();
+    u.update
+        .deltas
+        .iter()
+        .map(|d| {
+            (
+                d.endpoint.clone(),
+                d.identity,
+                d.added,
+                d.removed,
+                format!("{:?}", d.changes),
+            )
+        })
+        .collect()
+}
+
+/// `porin_session_apply_policy_bytes` with the in-place re-parse
+/// (`porin_model::reparse`) gives the updates of the full loads, call by
+/// call, failures included (a failing call leaves the session as it
+/// was): two sessions, one with the re-parse off, the same texts.
+#[test]
+fn in_place_applies_equal_full_loads() {
+    use super::{applied_in_place, porin_update_path, set_reparse};
+    let (fast, full) = (session_with_inventory(), session_with_inventory());
+    assert_eq!(set_reparse(full, false), porin_result::Ok);
+    let base = policy(64, 10_000);
+    let rule = |text: &str, i: usize| -> usize {
+        text.match_indices("  - fromEndpoints:")
+            .nth(i)
+            .map(|(at, _)| at)
+            .unwrap()
+    };
+    let at_port = |text: &str, port: u16| text.find(&format!("port: \"{port}\"")).unwrap() + 7;
+    fn edit(steps: &mut Vec<(String, bool)>, at: usize, cut: usize, insert: &str, in_place: bool) {
+        let mut text = steps.last().map(|(t, _)| t.clone()).unwrap();
+        text.replace_range(at..at + cut, insert);
+        steps.push((text, in_place));
+    }
+    // (text, in place?) in order; each relative to the one before.
+    let mut steps: Vec<(String, bool)> = vec![(base.clone(), false)];
+    edit(&mut steps, at_port(&base, 10_000), 5, "9999", true);
+    let text = steps.last().unwrap().0.clone();
+    edit(&mut steps, at_port(&text, 10_010), 5, "10011", true);
+    // A label added to rule 3 (lines after it move).
+    let text = steps.last().unwrap().0.clone();
+    let label = text[rule(&text, 3)..].find("client-1\n").unwrap() + rule(&text, 3) + 9;
+    edit(&mut steps, label, 0, "        tier: web\n", true);
+    // The last rule's port, then an error (refused: nothing changes),
+    // then a comment line inside rule 5.
+    let text = steps.last().unwrap().0.clone();
+    let last = text.rfind("port: \"").unwrap() + 7;
+    edit(&mut steps, last, 5, "20000", true);
+    let text = steps.last().unwrap().0.clone();
+    let error = text.find("protocol: TCP").unwrap() + 10;
+    let mut broken = text.clone();
+    broken.replace_range(error..error + 3, "XYZ");
+    steps.push((broken, false));
+    let comment = text[rule(&text, 5)..].find('\n').unwrap() + rule(&text, 5) + 1;
+    steps.push((text.clone(), false));
+    edit(&mut steps, comment, 0, "    # reviewed\n", true);
+    // A rule inserted (not one item's edit: loaded in full).
+    let text = steps.last().unwrap().0.clone();
+    edit(
+        &mut steps,
+        rule(&text, 7),
+        0,
+        "  - fromEntities: [world]\n",
+        false,
+    );
+    for (i, (text, in_place)) in steps.iter().enumerate() {
+        let name = "server.yaml";
+        let mut results = Vec::new();
+        for session in [fast, full] {
+            let mut update = null_mut();
+            let result = porin_session_apply_policy_bytes(
+                session,
+                name.as_ptr().cast(),
+                name.len(),
+                text.as_ptr(),
+                text.len(),
+                &mut update,
+            );
+            let seen = (result == porin_result::Ok).then(|| {
+                let (mut incremental, mut reason) = (
+                    false,
+                    porin_str {
+                        ptr: std::ptr::null(),
+                        len: 0,
+                    },
+                );
+                assert_eq!(
+                    porin_update_path(update, &mut incremental, &mut reason),
+                    porin_result::Ok
+                );
+                let seen = (incremental, writes(update));
+                porin_update_free(update);
+                seen
+            });
+            results.push((result, seen));
+        }
+        assert_eq!(results[0], results[1], "step {i}");
+        if results[0].0 == porin_result::Ok {
+            assert_eq!(applied_in_place(fast, name), *in_place, "step {i}");
+            assert!(!applied_in_place(full, name), "step {i}");
+        } else {
+            assert!(!*in_place, "step {i}");
+        }
+    }
+    porin_session_free(fast);
+    porin_session_free(full);
+}

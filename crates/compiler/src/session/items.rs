@@ -21,15 +21,20 @@
 //! YAML trees keep every item at its position, only that item is compared,
 //! whatever the size of the text. Otherwise (`whole`) every item of every
 //! changed document is compared. Both are exact; a test runs random
-//! one-line edits through both and requires the same answer.
+//! one-line edits through both and requires the same answer. A third way
+//! needs no comparison: an in-place edit of the text
+//! (`porin_model::reparse`, [`EditedItem`]) names the one item whose node
+//! and model it replaced, and when no line moved that item is the only one
+//! lowered again.
 
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
+use porin_model::reparse::{ItemAt, common_prefix, common_suffix};
 use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
 use crate::inventory::Inventory;
-use crate::resolve::lower::{Origin, PolicyInput, lower_cilium_item};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower_cilium_item};
 use crate::resolve::rule::PolicyRule;
 
 /// One re-lowered item: its position in the text's span (rule and origin
@@ -60,6 +65,8 @@ pub(super) enum Compared {
     Narrowed,
     /// Every item of every changed document.
     Whole,
+    /// The item an in-place edit of the text named ([`EditedItem`]).
+    Edited,
 }
 
 /// The items of `new` that differ from `old`, lowered, when the rest of the
@@ -79,46 +86,132 @@ pub(super) fn changed_items(
     };
     let mut out = Vec::with_capacity(candidates.len());
     for c in candidates {
-        let input = |outcome: &'_ LoadOutcome| {
-            let doc = &outcome.documents[c.doc];
-            lower_cilium_item(
-                &PolicyInput {
-                    file: &doc.file,
-                    document: doc.index,
-                    item: doc.item,
-                    policy: &doc.doc,
-                    source: Some(outcome),
-                },
-                inventory,
-                c.spec,
-                c.section,
-                c.index,
-            )
-        };
-        let before = input(old);
-        let mut after = input(new);
-        let simple = |l: &crate::resolve::lower::Lowered| {
-            l.rules.len() == 1
-                && l.origins.len() == 1
-                && l.diagnostics.is_empty()
-                && l.prefixes.is_empty()
-                && l.cookies.is_empty()
-        };
-        if !simple(&before) || !simple(&after) {
+        let before = lower_at(old, &c, inventory);
+        if !simple(&before) {
             return None;
         }
-        let id = u32::try_from(origin_start + c.position).ok()?;
-        let mut rule = after.rules.pop()?;
-        let mut origin = after.origins.pop()?;
-        rule.origin = id;
-        origin.id = id;
-        out.push(ItemLowering {
-            position: c.position,
-            rule,
-            origin,
-        });
+        out.push(finish(lower_at(new, &c, inventory), &c, origin_start)?);
     }
     Some((out, compared))
+}
+
+/// The lowering of candidate `c`'s item in `outcome`.
+fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowered {
+    let doc = &outcome.documents[c.doc];
+    lower_cilium_item(
+        &PolicyInput {
+            file: &doc.file,
+            document: doc.index,
+            item: doc.item,
+            policy: &doc.doc,
+            source: Some(outcome),
+        },
+        inventory,
+        c.spec,
+        c.section,
+        c.index,
+    )
+}
+
+/// An item lowered to exactly one rule and origin, with nothing the
+/// text shares (diagnostics, CIDR prefixes, log cookies).
+fn simple(l: &Lowered) -> bool {
+    l.rules.len() == 1
+        && l.origins.len() == 1
+        && l.diagnostics.is_empty()
+        && l.prefixes.is_empty()
+        && l.cookies.is_empty()
+}
+
+/// The item's lowering with its ids moved to where it sits in the span;
+/// `None` unless it is [`simple`].
+fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<ItemLowering> {
+    if !simple(&after) {
+        return None;
+    }
+    let id = u32::try_from(origin_start + c.position).ok()?;
+    let mut rule = after.rules.pop()?;
+    let mut origin = after.origins.pop()?;
+    rule.origin = id;
+    origin.id = id;
+    Some(ItemLowering {
+        position: c.position,
+        rule,
+        origin,
+    })
+}
+
+/// An in-place edit's item ([`porin_model::reparse::Edit`]), lowered
+/// before the edit (`prepare`) and after it (`finish`): the reparse has
+/// shown that the new text's load is the old one with only that item's
+/// node and model replaced, so when no line moved (the item's origin
+/// reads its line; every other item's origin keeps its own), this is
+/// what the narrowed comparison would find, without comparing.
+pub(super) struct EditedItem {
+    candidate: Candidate,
+}
+
+impl EditedItem {
+    /// The item `at` of `outcome` (before the edit), when every item of
+    /// the text lowers to one rule (`lowered_items`, which also requires
+    /// an endpoint selector on every rule), the text's span has `items`
+    /// of them, and this one is [`simple`]; `None` otherwise.
+    pub(super) fn prepare(
+        outcome: &LoadOutcome,
+        at: ItemAt,
+        inventory: &Inventory,
+        items: usize,
+    ) -> Option<EditedItem> {
+        let mut position = 0;
+        let mut total = 0;
+        for (doc, loaded) in outcome.documents.iter().enumerate() {
+            let n = lowered_items(&loaded.doc)?;
+            if doc < at.document {
+                position += n;
+            }
+            total += n;
+        }
+        if total != items {
+            return None;
+        }
+        let rules = rules(&outcome.documents.get(at.document)?.doc)?;
+        for rule in rules.get(..at.spec)? {
+            position += section_lens(rule).iter().map(|(_, len)| len).sum::<usize>();
+        }
+        for (section, len) in section_lens(rules.get(at.spec)?) {
+            if section == at.section {
+                if at.index >= len {
+                    return None;
+                }
+                break;
+            }
+            position += len;
+        }
+        let candidate = Candidate {
+            doc: at.document,
+            spec: at.spec,
+            section: at.section,
+            index: at.index,
+            position: position + at.index,
+        };
+        simple(&lower_at(outcome, &candidate, inventory)).then_some(EditedItem { candidate })
+    }
+
+    /// The item lowered again in `outcome` (after the edit): the items
+    /// that may have changed.
+    pub(super) fn finish(
+        self,
+        outcome: &LoadOutcome,
+        inventory: &Inventory,
+        origin_start: usize,
+    ) -> Option<(Vec<ItemLowering>, Compared)> {
+        // The session compares it with the rule and origin it holds.
+        let after = lower_at(outcome, &self.candidate, inventory);
+        Some((
+            vec![finish(after, &self.candidate, origin_start)?],
+            Compared::Edited,
+        ))
+    }
 }
 
 /// Every changed document compared item by item (module docs).
@@ -246,37 +339,6 @@ fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a
         });
     }
     Some(edit)
-}
-
-/// Block sizes the common prefix and suffix are compared in, largest
-/// first (`memcmp` of large blocks, then smaller ones near the first
-/// difference): a one-line edit of a large text costs about one pass of
-/// `memcmp`, not one call per 64 bytes.
-const BLOCKS: [usize; 3] = [4096, 64, 1];
-
-/// The length of the common prefix.
-fn common_prefix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let mut i = 0;
-    for block in BLOCKS {
-        while i + block <= n && a[i..i + block] == b[i..i + block] {
-            i += block;
-        }
-    }
-    i
-}
-
-/// The length of the common suffix.
-fn common_suffix(a: &[u8], b: &[u8]) -> usize {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
-    let mut i = 0;
-    for block in BLOCKS {
-        while i + block <= n && a[n - i - block..n - i] == b[n - i - block..n - i] {
-            i += block;
-        }
-    }
-    i
 }
 
 fn before(a: Pos, b: Pos) -> bool {

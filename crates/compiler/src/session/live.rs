@@ -12,6 +12,8 @@ use ipnetwork::IpNetwork;
 use porin_model::diagnostic::Diagnostic;
 use porin_model::loader::LoadOutcome;
 
+use super::items::{Compared, ItemLowering};
+
 use crate::allocation::{IdentityTable, try_endpoint_identity_labels};
 use crate::compile::{
     Compiled, EndpointPolicy, Enforcement, SelectedBy, build_ipcache, selects_nothing,
@@ -670,7 +672,8 @@ impl Session {
             });
         };
         let previous = std::mem::replace(&mut self.texts[position], text);
-        let result = match self.replace_text(position, &previous) {
+        let items = self.changed_items(position, &previous.outcome);
+        let result = match self.replace_text(position, items) {
             Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("the change is not local to its rules"),
             Err(e) => Err(e),
@@ -683,6 +686,89 @@ impl Session {
             drop_later(previous);
         }
         result
+    }
+
+    /// The outcome the session holds for the policy text `name` (as given
+    /// to [`Session::set_policy`], or as edits made it), to plan an
+    /// in-place edit against ([`porin_model::reparse::plan`]).
+    pub fn policy(&self, name: &str) -> Option<&LoadOutcome> {
+        self.texts
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| &t.outcome)
+    }
+
+    /// Replaces the policy text `name` by an edit of it, planned by
+    /// [`porin_model::reparse::plan`] against [`Session::policy`]: the
+    /// outcome becomes the one a full load of the new text gives (the
+    /// reparse's guarantee), so the update is the one [`Session::set_policy`]
+    /// would give with it, exactly. When no line moved, the edited item is
+    /// the only one lowered again (no comparison of the texts); otherwise
+    /// the text is lowered again, as `set_policy` does. `None`, with
+    /// nothing changed, when there is no such text or the edit does not
+    /// fit it (the caller loads the text in full). A text with errors is
+    /// refused as by `set_policy` (the reparse never gives one).
+    pub fn edit_policy(
+        &mut self,
+        name: &str,
+        edit: porin_model::reparse::Edit,
+    ) -> Option<Result<Update, SessionError>> {
+        let position = self.texts.iter().position(|t| t.name == name)?;
+        let span = self
+            .model
+            .spans
+            .as_ref()
+            .and_then(|spans| spans.get(position))
+            .cloned();
+        let text = &self.texts[position];
+        let prepared = match &span {
+            Some(span)
+                if !edit.moves_lines()
+                    && span.diagnostics.is_empty()
+                    && span.rules.len() == span.origins.len() =>
+            {
+                super::items::EditedItem::prepare(
+                    &text.outcome,
+                    edit.at(),
+                    &self.inventory,
+                    span.rules.len(),
+                )
+            }
+            _ => None,
+        };
+        let inverse = edit.apply(&mut self.texts[position].outcome)?;
+        if self.texts[position].outcome.has_errors() {
+            // As `set_policy` refuses it (a session's texts have none, and
+            // an edit adds none: this is defence in depth).
+            let _ = inverse.apply(&mut self.texts[position].outcome);
+            return Some(Err(SessionError::Policy(
+                self.texts[position].outcome.diagnostics.clone(),
+            )));
+        }
+        let items = match (prepared, &span) {
+            (Some(prepared), Some(span)) => prepared.finish(
+                &self.texts[position].outcome,
+                &self.inventory,
+                span.origins.start,
+            ),
+            _ => None,
+        };
+        let result = match self.replace_text(position, items) {
+            Ok(Some(update)) => Ok(update),
+            Ok(None) => self.rebuild("the change is not local to its rules"),
+            Err(e) => Err(e),
+        };
+        if result.is_err() {
+            // Back to the previous inputs, exactly (fail closed). The
+            // inverse of an edit applies to the outcome the edit made (the
+            // same slots), so this never gives `None`.
+            let _ = inverse.apply(&mut self.texts[position].outcome);
+            if let Err(e) = self.rebuild("restore") {
+                return Some(Err(e));
+            }
+        }
+        // (The inverse holds the old text: one allocation, freed here.)
+        Some(result)
     }
 
     /// Removes the policy text `name`; `None` when there is none.
@@ -821,13 +907,36 @@ impl Session {
             .collect()
     }
 
+    /// The items of the text at `position` that differ from `previous`
+    /// (its outcome before), lowered, when that is exact
+    /// (`items::changed_items`).
+    fn changed_items(
+        &self,
+        position: usize,
+        previous: &LoadOutcome,
+    ) -> Option<(Vec<ItemLowering>, Compared)> {
+        let span = self.model.spans.as_ref()?.get(position)?;
+        if !span.diagnostics.is_empty() || span.rules.len() != span.origins.len() {
+            return None;
+        }
+        super::items::changed_items(
+            previous,
+            &self.texts[position].outcome,
+            &self.inventory,
+            span.rules.len(),
+            span.origins.start,
+        )
+    }
+
     /// The text at `position` changed: recompute only the rules it lowers
-    /// to and the states they reach. `None`: not local (the caller
+    /// to and the states they reach; `items`, when given, are the only
+    /// items that may differ, lowered (`changed_items`, `EditedItem`),
+    /// else the whole text is lowered again. `None`: not local (the caller
     /// recompiles in full).
     fn replace_text(
         &mut self,
         position: usize,
-        previous: &PolicyText,
+        items: Option<(Vec<ItemLowering>, Compared)>,
     ) -> Result<Option<Update>, SessionError> {
         let Some(span) = self
             .model
@@ -839,19 +948,6 @@ impl Session {
             return Ok(None);
         };
         let text = &self.texts[position];
-        // Only the items that changed, when that is exact (`items`);
-        // otherwise the whole text, lowered alone.
-        let items = (span.diagnostics.is_empty() && span.rules.len() == span.origins.len())
-            .then(|| {
-                super::items::changed_items(
-                    &previous.outcome,
-                    &text.outcome,
-                    &self.inventory,
-                    span.rules.len(),
-                    span.origins.start,
-                )
-            })
-            .flatten();
         let (items, compared) = match items {
             Some((items, compared)) => (Some(items), Some(compared)),
             None => (None, None),
@@ -1065,8 +1161,8 @@ impl Session {
         let mut update = Update::incremental(Vec::new());
         update.rules_lowered = rules_lowered;
         update.items_compared = match compared {
-            Some(super::items::Compared::Narrowed) => 1,
-            Some(super::items::Compared::Whole) | None => span.rules.len(),
+            Some(Compared::Narrowed | Compared::Edited) => 1,
+            Some(Compared::Whole) | None => span.rules.len(),
         };
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
         let keys: Vec<StateKey> = model

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use porin_model::limits::LoadLimits;
-use porin_model::loader::{LoadOutcome, load_str};
+use porin_model::loader::load_str;
+use porin_model::reparse::{Budget, plan};
 use proptest::prelude::*;
 
 use super::{Session, Update, UpdatePath};
@@ -134,13 +135,6 @@ fn text_yaml(index: u8, text: &Text) -> String {
         }
     }
     out
-}
-
-fn load(index: u8, text: &Text) -> LoadOutcome {
-    let yaml = text_yaml(index, text);
-    let outcome = load_str(&format!("t{index}.yaml"), &yaml, &LoadLimits::default());
-    assert!(!outcome.has_errors(), "{yaml}\n{:?}", outcome.diagnostics);
-    outcome
 }
 
 fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
@@ -329,6 +323,42 @@ fn check(
 /// Runs the steps, checking each; per update its path, the rules it
 /// lowered again and the items it compared.
 fn run(steps: &[Step]) -> Vec<(UpdatePath, usize, usize)> {
+    run_with(steps, false).0
+}
+
+/// Sets text `n` to `yaml`: with `reparse`, as the C API does (an
+/// in-place edit of the text the session holds when
+/// `porin_model::reparse` can plan one, checked equal to the full load,
+/// else the full load); without, by the full load. Also gives whether it
+/// was in place.
+fn set_text(session: &mut Session, n: u8, yaml: &str, reparse: bool) -> (Update, bool) {
+    let (name, file) = (format!("t{n}"), format!("t{n}.yaml"));
+    let limits = LoadLimits::default();
+    let edit = reparse
+        .then(|| session.policy(&name))
+        .flatten()
+        .and_then(|outcome| Some((outcome, Budget::of(outcome, &file)?)))
+        .and_then(|(outcome, budget)| plan(outcome, &file, yaml, &limits, None, budget));
+    if let Some(edit) = edit
+        && let Some(result) = session.edit_policy(&name, edit)
+    {
+        let update = result.unwrap();
+        assert_eq!(
+            session.policy(&name),
+            Some(&load_str(&file, yaml, &limits)),
+            "the edited text != its full load"
+        );
+        return (update, true);
+    }
+    let outcome = load_str(&file, yaml, &limits);
+    assert!(!outcome.has_errors(), "{yaml}\n{:?}", outcome.diagnostics);
+    (session.set_policy(&name, outcome).unwrap(), false)
+}
+
+/// [`run`], setting texts in place where the reparse allows (`reparse`);
+/// also gives how many were.
+fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, usize) {
+    let mut edited = 0;
     let mut texts: BTreeMap<u8, Text> = BTreeMap::new();
     // The YAML each text has now (`EditText` edits it).
     let mut yamls: BTreeMap<u8, String> = BTreeMap::new();
@@ -339,10 +369,12 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize, usize)> {
     for step in steps {
         let update = match step.clone() {
             Step::SetText(n, text) => {
-                let outcome = load(n, &text);
-                yamls.insert(n, text_yaml(n, &text));
+                let yaml = text_yaml(n, &text);
+                let (update, in_place) = set_text(&mut session, n, &yaml, reparse);
+                edited += usize::from(in_place);
+                yamls.insert(n, yaml);
                 texts.insert(n, text);
-                Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
+                Some(update)
             }
             Step::ChangeOne(n, i, peer, ports) => {
                 let Some(mut text) = texts.get(&n).cloned() else {
@@ -352,19 +384,21 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize, usize)> {
                 let item = &mut text.items[i % len];
                 item.peer = peer;
                 item.ports = ports;
-                let outcome = load(n, &text);
-                yamls.insert(n, text_yaml(n, &text));
+                let yaml = text_yaml(n, &text);
+                let (update, in_place) = set_text(&mut session, n, &yaml, reparse);
+                edited += usize::from(in_place);
+                yamls.insert(n, yaml);
                 texts.insert(n, text);
-                Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
+                Some(update)
             }
             Step::EditText(n, line, kind) => {
                 let Some(yaml) = yamls.get(&n).and_then(|y| edit_yaml(y, line, kind)) else {
                     continue;
                 };
-                let outcome = load_str(&format!("t{n}.yaml"), &yaml, &LoadLimits::default());
-                assert!(!outcome.has_errors(), "{yaml}\n{:?}", outcome.diagnostics);
+                let (update, in_place) = set_text(&mut session, n, &yaml, reparse);
+                edited += usize::from(in_place);
                 yamls.insert(n, yaml);
-                Some(session.set_policy(&format!("t{n}"), outcome).unwrap())
+                Some(update)
             }
             Step::RemoveText(n) => {
                 yamls.remove(&n);
@@ -390,7 +424,7 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize, usize)> {
         ));
         before = check(&session, &update, &before, &mut mirror);
     }
-    paths
+    (paths, edited)
 }
 
 proptest! {
@@ -418,6 +452,15 @@ proptest! {
         if std::env::var_os("PORIN_SESSION_PATHS").is_some() {
             eprintln!("{paths:?}");
         }
+        // The same steps with texts edited in place where the reparse
+        // allows (what the C API does): every step equals the batch too
+        // (`check`), by the same paths.
+        let (in_place, edited) = run_with(&steps, true);
+        if std::env::var_os("PORIN_SESSION_PATHS").is_some() {
+            eprintln!("in place: {edited}");
+        }
+        let path = |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
+        prop_assert_eq!(path(&in_place), path(&paths));
     }
 }
 
@@ -495,10 +538,90 @@ fn common_changes_are_incremental() {
     // item's port (nothing after it bounds its text: every item compared,
     // one lowered); a comment line (lines move: the whole text lowered);
     // two items' ports (two changed lines: the whole text lowered).
+    // Set in place as the C API does (`porin_model::reparse`): the three
+    // one-rule changes and the first three YAML edits (a port, a comment
+    // at a line's end, the last item's port: each lowers and compares its
+    // one item); the comment line and the two-item edit are loaded in
+    // full. The same paths, every step equal to the batch.
+    let (in_place, edited) = run_with(&steps, true);
+    assert_eq!(edited, 6, "{in_place:?}");
+    let path =
+        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
+    assert_eq!(path(&in_place), path(&paths));
+    let edits: Vec<(usize, usize)> = in_place[6..11].iter().map(|(_, l, c)| (*l, *c)).collect();
+    assert_eq!(
+        edits,
+        vec![(1, 1), (1, 1), (1, 1), (3, 3), (3, 3)],
+        "{in_place:?}"
+    );
     let edits: Vec<(usize, usize)> = paths[6..11].iter().map(|(_, l, c)| (*l, *c)).collect();
     assert_eq!(
         edits,
         vec![(1, 1), (0, 1), (1, 3), (3, 3), (3, 3)],
         "{paths:?}"
     );
+}
+
+/// An in-place edit whose update fails (a compile limit) leaves the
+/// session as it was: the text's outcome is the previous one again and the
+/// compilation equals the batch compile of the previous inputs.
+#[test]
+fn a_failing_in_place_edit_restores_the_session() {
+    let yaml = |ports: &str| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t0, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{ports}]}}]\n  - fromEndpoints: [{{matchLabels: {{app: c}}}}]\n"
+        )
+    };
+    let (before, after) = (
+        yaml("{port: \"80\"}"),
+        yaml("{port: \"80\"}, {port: \"81\"}"),
+    );
+    let file = "t0.yaml";
+    let limits = LoadLimits::default();
+    let mut inventory = Inventory::new();
+    for n in 0..3 {
+        inventory.endpoints.push(endpoint(n, n, 0, false));
+    }
+    // The server's entries with the first text: the limit of the second
+    // session, which the second port exceeds.
+    let mut unbounded = Session::new(inventory.clone(), CompileLimits::default()).unwrap();
+    unbounded
+        .set_policy("t0", load_str(file, &before, &limits))
+        .unwrap();
+    let entries = unbounded
+        .compiled()
+        .endpoints
+        .iter()
+        .map(|e| e.state.len())
+        .max()
+        .unwrap();
+    let mut session = Session::new(
+        inventory,
+        CompileLimits {
+            max_entries_per_endpoint: entries,
+            ..CompileLimits::default()
+        },
+    )
+    .unwrap();
+    session
+        .set_policy("t0", load_str(file, &before, &limits))
+        .unwrap();
+    let compiled = session.compiled();
+    let outcome = session.policy("t0").unwrap();
+    let edit = plan(
+        outcome,
+        file,
+        &after,
+        &limits,
+        None,
+        Budget::of(outcome, file).unwrap(),
+    )
+    .expect("a port added to one item is planned in place");
+    let result = session.edit_policy("t0", edit).expect("the text is there");
+    assert!(result.is_err(), "the second port exceeds the entry limit");
+    assert_eq!(
+        session.policy("t0"),
+        Some(&load_str(file, &before, &limits))
+    );
+    assert_eq!(session.compiled(), compiled);
 }

@@ -48,3 +48,19 @@ pub fn validate_document(doc: &PolicyDocument) -> Vec<Finding> {
     }
     findings.list
 }
+
+/// Validates one item of a CNP/CCNP rule at `at` (`spec.ingress[3]`) of a
+/// rule with a `nodeSelector` (`host`) or not: the findings
+/// [`validate_document`] reports under that item. The rule's other checks
+/// read only its frame (selectors, log) and whether its sections are
+/// empty, so an item replaced by another changes only these (the
+/// incremental re-parse, [`crate::reparse`], relies on it).
+pub(crate) fn validate_cilium_item(
+    at: &crate::route::Route,
+    item: &crate::model::RuleItem<'_>,
+    host: bool,
+) -> Vec<Finding> {
+    let mut findings = Findings::default();
+    cilium::validate_item(&mut findings, at, item, host);
+    findings.list
+}

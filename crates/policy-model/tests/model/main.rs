@@ -13,5 +13,6 @@ mod limits;
 mod multiple_errors;
 mod regression_fuzz;
 mod released_trees;
+mod reparse;
 mod schema;
 mod suggestions;

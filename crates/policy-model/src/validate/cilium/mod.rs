@@ -224,7 +224,7 @@ fn validate_log(findings: &mut Findings, at: &Route, value: &str) {
 
 /// One item of any section. Fields the item type lacks are `None` in the
 /// view, so their checks find nothing.
-fn validate_item(findings: &mut Findings, at: &Route, item: &RuleItem<'_>, host: bool) {
+pub(crate) fn validate_item(findings: &mut Findings, at: &Route, item: &RuleItem<'_>, host: bool) {
     validate_peers(findings, at, item);
     validate_fqdns(findings, at, item.fqdns);
     obsolete_auth(findings, at, item.auth);

@@ -1,0 +1,279 @@
+//! The one-rule change through the C API itself (issue #14): bytes in
+//! (`porin_session_apply_policy_bytes` with the whole new text), update
+//! out (every endpoint's writes read with `porin_update_get`,
+//! `porin_update_diff`, `porin_diff_get`, the way an agent hands them to
+//! the kernel), timed around the C calls. Runs in a child process
+//! (`role capi-child`).
+//!
+//! The shape is [`crate::incremental`]'s: one CNP with `rules` ingress
+//! rules ([`policy_yaml`]), the server and 256 client pods. Two live
+//! sessions in the same process, stepped alternately: one as the C API
+//! ships (the in-place re-parse of `porin_model::reparse`), one with the
+//! re-parse off (`porin::session::set_reparse`, every text loaded in full,
+//! what the C API did before): the same-run baseline. Each session's runs
+//! come in a block, full loads after a pause ([`child`]). Steps:
+//!
+//! - **rule change**: rule 0's port toggled between 9999 and 10000 (and,
+//!   in place only, the last rule's port: the edit at the text's end);
+//! - **fallback**: the same toggle on a text whose rule 0 carries an
+//!   anchor (`&r`), which the re-parse leaves to the full load: what an
+//!   edit it does not handle costs.
+
+use std::ptr::null_mut;
+use std::time::Instant;
+
+use anyhow::{Result, bail};
+use porin::compilation::{
+    porin_change, porin_diff, porin_diff_count, porin_diff_free, porin_diff_get,
+};
+use porin::result::porin_result;
+use porin::session::{
+    applied_in_place, porin_endpoint_delta, porin_session, porin_session_add_inventory_bytes,
+    porin_session_apply_policy_bytes, porin_session_free, porin_session_new, porin_update,
+    porin_update_count, porin_update_diff, porin_update_free, porin_update_get, set_reparse,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::incremental::{CLIENTS, policy_yaml};
+
+const NAME: &str = "server.yaml";
+
+/// Seconds of each run of one step, per session.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct CapiApplyResult {
+    /// Rules in the policy.
+    pub rules: usize,
+    /// Bytes of the policy text.
+    pub text_bytes: usize,
+    /// Rule change, in place (as shipped): the apply call alone.
+    pub in_place_apply: Vec<f64>,
+    /// Rule change, in place: apply, read every write, free.
+    pub in_place_total: Vec<f64>,
+    /// Rule change, re-parse off (full load): apply alone.
+    pub full_apply: Vec<f64>,
+    /// Rule change, re-parse off: apply, read every write, free.
+    pub full_total: Vec<f64>,
+    /// The last rule's port toggled instead (the edit at the text's end:
+    /// the longest common prefix), in place: total.
+    #[serde(default)]
+    pub in_place_last_total: Vec<f64>,
+    /// The anchored text's toggle, re-parse on (it falls back): total.
+    pub fallback_total: Vec<f64>,
+    /// The anchored text's toggle, re-parse off: total.
+    pub fallback_full_total: Vec<f64>,
+    /// Writes of the last rule change (the same on both sessions).
+    pub writes: usize,
+}
+
+fn inventory_yaml() -> String {
+    let mut out = String::from(
+        "kind: Inventory\nendpoints:\n  - {name: server, namespace: bench, labels: {app: server}}\n",
+    );
+    for c in 0..CLIENTS {
+        out.push_str(&format!(
+            "  - {{name: client-{c}, namespace: bench, labels: {{role: client-{c}}}}}\n"
+        ));
+    }
+    out
+}
+
+fn session(in_place: bool) -> Result<*mut porin_session> {
+    let mut session = null_mut();
+    if porin_session_new(&mut session) != porin_result::Ok {
+        bail!("porin_session_new");
+    }
+    let (name, inventory) = ("inventory.yaml", inventory_yaml());
+    if porin_session_add_inventory_bytes(
+        session,
+        name.as_ptr().cast(),
+        name.len(),
+        inventory.as_ptr(),
+        inventory.len(),
+    ) != porin_result::Ok
+        || set_reparse(session, in_place) != porin_result::Ok
+    {
+        bail!("inventory");
+    }
+    Ok(session)
+}
+
+/// One apply: (seconds of the call, seconds of call + reading every write
+/// + freeing, writes).
+fn apply(session: *mut porin_session, text: &str) -> Result<(f64, f64, usize)> {
+    let start = Instant::now();
+    let mut update: *mut porin_update = null_mut();
+    let result = porin_session_apply_policy_bytes(
+        session,
+        NAME.as_ptr().cast(),
+        NAME.len(),
+        text.as_ptr(),
+        text.len(),
+        &mut update,
+    );
+    let call = start.elapsed().as_secs_f64();
+    if result != porin_result::Ok {
+        bail!("porin_session_apply_policy_bytes: {result:?}");
+    }
+    let mut writes = 0;
+    let mut keys = 0usize;
+    for index in 0..porin_update_count(update) {
+        let mut delta = std::mem::MaybeUninit::<porin_endpoint_delta>::uninit();
+        if porin_update_get(update, index, delta.as_mut_ptr()) != porin_result::Ok {
+            bail!("porin_update_get");
+        }
+        let mut diff: *mut porin_diff = null_mut();
+        if porin_update_diff(update, index, &mut diff) != porin_result::Ok {
+            bail!("porin_update_diff");
+        }
+        for write in 0..porin_diff_count(diff) {
+            let mut change = std::mem::MaybeUninit::<porin_change>::uninit();
+            if porin_diff_get(diff, write, change.as_mut_ptr()) != porin_result::Ok {
+                bail!("porin_diff_get");
+            }
+            // Counted only: an agent would copy key and value into a map write.
+            writes += 1;
+            keys = keys.wrapping_add(write);
+        }
+        porin_diff_free(diff);
+    }
+    porin_update_free(update);
+    let total = start.elapsed().as_secs_f64();
+    std::hint::black_box(keys);
+    Ok((call, total, writes))
+}
+
+/// Waits for the previous full load's text to be freed (see [`child`]).
+fn settle() {
+    std::thread::sleep(std::time::Duration::from_millis(150));
+}
+
+/// Runs in the child.
+pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
+    let texts = [policy_yaml(rules, 9_999), policy_yaml(rules, 10_000)];
+    let anchored = |text: &str| text.replacen("role: client-0", "role: &r client-0", 1);
+    let anchored_texts = [anchored(&texts[0]), anchored(&texts[1])];
+    let (fast, full) = (session(true)?, session(false)?);
+    let mut out = CapiApplyResult {
+        rules,
+        text_bytes: texts[0].len(),
+        ..CapiApplyResult::default()
+    };
+    // The first text makes each session live (a full build, untimed).
+    for s in [fast, full] {
+        apply(s, &texts[1])?;
+    }
+    // Each session's runs in a block, after a pause: a replaced text is
+    // freed on a thread of its own (`Session::set_policy`'s `drop_later`,
+    // 15-50 ms for this size), which would otherwise run beside the next
+    // timed call of the other session on this 2-core machine.
+    settle();
+    let mut fast_writes = Vec::new();
+    for run in 0..runs {
+        let (call, total, writes) = apply(fast, &texts[run % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the rule change was not applied in place");
+        }
+        out.in_place_apply.push(call);
+        out.in_place_total.push(total);
+        fast_writes.push(writes);
+    }
+    // The last rule's port (rule 0 back where it started first).
+    let last_port = format!("port: \"{}\"", 10_000 + rules - 1);
+    let last_texts = [texts[1].clone(), {
+        let at = texts[1].rfind(&last_port).unwrap_or(0);
+        let mut text = texts[1].clone();
+        text.replace_range(at..at + last_port.len(), "port: \"9998\"");
+        text
+    }];
+    apply(fast, &last_texts[0])?;
+    for run in 0..runs {
+        let (_, total, _) = apply(fast, &last_texts[(run + 1) % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the last rule's change was not applied in place");
+        }
+        out.in_place_last_total.push(total);
+    }
+    for run in 0..runs {
+        settle();
+        let (call, total, writes) = apply(full, &texts[run % 2])?;
+        out.full_apply.push(call);
+        out.full_total.push(total);
+        if writes != fast_writes[run] || writes == 0 {
+            bail!(
+                "writes differ: {} in place, {writes} in full",
+                fast_writes[run]
+            );
+        }
+        out.writes = writes;
+    }
+    // The anchored texts: first one untimed on each (it differs from the
+    // last text in two places), then toggled.
+    for s in [fast, full] {
+        apply(s, &anchored_texts[runs % 2])?;
+    }
+    for (session, times) in [
+        (fast, &mut out.fallback_total),
+        (full, &mut out.fallback_full_total),
+    ] {
+        for run in 1..=runs {
+            settle();
+            let (_, total, _) = apply(session, &anchored_texts[(runs + run) % 2])?;
+            if applied_in_place(session, NAME) {
+                bail!("the anchored text was applied in place");
+            }
+            times.push(total);
+        }
+    }
+    porin_session_free(fast);
+    porin_session_free(full);
+    Ok(out)
+}
+
+/// The median of `values` (seconds), in milliseconds.
+pub fn median_ms(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN) * 1e3
+}
+
+/// (min, max) of `values` in milliseconds.
+pub fn range_ms(values: &[f64]) -> (f64, f64) {
+    let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = values.iter().copied().fold(0.0, f64::max);
+    (min * 1e3, max * 1e3)
+}
+
+/// The child's summary, one line per step.
+pub fn print(result: &CapiApplyResult) {
+    println!(
+        "{} rules, {} bytes, {} writes per change; median (min-max) ms over {} runs",
+        result.rules,
+        result.text_bytes,
+        result.writes,
+        result.in_place_apply.len()
+    );
+    for (what, values) in [
+        ("rule change, in place: apply", &result.in_place_apply),
+        (
+            "rule change, in place: apply + read writes",
+            &result.in_place_total,
+        ),
+        (
+            "last rule's change, in place: apply + read writes",
+            &result.in_place_last_total,
+        ),
+        ("rule change, full load: apply", &result.full_apply),
+        (
+            "rule change, full load: apply + read writes",
+            &result.full_total,
+        ),
+        (
+            "anchored text (falls back), re-parse on",
+            &result.fallback_total,
+        ),
+        ("anchored text, re-parse off", &result.fallback_full_total),
+    ] {
+        let (min, max) = range_ms(values);
+        println!("{what}: {:.3} ({min:.3}-{max:.3})", median_ms(values));
+    }
+}

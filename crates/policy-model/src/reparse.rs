@@ -1,0 +1,930 @@
+//! Incremental re-parse: a text edited inside one rule item, loaded by
+//! re-parsing only that item.
+//!
+//! An agent changes one rule of a large policy (a port of one `ingress`
+//! item of a 4,096-rule CNP) and hands over the whole new text. Loading it
+//! again ([`load_str`]) costs tens of milliseconds; the edit touches one
+//! item. [`plan`] finds the changed bytes (common prefix and suffix), the
+//! one block-sequence item of a CNP/CCNP rule section (`spec.ingress[3]`,
+//! `specs[1].egressDeny[0]`, inside a `List`'s item or not, in any document
+//! of a stream) whose text holds them, parses that item's lines alone,
+//! deserializes and validates the item alone, and returns an [`Edit`]:
+//! [`Edit::apply`] swaps the item's tree node and model into the previous
+//! outcome, moves the positions after it (trees, diagnostics, versioned
+//! kinds) by the lines the edit added or removed, and swaps the text.
+//!
+//! The result equals [`load_str`] of the new text (followed by
+//! [`LoadOutcome::apply_target`] when a target is given), field by field;
+//! the property tests (`tests/model/reparse.rs`) and the fuzz target
+//! `reparse_edit` check that. Whenever that cannot be shown from what is
+//! cheap to check, [`plan`] answers `None` and the caller loads in full:
+//!
+//! - The item is a block-sequence entry whose first line is indentation,
+//!   one `-` and blanks, then the item; the edit starts after that marker
+//!   and ends before the line of the next node after the item (the next
+//!   item, the next key of the rule, ...; the end of the text after the
+//!   last node of the last document). Every other line of the new item's
+//!   text is blank, a comment, or indented deeper than the `-`: then the
+//!   parser, which reads block structure from indentation, reads the same
+//!   lines as one item in the file as it does alone, and everything before
+//!   and after it as before. The item is parsed alone from its whole lines
+//!   (so columns are the file's) with the depth the file leaves it, must
+//!   give exactly one item at the old item's position, and its lines are
+//!   moved to the file's.
+//! - The file has no anchor and no merge key anywhere ([`Budget::of`]:
+//!   an alias of an ancestor would copy the old item elsewhere), and
+//!   neither item's text holds what reaches beyond the item or that this
+//!   check does not model: anchors, aliases, tags, merge keys, block
+//!   scalars, directives, reserved indicators, complex keys, tabs, CR.
+//! - No diagnostic in the edited document before, none for the new item
+//!   after (deserialization, unknown fields, Cilium's item checks, the
+//!   target's version rows), and none of the file-wide kinds anywhere
+//!   (syntax, limits, duplicate keys, duplicate policies, whose messages
+//!   quote lines). The item checks are the ones the whole validation
+//!   makes under that item (`validate::validate_cilium_item`); a rule's
+//!   other checks read only its frame and whether its sections are empty,
+//!   which one item replacing another leaves as they were.
+//! - The file's node and scalar-byte budgets ([`Budget`]) stay within the
+//!   limits with the new item instead of the old.
+
+use serde::Deserialize;
+
+use crate::codes;
+use crate::diagnostic::Location;
+use crate::limits::LoadLimits;
+use crate::loader::{LoadOutcome, LoadedDocument, load_str};
+use crate::model::{
+    CiliumNetworkPolicy, EgressDenyRule, EgressRule, IngressDenyRule, IngressRule, ObjectMeta,
+    PolicyDocument, Rule, RuleItem, RuleSection,
+};
+use crate::route::Route;
+use crate::version::Target;
+use crate::yaml::de::{Ctx, NodeDeserializer};
+use crate::yaml::tree::{self, HARD_MAX_DEPTH, Node, NodeKind, Pos};
+
+/// Upper bounds of what the parse of a file charged against
+/// [`LoadLimits::max_nodes`] and [`LoadLimits::max_scalar_bytes`]: the
+/// tree's nodes and scalar bytes, plus one node and four bytes per
+/// document for a null root the tree leaves out. The parser charges
+/// exactly the tree's nodes otherwise (alias copies are in the tree), so
+/// this holds unless a merge key or a repeated key dropped nodes it
+/// charged; such files have no budget ([`Budget::of`] is `None`), nor
+/// have files with an anchor (module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    nodes: usize,
+    bytes: usize,
+}
+
+impl Budget {
+    /// The budget of `name`'s text as `outcome` (a load of that one text)
+    /// holds it; `None` when it cannot be bounded (see [`Budget`]).
+    pub fn of(outcome: &LoadOutcome, name: &str) -> Option<Budget> {
+        let [tree] = outcome.trees.as_slice() else {
+            return None;
+        };
+        let text = outcome.sources.get(name)?;
+        // No anchor anywhere (so no alias either: one to an unknown
+        // anchor is a syntax error): a copy of the edited item elsewhere
+        // (an alias of an ancestor) would not follow the edit. Edits keep
+        // it so (their items hold no `&`).
+        if tree.file != name
+            || text.contains("<<")
+            || text.contains('&')
+            || outcome
+                .diagnostics
+                .iter()
+                .any(|d| d.code == codes::DUPLICATE_KEY.code)
+        {
+            return None;
+        }
+        let mut total = Size::default();
+        for root in tree.roots.iter().flatten() {
+            total = total.add(size(root));
+        }
+        let documents = tree.roots.len();
+        Some(Budget {
+            nodes: total.nodes.checked_add(documents)?,
+            bytes: total.bytes.checked_add(documents.checked_mul(4)?)?,
+        })
+    }
+}
+
+/// Nodes and scalar bytes of a subtree.
+#[derive(Debug, Clone, Copy, Default)]
+struct Size {
+    nodes: usize,
+    bytes: usize,
+}
+
+impl Size {
+    fn add(self, other: Size) -> Size {
+        Size {
+            nodes: self.nodes.saturating_add(other.nodes),
+            bytes: self.bytes.saturating_add(other.bytes),
+        }
+    }
+}
+
+/// The recursion is bounded: trees respect the depth limits.
+fn size(node: &Node) -> Size {
+    let own = Size { nodes: 1, bytes: 0 };
+    match &node.kind {
+        NodeKind::Scalar(text, _) => Size {
+            nodes: 1,
+            bytes: text.len(),
+        },
+        NodeKind::Sequence(items) => items.iter().fold(own, |total, i| total.add(size(i))),
+        NodeKind::Mapping(entries) => entries
+            .iter()
+            .fold(own, |total, (k, v)| total.add(size(k)).add(size(v))),
+    }
+}
+
+/// Which rule item an [`Edit`] replaces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ItemAt {
+    /// Index in [`LoadOutcome::documents`].
+    pub document: usize,
+    /// The rule, in [`PolicyDocument::cilium_rules`] order.
+    pub spec: usize,
+    /// The section.
+    pub section: RuleSection,
+    /// The item's index in the section.
+    pub index: usize,
+}
+
+/// One typed rule item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum ItemModel {
+    Ingress(IngressRule),
+    IngressDeny(IngressDenyRule),
+    Egress(EgressRule),
+    EgressDeny(EgressDenyRule),
+}
+
+impl ItemModel {
+    fn view(&self) -> RuleItem<'_> {
+        match self {
+            ItemModel::Ingress(i) => RuleItem::ingress(i),
+            ItemModel::IngressDeny(i) => RuleItem::ingress_deny(i),
+            ItemModel::Egress(i) => RuleItem::egress(i),
+            ItemModel::EgressDeny(i) => RuleItem::egress_deny(i),
+        }
+    }
+
+    /// A rule with only this item (and nothing else), for the target's
+    /// version rows.
+    fn alone(&self) -> Rule {
+        let mut rule = Rule::default();
+        match self.clone() {
+            ItemModel::Ingress(i) => rule.ingress = Some(vec![i]),
+            ItemModel::IngressDeny(i) => rule.ingress_deny = Some(vec![i]),
+            ItemModel::Egress(i) => rule.egress = Some(vec![i]),
+            ItemModel::EgressDeny(i) => rule.egress_deny = Some(vec![i]),
+        }
+        rule
+    }
+
+    fn deserialize(section: RuleSection, node: &Node, route: &Route) -> Option<ItemModel> {
+        let ctx = Ctx::default();
+        let de = NodeDeserializer::new(node, route, &ctx);
+        let model = match section {
+            RuleSection::Ingress => ItemModel::Ingress(IngressRule::deserialize(de).ok()?),
+            RuleSection::IngressDeny => {
+                ItemModel::IngressDeny(IngressDenyRule::deserialize(de).ok()?)
+            }
+            RuleSection::Egress => ItemModel::Egress(EgressRule::deserialize(de).ok()?),
+            RuleSection::EgressDeny => ItemModel::EgressDeny(EgressDenyRule::deserialize(de).ok()?),
+        };
+        ctx.unknown_fields.borrow().is_empty().then_some(model)
+    }
+
+    /// Puts `self` at `index` of its section of `rule`, giving the item
+    /// that was there; `None` (nothing changed) when there is no such
+    /// item.
+    fn swap_into(self, rule: &mut Rule, index: usize) -> Option<ItemModel> {
+        fn swap<T>(list: &mut Option<Vec<T>>, index: usize, item: T) -> Option<T> {
+            let slot = list.as_mut()?.get_mut(index)?;
+            Some(std::mem::replace(slot, item))
+        }
+        Some(match self {
+            ItemModel::Ingress(i) => ItemModel::Ingress(swap(&mut rule.ingress, index, i)?),
+            ItemModel::IngressDeny(i) => {
+                ItemModel::IngressDeny(swap(&mut rule.ingress_deny, index, i)?)
+            }
+            ItemModel::Egress(i) => ItemModel::Egress(swap(&mut rule.egress, index, i)?),
+            ItemModel::EgressDeny(i) => {
+                ItemModel::EgressDeny(swap(&mut rule.egress_deny, index, i)?)
+            }
+        })
+    }
+
+    fn section(&self) -> RuleSection {
+        match self {
+            ItemModel::Ingress(_) => RuleSection::Ingress,
+            ItemModel::IngressDeny(_) => RuleSection::IngressDeny,
+            ItemModel::Egress(_) => RuleSection::Egress,
+            ItemModel::EgressDeny(_) => RuleSection::EgressDeny,
+        }
+    }
+}
+
+/// A planned in-place load of an edited text ([`plan`]); [`Edit::apply`]
+/// makes it and gives back its inverse.
+#[derive(Debug, Clone)]
+pub struct Edit {
+    file: String,
+    /// The text after the edit.
+    text: String,
+    at: ItemAt,
+    /// Where the item's tree node is: YAML document, `List` item, rule
+    /// (`None`: `spec`; `Some(i)`: `specs[i]`).
+    yaml_document: usize,
+    list_item: Option<usize>,
+    in_specs: Option<usize>,
+    node: Node,
+    item: ItemModel,
+    /// Positions on this line and later (before the edit) move by `lines`.
+    from_line: u32,
+    lines: i64,
+    before: Budget,
+    after: Budget,
+}
+
+impl Edit {
+    /// The item the edit replaces.
+    pub fn at(&self) -> ItemAt {
+        self.at
+    }
+
+    /// Whether positions after the item move (the edit adds or removes
+    /// lines).
+    pub fn moves_lines(&self) -> bool {
+        self.lines != 0
+    }
+
+    /// The file's budget after the edit.
+    pub fn budget(&self) -> Budget {
+        self.after
+    }
+
+    /// Makes the edit in `outcome` (the outcome it was planned against)
+    /// and returns its inverse (applied to the result, it gives `outcome`
+    /// back exactly). `None`, with `outcome` unchanged, when `outcome` has
+    /// no such item.
+    pub fn apply(self, outcome: &mut LoadOutcome) -> Option<Edit> {
+        let Edit {
+            file,
+            text,
+            at,
+            yaml_document,
+            list_item,
+            in_specs,
+            node,
+            item,
+            from_line,
+            lines,
+            before,
+            after,
+        } = self;
+        let LoadOutcome {
+            trees,
+            documents,
+            sources,
+            ..
+        } = &mut *outcome;
+        let node_slot = trees
+            .iter_mut()
+            .find(|t| t.file == file)?
+            .roots
+            .get_mut(yaml_document)?
+            .as_mut()
+            .and_then(|root| item_node_mut(root, list_item, in_specs, at.section, at.index))?;
+        let rule = documents
+            .get_mut(at.document)
+            .filter(|d| d.file == file && d.index == yaml_document && d.item == list_item)
+            .and_then(|d| rule_of_mut(&mut d.doc, at.spec))?;
+        // Every slot is there before anything changes.
+        if item.section() != at.section
+            || section_len(rule, at.section) <= at.index
+            || sources.get(&file).is_none()
+        {
+            return None;
+        }
+        let old_item = item.swap_into(rule, at.index)?;
+        let old_text = sources.replace(&file, text)?;
+        let old_node = std::mem::replace(node_slot, node);
+        // The new item's positions are final: the shift passes it by.
+        let placed: *const Node = node_slot;
+        if lines != 0 {
+            shift(outcome, &file, from_line, lines, placed);
+        }
+        Some(Edit {
+            file,
+            text: old_text,
+            at,
+            yaml_document,
+            list_item,
+            in_specs,
+            node: old_node,
+            item: old_item,
+            from_line: shifted(from_line, lines),
+            lines: -lines,
+            before: after,
+            after: before,
+        })
+    }
+}
+
+fn shifted(line: u32, lines: i64) -> u32 {
+    u32::try_from((i64::from(line) + lines).max(0)).unwrap_or(u32::MAX)
+}
+
+/// Moves every position of `file` on line `from` or later by `lines`.
+/// (`skip`: a node whose subtree keeps its positions, compared by address.)
+fn shift(outcome: &mut LoadOutcome, file: &str, from: u32, lines: i64, skip: *const Node) {
+    let location = |l: &mut Location| {
+        if l.file == file && l.line >= from {
+            l.line = shifted(l.line, lines);
+        }
+    };
+    for tree in outcome.trees.iter_mut().filter(|t| t.file == file) {
+        for root in tree.roots.iter_mut().flatten() {
+            shift_tree(root, from, lines, skip);
+        }
+    }
+    for diagnostic in &mut outcome.diagnostics {
+        if let Some(primary) = &mut diagnostic.primary {
+            location(primary);
+        }
+        for (related, _) in &mut diagnostic.related {
+            location(related);
+        }
+    }
+    for (kind, _) in &mut outcome.versioned_kinds {
+        location(kind);
+    }
+}
+
+fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
+    if std::ptr::eq(n, skip) {
+        return;
+    }
+    if n.pos.line >= from {
+        n.pos.line = shifted(n.pos.line, lines);
+    }
+    match &mut n.kind {
+        NodeKind::Scalar(..) => {}
+        NodeKind::Sequence(items) => items
+            .iter_mut()
+            .for_each(|i| shift_tree(i, from, lines, skip)),
+        NodeKind::Mapping(entries) => entries.iter_mut().for_each(|(k, v)| {
+            shift_tree(k, from, lines, skip);
+            shift_tree(v, from, lines, skip);
+        }),
+    }
+}
+
+fn rule_of_mut(doc: &mut PolicyDocument, spec: usize) -> Option<&mut Rule> {
+    let (one, many) = match doc {
+        PolicyDocument::CiliumNetworkPolicy(p) => (&mut p.spec, &mut p.specs),
+        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => (&mut p.spec, &mut p.specs),
+        _ => return None,
+    };
+    let skip = usize::from(one.is_some());
+    if let (Some(rule), 0) = (one.as_mut(), spec) {
+        return Some(rule);
+    }
+    many.as_mut()?.get_mut(spec.checked_sub(skip)?)
+}
+
+fn section_len(rule: &Rule, section: RuleSection) -> usize {
+    match section {
+        RuleSection::Ingress => rule.ingress.as_ref().map_or(0, Vec::len),
+        RuleSection::IngressDeny => rule.ingress_deny.as_ref().map_or(0, Vec::len),
+        RuleSection::Egress => rule.egress.as_ref().map_or(0, Vec::len),
+        RuleSection::EgressDeny => rule.egress_deny.as_ref().map_or(0, Vec::len),
+    }
+}
+
+fn sequence(node: &Node) -> Option<&[Node]> {
+    match &node.kind {
+        NodeKind::Sequence(items) => Some(items),
+        _ => None,
+    }
+}
+
+/// The value under `key` (the first entry with it, as [`Node::entry`]).
+fn get_mut<'n>(node: &'n mut Node, key: &str) -> Option<&'n mut Node> {
+    match &mut node.kind {
+        NodeKind::Mapping(entries) => entries
+            .iter_mut()
+            .find(|(k, _)| k.as_scalar() == Some(key))
+            .map(|(_, v)| v),
+        _ => None,
+    }
+}
+
+fn index_mut(node: &mut Node, index: usize) -> Option<&mut Node> {
+    match &mut node.kind {
+        NodeKind::Sequence(items) => items.get_mut(index),
+        _ => None,
+    }
+}
+
+/// The object of a document: the root, or a `List`'s item.
+fn object(root: &Node, list_item: Option<usize>) -> Option<&Node> {
+    match list_item {
+        Some(i) => sequence(root.get("items")?)?.get(i),
+        None => Some(root),
+    }
+}
+
+/// The rule's node: `spec` or `specs[i]`.
+fn rule_node(object: &Node, in_specs: Option<usize>) -> Option<&Node> {
+    match in_specs {
+        Some(i) => sequence(object.get("specs")?)?.get(i),
+        None => object.get("spec"),
+    }
+}
+
+fn item_node_mut(
+    root: &mut Node,
+    list_item: Option<usize>,
+    in_specs: Option<usize>,
+    section: RuleSection,
+    index: usize,
+) -> Option<&mut Node> {
+    let object = match list_item {
+        Some(i) => index_mut(get_mut(root, "items")?, i)?,
+        None => root,
+    };
+    let rule = match in_specs {
+        Some(i) => index_mut(get_mut(object, "specs")?, i)?,
+        None => get_mut(object, "spec")?,
+    };
+    index_mut(get_mut(rule, section.name())?, index)
+}
+
+/// The key of the entry after `key`'s in a mapping.
+fn next_key(mapping: &Node, key: &str) -> Option<Pos> {
+    let NodeKind::Mapping(entries) = &mapping.kind else {
+        return None;
+    };
+    let at = entries
+        .iter()
+        .position(|(k, _)| k.as_scalar() == Some(key))?;
+    entries.get(at + 1).map(|(k, _)| k.pos)
+}
+
+/// Block sizes the common prefix and suffix are compared in, largest
+/// first (`memcmp` of large blocks, then smaller ones near the first
+/// difference): an edit of a large text costs about one pass of `memcmp`,
+/// not one call per 64 bytes.
+const BLOCKS: [usize; 3] = [4096, 64, 1];
+
+/// The length of the common prefix of two texts.
+pub fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0;
+    for block in BLOCKS {
+        while i + block <= n && a[i..i + block] == b[i..i + block] {
+            i += block;
+        }
+    }
+    i
+}
+
+/// The length of the common suffix of two texts.
+pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[a.len() - n..], &b[b.len() - n..]);
+    let mut i = 0;
+    for block in BLOCKS {
+        while i + block <= n && a[n - i - block..n - i] == b[n - i - block..n - i] {
+            i += block;
+        }
+    }
+    i
+}
+
+/// Line breaks in `bytes`. Counted in 128-byte blocks into a `u8` (the
+/// compiler turns that into vector compares and adds): an edit near the
+/// end of a 0.5 MB text counts the lines before it, which a byte-at-a-time
+/// count made ~0.2 ms of the update.
+fn newlines(bytes: &[u8]) -> usize {
+    let mut blocks = bytes.chunks_exact(128);
+    let mut total = 0usize;
+    for block in &mut blocks {
+        let n = block
+            .iter()
+            .fold(0u8, |n, &c| n.wrapping_add(u8::from(c == b'\n')));
+        total += usize::from(n);
+    }
+    total + blocks.remainder().iter().filter(|&&c| c == b'\n').count()
+}
+
+/// The sections, in [`Rule::sections`] order.
+const SECTIONS: [RuleSection; 4] = [
+    RuleSection::Ingress,
+    RuleSection::IngressDeny,
+    RuleSection::Egress,
+    RuleSection::EgressDeny,
+];
+
+/// Diagnostics that concern the whole file or quote line numbers in their
+/// message: with any of them the file is loaded in full.
+const FILE_WIDE: [&str; 4] = [
+    codes::YAML_SYNTAX.code,
+    codes::LIMIT_EXCEEDED.code,
+    codes::DUPLICATE_KEY.code,
+    codes::DUPLICATE_POLICY.code,
+];
+
+/// Bytes that make a region's text more than plain block YAML with flow
+/// collections and quoted scalars (module docs): anchors, aliases, tags,
+/// block scalars, directives, reserved indicators, complex keys, tabs, CR.
+const UNMODELLED: &[u8] = b"&*!|>%@`?\t\r";
+
+/// Plans loading `text` as the new text of `name`, which `outcome` holds
+/// loaded (by [`load_str`], then [`LoadOutcome::apply_target`] with
+/// `target` when given; or by earlier edits) with `budget`
+/// ([`Budget::of`] of it, or of the last [`Edit::budget`]). `None` when
+/// the edit is not one the module docs show equal to a full load.
+pub fn plan(
+    outcome: &LoadOutcome,
+    name: &str,
+    text: &str,
+    limits: &LoadLimits,
+    target: Option<&Target>,
+    budget: Budget,
+) -> Option<Edit> {
+    let [tree] = outcome.trees.as_slice() else {
+        return None;
+    };
+    if tree.file != name
+        || !outcome.located.is_empty()
+        || outcome.omitted != 0
+        || u64::try_from(text.len()).ok()? > limits.max_file_bytes
+        || outcome
+            .diagnostics
+            .iter()
+            .any(|d| FILE_WIDE.contains(&d.code))
+    {
+        return None;
+    }
+    let old = outcome.sources.get(name)?;
+    let (a, b) = (old.as_bytes(), text.as_bytes());
+    let prefix = common_prefix(a, b);
+    if prefix == a.len() && prefix == b.len() {
+        return None;
+    }
+    // A change inside a character: from its first byte (the common prefix
+    // is the same bytes in both, so the boundary is one in both).
+    let start = (0..=prefix).rev().find(|i| old.is_char_boundary(*i))?;
+    let line_start = a[..start]
+        .iter()
+        .rposition(|c| *c == b'\n')
+        .map_or(0, |i| i + 1);
+    let line = u32::try_from(newlines(&a[..line_start]) + 1).ok()?;
+    // The common suffix after the line's start, and the edit's start as
+    // late as that suffix allows: a line deleted or inserted at the
+    // start of the next item (whose indentation the prefix would eat)
+    // is then the whole line before it.
+    let suffix = common_suffix(&a[line_start..], &b[line_start..]);
+    let end_old = a.len() - suffix;
+    let start = start.min(end_old).min(b.len() - suffix);
+
+    // The document, the object (a `List`'s item or the root) and the item
+    // whose text holds the edit's start.
+    let (yaml_document, root) = tree
+        .roots
+        .iter()
+        .enumerate()
+        .rev()
+        .find_map(|(i, r)| r.as_ref().filter(|r| r.pos.line <= line).map(|r| (i, r)))?;
+    let list_item = if outcome
+        .documents
+        .iter()
+        .any(|d| d.file == name && d.index == yaml_document && d.item.is_some())
+    {
+        Some(last_at_or_before(sequence(root.get("items")?)?, line)?)
+    } else {
+        None
+    };
+    let document = outcome
+        .documents
+        .iter()
+        .position(|d| d.file == name && d.index == yaml_document && d.item == list_item)?;
+    let loaded = &outcome.documents[document];
+    let object = object(root, list_item)?;
+    let rules = loaded.doc.cilium_rules();
+    let has_spec = match &loaded.doc {
+        PolicyDocument::CiliumNetworkPolicy(p) => p.spec.is_some(),
+        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => p.spec.is_some(),
+        _ => return None,
+    };
+    let spec_node = object.get("spec").filter(|s| !s.is_null());
+    let specs_nodes = match object.get("specs").filter(|s| !s.is_null()) {
+        Some(specs) => sequence(specs)?,
+        None => &[][..],
+    };
+    if has_spec != spec_node.is_some() || rules.len() != usize::from(has_spec) + specs_nodes.len() {
+        return None;
+    }
+    // (line, rule, section, index, the section's items) of the item that
+    // starts last at or before the edit's line.
+    let mut found: Option<(u32, usize, RuleSection, usize, &[Node])> = None;
+    for (spec, ((_, rule), node)) in rules
+        .iter()
+        .zip(spec_node.into_iter().chain(specs_nodes))
+        .enumerate()
+    {
+        for section in SECTIONS {
+            let Some(list) = node.get(section.name()).filter(|l| !l.is_null()) else {
+                continue;
+            };
+            let items = sequence(list)?;
+            if items.len() != section_len(rule, section) {
+                return None;
+            }
+            let Some(index) = last_at_or_before(items, line) else {
+                continue;
+            };
+            let at = items[index].pos.line;
+            match found {
+                Some((other, ..)) if other == at => return None,
+                Some((other, ..)) if other > at => {}
+                _ => found = Some((at, spec, section, index, items)),
+            }
+        }
+    }
+    let (item_line, spec, section, index, items) = found?;
+    let in_specs = spec.checked_sub(usize::from(has_spec));
+    let rule_key = if in_specs.is_some() { "specs" } else { "spec" };
+    let rule_tree = rule_node(object, in_specs)?;
+    let old_node = &items[index];
+
+    // The first node after the item's subtree.
+    let next = items
+        .get(index + 1)
+        .map(|n| n.pos)
+        .or_else(|| next_key(rule_tree, section.name()))
+        .or_else(|| in_specs.and_then(|i| specs_nodes.get(i + 1)).map(|n| n.pos))
+        .or_else(|| next_key(object, rule_key))
+        .or_else(|| {
+            let i = list_item?;
+            let list = sequence(root.get("items")?)?;
+            list.get(i + 1)
+                .map(|n| n.pos)
+                .or_else(|| next_key(root, "items"))
+        });
+    if next.is_none() && yaml_document + 1 != tree.roots.len() {
+        return None;
+    }
+    if next.is_some_and(|n| n.line <= line) {
+        return None;
+    }
+
+    // Byte offsets: the item's line, its content, the next node's line.
+    let mut first = line_start;
+    for _ in item_line..line {
+        first = a[..first.checked_sub(1)?]
+            .iter()
+            .rposition(|c| *c == b'\n')
+            .map_or(0, |i| i + 1);
+    }
+    let first_line_text = &old[first..];
+    let content = first + char_offset(first_line_text, old_node.pos.column)?;
+    let marker = &a[first..content];
+    let dash = marker.iter().position(|c| *c != b' ')?;
+    if !is_entry_marker(marker, false) || start < content {
+        return None;
+    }
+    let region_end = match next {
+        Some(next) => {
+            let mut at = line_start;
+            for _ in line..next.line {
+                at += a[at..].iter().position(|c| *c == b'\n')? + 1;
+            }
+            // The next node is the first thing on its line (after the
+            // `-` of its sequence entry, when it is one).
+            let lead = char_offset(&old[at..], next.column)?;
+            if !is_entry_marker(&a[at..at + lead], true) {
+                return None;
+            }
+            at
+        }
+        None => a.len(),
+    };
+    if end_old > region_end || start >= region_end {
+        return None;
+    }
+    let new_end = (region_end + b.len()).checked_sub(a.len())?;
+    if new_end < b.len() && b.get(new_end.checked_sub(1)?) != Some(&b'\n') {
+        return None;
+    }
+    let (old_region, new_region) = (&a[first..region_end], &b[first..new_end]);
+    let plain =
+        |r: &[u8]| !r.iter().any(|c| UNMODELLED.contains(c)) && !r.windows(2).any(|w| w == b"<<");
+    if !plain(old_region) || !plain(new_region) {
+        return None;
+    }
+    // Every line after the first: blank, a comment, or deeper than `-`.
+    for text_line in new_region.split(|c| *c == b'\n').skip(1) {
+        let indent = text_line.iter().take_while(|c| **c == b' ').count();
+        match text_line.get(indent) {
+            None | Some(b'#') => {}
+            Some(_) if indent > dash => {}
+            Some(_) => return None,
+        }
+    }
+
+    // The item alone, at the depth the file leaves it.
+    let context = 3 + usize::from(in_specs.is_some()) + 2 * usize::from(list_item.is_some());
+    let depth = limits
+        .max_depth
+        .min(HARD_MAX_DEPTH)
+        .checked_sub(context - 1)
+        .filter(|d| *d > 1)?;
+    let alone = LoadLimits {
+        max_depth: depth,
+        ..limits.clone()
+    };
+    let snippet = std::str::from_utf8(new_region).ok()?;
+    let mut stream = tree::parse_stream(snippet, &alone);
+    if stream.error.is_some() || stream.documents.len() != 1 {
+        return None;
+    }
+    let parsed = stream.documents.pop()?;
+    if !parsed.duplicate_keys.is_empty() {
+        return None;
+    }
+    let seq = parsed.root?;
+    let dash_pos = Pos {
+        line: 1,
+        column: u32::try_from(dash + 1).ok()?,
+    };
+    let NodeKind::Sequence(mut parsed_items) = seq.kind else {
+        return None;
+    };
+    if seq.pos != dash_pos || parsed_items.len() != 1 {
+        return None;
+    }
+    let mut node = parsed_items.pop()?;
+    if node.pos.line != 1 || node.pos.column != old_node.pos.column {
+        return None;
+    }
+    shift_tree(&mut node, 1, i64::from(item_line) - 1, std::ptr::null());
+
+    // The model, its checks, its version rows.
+    let at_route = match in_specs {
+        Some(i) => Route::root().key("specs").index(i),
+        None => Route::root().key("spec"),
+    }
+    .key(section.name())
+    .index(index);
+    let full_route = match list_item {
+        Some(i) => Route(
+            Route::root()
+                .key("items")
+                .index(i)
+                .0
+                .into_iter()
+                .chain(at_route.0.iter().cloned())
+                .collect(),
+        ),
+        None => at_route.clone(),
+    };
+    let item = ItemModel::deserialize(section, &node, &full_route)?;
+    let rule = rules.get(spec)?.1;
+    if !crate::validate::validate_cilium_item(&at_route, &item.view(), rule.node_selector.is_some())
+        .is_empty()
+    {
+        return None;
+    }
+    if let Some(target) = target {
+        let alone = LoadedDocument {
+            file: name.to_owned(),
+            index: 0,
+            item: None,
+            doc: PolicyDocument::CiliumNetworkPolicy(CiliumNetworkPolicy {
+                api_version: String::new(),
+                kind: String::new(),
+                metadata: ObjectMeta::default(),
+                spec: Some(item.alone()),
+                specs: None,
+                status: None,
+            }),
+        };
+        if !crate::target::target_diagnostics(&LoadOutcome::default(), &alone, target).is_empty() {
+            return None;
+        }
+    }
+    // No finding in the edited document before the edit.
+    let here = |l: &Location| l.file == name && l.document == yaml_document;
+    if outcome
+        .diagnostics
+        .iter()
+        .any(|d| d.primary.as_ref().is_some_and(here) || d.related.iter().any(|(l, _)| here(l)))
+    {
+        return None;
+    }
+    // The budgets with the new item instead of the old.
+    let (gone, added) = (size(old_node), size(&node));
+    let after = Budget {
+        nodes: budget
+            .nodes
+            .checked_sub(gone.nodes)?
+            .checked_add(added.nodes)?,
+        bytes: budget
+            .bytes
+            .checked_sub(gone.bytes)?
+            .checked_add(added.bytes)?,
+    };
+    if after.nodes > limits.max_nodes || after.bytes > limits.max_scalar_bytes {
+        return None;
+    }
+    let lines =
+        i64::try_from(newlines(new_region)).ok()? - i64::try_from(newlines(old_region)).ok()?;
+    let from_line = line.checked_add(u32::try_from(newlines(&a[line_start..region_end])).ok()?)?;
+    Some(Edit {
+        file: name.to_owned(),
+        text: text.to_owned(),
+        at: ItemAt {
+            document,
+            spec,
+            section,
+            index,
+        },
+        yaml_document,
+        list_item,
+        in_specs,
+        node,
+        item,
+        from_line,
+        lines,
+        before: budget,
+        after,
+    })
+}
+
+/// The index of the last item starting on `line` or before, when the
+/// items start on strictly increasing lines (a block sequence; an alias
+/// copy keeps its anchor's lines, so a list with one is not searched).
+fn last_at_or_before(items: &[Node], line: u32) -> Option<usize> {
+    if !items.windows(2).all(|w| w[0].pos.line < w[1].pos.line) {
+        return None;
+    }
+    items.partition_point(|n| n.pos.line <= line).checked_sub(1)
+}
+
+/// Whether `lead` (what precedes a node on its line) is indentation and
+/// one block sequence entry's `-` with blanks after it, or (`bare`
+/// allowed) indentation alone.
+fn is_entry_marker(lead: &[u8], bare: bool) -> bool {
+    let indent = lead.iter().take_while(|c| **c == b' ').count();
+    match &lead[indent..] {
+        [] => bare,
+        [b'-', rest @ ..] => !rest.is_empty() && rest.iter().all(|c| *c == b' '),
+        _ => false,
+    }
+}
+
+/// The byte offset of 1-based character column `column` in `line`.
+fn char_offset(line: &str, column: u32) -> Option<usize> {
+    let chars = usize::try_from(column.checked_sub(1)?).ok()?;
+    let mut iter = line.char_indices();
+    for _ in 0..chars {
+        let (_, c) = iter.next()?;
+        if c == '\n' {
+            return None;
+        }
+    }
+    Some(iter.next().map_or(line.len(), |(i, _)| i))
+}
+
+/// Replaces `outcome` (the load of `name`'s previous text, `target`
+/// applied when given) by the load of `text`: in place when [`plan`]
+/// allows, else by [`load_str`] (and [`LoadOutcome::apply_target`]).
+/// Returns whether it was in place.
+pub fn reload(
+    outcome: &mut LoadOutcome,
+    name: &str,
+    text: &str,
+    limits: &LoadLimits,
+    target: Option<&Target>,
+) -> bool {
+    if let Some(budget) = Budget::of(outcome, name)
+        && let Some(edit) = plan(outcome, name, text, limits, target, budget)
+        && edit.apply(outcome).is_some()
+    {
+        return true;
+    }
+    *outcome = load_str(name, text, limits);
+    if let Some(target) = target {
+        outcome.apply_target(target);
+    }
+    false
+}
