@@ -630,6 +630,44 @@ impl<'c> Compilation<'c> {
         limits.check_endpoints(inventory.endpoints.len())?;
         limits.check_inputs(policies)?;
         let lowered = lower(policies, inventory);
+        Self::run_lowered(lowered, inventory, limits, parallel, f)
+    }
+
+    /// [`Compilation::run`] over every document of `outcome`
+    /// ([`PolicyInput::from_outcome`]), freeing the outcome on the pool as
+    /// soon as its documents are lowered: the compilation reads only the
+    /// lowered rules, so the loaded models and the positions that locate
+    /// their fields need not live through the compile's peak (the rendered
+    /// output). For 65,535 small policies that is ~85 MiB of models and
+    /// ~20 MiB of positions (BENCHMARKS.md, "Session 10, branch `s10-mem`").
+    /// Keep the findings and source texts elsewhere
+    /// (`porin_model::loader::LoadOutcome::split_off_documents`).
+    pub fn run_consuming<R>(
+        outcome: porin_model::loader::LoadOutcome,
+        inventory: &Inventory,
+        limits: &CompileLimits,
+        f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
+    ) -> Result<R, CompileError> {
+        limits.check_endpoints(inventory.endpoints.len())?;
+        let lowered = {
+            let inputs = PolicyInput::from_outcome(&outcome);
+            limits.check_inputs(&inputs)?;
+            lower(&inputs, inventory)
+        };
+        // Freeing 65,535 models one allocation at a time is tens of
+        // milliseconds: off the calling thread, beside the planning.
+        rayon::spawn(move || drop(outcome));
+        Self::run_lowered(lowered, inventory, limits, true, f)
+    }
+
+    /// The part of [`Compilation::run`] after lowering.
+    fn run_lowered<R>(
+        lowered: Lowered,
+        inventory: &Inventory,
+        limits: &CompileLimits,
+        parallel: bool,
+        f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
+    ) -> Result<R, CompileError> {
         limits.check_lowered(&lowered.rules, lowered.prefixes.len())?;
         let table = IdentityTable::allocate_with_groups(
             inventory,

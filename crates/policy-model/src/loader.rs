@@ -105,6 +105,21 @@ impl LoadOutcome {
         ))
     }
 
+    /// Moves the documents and what locates their fields (the trees and
+    /// the released trees' positions) into an outcome of their own, and
+    /// leaves the findings and the source texts here: a consumer that
+    /// renders findings after lowering (`porin compile --format json`) can
+    /// then free the models once they are lowered. The moved outcome
+    /// locates as this one did.
+    pub fn split_off_documents(&mut self) -> LoadOutcome {
+        LoadOutcome {
+            documents: std::mem::take(&mut self.documents),
+            trees: std::mem::take(&mut self.trees),
+            located: std::mem::take(&mut self.located),
+            ..LoadOutcome::default()
+        }
+    }
+
     /// Replaces the located trees by their positions only ([`Locator`]):
     /// [`LoadOutcome::locate`] gives the same locations, but the trees'
     /// nodes and scalar texts are freed. For consumers that only locate

@@ -245,41 +245,44 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
             .as_ref()
             .is_none_or(|wanted| &endpoint.display_name() == wanted)
     };
-    let inputs = PolicyInput::from_outcome(&outcome);
-    let written = Compilation::run(&inputs, &inventory, &limits.compile, |compilation| {
-        compilation.check()?;
-        let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-        let writer = if args.format == Format::JsonStates {
-            write_json_states
-        } else {
-            write_json
-        };
-        // Large writes: the rendered entries of a state are megabytes.
-        let mut findings = Vec::new();
-        let streamed = writer(compilation, &select, &mut out).and_then(|endpoints| {
-            // Policy-wide findings first (the writer computed them), then
-            // each endpoint's.
-            findings.extend_from_slice(compilation.policy_diagnostics());
-            findings.extend(endpoints);
-            writeln!(out)
-                .and_then(|()| out.flush())
-                .map_err(|e| StreamError::Write(e.to_string()))
-        });
-        if streamed.is_ok() {
-            drop(out);
-            if !findings.is_empty() {
-                eprint!("{}", render_human_all(&findings, &outcome.sources));
+    // The models and their positions are freed once lowered; the findings
+    // and the source texts stay here for rendering.
+    let documents = outcome.split_off_documents();
+    let written =
+        Compilation::run_consuming(documents, &inventory, &limits.compile, |compilation| {
+            compilation.check()?;
+            let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            let writer = if args.format == Format::JsonStates {
+                write_json_states
+            } else {
+                write_json
+            };
+            // Large writes: the rendered entries of a state are megabytes.
+            let mut findings = Vec::new();
+            let streamed = writer(compilation, &select, &mut out).and_then(|endpoints| {
+                // Policy-wide findings first (the writer computed them), then
+                // each endpoint's.
+                findings.extend_from_slice(compilation.policy_diagnostics());
+                findings.extend(endpoints);
+                writeln!(out)
+                    .and_then(|()| out.flush())
+                    .map_err(|e| StreamError::Write(e.to_string()))
+            });
+            if streamed.is_ok() {
+                drop(out);
+                if !findings.is_empty() {
+                    eprint!("{}", render_human_all(&findings, &outcome.sources));
+                }
+                // The output is written and flushed: the process ends here,
+                // without returning through `Compilation::run`. Freeing the
+                // loaded models, the lowered rules, the identity table and the
+                // compilation one allocation at a time cost ~0.1 s (8 %) of a
+                // compile of 65,535 small policies, all on one thread, and the
+                // kernel frees the pages at exit anyway.
+                std::process::exit(0);
             }
-            // The output is written and flushed: the process ends here,
-            // without returning through `Compilation::run`. Freeing the
-            // loaded models, the lowered rules, the identity table and the
-            // compilation one allocation at a time cost ~0.1 s (8 %) of a
-            // compile of 65,535 small policies, all on one thread, and the
-            // kernel frees the pages at exit anyway.
-            std::process::exit(0);
-        }
-        Ok(streamed)
-    });
+            Ok(streamed)
+        });
     match written {
         Ok(Ok(())) => Ok(ExitCode::SUCCESS),
         Ok(Err(StreamError::Compile(error))) | Err(error) => limit_failure(&outcome, error),
