@@ -467,17 +467,6 @@ fn item_node_mut(
     index_mut(get_mut(rule, section.name())?, index)
 }
 
-/// The key of the entry after `key`'s in a mapping.
-fn next_key(mapping: &Node, key: &str) -> Option<Pos> {
-    let NodeKind::Mapping(entries) = &mapping.kind else {
-        return None;
-    };
-    let at = entries
-        .iter()
-        .position(|(k, _)| k.as_scalar() == Some(key))?;
-    entries.get(at + 1).map(|(k, _)| k.pos)
-}
-
 /// Block sizes the common prefix and suffix are compared in, largest
 /// first (`memcmp` of large blocks, then smaller ones near the first
 /// difference): an edit of a large text costs about one pass of `memcmp`,
@@ -670,15 +659,15 @@ pub fn plan(
     let next = items
         .get(index + 1)
         .map(|n| n.pos)
-        .or_else(|| next_key(rule_tree, section.name()))
+        .or_else(|| rule_tree.key_after(section.name()))
         .or_else(|| in_specs.and_then(|i| specs_nodes.get(i + 1)).map(|n| n.pos))
-        .or_else(|| next_key(object, rule_key))
+        .or_else(|| object.key_after(rule_key))
         .or_else(|| {
             let i = list_item?;
             let list = sequence(root.get("items")?)?;
             list.get(i + 1)
                 .map(|n| n.pos)
-                .or_else(|| next_key(root, "items"))
+                .or_else(|| root.key_after("items"))
         });
     if next.is_none() && yaml_document + 1 != tree.roots.len() {
         return None;

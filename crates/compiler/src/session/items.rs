@@ -454,16 +454,7 @@ fn next_after(
     if let Some(next) = list.get(item.index + 1) {
         return Some(next.pos);
     }
-    let next_key = |mapping: &Node, key: &str| -> Option<Pos> {
-        let NodeKind::Mapping(entries) = &mapping.kind else {
-            return None;
-        };
-        let at = entries
-            .iter()
-            .position(|(k, _)| k.as_scalar() == Some(key))?;
-        entries.get(at + 1).map(|(k, _)| k.pos)
-    };
-    if let Some(pos) = next_key(rule, section_key(item.section)) {
+    if let Some(pos) = rule.key_after(section_key(item.section)) {
         return Some(pos);
     }
     if let Some(at) = in_specs
@@ -471,7 +462,7 @@ fn next_after(
     {
         return Some(next.pos);
     }
-    next_key(root, rule_key)
+    root.key_after(rule_key)
 }
 
 /// The candidates when the change is one edit inside one line of one file

@@ -85,6 +85,19 @@ impl Node {
         }
     }
 
+    /// Where the entry after `key`'s starts (its key's position) when the
+    /// node is a mapping: the first node past `key`'s value, which bounds
+    /// the lines an edit of that value may touch (incremental re-parse).
+    pub fn key_after(&self, key: &str) -> Option<Pos> {
+        let NodeKind::Mapping(entries) = &self.kind else {
+            return None;
+        };
+        let at = entries
+            .iter()
+            .position(|(k, _)| k.as_scalar() == Some(key))?;
+        entries.get(at + 1).map(|(k, _)| k.pos)
+    }
+
     /// True for a plain null scalar (`~`, `null`, or nothing).
     pub fn is_null(&self) -> bool {
         matches!(&self.kind, NodeKind::Scalar(text, Style::Plain) if is_null_text(text))
