@@ -53,7 +53,8 @@ fn session_with_inventory() -> *mut porin_session {
     session
 }
 
-fn apply(session: *mut porin_session, text: &str) -> *mut porin_update {
+/// The text as `server.yaml`, whatever the call returns.
+fn try_apply(session: *mut porin_session, text: &str) -> (porin_result, *mut porin_update) {
     let name = "server.yaml";
     let mut update = null_mut();
     let result = porin_session_apply_policy_bytes(
@@ -64,6 +65,11 @@ fn apply(session: *mut porin_session, text: &str) -> *mut porin_update {
         text.len(),
         &mut update,
     );
+    (result, update)
+}
+
+fn apply(session: *mut porin_session, text: &str) -> *mut porin_update {
+    let (result, update) = try_apply(session, text);
     assert_eq!(result, porin_result::Ok);
     update
 }
@@ -282,15 +288,7 @@ fn in_place_applies_equal_full_loads() {
         let name = "server.yaml";
         let mut results = Vec::new();
         for session in [fast, full] {
-            let mut update = null_mut();
-            let result = porin_session_apply_policy_bytes(
-                session,
-                name.as_ptr().cast(),
-                name.len(),
-                text.as_ptr(),
-                text.len(),
-                &mut update,
-            );
+            let (result, update) = try_apply(session, text);
             let seen = (result == porin_result::Ok).then(|| {
                 let (mut incremental, mut reason) = (
                     false,
