@@ -714,28 +714,24 @@ impl Session {
         edit: porin_model::reparse::Edit,
     ) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
+        // The text's rule count and first origin id, when its lowering
+        // can take one item in place (not the span's prefix set: this is
+        // the agent's per-change path).
         let span = self
             .model
             .spans
             .as_ref()
             .and_then(|spans| spans.get(position))
-            .cloned();
-        let text = &self.texts[position];
-        let prepared = match &span {
-            Some(span)
-                if !edit.moves_lines()
+            .filter(|span| {
+                !edit.moves_lines()
                     && span.diagnostics.is_empty()
-                    && span.rules.len() == span.origins.len() =>
-            {
-                super::items::EditedItem::prepare(
-                    &text.outcome,
-                    edit.at(),
-                    &self.inventory,
-                    span.rules.len(),
-                )
-            }
-            _ => None,
-        };
+                    && span.rules.len() == span.origins.len()
+            })
+            .map(|span| (span.rules.len(), span.origins.start));
+        let text = &self.texts[position];
+        let prepared = span.and_then(|(rules, _)| {
+            super::items::EditedItem::prepare(&text.outcome, edit.at(), &self.inventory, rules)
+        });
         let inverse = edit.apply(&mut self.texts[position].outcome)?;
         if self.texts[position].outcome.has_errors() {
             // As `set_policy` refuses it (a session's texts have none, and
@@ -745,12 +741,10 @@ impl Session {
                 self.texts[position].outcome.diagnostics.clone(),
             )));
         }
-        let items = match (prepared, &span) {
-            (Some(prepared), Some(span)) => prepared.finish(
-                &self.texts[position].outcome,
-                &self.inventory,
-                span.origins.start,
-            ),
+        let items = match (prepared, span) {
+            (Some(prepared), Some((_, first_origin))) => {
+                prepared.finish(&self.texts[position].outcome, &self.inventory, first_origin)
+            }
             _ => None,
         };
         let result = match self.replace_text(position, items) {
