@@ -29,7 +29,7 @@ use crate::ipcache::{Family, Ipcache, first_uncovered};
 use crate::labels::{LabelSet, host_prefix};
 use crate::limits::{CompileLimits, Limit, insertion_bound};
 use crate::mapstate::{Direction, Entry, Key, MapState};
-use crate::resolve::lower::{Lowered, Origin, OriginKind, PolicyInput, lower};
+use crate::resolve::lower::{Lowered, Origin, OriginKind, PolicyInput, lower, lower_consuming};
 use crate::resolve::policy::{L4Policy, Resolver};
 use crate::resolve::rule::{PolicyRule, proto};
 use crate::tier::Tiers;
@@ -634,28 +634,28 @@ impl<'c> Compilation<'c> {
     }
 
     /// [`Compilation::run`] over every document of `outcome`
-    /// ([`PolicyInput::from_outcome`]), freeing the outcome on the pool as
-    /// soon as its documents are lowered: the compilation reads only the
-    /// lowered rules, so the loaded models and the positions that locate
-    /// their fields need not live through the compile's peak (the rendered
-    /// output). For 65,535 small policies that is ~85 MiB of models and
-    /// ~20 MiB of positions (BENCHMARKS.md, "Session 10, branch `s10-mem`").
-    /// Keep the findings and source texts elsewhere
+    /// ([`PolicyInput::from_outcome`]), freeing the loaded models as they
+    /// are lowered ([`lower_consuming`]) and the rest of the outcome (the
+    /// positions that locate their fields) on the pool once all are: the
+    /// compilation reads only the lowered rules, so the models need not
+    /// live through the compile's peak (the rendered output), and the
+    /// lowered rules and the compilation reuse their memory. For 65,535
+    /// small policies that is ~100 MiB of models and ~20 MiB of positions
+    /// (BENCHMARKS.md, "Session 10, branch `s10-mem`", "Session 11, the
+    /// lead"). Keep the findings and source texts elsewhere
     /// (`porin_model::loader::LoadOutcome::split_off_documents`).
     pub fn run_consuming<R>(
-        outcome: porin_model::loader::LoadOutcome,
+        mut outcome: porin_model::loader::LoadOutcome,
         inventory: &Inventory,
         limits: &CompileLimits,
         f: impl FnOnce(&Compilation<'_>) -> Result<R, CompileError>,
     ) -> Result<R, CompileError> {
         limits.check_endpoints(inventory.endpoints.len())?;
-        let lowered = {
-            let inputs = PolicyInput::from_outcome(&outcome);
-            limits.check_inputs(&inputs)?;
-            lower(&inputs, inventory)
-        };
-        // Freeing 65,535 models one allocation at a time is tens of
-        // milliseconds: off the calling thread, beside the planning.
+        limits.check_inputs(&PolicyInput::from_outcome(&outcome))?;
+        let documents = std::mem::take(&mut outcome.documents);
+        let lowered = lower_consuming(documents, &outcome, inventory);
+        // Freeing the positions one allocation at a time is milliseconds:
+        // off the calling thread, beside the planning.
         rayon::spawn(move || drop(outcome));
         Self::run_lowered(lowered, inventory, limits, true, f)
     }

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use ipnetwork::IpNetwork;
 use porin_model::CodeInfo;
 use porin_model::diagnostic::{Diagnostic, Location};
-use porin_model::loader::LoadOutcome;
+use porin_model::loader::{LoadOutcome, LoadedDocument};
 use porin_model::model::PolicyDocument;
 use porin_model::route::Route;
 use rayon::prelude::*;
@@ -58,14 +58,19 @@ impl<'a> PolicyInput<'a> {
         outcome
             .documents
             .iter()
-            .map(|doc| PolicyInput {
-                file: &doc.file,
-                document: doc.index,
-                item: doc.item,
-                policy: &doc.doc,
-                source: Some(outcome),
-            })
+            .map(|doc| PolicyInput::of(doc, outcome))
             .collect()
+    }
+
+    /// One loaded document, located through the load that produced it.
+    pub fn of(doc: &'a LoadedDocument, source: &'a LoadOutcome) -> PolicyInput<'a> {
+        PolicyInput {
+            file: &doc.file,
+            document: doc.index,
+            item: doc.item,
+            policy: &doc.doc,
+            source: Some(source),
+        }
     }
 
     /// The (line, column) of a field path of this policy (0, 0 if unknown).
@@ -161,6 +166,54 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
 /// [`lower`] with `batch` documents per batch (one batch, on the calling
 /// thread, when they are not more).
 fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: usize) -> Lowered {
+    let out = prelude(inputs);
+    let batches: Vec<Lowered> = if inputs.len() > batch {
+        inputs
+            .par_chunks(batch.max(1))
+            .map(|chunk| lower_batch(&out, inventory, chunk))
+            .collect()
+    } else {
+        vec![lower_batch(&out, inventory, inputs)]
+    };
+    assemble(out, batches, inventory)
+}
+
+/// [`lower`] over documents it owns, each batch's models freed on the
+/// thread that lowered it as soon as it is lowered: the loaded models
+/// (~100 MiB for 65,535 small policies) and the lowered rules are then
+/// never all alive at once, and the rules reuse the models' memory. The
+/// same result as [`lower`] over [`PolicyInput::from_outcome`] of an
+/// outcome holding `documents`; `source` locates their fields.
+pub fn lower_consuming(
+    documents: Vec<LoadedDocument>,
+    source: &LoadOutcome,
+    inventory: &Inventory,
+) -> Lowered {
+    fn inputs<'d>(docs: &'d [LoadedDocument], source: &'d LoadOutcome) -> Vec<PolicyInput<'d>> {
+        docs.iter().map(|doc| PolicyInput::of(doc, source)).collect()
+    }
+    let out = prelude(&inputs(&documents, source));
+    let lower_owned = |chunk: Vec<LoadedDocument>| {
+        let inputs = inputs(&chunk, source);
+        lower_batch(&out, inventory, &inputs)
+    };
+    let batches: Vec<Lowered> = if documents.len() > LOWER_BATCH {
+        // Moved out of the vector in parallel (no sequential pass over
+        // the documents), in order.
+        documents
+            .into_par_iter()
+            .chunks(LOWER_BATCH)
+            .map(lower_owned)
+            .collect()
+    } else {
+        vec![lower_owned(documents)]
+    };
+    assemble(out, batches, inventory)
+}
+
+/// What lowering needs of all documents before any is lowered: the
+/// synthetic origins, the CIDR groups and the log cookies.
+fn prelude(inputs: &[PolicyInput<'_>]) -> Lowered {
     let mut out = Lowered {
         cidr_groups: CidrGroups::from_documents(
             inputs.iter().map(|i| (i.file, i.document, i.policy)),
@@ -202,29 +255,33 @@ fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: us
         .enumerate()
         .map(|(i, v)| (v, u32::try_from(i + 1).unwrap_or(u32::MAX)))
         .collect();
-    // Each document is lowered on its own (it reads only itself, the
-    // inventory, the cookies and the CIDR groups), so batches of documents
-    // are lowered in parallel, each with origin ids from 0, and appended in
-    // input order with their ids shifted: the rules, origins and findings
-    // of lowering the documents one after the other, in the same order.
-    let lower_batch = |batch: &[PolicyInput<'_>]| {
-        let mut ctx = Ctx {
-            inventory,
-            cluster: inventory.cluster.clone(),
-            cookies: &out.cookies,
-            cidr_groups: &out.cidr_groups,
-            out: Lowered::default(),
-        };
-        for input in batch {
-            ctx.lower_document(input);
-        }
-        ctx.out
+    out
+}
+
+/// Lowers one batch of documents. Each document is lowered on its own (it
+/// reads only itself, the inventory, the cookies and the CIDR groups of
+/// `prelude`), so batches are lowered in parallel, each with origin ids
+/// from 0, and [`assemble`]d in input order with their ids shifted: the
+/// rules, origins and findings of lowering the documents one after the
+/// other, in the same order.
+fn lower_batch(prelude: &Lowered, inventory: &Inventory, batch: &[PolicyInput<'_>]) -> Lowered {
+    let mut ctx = Ctx {
+        inventory,
+        cluster: inventory.cluster.clone(),
+        cookies: &prelude.cookies,
+        cidr_groups: &prelude.cidr_groups,
+        out: Lowered::default(),
     };
-    let batches: Vec<Lowered> = if inputs.len() > batch {
-        inputs.par_chunks(batch.max(1)).map(lower_batch).collect()
-    } else {
-        vec![lower_batch(inputs)]
-    };
+    for input in batch {
+        ctx.lower_document(input);
+    }
+    ctx.out
+}
+
+/// Appends the batches to the prelude in order, shifting their origin ids,
+/// and adds what comes after every policy (the host allow's origin, the
+/// tier rules).
+fn assemble(mut out: Lowered, batches: Vec<Lowered>, inventory: &Inventory) -> Lowered {
     out.rules
         .reserve_exact(batches.iter().map(|b| b.rules.len()).sum());
     out.origins
