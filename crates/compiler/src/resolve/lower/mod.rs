@@ -190,7 +190,9 @@ pub fn lower_consuming(
     inventory: &Inventory,
 ) -> Lowered {
     fn inputs<'d>(docs: &'d [LoadedDocument], source: &'d LoadOutcome) -> Vec<PolicyInput<'d>> {
-        docs.iter().map(|doc| PolicyInput::of(doc, source)).collect()
+        docs.iter()
+            .map(|doc| PolicyInput::of(doc, source))
+            .collect()
     }
     let out = prelude(&inputs(&documents, source));
     let lower_owned = |chunk: Vec<LoadedDocument>| {
@@ -511,6 +513,33 @@ mod tests {
         for batch in [1, 7, 256] {
             let batched = format!("{:?}", lower_in_batches(&inputs, &inventory, batch));
             assert!(batched == whole, "batches of {batch} differ from one pass");
+        }
+    }
+
+    /// Lowering owned documents (freed batch by batch) gives what lowering
+    /// them borrowed gives, in parallel batches (700 documents) and in one
+    /// (fewer than a batch), locations included.
+    #[test]
+    fn consuming_gives_what_borrowing_gives() {
+        let inventory = Inventory::new();
+        for count in [700, 40] {
+            let mut outcome = load_str(
+                "p.yaml",
+                &test_inputs::cidr_policies(count),
+                &LoadLimits::default(),
+            );
+            assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+            let borrowed = format!(
+                "{:?}",
+                lower(&PolicyInput::from_outcome(&outcome), &inventory)
+            );
+            assert!(borrowed.contains("line: 5"), "no located origin in {count}");
+            let documents = std::mem::take(&mut outcome.documents);
+            let consumed = format!("{:?}", lower_consuming(documents, &outcome, &inventory));
+            assert!(
+                consumed == borrowed,
+                "{count} documents lowered consumed differ"
+            );
         }
     }
 }
