@@ -139,14 +139,20 @@ pub(crate) fn write_nested(
 /// Items per parallel piece of [`write_field_seq`].
 const SEQ_PIECE: usize = 2048;
 
+/// Pieces per thread that [`write_field_seq`] renders before writing them:
+/// the rendered pieces of a window are held at once (65,535 origins are
+/// 20 MB of JSON, and each piece's buffer grows by doubling).
+const SEQ_PIECES_PER_THREAD: usize = 2;
+
 /// [`write_nested`] of a sequence that is a field of the document's
 /// top-level object (nesting level 1), its items rendered in pieces on the
 /// rayon pool when there are many (65,535 CIDR identities, ipcache entries
-/// and origins). Each piece is serialised as the field `v` of an object,
-/// which puts its items at the indent they have in the document, and the
-/// pieces' items, joined by `,`, are the whole sequence's: serde_json
-/// writes a non-empty sequence as `[`, each item after `\n` (the first) or
-/// `,\n` and its indent, then `\n` and the closing indent and `]`.
+/// and origins), a window of pieces at a time. Each piece is serialised as
+/// the field `v` of an object, which puts its items at the indent they have
+/// in the document, and the pieces' items, joined by `,`, are the whole
+/// sequence's: serde_json writes a non-empty sequence as `[`, each item
+/// after `\n` (the first) or `,\n` and its indent, then `\n` and the
+/// closing indent and `]`.
 pub(crate) fn write_field_seq<T: Serialize + Sync>(
     out: &mut dyn Write,
     items: &[T],
@@ -160,21 +166,28 @@ pub(crate) fn write_field_seq<T: Serialize + Sync>(
     if items.len() <= SEQ_PIECE {
         return write_nested(out, &items, 1);
     }
-    let pieces: Vec<std::io::Result<Vec<u8>>> = items
-        .par_chunks(SEQ_PIECE)
-        .map(|piece| serde_json::to_vec_pretty(&Field { v: piece }).map_err(std::io::Error::other))
-        .collect();
+    let window = SEQ_PIECE * SEQ_PIECES_PER_THREAD * rayon::current_num_threads().max(1);
     out.write_all(b"[")?;
-    for (index, piece) in pieces.into_iter().enumerate() {
-        let text = piece?;
-        let items = text
-            .strip_prefix(OPEN)
-            .and_then(|rest| rest.strip_suffix(CLOSE))
-            .ok_or_else(|| std::io::Error::other("unexpected pretty-printed sequence"))?;
-        if index > 0 {
-            out.write_all(b",")?;
+    let mut first = true;
+    for group in items.chunks(window) {
+        let pieces: Vec<std::io::Result<Vec<u8>>> = group
+            .par_chunks(SEQ_PIECE)
+            .map(|piece| {
+                serde_json::to_vec_pretty(&Field { v: piece }).map_err(std::io::Error::other)
+            })
+            .collect();
+        for piece in pieces {
+            let text = piece?;
+            let items = text
+                .strip_prefix(OPEN)
+                .and_then(|rest| rest.strip_suffix(CLOSE))
+                .ok_or_else(|| std::io::Error::other("unexpected pretty-printed sequence"))?;
+            if !first {
+                out.write_all(b",")?;
+            }
+            first = false;
+            out.write_all(items)?;
         }
-        out.write_all(items)?;
     }
     out.write_all(b"\n  ]")
 }
@@ -226,7 +239,15 @@ mod tests {
     /// sequence pretty-printed at once, at every length around a piece's.
     #[test]
     fn a_sequence_in_pieces_is_the_sequence_at_once() {
-        for len in [0, 1, SEQ_PIECE, SEQ_PIECE + 1, 2 * SEQ_PIECE + 5] {
+        for len in [
+            0,
+            1,
+            SEQ_PIECE,
+            SEQ_PIECE + 1,
+            2 * SEQ_PIECE + 5,
+            // More than one window of pieces (on up to 8 threads).
+            SEQ_PIECE * SEQ_PIECES_PER_THREAD * 8 + 3,
+        ] {
             let items: Vec<serde_json::Value> = (0..len)
                 .map(|i| {
                     serde_json::json!({
