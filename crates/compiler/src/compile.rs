@@ -1265,8 +1265,7 @@ pub fn write_json(
     select: &dyn Fn(&Endpoint) -> bool,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<Diagnostic>, StreamError> {
-    let (summary, prologue) = summary_and_prologue(compilation);
-    out.write_all(&prologue?)?;
+    let summary = write_prologue_beside_summary(compilation, out)?;
     out.write_all(b",\n  \"endpoints\": ")?;
     let mut findings = Vec::new();
     let mut failed: Option<std::io::Error> = None;
@@ -1324,8 +1323,7 @@ pub fn write_json_states(
     select: &dyn Fn(&Endpoint) -> bool,
     out: &mut dyn std::io::Write,
 ) -> Result<Vec<Diagnostic>, StreamError> {
-    let (summary, prologue) = summary_and_prologue(compilation);
-    out.write_all(&prologue?)?;
+    let summary = write_prologue_beside_summary(compilation, out)?;
     let wanted: Vec<usize> = (0..compilation.inventory.endpoints.len())
         .filter(|i| select(&compilation.inventory.endpoints[*i]))
         .collect();
@@ -1410,25 +1408,31 @@ fn write_prologue(
     json::write_field_seq(out, identities)
 }
 
-/// The summary and the rendered prologue, side by side on the pool: the
-/// summary's policy-wide findings (`selects_nothing`, one look-up per rule)
-/// were ~3 % of a compile of 65,535 CIDR policies on the calling thread
-/// alone.
-fn summary_and_prologue<'s>(
+/// Writes the prologue ([`write_prologue`]) to `out` on the calling thread
+/// while the summary is made on the pool, and returns the summary: its
+/// policy-wide findings (`selects_nothing`, one look-up per rule) were ~3 %
+/// of a compile of 65,535 CIDR policies on the calling thread alone. The
+/// prologue goes straight to `out`, a window of pieces at a time
+/// ([`json::write_field_seq`]): rendered whole into a buffer first, the
+/// 65,535 CIDR identities were 12 MB of JSON (more with the buffer's
+/// doubling) held on top of the compilation.
+fn write_prologue_beside_summary<'s>(
     compilation: &'s Compilation<'_>,
-) -> (Summary<'s>, std::io::Result<Vec<u8>>) {
-    rayon::join(
-        || compilation.summary(),
-        || {
-            let mut prologue = Vec::new();
-            write_prologue(
-                &mut prologue,
-                &compilation.inventory.cluster,
-                &compilation.table.identities,
-            )
-            .map(|()| prologue)
-        },
-    )
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<Summary<'s>> {
+    let mut summary = None;
+    let written = rayon::in_place_scope(|scope| {
+        scope.spawn(|_| summary = Some(compilation.summary()));
+        write_prologue(
+            out,
+            &compilation.inventory.cluster,
+            &compilation.table.identities,
+        )
+    });
+    written?;
+    // The scope waited for the spawned summary; made here only if it
+    // panicked, which the scope would have propagated.
+    Ok(summary.unwrap_or_else(|| compilation.summary()))
 }
 
 /// Closes a list of second-level objects: `[]` if nothing was written,
