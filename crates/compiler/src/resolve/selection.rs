@@ -29,13 +29,14 @@
 //! The candidates of the most selective positive requirement are sorted
 //! back into table order, so the selection keeps the brute force's order.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
+use rayon::prelude::*;
 
-use crate::allocation::IdentityTable;
-use crate::labels::{SOURCE_CIDR, cidr_label_key, parse_cidr_label_key, prefix_contains};
+use crate::allocation::{IdentityInfo, IdentityTable};
+use crate::labels::{Label, SOURCE_CIDR, cidr_label_key, parse_cidr_label_key, prefix_contains};
 use crate::selector::{Operator, Requirement, Selector};
 
 /// A prefix as a sortable key: (IPv6?, network address, length). Prefixes
@@ -61,13 +62,8 @@ fn address_bits(address: IpAddr) -> u128 {
 /// `table.identities` by label key and by CIDR label prefix.
 #[derive(Debug, Default)]
 pub struct SelectionIndex {
-    /// Positions of the identities holding a label with this key.
-    by_key: HashMap<String, Vec<usize>>,
-    /// Positions of the identities holding a (non-CIDR) label with this key
-    /// and value: the candidates of `key In (values)` are the union over
-    /// its values, far fewer than every holder of the key when each pod
-    /// has its own value (`pod: <name>`).
-    by_key_value: HashMap<(String, String), Vec<usize>>,
+    /// The identities holding a (non-CIDR) label, by its key.
+    by_key: foldhash::HashMap<String, KeyHolders>,
     /// Positions of the identities holding a CIDR label with this prefix.
     by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)>,
     /// `table.identities` (address, length) the index was built from, to
@@ -75,45 +71,109 @@ pub struct SelectionIndex {
     built_from: (usize, usize),
 }
 
+/// Positions of the identities holding a label with one key.
+#[derive(Debug, Default)]
+struct KeyHolders {
+    /// Every holder, in table order.
+    all: Vec<usize>,
+    /// The holders by the label's value: the candidates of `key In
+    /// (values)` are the union over its values, far fewer than every
+    /// holder of the key when each pod has its own value (`pod: <name>`).
+    by_value: foldhash::HashMap<String, Vec<usize>>,
+}
+
 /// Which table an index belongs to (its identities' storage and count).
 fn table_fingerprint(table: &IdentityTable) -> (usize, usize) {
     (table.identities.as_ptr() as usize, table.identities.len())
 }
 
+/// Identities per piece of [`SelectionIndex::new`]'s parallel pass; a
+/// smaller table is read on the calling thread.
+const INDEX_PIECE: usize = 4096;
+
+/// What a run of identities contributes to a [`SelectionIndex`], in table
+/// order: its CIDR labels' prefixes and its labels indexed by key.
+#[derive(Default)]
+struct IndexPiece<'t> {
+    prefixes: Vec<(PrefixKey, IpNetwork, usize)>,
+    keyed: Vec<(usize, &'t Label)>,
+}
+
+/// Reads the labels of `identities`, the first at `position` of the table.
+fn index_piece(position: usize, identities: &[IdentityInfo]) -> IndexPiece<'_> {
+    let mut piece = IndexPiece::default();
+    for (position, info) in (position..).zip(identities) {
+        for label in info.labels.iter() {
+            if let Some(prefix) = label.cidr_prefix() {
+                piece.prefixes.push((prefix_key(prefix), prefix, position));
+                // A CIDR label in its canonical spelling (every one porin
+                // makes) is found by key through `by_prefix`
+                // ([`SelectionIndex::cidr_label_holders`]): one key per
+                // CIDR identity in the key map was most of the index (34
+                // MiB for 65,535 CIDR rules).
+                if label.key == cidr_label_key(prefix) {
+                    continue;
+                }
+            }
+            piece.keyed.push((position, label));
+        }
+    }
+    piece
+}
+
 impl SelectionIndex {
-    /// Indexes every label of every identity of `table`.
+    /// Indexes every label of every identity of `table`. The labels are
+    /// read in parallel pieces (parsing and re-spelling each CIDR label's
+    /// key was most of the build for 65,535 CIDR identities, on the
+    /// calling thread alone), then filed in table order: the index is the
+    /// one a single pass builds.
     pub fn new(table: &IdentityTable) -> Self {
-        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut by_key_value: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        let mut by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)> = BTreeMap::new();
-        for (position, info) in table.identities.iter().enumerate() {
-            for label in info.labels.iter() {
-                if let Some(prefix) = label.cidr_prefix() {
-                    by_prefix
-                        .entry(prefix_key(prefix))
-                        .or_insert_with(|| (prefix, Vec::new()))
-                        .1
-                        .push(position);
-                    // A CIDR label in its canonical spelling (every one
-                    // porin makes) is found by key through `by_prefix`
-                    // ([`Self::cidr_label_holders`]): one key per CIDR
-                    // identity in the two key maps was most of the index
-                    // (34 MiB for 65,535 CIDR rules).
-                    if label.key == cidr_label_key(prefix) {
-                        continue;
+        let pieces: Vec<IndexPiece<'_>> = if table.identities.len() > INDEX_PIECE {
+            table
+                .identities
+                .par_chunks(INDEX_PIECE)
+                .enumerate()
+                .map(|(at, chunk)| index_piece(at * INDEX_PIECE, chunk))
+                .collect()
+        } else {
+            vec![index_piece(0, &table.identities)]
+        };
+        let mut by_key: foldhash::HashMap<String, KeyHolders> = foldhash::HashMap::default();
+        let mut prefixes: Vec<(PrefixKey, IpNetwork, usize)> =
+            Vec::with_capacity(pieces.iter().map(|piece| piece.prefixes.len()).sum());
+        for piece in pieces {
+            prefixes.extend(piece.prefixes);
+            for (position, label) in piece.keyed {
+                // Looked up by reference: the key and value are copied
+                // only when first met (`reserved:world-ipv4` is on every
+                // IPv4 CIDR identity).
+                let holders = match by_key.get_mut(label.key.as_str()) {
+                    Some(holders) => holders,
+                    None => by_key.entry(label.key.clone()).or_default(),
+                };
+                holders.all.push(position);
+                match holders.by_value.get_mut(label.value.as_str()) {
+                    Some(positions) => positions.push(position),
+                    None => {
+                        holders.by_value.insert(label.value.clone(), vec![position]);
                     }
                 }
-                by_key.entry(label.key.clone()).or_default().push(position);
-                by_key_value
-                    .entry((label.key.clone(), label.value.clone()))
-                    .or_default()
-                    .push(position);
+            }
+        }
+        // CIDR identities are numbered in prefix order, so this is mostly
+        // sorted already; the map is then built from its sorted entries at
+        // once instead of by an insertion per label.
+        prefixes.sort_by_key(|(key, _, position)| (*key, *position));
+        let mut grouped: Vec<(PrefixKey, (IpNetwork, Vec<usize>))> = Vec::new();
+        for (key, prefix, position) in prefixes {
+            match grouped.last_mut() {
+                Some((last, (_, positions))) if *last == key => positions.push(position),
+                _ => grouped.push((key, (prefix, vec![position]))),
             }
         }
         Self {
             by_key,
-            by_key_value,
-            by_prefix,
+            by_prefix: grouped.into_iter().collect(),
             built_from: table_fingerprint(table),
         }
     }
@@ -179,20 +239,20 @@ impl SelectionIndex {
             // Holders of a canonical CIDR label with exactly this key (a
             // superset: the exact match runs on every candidate).
             let mut positions = self.cidr_label_holders(&key.key).to_vec();
+            let Some(holders) = self.by_key.get(key.key.as_str()) else {
+                return Some(positions);
+            };
             if requirement.operator == Operator::In {
                 // `LabelSet::find` looks the key up, then `In` compares the
                 // value: only holders of (key, one of the values) qualify.
                 for value in &requirement.values {
-                    if let Some(holders) = self.by_key_value.get(&(key.key.clone(), value.clone()))
-                    {
+                    if let Some(holders) = holders.by_value.get(value.as_str()) {
                         positions.extend_from_slice(holders);
                     }
                 }
                 return Some(positions);
             }
-            if let Some(holders) = self.by_key.get(&key.key) {
-                positions.extend_from_slice(holders);
-            }
+            positions.extend_from_slice(&holders.all);
             return Some(positions);
         }
         // An unparsable CIDR key matches no label (`LabelSet::find`).
