@@ -192,12 +192,13 @@ pub fn cidr_label_key(prefix: IpNetwork) -> String {
 
 /// Parses a CIDR label key back into a prefix (`-` read as `:`).
 pub fn parse_cidr_label_key(key: &str) -> Option<IpNetwork> {
-    let text = if key.contains('-') {
-        key.replace('-', ":")
+    // An IPv4 key is parsed in place (no copy: one per CIDR identity and
+    // CIDR selector of a compile).
+    let network: IpNetwork = if key.contains('-') {
+        key.replace('-', ":").parse().ok()?
     } else {
-        key.to_owned()
+        key.parse().ok()?
     };
-    let network: IpNetwork = text.parse().ok()?;
     Some(canonical_prefix(network))
 }
 

@@ -5,7 +5,7 @@
 //! deserialize the typed model from the tree, then validate it. Every problem
 //! becomes a [`Diagnostic`] located through the tree; nothing panics.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
@@ -166,7 +166,7 @@ impl LoadOutcome {
 
     /// [`LoadOutcome::merge`] with an index of the keys loaded so far
     /// (kept by the caller across the files of one load).
-    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut HashMap<ObjectKey, usize>) {
+    fn merge_indexed(&mut self, other: LoadOutcome, first: &mut ObjectIndex) {
         let from = self.documents.len();
         self.extend(other);
         self.refuse_duplicates_with(from, first);
@@ -194,7 +194,7 @@ impl LoadOutcome {
     /// points at the first copy; the error makes every consumer refuse the
     /// whole set.
     pub(crate) fn refuse_duplicates(&mut self, from: usize) {
-        let mut first: HashMap<ObjectKey, usize> = self
+        let mut first: ObjectIndex = self
             .documents
             .iter()
             .take(from)
@@ -209,7 +209,7 @@ impl LoadOutcome {
     /// there): a load of many files keeps one index instead of rebuilding
     /// it per file, which was quadratic (23 % of `porin compile` of
     /// 65,535 one-rule files spread over 66 files).
-    fn refuse_duplicates_with(&mut self, from: usize, first: &mut HashMap<ObjectKey, usize>) {
+    fn refuse_duplicates_with(&mut self, from: usize, first: &mut ObjectIndex) {
         // The repeats are found before any document moves (a document is
         // ~800 bytes: moving every added one out and back was most of the
         // merge), then removed at once. `first` holds each kept document's
@@ -275,6 +275,10 @@ impl LoadOutcome {
         })
     }
 }
+
+/// Where the first document of each object key is (the index of
+/// [`LoadOutcome::refuse_duplicates`]).
+type ObjectIndex = foldhash::HashMap<ObjectKey, usize>;
 
 /// The located YAML trees of one file, by document index.
 #[derive(Debug, Clone, PartialEq)]
@@ -1246,7 +1250,13 @@ fn load_paths_with(
     // one that cannot be listed): refusing before reading is what bounds
     // the memory of a hostile set of files.
     list()?;
-    let load = |input: &Input| -> Result<LoadOutcome, LoadError> {
+    // A few small files stay on the calling thread: parsing them takes
+    // less than starting rayon's pool, and an embedder (the C API) should
+    // not get that pool for them.
+    let parallel = inputs.len() > 1 && total >= PARALLEL_LOAD_BYTES;
+    // Each file's object keys are made with it, on the pool: the merge
+    // below, alone on the calling thread, only compares them.
+    let load = |input: &Input| -> Result<(LoadOutcome, Vec<ObjectKey>), LoadError> {
         let mut one = match input {
             Input::Stdin => load_reader("<stdin>", std::io::stdin().lock(), limits),
             Input::File(file) => load_file(file, limits),
@@ -1254,30 +1264,53 @@ fn load_paths_with(
         if !keep_trees {
             one.release_trees();
         }
-        Ok(one)
+        let keys = one
+            .documents
+            .iter()
+            .map(|loaded| loaded.doc.object_key())
+            .collect();
+        Ok((one, keys))
     };
-    // A few small files stay on the calling thread: parsing them takes
-    // less than starting rayon's pool, and an embedder (the C API) should
-    // not get that pool for them.
-    let loaded: Vec<Result<LoadOutcome, LoadError>> =
-        if inputs.len() > 1 && total >= PARALLEL_LOAD_BYTES {
-            inputs.par_iter().map(load).collect()
-        } else {
-            inputs.iter().map(load).collect()
-        };
+    let loaded: Vec<Result<(LoadOutcome, Vec<ObjectKey>), LoadError>> = if parallel {
+        inputs.par_iter().map(load).collect()
+    } else {
+        inputs.iter().map(load).collect()
+    };
+    // The first failure in input order (as reading them one by one would).
+    let loaded: Vec<(LoadOutcome, Vec<ObjectKey>)> =
+        loaded.into_iter().collect::<Result<_, _>>()?;
+    let documents = loaded.iter().map(|(one, _)| one.documents.len()).sum();
     let mut outcome = LoadOutcome::default();
     // At its final size at once: the documents are large, and doubling
     // moved each of them several times.
-    outcome.documents.reserve_exact(
-        loaded
-            .iter()
-            .filter_map(|one| one.as_ref().ok())
-            .map(|one| one.documents.len())
-            .sum(),
-    );
-    let mut first: HashMap<ObjectKey, usize> = HashMap::new();
-    for one in loaded {
-        outcome.merge_indexed(one?, &mut first);
+    outcome.documents.reserve_exact(documents);
+    // Usually no document repeats another's object: then the merge only
+    // appends (`refuse_duplicates_with` would find nothing), and each
+    // file's documents (~800 bytes each, 52 MiB for 65,535 policies, most
+    // of it page faults of the new list) are moved on the pool.
+    let mut seen: foldhash::HashSet<&ObjectKey> = foldhash::HashSet::default();
+    seen.reserve(documents);
+    let unique = loaded
+        .iter()
+        .flat_map(|(_, keys)| keys)
+        .all(|key| seen.insert(key));
+    drop(seen);
+    if unique {
+        for (mut one, _) in loaded {
+            let documents = std::mem::take(&mut one.documents);
+            if parallel {
+                outcome.documents.par_extend(documents);
+            } else {
+                outcome.documents.extend(documents);
+            }
+            outcome.extend(one);
+        }
+        return Ok(outcome);
+    }
+    let mut first = ObjectIndex::default();
+    first.reserve(documents);
+    for (one, _) in loaded {
+        outcome.merge_indexed(one, &mut first);
     }
     Ok(outcome)
 }

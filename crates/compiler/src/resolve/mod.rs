@@ -11,5 +11,6 @@
 pub mod lower;
 pub mod matchpattern;
 pub mod policy;
+mod prehash;
 pub mod rule;
 pub mod selection;

@@ -20,7 +20,7 @@
 //!   from `types.NewCIDRSelector`; docs/semantics.md §3.6). The identities carrying
 //!   CIDR labels are indexed by (family, network address, length); the
 //!   prefixes inside `P` are the entries whose address lies in `P`'s range
-//!   and whose length is at least `P`'s, one range scan of a sorted map.
+//!   and whose length is at least `P`'s, one range of a sorted list.
 //!   (Entries in the range with a shorter length can only start at `P`'s
 //!   own network address: at most 128 of them, filtered out.)
 //! - A selector with no such requirement (only `NotIn`/`DoesNotExist`)
@@ -29,12 +29,12 @@
 //! The candidates of the most selective positive requirement are sorted
 //! back into table order, so the selection keeps the brute force's order.
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
 
 use ipnetwork::IpNetwork;
+use rayon::prelude::*;
 
-use crate::allocation::IdentityTable;
+use crate::allocation::{IdentityInfo, IdentityTable};
 use crate::labels::{SOURCE_CIDR, cidr_label_key, parse_cidr_label_key, prefix_contains};
 use crate::selector::{Operator, Requirement, Selector};
 
@@ -61,18 +61,26 @@ fn address_bits(address: IpAddr) -> u128 {
 /// `table.identities` by label key and by CIDR label prefix.
 #[derive(Debug, Default)]
 pub struct SelectionIndex {
-    /// Positions of the identities holding a label with this key.
-    by_key: HashMap<String, Vec<usize>>,
-    /// Positions of the identities holding a (non-CIDR) label with this key
-    /// and value: the candidates of `key In (values)` are the union over
-    /// its values, far fewer than every holder of the key when each pod
-    /// has its own value (`pod: <name>`).
-    by_key_value: HashMap<(String, String), Vec<usize>>,
-    /// Positions of the identities holding a CIDR label with this prefix.
-    by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)>,
+    /// The identities holding a (non-CIDR) label, by its key.
+    by_key: foldhash::HashMap<String, KeyHolders>,
+    /// The identities holding a CIDR label: its prefix and their position,
+    /// sorted (a prefix held by several identities is several entries).
+    /// The prefixes inside `P` are one range of it.
+    by_prefix: Vec<(PrefixKey, IpNetwork, usize)>,
     /// `table.identities` (address, length) the index was built from, to
     /// notice being used with another table.
     built_from: (usize, usize),
+}
+
+/// Positions of the identities holding a label with one key.
+#[derive(Debug, Default)]
+struct KeyHolders {
+    /// Every holder, in table order.
+    all: Vec<usize>,
+    /// The holders by the label's value: the candidates of `key In
+    /// (values)` are the union over its values, far fewer than every
+    /// holder of the key when each pod has its own value (`pod: <name>`).
+    by_value: foldhash::HashMap<String, Vec<usize>>,
 }
 
 /// Which table an index belongs to (its identities' storage and count).
@@ -80,39 +88,94 @@ fn table_fingerprint(table: &IdentityTable) -> (usize, usize) {
     (table.identities.as_ptr() as usize, table.identities.len())
 }
 
-impl SelectionIndex {
-    /// Indexes every label of every identity of `table`.
-    pub fn new(table: &IdentityTable) -> Self {
-        let mut by_key: HashMap<String, Vec<usize>> = HashMap::new();
-        let mut by_key_value: HashMap<(String, String), Vec<usize>> = HashMap::new();
-        let mut by_prefix: BTreeMap<PrefixKey, (IpNetwork, Vec<usize>)> = BTreeMap::new();
-        for (position, info) in table.identities.iter().enumerate() {
-            for label in info.labels.iter() {
-                if let Some(prefix) = label.cidr_prefix() {
-                    by_prefix
-                        .entry(prefix_key(prefix))
-                        .or_insert_with(|| (prefix, Vec::new()))
-                        .1
-                        .push(position);
-                    // A CIDR label in its canonical spelling (every one
-                    // porin makes) is found by key through `by_prefix`
-                    // ([`Self::cidr_label_holders`]): one key per CIDR
-                    // identity in the two key maps was most of the index
-                    // (34 MiB for 65,535 CIDR rules).
-                    if label.key == cidr_label_key(prefix) {
-                        continue;
-                    }
+/// Identities per piece of [`SelectionIndex::new`]'s parallel pass; a
+/// smaller table is read on the calling thread.
+const INDEX_PIECE: usize = 4096;
+
+/// What a run of identities contributes to a [`SelectionIndex`]: its CIDR
+/// labels' prefixes and its other labels' holders, in table order.
+#[derive(Default)]
+struct IndexPiece<'t> {
+    prefixes: Vec<(PrefixKey, IpNetwork, usize)>,
+    by_key: foldhash::HashMap<&'t str, PieceHolders<'t>>,
+}
+
+/// [`KeyHolders`] within one [`IndexPiece`].
+#[derive(Default)]
+struct PieceHolders<'t> {
+    all: Vec<usize>,
+    by_value: foldhash::HashMap<&'t str, Vec<usize>>,
+}
+
+/// Reads the labels of `identities`, the first at `position` of the table.
+fn index_piece(position: usize, identities: &[IdentityInfo]) -> IndexPiece<'_> {
+    let mut piece = IndexPiece::default();
+    for (position, info) in (position..).zip(identities) {
+        for label in info.labels.iter() {
+            if let Some(prefix) = label.cidr_prefix() {
+                piece.prefixes.push((prefix_key(prefix), prefix, position));
+                // A CIDR label in its canonical spelling (every one porin
+                // makes) is found by key through `by_prefix`
+                // ([`SelectionIndex::cidr_label_holders`]): one key per
+                // CIDR identity in the key map was most of the index (34
+                // MiB for 65,535 CIDR rules).
+                if label.key == cidr_label_key(prefix) {
+                    continue;
                 }
-                by_key.entry(label.key.clone()).or_default().push(position);
-                by_key_value
-                    .entry((label.key.clone(), label.value.clone()))
-                    .or_default()
-                    .push(position);
+            }
+            let holders = piece.by_key.entry(label.key.as_str()).or_default();
+            holders.all.push(position);
+            holders
+                .by_value
+                .entry(label.value.as_str())
+                .or_default()
+                .push(position);
+        }
+    }
+    piece
+}
+
+impl SelectionIndex {
+    /// Indexes every label of every identity of `table`. The labels are
+    /// read in parallel pieces (parsing and re-spelling each CIDR label's
+    /// key, and a lookup per label, were most of the build for 65,535 CIDR
+    /// identities, on the calling thread alone), and the pieces joined in
+    /// table order: the index a single pass builds.
+    pub fn new(table: &IdentityTable) -> Self {
+        let pieces: Vec<IndexPiece<'_>> = if table.identities.len() > INDEX_PIECE {
+            table
+                .identities
+                .par_chunks(INDEX_PIECE)
+                .enumerate()
+                .map(|(at, chunk)| index_piece(at * INDEX_PIECE, chunk))
+                .collect()
+        } else {
+            vec![index_piece(0, &table.identities)]
+        };
+        let mut by_key: foldhash::HashMap<String, KeyHolders> = foldhash::HashMap::default();
+        let mut by_prefix: Vec<(PrefixKey, IpNetwork, usize)> =
+            Vec::with_capacity(pieces.iter().map(|piece| piece.prefixes.len()).sum());
+        for piece in pieces {
+            by_prefix.extend(piece.prefixes);
+            // A piece's positions follow the earlier pieces', so appending
+            // keeps every list in table order.
+            for (key, piece_holders) in piece.by_key {
+                let holders = by_key.entry(key.to_owned()).or_default();
+                holders.all.extend(piece_holders.all);
+                for (value, positions) in piece_holders.by_value {
+                    holders
+                        .by_value
+                        .entry(value.to_owned())
+                        .or_default()
+                        .extend(positions);
+                }
             }
         }
+        // CIDR identities are numbered in prefix order, so this is mostly
+        // sorted already.
+        by_prefix.sort_unstable_by_key(|(key, _, position)| (*key, *position));
         Self {
             by_key,
-            by_key_value,
             by_prefix,
             built_from: table_fingerprint(table),
         }
@@ -178,21 +241,21 @@ impl SelectionIndex {
         if key.source != SOURCE_CIDR {
             // Holders of a canonical CIDR label with exactly this key (a
             // superset: the exact match runs on every candidate).
-            let mut positions = self.cidr_label_holders(&key.key).to_vec();
+            let mut positions = self.cidr_label_holders(&key.key);
+            let Some(holders) = self.by_key.get(key.key.as_str()) else {
+                return Some(positions);
+            };
             if requirement.operator == Operator::In {
                 // `LabelSet::find` looks the key up, then `In` compares the
                 // value: only holders of (key, one of the values) qualify.
                 for value in &requirement.values {
-                    if let Some(holders) = self.by_key_value.get(&(key.key.clone(), value.clone()))
-                    {
+                    if let Some(holders) = holders.by_value.get(value.as_str()) {
                         positions.extend_from_slice(holders);
                     }
                 }
                 return Some(positions);
             }
-            if let Some(holders) = self.by_key.get(&key.key) {
-                positions.extend_from_slice(holders);
-            }
+            positions.extend_from_slice(&holders.all);
             return Some(positions);
         }
         // An unparsable CIDR key matches no label (`LabelSet::find`).
@@ -205,34 +268,40 @@ impl SelectionIndex {
             IpNetwork::V4(v4) => u128::from(u32::from(v4.broadcast())),
             IpNetwork::V6(v6_net) => address_bits(IpAddr::V6(v6_net.broadcast())),
         };
-        let mut positions = Vec::new();
-        for (prefix, holders) in self
+        let start = self
             .by_prefix
-            .range((v6, low, 0)..=(v6, high, u8::MAX))
-            .map(|(_, entry)| entry)
-        {
-            if prefix_contains(outer, *prefix) {
-                positions.extend_from_slice(holders);
-            }
-        }
-        Some(positions)
+            .partition_point(|(key, _, _)| *key < (v6, low, 0));
+        let end = self
+            .by_prefix
+            .partition_point(|(key, _, _)| *key <= (v6, high, u8::MAX));
+        Some(
+            self.by_prefix[start..end.max(start)]
+                .iter()
+                .filter(|(_, prefix, _)| prefix_contains(outer, *prefix))
+                .map(|(_, _, position)| *position)
+                .collect(),
+        )
     }
 }
 
 impl SelectionIndex {
     /// Positions of the identities holding a CIDR label whose key is `key`
-    /// in canonical spelling (left out of `by_key`/`by_key_value`): what
-    /// `LabelSet::find` finds for a non-CIDR source (`any`) and that key.
-    fn cidr_label_holders(&self, key: &str) -> &[usize] {
+    /// in canonical spelling (left out of `by_key`): what `LabelSet::find`
+    /// finds for a non-CIDR source (`any`) and that key.
+    fn cidr_label_holders(&self, key: &str) -> Vec<usize> {
         let Some(prefix) = parse_cidr_label_key(key) else {
-            return &[];
+            return Vec::new();
         };
         if cidr_label_key(prefix) != key {
-            return &[];
+            return Vec::new();
         }
-        self.by_prefix
-            .get(&prefix_key(prefix))
-            .map_or(&[], |(_, holders)| holders.as_slice())
+        let wanted = prefix_key(prefix);
+        let start = self.by_prefix.partition_point(|(key, _, _)| *key < wanted);
+        self.by_prefix[start..]
+            .iter()
+            .take_while(|(key, _, _)| *key == wanted)
+            .map(|(_, _, position)| *position)
+            .collect()
     }
 }
 
@@ -351,6 +420,51 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A table of more than [`INDEX_PIECE`] identities is read in parallel
+    /// pieces and joined: the index still selects what testing every
+    /// identity selects, for selectors whose candidates span pieces.
+    #[test]
+    fn an_index_read_in_pieces_equals_brute_force() {
+        let count = u32::try_from(INDEX_PIECE).unwrap() + 1500;
+        let prefixes: BTreeSet<IpNetwork> = (0..count)
+            .map(|i| {
+                IpNetwork::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 | (i << 8))), 24).unwrap()
+            })
+            .chain(["10.0.0.0/16", "10.16.0.0/12", "fd00::/64"].map(|p| p.parse().unwrap()))
+            .collect();
+        let table = IdentityTable::allocate(&inventory(), &prefixes).unwrap();
+        assert!(table.identities.len() > INDEX_PIECE);
+        let index = SelectionIndex::new(&table);
+        let any_cidr_key = SelectorKey::new(
+            crate::labels::SOURCE_ANY,
+            &crate::labels::cidr_label_key("10.0.5.0/24".parse().unwrap()),
+        );
+        let selectors = [
+            Selector::cidr("10.0.0.0/8".parse().unwrap(), &[]),
+            Selector::cidr(
+                "10.0.0.0/12".parse().unwrap(),
+                &["10.0.16.0/20".parse().unwrap()],
+            ),
+            Selector::cidr("10.16.0.0/12".parse().unwrap(), &[]),
+            Selector::reserved("world-ipv4"),
+            Selector::reserved("world"),
+            Selector::from_requirements([Requirement::is_in(
+                SelectorKey::extend("k8s:app"),
+                ["db".to_owned()],
+            )]),
+            Selector::from_requirements([Requirement::exists(any_cidr_key)]),
+        ];
+        for selector in &selectors {
+            let selected = index.select(selector, &table);
+            assert_eq!(selected, select_brute_force(selector, &table), "{selector}");
+        }
+        // The first selects every IPv4 prefix, across the pieces.
+        assert_eq!(
+            index.select(&selectors[0], &table).len(),
+            prefixes.len() - 1
+        );
     }
 
     /// A /8 selector selects the CIDR identities of the prefixes inside it

@@ -247,16 +247,29 @@ fn merged_outcomes_clash() {
 /// both with trees kept and released.
 #[test]
 fn a_parallel_load_is_the_files_merged_in_order() {
-    let dir = scratch("parallel");
+    parallel_load_equals_merging_one_by_one("parallel", true);
+}
+
+/// The same without any repeated object: the load then only appends each
+/// file's documents (moved on the pool), which must give the same outcome.
+#[test]
+fn a_parallel_load_without_repeats_is_the_files_merged_in_order() {
+    parallel_load_equals_merging_one_by_one("parallel-unique", false);
+}
+
+fn parallel_load_equals_merging_one_by_one(test: &str, repeats: bool) {
+    let dir = scratch(test);
     let mut files = Vec::new();
     for file in 0..48 {
         let mut documents: Vec<String> = (0..40)
             .map(|i| cnp(Some("default"), &format!("p-{file}-{i}"), 80))
             .collect();
-        // A copy of a policy of an earlier file, one of the same file, and
-        // an invalid document.
-        documents.push(cnp(Some("default"), &format!("p-{}-3", file / 2), 443));
-        documents.push(cnp(Some("default"), &format!("p-{file}-5"), 443));
+        if repeats {
+            // A copy of a policy of an earlier file and one of the same file.
+            documents.push(cnp(Some("default"), &format!("p-{}-3", file / 2), 443));
+            documents.push(cnp(Some("default"), &format!("p-{file}-5"), 443));
+        }
+        // An invalid document.
         documents.push(format!(
             "apiVersion: cilium.io/v2
 kind: CiliumNetworkPolicy
@@ -278,7 +291,12 @@ spec:
     }
     let whole = load_paths(std::slice::from_ref(&dir), &limits).unwrap();
     assert!(whole.documents.len() > 1000, "{}", whole.documents.len());
-    assert!(duplicates(&whole).len() >= 48 + 24);
+    if repeats {
+        assert!(duplicates(&whole).len() >= 48 + 24);
+    } else {
+        assert!(duplicates(&whole).is_empty());
+        assert!(whole.has_errors(), "the invalid documents are reported");
+    }
     assert_eq!(whole, one_by_one);
     let lean = porin_model::loader::load_paths_lean(&files, &limits).unwrap();
     assert_eq!(lean.documents, one_by_one.documents);
