@@ -109,15 +109,23 @@ pub(crate) fn validate_selector(
 
 /// Whether a Cilium selector names the `reserved:init` label.
 pub fn selects_reserved_init(selector: &LabelSelector) -> bool {
-    let is_init = |key: &str| extended_key(key) == "reserved.init";
     selector
         .match_labels
         .iter()
         .flatten()
-        .any(|(key, _)| is_init(key))
+        .any(|(key, _)| is_reserved_init(key))
         || selector.match_expressions.iter().flatten().any(|r| {
-            is_init(&r.key) && matches!(r.operator, SelectorOperator::In | SelectorOperator::Exists)
+            is_reserved_init(&r.key)
+                && matches!(r.operator, SelectorOperator::In | SelectorOperator::Exists)
         })
+}
+
+/// Whether [`extended_key`] of `key` is `reserved.init`, without making
+/// it (one allocation per label of every selector): only `$init` and
+/// `reserved:init` extend to it, since `reserved.init` has one dot and
+/// `any.` never starts it.
+fn is_reserved_init(key: &str) -> bool {
+    matches!(key, "$init" | "reserved:init")
 }
 
 #[cfg(test)]
@@ -131,5 +139,29 @@ mod tests {
         assert_eq!(extended_key("app"), "any.app");
         assert_eq!(extended_key("reserved:host"), "reserved.host");
         assert_eq!(extended_key("$host"), "reserved.host");
+    }
+
+    #[test]
+    fn reserved_init_is_what_extends_to_reserved_init() {
+        for key in [
+            "$init",
+            "reserved:init",
+            "reserved.init",
+            "any:reserved.init",
+            "init",
+            "$reserved:init",
+            "reserved:init:x",
+            "k8s:init",
+            "reserved:host",
+            "",
+            "$",
+            ":",
+        ] {
+            assert_eq!(
+                is_reserved_init(key),
+                extended_key(key) == "reserved.init",
+                "{key}"
+            );
+        }
     }
 }
