@@ -30,10 +30,12 @@ pub enum SelectorKind {
     Kubernetes,
 }
 
-/// Validates one selector located at `route`.
+/// Validates one selector located at `route()`: the route is made only
+/// for a finding (most selectors have none, and one per selector and its
+/// parents' segments was a tenth of validating a one-rule CIDR policy).
 pub(crate) fn validate_selector(
     findings: &mut Findings,
-    route: &Route,
+    route: &dyn Fn() -> Route,
     selector: &LabelSelector,
     kind: SelectorKind,
 ) {
@@ -44,7 +46,7 @@ pub(crate) fn validate_selector(
     // Routes are made only for a finding: most selectors have none, and
     // making one per label was a fifth of validating a CIDR policy.
     for (key, value) in selector.match_labels.iter().flatten() {
-        let at = || route.key("matchLabels").key(key);
+        let at = || route().key("matchLabels").key(key);
         if let Some(problem) = qualified_name_problem(&checked_key(key)) {
             findings
                 .report(
@@ -61,7 +63,7 @@ pub(crate) fn validate_selector(
         }
     }
     for (index, requirement) in selector.match_expressions.iter().flatten().enumerate() {
-        let at = || route.key("matchExpressions").index(index);
+        let at = || route().key("matchExpressions").index(index);
         if let Some(problem) = qualified_name_problem(&checked_key(&requirement.key)) {
             findings.report(
                 codes::LABEL_SELECTOR,

@@ -114,7 +114,12 @@ pub(super) fn validate_endpoint_selectors(
     };
     let at = at.key(key);
     for (index, selector) in list.iter().enumerate() {
-        validate_selector(findings, &at.index(index), selector, SelectorKind::Cilium);
+        validate_selector(
+            findings,
+            &|| at.index(index),
+            selector,
+            SelectorKind::Cilium,
+        );
     }
 }
 
@@ -195,7 +200,7 @@ pub(super) fn validate_cidr_rule(findings: &mut Findings, at: &Route, rule: &Cid
         let before = findings.list.len();
         validate_selector(
             findings,
-            &at.key("cidrGroupSelector"),
+            &|| at.key("cidrGroupSelector"),
             selector,
             SelectorKind::Kubernetes,
         );
@@ -303,10 +308,12 @@ pub(super) fn validate_services(
         if let Some(selector) = &service.k8s_service_selector {
             validate_selector(
                 findings,
-                &at.key("toServices")
-                    .index(index)
-                    .key("k8sServiceSelector")
-                    .key("selector"),
+                &|| {
+                    at.key("toServices")
+                        .index(index)
+                        .key("k8sServiceSelector")
+                        .key("selector")
+                },
                 &selector.selector,
                 SelectorKind::Kubernetes,
             );
