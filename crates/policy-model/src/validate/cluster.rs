@@ -158,7 +158,12 @@ pub(crate) fn validate_cluster_network_policy(
 }
 
 fn selector(findings: &mut Findings, route: &Route, selector: &LabelSelector) {
-    validate_selector(findings, route, selector, SelectorKind::Kubernetes);
+    validate_selector(
+        findings,
+        &|| route.clone(),
+        selector,
+        SelectorKind::Kubernetes,
+    );
 }
 
 fn namespaced_pod(findings: &mut Findings, route: &Route, pods: &NamespacedPod) {

@@ -26,7 +26,7 @@ pub(crate) fn validate_network_policy(findings: &mut Findings, policy: &NetworkP
     match &spec.pod_selector {
         Some(selector) => validate_selector(
             findings,
-            &spec_at.key("podSelector"),
+            &|| spec_at.key("podSelector"),
             selector,
             SelectorKind::Kubernetes,
         ),
@@ -147,7 +147,7 @@ fn validate_peers(
         if let Some(selector) = &peer.pod_selector {
             validate_selector(
                 findings,
-                &here.key("podSelector"),
+                &|| here.key("podSelector"),
                 selector,
                 SelectorKind::Kubernetes,
             );
@@ -155,7 +155,7 @@ fn validate_peers(
         if let Some(selector) = &peer.namespace_selector {
             validate_selector(
                 findings,
-                &here.key("namespaceSelector"),
+                &|| here.key("namespaceSelector"),
                 selector,
                 SelectorKind::Kubernetes,
             );

@@ -30,10 +30,12 @@ pub enum SelectorKind {
     Kubernetes,
 }
 
-/// Validates one selector located at `route`.
+/// Validates one selector located at `route()`: the route is made only
+/// for a finding (most selectors have none, and one per selector and its
+/// parents' segments was a tenth of validating a one-rule CIDR policy).
 pub(crate) fn validate_selector(
     findings: &mut Findings,
-    route: &Route,
+    route: &dyn Fn() -> Route,
     selector: &LabelSelector,
     kind: SelectorKind,
 ) {
@@ -44,7 +46,7 @@ pub(crate) fn validate_selector(
     // Routes are made only for a finding: most selectors have none, and
     // making one per label was a fifth of validating a CIDR policy.
     for (key, value) in selector.match_labels.iter().flatten() {
-        let at = || route.key("matchLabels").key(key);
+        let at = || route().key("matchLabels").key(key);
         if let Some(problem) = qualified_name_problem(&checked_key(key)) {
             findings
                 .report(
@@ -61,7 +63,7 @@ pub(crate) fn validate_selector(
         }
     }
     for (index, requirement) in selector.match_expressions.iter().flatten().enumerate() {
-        let at = || route.key("matchExpressions").index(index);
+        let at = || route().key("matchExpressions").index(index);
         if let Some(problem) = qualified_name_problem(&checked_key(&requirement.key)) {
             findings.report(
                 codes::LABEL_SELECTOR,
@@ -109,15 +111,23 @@ pub(crate) fn validate_selector(
 
 /// Whether a Cilium selector names the `reserved:init` label.
 pub fn selects_reserved_init(selector: &LabelSelector) -> bool {
-    let is_init = |key: &str| extended_key(key) == "reserved.init";
     selector
         .match_labels
         .iter()
         .flatten()
-        .any(|(key, _)| is_init(key))
+        .any(|(key, _)| is_reserved_init(key))
         || selector.match_expressions.iter().flatten().any(|r| {
-            is_init(&r.key) && matches!(r.operator, SelectorOperator::In | SelectorOperator::Exists)
+            is_reserved_init(&r.key)
+                && matches!(r.operator, SelectorOperator::In | SelectorOperator::Exists)
         })
+}
+
+/// Whether [`extended_key`] of `key` is `reserved.init`, without making
+/// it (one allocation per label of every selector): only `$init` and
+/// `reserved:init` extend to it, since `reserved.init` has one dot and
+/// `any.` never starts it.
+fn is_reserved_init(key: &str) -> bool {
+    matches!(key, "$init" | "reserved:init")
 }
 
 #[cfg(test)]
@@ -131,5 +141,29 @@ mod tests {
         assert_eq!(extended_key("app"), "any.app");
         assert_eq!(extended_key("reserved:host"), "reserved.host");
         assert_eq!(extended_key("$host"), "reserved.host");
+    }
+
+    #[test]
+    fn reserved_init_is_what_extends_to_reserved_init() {
+        for key in [
+            "$init",
+            "reserved:init",
+            "reserved.init",
+            "any:reserved.init",
+            "init",
+            "$reserved:init",
+            "reserved:init:x",
+            "k8s:init",
+            "reserved:host",
+            "",
+            "$",
+            ":",
+        ] {
+            assert_eq!(
+                is_reserved_init(key),
+                extended_key(key) == "reserved.init",
+                "{key}"
+            );
+        }
     }
 }

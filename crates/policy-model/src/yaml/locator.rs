@@ -30,6 +30,10 @@ const MAPPING: u32 = 2;
 /// [`Locator::items`]; shorter ones are walked.
 const LISTED_ITEMS: usize = 16;
 
+/// How many of a file's first distinct keys [`Builder::intern`] finds by
+/// comparison; the later ones are hashed.
+const SCANNED_KEYS: usize = 32;
+
 /// One node, in preorder: its subtree is `slots[index + 1..end]`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Slot {
@@ -229,7 +233,20 @@ impl<'t> Builder<'t> {
     }
 
     fn intern(&mut self, text: &'t str) -> u32 {
-        if let Some(&index) = self.interned.get(text) {
+        // A file's keys are mostly a few field names, repeated in every
+        // document: comparing with the first ones is cheaper than hashing
+        // (SipHash) each key. Only the keys past them are hashed, so a file
+        // of many distinct keys costs a bounded scan more per key.
+        let scanned = self.out.keys.len().min(SCANNED_KEYS);
+        if let Some(index) = self.out.keys[..scanned]
+            .iter()
+            .position(|known| **known == *text)
+        {
+            return u32::try_from(index).unwrap_or(NO_KEY);
+        }
+        if self.out.keys.len() > SCANNED_KEYS
+            && let Some(&index) = self.interned.get(text)
+        {
             return index;
         }
         // More distinct keys than the key bits hold (a billion) cannot
@@ -241,8 +258,10 @@ impl<'t> Builder<'t> {
         else {
             return NO_KEY;
         };
+        if self.out.keys.len() >= SCANNED_KEYS {
+            self.interned.insert(text, index);
+        }
         self.out.keys.push(text.into());
-        self.interned.insert(text, index);
         index
     }
 }

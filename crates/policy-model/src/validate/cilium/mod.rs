@@ -81,13 +81,14 @@ pub(crate) fn validate_metadata(
     metadata: &ObjectMeta,
     dns_name: bool,
 ) {
-    let meta = Route::root().key("metadata");
+    // Made only for a finding (most objects have none).
+    let meta = || Route::root().key("metadata");
     match metadata.name.as_deref() {
         None | Some("") => {
             findings
                 .report(
                     codes::MISSING_NAME,
-                    meta.key("name"),
+                    meta().key("name"),
                     format!("{kind} must have name"),
                 )
                 .help("set `metadata.name`");
@@ -95,14 +96,14 @@ pub(crate) fn validate_metadata(
         Some(name) if dns_name && !is_dns1123_subdomain(name) => {
             findings.report(
                 codes::PATTERN,
-                meta.key("name"),
+                meta().key("name"),
                 format!("metadata.name `{name}` must be a lower-case RFC 1123 subdomain (a-z, 0-9, `-`, `.`; at most 253)"),
             );
         }
         Some(name) if name == "." || name == ".." || name.contains(['/', '%']) => {
             findings.report(
                 codes::PATTERN,
-                meta.key("name"),
+                meta().key("name"),
                 format!("metadata.name `{name}` may not be `.` or `..` or contain `/` or `%`"),
             );
         }
@@ -113,7 +114,7 @@ pub(crate) fn validate_metadata(
     {
         findings.report(
             codes::PATTERN,
-            meta.key("namespace"),
+            meta().key("namespace"),
             format!("metadata.namespace `{namespace}` must be a lower-case RFC 1123 label (a-z, 0-9, `-`; at most 63)"),
         );
     }
@@ -153,7 +154,7 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
     if let Some(selector) = &rule.endpoint_selector {
         validate_selector(
             findings,
-            &at.key("endpointSelector"),
+            &|| at.key("endpointSelector"),
             selector,
             SelectorKind::Cilium,
         );
@@ -183,7 +184,7 @@ fn validate_rule(findings: &mut Findings, scope: Scope, at: &Route, rule: &Rule)
         }
         validate_selector(
             findings,
-            &at.key("nodeSelector"),
+            &|| at.key("nodeSelector"),
             selector,
             SelectorKind::Cilium,
         );
@@ -235,14 +236,22 @@ pub(crate) fn validate_item(findings: &mut Findings, at: &Route, item: &RuleItem
     match item.to_ports {
         Some(ToPorts::Allow(port_rules)) => {
             for (index, port_rule) in port_rules.iter().enumerate() {
-                let at = at.key("toPorts").index(index);
-                validate_port_rule(findings, &at, port_rule, item.section.is_ingress());
+                validate_port_rule(
+                    findings,
+                    &|| at.key("toPorts").index(index),
+                    port_rule,
+                    item.section.is_ingress(),
+                );
             }
         }
         Some(ToPorts::Deny(port_rules)) => {
             for (index, port_rule) in port_rules.iter().enumerate() {
-                let at = at.key("toPorts").index(index);
-                validate_ports(findings, &at, port_rule.ports.as_ref(), false);
+                validate_ports(
+                    findings,
+                    &|| at.key("toPorts").index(index),
+                    port_rule.ports.as_ref(),
+                    false,
+                );
             }
         }
         None => {}

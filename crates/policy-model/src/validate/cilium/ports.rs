@@ -13,9 +13,13 @@ use crate::validate::text::{is_iana_svc_name, parse_go_uint16};
 pub(super) const MAX_PORTS: usize = 40;
 
 /// `PortRule.Validate(ingress)` (rule_validation.go).
+/// `at()` makes the rule's route, only for a finding or a check that
+/// keeps one (most port rules have none: a route per port rule and per
+/// port, each cloning its parents' keys, was a quarter of validating a
+/// one-rule CIDR policy).
 pub(super) fn validate_port_rule(
     findings: &mut Findings,
-    at: &Route,
+    at: &dyn Fn() -> Route,
     rule: &PortRule,
     ingress: bool,
 ) {
@@ -26,7 +30,7 @@ pub(super) fn validate_port_rule(
     let rules_empty = l7_is_empty(rule.rules.as_deref());
     if ingress && has_dns {
         findings
-            .report(codes::DNS, at.key("rules").key("dns"), "DNS rules are not allowed on ingress")
+            .report(codes::DNS, at().key("rules").key("dns"), "DNS rules are not allowed on ingress")
             .at_key()
             .help("DNS rules belong in an egress rule towards the DNS server (e.g. kube-dns on port 53)");
     }
@@ -34,7 +38,7 @@ pub(super) fn validate_port_rule(
         if names.is_empty() {
             findings.report(
                 codes::SERVER_NAMES,
-                at.key("serverNames"),
+                at().key("serverNames"),
                 "serverNames must list at least one name (CRD minItems: 1)",
             );
         }
@@ -42,14 +46,14 @@ pub(super) fn validate_port_rule(
             findings
                 .report(
                     codes::SERVER_NAMES,
-                    at.key("serverNames"),
+                    at().key("serverNames"),
                     "ServerNames are not allowed with L7 rules without TLS termination",
                 )
                 .at_key()
                 .help("add `terminatingTLS`, or move the L7 rules to another port rule");
         }
         for (index, name) in names.iter().enumerate() {
-            let here = at.key("serverNames").index(index);
+            let here = at().key("serverNames").index(index);
             if name.is_empty() {
                 findings.report(
                     codes::SERVER_NAMES,
@@ -71,10 +75,10 @@ pub(super) fn validate_port_rule(
             if port.protocol != Some(L4Proto::Tcp) {
                 let (route, shown) = match port.protocol {
                     Some(protocol) => (
-                        at.key("ports").index(index).key("protocol"),
+                        at().key("ports").index(index).key("protocol"),
                         protocol.as_str().to_owned(),
                     ),
-                    None => (at.key("ports").index(index), String::new()),
+                    None => (at().key("ports").index(index), String::new()),
                 };
                 let finding = findings.report(
                     codes::L7,
@@ -94,7 +98,7 @@ pub(super) fn validate_port_rule(
         }
     }
     if let Some(listener) = &rule.listener {
-        let here = at.key("listener");
+        let here = at().key("listener");
         if ingress {
             findings.report(
                 codes::LISTENER,
@@ -138,14 +142,14 @@ pub(super) fn validate_port_rule(
             findings
                 .report(
                     codes::L7,
-                    at.key("rules"),
+                    at().key("rules"),
                     "L7 rules can not be used when a port is 0",
                 )
                 .at_key()
                 .help("name the exact port: L7 redirection needs one");
         }
         if let Some(rules) = &rule.rules {
-            validate_l7_rules(findings, &at.key("rules"), rules, rule.ports.as_ref());
+            validate_l7_rules(findings, &at().key("rules"), rules, rule.ports.as_ref());
         }
     }
 }
@@ -165,10 +169,11 @@ pub(super) fn is_server_name(name: &str) -> bool {
 }
 
 /// Ports of a port rule: count (`too many ports`) and `PortProtocol.Validate`.
-/// Returns whether any port is 0.
+/// Returns whether any port is 0. `at()` makes the rule's route, for a
+/// finding only.
 pub(super) fn validate_ports(
     findings: &mut Findings,
-    at: &Route,
+    at: &dyn Fn() -> Route,
     ports: Option<&Vec<PortProtocol>>,
     has_dns: bool,
 ) -> bool {
@@ -177,7 +182,7 @@ pub(super) fn validate_ports(
         findings
             .report(
                 codes::TOO_MANY_PORTS,
-                at.key("ports"),
+                at().key("ports"),
                 format!("too many ports, the max is {MAX_PORTS}"),
             )
             .at_key()
@@ -185,7 +190,7 @@ pub(super) fn validate_ports(
     }
     let mut zero = false;
     for (index, port) in ports.iter().enumerate() {
-        zero |= validate_port(findings, &at.key("ports").index(index), port, has_dns);
+        zero |= validate_port(findings, &|| at().key("ports").index(index), port, has_dns);
     }
     zero
 }
@@ -193,7 +198,7 @@ pub(super) fn validate_ports(
 /// `PortProtocol.Validate(hasDNSRules)` plus the CRD's endPort range.
 pub(super) fn validate_port(
     findings: &mut Findings,
-    at: &Route,
+    at: &dyn Fn() -> Route,
     port: &PortProtocol,
     has_dns: bool,
 ) -> bool {
@@ -202,7 +207,7 @@ pub(super) fn validate_port(
     {
         findings.report(
             codes::END_PORT,
-            at.key("endPort"),
+            at().key("endPort"),
             format!("endPort {end} is out of range 0-65535"),
         );
     }
@@ -222,9 +227,9 @@ pub(super) fn validate_port(
             .report(
                 codes::PORT,
                 if port.port.is_some() {
-                    at.key("port")
+                    at().key("port")
                 } else {
-                    at.clone()
+                    at()
                 },
                 "port must be specified",
             )
@@ -236,7 +241,7 @@ pub(super) fn validate_port(
     }
     if value != "0" && matches!(port.protocol, Some(L4Proto::Vrrp | L4Proto::Igmp)) {
         findings
-            .report(codes::PORT, at.key("port"), "port must be empty or 0")
+            .report(codes::PORT, at().key("port"), "port must be empty or 0")
             .note("VRRP and IGMP have no ports");
         return false;
     }
@@ -245,7 +250,7 @@ pub(super) fn validate_port(
             if has_dns && port.end_port.is_some_and(|end| end > i32::from(number)) {
                 findings.report(
                     codes::DNS,
-                    at.key("endPort"),
+                    at().key("endPort"),
                     "DNS rules do not support port ranges",
                 );
             }
@@ -253,7 +258,7 @@ pub(super) fn validate_port(
         }
         Err(problem) => {
             findings
-                .report(codes::PORT, at.key("port"), format!("unable to parse port: {problem}"))
+                .report(codes::PORT, at().key("port"), format!("unable to parse port: {problem}"))
                 .help("a port is a number 0-65535 or a port name (1-15 letters, digits and inner single dashes, with a letter)");
             false
         }
