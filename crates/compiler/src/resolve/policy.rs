@@ -179,6 +179,9 @@ pub struct SelectorCache {
     selections: Vec<Vec<u32>>,
     /// Label indexes over the table (built on first use).
     index: Option<SelectionIndex>,
+    /// The table changed since [`Self::index`] was built
+    /// ([`SelectorCache::forget_index`]): the next interning builds it again.
+    index_stale: bool,
     /// Identities tested against selectors so far.
     work: u64,
     /// Most identities to test (`max_selector_evaluations`); past it,
@@ -200,10 +203,7 @@ impl SelectorCache {
             // testing more identities would only cost time.
             Vec::new()
         } else {
-            let index = match &mut self.index {
-                Some(index) if index.is_for(table) => index,
-                slot => slot.insert(SelectionIndex::new(table)),
-            };
+            let index = current_index(&mut self.index, &mut self.index_stale, table);
             index.select_counted(selector, table, &mut self.work)
         };
         let id = self.selectors.len();
@@ -263,10 +263,7 @@ impl SelectorCache {
                 if self.over_budget() || piece.iter().all(|s| s.is_wildcard()) {
                     vec![None; piece.len()]
                 } else {
-                    let index = match &mut self.index {
-                        Some(index) if index.is_for(table) => &*index,
-                        slot => &*slot.insert(SelectionIndex::new(table)),
-                    };
+                    let index = current_index(&mut self.index, &mut self.index_stale, table);
                     let evaluate = |selector: &&Selector| {
                         (!selector.is_wildcard()).then(|| {
                             let mut work = 0;
@@ -352,11 +349,15 @@ impl SelectorCache {
         }
     }
 
-    /// Drops the label index, so the next [`SelectorCache::intern`] builds
-    /// it from the table it is given: a table edited in place may keep its
-    /// storage address and length, which the index cannot tell apart.
+    /// Marks the label index out of date, so the next
+    /// [`SelectorCache::intern`] builds it from the table it is given: a
+    /// table edited in place may keep its storage address and length, which
+    /// the index cannot tell apart. The old index is dropped then, not
+    /// here: freeing it (a map per label key over every identity) was most
+    /// of a session's first identity add, ~4× the later ones, and most
+    /// adds intern nothing.
     pub fn forget_index(&mut self) {
-        self.index = None;
+        self.index_stale = true;
     }
     /// The selector of an id.
     pub fn selector(&self, id: SelectorId) -> &Selector {
@@ -367,6 +368,21 @@ impl SelectorCache {
     pub fn selection(&self, id: SelectorId) -> &[u32] {
         &self.selections[id]
     }
+}
+
+/// The label index of a [`SelectorCache`] over `table`, built again when
+/// the table is not the one it was built for or changed since
+/// ([`SelectorCache::forget_index`]).
+fn current_index<'i>(
+    slot: &'i mut Option<SelectionIndex>,
+    stale: &mut bool,
+    table: &IdentityTable,
+) -> &'i SelectionIndex {
+    let stale = std::mem::take(stale);
+    if stale || !slot.as_ref().is_some_and(|index| index.is_for(table)) {
+        *slot = None;
+    }
+    slot.get_or_insert_with(|| SelectionIndex::new(table))
 }
 
 /// Parser promotion of `mergePortProto` (None → TLS → HTTP/Kafka/proxylib;
@@ -1533,6 +1549,52 @@ mod tests {
                 assert!(at_once.selections.iter().any(Vec::is_empty));
             }
         }
+    }
+
+    /// After [`SelectorCache::forget_index`], a selector interned against a
+    /// table edited in place (same storage and length, so the index's own
+    /// check cannot tell) is selected from the table as it is now, not
+    /// through the index built before the edit.
+    #[test]
+    fn interning_after_forgetting_the_index_reads_the_edited_table() {
+        let outcome = porin_model::loader::load_str(
+            "p.yaml",
+            &super::super::lower::test_inputs::cidr_policies(40),
+            &porin_model::LoadLimits::default(),
+        );
+        let inputs = super::super::lower::PolicyInput::from_outcome(&outcome);
+        let inventory = Inventory::new();
+        let lowered = super::super::lower::lower(&inputs, &inventory);
+        let mut table = IdentityTable::allocate_with_groups(
+            &inventory,
+            &lowered.prefixes,
+            &lowered.cidr_groups,
+        )
+        .unwrap();
+        let peers: Vec<&Selector> = lowered
+            .rules
+            .iter()
+            .flat_map(|rule| rule.peers.iter().flatten())
+            .collect();
+        let mut cache = SelectorCache::default();
+        cache.intern(peers[0], &table);
+        // A later peer selecting one identity only (a /32), whose labels
+        // are swapped with another identity's in place.
+        let (later, before) = peers[1..]
+            .iter()
+            .map(|p| (*p, crate::resolve::selection::select_brute_force(p, &table)))
+            .find(|(_, selected)| selected.len() == 1)
+            .expect("a peer selecting one identity");
+        let at = |id: u32| table.identities.iter().position(|i| i.id == id).unwrap();
+        let (a, b) = (at(before[0]), at(table.identities.last().unwrap().id));
+        assert_ne!(a, b);
+        let moved = table.identities[a].labels.clone();
+        table.identities[a].labels = std::mem::replace(&mut table.identities[b].labels, moved);
+        let after = crate::resolve::selection::select_brute_force(later, &table);
+        assert_ne!(after, before, "the edit changes what the peer selects");
+        cache.forget_index();
+        let id = cache.intern(later, &table);
+        assert_eq!(cache.selection(id), after.as_slice());
     }
 
     fn l7(parser: L7Parser) -> L7 {
