@@ -252,7 +252,7 @@ fn run_json(args: &Args) -> anyhow::Result<ExitCode> {
         Compilation::run_consuming(documents, &inventory, &limits.compile, |compilation| {
             // The models are freed and the plan is made: the output's
             // windows come next, on top of whatever the allocator holds.
-            crate::release_free_memory();
+            crate::allocator::release_free_memory();
             compilation.check()?;
             let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
             let writer = if args.format == Format::JsonStates {
