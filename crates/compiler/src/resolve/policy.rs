@@ -1493,14 +1493,11 @@ fn add_to_filter(
 mod tests {
     use super::*;
 
-    /// `intern_all` is `intern` one selector after the other: the same ids,
-    /// selections and work, with repeats, the wildcard, and a budget that
-    /// runs out half way (past it, new selectors select nothing).
-    #[test]
-    fn interning_all_at_once_is_interning_one_after_the_other() {
+    /// `count` generated CIDR policies lowered, and their identity table.
+    fn cidr_rules_and_table(count: usize) -> (super::super::lower::Lowered, IdentityTable) {
         let outcome = porin_model::loader::load_str(
             "p.yaml",
-            &super::super::lower::test_inputs::cidr_policies(3000),
+            &super::super::lower::test_inputs::cidr_policies(count),
             &porin_model::LoadLimits::default(),
         );
         let inputs = super::super::lower::PolicyInput::from_outcome(&outcome);
@@ -1512,6 +1509,15 @@ mod tests {
             &lowered.cidr_groups,
         )
         .unwrap();
+        (lowered, table)
+    }
+
+    /// `intern_all` is `intern` one selector after the other: the same ids,
+    /// selections and work, with repeats, the wildcard, and a budget that
+    /// runs out half way (past it, new selectors select nothing).
+    #[test]
+    fn interning_all_at_once_is_interning_one_after_the_other() {
+        let (lowered, table) = cidr_rules_and_table(3000);
         let wildcard = Selector::wildcard();
         let mut selectors: Vec<&Selector> = lowered
             .rules
@@ -1557,20 +1563,7 @@ mod tests {
     /// through the index built before the edit.
     #[test]
     fn interning_after_forgetting_the_index_reads_the_edited_table() {
-        let outcome = porin_model::loader::load_str(
-            "p.yaml",
-            &super::super::lower::test_inputs::cidr_policies(40),
-            &porin_model::LoadLimits::default(),
-        );
-        let inputs = super::super::lower::PolicyInput::from_outcome(&outcome);
-        let inventory = Inventory::new();
-        let lowered = super::super::lower::lower(&inputs, &inventory);
-        let mut table = IdentityTable::allocate_with_groups(
-            &inventory,
-            &lowered.prefixes,
-            &lowered.cidr_groups,
-        )
-        .unwrap();
+        let (lowered, mut table) = cidr_rules_and_table(40);
         let peers: Vec<&Selector> = lowered
             .rules
             .iter()
