@@ -107,10 +107,12 @@
 //! test (`session::live_tests`) checks it, every state and the replayed writes
 //! against a batch compile after each random step.
 
+mod addresses;
 mod items;
 mod live;
 #[cfg(test)]
 mod live_tests;
+mod states;
 
 pub use live::{EndpointDelta, Session, SessionError, Update, UpdatePath};
 

@@ -3,8 +3,7 @@
 //! touched (see the parent module's docs for the design and why the
 //! writes are exact).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -12,7 +11,9 @@ use ipnetwork::IpNetwork;
 use porin_model::diagnostic::Diagnostic;
 use porin_model::loader::LoadOutcome;
 
+use super::addresses::AddressBook;
 use super::items::{Compared, ItemLowering};
+use super::states::{Indexed, StateKey, States};
 
 use crate::allocation::{IdentityTable, try_endpoint_identity_labels};
 use crate::compile::{
@@ -21,7 +22,7 @@ use crate::compile::{
 use crate::diff::{MapChange, policy_diff};
 use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
-use crate::inventory::{AUTO_IPV4_BASE, AUTO_IPV6_BASE, Endpoint, Inventory, NamedPort};
+use crate::inventory::{Endpoint, Inventory};
 use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
 use crate::limits::{CompileLimits, Limit, filter_blocks, insertion_bound};
 use crate::mapstate::Direction;
@@ -127,10 +128,12 @@ struct TextLowering {
     has_log: bool,
 }
 
-type StateKey = (u32, Vec<NamedPort>);
-
-/// Op indices (ascending) by their peers.
-type OpIndex = HashMap<OpPeers, Vec<usize>>;
+/// Op indices (ascending) by their peers. Hashed with foldhash, not
+/// SipHash: an identity add looks up its gained selectors in every state's
+/// index (SipHash was ~65,000 of an add's ~480,000 instructions with 257
+/// states, callgrind, session 11), and the keys are the session's own small
+/// selector ids and identity numbers, not input an attacker chooses.
+type OpIndex = foldhash::HashMap<OpPeers, Vec<usize>>;
 
 /// An op index and its identity-0 peers (`StateRecord::zero`).
 type IndexedPeers = (OpIndex, Vec<OpPeers>);
@@ -143,7 +146,7 @@ struct StateRecord {
     diagnostics: Vec<Diagnostic>,
     ops: Vec<MapOp>,
     /// Op indices by peers, ascending.
-    by_peers: HashMap<OpPeers, Vec<usize>>,
+    by_peers: OpIndex,
     /// The peers of the ops for identity 0 (`Fixed(0)`, the selectors
     /// whose selection is identity 0: the wildcard).
     zero: Vec<OpPeers>,
@@ -151,6 +154,22 @@ struct StateRecord {
     /// when known: a one-rule change splices the ops when the new
     /// policy's is the same.
     shape: Option<OpsShape>,
+}
+
+impl Indexed for StateRecord {
+    fn selectors(&self) -> Vec<SelectorId> {
+        self.by_peers
+            .keys()
+            .filter_map(|peers| match peers {
+                OpPeers::Selector(id) => Some(*id),
+                OpPeers::Fixed(_) => None,
+            })
+            .collect()
+    }
+
+    fn entries(&self) -> usize {
+        self.state.len()
+    }
 }
 
 impl StateRecord {
@@ -177,7 +196,7 @@ impl StateRecord {
         diagnostics: Vec<Diagnostic>,
         ops: Vec<MapOp>,
     ) -> Self {
-        let mut by_peers: HashMap<OpPeers, Vec<usize>> = HashMap::new();
+        let mut by_peers = OpIndex::default();
         for (index, op) in ops.iter().enumerate() {
             by_peers.entry(op.peers).or_default().push(index);
         }
@@ -204,7 +223,7 @@ impl StateRecord {
         // The tests (debug builds) check a given index against a fresh one.
         #[cfg(debug_assertions)]
         {
-            let mut fresh: HashMap<OpPeers, Vec<usize>> = HashMap::new();
+            let mut fresh = OpIndex::default();
             for (index, op) in ops.iter().enumerate() {
                 fresh.entry(op.peers).or_default().push(index);
             }
@@ -361,7 +380,8 @@ struct Model {
     /// (`ops_shape`) costs the touched filters, not a pass over every
     /// filter. Dropped wherever `l4` changes otherwise.
     features: HashMap<u32, FeatureCounts>,
-    states: HashMap<StateKey, StateRecord>,
+    /// The distinct states, indexed by the selectors their ops name.
+    states: States<StateRecord>,
     /// Rule indices (ascending) by the filters they add to
     /// ([`filter_keys`]): a rule change folds only the touched filters,
     /// from only the rules that add to them.
@@ -380,9 +400,9 @@ struct Model {
     /// reads it).
     any_namespace: bool,
     /// Every endpoint address (an added endpoint's duplicate check and the
-    /// automatic addresses `Inventory::finish` gives one without any, in
-    /// constant time instead of a scan of the inventory).
-    addresses: HashSet<IpAddr>,
+    /// automatic addresses `Inventory::finish` gives one without any,
+    /// without a scan of the inventory).
+    addresses: AddressBook,
 }
 
 impl Model {
@@ -1168,7 +1188,7 @@ impl Session {
         for key in keys {
             let Some(first) = first_endpoint(&self.inventory, &model.table, &key) else {
                 // Not made again: its ops no longer follow the policy.
-                if let Some(record) = model.states.get_mut(&key) {
+                if let Some(mut record) = model.states.get_mut(&key) {
                     record.shape = None;
                 }
                 continue;
@@ -1186,7 +1206,7 @@ impl Session {
                 // diagnostics show.
                 continue;
             }
-            let Some(mut record) = model.states.remove(&key) else {
+            let Some(mut record) = model.states.take(&key) else {
                 continue;
             };
             let endpoint = &self.inventory.endpoints[first];
@@ -1263,24 +1283,37 @@ impl Session {
             }
         }
         model.parts = resolver.into_parts();
-        self.check_total()?;
+        model.states.debug_check();
+        self.check_total(state_changes.iter().map(|(key, _)| key))?;
         update.deltas = self.deltas_for(&state_changes);
         Ok(Some(update))
     }
 
     /// The entry limits over every state, as the batch compiler charges
-    /// them.
-    fn check_total(&self) -> Result<(), SessionError> {
+    /// them, after an update that changed the states `changed`: every
+    /// other state was within them before (an update that fails rebuilds
+    /// the session), so the kept total and the changed states decide,
+    /// without reading every state.
+    fn check_total<'k>(
+        &self,
+        changed: impl IntoIterator<Item = &'k StateKey>,
+    ) -> Result<(), SessionError> {
+        let per_endpoint = self.limits.get(Limit::EntriesPerEndpoint);
+        let states = &self.model.states;
+        let within = states.entries() <= self.limits.get(Limit::TotalEntries)
+            && changed.into_iter().all(|key| {
+                states.get(key).is_none_or(|record| {
+                    u64::try_from(record.state.len()).unwrap_or(u64::MAX) <= per_endpoint
+                })
+            });
+        if within {
+            return Ok(());
+        }
+        // Over a limit: charged state by state, naming them, for the
+        // limit's error.
         let mut budget = self.limits.budget();
-        for record in self.model.states.values() {
-            if budget.charge("", record.state.len()).is_err() {
-                // Again, naming the states (formatting a name per state on
-                // every update would cost more than the update).
-                let mut budget = self.limits.budget();
-                for ((identity, _), record) in &self.model.states {
-                    budget.charge(&format!("identity {identity}"), record.state.len())?;
-                }
-            }
+        for ((identity, _), record) in states.iter() {
+            budget.charge(&format!("identity {identity}"), record.state.len())?;
         }
         Ok(())
     }
@@ -1290,18 +1323,21 @@ impl Session {
         if changes.is_empty() {
             return Vec::new();
         }
-        // The changed states by identity (an endpoint's identity is hashed,
-        // its key is not copied), then compared in place.
-        let mut by_identity: HashMap<u32, Vec<&(StateKey, Vec<MapChange>)>> = HashMap::new();
-        for change in changes {
-            by_identity.entry(change.0.0).or_default().push(change);
-        }
+        // The changed states sorted by identity (stable: a key's first
+        // change is found first), searched for each endpoint's identity
+        // without copying its key; a binary search over the (usually one
+        // or two) changes costs less than hashing every endpoint's
+        // identity.
+        let mut by_identity: Vec<&(StateKey, Vec<MapChange>)> = changes.iter().collect();
+        by_identity.sort_by_key(|change| change.0.0);
         let mut deltas = Vec::new();
         for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
             let identity = self.model.table.endpoint_identity[index];
-            if let Some((_, changes)) = by_identity
-                .get(&identity)
-                .and_then(|list| list.iter().find(|((_, ports), _)| *ports == endpoint.ports))
+            let at = by_identity.partition_point(|change| change.0.0 < identity);
+            if let Some((_, changes)) = by_identity[at..]
+                .iter()
+                .take_while(|change| change.0.0 == identity)
+                .find(|((_, ports), _)| *ports == endpoint.ports)
             {
                 deltas.push(EndpointDelta {
                     endpoint: endpoint.display_name(),
@@ -1346,7 +1382,7 @@ impl Session {
         // inventory, which the full path reports.
         let mut endpoint = std::borrow::Cow::Borrowed(endpoint);
         if endpoint.ips.is_empty() {
-            let ips = auto_addresses(&self.model.addresses);
+            let ips = self.model.addresses.lowest_free();
             if self
                 .inventory
                 .nodes
@@ -1394,7 +1430,9 @@ impl Session {
         }
         inventory.endpoints.insert(index, pinned);
         let model = &mut self.model;
-        model.addresses.extend(endpoint.ips.iter().copied());
+        for ip in &endpoint.ips {
+            model.addresses.insert(*ip);
+        }
         model.table.insert_endpoint(index, identity, &labels);
         model.parts.cache.forget_index();
         if new_identity {
@@ -1436,13 +1474,12 @@ impl Session {
             }
             let resolver =
                 Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
-            for (key, record) in &mut model.states {
-                if !gained
-                    .iter()
-                    .any(|s| record.by_peers.contains_key(&OpPeers::Selector(*s)))
-                {
+            // The states whose ops name a gained selector (no other
+            // state changes).
+            for key in model.states.reached_by(&gained) {
+                let Some(mut record) = model.states.get_mut(&key) else {
                     continue;
-                }
+                };
                 let Ok(id) = Identity::new(identity) else {
                     continue;
                 };
@@ -1460,7 +1497,7 @@ impl Session {
                     }
                     continue;
                 }
-                let part = replay(&resolver, record, identity, &gained);
+                let part = replay(&resolver, &record, identity, &gained);
                 update.identities_replayed += 1;
                 // The state had no keys of the identity: the writes are
                 // those that add its part (the difference of the parts is
@@ -1520,7 +1557,8 @@ impl Session {
             model.states.insert(key.clone(), record);
         }
         model.parts = resolver.into_parts();
-        self.check_total()?;
+        model.states.debug_check();
+        self.check_total(state_changes.iter().map(|(key, _)| key).chain([&key]))?;
         let own = own.or_else(|| self.model.states.get(&key).map(|r| r.state.clone()));
         let mut deltas = self.deltas_for(&state_changes);
         deltas.retain(|d| d.endpoint != endpoint.display_name());
@@ -1588,16 +1626,13 @@ impl Session {
                 KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
             }
             let only: BTreeSet<Identity> = Identity::new(identity).into_iter().collect();
-            for (state_key, record) in &mut model.states {
+            for state_key in model.states.reached_by(&lost) {
                 if state_key.0 == identity {
                     continue;
                 }
-                if !lost
-                    .iter()
-                    .any(|s| record.by_peers.contains_key(&OpPeers::Selector(*s)))
-                {
+                let Some(mut record) = model.states.get_mut(&state_key) else {
                     continue;
-                }
+                };
                 // Nothing is inserted for a vanished identity: its part of
                 // the state goes, the rest is as it was.
                 let state = Arc::make_mut(&mut record.state);
@@ -1647,6 +1682,7 @@ impl Session {
             Some(_) => {}
         }
         model.parts = parts;
+        model.states.debug_check();
         update.deltas.extend(self.deltas_for(&state_changes));
         Some(update)
     }
@@ -2179,25 +2215,6 @@ fn drop_later(text: PolicyText) {
         .spawn(move || drop(text));
 }
 
-/// The addresses `Inventory::finish` gives an endpoint without any when
-/// every other endpoint holds `taken`: the first free automatic address of
-/// each family after the base.
-fn auto_addresses(taken: &HashSet<IpAddr>) -> Vec<IpAddr> {
-    let first_free = |base: u128, make: &dyn Fn(u128) -> IpAddr| {
-        (1..)
-            .map(|n| make(base.wrapping_add(n)))
-            .find(|candidate| !taken.contains(candidate))
-    };
-    let v4 = first_free(u128::from(u32::from(AUTO_IPV4_BASE)), &|n| {
-        // `Inventory::finish` wraps around in 32 bits.
-        IpAddr::V4(Ipv4Addr::from(n as u32))
-    });
-    let v6 = first_free(u128::from(AUTO_IPV6_BASE), &|n| {
-        IpAddr::V6(Ipv6Addr::from(n))
-    });
-    v4.into_iter().chain(v6).collect()
-}
-
 fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
     let move_by = |n: usize| usize::try_from(n as isize + delta).unwrap_or(0);
     move_by(range.start)..move_by(range.end)
@@ -2534,7 +2551,7 @@ fn build(
         .with_localhost_origin(lowered.localhost_origin);
     let mut budget = limits.budget();
     let mut l4: BTreeMap<u32, L4Policy> = BTreeMap::new();
-    let mut states: HashMap<StateKey, StateRecord> = HashMap::new();
+    let mut states: States<StateRecord> = States::default();
     // The kept insertion bounds and feature counts (`Model::bounds`,
     // `Model::features`) of every subject, made here rather than by the
     // first update that needs them (a pass over every filter, which would
@@ -2570,11 +2587,12 @@ fn build(
     let mut peer_index = PeerIndex::default();
     peer_index.catch_up(&parts.cache);
     let any_namespace = inventory.endpoints.iter().any(|e| e.namespace.is_some());
-    let addresses = inventory
-        .endpoints
-        .iter()
-        .flat_map(|e| e.ips.iter().copied())
-        .collect();
+    let addresses = AddressBook::new(
+        inventory
+            .endpoints
+            .iter()
+            .flat_map(|e| e.ips.iter().copied()),
+    );
     let mut selector_uses = HashMap::new();
     for rule in &lowered.rules {
         count_selectors(&mut selector_uses, rule, true);

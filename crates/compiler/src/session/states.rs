@@ -1,0 +1,345 @@
+//! The distinct map states of a live session, indexed by the selectors
+//! their ops name, with their entries counted.
+//!
+//! An identity that appears or goes changes the states whose ops name a
+//! selector that gains or loses it, and no other. Finding those by asking
+//! every state (`by_peers` of each record) touched every record of the
+//! session on every add: with 257 states, a cold add (one after other
+//! work, as a pod appearing in a running agent is) spent ~100 µs in cache
+//! misses on records it then skipped (session 12, `incr-child`). The index
+//! here answers from one entry per selector. The entry total is kept the
+//! same way, so the limits' check after an add does not read every state.
+//!
+//! Every change goes through [`States::insert`], [`States::remove`] or the
+//! guard of [`States::get_mut`], which keep the index and the total; debug
+//! builds check both against a recount after every incremental update.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::{Deref, DerefMut};
+
+use crate::inventory::NamedPort;
+use crate::resolve::policy::SelectorId;
+
+/// A distinct state: the identity and named ports its endpoints share.
+pub(super) type StateKey = (u32, Vec<NamedPort>);
+
+/// What the index reads of a state's record.
+pub(super) trait Indexed {
+    /// The selectors the record's ops name as peers (any order, repeats
+    /// allowed).
+    fn selectors(&self) -> Vec<SelectorId>;
+    /// The entries of its map state.
+    fn entries(&self) -> usize;
+}
+
+/// The states of a session (see the module docs).
+#[derive(Debug, Clone)]
+pub(super) struct States<R> {
+    map: HashMap<StateKey, R>,
+    /// The states whose ops name each selector. foldhash, not SipHash: the
+    /// keys are the session's own small selector ids.
+    reached: foldhash::HashMap<SelectorId, BTreeSet<StateKey>>,
+    /// Σ of the states' entries.
+    entries: u64,
+    /// The selectors of taken records ([`States::take`]), still indexed.
+    taken: HashMap<StateKey, Vec<SelectorId>>,
+}
+
+impl<R> Default for States<R> {
+    fn default() -> Self {
+        Self {
+            map: HashMap::new(),
+            reached: foldhash::HashMap::default(),
+            entries: 0,
+            taken: HashMap::new(),
+        }
+    }
+}
+
+impl<R: Indexed> States<R> {
+    pub(super) fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub(super) fn get(&self, key: &StateKey) -> Option<&R> {
+        self.map.get(key)
+    }
+
+    pub(super) fn contains_key(&self, key: &StateKey) -> bool {
+        self.map.contains_key(key)
+    }
+
+    pub(super) fn keys(&self) -> impl Iterator<Item = &StateKey> {
+        self.map.keys()
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&StateKey, &R)> {
+        self.map.iter()
+    }
+
+    /// Σ of the states' entries.
+    pub(super) fn entries(&self) -> u64 {
+        self.entries
+    }
+
+    /// Puts `record` at `key`; the record it replaces, if any. Only the
+    /// selectors that differ from the replaced (or taken) record's are
+    /// re-indexed: a one-rule change replaces a state whose ops name the
+    /// same hundreds of selectors.
+    pub(super) fn insert(&mut self, key: StateKey, record: R) -> Option<R> {
+        let previous = self.map.remove(&key);
+        let old = match &previous {
+            Some(previous) => {
+                self.entries = self.entries.saturating_sub(wide(previous.entries()));
+                sorted(previous.selectors())
+            }
+            None => self.taken.remove(&key).unwrap_or_default(),
+        };
+        let new = sorted(record.selectors());
+        self.reindex(&key, &old, &new);
+        self.entries = self.entries.saturating_add(wide(record.entries()));
+        self.map.insert(key, record);
+        previous
+    }
+
+    /// Removes `key`'s record, from the index too.
+    pub(super) fn remove(&mut self, key: &StateKey) -> Option<R> {
+        let old = self.taken.remove(key).unwrap_or_default();
+        self.reindex(key, &old, &[]);
+        let record = self.map.remove(key)?;
+        self.entries = self.entries.saturating_sub(wide(record.entries()));
+        self.reindex(key, &sorted(record.selectors()), &[]);
+        Some(record)
+    }
+
+    /// Takes `key`'s record out to be made again and put back with
+    /// [`States::insert`]; the index keeps its selectors until then (a
+    /// taken key is never reached: [`States::reached_by`] skips keys
+    /// without a record).
+    pub(super) fn take(&mut self, key: &StateKey) -> Option<R> {
+        let record = self.map.remove(key)?;
+        self.entries = self.entries.saturating_sub(wide(record.entries()));
+        self.taken.insert(key.clone(), sorted(record.selectors()));
+        Some(record)
+    }
+
+    /// The record at `key`, to change its state (not its ops: the guard
+    /// recounts the entries when it is dropped; debug builds check that
+    /// the selectors stayed).
+    pub(super) fn get_mut(&mut self, key: &StateKey) -> Option<StateMut<'_, R>> {
+        let Self { map, entries, .. } = self;
+        let record = map.get_mut(key)?;
+        Some(StateMut {
+            before: record.entries(),
+            #[cfg(debug_assertions)]
+            selectors: sorted(record.selectors()),
+            record,
+            total: entries,
+        })
+    }
+
+    /// The keys of the states whose ops name one of `selectors`, sorted.
+    pub(super) fn reached_by(&self, selectors: &[SelectorId]) -> Vec<StateKey> {
+        let mut keys: BTreeSet<&StateKey> = BTreeSet::new();
+        for selector in selectors {
+            if let Some(reached) = self.reached.get(selector) {
+                keys.extend(reached.iter().filter(|key| self.map.contains_key(key)));
+            }
+        }
+        keys.into_iter().cloned().collect()
+    }
+
+    /// Moves `key` in the index from the selectors `old` to `new` (both
+    /// sorted, without repeats), touching only those in one of them.
+    fn reindex(&mut self, key: &StateKey, old: &[SelectorId], new: &[SelectorId]) {
+        let (mut o, mut n) = (0, 0);
+        while o < old.len() || n < new.len() {
+            match (old.get(o), new.get(n)) {
+                (Some(a), Some(b)) if a == b => {
+                    o += 1;
+                    n += 1;
+                }
+                (Some(a), b) if b.is_none_or(|b| a < b) => {
+                    if let Some(reached) = self.reached.get_mut(a) {
+                        reached.remove(key);
+                        if reached.is_empty() {
+                            self.reached.remove(a);
+                        }
+                    }
+                    o += 1;
+                }
+                (_, Some(b)) => {
+                    self.reached.entry(*b).or_default().insert(key.clone());
+                    n += 1;
+                }
+                (_, None) => o += 1,
+            }
+        }
+    }
+
+    /// Debug builds: the index and the total equal a recount (the
+    /// session calls it after each incremental update; the tests run
+    /// debug builds).
+    pub(super) fn debug_check(&self) {
+        #[cfg(debug_assertions)]
+        {
+            let mut reached: HashMap<SelectorId, BTreeSet<StateKey>> = HashMap::new();
+            let mut entries = 0_u64;
+            for (key, record) in &self.map {
+                entries += wide(record.entries());
+                for selector in record.selectors() {
+                    reached.entry(selector).or_default().insert(key.clone());
+                }
+            }
+            let kept: HashMap<SelectorId, BTreeSet<StateKey>> = self
+                .reached
+                .iter()
+                .map(|(s, keys)| (*s, keys.clone()))
+                .collect();
+            debug_assert_eq!(kept, reached, "the states' selector index");
+            debug_assert_eq!(self.entries, entries, "the states' entry total");
+            debug_assert!(self.taken.is_empty(), "a state taken and not put back");
+        }
+    }
+}
+
+/// A state's record borrowed to change its state (see
+/// [`States::get_mut`]).
+pub(super) struct StateMut<'a, R: Indexed> {
+    record: &'a mut R,
+    total: &'a mut u64,
+    before: usize,
+    #[cfg(debug_assertions)]
+    selectors: Vec<SelectorId>,
+}
+
+impl<R: Indexed> Deref for StateMut<'_, R> {
+    type Target = R;
+    fn deref(&self) -> &R {
+        self.record
+    }
+}
+
+impl<R: Indexed> DerefMut for StateMut<'_, R> {
+    fn deref_mut(&mut self) -> &mut R {
+        self.record
+    }
+}
+
+impl<R: Indexed> Drop for StateMut<'_, R> {
+    fn drop(&mut self) {
+        *self.total = self
+            .total
+            .saturating_sub(wide(self.before))
+            .saturating_add(wide(self.record.entries()));
+        #[cfg(debug_assertions)]
+        debug_assert_eq!(
+            self.selectors,
+            sorted(self.record.selectors()),
+            "a state's ops changed through States::get_mut"
+        );
+    }
+}
+
+fn sorted(mut selectors: Vec<SelectorId>) -> Vec<SelectorId> {
+    selectors.sort_unstable();
+    selectors.dedup();
+    selectors
+}
+
+fn wide(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    struct Fake {
+        selectors: Vec<SelectorId>,
+        entries: usize,
+    }
+
+    impl Indexed for Fake {
+        fn selectors(&self) -> Vec<SelectorId> {
+            self.selectors.clone()
+        }
+        fn entries(&self) -> usize {
+            self.entries
+        }
+    }
+
+    fn key(identity: u32) -> StateKey {
+        (identity, Vec::new())
+    }
+
+    fn fake(selectors: &[SelectorId], entries: usize) -> Fake {
+        Fake {
+            selectors: selectors.to_vec(),
+            entries,
+        }
+    }
+
+    #[test]
+    fn the_index_follows_inserts_replacements_removals_and_edits() {
+        let mut states = States::default();
+        states.insert(key(1), fake(&[0, 1], 3));
+        states.insert(key(2), fake(&[1, 2, 2], 4));
+        states.insert(key(3), fake(&[], 5));
+        assert_eq!(states.reached_by(&[1]), vec![key(1), key(2)]);
+        assert_eq!(states.reached_by(&[2, 0]), vec![key(1), key(2)]);
+        assert_eq!(states.entries(), 12);
+        // Replaced: its old selectors no longer reach it.
+        assert!(states.insert(key(1), fake(&[2], 1)).is_some());
+        assert_eq!(states.reached_by(&[0]), Vec::<StateKey>::new());
+        assert_eq!(states.reached_by(&[2]), vec![key(1), key(2)]);
+        assert_eq!(states.entries(), 10);
+        // Edited in place: the total follows the state.
+        if let Some(mut record) = states.get_mut(&key(2)) {
+            record.entries = 40;
+        }
+        assert_eq!(states.entries(), 46);
+        assert!(states.remove(&key(2)).is_some());
+        assert_eq!(states.reached_by(&[1, 2]), vec![key(1)]);
+        assert_eq!(states.entries(), 6);
+        assert!(states.remove(&key(2)).is_none());
+        assert_eq!(states.len(), 2);
+        states.debug_check();
+    }
+
+    #[test]
+    fn a_taken_record_is_put_back_with_only_its_changed_selectors_moved() {
+        let mut states = States::default();
+        states.insert(key(1), fake(&[0, 1, 2], 3));
+        states.insert(key(2), fake(&[2], 1));
+        let taken = states.take(&key(1));
+        assert_eq!(taken.map(|r| r.entries), Some(3));
+        // Taken: not reached, not counted.
+        assert_eq!(states.reached_by(&[0, 1, 2]), vec![key(2)]);
+        assert_eq!(states.entries(), 1);
+        assert!(states.insert(key(1), fake(&[1, 3], 5)).is_none());
+        assert_eq!(states.reached_by(&[0]), Vec::<StateKey>::new());
+        assert_eq!(states.reached_by(&[1]), vec![key(1)]);
+        assert_eq!(states.reached_by(&[2]), vec![key(2)]);
+        assert_eq!(states.reached_by(&[3]), vec![key(1)]);
+        assert_eq!(states.entries(), 6);
+        states.debug_check();
+        // Taken, then removed for good.
+        assert!(states.take(&key(2)).is_some());
+        assert!(states.remove(&key(2)).is_none());
+        assert_eq!(states.reached_by(&[2]), Vec::<StateKey>::new());
+        states.debug_check();
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "a state's ops changed through States::get_mut")]
+    fn changing_the_selectors_in_place_is_caught() {
+        let mut states = States::default();
+        states.insert(key(1), fake(&[0], 1));
+        if let Some(mut record) = states.get_mut(&key(1)) {
+            record.selectors.push(7);
+        }
+    }
+}
