@@ -594,7 +594,7 @@ impl Session {
 
     /// The current map state of an endpoint (`namespace/name` or `name`).
     pub fn state(&self, reference: &str) -> Option<&Arc<MapState>> {
-        let index = self.inventory.endpoint(reference)?;
+        let index = self.endpoint_reference(reference)?;
         let endpoint = &self.inventory.endpoints[index];
         let identity = *self.model.table.endpoint_identity.get(index)?;
         self.model
@@ -800,10 +800,8 @@ impl Session {
     /// Adds one endpoint.
     pub fn add_endpoint(&mut self, endpoint: Endpoint) -> Result<Update, SessionError> {
         if self
-            .inventory
-            .endpoints
-            .iter()
-            .any(|e| e.namespace == endpoint.namespace && e.name == endpoint.name)
+            .endpoint_index(endpoint.namespace.as_deref(), &endpoint.name)
+            .is_some()
         {
             return Err(SessionError::Inventory(InventoryError::Invalid {
                 file: endpoint.location.file.clone(),
@@ -834,7 +832,7 @@ impl Session {
     /// Removes the endpoint `namespace/name` (or `name`); `None` when there
     /// is none.
     pub fn remove_endpoint(&mut self, reference: &str) -> Option<Result<Update, SessionError>> {
-        let index = self.inventory.endpoint(reference)?;
+        let index = self.endpoint_reference(reference)?;
         Some(match self.remove_endpoint_incrementally(index) {
             Some(update) => Ok(update),
             None => {
@@ -1349,6 +1347,37 @@ impl Session {
             }
         }
         deltas
+    }
+
+    /// The position of endpoint `namespace/name` (or `name`), as
+    /// `Inventory::endpoint` reads a reference.
+    fn endpoint_reference(&self, reference: &str) -> Option<usize> {
+        match reference.split_once('/') {
+            Some((namespace, name)) => self.endpoint_index(Some(namespace), name),
+            None => self.endpoint_index(None, reference),
+        }
+    }
+
+    /// The position of endpoint `namespace/name` in the session's
+    /// inventory, by binary search: a finished inventory is sorted by
+    /// (namespace, name) without repeats (`Inventory::finish`), and the
+    /// session inserts in that order. (A scan compared every endpoint's
+    /// names: in a cold cache ~60 us of a 257-endpoint add, session 12.)
+    fn endpoint_index(&self, namespace: Option<&str>, name: &str) -> Option<usize> {
+        let endpoints = &self.inventory.endpoints;
+        debug_assert!(
+            endpoints.windows(2).all(|pair| {
+                (pair[0].namespace.as_deref(), pair[0].name.as_str())
+                    < (pair[1].namespace.as_deref(), pair[1].name.as_str())
+            }),
+            "the session's inventory is sorted by (namespace, name)"
+        );
+        let at = endpoints
+            .partition_point(|e| (e.namespace.as_deref(), e.name.as_str()) < (namespace, name));
+        endpoints
+            .get(at)
+            .is_some_and(|e| e.namespace.as_deref() == namespace && e.name == name)
+            .then_some(at)
     }
 
     /// Adds an endpoint without a full allocation when its identity is an
