@@ -28,10 +28,13 @@ use porin::compilation::{
 };
 use porin::result::porin_result;
 use porin::session::{
-    applied_in_place, porin_endpoint_delta, porin_session, porin_session_add_inventory_bytes,
-    porin_session_apply_policy_bytes, porin_session_free, porin_session_new, porin_update,
-    porin_update_count, porin_update_diff, porin_update_free, porin_update_get, set_reparse,
+    applied_in_place, porin_endpoint_delta, porin_label, porin_session,
+    porin_session_add_inventory_bytes, porin_session_apply_endpoint_add,
+    porin_session_apply_endpoint_remove, porin_session_apply_policy_bytes, porin_session_free,
+    porin_session_new, porin_update, porin_update_count, porin_update_diff, porin_update_free,
+    porin_update_get, set_reparse,
 };
+use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
 use crate::incremental::{CLIENTS, policy_yaml};
@@ -63,6 +66,16 @@ pub struct CapiApplyResult {
     pub fallback_full_total: Vec<f64>,
     /// Writes of the last rule change (the same on both sessions).
     pub writes: usize,
+    /// Identity add through `porin_session_apply_endpoint_add` (a pod
+    /// with new labels, selected by rules of the policy), after the
+    /// in-place rule changes and a pause, each after a pause of its own:
+    /// apply, read every write, free.
+    #[serde(default)]
+    pub identity_add_total: Vec<f64>,
+    /// Removing that pod again (`porin_session_apply_endpoint_remove`),
+    /// right after its add: total.
+    #[serde(default)]
+    pub identity_remove_total: Vec<f64>,
 }
 
 fn inventory_yaml() -> String {
@@ -114,6 +127,14 @@ fn apply(session: *mut porin_session, text: &str) -> Result<(f64, f64, usize)> {
     if result != porin_result::Ok {
         bail!("porin_session_apply_policy_bytes: {result:?}");
     }
+    let writes = read_writes(update)?;
+    let total = start.elapsed().as_secs_f64();
+    Ok((call, total, writes))
+}
+
+/// Reads every write of `update` as an agent would, then frees it; the
+/// number of writes.
+fn read_writes(update: *mut porin_update) -> Result<usize> {
     let mut writes = 0;
     let mut keys = 0usize;
     for index in 0..porin_update_count(update) {
@@ -137,9 +158,71 @@ fn apply(session: *mut porin_session, text: &str) -> Result<(f64, f64, usize)> {
         porin_diff_free(diff);
     }
     porin_update_free(update);
-    let total = start.elapsed().as_secs_f64();
     std::hint::black_box(keys);
-    Ok((call, total, writes))
+    Ok(writes)
+}
+
+fn text(s: &str) -> porin_str {
+    porin_str {
+        ptr: s.as_ptr().cast(),
+        len: s.len(),
+    }
+}
+
+/// Adds the `canary` pod (labels no endpoint has; `role: client-3` is
+/// selected by the policy's rules) and reads the update; (total seconds,
+/// writes).
+fn add_canary(session: *mut porin_session) -> Result<(f64, usize)> {
+    let labels = [
+        porin_label {
+            key: text("role"),
+            value: text("client-3"),
+        },
+        porin_label {
+            key: text("canary"),
+            value: text("true"),
+        },
+    ];
+    let (namespace, name) = ("bench", "canary");
+    let start = Instant::now();
+    let mut update: *mut porin_update = null_mut();
+    let result = porin_session_apply_endpoint_add(
+        session,
+        namespace.as_ptr().cast(),
+        namespace.len(),
+        name.as_ptr().cast(),
+        name.len(),
+        labels.as_ptr(),
+        labels.len(),
+        std::ptr::null(),
+        0,
+        &mut update,
+    );
+    if result != porin_result::Ok {
+        bail!("porin_session_apply_endpoint_add: {result:?}");
+    }
+    let writes = read_writes(update)?;
+    Ok((start.elapsed().as_secs_f64(), writes))
+}
+
+/// Removes the `canary` pod; total seconds.
+fn remove_canary(session: *mut porin_session) -> Result<f64> {
+    let (namespace, name) = ("bench", "canary");
+    let start = Instant::now();
+    let mut update: *mut porin_update = null_mut();
+    let result = porin_session_apply_endpoint_remove(
+        session,
+        namespace.as_ptr().cast(),
+        namespace.len(),
+        name.as_ptr().cast(),
+        name.len(),
+        &mut update,
+    );
+    if result != porin_result::Ok {
+        bail!("porin_session_apply_endpoint_remove: {result:?}");
+    }
+    read_writes(update)?;
+    Ok(start.elapsed().as_secs_f64())
 }
 
 /// Waits for the previous full load's text to be freed (see [`child`]).
@@ -192,6 +275,19 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
             bail!("the last rule's change was not applied in place");
         }
         out.in_place_last_total.push(total);
+    }
+    // Identity adds and removes on the session the in-place changes left,
+    // each add after a pause (a pod appearing in a running agent: nothing
+    // of the process's last work in the caches, and whatever that work
+    // left to free already freed).
+    for _ in 0..runs {
+        settle();
+        let (total, writes) = add_canary(fast)?;
+        if writes < 2 {
+            bail!("the canary's add wrote {writes} entries");
+        }
+        out.identity_add_total.push(total);
+        out.identity_remove_total.push(remove_canary(fast)?);
     }
     for run in 0..runs {
         settle();
@@ -272,7 +368,18 @@ pub fn print(result: &CapiApplyResult) {
             &result.fallback_total,
         ),
         ("anchored text, re-parse off", &result.fallback_full_total),
+        (
+            "identity add after a pause: apply + read writes",
+            &result.identity_add_total,
+        ),
+        (
+            "identity remove: apply + read writes",
+            &result.identity_remove_total,
+        ),
     ] {
+        if values.is_empty() {
+            continue;
+        }
         let (min, max) = range_ms(values);
         println!("{what}: {:.3} ({min:.3}-{max:.3})", median_ms(values));
     }
