@@ -655,20 +655,28 @@ pub fn plan(
     let rule_tree = rule_node(object, in_specs)?;
     let old_node = &items[index];
 
-    // The first node after the item's subtree.
+    // The first node after the item's subtree, and whether it is a block
+    // sequence entry (the next item, rule or `List` item) rather than a
+    // mapping key.
+    let entry = |n: &Node| (n.pos, true);
+    let key = |p: Pos| (p, false);
     let next = items
         .get(index + 1)
-        .map(|n| n.pos)
-        .or_else(|| rule_tree.key_after(section.name()))
-        .or_else(|| in_specs.and_then(|i| specs_nodes.get(i + 1)).map(|n| n.pos))
-        .or_else(|| object.key_after(rule_key))
+        .map(entry)
+        .or_else(|| rule_tree.key_after(section.name()).map(key))
+        .or_else(|| in_specs.and_then(|i| specs_nodes.get(i + 1)).map(entry))
+        .or_else(|| object.key_after(rule_key).map(key))
         .or_else(|| {
             let i = list_item?;
             let list = sequence(root.get("items")?)?;
             list.get(i + 1)
-                .map(|n| n.pos)
-                .or_else(|| root.key_after("items"))
+                .map(entry)
+                .or_else(|| root.key_after("items").map(key))
         });
+    let (next, next_is_entry) = match next {
+        Some((pos, is_entry)) => (Some(pos), is_entry),
+        None => (None, false),
+    };
     if next.is_none() && yaml_document + 1 != tree.roots.len() {
         return None;
     }
@@ -697,10 +705,15 @@ pub fn plan(
             for _ in line..next.line {
                 at += a[at..].iter().position(|c| *c == b'\n')? + 1;
             }
-            // The next node is the first thing on its line (after the
-            // `-` of its sequence entry, when it is one).
+            // The next node is the first thing on its line: after its
+            // entry's `-` when it is a sequence entry (an entry whose `-`
+            // stands on a line of its own before it, as `-` then the
+            // item's keys on the next lines, starts on that earlier line:
+            // deleting that line would merge the entry into the edited
+            // item, which the edited lines alone cannot show), after
+            // indentation alone when it is a key.
             let lead = char_offset(&old[at..], next.column)?;
-            if !is_entry_marker(&a[at..at + lead], true) {
+            if !is_entry_marker(&a[at..at + lead], !next_is_entry) {
                 return None;
             }
             at

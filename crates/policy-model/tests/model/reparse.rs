@@ -730,3 +730,43 @@ fn structural_edits_fall_back() {
         PolicyDocument::CiliumNetworkPolicy(_)
     ));
 }
+
+/// An entry whose `-` stands alone on its line (its keys on the next
+/// lines) starts on the `-`'s line, not at its first key: deleting that
+/// line merges the entry into the item before it. The re-parse read only
+/// the lines up to the first key and kept the two items apart (found by
+/// the session's property test, session 12: the policy the session held
+/// allowed every port to one peer and one port to every peer where the
+/// text allows one port to one peer). It now falls back.
+#[test]
+fn deleting_a_bare_entry_marker_falls_back() {
+    let limits = LoadLimits::default();
+    let head = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: p, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: c}}\n  egress:\n    - toEndpoints: [{matchLabels: {app: a}}]\n";
+    let ports = "      toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n";
+    let two = format!("{head}    -\n{ports}");
+    let one = format!("{head}{ports}");
+    for (from, to, what) in [
+        (&two, &one, "the bare `-` deleted"),
+        (&one, &two, "a bare `-` inserted"),
+    ] {
+        let base = full(from, &limits, None);
+        assert!(!base.has_errors(), "{what}: {:?}", base.diagnostics);
+        let mut got = base.clone();
+        assert!(
+            !reload(&mut got, NAME, to, &limits, None),
+            "{what}: incremental"
+        );
+        let expected = full(to, &limits, None);
+        assert_eq!(got, expected, "{what}");
+    }
+    // A port changed inside the entry after the bare `-`, and one in the
+    // item before it: each equals its full load, whichever way it goes.
+    for changed in [
+        two.replacen("\"443\"", "\"444\"", 1),
+        two.replacen("app: a", "app: b", 1),
+    ] {
+        let mut got = full(&two, &limits, None);
+        reload(&mut got, NAME, &changed, &limits, None);
+        assert_eq!(got, full(&changed, &limits, None));
+    }
+}
