@@ -36,6 +36,9 @@ struct Item {
     comment: bool,
     /// A Kafka rule (refused by a Cilium 1.20 target).
     kafka: bool,
+    /// Its `-` alone on the line before its keys (block style only): a
+    /// deleted line can then merge it into the item before it.
+    bare: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -68,8 +71,12 @@ fn item_text(out: &mut String, item: &Item, indent: &str) {
             item.port
         ));
     } else {
+        if item.bare {
+            out.push_str(&format!("{indent}-\n"));
+        }
+        let dash = if item.bare { " " } else { "-" };
         out.push_str(&format!(
-            "{indent}- fromEndpoints:\n{indent}  - matchLabels:\n{indent}      role: {role}\n{indent}  toPorts:\n{indent}  - ports:\n{indent}    - port: \"{}\"\n{indent}      protocol: TCP\n",
+            "{indent}{dash} fromEndpoints:\n{indent}  - matchLabels:\n{indent}      role: {role}\n{indent}  toPorts:\n{indent}  - ports:\n{indent}    - port: \"{}\"\n{indent}      protocol: TCP\n",
             item.port
         ));
         if item.kafka {
@@ -179,13 +186,15 @@ fn item() -> impl Strategy<Value = Item> {
         prop::bool::weighted(0.15),
         prop::bool::weighted(0.15),
         prop::bool::weighted(0.1),
+        prop::bool::weighted(0.15),
     )
-        .prop_map(|(role, port, flow, comment, kafka)| Item {
+        .prop_map(|(role, port, flow, comment, kafka, bare)| Item {
             role,
             port,
             flow,
             comment,
             kafka,
+            bare,
         })
 }
 
@@ -211,6 +220,9 @@ enum Edit {
     InsertLine(usize, &'static str),
     /// Line `nth` deleted.
     DeleteLine(usize),
+    /// The `nth` line holding only an entry's `-` deleted (its entry
+    /// merges into the item before it).
+    DeleteBareDash(usize),
     /// Line `nth` indented by one more space, or one less.
     Indent(usize, bool),
     /// The character at `nth` replaced by one of a set, or one inserted.
@@ -269,6 +281,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         4 => (any::<usize>(), prop::sample::select(ROLES)).prop_map(|(n, v)| Edit::Role(n, v)),
         2 => (any::<usize>(), prop::sample::select(LINES)).prop_map(|(n, l)| Edit::InsertLine(n, l)),
         1 => any::<usize>().prop_map(Edit::DeleteLine),
+        1 => any::<usize>().prop_map(Edit::DeleteBareDash),
         1 => (any::<usize>(), any::<bool>()).prop_map(|(n, more)| Edit::Indent(n, more)),
         2 => (any::<usize>(), prop::sample::select(CHARS), any::<bool>()).prop_map(|(n, c, insert)| Edit::Char(n, c, insert)),
         3 => (any::<usize>(), any::<bool>()).prop_map(|(n, copy)| Edit::Rule(n, copy)),
@@ -339,6 +352,21 @@ fn apply_edit(text: &str, edit: &Edit) -> String {
             let at = line_at(*n);
             let mut out: String = lines[..at].concat();
             out.push_str(&lines[(at + 1).min(lines.len())..].concat());
+            out
+        }
+        Edit::DeleteBareDash(n) => {
+            let bare: Vec<usize> = lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.trim() == "-")
+                .map(|(i, _)| i)
+                .collect();
+            if bare.is_empty() {
+                return text.to_owned();
+            }
+            let at = bare[n % bare.len()];
+            let mut out: String = lines[..at].concat();
+            out.push_str(&lines[at + 1..].concat());
             out
         }
         Edit::Indent(n, more) => {
@@ -562,6 +590,7 @@ fn items(n: usize) -> Vec<Item> {
             flow: false,
             comment: false,
             kafka: false,
+            bare: false,
         })
         .collect()
 }
