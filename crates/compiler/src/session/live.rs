@@ -15,7 +15,7 @@ use super::addresses::AddressBook;
 use super::items::{Compared, ItemLowering};
 use super::states::{Indexed, StateKey, States};
 
-use crate::allocation::{IdentityTable, try_endpoint_identity_labels};
+use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::compile::{
     Compiled, EndpointPolicy, Enforcement, SelectedBy, build_ipcache, selects_nothing,
 };
@@ -391,7 +391,7 @@ struct Model {
     /// ([`KeptBound`]): a rule change corrects it by the touched filters'
     /// terms, an identity change by the selections it changes, instead of
     /// a pass over every filter.
-    bounds: HashMap<u32, KeptBound>,
+    bounds: KeptBounds,
     /// Uses of each subject and peer selector by the rules: its length is
     /// the number of distinct ones (`CompileLimits::check_identities`),
     /// kept as rules change instead of counted over every rule again.
@@ -1133,7 +1133,7 @@ impl Session {
             let Some(old) = model.l4.get_mut(id) else {
                 let policy = resolver.l4_policy(*id);
                 model.l4.insert(*id, policy);
-                model.bounds.remove(id);
+                model.bounds.remove(*id);
                 model.features.remove(id);
                 changed_identities.push(*id);
                 continue;
@@ -1145,7 +1145,7 @@ impl Session {
                 &|d, k| touched_by_direction[usize::from(d == Direction::Egress)].contains(k),
                 &adding,
             );
-            let cached = model.bounds.remove(id);
+            let cached = model.bounds.remove(*id);
             let before = KeptBound::touched(old, &touched);
             let mut counts = model.features.remove(id);
             if let Some(counts) = &mut counts {
@@ -1282,6 +1282,7 @@ impl Session {
         }
         model.parts = resolver.into_parts();
         model.states.debug_check();
+        model.bounds.debug_check();
         self.check_total(state_changes.iter().map(|(key, _)| key))?;
         update.deltas = self.deltas_for(&state_changes);
         Ok(Some(update))
@@ -1317,36 +1318,41 @@ impl Session {
     }
 
     /// One delta per endpoint of each changed state, in inventory order.
+    /// The endpoints of a state are its identity's holders with its named
+    /// ports (`holders`), not a pass over the inventory: an update's
+    /// deltas cost the endpoints it changes.
     fn deltas_for(&self, changes: &[(StateKey, Vec<MapChange>)]) -> Vec<EndpointDelta> {
-        if changes.is_empty() {
-            return Vec::new();
-        }
-        // The changed states sorted by identity (stable: a key's first
-        // change is found first), searched for each endpoint's identity
-        // without copying its key; a binary search over the (usually one
-        // or two) changes costs less than hashing every endpoint's
-        // identity.
-        let mut by_identity: Vec<&(StateKey, Vec<MapChange>)> = changes.iter().collect();
-        by_identity.sort_by_key(|change| change.0.0);
-        let mut deltas = Vec::new();
-        for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
-            let identity = self.model.table.endpoint_identity[index];
-            let at = by_identity.partition_point(|change| change.0.0 < identity);
-            if let Some((_, changes)) = by_identity[at..]
-                .iter()
-                .take_while(|change| change.0.0 == identity)
-                .find(|((_, ports), _)| *ports == endpoint.ports)
-            {
-                deltas.push(EndpointDelta {
-                    endpoint: endpoint.display_name(),
-                    identity,
-                    added: false,
-                    removed: false,
-                    changes: (*changes).clone(),
-                });
+        // (endpoint, change): a key's first change wins, as it would in
+        // a search of the changes per endpoint.
+        let mut found: Vec<(usize, usize)> = Vec::new();
+        for (at, ((identity, ports), _)) in changes.iter().enumerate() {
+            for index in holders(&self.model.table, *identity) {
+                if self
+                    .inventory
+                    .endpoints
+                    .get(index)
+                    .is_some_and(|e| e.ports == *ports)
+                {
+                    found.push((index, at));
+                }
             }
         }
-        deltas
+        found.sort_unstable();
+        found.dedup_by_key(|(index, _)| *index);
+        found
+            .into_iter()
+            .filter_map(|(index, at)| {
+                let endpoint = self.inventory.endpoints.get(index)?;
+                let ((identity, _), changes) = &changes[at];
+                Some(EndpointDelta {
+                    endpoint: endpoint.display_name(),
+                    identity: *identity,
+                    added: false,
+                    removed: false,
+                    changes: changes.clone(),
+                })
+            })
+            .collect()
     }
 
     /// The position of endpoint `namespace/name` (or `name`), as
@@ -1554,7 +1560,7 @@ impl Session {
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         if !model.l4.contains_key(&identity) {
-            model.bounds.remove(&identity);
+            model.bounds.remove(identity);
             model.features.remove(&identity);
         }
         model
@@ -1587,6 +1593,7 @@ impl Session {
         }
         model.parts = resolver.into_parts();
         model.states.debug_check();
+        model.bounds.debug_check();
         self.check_total(state_changes.iter().map(|(key, _)| key).chain([&key]))?;
         let own = own.or_else(|| self.model.states.get(&key).map(|r| r.state.clone()));
         let mut deltas = self.deltas_for(&state_changes);
@@ -1646,7 +1653,7 @@ impl Session {
             parts.rules_by_identity.remove(&identity);
             model.l4.remove(&identity);
             model.features.remove(&identity);
-            model.bounds.remove(&identity);
+            model.bounds.remove(identity);
             let lost = model.peer_index.matching(&parts.cache, &labels);
             for selector in &lost {
                 let before = parts.cache.selection(*selector).len();
@@ -1712,6 +1719,7 @@ impl Session {
         }
         model.parts = parts;
         model.states.debug_check();
+        model.bounds.debug_check();
         update.deltas.extend(self.deltas_for(&state_changes));
         Some(update)
     }
@@ -1768,6 +1776,64 @@ struct KeptBound {
     weights: HashMap<SelectorId, u64>,
 }
 
+/// The kept bounds by subject identity, with the identities whose bound
+/// weighs each selector: a selection change moves the bounds that weigh
+/// it instead of a pass over every subject's (that pass grew with the
+/// cluster: ~31,000 instructions of an identity add at 2,257 endpoints,
+/// callgrind, session 12).
+#[derive(Debug, Clone, Default)]
+struct KeptBounds {
+    by_identity: HashMap<u32, KeptBound>,
+    /// foldhash: the keys are the session's own selector ids.
+    weighing: foldhash::HashMap<SelectorId, BTreeSet<u32>>,
+}
+
+impl KeptBounds {
+    fn get(&self, identity: u32) -> Option<&KeptBound> {
+        self.by_identity.get(&identity)
+    }
+
+    fn insert(&mut self, identity: u32, kept: KeptBound) {
+        self.remove(identity);
+        for selector in kept.weights.keys() {
+            self.weighing.entry(*selector).or_default().insert(identity);
+        }
+        self.by_identity.insert(identity, kept);
+    }
+
+    fn remove(&mut self, identity: u32) -> Option<KeptBound> {
+        let kept = self.by_identity.remove(&identity)?;
+        for selector in kept.weights.keys() {
+            if let Some(ids) = self.weighing.get_mut(selector) {
+                ids.remove(&identity);
+                if ids.is_empty() {
+                    self.weighing.remove(selector);
+                }
+            }
+        }
+        Some(kept)
+    }
+
+    /// Debug builds: the index equals one made from the kept bounds.
+    fn debug_check(&self) {
+        #[cfg(debug_assertions)]
+        {
+            let mut weighing: BTreeMap<SelectorId, BTreeSet<u32>> = BTreeMap::new();
+            for (identity, kept) in &self.by_identity {
+                for selector in kept.weights.keys() {
+                    weighing.entry(*selector).or_default().insert(*identity);
+                }
+            }
+            let kept: BTreeMap<SelectorId, BTreeSet<u32>> = self
+                .weighing
+                .iter()
+                .map(|(s, ids)| (*s, ids.clone()))
+                .collect();
+            debug_assert_eq!(kept, weighing, "the kept bounds' selector index");
+        }
+    }
+}
+
 /// Per direction whether it is enforced, and the selector weights of some
 /// of a policy's filters.
 type TouchedWeights = ([bool; 2], HashMap<SelectorId, u64>);
@@ -1776,12 +1842,12 @@ impl KeptBound {
     /// The bound of `identity`'s `policy`: the kept one, else computed
     /// (and kept when it does not overflow).
     fn get(
-        bounds: &mut HashMap<u32, KeptBound>,
+        bounds: &mut KeptBounds,
         identity: u32,
         policy: &L4Policy,
         cache: &SelectorCache,
     ) -> u64 {
-        if let Some(kept) = bounds.get(&identity) {
+        if let Some(kept) = bounds.get(identity) {
             return kept.bound;
         }
         match Self::of(policy, cache) {
@@ -1876,7 +1942,7 @@ impl KeptBound {
     /// identities: each kept bound that weighs it moves by its weight per
     /// change of max(1, selected); one that would overflow is dropped.
     fn selection_changed(
-        bounds: &mut HashMap<u32, KeptBound>,
+        bounds: &mut KeptBounds,
         selector: SelectorId,
         before: usize,
         after: usize,
@@ -1886,9 +1952,17 @@ impl KeptBound {
         if before == after {
             return;
         }
-        bounds.retain(|_, kept| {
+        let weighing: Vec<u32> = bounds
+            .weighing
+            .get(&selector)
+            .map(|ids| ids.iter().copied().collect())
+            .unwrap_or_default();
+        for identity in weighing {
+            let Some(kept) = bounds.by_identity.get_mut(&identity) else {
+                continue;
+            };
             let Some(weight) = kept.weights.get(&selector) else {
-                return true;
+                continue;
             };
             let moved = if after > before {
                 weight
@@ -1900,13 +1974,12 @@ impl KeptBound {
                     .and_then(|d| kept.bound.checked_sub(d))
             };
             match moved {
-                Some(bound) if bound < u64::MAX => {
-                    kept.bound = bound;
-                    true
+                Some(bound) if bound < u64::MAX => kept.bound = bound,
+                _ => {
+                    bounds.remove(identity);
                 }
-                _ => false,
             }
-        });
+        }
     }
 }
 
@@ -2252,12 +2325,36 @@ fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
 /// The first endpoint (inventory order) of a state key: the batch compiler
 /// distills a state for the first endpoint that has it.
 fn first_endpoint(inventory: &Inventory, table: &IdentityTable, key: &StateKey) -> Option<usize> {
-    inventory
-        .endpoints
-        .iter()
-        .enumerate()
-        .find(|(index, e)| table.endpoint_identity.get(*index) == Some(&key.0) && e.ports == key.1)
-        .map(|(index, _)| index)
+    holders(table, key.0).into_iter().find(|index| {
+        inventory
+            .endpoints
+            .get(*index)
+            .is_some_and(|e| e.ports == key.1)
+    })
+}
+
+/// The inventory positions (ascending) of the endpoints holding
+/// `identity`: the table's member list when it keeps one (an endpoint
+/// identity, or a reserved identity endpoints carry), so an update reads
+/// the endpoints it changes; else (an identity the table does not list
+/// with members, as 0 for labels without one) a scan of the table's
+/// endpoint identities. Debug builds check the list against the scan.
+fn holders(table: &IdentityTable, identity: u32) -> Vec<usize> {
+    let scan = || -> Vec<usize> {
+        (0..table.endpoint_identity.len())
+            .filter(|index| table.endpoint_identity[*index] == identity)
+            .collect()
+    };
+    match table.get(identity).map(|info| &info.kind) {
+        Some(
+            IdentityKind::Endpoints { endpoints }
+            | IdentityKind::ReservedEndpoints { endpoints, .. },
+        ) => {
+            debug_assert_eq!(*endpoints, scan(), "the members of identity {identity}");
+            endpoints.clone()
+        }
+        _ => scan(),
+    }
 }
 
 /// The batch compiler interns peer selectors in rule order
@@ -2585,7 +2682,7 @@ fn build(
     // `Model::features`) of every subject, made here rather than by the
     // first update that needs them (a pass over every filter, which would
     // make an agent's first one-rule change several times its next ones).
-    let mut bounds: HashMap<u32, KeptBound> = HashMap::new();
+    let mut bounds = KeptBounds::default();
     let mut features: HashMap<u32, FeatureCounts> = HashMap::new();
     for (index, endpoint) in inventory.endpoints.iter().enumerate() {
         let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
