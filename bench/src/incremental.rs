@@ -133,7 +133,9 @@ fn pod(name: &str, labels: &[(&str, &str)]) -> Endpoint {
     }
 }
 
-fn inventory() -> Result<Inventory> {
+/// The server, its clients and `bystanders` pods no rule selects (labels
+/// of their own each, so an identity and a map state each).
+fn inventory(bystanders: usize) -> Result<Inventory> {
     let mut inventory = Inventory::new();
     inventory
         .namespaces
@@ -146,6 +148,12 @@ fn inventory() -> Result<Inventory> {
         inventory
             .endpoints
             .push(pod(&format!("client-{c}"), &[("role", role.as_str())]));
+    }
+    for b in 0..bystanders {
+        let app = format!("bystander-{b}");
+        inventory
+            .endpoints
+            .push(pod(&app, &[("app", app.as_str())]));
     }
     inventory.finish().context("inventory")?;
     Ok(inventory)
@@ -174,8 +182,8 @@ struct SessionPath {
 }
 
 impl SessionPath {
-    fn new(yaml: &str) -> Result<(Self, f64)> {
-        let mut inventory = inventory()?;
+    fn new(yaml: &str, bystanders: usize) -> Result<(Self, f64)> {
+        let mut inventory = inventory(bystanders)?;
         let outcome = load(yaml)?;
         let mut compiler = IncrementalCompiler::new();
         let start = Instant::now();
@@ -221,10 +229,10 @@ impl SessionPath {
 }
 
 /// Runs in the child: `runs` of each step.
-pub fn child(rules: usize, runs: usize) -> Result<IncrementalResult> {
+pub fn child(rules: usize, runs: usize, bystanders: usize) -> Result<IncrementalResult> {
     let original = policy_yaml(rules, 10_000);
     let changed = policy_yaml(rules, 9_999);
-    let (mut session, first_compile_secs) = SessionPath::new(&original)?;
+    let (mut session, first_compile_secs) = SessionPath::new(&original, bystanders)?;
     let entries = session.last.endpoint(SERVER).context("server")?.state.len();
     let mut result = IncrementalResult {
         rules,
@@ -251,7 +259,7 @@ pub fn child(rules: usize, runs: usize) -> Result<IncrementalResult> {
         session.inventory.endpoints.retain(|e| e.name != "canary");
         result.identity_remove.push(session.step(0.0)?);
     }
-    result.incremental = incremental_api(rules, runs)?;
+    result.incremental = incremental_api(rules, runs, bystanders)?;
     Ok(result)
 }
 
@@ -261,11 +269,15 @@ pub fn child(rules: usize, runs: usize) -> Result<IncrementalResult> {
 /// [`porin_compiler::session::Update`] already carries the hole-free map writes of every
 /// endpoint it touched (so `diff_secs` is 0: the difference is part of the update). The
 /// rule change's `load_secs` is parsing the changed text, as in [`child`].
-fn incremental_api(rules: usize, runs: usize) -> Result<Option<IncrementalApiResult>> {
+fn incremental_api(
+    rules: usize,
+    runs: usize,
+    bystanders: usize,
+) -> Result<Option<IncrementalApiResult>> {
     let original = policy_yaml(rules, 10_000);
     let changed = policy_yaml(rules, 9_999);
     let mut session = Session::with_policies(
-        inventory()?,
+        inventory(bystanders)?,
         vec![("server.yaml".to_owned(), load(&original)?)],
         CompileLimits::default(),
     )?;
@@ -337,7 +349,14 @@ mod tests {
     /// state.
     #[test]
     fn steps_produce_their_differences() {
-        let result = child(512, 2).unwrap();
+        // Bystanders change no writes: the same checks hold with them.
+        for bystanders in [0, 40] {
+            steps_with(bystanders);
+        }
+    }
+
+    fn steps_with(bystanders: usize) {
+        let result = child(512, 2, bystanders).unwrap();
         assert!(result.entries >= 512, "{}", result.entries);
         assert!(result.rule_change.iter().all(|s| s.changes > 0));
         // Rules 3 and 259 select client-3, hence the canary.

@@ -378,6 +378,10 @@ enum Role {
         rules: usize,
         #[arg(long)]
         runs: usize,
+        /// Pods besides the server and its 256 clients, each with labels of its own that no
+        /// rule selects: how the steps grow with the cluster.
+        #[arg(long, default_value_t = 0)]
+        bystanders: usize,
     },
     /// The one-rule change through the C API's `porin_session_apply_policy_bytes`, in place
     /// and with the re-parse off (the same-run baseline), in-process.
@@ -613,9 +617,11 @@ fn run_role(role: Role) -> Result<()> {
             };
             echo::print_result(&compile_cost::child(workload, policies, endpoints)?)
         }
-        Role::IncrChild { rules, runs } => {
-            echo::print_result(&incremental::child(rules, runs.max(1))?)
-        }
+        Role::IncrChild {
+            rules,
+            runs,
+            bystanders,
+        } => echo::print_result(&incremental::child(rules, runs.max(1), bystanders)?),
         Role::CapiChild { rules, runs } => {
             let result = capi_apply::child(rules, runs.max(1))?;
             capi_apply::print(&result);
