@@ -112,6 +112,7 @@ mod items;
 mod live;
 #[cfg(test)]
 mod live_tests;
+mod numbers;
 mod states;
 
 pub use live::{EndpointDelta, Session, SessionError, Update, UpdatePath};

@@ -13,6 +13,7 @@ use porin_model::loader::LoadOutcome;
 
 use super::addresses::AddressBook;
 use super::items::{Compared, ItemLowering};
+use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States};
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
@@ -369,6 +370,9 @@ struct Model {
     /// texts): then policy changes recompile in full.
     spans: Option<Vec<TextSpan>>,
     table: IdentityTable,
+    /// Identity numbers by labels, kept with `table` (an added endpoint's
+    /// number without a pass over every identity).
+    numbers: IdentityNumbers,
     parts: ResolverParts,
     peer_index: PeerIndex,
     /// Rule indices by subject selector (a new identity is tested once per
@@ -1442,9 +1446,11 @@ impl Session {
         let labels = try_endpoint_identity_labels(endpoint, &self.inventory)
             .ok()
             .filter(|labels| !labels.has_source(SOURCE_RESERVED));
-        let number = labels
-            .as_ref()
-            .and_then(|labels| self.model.table.endpoint_number(labels));
+        let number = labels.as_ref().and_then(|labels| {
+            self.model
+                .numbers
+                .endpoint_number(&self.model.table, labels)
+        });
         let (Some(labels), Some((identity, new_identity))) = (labels, number) else {
             if let Some(ns) = namespace_added {
                 self.inventory.namespaces.remove(&ns);
@@ -1469,6 +1475,9 @@ impl Session {
             model.addresses.insert(*ip);
         }
         model.table.insert_endpoint(index, identity, &labels);
+        if new_identity {
+            model.numbers.added(&labels, identity);
+        }
         model.parts.cache.forget_index();
         if new_identity {
             self.limits
@@ -1634,6 +1643,9 @@ impl Session {
             _ => return None,
         };
         let (_, gone) = self.model.table.remove_endpoint(index)?;
+        if gone {
+            self.model.numbers.removed(&labels, identity);
+        }
         self.inventory.endpoints.remove(index);
         let model = &mut self.model;
         for ip in &endpoint.ips {
@@ -2745,11 +2757,13 @@ fn build(
             endpoint.identity = Some(id);
         }
     }
+    let numbers = IdentityNumbers::new(&table);
     Ok((
         Model {
             lowered,
             spans: None,
             table,
+            numbers,
             parts,
             peer_index,
             subjects,
