@@ -43,10 +43,13 @@ impl IdentityNumbers {
                 .or_default()
                 .push((info.id, endpoint));
         }
-        Self {
-            by_labels,
-            floor: FIRST_ALLOCATED,
+        // The floor settled at the first free number now: the session's
+        // build pays the pass over the taken numbers, not its first add.
+        let mut floor = FIRST_ALLOCATED;
+        while floor <= LAST_ALLOCATED && taken(table, floor) {
+            floor += 1;
         }
+        Self { by_labels, floor }
     }
 
     /// What `table.endpoint_number(labels)` answers: the endpoint
@@ -61,14 +64,8 @@ impl IdentityNumbers {
         let answer = match self.by_labels.get(labels).and_then(|ids| ids.first()) {
             Some(&(id, endpoint)) => endpoint.then_some((id, false)),
             None => {
-                let taken = |n: u32| {
-                    matches!(
-                        table.get(n).map(|info| &info.kind),
-                        Some(IdentityKind::Endpoints { .. })
-                    )
-                };
                 let mut n = self.floor.max(FIRST_ALLOCATED);
-                while n <= LAST_ALLOCATED && taken(n) {
+                while n <= LAST_ALLOCATED && taken(table, n) {
                     n += 1;
                 }
                 self.floor = n;
@@ -102,4 +99,13 @@ impl IdentityNumbers {
             self.floor = id;
         }
     }
+}
+
+/// Whether endpoint number `n` is an endpoint identity's (the numbers the
+/// table's search counts as taken).
+fn taken(table: &IdentityTable, n: u32) -> bool {
+    matches!(
+        table.get(n).map(|info| &info.kind),
+        Some(IdentityKind::Endpoints { .. })
+    )
 }
