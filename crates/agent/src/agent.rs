@@ -206,13 +206,14 @@ pub fn plan(config: &Config) -> Result<Plan, AgentError> {
     let session = Session::with_policies(inventory, loaded, config.limits.compile.clone())?;
     let compiled = session.compiled();
     let pairs = ipcache(&compiled)?;
-    let shared = shared_devices(session.inventory());
+    let inventory = session.inventory();
+    let shared = shared_devices(&inventory);
     let mut endpoints = Vec::new();
     let mut peers_only = Vec::new();
     let mut names = BTreeSet::new();
     for endpoint in &compiled.endpoints {
         let name = endpoint.display_name();
-        let Some(interface) = session.inventory().interfaces.get(&name) else {
+        let Some(interface) = inventory.interfaces.get(&name) else {
             peers_only.push(name);
             continue;
         };
@@ -514,7 +515,7 @@ impl Agent {
         let compiled = Arc::new(self.session.compiled());
         let pairs = ipcache(&compiled)?;
         let inventory = self.session.inventory();
-        let shared = shared_devices(inventory);
+        let shared = shared_devices(&inventory);
         let mut applied = Applied::default();
         let mut wanted: BTreeMap<String, (String, Arc<MapState>)> = BTreeMap::new();
         for endpoint in &compiled.endpoints {

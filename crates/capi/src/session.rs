@@ -1223,11 +1223,7 @@ pub extern "C" fn porin_session_apply_endpoint_add(
             ip_count,
         )?;
         let live = live(state)?;
-        if live
-            .inventory()
-            .endpoint(&endpoint.display_name())
-            .is_some()
-        {
+        if live.has_endpoint(&endpoint.display_name()) {
             return Err(Failure::new(
                 porin_result::AlreadyExists,
                 format!("endpoint `{}` already exists", endpoint.display_name()),

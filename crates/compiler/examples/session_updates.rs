@@ -126,7 +126,7 @@ fn batch(
     let start = Instant::now();
     let compiled = compile_with_limits(
         &session.inputs(),
-        session.inventory(),
+        &session.inventory(),
         &CompileLimits::default(),
     )?;
     let state = compiled

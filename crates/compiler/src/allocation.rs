@@ -379,17 +379,20 @@ impl IdentityTable {
         (free <= LAST_ALLOCATED).then_some((free, true))
     }
 
-    /// Records an endpoint inserted at inventory position `index` with
-    /// endpoint identity `id` (from [`Self::endpoint_number`]), as
-    /// [`Self::allocate`] over the new inventory would: endpoint indices
-    /// from `index` on move up by one.
-    pub fn insert_endpoint(&mut self, index: usize, id: u32, labels: &LabelSet) {
-        self.shift_members(index, true);
-        self.endpoint_identity.insert(index, id);
+    /// Records an endpoint appended to the inventory (position
+    /// `endpoint_identity.len()`, a session's storage order) with endpoint
+    /// identity `id` (from [`Self::endpoint_number`]). No other endpoint
+    /// moves, so no member list but `id`'s changes: the work is that of
+    /// the identity, not of the cluster (inserting at the endpoint's sorted
+    /// place shifted every member index above it: at 10,257 endpoints two
+    /// thirds of a session's identity add, session 12).
+    pub fn push_endpoint(&mut self, id: u32, labels: &LabelSet) {
+        let index = self.endpoint_identity.len();
+        self.endpoint_identity.push(id);
         if let Some(&position) = self.by_id.get(&id) {
             if let IdentityKind::Endpoints { endpoints } = &mut self.identities[position].kind {
-                let at = endpoints.partition_point(|e| *e < index);
-                endpoints.insert(at, index);
+                // The highest index: the list stays ascending.
+                endpoints.push(index);
             }
             return;
         }
@@ -411,13 +414,25 @@ impl IdentityTable {
         self.by_id.insert(id, position);
     }
 
-    /// Records the removal of the endpoint at inventory position `index`
-    /// (an endpoint identity); returns its identity and whether that
-    /// identity is gone (no other endpoint holds it). `None` when the
-    /// endpoint holds no endpoint identity (a reserved one): the session
+    /// Records the removal of the endpoint at position `index` the way
+    /// `Vec::swap_remove` removes it: the last endpoint takes its place.
+    /// Returns its identity and whether that identity is gone (no other
+    /// endpoint holds it). `None` (nothing changed) when an endpoint
+    /// involved holds no endpoint identity (a reserved one): the session
     /// then allocates in full.
-    pub fn remove_endpoint(&mut self, index: usize) -> Option<(u32, bool)> {
+    pub fn swap_remove_endpoint(&mut self, index: usize) -> Option<(u32, bool)> {
         let id = *self.endpoint_identity.get(index)?;
+        let last = self.endpoint_identity.len() - 1;
+        let moved = self.endpoint_identity[last];
+        for identity in [id, moved] {
+            let position = *self.by_id.get(&identity)?;
+            if !matches!(
+                self.identities[position].kind,
+                IdentityKind::Endpoints { .. }
+            ) {
+                return None;
+            }
+        }
         let position = *self.by_id.get(&id)?;
         let IdentityKind::Endpoints { endpoints } = &mut self.identities[position].kind else {
             return None;
@@ -431,27 +446,50 @@ impl IdentityTable {
                 *at -= 1;
             }
         }
-        self.endpoint_identity.remove(index);
-        self.shift_members(index, false);
+        self.endpoint_identity.swap_remove(index);
+        if index != last {
+            // The last endpoint now sits at `index`: its identity's list
+            // loses `last` (its highest entry) and gains `index`.
+            let position = self.by_id.get(&moved).copied();
+            if let Some(IdentityKind::Endpoints { endpoints }) = position
+                .and_then(|p| self.identities.get_mut(p))
+                .map(|i| &mut i.kind)
+            {
+                endpoints.retain(|e| *e != last);
+                let at = endpoints.partition_point(|e| *e < index);
+                endpoints.insert(at, index);
+            }
+        }
         Some((id, gone))
     }
 
-    /// Moves endpoint indices at or after `index` up (an insertion) or
-    /// down (a removal at `index`, already taken out) by one.
-    fn shift_members(&mut self, index: usize, up: bool) {
-        for info in &mut self.identities {
+    /// The table with its endpoints renumbered to the inventory order
+    /// `order` (`order[k]` is the endpoint now at position `k`): what
+    /// [`Self::allocate`] gives for the reordered inventory when every
+    /// endpoint holds its number as a given one.
+    pub fn reordered(&self, order: &[usize]) -> Self {
+        let mut position = vec![0; order.len()];
+        for (k, &old) in order.iter().enumerate() {
+            if let Some(slot) = position.get_mut(old) {
+                *slot = k;
+            }
+        }
+        let mut table = self.clone();
+        table.endpoint_identity = order
+            .iter()
+            .filter_map(|&old| self.endpoint_identity.get(old).copied())
+            .collect();
+        for info in &mut table.identities {
             if let IdentityKind::Endpoints { endpoints }
             | IdentityKind::ReservedEndpoints { endpoints, .. } = &mut info.kind
             {
                 for e in endpoints.iter_mut() {
-                    if up && *e >= index {
-                        *e += 1;
-                    } else if !up && *e > index {
-                        *e -= 1;
-                    }
+                    *e = position.get(*e).copied().unwrap_or(*e);
                 }
+                endpoints.sort_unstable();
             }
         }
+        table
     }
 
     /// The identity with this number.

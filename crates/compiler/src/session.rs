@@ -112,6 +112,7 @@ mod items;
 mod live;
 #[cfg(test)]
 mod live_tests;
+mod names;
 mod numbers;
 mod states;
 

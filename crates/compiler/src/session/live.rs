@@ -13,6 +13,7 @@ use porin_model::loader::LoadOutcome;
 
 use super::addresses::AddressBook;
 use super::items::{Compared, ItemLowering};
+use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States};
 
@@ -407,6 +408,9 @@ struct Model {
     /// automatic addresses `Inventory::finish` gives one without any,
     /// without a scan of the inventory).
     addresses: AddressBook,
+    /// The endpoints' storage positions by name (`super::names`): the
+    /// inventory is kept in storage order, shown in name order.
+    names: EndpointNames,
 }
 
 impl Model {
@@ -577,9 +581,37 @@ impl Session {
     }
 
     /// The inventory as the session holds it (finished; identity numbers
-    /// pinned as given numbers).
-    pub fn inventory(&self) -> &Inventory {
-        &self.inventory
+    /// pinned as given numbers), its endpoints in name order as
+    /// `Inventory::finish` leaves them: what a batch compile of
+    /// [`Self::inputs`] takes to give [`Self::compiled`]. Borrowed while
+    /// the session's storage order (`super::names`: adds append, a removal
+    /// moves the last endpoint into the gap) is that order, else a copy
+    /// in name order.
+    pub fn inventory(&self) -> std::borrow::Cow<'_, Inventory> {
+        match self.name_order() {
+            None => std::borrow::Cow::Borrowed(&self.inventory),
+            Some(order) => std::borrow::Cow::Owned(self.reordered_inventory(&order)),
+        }
+    }
+
+    /// The storage positions in name order, when that is not the storage
+    /// order itself.
+    fn name_order(&self) -> Option<Vec<usize>> {
+        (!self.model.names.is_sorted()).then(|| self.model.names.in_order().collect())
+    }
+
+    /// The inventory with its endpoints in `order` (storage positions).
+    fn reordered_inventory(&self, order: &[usize]) -> Inventory {
+        let mut inventory = self.inventory.clone();
+        let mut slots: Vec<Option<Endpoint>> = std::mem::take(&mut inventory.endpoints)
+            .into_iter()
+            .map(Some)
+            .collect();
+        inventory.endpoints = order
+            .iter()
+            .filter_map(|&index| slots.get_mut(index)?.take())
+            .collect();
+        inventory
     }
 
     /// Every policy input of the session, in text order (what a batch
@@ -613,14 +645,21 @@ impl Session {
     /// applies [`Update::deltas`] instead.
     pub fn compiled(&self) -> Compiled {
         let model = &self.model;
-        let mut endpoints = Vec::with_capacity(self.inventory.endpoints.len());
-        for (index, endpoint) in self.inventory.endpoints.iter().enumerate() {
-            let identity = model
-                .table
-                .endpoint_identity
-                .get(index)
-                .copied()
-                .unwrap_or(0);
+        // In name order, as the batch compile gives it.
+        let order = self.name_order();
+        let (inventory, table) = match &order {
+            None => (
+                std::borrow::Cow::Borrowed(&self.inventory),
+                std::borrow::Cow::Borrowed(&model.table),
+            ),
+            Some(order) => (
+                std::borrow::Cow::Owned(self.reordered_inventory(order)),
+                std::borrow::Cow::Owned(model.table.reordered(order)),
+            ),
+        };
+        let mut endpoints = Vec::with_capacity(inventory.endpoints.len());
+        for (index, endpoint) in inventory.endpoints.iter().enumerate() {
+            let identity = table.endpoint_identity.get(index).copied().unwrap_or(0);
             let policy = model.l4.get(&identity);
             let record = model.states.get(&state_key(endpoint, identity));
             endpoints.push(EndpointPolicy {
@@ -666,9 +705,9 @@ impl Session {
         diagnostics.extend(selects_nothing(&model.lowered, &selecting));
         Compiled {
             cluster: self.inventory.cluster.clone(),
-            identities: model.table.identities.clone(),
+            identities: table.identities.clone(),
             endpoints,
-            ipcache: build_ipcache(&self.inventory, &model.table),
+            ipcache: build_ipcache(&inventory, &table),
             origins: model.lowered.origins.clone(),
             diagnostics,
             nodes: self.inventory.nodes.clone(),
@@ -900,11 +939,12 @@ impl Session {
         Ok(update)
     }
 
+    /// Every endpoint's name, identity and state, in name order.
     fn endpoint_states(&self) -> Vec<(String, u32, Arc<MapState>)> {
-        self.inventory
-            .endpoints
-            .iter()
-            .enumerate()
+        self.model
+            .names
+            .in_order()
+            .filter_map(|index| Some((index, self.inventory.endpoints.get(index)?)))
             .map(|(index, endpoint)| {
                 let identity = self
                     .model
@@ -1321,7 +1361,7 @@ impl Session {
         Ok(())
     }
 
-    /// One delta per endpoint of each changed state, in inventory order.
+    /// One delta per endpoint of each changed state, in name order.
     /// The endpoints of a state are its identity's holders with its named
     /// ports (`holders`), not a pass over the inventory: an update's
     /// deltas cost the endpoints it changes.
@@ -1330,7 +1370,7 @@ impl Session {
         // a search of the changes per endpoint.
         let mut found: Vec<(usize, usize)> = Vec::new();
         for (at, ((identity, ports), _)) in changes.iter().enumerate() {
-            for index in holders(&self.model.table, *identity) {
+            for &index in holders(&self.model.table, *identity).iter() {
                 if self
                     .inventory
                     .endpoints
@@ -1341,7 +1381,14 @@ impl Session {
                 }
             }
         }
-        found.sort_unstable();
+        let endpoints = &self.inventory.endpoints;
+        found.sort_unstable_by(|(a, at_a), (b, at_b)| {
+            match (endpoints.get(*a), endpoints.get(*b)) {
+                (Some(x), Some(y)) => name_order(x, y),
+                _ => a.cmp(b),
+            }
+            .then(at_a.cmp(at_b))
+        });
         found.dedup_by_key(|(index, _)| *index);
         found
             .into_iter()
@@ -1368,26 +1415,17 @@ impl Session {
         }
     }
 
-    /// The position of endpoint `namespace/name` in the session's
-    /// inventory, by binary search: a finished inventory is sorted by
-    /// (namespace, name) without repeats (`Inventory::finish`), and the
-    /// session inserts in that order. (A scan compared every endpoint's
-    /// names: in a cold cache ~60 us of a 257-endpoint add, session 12.)
+    /// The storage position of endpoint `namespace/name`, from the name
+    /// index (a scan compared every endpoint's names: in a cold cache ~60
+    /// us of a 257-endpoint add, session 12).
     fn endpoint_index(&self, namespace: Option<&str>, name: &str) -> Option<usize> {
-        let endpoints = &self.inventory.endpoints;
-        debug_assert!(
-            endpoints.windows(2).all(|pair| {
-                (pair[0].namespace.as_deref(), pair[0].name.as_str())
-                    < (pair[1].namespace.as_deref(), pair[1].name.as_str())
-            }),
-            "the session's inventory is sorted by (namespace, name)"
-        );
-        let at = endpoints
-            .partition_point(|e| (e.namespace.as_deref(), e.name.as_str()) < (namespace, name));
-        endpoints
-            .get(at)
-            .is_some_and(|e| e.namespace.as_deref() == namespace && e.name == name)
-            .then_some(at)
+        self.model.names.get(namespace, name)
+    }
+
+    /// Whether the session holds endpoint `namespace/name` (or `name`),
+    /// without the scan `Inventory::endpoint` does.
+    pub fn has_endpoint(&self, reference: &str) -> bool {
+        self.endpoint_reference(reference).is_some()
     }
 
     /// Adds an endpoint without a full allocation when its identity is an
@@ -1458,10 +1496,8 @@ impl Session {
             return Ok(None);
         };
         let inventory = &mut self.inventory;
-        let index = inventory.endpoints.partition_point(|e| {
-            (&e.namespace, &e.name, &e.location)
-                < (&endpoint.namespace, &endpoint.name, &endpoint.location)
-        });
+        // Appended: no other endpoint moves (`super::names`).
+        let index = inventory.endpoints.len();
         let mut pinned = endpoint.clone();
         if (crate::allocation::FIRST_ALLOCATED..=crate::allocation::LAST_ALLOCATED)
             .contains(&identity)
@@ -1469,12 +1505,14 @@ impl Session {
             // Kept from now on, as every other endpoint's.
             pinned.identity = Some(identity);
         }
-        inventory.endpoints.insert(index, pinned);
+        inventory.endpoints.push(pinned);
         let model = &mut self.model;
+        model.names.pushed(endpoint, index);
+        model.names.debug_check(&inventory.endpoints);
         for ip in &endpoint.ips {
             model.addresses.insert(*ip);
         }
-        model.table.insert_endpoint(index, identity, &labels);
+        model.table.push_endpoint(identity, &labels);
         if new_identity {
             model.numbers.added(&labels, identity);
         }
@@ -1622,12 +1660,7 @@ impl Session {
     /// when that is not exact (nothing changed then).
     fn remove_endpoint_incrementally(&mut self, index: usize) -> Option<Update> {
         let endpoint = self.inventory.endpoints[index].clone();
-        let still_namespaced = self
-            .inventory
-            .endpoints
-            .iter()
-            .enumerate()
-            .any(|(i, e)| i != index && e.namespace.is_some());
+        let still_namespaced = self.model.names.any_namespaced_except(index);
         if !endpoint.ports.is_empty() || still_namespaced != self.model.any_namespace {
             return None;
         }
@@ -1642,12 +1675,17 @@ impl Session {
             }
             _ => return None,
         };
-        let (_, gone) = self.model.table.remove_endpoint(index)?;
+        let (_, gone) = self.model.table.swap_remove_endpoint(index)?;
         if gone {
             self.model.numbers.removed(&labels, identity);
         }
-        self.inventory.endpoints.remove(index);
+        // The last endpoint takes its place (`super::names`).
+        self.inventory.endpoints.swap_remove(index);
         let model = &mut self.model;
+        model
+            .names
+            .swap_removed(&endpoint, index, self.inventory.endpoints.get(index));
+        model.names.debug_check(&self.inventory.endpoints);
         for ip in &endpoint.ips {
             model.addresses.remove(ip);
         }
@@ -2334,24 +2372,29 @@ fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
     move_by(range.start)..move_by(range.end)
 }
 
-/// The first endpoint (inventory order) of a state key: the batch compiler
-/// distills a state for the first endpoint that has it.
+/// The first endpoint (name order, `super::names`) of a state key: the
+/// batch compiler distills a state for the first endpoint that has it.
 fn first_endpoint(inventory: &Inventory, table: &IdentityTable, key: &StateKey) -> Option<usize> {
-    holders(table, key.0).into_iter().find(|index| {
-        inventory
-            .endpoints
-            .get(*index)
-            .is_some_and(|e| e.ports == key.1)
-    })
+    holders(table, key.0)
+        .iter()
+        .filter_map(|&index| Some((index, inventory.endpoints.get(index)?)))
+        .filter(|(_, e)| e.ports == key.1)
+        .min_by(|(_, a), (_, b)| name_order(a, b))
+        .map(|(index, _)| index)
 }
 
-/// The inventory positions (ascending) of the endpoints holding
+/// Name order (`Inventory::finish`'s): namespace, then name.
+fn name_order(a: &Endpoint, b: &Endpoint) -> std::cmp::Ordering {
+    (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name))
+}
+
+/// The storage positions (ascending) of the endpoints holding
 /// `identity`: the table's member list when it keeps one (an endpoint
 /// identity, or a reserved identity endpoints carry), so an update reads
 /// the endpoints it changes; else (an identity the table does not list
 /// with members, as 0 for labels without one) a scan of the table's
 /// endpoint identities. Debug builds check the list against the scan.
-fn holders(table: &IdentityTable, identity: u32) -> Vec<usize> {
+fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]> {
     let scan = || -> Vec<usize> {
         (0..table.endpoint_identity.len())
             .filter(|index| table.endpoint_identity[*index] == identity)
@@ -2363,9 +2406,9 @@ fn holders(table: &IdentityTable, identity: u32) -> Vec<usize> {
             | IdentityKind::ReservedEndpoints { endpoints, .. },
         ) => {
             debug_assert_eq!(*endpoints, scan(), "the members of identity {identity}");
-            endpoints.clone()
+            std::borrow::Cow::Borrowed(endpoints)
         }
-        _ => scan(),
+        _ => std::borrow::Cow::Owned(scan()),
     }
 }
 
@@ -2678,6 +2721,14 @@ fn build(
     inventory: Inventory,
     limits: &CompileLimits,
 ) -> Result<(Model, Inventory), CompileError> {
+    // A session's inventory is in storage order (`super::names`); the
+    // batch compile's first endpoint of a state, its endpoint order and so
+    // the model's positions are those of name order (`Inventory::finish`
+    // sorts the same way; the sort is stable and names are distinct).
+    let mut inventory = inventory;
+    inventory
+        .endpoints
+        .sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     limits.check_endpoints(inventory.endpoints.len())?;
     limits.check_inputs(inputs)?;
     let lowered = lower(inputs, &inventory);
@@ -2746,7 +2797,6 @@ fn build(
             .or_default()
             .push(index);
     }
-    let mut inventory = inventory;
     // Keep the numbers (Cilium never renumbers a live identity).
     for (index, endpoint) in inventory.endpoints.iter_mut().enumerate() {
         let id = table.endpoint_identity[index];
@@ -2758,6 +2808,7 @@ fn build(
         }
     }
     let numbers = IdentityNumbers::new(&table);
+    let names = EndpointNames::new(&inventory.endpoints);
     Ok((
         Model {
             lowered,
@@ -2775,6 +2826,7 @@ fn build(
             selector_uses,
             any_namespace,
             addresses,
+            names,
         },
         inventory,
     ))

@@ -257,7 +257,7 @@ fn check(
 ) -> BTreeMap<String, MapState> {
     let batch = compile_with_limits(
         &session.inputs(),
-        session.inventory(),
+        &session.inventory(),
         &CompileLimits::default(),
     )
     .expect("the batch compile of the session's inputs");
@@ -407,7 +407,7 @@ fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, 
             }
             Step::AddEndpoint(n, app, tier, unique) => {
                 let e = endpoint(n, app, tier, unique);
-                if session.inventory().endpoint(&e.display_name()).is_some() {
+                if session.has_endpoint(&e.display_name()) {
                     continue;
                 }
                 Some(session.add_endpoint(e).unwrap())
@@ -461,6 +461,55 @@ proptest! {
         }
         let path = |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
         prop_assert_eq!(path(&in_place), path(&paths));
+    }
+}
+
+/// Endpoints sharing one identity (and so one state), added out of name
+/// order and removed from the middle and from the front: the session keeps
+/// them in storage order (an add appends, a removal moves the last one into
+/// the gap, `super::names`), yet its compilation, the order of its deltas
+/// and each state's first endpoint (whose name the state's findings carry)
+/// stay those of name order, as the batch compile has them. Every step goes
+/// the incremental way.
+#[test]
+fn shared_identities_out_of_name_order_stay_in_name_order() {
+    let text = Text {
+        subject: 0,
+        items: vec![
+            Item {
+                egress: false,
+                deny: false,
+                peer: 1,
+                ports: 1,
+            },
+            Item {
+                egress: true,
+                deny: false,
+                peer: 0,
+                ports: 2,
+            },
+        ],
+    };
+    let steps = vec![
+        Step::SetText(0, text),
+        Step::AddEndpoint(5, 0, 0, false),
+        Step::AddEndpoint(3, 0, 0, false),
+        Step::AddEndpoint(4, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, false),
+        Step::AddEndpoint(0, 0, 0, false),
+        // From the middle: the last one (e0) moves into e3's place.
+        Step::RemoveEndpoint(3),
+        // The state's first endpoint in name order.
+        Step::RemoveEndpoint(0),
+        Step::AddEndpoint(2, 0, 0, false),
+        Step::RemoveEndpoint(5),
+        Step::AddEndpoint(3, 0, 0, true),
+        Step::RemoveEndpoint(4),
+    ];
+    let paths = run(&steps);
+    assert_eq!(paths.len(), steps.len());
+    for (step, (path, _, _)) in steps.iter().zip(&paths).skip(2) {
+        assert_eq!(*path, UpdatePath::Incremental, "{step:?}");
     }
 }
 
