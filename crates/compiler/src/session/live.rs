@@ -15,7 +15,7 @@ use super::addresses::AddressBook;
 use super::items::{Compared, ItemLowering};
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
-use super::states::{Indexed, StateKey, States};
+use super::states::{Indexed, StateKey, States, unindex};
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::compile::{
@@ -1854,12 +1854,7 @@ impl KeptBounds {
     fn remove(&mut self, identity: u32) -> Option<KeptBound> {
         let kept = self.by_identity.remove(&identity)?;
         for selector in kept.weights.keys() {
-            if let Some(ids) = self.weighing.get_mut(selector) {
-                ids.remove(&identity);
-                if ids.is_empty() {
-                    self.weighing.remove(selector);
-                }
-            }
+            unindex(&mut self.weighing, *selector, &identity);
         }
         Some(kept)
     }

@@ -160,12 +160,7 @@ impl<R: Indexed> States<R> {
                     n += 1;
                 }
                 (Some(a), b) if b.is_none_or(|b| a < b) => {
-                    if let Some(reached) = self.reached.get_mut(a) {
-                        reached.remove(key);
-                        if reached.is_empty() {
-                            self.reached.remove(a);
-                        }
-                    }
+                    unindex(&mut self.reached, *a, key);
                     o += 1;
                 }
                 (_, Some(b)) => {
@@ -249,6 +244,22 @@ fn sorted(mut selectors: Vec<SelectorId>) -> Vec<SelectorId> {
 
 fn wide(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Takes `member` out of the set a selector index keeps under `selector`,
+/// dropping the set when it empties (an index without empty sets is what
+/// the debug checks recount).
+pub(super) fn unindex<T: Ord>(
+    index: &mut foldhash::HashMap<SelectorId, BTreeSet<T>>,
+    selector: SelectorId,
+    member: &T,
+) {
+    if let Some(members) = index.get_mut(&selector) {
+        members.remove(member);
+        if members.is_empty() {
+            index.remove(&selector);
+        }
+    }
 }
 
 #[cfg(test)]
