@@ -13,8 +13,8 @@ use std::collections::BTreeSet;
 
 use ipnetwork::IpNetwork;
 use libfuzzer_sys::{Corpus, fuzz_target};
-use porin_compiler::error::CompileError;
 use porin_compiler::allocation::IdentityTable;
+use porin_compiler::error::CompileError;
 use porin_compiler::inventory::Inventory;
 use porin_compiler::inventory::invariants::check_identity_invariants;
 use porin_compiler::limits::InventoryLimits;

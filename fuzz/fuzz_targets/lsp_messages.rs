@@ -62,7 +62,10 @@ fuzz_target!(|data: &[u8]| -> Corpus {
     let frames = std::iter::from_fn(|| transport::read_frame(&mut input, 64 * 1024).ok().flatten());
     run(frames);
     // As bare messages, one a line.
-    let chunks: Vec<&[u8]> = data.split(|&b| b == b'\n').filter(|c| !c.is_empty()).collect();
+    let chunks: Vec<&[u8]> = data
+        .split(|&b| b == b'\n')
+        .filter(|c| !c.is_empty())
+        .collect();
     run(chunks.into_iter().map(transport::parse));
     Corpus::Keep
 });
