@@ -1737,7 +1737,13 @@ impl Session {
                 }
             }
         }
-        let still_used = first_endpoint(&self.inventory, &model.table, &key);
+        // A gone identity has no holders left (and no member list: asking
+        // `first_endpoint` would scan every endpoint).
+        let still_used = if gone {
+            None
+        } else {
+            first_endpoint(&self.inventory, &model.table, &key)
+        };
         match still_used {
             None => {
                 model.states.remove(&key);
