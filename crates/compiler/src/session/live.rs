@@ -1221,12 +1221,19 @@ impl Session {
             Some(Compared::Whole) | None => span.rules.len(),
         };
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
-        let keys: Vec<StateKey> = model
-            .states
-            .keys()
-            .filter(|(id, _)| changed_identities.contains(id) || origins_changed)
-            .cloned()
-            .collect();
+        // The states of the changed identities (from the states' identity
+        // index, not a pass over every state); every state when origins
+        // moved (their descriptions are in any state's findings).
+        let keys: Vec<StateKey> = if origins_changed {
+            model.states.keys().cloned().collect()
+        } else {
+            changed_identities
+                .iter()
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .flat_map(|id| model.states.keys_of(*id))
+                .collect()
+        };
         for key in keys {
             let Some(first) = first_endpoint(&self.inventory, &model.table, &key) else {
                 // Not made again: its ops no longer follow the policy.

@@ -43,6 +43,10 @@ pub(super) struct States<R> {
     entries: u64,
     /// The selectors of taken records ([`States::take`]), still indexed.
     taken: HashMap<StateKey, Vec<SelectorId>>,
+    /// The named-port lists of each identity's states (taken ones too):
+    /// a rule change visits the states of the identities it changes, not
+    /// every state (one per identity: 30,000 in a 30,000-pod cluster).
+    by_identity: foldhash::HashMap<u32, BTreeSet<Vec<NamedPort>>>,
 }
 
 impl<R> Default for States<R> {
@@ -52,6 +56,7 @@ impl<R> Default for States<R> {
             reached: foldhash::HashMap::default(),
             entries: 0,
             taken: HashMap::new(),
+            by_identity: foldhash::HashMap::default(),
         }
     }
 }
@@ -77,6 +82,16 @@ impl<R: Indexed> States<R> {
         self.map.iter()
     }
 
+    /// The keys of `identity`'s states, sorted.
+    pub(super) fn keys_of(&self, identity: u32) -> impl Iterator<Item = StateKey> + '_ {
+        self.by_identity
+            .get(&identity)
+            .into_iter()
+            .flatten()
+            .map(move |ports| (identity, ports.clone()))
+            .filter(|key| self.map.contains_key(key))
+    }
+
     /// Σ of the states' entries.
     pub(super) fn entries(&self) -> u64 {
         self.entries
@@ -98,6 +113,12 @@ impl<R: Indexed> States<R> {
         let new = sorted(record.selectors());
         self.reindex(&key, &old, &new);
         self.entries = self.entries.saturating_add(wide(record.entries()));
+        if previous.is_none() {
+            self.by_identity
+                .entry(key.0)
+                .or_default()
+                .insert(key.1.clone());
+        }
         self.map.insert(key, record);
         previous
     }
@@ -106,6 +127,12 @@ impl<R: Indexed> States<R> {
     pub(super) fn remove(&mut self, key: &StateKey) -> Option<R> {
         let old = self.taken.remove(key).unwrap_or_default();
         self.reindex(key, &old, &[]);
+        if let Some(ports) = self.by_identity.get_mut(&key.0) {
+            ports.remove(&key.1);
+            if ports.is_empty() {
+                self.by_identity.remove(&key.0);
+            }
+        }
         let record = self.map.remove(key)?;
         self.entries = self.entries.saturating_sub(wide(record.entries()));
         self.reindex(key, &sorted(record.selectors()), &[]);
@@ -192,6 +219,19 @@ impl<R: Indexed> States<R> {
                 .map(|(s, keys)| (*s, keys.clone()))
                 .collect();
             debug_assert_eq!(kept, reached, "the states' selector index");
+            let mut by_identity: HashMap<u32, BTreeSet<Vec<NamedPort>>> = HashMap::new();
+            for (identity, ports) in self.map.keys() {
+                by_identity
+                    .entry(*identity)
+                    .or_default()
+                    .insert(ports.clone());
+            }
+            let kept: HashMap<u32, BTreeSet<Vec<NamedPort>>> = self
+                .by_identity
+                .iter()
+                .map(|(identity, ports)| (*identity, ports.clone()))
+                .collect();
+            debug_assert_eq!(kept, by_identity, "the states' identity index");
             debug_assert_eq!(self.entries, entries, "the states' entry total");
             debug_assert!(self.taken.is_empty(), "a state taken and not put back");
         }
