@@ -15,7 +15,7 @@ use super::addresses::AddressBook;
 use super::items::{Compared, ItemLowering};
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
-use super::states::{Indexed, StateKey, States, unindex};
+use super::states::{Indexed, StateKey, States, reindex, unindex};
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::compile::{
@@ -1873,25 +1873,7 @@ impl KeptBounds {
             Some(previous) => selectors_of(&previous),
             None => self.taken.remove(&identity).unwrap_or_default(),
         };
-        let new = selectors_of(&kept);
-        let (mut o, mut n) = (0, 0);
-        while o < old.len() || n < new.len() {
-            match (old.get(o), new.get(n)) {
-                (Some(a), Some(b)) if a == b => {
-                    o += 1;
-                    n += 1;
-                }
-                (Some(a), b) if b.is_none_or(|b| a < b) => {
-                    unindex(&mut self.weighing, *a, &identity);
-                    o += 1;
-                }
-                (_, Some(b)) => {
-                    self.weighing.entry(*b).or_default().insert(identity);
-                    n += 1;
-                }
-                (_, None) => o += 1,
-            }
-        }
+        reindex(&mut self.weighing, &identity, &old, &selectors_of(&kept));
         self.by_identity.insert(identity, kept);
     }
 

@@ -179,24 +179,7 @@ impl<R: Indexed> States<R> {
     /// Moves `key` in the index from the selectors `old` to `new` (both
     /// sorted, without repeats), touching only those in one of them.
     fn reindex(&mut self, key: &StateKey, old: &[SelectorId], new: &[SelectorId]) {
-        let (mut o, mut n) = (0, 0);
-        while o < old.len() || n < new.len() {
-            match (old.get(o), new.get(n)) {
-                (Some(a), Some(b)) if a == b => {
-                    o += 1;
-                    n += 1;
-                }
-                (Some(a), b) if b.is_none_or(|b| a < b) => {
-                    unindex(&mut self.reached, *a, key);
-                    o += 1;
-                }
-                (_, Some(b)) => {
-                    self.reached.entry(*b).or_default().insert(key.clone());
-                    n += 1;
-                }
-                (_, None) => o += 1,
-            }
-        }
+        reindex(&mut self.reached, key, old, new);
     }
 
     /// Debug builds: the index and the total equal a recount (the
@@ -284,6 +267,34 @@ fn sorted(mut selectors: Vec<SelectorId>) -> Vec<SelectorId> {
 
 fn wide(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Moves `member` in a selector index from the selectors `old` to `new`
+/// (both sorted, without repeats), touching only those in one of them.
+pub(super) fn reindex<T: Ord + Clone>(
+    index: &mut foldhash::HashMap<SelectorId, BTreeSet<T>>,
+    member: &T,
+    old: &[SelectorId],
+    new: &[SelectorId],
+) {
+    let (mut o, mut n) = (0, 0);
+    while o < old.len() || n < new.len() {
+        match (old.get(o), new.get(n)) {
+            (Some(a), Some(b)) if a == b => {
+                o += 1;
+                n += 1;
+            }
+            (Some(a), b) if b.is_none_or(|b| a < b) => {
+                unindex(index, *a, member);
+                o += 1;
+            }
+            (_, Some(b)) => {
+                index.entry(*b).or_default().insert(member.clone());
+                n += 1;
+            }
+            (_, None) => o += 1,
+        }
+    }
 }
 
 /// Takes `member` out of the set a selector index keeps under `selector`,
