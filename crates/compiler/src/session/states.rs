@@ -127,12 +127,7 @@ impl<R: Indexed> States<R> {
     pub(super) fn remove(&mut self, key: &StateKey) -> Option<R> {
         let old = self.taken.remove(key).unwrap_or_default();
         self.reindex(key, &old, &[]);
-        if let Some(ports) = self.by_identity.get_mut(&key.0) {
-            ports.remove(&key.1);
-            if ports.is_empty() {
-                self.by_identity.remove(&key.0);
-            }
-        }
+        unindex(&mut self.by_identity, key.0, &key.1);
         let record = self.map.remove(key)?;
         self.entries = self.entries.saturating_sub(wide(record.entries()));
         self.reindex(key, &sorted(record.selectors()), &[]);
@@ -297,18 +292,18 @@ pub(super) fn reindex<T: Ord + Clone>(
     }
 }
 
-/// Takes `member` out of the set a selector index keeps under `selector`,
-/// dropping the set when it empties (an index without empty sets is what
-/// the debug checks recount).
-pub(super) fn unindex<T: Ord>(
-    index: &mut foldhash::HashMap<SelectorId, BTreeSet<T>>,
-    selector: SelectorId,
+/// Takes `member` out of the set an index keeps under `key` (a selector,
+/// an identity), dropping the set when it empties (an index without empty
+/// sets is what the debug checks recount).
+pub(super) fn unindex<K: std::hash::Hash + Eq, T: Ord>(
+    index: &mut foldhash::HashMap<K, BTreeSet<T>>,
+    key: K,
     member: &T,
 ) {
-    if let Some(members) = index.get_mut(&selector) {
+    if let Some(members) = index.get_mut(&key) {
         members.remove(member);
         if members.is_empty() {
-            index.remove(&selector);
+            index.remove(&key);
         }
     }
 }
