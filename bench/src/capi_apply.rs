@@ -17,7 +17,10 @@
 //!   in place only, the last rule's port: the edit at the text's end);
 //! - **fallback**: the same toggle on a text whose rule 0 carries an
 //!   anchor (`&r`), which the re-parse leaves to the full load: what an
-//!   edit it does not handle costs.
+//!   edit it does not handle costs;
+//! - **identity add** after a pause, on the in-place session, and on the
+//!   full-load session after each full load (the replaced text freed
+//!   during the pause).
 
 use std::ptr::null_mut;
 use std::time::Instant;
@@ -76,6 +79,12 @@ pub struct CapiApplyResult {
     /// right after its add: total.
     #[serde(default)]
     pub identity_remove_total: Vec<f64>,
+    /// The same add on the re-parse-off session, each after a rule change
+    /// that replaced the whole text and a pause (the replaced text freed
+    /// on its own thread meanwhile): what an add pays for the allocator's
+    /// deferred work on that text. Total.
+    #[serde(default)]
+    pub identity_add_after_full_total: Vec<f64>,
 }
 
 fn inventory_yaml() -> String {
@@ -302,6 +311,19 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         }
         out.writes = writes;
     }
+    // Identity adds on the session that loads every text in full, each
+    // after such a load and a pause: the replaced text was freed on its
+    // thread during the pause, leaving its blocks to the allocator.
+    for run in 0..runs {
+        apply(full, &texts[(runs + run) % 2])?;
+        settle();
+        let (total, writes) = add_canary(full)?;
+        if writes < 2 {
+            bail!("the canary's add wrote {writes} entries");
+        }
+        out.identity_add_after_full_total.push(total);
+        remove_canary(full)?;
+    }
     // The anchored texts: first one untimed on each (it differs from the
     // last text in two places), then toggled.
     for s in [fast, full] {
@@ -375,6 +397,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "identity remove: apply + read writes",
             &result.identity_remove_total,
+        ),
+        (
+            "identity add after a full load and a pause: apply + read writes",
+            &result.identity_add_after_full_total,
         ),
     ] {
         if values.is_empty() {

@@ -94,6 +94,11 @@ pub struct IncrementalApiResult {
     /// edits sees. Empty from builds before session 9.
     #[serde(default)]
     pub rule_change_after_add: Vec<Step>,
+    /// A rule inserted before rule 0 and taken out again, alternately
+    /// ([`with_rule_inserted`]): every later rule of the text moves one
+    /// place, so its origins move. Empty from builds before session 14.
+    #[serde(default)]
+    pub rule_insert: Vec<Step>,
 }
 
 /// The policy text, with rule 0 on `first_port`.
@@ -114,6 +119,13 @@ pub fn policy_yaml(rules: usize, first_port: u16) -> String {
         );
     }
     yaml
+}
+
+/// `text` (a [`policy_yaml`]) with one more rule before its rule 0: peers
+/// `role: client-5` on TCP 9000.
+pub fn with_rule_inserted(text: &str) -> String {
+    let rule = "  - fromEndpoints:\n    - matchLabels:\n        role: client-5\n    toPorts:\n    - ports:\n      - port: \"9000\"\n        protocol: TCP\n";
+    text.replacen("  ingress:\n", &format!("  ingress:\n{rule}"), 1)
 }
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Endpoint {
@@ -301,16 +313,21 @@ fn incremental_api(
         identity_add: Vec::new(),
         identity_remove: Vec::new(),
         rule_change_after_add: Vec::new(),
+        rule_insert: Vec::new(),
     };
-    for run in 0..runs {
-        let text = if run % 2 == 0 { &changed } else { &original };
+    // One timed text replacement: the parse, then the update.
+    let replace = |session: &mut Session, text: &str| -> Result<Step> {
         let start = Instant::now();
         let outcome = load(text)?;
         let load_secs = start.elapsed().as_secs_f64();
         let start = Instant::now();
         let update = session.set_policy("server.yaml", outcome)?;
         let secs = start.elapsed().as_secs_f64();
-        result.rule_change.push(step(&update, load_secs, secs));
+        Ok(step(&update, load_secs, secs))
+    };
+    for run in 0..runs {
+        let text = if run % 2 == 0 { &changed } else { &original };
+        result.rule_change.push(replace(&mut session, text)?);
     }
     for _ in 0..runs {
         let canary = pod("canary", &[("role", "client-3"), ("canary", "true")]);
@@ -336,6 +353,13 @@ fn incremental_api(
         session
             .remove_endpoint("bench/canary")
             .context("canary is there")??;
+    }
+    // The last run above (2 runs - 1, odd) left `original`: insert the rule
+    // into it and take it out again.
+    let inserted = with_rule_inserted(&original);
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 { &inserted } else { &original };
+        result.rule_insert.push(replace(&mut session, text)?);
     }
     Ok(Some(result))
 }
@@ -379,5 +403,14 @@ mod tests {
             .map(|s| s.changes)
             .collect();
         assert_eq!(after_add, vec![result.rule_change[0].changes; 2]);
+        // The inserted rule (client-5, one port) adds and removes the same
+        // entries each time; nothing else changes though every later rule
+        // moved.
+        let inserts: Vec<usize> = api.rule_insert.iter().map(|s| s.changes).collect();
+        assert_eq!(inserts.len(), 4);
+        assert!(
+            inserts.iter().all(|c| *c == inserts[0] && *c > 0),
+            "{inserts:?}"
+        );
     }
 }
