@@ -176,15 +176,27 @@ impl Indexed for StateRecord {
 
 impl StateRecord {
     /// Distills the state of `endpoint` from `policy` in full (as the
-    /// batch compiler does for a state's first endpoint).
+    /// batch compiler does for a state's first endpoint), with its host
+    /// allow decided (`Resolver::allows_localhost` of it).
     fn fold(
         resolver: &Resolver<'_>,
         endpoint: &Endpoint,
         policy: &L4Policy,
         origins: &[Origin],
+        allows_localhost: bool,
     ) -> Self {
-        let (ops, mut diagnostics) =
-            resolver.map_ops(endpoint, policy, &|id| describe(origins, id));
+        debug_assert_eq!(
+            allows_localhost,
+            resolver.allows_localhost(endpoint),
+            "the host allow given for `{}`",
+            endpoint.display_name()
+        );
+        let (ops, mut diagnostics) = resolver.map_ops_with(
+            endpoint,
+            policy,
+            &|id| describe(origins, id),
+            allows_localhost,
+        );
         let mut state = MapState::new();
         resolver.apply_ops(&ops, &mut state, &mut diagnostics, None);
         let mut record = Self::new(resolver, state, diagnostics, ops);
@@ -1635,7 +1647,11 @@ impl Session {
                 model.parts = resolver.into_parts();
                 return Err(e.into());
             }
-            let record = StateRecord::fold(&resolver, endpoint, policy, &model.lowered.origins);
+            // The labels just derived for the allocation decide the host
+            // allow (not derived again).
+            let allows = resolver.allows_localhost_with(endpoint, &labels);
+            let record =
+                StateRecord::fold(&resolver, endpoint, policy, &model.lowered.origins, allows);
             update.states_folded += 1;
             let previous = model.states.get(&key).map(|r| r.state.clone());
             if let Some(previous) = previous {
@@ -1769,8 +1785,14 @@ impl Session {
                 );
                 if let Some(policy) = model.l4.get(&identity) {
                     let endpoint = &self.inventory.endpoints[first];
-                    let record =
-                        StateRecord::fold(&resolver, endpoint, policy, &model.lowered.origins);
+                    let allows = resolver.allows_localhost(endpoint);
+                    let record = StateRecord::fold(
+                        &resolver,
+                        endpoint,
+                        policy,
+                        &model.lowered.origins,
+                        allows,
+                    );
                     update.states_folded += 1;
                     if let Some(previous) = model.states.get(&key) {
                         let changes = policy_diff(&previous.state, &record.state);
@@ -2809,7 +2831,8 @@ fn build(
             // Over the limit: the limit's own check, for its error.
             limits.check_l4_policy(&name, policy, &resolver.cache)?;
         }
-        let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins);
+        let allows = resolver.allows_localhost(endpoint);
+        let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins, allows);
         budget.charge(&name, record.state.len())?;
         states.insert(key, record);
     }
