@@ -97,7 +97,19 @@
 //!    again in full. Selector ids order a filter's selectors in the fold,
 //!    so the session checks that its ids still order the rules' selectors
 //!    as the batch's would (first use in rule order), else it recompiles.
-//! 5. **Anything else** (a text added or removed, a new CIDR prefix, named
+//! 5. **A rule item inserted into a text or removed from it**, nothing else
+//!    of the text changed (`session::items::moved_item` compares the other
+//!    items and the frames): every rule index and origin id after it moves
+//!    by one place in the model (the rule lists of subjects, filters and
+//!    identities; the origins of L4 policies, ops and entries; a removed
+//!    origin's id becomes one no origin has, so what still names it never
+//!    equals what the next rule gives), the text's origins take their new
+//!    lines and indices from the new tree, and the rule is then added or
+//!    taken out as in 4. Debug builds check the text's rules and origins
+//!    against its lowering. The same selector-order check applies: an
+//!    insertion that makes a selector's first use come before another's
+//!    that is numbered earlier recompiles.
+//! 6. **Anything else** (a text added or removed, a new CIDR prefix, named
 //!    ports, reserved identities): a full
 //!    recompile ([`UpdatePath::Full`] says why), whose writes are still the
 //!    exact difference. So is any failure: an update that fails restores

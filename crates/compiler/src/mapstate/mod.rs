@@ -86,7 +86,7 @@ mod lookup;
 #[cfg(test)]
 mod tests;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::identity::Identity;
 
@@ -121,6 +121,15 @@ impl MapState {
     /// True if there are no entries.
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
+    }
+
+    /// Passes every entry's origins through `renumber` (a live session
+    /// moving origin ids when a rule is inserted or removed); what the
+    /// datapath sees stays.
+    pub(crate) fn renumber_origins(&mut self, renumber: &dyn Fn(&mut BTreeSet<u32>)) {
+        for entry in self.entries.values_mut() {
+            renumber(&mut entry.origins);
+        }
     }
 
     /// The entry stored at exactly `key`.

@@ -27,6 +27,8 @@
 //! and model it replaced, and when no line moved that item is the only one
 //! lowered again.
 
+use std::ops::Range;
+
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
@@ -263,6 +265,211 @@ fn whole(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Candi
         }
     }
     (position == items).then_some(out)
+}
+
+/// One rule item inserted into a text or removed from it, every other
+/// item the same ([`moved_item`]).
+pub(super) struct MovedItem {
+    /// The item's position in the text's span: in the new span for an
+    /// insertion, in the old one for a removal.
+    pub position: usize,
+    /// The inserted item, lowered (its origin id `origin_start +
+    /// position`); `None` for a removal.
+    pub inserted: Option<ItemLowering>,
+    /// The new span positions of the items after it in its section: their
+    /// index (and so their route) moved by one.
+    pub reindexed: Range<usize>,
+    /// The line of every item of the changed file (new span position,
+    /// line): the items after the change moved.
+    pub lines: Vec<(usize, u32)>,
+}
+
+/// The item inserted or removed when `new` is `old` with one rule item
+/// more or less in one section of one rule of one document, and nothing
+/// else of any document differs; `None` otherwise (and for what
+/// [`changed_items`] does not take either: a text with load findings, a
+/// rule without a subject, an item that does not lower [`simple`]).
+///
+/// Why the rest of the text's lowering is the old one with ids and lines
+/// moved: an item's lowering reads only the item, its frames and the line
+/// of its route (module docs). The frames are compared; every other item
+/// is compared equal to the one it follows; so each lowers to the same
+/// rule with its origin id moved by one after the change, and the same
+/// origin but for its id, its index and route (the items after it in its
+/// section) and its line, which is read here from the new tree, as
+/// lowering reads it (`PolicyInput::locate`: the item node's position).
+pub(super) fn moved_item(
+    old: &LoadOutcome,
+    new: &LoadOutcome,
+    inventory: &Inventory,
+    items: usize,
+    origin_start: usize,
+) -> Option<MovedItem> {
+    if old.documents.len() != new.documents.len()
+        || !old.diagnostics.is_empty()
+        || !new.diagnostics.is_empty()
+        || old.trees.len() != new.trees.len()
+    {
+        return None;
+    }
+    // The one file whose text changed.
+    let mut file = None;
+    for (x, y) in old.trees.iter().zip(&new.trees) {
+        if x.file != y.file {
+            return None;
+        }
+        if old.sources.get(&x.file)? != new.sources.get(&y.file)? {
+            if file.is_some() {
+                return None;
+            }
+            file = Some(y.file.as_str());
+        }
+    }
+    let file = file?;
+    let new_tree = new.trees.iter().find(|t| t.file == file)?;
+    let mut found: Option<(Candidate, bool)> = None;
+    let mut lines = Vec::new();
+    // Positions in the old span and in the new one (they differ by one
+    // after the change).
+    let (mut position, mut new_position) = (0, 0);
+    for (doc, (a, b)) in old.documents.iter().zip(&new.documents).enumerate() {
+        if a.file != b.file || a.index != b.index || a.item != b.item {
+            return None;
+        }
+        if a.file != file {
+            let n = lowered_items(&a.doc)?;
+            position += n;
+            new_position += n;
+            continue;
+        }
+        let rules_b = rules(&b.doc)?;
+        if a.doc != b.doc {
+            if found.is_some() {
+                return None;
+            }
+            found = Some(moved_in(a, b, &rules_b, doc, position)?);
+        }
+        // Every item's line in the new tree, in lowering order.
+        let root = new_tree.roots.get(b.index)?.as_ref()?;
+        for list in item_lists(root, b, &rules_b)? {
+            for node in list.nodes {
+                lines.push((new_position, node.pos.line));
+                new_position += 1;
+            }
+        }
+        position += lowered_items(&a.doc)?;
+    }
+    let (candidate, inserted) = found?;
+    if position != items {
+        return None;
+    }
+    let section_len = |outcome: &LoadOutcome| -> Option<usize> {
+        let rule = *rules(&outcome.documents.get(candidate.doc)?.doc)?.get(candidate.spec)?;
+        section_lens(rule)
+            .into_iter()
+            .find(|(section, _)| *section == candidate.section)
+            .map(|(_, len)| len)
+    };
+    let new_len = section_len(new)?;
+    let start = candidate.position + usize::from(inserted);
+    let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
+    let lowering = if inserted {
+        Some(finish(
+            lower_at(new, &candidate, inventory),
+            &candidate,
+            origin_start,
+        )?)
+    } else {
+        if !simple(&lower_at(old, &candidate, inventory)) {
+            return None;
+        }
+        None
+    };
+    Some(MovedItem {
+        position: candidate.position,
+        inserted: lowering,
+        reindexed,
+        lines,
+    })
+}
+
+/// The item inserted into (`true`) or removed from document `b`, when `b`
+/// is `a` with one item more or less in one section of one rule and the
+/// same otherwise; its candidate is at its index in the document that
+/// holds it (`b` for an insertion, `a` for a removal).
+fn moved_in(
+    a: &LoadedDocument,
+    b: &LoadedDocument,
+    rules_b: &[&Rule],
+    doc: usize,
+    position: usize,
+) -> Option<(Candidate, bool)> {
+    let rules_a = frame(&a.doc, &b.doc)?;
+    if rules_a.len() != rules_b.len() {
+        return None;
+    }
+    let mut found = None;
+    let mut offset = position;
+    for (spec, (x, y)) in rules_a.iter().zip(rules_b).enumerate() {
+        if !same_rule_frame(x, y) {
+            return None;
+        }
+        for (section, len) in section_lens(x) {
+            let moved = match section {
+                RuleSection::Ingress => one_moved(x.ingress.as_ref(), y.ingress.as_ref())?,
+                RuleSection::IngressDeny => {
+                    one_moved(x.ingress_deny.as_ref(), y.ingress_deny.as_ref())?
+                }
+                RuleSection::Egress => one_moved(x.egress.as_ref(), y.egress.as_ref())?,
+                RuleSection::EgressDeny => {
+                    one_moved(x.egress_deny.as_ref(), y.egress_deny.as_ref())?
+                }
+            };
+            if let Some((index, inserted)) = moved {
+                if found.is_some() {
+                    return None;
+                }
+                let candidate = Candidate {
+                    doc,
+                    spec,
+                    section,
+                    index,
+                    position: offset + index,
+                };
+                found = Some((candidate, inserted));
+            }
+            offset += len;
+        }
+    }
+    found
+}
+
+/// `Some(None)` when the two lists are equal, `Some(Some((index, true)))`
+/// when `b` is `a` with one item inserted at `index`, `Some(Some((index,
+/// false)))` when it is `a` without its item `index`; `None` otherwise.
+/// (Where an equal item sits next to the change, the first such index.)
+fn one_moved<T: PartialEq>(
+    a: Option<&Vec<T>>,
+    b: Option<&Vec<T>>,
+) -> Option<Option<(usize, bool)>> {
+    let (a, b) = (
+        a.map_or(&[][..], Vec::as_slice),
+        b.map_or(&[][..], Vec::as_slice),
+    );
+    let (short, long, inserted) = match a.len().cmp(&b.len()) {
+        std::cmp::Ordering::Equal => return (a == b).then_some(None),
+        std::cmp::Ordering::Less => (a, b, true),
+        std::cmp::Ordering::Greater => (b, a, false),
+    };
+    if long.len() != short.len() + 1 {
+        return None;
+    }
+    let index = short
+        .iter()
+        .zip(long)
+        .position(|(x, y)| x != y)
+        .unwrap_or(short.len());
+    (short[index..] == long[index + 1..]).then_some(Some((index, inserted)))
 }
 
 /// Where the two texts differ: one file, inside one line (`same_lines`),

@@ -4,6 +4,7 @@
 //! writes are exact).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Write as _;
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -12,7 +13,7 @@ use porin_model::diagnostic::Diagnostic;
 use porin_model::loader::LoadOutcome;
 
 use super::addresses::AddressBook;
-use super::items::{Compared, ItemLowering};
+use super::items::{Compared, ItemLowering, MovedItem};
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, unindex};
@@ -748,7 +749,16 @@ impl Session {
         };
         let previous = std::mem::replace(&mut self.texts[position], text);
         let items = self.changed_items(position, &previous.outcome);
-        let result = match self.replace_text(position, items) {
+        // A rule item inserted or removed: the rules after it move.
+        let moved = match items {
+            Some(_) => None,
+            None => self.moved_item(position, &previous.outcome),
+        };
+        let result = match moved {
+            Some(moved) => self.move_item(position, moved),
+            None => self.replace_text(position, items),
+        };
+        let result = match result {
             Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("the change is not local to its rules"),
             Err(e) => Err(e),
@@ -983,16 +993,42 @@ impl Session {
         position: usize,
         previous: &LoadOutcome,
     ) -> Option<(Vec<ItemLowering>, Compared)> {
-        let span = self.model.spans.as_ref()?.get(position)?;
-        if !span.diagnostics.is_empty() || span.rules.len() != span.origins.len() {
-            return None;
-        }
+        let (items, origin_start) = self.item_span(position)?;
         super::items::changed_items(
             previous,
             &self.texts[position].outcome,
             &self.inventory,
-            span.rules.len(),
-            span.origins.start,
+            items,
+            origin_start,
+        )
+    }
+
+    /// The number of items and the first origin id of the text at
+    /// `position`, when each of its items lowered to one rule and one
+    /// origin without findings (what `super::items` compares against).
+    fn item_span(&self, position: usize) -> Option<(usize, usize)> {
+        let span = self.span(position)?;
+        (span.diagnostics.is_empty() && span.rules.len() == span.origins.len())
+            .then_some((span.rules.len(), span.origins.start))
+    }
+
+    /// The span of the text at `position` in the whole lowering, when the
+    /// session keeps spans.
+    fn span(&self, position: usize) -> Option<&TextSpan> {
+        self.model.spans.as_ref()?.get(position)
+    }
+
+    /// The item the text at `position` gained or lost against `previous`
+    /// (its outcome before), when that is the only change
+    /// (`items::moved_item`).
+    fn moved_item(&self, position: usize, previous: &LoadOutcome) -> Option<MovedItem> {
+        let (items, origin_start) = self.item_span(position)?;
+        super::items::moved_item(
+            previous,
+            &self.texts[position].outcome,
+            &self.inventory,
+            items,
+            origin_start,
         )
     }
 
@@ -1006,13 +1042,7 @@ impl Session {
         position: usize,
         items: Option<(Vec<ItemLowering>, Compared)>,
     ) -> Result<Option<Update>, SessionError> {
-        let Some(span) = self
-            .model
-            .spans
-            .as_ref()
-            .and_then(|spans| spans.get(position))
-            .cloned()
-        else {
+        let Some(span) = self.span(position).cloned() else {
             return Ok(None);
         };
         let text = &self.texts[position];
@@ -1146,20 +1176,13 @@ impl Session {
                     subjects_of_changed.insert(*id);
                 }
             }
-            for id in &endpoint_ids {
-                if rule.may_select(*id)
-                    && model
-                        .table
-                        .get(*id)
-                        .is_some_and(|info| rule.subject.matches(&info.labels))
-                {
-                    let list = parts.rules_by_identity.entry(*id).or_default();
-                    if let Err(at) = list.binary_search(&index) {
-                        list.insert(at, index);
-                    }
-                    subjects_of_changed.insert(*id);
-                }
-            }
+            index_selected(
+                &model.table,
+                &mut parts.rules_by_identity,
+                (rule, index),
+                &endpoint_ids,
+                &mut subjects_of_changed,
+            );
         }
         parts.rules_by_identity.retain(|_, list| !list.is_empty());
         model.peer_index.catch_up(&parts.cache);
@@ -1168,6 +1191,39 @@ impl Session {
             return Ok(None);
         }
 
+        let mut update = Update::incremental(Vec::new());
+        update.rules_lowered = rules_lowered;
+        update.items_compared = match compared {
+            Some(Compared::Narrowed | Compared::Edited) => 1,
+            Some(Compared::Whole) | None => span.rules.len(),
+        };
+        self.refold(
+            parts,
+            &touched,
+            &subjects_of_changed,
+            (origins_changed, !origins_changed),
+            update,
+        )
+        .map(Some)
+    }
+
+    /// The subjects `subjects_of_changed` of changed rules, whose changes
+    /// add to the filters `touched`, folded again (only those filters), and
+    /// their states distilled again (every state with findings too when
+    /// `origins_changed`: the findings describe origins; the ops of only
+    /// the touched filters made again when `splice`): the rest of
+    /// [`Self::replace_text`] and [`Self::move_item`], given the rules,
+    /// their indices and `parts` (taken out of the model) as they are after
+    /// the change.
+    fn refold(
+        &mut self,
+        parts: ResolverParts,
+        touched: &BTreeSet<(Direction, FilterKey)>,
+        subjects_of_changed: &BTreeSet<u32>,
+        (origins_changed, splice): (bool, bool),
+        mut update: Update,
+    ) -> Result<Update, SessionError> {
+        let model = &mut self.model;
         let resolver =
             Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
         let mut changed_identities = Vec::new();
@@ -1182,10 +1238,10 @@ impl Session {
         adding.dedup();
         // `touched` per direction, asked without building a key.
         let mut touched_by_direction: [BTreeSet<&FilterKey>; 2] = Default::default();
-        for (direction, key) in &touched {
+        for (direction, key) in touched {
             touched_by_direction[usize::from(*direction == Direction::Egress)].insert(key);
         }
-        for id in &subjects_of_changed {
+        for id in subjects_of_changed {
             let Some(old) = model.l4.get_mut(id) else {
                 let policy = resolver.l4_policy(*id);
                 model.l4.insert(*id, policy);
@@ -1202,19 +1258,19 @@ impl Session {
                 &adding,
             );
             let cached = model.bounds.take(*id);
-            let before = KeptBound::touched(old, &touched);
+            let before = KeptBound::touched(old, touched);
             let mut counts = model.features.remove(id);
             if let Some(counts) = &mut counts {
-                counts.count_touched(old, &touched, false);
+                counts.count_touched(old, touched, false);
             }
-            if replace_filters(old, part, &touched) {
+            if replace_filters(old, part, touched) {
                 changed_identities.push(*id);
             }
             if let Some(mut counts) = counts {
-                counts.count_touched(old, &touched, true);
+                counts.count_touched(old, touched, true);
                 model.features.insert(*id, counts);
             }
-            let after = KeptBound::touched(old, &touched);
+            let after = KeptBound::touched(old, touched);
             // The untouched filters' terms are the same (the same filters,
             // the same selections): correct the bound by the touched ones'.
             let corrected = match (cached, before, after) {
@@ -1230,12 +1286,6 @@ impl Session {
                 None => drop(model.bounds.remove(*id)),
             }
         }
-        let mut update = Update::incremental(Vec::new());
-        update.rules_lowered = rules_lowered;
-        update.items_compared = match compared {
-            Some(Compared::Narrowed | Compared::Edited) => 1,
-            Some(Compared::Whole) | None => span.rules.len(),
-        };
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
         // The states of the changed identities (from the states' identity
         // index, not a pass over every state); every state when origins
@@ -1298,14 +1348,14 @@ impl Session {
                 .or_insert_with(|| FeatureCounts::of(policy))
                 .shape(policy);
             debug_assert_eq!(shape, ops_shape(policy), "the counted shape");
-            let spliced = (!origins_changed && record.shape.as_ref() == Some(&shape))
+            let spliced = (splice && record.shape.as_ref() == Some(&shape))
                 .then(|| {
                     splice_ops(
                         &resolver,
                         endpoint,
                         (policy, &shape),
                         &mut record,
-                        &touched,
+                        touched,
                         &describe,
                     )
                 })
@@ -1352,6 +1402,253 @@ impl Session {
         model.bounds.debug_check();
         self.check_total(state_changes.iter().map(|(key, _)| key))?;
         update.deltas = self.deltas_for(&state_changes);
+        Ok(update)
+    }
+
+    /// The text at `position` gained or lost one rule item
+    /// ([`super::items::moved_item`]): every rule index and origin id after
+    /// it moves by one place in the model, the item's rule is added (or
+    /// taken out) as a changed rule is, the text's origins take their new
+    /// lines and indices, and the subjects the rule selects are folded
+    /// again ([`Self::refold`]). The work is the renumbering (a pass over
+    /// the rules, the subjects' rule lists and every state's entries, all
+    /// without lowering, resolving or distilling anything) plus that of a
+    /// one-rule change. `Ok(None)`, the model as it was, when the change
+    /// is not one this takes (tier rules hold rules with origin ids; a span
+    /// with findings; a selector order the batch would not give).
+    fn move_item(
+        &mut self,
+        position: usize,
+        moved: MovedItem,
+    ) -> Result<Option<Update>, SessionError> {
+        let Some(span) = self.span(position).cloned() else {
+            return Ok(None);
+        };
+        let model = &mut self.model;
+        let r = span.rules.start + moved.position;
+        let o = span.origins.start + moved.position;
+        let inserted = moved.inserted.is_some();
+        if !span.diagnostics.is_empty()
+            || span.rules.len() != span.origins.len()
+            || !model.lowered.tier_rules.rules.is_empty()
+            || moved.position > span.rules.len()
+            || (!inserted && moved.position >= span.rules.len())
+        {
+            return Ok(None);
+        }
+        let Ok(o_id) = u32::try_from(o) else {
+            return Ok(None);
+        };
+        if !inserted && model.lowered.rules[r].origin != o_id {
+            return Ok(None);
+        }
+        let mut parts = std::mem::take(&mut model.parts);
+        // The peers first: the one check that can still refuse, with the
+        // model otherwise as it was.
+        match &moved.inserted {
+            Some(item) => {
+                let peers = item.rule.peers.as_ref().map(|list| {
+                    list.iter()
+                        .map(|s| parts.cache.intern(s, &model.table))
+                        .collect::<Vec<_>>()
+                });
+                parts.peer_ids.insert(r, peers);
+            }
+            None => {
+                let peers = parts.peer_ids.remove(r);
+                if !selector_order_is_batch_order(&parts) {
+                    parts.peer_ids.insert(r, peers);
+                    model.parts = parts;
+                    return Ok(None);
+                }
+            }
+        }
+        if inserted && !selector_order_is_batch_order(&parts) {
+            parts.peer_ids.remove(r);
+            model.parts = parts;
+            return Ok(None);
+        }
+        model.peer_index.catch_up(&parts.cache);
+
+        let mut touched: BTreeSet<(Direction, FilterKey)> =
+            Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
+        let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
+        // Take the removed rule out of every index while its index is its own.
+        if !inserted {
+            let old = &model.lowered.rules[r];
+            touched.extend(filter_keys(old));
+            count_selectors(&mut model.selector_uses, old, false);
+            index_filters(&mut model.filter_rules, old, r, false);
+            if let Some(list) = model.subjects.get_mut(&old.subject) {
+                list.retain(|i| *i != r);
+                if list.is_empty() {
+                    model.subjects.remove(&old.subject);
+                }
+            }
+            for (id, list) in &mut parts.rules_by_identity {
+                if let Ok(at) = list.binary_search(&r) {
+                    list.remove(at);
+                    subjects_of_changed.insert(*id);
+                }
+            }
+            parts.rules_by_identity.retain(|_, list| !list.is_empty());
+            model.lowered.rules.remove(r);
+            model.lowered.origins.remove(o);
+        }
+        // Every rule index from `r` (above it, for a removal) and every
+        // origin id from `o` moves by one.
+        let moves = |i: usize| if inserted { i >= r } else { i > r };
+        let move_index = |i: &mut usize| {
+            if moves(*i) {
+                if inserted {
+                    *i += 1;
+                } else {
+                    *i -= 1;
+                }
+            }
+        };
+        let shift_list = |list: &mut Vec<usize>| {
+            let from = list.partition_point(|i| !moves(*i));
+            list[from..].iter_mut().for_each(move_index);
+        };
+        model.subjects.values_mut().for_each(shift_list);
+        model.filter_rules.values_mut().for_each(shift_list);
+        parts.rules_by_identity.values_mut().for_each(shift_list);
+        let renumber = Renumber {
+            from: o_id,
+            inserted,
+        };
+        for rule in &mut model.lowered.rules {
+            rule.origin = renumber.id(rule.origin);
+        }
+        for origin in &mut model.lowered.origins[o..] {
+            origin.id = renumber.id(origin.id);
+        }
+        model.lowered.localhost_origin = model.lowered.localhost_origin.map(|id| renumber.id(id));
+        parts.localhost_origin = parts.localhost_origin.map(|id| renumber.id(id));
+        for policy in model.l4.values_mut() {
+            for direction in [&mut policy.ingress, &mut policy.egress] {
+                for per_selector in direction.filters.values_mut() {
+                    for selector_policy in per_selector.values_mut() {
+                        renumber.set(&mut selector_policy.origins);
+                    }
+                }
+            }
+        }
+        model.states.for_each_mut(|record| {
+            if record
+                .ops
+                .iter()
+                .any(|op| renumber.moves(&op.entry.origins))
+                || record.state.iter().any(|(_, e)| renumber.moves(&e.origins))
+            {
+                for op in &mut record.ops {
+                    renumber.set(&mut op.entry.origins);
+                }
+                Arc::make_mut(&mut record.state).renumber_origins(&|set| renumber.set(set));
+            }
+        });
+        // The inserted rule into every index at its place.
+        if let Some(item) = moved.inserted {
+            let rule = item.rule;
+            touched.extend(filter_keys(&rule));
+            count_selectors(&mut model.selector_uses, &rule, true);
+            index_filters(&mut model.filter_rules, &rule, r, true);
+            let list = model.subjects.entry(rule.subject.clone()).or_default();
+            let at = list.partition_point(|i| *i < r);
+            list.insert(at, r);
+            let endpoint_ids: BTreeSet<u32> =
+                model.table.endpoint_identity.iter().copied().collect();
+            index_selected(
+                &model.table,
+                &mut parts.rules_by_identity,
+                (&rule, r),
+                &endpoint_ids,
+                &mut subjects_of_changed,
+            );
+            model.lowered.rules.insert(r, rule);
+            model.lowered.origins.insert(o, item.origin);
+        }
+        // The text's origins after the change: their lines, and the index
+        // and route of the items after it in its section.
+        for (at, line) in &moved.lines {
+            if let Some(origin) = model.lowered.origins.get_mut(span.origins.start + at) {
+                origin.line = *line;
+            }
+        }
+        for at in moved.reindexed.clone() {
+            if let Some(origin) = model.lowered.origins.get_mut(span.origins.start + at) {
+                origin.index = if inserted {
+                    origin.index + 1
+                } else {
+                    origin.index.saturating_sub(1)
+                };
+                if let Some(open) = origin.route.rfind('[') {
+                    origin.route.truncate(open);
+                    let _ = write!(origin.route, "[{}]", origin.index);
+                }
+            }
+        }
+        if let Some(spans) = &mut model.spans {
+            let delta: isize = if inserted { 1 } else { -1 };
+            let this = &mut spans[position];
+            this.rules = this.rules.start..shift(&this.rules, delta).end;
+            this.origins = this.origins.start..shift(&this.origins, delta).end;
+            for later in spans.iter_mut().skip(position + 1) {
+                later.rules = shift(&later.rules, delta);
+                later.origins = shift(&later.origins, delta);
+            }
+        }
+        #[cfg(debug_assertions)]
+        {
+            // The text's lowering in the model is the one lowering it gives.
+            let lowering = lower_text(&self.texts[position], &self.inventory, span.origins.start);
+            let span = &self.model.spans.as_ref().expect("spans")[position];
+            debug_assert_eq!(
+                self.model.lowered.rules[span.rules.clone()],
+                lowering.rules[..],
+                "the moved text's rules"
+            );
+            debug_assert_eq!(
+                self.model.lowered.origins[span.origins.clone()],
+                lowering.origins[..],
+                "the moved text's origins"
+            );
+        }
+        let model = &mut self.model;
+        if let Err(e) = self
+            .limits
+            .check_lowered(&model.lowered.rules, model.lowered.prefixes.len())
+        {
+            model.parts = parts;
+            return Err(e.into());
+        }
+        let mut update = Update::incremental(Vec::new());
+        update.rules_lowered = usize::from(inserted);
+        update.items_compared = span.rules.len();
+        let update = self.refold(parts, &touched, &subjects_of_changed, (true, true), update)?;
+        #[cfg(debug_assertions)]
+        {
+            // Nothing names the removed rule's origin any more.
+            let names_none = |set: &BTreeSet<u32>| set.contains(&u32::MAX);
+            debug_assert!(
+                !self.model.l4.values().any(|policy| {
+                    [&policy.ingress, &policy.egress].into_iter().any(|d| {
+                        d.filters
+                            .values()
+                            .any(|per| per.values().any(|p| names_none(&p.origins)))
+                    })
+                }),
+                "an L4 policy names a removed origin"
+            );
+            debug_assert!(
+                !self.model.states.iter().any(|(_, record)| {
+                    record.ops.iter().any(|op| names_none(&op.entry.origins))
+                        || record.state.iter().any(|(_, e)| names_none(&e.origins))
+                }),
+                "a state names a removed origin"
+            );
+        }
         Ok(Some(update))
     }
 
@@ -2433,6 +2730,64 @@ fn drop_later(text: PolicyText) {
 fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
     let move_by = |n: usize| usize::try_from(n as isize + delta).unwrap_or(0);
     move_by(range.start)..move_by(range.end)
+}
+
+/// Puts rule `index` into the rule list of every identity of `ids` it
+/// selects (`Resolver::new`'s test: the host flag, then the subject),
+/// recording those identities in `selected`.
+fn index_selected(
+    table: &IdentityTable,
+    rules_by_identity: &mut BTreeMap<u32, Vec<usize>>,
+    (rule, index): (&PolicyRule, usize),
+    ids: &BTreeSet<u32>,
+    selected: &mut BTreeSet<u32>,
+) {
+    for id in ids {
+        if rule.may_select(*id)
+            && table
+                .get(*id)
+                .is_some_and(|info| rule.subject.matches(&info.labels))
+        {
+            let list = rules_by_identity.entry(*id).or_default();
+            if let Err(at) = list.binary_search(&index) {
+                list.insert(at, index);
+            }
+            selected.insert(*id);
+        }
+    }
+}
+
+/// Origin ids as a rule's insertion or removal moves them
+/// ([`Session::move_item`]): from `from` up by one for an insertion; above
+/// `from` down by one for a removal, and the removed id itself to
+/// `u32::MAX` (no origin), so that what still names it (the touched
+/// filters, made again) never compares equal to what the next rule, which
+/// takes its id, gives.
+struct Renumber {
+    from: u32,
+    inserted: bool,
+}
+
+impl Renumber {
+    fn id(&self, id: u32) -> u32 {
+        match (self.inserted, id.cmp(&self.from)) {
+            (_, std::cmp::Ordering::Less) => id,
+            (true, _) => id.saturating_add(1),
+            (false, std::cmp::Ordering::Equal) => u32::MAX,
+            (false, std::cmp::Ordering::Greater) => id - 1,
+        }
+    }
+
+    /// Whether some id of `set` moves.
+    fn moves(&self, set: &BTreeSet<u32>) -> bool {
+        set.last().is_some_and(|last| *last >= self.from)
+    }
+
+    fn set(&self, set: &mut BTreeSet<u32>) {
+        if self.moves(set) {
+            *set = set.iter().map(|id| self.id(*id)).collect();
+        }
+    }
 }
 
 /// The first endpoint (name order, `super::names`) of a state key: the

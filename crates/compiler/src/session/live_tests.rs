@@ -47,6 +47,11 @@ enum Step {
     /// peer (the agent's "one-rule change").
     ChangeOne(u8, usize, u8, u8),
     RemoveText(u8),
+    /// Insert an item into text `n` before its item `i` (modulo its items
+    /// plus one), or remove its item `i` (modulo its items; not its last
+    /// one): a rule item inserted or removed, the later ones moving.
+    InsertItem(u8, usize, Item),
+    RemoveItem(u8, usize),
     /// Edit text `n`'s YAML at line `line` (modulo its lines) the way a
     /// person does (`edit_yaml`): kind 0 a comment at the line's end, 1
     /// trailing blanks, 2 the line's first port number changed, 3 a
@@ -183,6 +188,8 @@ fn step() -> impl Strategy<Value = Step> {
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
         4 => (0u8..3, 0usize..4, prop_oneof![0u8..6, 7u8..9], 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
+        3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
+        2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
         3 => (0u8..3, 0usize..24, 0u8..5).prop_map(|(n, l, k)| Step::EditText(n, l, k)),
         4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
         2 => (0u8..6).prop_map(Step::RemoveEndpoint),
@@ -355,6 +362,22 @@ fn set_text(session: &mut Session, n: u8, yaml: &str, reparse: bool) -> (Update,
     (session.set_policy(&name, outcome).unwrap(), false)
 }
 
+/// Sets text `n` to the YAML of a generated `text` ([`set_text`]),
+/// keeping both.
+fn set_generated(
+    session: &mut Session,
+    (n, text): (u8, Text),
+    reparse: bool,
+    yamls: &mut BTreeMap<u8, String>,
+    texts: &mut BTreeMap<u8, Text>,
+) -> (Update, bool) {
+    let yaml = text_yaml(n, &text);
+    let out = set_text(session, n, &yaml, reparse);
+    yamls.insert(n, yaml);
+    texts.insert(n, text);
+    out
+}
+
 /// [`run`], setting texts in place where the reparse allows (`reparse`);
 /// also gives how many were.
 fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, usize) {
@@ -369,11 +392,9 @@ fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, 
     for step in steps {
         let update = match step.clone() {
             Step::SetText(n, text) => {
-                let yaml = text_yaml(n, &text);
-                let (update, in_place) = set_text(&mut session, n, &yaml, reparse);
+                let (update, in_place) =
+                    set_generated(&mut session, (n, text), reparse, &mut yamls, &mut texts);
                 edited += usize::from(in_place);
-                yamls.insert(n, yaml);
-                texts.insert(n, text);
                 Some(update)
             }
             Step::ChangeOne(n, i, peer, ports) => {
@@ -384,11 +405,34 @@ fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, 
                 let item = &mut text.items[i % len];
                 item.peer = peer;
                 item.ports = ports;
-                let yaml = text_yaml(n, &text);
-                let (update, in_place) = set_text(&mut session, n, &yaml, reparse);
+                let (update, in_place) =
+                    set_generated(&mut session, (n, text), reparse, &mut yamls, &mut texts);
                 edited += usize::from(in_place);
-                yamls.insert(n, yaml);
-                texts.insert(n, text);
+                Some(update)
+            }
+            Step::InsertItem(n, i, item) => {
+                let Some(mut text) = texts.get(&n).cloned() else {
+                    continue;
+                };
+                let at = i % (text.items.len() + 1);
+                text.items.insert(at, item);
+                let (update, in_place) =
+                    set_generated(&mut session, (n, text), reparse, &mut yamls, &mut texts);
+                edited += usize::from(in_place);
+                Some(update)
+            }
+            Step::RemoveItem(n, i) => {
+                let Some(mut text) = texts.get(&n).cloned() else {
+                    continue;
+                };
+                if text.items.len() < 2 {
+                    continue;
+                }
+                let at = i % text.items.len();
+                text.items.remove(at);
+                let (update, in_place) =
+                    set_generated(&mut session, (n, text), reparse, &mut yamls, &mut texts);
+                edited += usize::from(in_place);
                 Some(update)
             }
             Step::EditText(n, line, kind) => {
@@ -513,6 +557,16 @@ fn shared_identities_out_of_name_order_stay_in_name_order() {
     }
 }
 
+/// The steps that were compiled in full.
+fn full_steps(paths: &[(UpdatePath, usize, usize)]) -> Vec<usize> {
+    paths
+        .iter()
+        .enumerate()
+        .filter(|(_, (p, _, _))| *p != UpdatePath::Incremental)
+        .map(|(i, _)| i)
+        .collect()
+}
+
 /// The fixed sequence an agent runs most (a port change, a peer change,
 /// a new pod with new labels selected by a peer selector, its removal)
 /// goes the incremental way, and still equals the batch.
@@ -568,12 +622,7 @@ fn common_changes_are_incremental() {
     // The first endpoint (the first with a namespace: the host allow of
     // Kubernetes mode may change) and the first policy text are full
     // builds; everything after them is incremental.
-    let full: Vec<usize> = paths
-        .iter()
-        .enumerate()
-        .filter(|(_, (p, _, _))| *p != UpdatePath::Incremental)
-        .map(|(i, _)| i)
-        .collect();
+    let full = full_steps(&paths);
     assert_eq!(full, vec![0, 2], "{paths:?}");
     // The one-rule changes edit one line each (a port, a range, an HTTP
     // rule): the session lowers that item again, not the text's three.
@@ -673,4 +722,74 @@ fn a_failing_in_place_edit_restores_the_session() {
         Some(&load_str(file, &before, &limits))
     );
     assert_eq!(session.compiled(), compiled);
+}
+
+/// A rule item inserted into a text or removed from it (at the front, in
+/// the middle, at the end; a section made and emptied; a text before
+/// another, whose rules and origins all move) goes the incremental way
+/// (`Session::move_item`): the inserted item is the one item lowered, a
+/// removal lowers none, and every step equals the batch (`check`). An
+/// insertion that moves a peer selector's first use before another's
+/// (the batch would number it earlier) is compiled in full.
+#[test]
+fn inserted_and_removed_items_are_incremental() {
+    let item = |egress: bool, deny: bool, peer: u8, ports: u8| Item {
+        egress,
+        deny,
+        peer,
+        ports,
+    };
+    // Peer selectors by first use: tier=web, app=b, app=c (text 0), app=a,
+    // tier=db (text 1).
+    let base = Text {
+        subject: 0,
+        items: vec![
+            item(false, false, 3, 1),
+            item(false, false, 1, 2),
+            item(true, false, 2, 3),
+        ],
+    };
+    let other = Text {
+        subject: 1,
+        items: vec![item(false, false, 0, 1), item(true, true, 4, 2)],
+    };
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, true),
+        Step::AddEndpoint(2, 2, 0, true),
+        Step::SetText(0, base),
+        Step::SetText(1, other),
+        // Text 0 comes first: every rule and origin of text 1 moves.
+        Step::InsertItem(0, 1, item(false, false, 1, 3)),
+        Step::InsertItem(0, 0, item(false, false, 3, 0)),
+        // A new section (ingressDeny) after ingress.
+        Step::InsertItem(0, 5, item(false, true, 3, 1)),
+        // No L3 peer (the wildcard), first in egress.
+        Step::InsertItem(0, 9, item(true, false, 8, 3)),
+        // The ingressDeny item again: its section goes away.
+        Step::RemoveItem(0, 6),
+        Step::RemoveItem(0, 1),
+        // The last use of tier=web.
+        Step::RemoveItem(0, 0),
+        Step::InsertItem(1, 1, item(true, true, 0, 4)),
+        Step::RemoveItem(1, 0),
+        Step::AddEndpoint(3, 0, 1, true),
+        // tier=web (numbered first) used again after app=b: in full.
+        Step::InsertItem(0, 1, item(true, false, 3, 5)),
+        Step::RemoveItem(0, 3),
+    ];
+    let paths = run(&steps);
+    let full = full_steps(&paths);
+    // The first endpoint, the two texts' first loads and the insertion
+    // that renumbers a selector are full builds.
+    assert_eq!(full, vec![0, 3, 4, 15], "{paths:?}");
+    let lowered: Vec<usize> = paths[5..15].iter().map(|(_, n, _)| *n).collect();
+    assert_eq!(lowered, vec![1, 1, 1, 1, 0, 0, 0, 1, 0, 0], "{paths:?}");
+    assert_eq!(paths[16].1, 0, "{paths:?}");
+    // The reparse cannot take an inserted or removed item: loaded in
+    // full, the same paths.
+    let (in_place, _) = run_with(&steps, true);
+    let path =
+        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
+    assert_eq!(path(&in_place), path(&paths));
 }

@@ -160,6 +160,25 @@ impl<R: Indexed> States<R> {
         })
     }
 
+    /// Changes every record in place without changing the selectors its
+    /// ops name (debug builds check it); the entry total is recounted.
+    pub(super) fn for_each_mut(&mut self, mut change: impl FnMut(&mut R)) {
+        let mut entries = 0_u64;
+        for record in self.map.values_mut() {
+            #[cfg(debug_assertions)]
+            let selectors = sorted(record.selectors());
+            change(record);
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(
+                selectors,
+                sorted(record.selectors()),
+                "a state's ops changed their selectors through States::for_each_mut"
+            );
+            entries += wide(record.entries());
+        }
+        self.entries = entries;
+    }
+
     /// The keys of the states whose ops name one of `selectors`, sorted.
     pub(super) fn reached_by(&self, selectors: &[SelectorId]) -> Vec<StateKey> {
         let mut keys: BTreeSet<&StateKey> = BTreeSet::new();
