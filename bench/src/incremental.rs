@@ -99,6 +99,12 @@ pub struct IncrementalApiResult {
     /// place, so its origins move. Empty from builds before session 14.
     #[serde(default)]
     pub rule_insert: Vec<Step>,
+    /// The same rule inserted before the middle rule (`rules / 2`) and taken out again
+    /// ([`with_rule_inserted_before`]): its peer selector (`client-5`, first used by rule 5)
+    /// keeps its place in the order of first uses, so no selector is numbered again. Empty from
+    /// builds before session 15.
+    #[serde(default)]
+    pub rule_insert_middle: Vec<Step>,
 }
 
 /// The policy text, with rule 0 on `first_port`.
@@ -124,8 +130,19 @@ pub fn policy_yaml(rules: usize, first_port: u16) -> String {
 /// `text` (a [`policy_yaml`]) with one more rule before its rule 0: peers
 /// `role: client-5` on TCP 9000.
 pub fn with_rule_inserted(text: &str) -> String {
+    with_rule_inserted_before(text, 0)
+}
+
+/// `text` (a [`policy_yaml`]) with one more rule before its rule `index` (after the last when
+/// there is none): peers `role: client-5` on TCP 9000.
+pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
+    const ITEM: &str = "  - fromEndpoints:\n";
     let rule = "  - fromEndpoints:\n    - matchLabels:\n        role: client-5\n    toPorts:\n    - ports:\n      - port: \"9000\"\n        protocol: TCP\n";
-    text.replacen("  ingress:\n", &format!("  ingress:\n{rule}"), 1)
+    let at = text
+        .match_indices(ITEM)
+        .nth(index)
+        .map_or(text.len(), |(at, _)| at);
+    format!("{}{rule}{}", &text[..at], &text[at..])
 }
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Endpoint {
@@ -314,6 +331,7 @@ fn incremental_api(
         identity_remove: Vec::new(),
         rule_change_after_add: Vec::new(),
         rule_insert: Vec::new(),
+        rule_insert_middle: Vec::new(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -360,6 +378,11 @@ fn incremental_api(
     for run in 0..2 * runs {
         let text = if run % 2 == 0 { &inserted } else { &original };
         result.rule_insert.push(replace(&mut session, text)?);
+    }
+    let inserted = with_rule_inserted_before(&original, rules / 2);
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 { &inserted } else { &original };
+        result.rule_insert_middle.push(replace(&mut session, text)?);
     }
     Ok(Some(result))
 }
@@ -411,6 +434,17 @@ mod tests {
         assert!(
             inserts.iter().all(|c| *c == inserts[0] && *c > 0),
             "{inserts:?}"
+        );
+        // In the middle: the same entries (the same rule on the same port), and at most the
+        // server's state folded in full (the session's move of one rule; a rebuild folds every
+        // state, one per client identity, as the insertion before rule 0 does).
+        let middle: Vec<usize> = api.rule_insert_middle.iter().map(|s| s.changes).collect();
+        assert_eq!(middle, inserts, "{middle:?}");
+        assert!(api.rule_insert.iter().all(|s| s.computed > CLIENTS));
+        assert!(
+            api.rule_insert_middle.iter().all(|s| s.computed <= 1),
+            "{:?}",
+            api.rule_insert_middle
         );
     }
 }

@@ -779,9 +779,25 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
         let _ = writeln!(
             out,
             "\nA rule inserted before rule 0 and taken out again (every later rule moves one \
-             place, so its origins move), incremental API: {}; {} map writes.",
+             place; its peer selector, first used by rule 5, is then used before rule 0's, which \
+             the batch would number first, so the session recompiles), incremental API: {}; {} \
+             map writes.",
             incremental_cell(|a| &a.rule_insert),
             api.rule_insert.first().map_or(0, |s| s.changes),
+        );
+    }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.rule_insert_middle.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nThe same rule inserted before rule {} and taken out again (its peer selector keeps \
+             its place in the order of first uses), incremental API: {}; {} map writes; {} \
+             state(s) distilled again.",
+            result.rules / 2,
+            incremental_cell(|a| &a.rule_insert_middle),
+            api.rule_insert_middle.first().map_or(0, |s| s.changes),
+            api.rule_insert_middle.first().map_or(0, |s| s.computed),
         );
     }
     Ok(out)
