@@ -109,7 +109,15 @@
 //!    against its lowering. The same selector-order check applies: an
 //!    insertion that makes a selector's first use come before another's
 //!    that is numbered earlier recompiles.
-//! 6. **Anything else** (a text added or removed, a new CIDR prefix, named
+//! 6. **A policy text added or removed**: the same move of a block, the
+//!    text's whole lowering (lowered alone, as in 4) appended after the
+//!    other texts' rules and origins or taken out from among them, its
+//!    lowering findings and span with it. Debug builds check the whole
+//!    lowering against `lower` of every text. A text that brings a CIDR
+//!    prefix no other text has (or takes away the last text that had it),
+//!    a log cookie or a CIDR group recompiles (identities or numbering
+//!    across texts change).
+//! 7. **Anything else** (a new CIDR prefix, named
 //!    ports, reserved identities): a full
 //!    recompile ([`UpdatePath::Full`] says why), whose writes are still the
 //!    exact difference. So is any failure: an update that fails restores

@@ -742,9 +742,17 @@ impl Session {
         };
         let Some(position) = position else {
             self.texts.push(text);
-            return self.rebuild("a policy text was added").inspect_err(|_| {
+            let result = match self.append_text() {
+                Ok(Some(update)) => Ok(update),
+                Ok(None) => self.rebuild("a policy text was added"),
+                Err(e) => Err(e),
+            };
+            if result.is_err() {
                 self.texts.pop();
-            });
+                // Back to the previous inputs, exactly (fail closed).
+                self.rebuild("restore")?;
+            }
+            return result;
         };
         let previous = std::mem::replace(&mut self.texts[position], text);
         let items = self.changed_items(position, &previous.outcome);
@@ -853,10 +861,16 @@ impl Session {
     pub fn remove_policy(&mut self, name: &str) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
         let removed = self.texts.remove(position);
-        let result = self.rebuild("a policy text was removed");
+        let result = match self.cut_text(position) {
+            Ok(Some(update)) => Ok(update),
+            Ok(None) => self.rebuild("a policy text was removed"),
+            Err(e) => Err(e),
+        };
         if result.is_err() {
             self.texts.insert(position, removed);
             let _ = self.rebuild("restore");
+        } else {
+            drop_later(removed);
         }
         Some(result)
     }
@@ -1405,16 +1419,11 @@ impl Session {
     }
 
     /// The text at `position` gained or lost one rule item
-    /// ([`super::items::moved_item`]): every rule index and origin id after
-    /// it moves by one place in the model, the item's rule is added (or
-    /// taken out) as a changed rule is, the text's origins take their new
-    /// lines and indices, and the subjects the rule selects are folded
-    /// again ([`Self::refold`]). The work is the renumbering (a pass over
-    /// the rules, the subjects' rule lists and every state's entries, all
-    /// without lowering, resolving or distilling anything) plus that of a
-    /// one-rule change. `Ok(None)`, the model as it was, when the change
-    /// is not one this takes (tier rules hold rules with origin ids; a span
-    /// with findings; a selector order the batch would not give).
+    /// ([`super::items::moved_item`]): a block of one rule and one origin
+    /// inserted or removed ([`Self::move_block`]), then the text's origins
+    /// take their new lines and indices (from the new tree) and its span
+    /// grows or shrinks by one. `Ok(None)`, the model as it was, when the
+    /// change is not one the session takes this way.
     fn move_item(
         &mut self,
         position: usize,
@@ -1423,151 +1432,33 @@ impl Session {
         let Some(span) = self.span(position).cloned() else {
             return Ok(None);
         };
-        let model = &mut self.model;
-        let r = span.rules.start + moved.position;
-        let o = span.origins.start + moved.position;
         let inserted = moved.inserted.is_some();
         if !span.diagnostics.is_empty()
             || span.rules.len() != span.origins.len()
-            || !model.lowered.tier_rules.rules.is_empty()
             || moved.position > span.rules.len()
             || (!inserted && moved.position >= span.rules.len())
         {
             return Ok(None);
         }
-        let Ok(o_id) = u32::try_from(o) else {
+        let change = match moved.inserted {
+            Some(item) => BlockChange::Insert {
+                rules: vec![item.rule],
+                origins: vec![item.origin],
+            },
+            None => BlockChange::Remove {
+                rules: 1,
+                origins: 1,
+            },
+        };
+        let block = Block {
+            rules_at: span.rules.start + moved.position,
+            origins_at: span.origins.start + moved.position,
+            change,
+        };
+        let Some(moving) = self.move_block(block) else {
             return Ok(None);
         };
-        if !inserted && model.lowered.rules[r].origin != o_id {
-            return Ok(None);
-        }
-        let mut parts = std::mem::take(&mut model.parts);
-        // The peers first: the one check that can still refuse, with the
-        // model otherwise as it was.
-        match &moved.inserted {
-            Some(item) => {
-                let peers = item.rule.peers.as_ref().map(|list| {
-                    list.iter()
-                        .map(|s| parts.cache.intern(s, &model.table))
-                        .collect::<Vec<_>>()
-                });
-                parts.peer_ids.insert(r, peers);
-            }
-            None => {
-                let peers = parts.peer_ids.remove(r);
-                if !selector_order_is_batch_order(&parts) {
-                    parts.peer_ids.insert(r, peers);
-                    model.parts = parts;
-                    return Ok(None);
-                }
-            }
-        }
-        if inserted && !selector_order_is_batch_order(&parts) {
-            parts.peer_ids.remove(r);
-            model.parts = parts;
-            return Ok(None);
-        }
-        model.peer_index.catch_up(&parts.cache);
-
-        let mut touched: BTreeSet<(Direction, FilterKey)> =
-            Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
-        let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
-        // Take the removed rule out of every index while its index is its own.
-        if !inserted {
-            let old = &model.lowered.rules[r];
-            touched.extend(filter_keys(old));
-            count_selectors(&mut model.selector_uses, old, false);
-            index_filters(&mut model.filter_rules, old, r, false);
-            if let Some(list) = model.subjects.get_mut(&old.subject) {
-                list.retain(|i| *i != r);
-                if list.is_empty() {
-                    model.subjects.remove(&old.subject);
-                }
-            }
-            for (id, list) in &mut parts.rules_by_identity {
-                if let Ok(at) = list.binary_search(&r) {
-                    list.remove(at);
-                    subjects_of_changed.insert(*id);
-                }
-            }
-            parts.rules_by_identity.retain(|_, list| !list.is_empty());
-            model.lowered.rules.remove(r);
-            model.lowered.origins.remove(o);
-        }
-        // Every rule index from `r` (above it, for a removal) and every
-        // origin id from `o` moves by one.
-        let moves = |i: usize| if inserted { i >= r } else { i > r };
-        let move_index = |i: &mut usize| {
-            if moves(*i) {
-                if inserted {
-                    *i += 1;
-                } else {
-                    *i -= 1;
-                }
-            }
-        };
-        let shift_list = |list: &mut Vec<usize>| {
-            let from = list.partition_point(|i| !moves(*i));
-            list[from..].iter_mut().for_each(move_index);
-        };
-        model.subjects.values_mut().for_each(shift_list);
-        model.filter_rules.values_mut().for_each(shift_list);
-        parts.rules_by_identity.values_mut().for_each(shift_list);
-        let renumber = Renumber {
-            from: o_id,
-            inserted,
-        };
-        for rule in &mut model.lowered.rules {
-            rule.origin = renumber.id(rule.origin);
-        }
-        for origin in &mut model.lowered.origins[o..] {
-            origin.id = renumber.id(origin.id);
-        }
-        model.lowered.localhost_origin = model.lowered.localhost_origin.map(|id| renumber.id(id));
-        parts.localhost_origin = parts.localhost_origin.map(|id| renumber.id(id));
-        for policy in model.l4.values_mut() {
-            for direction in [&mut policy.ingress, &mut policy.egress] {
-                for per_selector in direction.filters.values_mut() {
-                    for selector_policy in per_selector.values_mut() {
-                        renumber.set(&mut selector_policy.origins);
-                    }
-                }
-            }
-        }
-        model.states.for_each_mut(|record| {
-            if record
-                .ops
-                .iter()
-                .any(|op| renumber.moves(&op.entry.origins))
-                || record.state.iter().any(|(_, e)| renumber.moves(&e.origins))
-            {
-                for op in &mut record.ops {
-                    renumber.set(&mut op.entry.origins);
-                }
-                Arc::make_mut(&mut record.state).renumber_origins(&|set| renumber.set(set));
-            }
-        });
-        // The inserted rule into every index at its place.
-        if let Some(item) = moved.inserted {
-            let rule = item.rule;
-            touched.extend(filter_keys(&rule));
-            count_selectors(&mut model.selector_uses, &rule, true);
-            index_filters(&mut model.filter_rules, &rule, r, true);
-            let list = model.subjects.entry(rule.subject.clone()).or_default();
-            let at = list.partition_point(|i| *i < r);
-            list.insert(at, r);
-            let endpoint_ids: BTreeSet<u32> =
-                model.table.endpoint_identity.iter().copied().collect();
-            index_selected(
-                &model.table,
-                &mut parts.rules_by_identity,
-                (&rule, r),
-                &endpoint_ids,
-                &mut subjects_of_changed,
-            );
-            model.lowered.rules.insert(r, rule);
-            model.lowered.origins.insert(o, item.origin);
-        }
+        let model = &mut self.model;
         // The text's origins after the change: their lines, and the index
         // and route of the items after it in its section.
         for (at, line) in &moved.lines {
@@ -1614,6 +1505,364 @@ impl Session {
                 "the moved text's origins"
             );
         }
+        self.finish_move(moving, usize::from(inserted), span.rules.len())
+            .map(Some)
+    }
+
+    /// The text just pushed as the last of [`Self::texts`] added without a
+    /// rebuild: its lowering (alone, origin ids after every other text's)
+    /// is a block appended to the rules and origins ([`Self::move_block`]),
+    /// its findings and span appended too. `Ok(None)`, the model as it
+    /// was, when the text needs more than that: a log cookie or a CIDR
+    /// group (numbered or labelled across texts), a CIDR prefix no other
+    /// text has (a new CIDR identity), tier rules.
+    fn append_text(&mut self) -> Result<Option<Update>, SessionError> {
+        let Some(position) = self.texts.len().checked_sub(1) else {
+            return Ok(None);
+        };
+        let Some(spans) = self.model.spans.as_ref() else {
+            return Ok(None);
+        };
+        if spans.len() != position {
+            return Ok(None);
+        }
+        let origins_at = spans.last().map_or(2, |span| span.origins.end);
+        let (rules_at, diagnostics_at) = (
+            self.model.lowered.rules.len(),
+            self.model.lowered.diagnostics.len(),
+        );
+        let text = &self.texts[position];
+        if text.outcome.documents.iter().any(|d| {
+            matches!(
+                d.doc,
+                porin_model::model::PolicyDocument::CiliumCidrGroup(_)
+            )
+        }) {
+            return Ok(None);
+        }
+        let lowering = lower_text(text, &self.inventory, origins_at);
+        if lowering.has_log
+            || !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
+            || lowering.rules.iter().any(|rule| rule.tier.is_some())
+        {
+            return Ok(None);
+        }
+        let n = lowering.rules.len();
+        let span = TextSpan {
+            rules: rules_at..rules_at + n,
+            origins: origins_at..origins_at + lowering.origins.len(),
+            diagnostics: diagnostics_at..diagnostics_at + lowering.diagnostics.len(),
+            prefixes: lowering.prefixes,
+        };
+        let block = Block {
+            rules_at,
+            origins_at,
+            change: BlockChange::Insert {
+                rules: lowering.rules,
+                origins: lowering.origins,
+            },
+        };
+        let Some(moving) = self.move_block(block) else {
+            return Ok(None);
+        };
+        self.model.lowered.diagnostics.extend(lowering.diagnostics);
+        if let Some(spans) = &mut self.model.spans {
+            spans.push(span);
+        }
+        self.debug_check_lowering();
+        self.finish_move(moving, n, 0).map(Some)
+    }
+
+    /// The text at `position`, just taken out of [`Self::texts`] (it had
+    /// `span`), removed without a rebuild: its rules and origins are a
+    /// block removed ([`Self::move_block`]), its findings and span taken
+    /// out. `Ok(None)`, the model as it was, when a CIDR prefix of it is in
+    /// no other text (its CIDR identity goes).
+    fn cut_text(&mut self, position: usize) -> Result<Option<Update>, SessionError> {
+        let Some(spans) = self.model.spans.as_ref() else {
+            return Ok(None);
+        };
+        let Some(span) = spans.get(position).cloned() else {
+            return Ok(None);
+        };
+        let kept_elsewhere = span.prefixes.iter().all(|prefix| {
+            spans
+                .iter()
+                .enumerate()
+                .any(|(i, other)| i != position && other.prefixes.contains(prefix))
+        });
+        if !kept_elsewhere {
+            return Ok(None);
+        }
+        let block = Block {
+            rules_at: span.rules.start,
+            origins_at: span.origins.start,
+            change: BlockChange::Remove {
+                rules: span.rules.len(),
+                origins: span.origins.len(),
+            },
+        };
+        let Some(moving) = self.move_block(block) else {
+            return Ok(None);
+        };
+        let model = &mut self.model;
+        model.lowered.diagnostics.drain(span.diagnostics.clone());
+        if let Some(spans) = &mut model.spans {
+            spans.remove(position);
+            let (rules, origins, diagnostics) = (
+                -(span.rules.len() as isize),
+                -(span.origins.len() as isize),
+                -(span.diagnostics.len() as isize),
+            );
+            for later in spans.iter_mut().skip(position) {
+                later.rules = shift(&later.rules, rules);
+                later.origins = shift(&later.origins, origins);
+                later.diagnostics = shift(&later.diagnostics, diagnostics);
+            }
+        }
+        self.debug_check_lowering();
+        self.finish_move(moving, 0, 0).map(Some)
+    }
+
+    /// Debug builds: the model's lowering is the whole lowering of the
+    /// texts (rules, origins, findings, prefixes) and its spans are each
+    /// text's.
+    fn debug_check_lowering(&self) {
+        #[cfg(debug_assertions)]
+        {
+            let inputs: Vec<PolicyInput<'_>> = self
+                .texts
+                .iter()
+                .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
+                .collect();
+            let whole = lower(&inputs, &self.inventory);
+            let lowered = &self.model.lowered;
+            debug_assert_eq!(lowered.rules, whole.rules, "the session's rules");
+            debug_assert_eq!(lowered.origins, whole.origins, "the session's origins");
+            debug_assert_eq!(
+                lowered.diagnostics, whole.diagnostics,
+                "the session's lowering findings"
+            );
+            debug_assert_eq!(lowered.prefixes, whole.prefixes, "the session's prefixes");
+            debug_assert_eq!(lowered.localhost_origin, whole.localhost_origin);
+            if let Some(spans) = &self.model.spans {
+                debug_assert_eq!(spans.len(), self.texts.len(), "a span per text");
+                for (span, text) in spans.iter().zip(&self.texts) {
+                    let lowering = lower_text(text, &self.inventory, span.origins.start);
+                    debug_assert_eq!(lowered.rules[span.rules.clone()], lowering.rules[..]);
+                    debug_assert_eq!(lowered.origins[span.origins.clone()], lowering.origins[..]);
+                    debug_assert_eq!(
+                        lowered.diagnostics[span.diagnostics.clone()],
+                        lowering.diagnostics[..]
+                    );
+                    debug_assert_eq!(span.prefixes, lowering.prefixes);
+                }
+            }
+        }
+    }
+
+    /// Inserts or removes a block of rules and origins ([`Block`]) in the
+    /// model: every rule index and origin id after it moves by the block's
+    /// size (the rule lists of subjects, filters and identities, the peer
+    /// ids; the origins of rules, L4 policies, ops and state entries, and
+    /// the host allow's; a removed origin's id becomes `u32::MAX`, which no
+    /// origin has, so that what still names it never equals what a rule
+    /// that takes its id gives), and the block's rules go into (or out of)
+    /// every index, the identities they select recorded. The spans and the
+    /// lowering's findings are the caller's. The work is a pass over the
+    /// rules, the subjects' rule lists and every state's entries, without
+    /// lowering, resolving or distilling anything.
+    ///
+    /// `None`, the model as it was, when the change is not one the
+    /// session takes this way: tier rules (they hold rules with origin
+    /// ids), or selector ids that would no longer order the rules' peer
+    /// selectors as the batch numbers them (by first use).
+    fn move_block(&mut self, block: Block) -> Option<Moving> {
+        let model = &mut self.model;
+        let (r, o) = (block.rules_at, block.origins_at);
+        let (n, m, inserted) = match &block.change {
+            BlockChange::Insert { rules, origins } => (rules.len(), origins.len(), true),
+            BlockChange::Remove { rules, origins } => (*rules, *origins, false),
+        };
+        if !model.lowered.tier_rules.rules.is_empty()
+            || r > model.lowered.rules.len()
+            || (!inserted && r + n > model.lowered.rules.len())
+            || o > model.lowered.origins.len()
+            || (!inserted && o + m > model.lowered.origins.len())
+        {
+            return None;
+        }
+        let (Ok(o_id), Ok(m_id)) = (u32::try_from(o), u32::try_from(m)) else {
+            return None;
+        };
+        if !inserted
+            && model.lowered.rules[r..r + n]
+                .iter()
+                .any(|rule| rule.origin < o_id || rule.origin - o_id >= m_id)
+        {
+            return None;
+        }
+        let mut parts = std::mem::take(&mut model.parts);
+        // The peers first: the one check that can still refuse, with the
+        // model otherwise as it was.
+        let removed_peers: Vec<Option<Vec<SelectorId>>> = match &block.change {
+            BlockChange::Insert { rules, .. } => {
+                let peers: Vec<_> = rules
+                    .iter()
+                    .map(|rule| {
+                        rule.peers.as_ref().map(|list| {
+                            list.iter()
+                                .map(|s| parts.cache.intern(s, &model.table))
+                                .collect::<Vec<_>>()
+                        })
+                    })
+                    .collect();
+                parts.peer_ids.splice(r..r, peers);
+                Vec::new()
+            }
+            BlockChange::Remove { .. } => parts.peer_ids.drain(r..r + n).collect(),
+        };
+        if !selector_order_is_batch_order(&parts) {
+            if inserted {
+                parts.peer_ids.drain(r..r + n);
+            } else {
+                parts.peer_ids.splice(r..r, removed_peers);
+            }
+            model.parts = parts;
+            return None;
+        }
+        model.peer_index.catch_up(&parts.cache);
+
+        let mut touched: BTreeSet<(Direction, FilterKey)> =
+            Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
+        let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
+        // Take the removed rules out of every index while their indices
+        // are their own.
+        if !inserted {
+            for (index, old) in model.lowered.rules[r..r + n].iter().enumerate() {
+                let index = r + index;
+                touched.extend(filter_keys(old));
+                count_selectors(&mut model.selector_uses, old, false);
+                index_filters(&mut model.filter_rules, old, index, false);
+                if let Some(list) = model.subjects.get_mut(&old.subject) {
+                    list.retain(|i| *i != index);
+                    if list.is_empty() {
+                        model.subjects.remove(&old.subject);
+                    }
+                }
+            }
+            for (id, list) in &mut parts.rules_by_identity {
+                let from = list.partition_point(|i| *i < r);
+                let to = list.partition_point(|i| *i < r + n);
+                if from < to {
+                    list.drain(from..to);
+                    subjects_of_changed.insert(*id);
+                }
+            }
+            parts.rules_by_identity.retain(|_, list| !list.is_empty());
+            model.lowered.rules.drain(r..r + n);
+            model.lowered.origins.drain(o..o + m);
+        }
+        // Every rule index from `r` (after the block, for a removal) and
+        // every origin id from `o` moves by the block's size.
+        let first_moving = if inserted { r } else { r + n };
+        let move_index = |i: &mut usize| {
+            if *i >= first_moving {
+                if inserted {
+                    *i += n;
+                } else {
+                    *i -= n;
+                }
+            }
+        };
+        let shift_list = |list: &mut Vec<usize>| {
+            let from = list.partition_point(|i| *i < first_moving);
+            list[from..].iter_mut().for_each(move_index);
+        };
+        model.subjects.values_mut().for_each(shift_list);
+        model.filter_rules.values_mut().for_each(shift_list);
+        parts.rules_by_identity.values_mut().for_each(shift_list);
+        let renumber = Renumber {
+            from: o_id,
+            count: m_id,
+            inserted,
+        };
+        for rule in &mut model.lowered.rules {
+            rule.origin = renumber.id(rule.origin);
+        }
+        for origin in &mut model.lowered.origins[o..] {
+            origin.id = renumber.id(origin.id);
+        }
+        model.lowered.localhost_origin = model.lowered.localhost_origin.map(|id| renumber.id(id));
+        parts.localhost_origin = parts.localhost_origin.map(|id| renumber.id(id));
+        for policy in model.l4.values_mut() {
+            for direction in [&mut policy.ingress, &mut policy.egress] {
+                for per_selector in direction.filters.values_mut() {
+                    for selector_policy in per_selector.values_mut() {
+                        renumber.set(&mut selector_policy.origins);
+                    }
+                }
+            }
+        }
+        model.states.for_each_mut(|record| {
+            if record
+                .ops
+                .iter()
+                .any(|op| renumber.moves(&op.entry.origins))
+                || record.state.iter().any(|(_, e)| renumber.moves(&e.origins))
+            {
+                for op in &mut record.ops {
+                    renumber.set(&mut op.entry.origins);
+                }
+                Arc::make_mut(&mut record.state).renumber_origins(&|set| renumber.set(set));
+            }
+        });
+        // The inserted rules into every index at their places.
+        if let BlockChange::Insert { rules, origins } = block.change {
+            let endpoint_ids: BTreeSet<u32> =
+                model.table.endpoint_identity.iter().copied().collect();
+            for (index, rule) in rules.iter().enumerate() {
+                let index = r + index;
+                touched.extend(filter_keys(rule));
+                count_selectors(&mut model.selector_uses, rule, true);
+                index_filters(&mut model.filter_rules, rule, index, true);
+                let list = model.subjects.entry(rule.subject.clone()).or_default();
+                let at = list.partition_point(|i| *i < index);
+                list.insert(at, index);
+                index_selected(
+                    &model.table,
+                    &mut parts.rules_by_identity,
+                    (rule, index),
+                    &endpoint_ids,
+                    &mut subjects_of_changed,
+                );
+            }
+            model.lowered.rules.splice(r..r, rules);
+            model.lowered.origins.splice(o..o, origins);
+        }
+        Some(Moving {
+            parts,
+            touched,
+            subjects_of_changed,
+        })
+    }
+
+    /// The rest of a move ([`Self::move_block`]) once the caller has fixed
+    /// the spans and the text's origins: the limits on the lowering, then
+    /// the subjects of the moved rules folded again ([`Self::refold`]:
+    /// every state with findings too, as origins moved; the untouched
+    /// filters' ops kept, as their origins were renumbered in place).
+    fn finish_move(
+        &mut self,
+        moving: Moving,
+        rules_lowered: usize,
+        items_compared: usize,
+    ) -> Result<Update, SessionError> {
+        let Moving {
+            parts,
+            touched,
+            subjects_of_changed,
+        } = moving;
         let model = &mut self.model;
         if let Err(e) = self
             .limits
@@ -1623,12 +1872,12 @@ impl Session {
             return Err(e.into());
         }
         let mut update = Update::incremental(Vec::new());
-        update.rules_lowered = usize::from(inserted);
-        update.items_compared = span.rules.len();
+        update.rules_lowered = rules_lowered;
+        update.items_compared = items_compared;
         let update = self.refold(parts, &touched, &subjects_of_changed, (true, true), update)?;
         #[cfg(debug_assertions)]
         {
-            // Nothing names the removed rule's origin any more.
+            // Nothing names a removed origin any more.
             let names_none = |set: &BTreeSet<u32>| set.contains(&u32::MAX);
             debug_assert!(
                 !self.model.l4.values().any(|policy| {
@@ -1648,7 +1897,7 @@ impl Session {
                 "a state names a removed origin"
             );
         }
-        Ok(Some(update))
+        Ok(update)
     }
 
     /// The entry limits over every state, as the batch compiler charges
@@ -2776,24 +3025,58 @@ fn index_selected(
     }
 }
 
-/// Origin ids as a rule's insertion or removal moves them
-/// ([`Session::move_item`]): from `from` up by one for an insertion; above
-/// `from` down by one for a removal, and the removed id itself to
-/// `u32::MAX` (no origin), so that what still names it (the touched
-/// filters, made again) never compares equal to what the next rule, which
-/// takes its id, gives.
+/// Rules and origins a change inserts or removes at one place
+/// ([`Session::move_block`]).
+struct Block {
+    /// The index of the block's first rule.
+    rules_at: usize,
+    /// The id of the block's first origin.
+    origins_at: usize,
+    change: BlockChange,
+}
+
+enum BlockChange {
+    /// Rules (their origin ids already those from `origins_at`) and
+    /// origins inserted.
+    Insert {
+        rules: Vec<PolicyRule>,
+        origins: Vec<Origin>,
+    },
+    /// That many rules and origins removed.
+    Remove { rules: usize, origins: usize },
+}
+
+/// A block moved in the model, for [`Session::finish_move`]: the
+/// resolver's parts (taken out of the model), the filters the block's
+/// rules add to and the identities they select(ed).
+struct Moving {
+    parts: ResolverParts,
+    touched: BTreeSet<(Direction, FilterKey)>,
+    subjects_of_changed: BTreeSet<u32>,
+}
+
+/// Origin ids as a block's insertion or removal moves them
+/// ([`Session::move_block`]): from `from` up by `count` for an insertion;
+/// past the block down by `count` for a removal, and the removed ids
+/// themselves to `u32::MAX` (no origin), so that what still names them
+/// (the touched filters, made again) never compares equal to what the
+/// rules that take their ids give.
 struct Renumber {
     from: u32,
+    count: u32,
     inserted: bool,
 }
 
 impl Renumber {
     fn id(&self, id: u32) -> u32 {
-        match (self.inserted, id.cmp(&self.from)) {
-            (_, std::cmp::Ordering::Less) => id,
-            (true, _) => id.saturating_add(1),
-            (false, std::cmp::Ordering::Equal) => u32::MAX,
-            (false, std::cmp::Ordering::Greater) => id - 1,
+        if id < self.from || id == u32::MAX {
+            id
+        } else if self.inserted {
+            id.saturating_add(self.count)
+        } else if id - self.from < self.count {
+            u32::MAX
+        } else {
+            id - self.count
         }
     }
 

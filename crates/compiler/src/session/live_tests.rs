@@ -620,10 +620,10 @@ fn common_changes_are_incremental() {
     ];
     let paths = run(&steps);
     // The first endpoint (the first with a namespace: the host allow of
-    // Kubernetes mode may change) and the first policy text are full
-    // builds; everything after them is incremental.
+    // Kubernetes mode may change) is a full build; everything after it,
+    // the first policy text too (`Session::append_text`), is incremental.
     let full = full_steps(&paths);
-    assert_eq!(full, vec![0, 2], "{paths:?}");
+    assert_eq!(full, vec![0], "{paths:?}");
     // The one-rule changes edit one line each (a port, a range, an HTTP
     // rule): the session lowers that item again, not the text's three.
     let lowered: Vec<usize> = paths[3..6].iter().map(|(_, n, _)| *n).collect();
@@ -780,14 +780,65 @@ fn inserted_and_removed_items_are_incremental() {
     ];
     let paths = run(&steps);
     let full = full_steps(&paths);
-    // The first endpoint, the two texts' first loads and the insertion
-    // that renumbers a selector are full builds.
-    assert_eq!(full, vec![0, 3, 4, 15], "{paths:?}");
+    // The first endpoint and the insertion that renumbers a selector are
+    // full builds.
+    assert_eq!(full, vec![0, 15], "{paths:?}");
     let lowered: Vec<usize> = paths[5..15].iter().map(|(_, n, _)| *n).collect();
     assert_eq!(lowered, vec![1, 1, 1, 1, 0, 0, 0, 1, 0, 0], "{paths:?}");
     assert_eq!(paths[16].1, 0, "{paths:?}");
     // The reparse cannot take an inserted or removed item: loaded in
     // full, the same paths.
+    let (in_place, _) = run_with(&steps, true);
+    let path =
+        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
+    assert_eq!(path(&in_place), path(&paths));
+}
+
+/// Whole texts added and removed (`Session::append_text`,
+/// `Session::cut_text`) go the incremental way, a removal in the middle
+/// moving every later text's rules and origins, and every step equals the
+/// batch (`check`); a text whose CIDR prefix no other text has is added
+/// and removed in full (its CIDR identity comes and goes).
+#[test]
+fn texts_added_and_removed_are_incremental() {
+    let item = |egress: bool, deny: bool, peer: u8, ports: u8| Item {
+        egress,
+        deny,
+        peer,
+        ports,
+    };
+    let text = |subject: u8, items: Vec<Item>| Text { subject, items };
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, true),
+        Step::AddEndpoint(2, 2, 0, true),
+        Step::SetText(
+            0,
+            text(0, vec![item(false, false, 3, 1), item(true, false, 2, 3)]),
+        ),
+        Step::SetText(
+            1,
+            text(1, vec![item(false, false, 0, 5), item(true, true, 4, 2)]),
+        ),
+        Step::SetText(
+            2,
+            text(2, vec![item(false, true, 5, 0), item(false, false, 1, 4)]),
+        ),
+        // The middle text: text 2's rules and origins move down.
+        Step::RemoveText(1),
+        Step::SetText(1, text(0, vec![item(true, false, 8, 1)])),
+        Step::RemoveText(0),
+        // A new CIDR prefix: in full; the same prefix again: incremental;
+        // one of the two removed: incremental; the last: in full.
+        Step::SetText(0, text(1, vec![item(true, false, 6, 1)])),
+        Step::SetText(3, text(2, vec![item(false, false, 6, 0)])),
+        Step::RemoveText(0),
+        Step::RemoveText(3),
+    ];
+    let paths = run(&steps);
+    assert_eq!(full_steps(&paths), vec![0, 9, 12], "{paths:?}");
+    let lowered: Vec<usize> = paths[3..9].iter().map(|(_, n, _)| *n).collect();
+    assert_eq!(lowered, vec![2, 2, 2, 0, 1, 0], "{paths:?}");
     let (in_place, _) = run_with(&steps, true);
     let path =
         |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
