@@ -105,6 +105,16 @@ pub struct IncrementalApiResult {
     /// builds before session 15.
     #[serde(default)]
     pub rule_insert_middle: Vec<Step>,
+    /// A second policy text (one CNP of one rule selecting the server: `role: client-7` on TCP
+    /// 9001, [`extra_policy_yaml`]) added and removed again, alternately: a CNP created and
+    /// deleted beside the 4,096-rule one. Empty from builds before session 15.
+    #[serde(default)]
+    pub text_add: Vec<Step>,
+}
+
+/// The second text of [`IncrementalApiResult::text_add`].
+pub fn extra_policy_yaml() -> String {
+    "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata:\n  name: extra\n  namespace: bench\nspec:\n  endpointSelector:\n    matchLabels:\n      app: server\n  ingress:\n  - fromEndpoints:\n    - matchLabels:\n        role: client-7\n    toPorts:\n    - ports:\n      - port: \"9001\"\n        protocol: TCP\n".to_owned()
 }
 
 /// The policy text, with rule 0 on `first_port`.
@@ -332,6 +342,7 @@ fn incremental_api(
         rule_change_after_add: Vec::new(),
         rule_insert: Vec::new(),
         rule_insert_middle: Vec::new(),
+        text_add: Vec::new(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -383,6 +394,22 @@ fn incremental_api(
     for run in 0..2 * runs {
         let text = if run % 2 == 0 { &inserted } else { &original };
         result.rule_insert_middle.push(replace(&mut session, text)?);
+    }
+    let extra = extra_policy_yaml();
+    for _ in 0..runs {
+        let start = Instant::now();
+        let outcome = load(&extra)?;
+        let load_secs = start.elapsed().as_secs_f64();
+        let start = Instant::now();
+        let update = session.set_policy("extra.yaml", outcome)?;
+        let secs = start.elapsed().as_secs_f64();
+        result.text_add.push(step(&update, load_secs, secs));
+        let start = Instant::now();
+        let update = session
+            .remove_policy("extra.yaml")
+            .context("the extra text is there")??;
+        let secs = start.elapsed().as_secs_f64();
+        result.text_add.push(step(&update, 0.0, secs));
     }
     Ok(Some(result))
 }
@@ -445,6 +472,15 @@ mod tests {
             api.rule_insert_middle.iter().all(|s| s.computed <= 1),
             "{:?}",
             api.rule_insert_middle
+        );
+        // The second text adds and removes client-7's entry on 9001 (one key per direction of
+        // the change: 2 writes, as the inserted rule), without a rebuild.
+        let texts: Vec<usize> = api.text_add.iter().map(|s| s.changes).collect();
+        assert_eq!(texts, inserts, "{texts:?}");
+        assert!(
+            api.text_add.iter().all(|s| s.computed <= 1),
+            "{:?}",
+            api.text_add
         );
     }
 }

@@ -800,6 +800,17 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
             api.rule_insert_middle.first().map_or(0, |s| s.computed),
         );
     }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.text_add.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nA second text (a one-rule CNP selecting the server) added and removed again, \
+             incremental API: {}; {} map writes.",
+            incremental_cell(|a| &a.text_add),
+            api.text_add.first().map_or(0, |s| s.changes),
+        );
+    }
     Ok(out)
 }
 
