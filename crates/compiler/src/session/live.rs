@@ -1505,7 +1505,9 @@ impl Session {
                 "the moved text's origins"
             );
         }
-        self.finish_move(moving, usize::from(inserted), span.rules.len())
+        // The moved items' origins describe other lines and indices now:
+        // every state's findings are rendered again.
+        self.finish_move(moving, (usize::from(inserted), span.rules.len()), true)
             .map(Some)
     }
 
@@ -1570,7 +1572,9 @@ impl Session {
             spans.push(span);
         }
         self.debug_check_lowering();
-        self.finish_move(moving, n, 0).map(Some)
+        // The other origins only changed ids (the host allow's), which the
+        // states' findings do not show.
+        self.finish_move(moving, (n, 0), false).map(Some)
     }
 
     /// The text at `position`, just taken out of [`Self::texts`] (it had
@@ -1621,7 +1625,10 @@ impl Session {
             }
         }
         self.debug_check_lowering();
-        self.finish_move(moving, 0, 0).map(Some)
+        // The other origins only changed ids, which the states' findings
+        // do not show; the states that showed a removed one are of the
+        // identities its rules selected, folded again.
+        self.finish_move(moving, (0, 0), false).map(Some)
     }
 
     /// Debug builds: the model's lowering is the whole lowering of the
@@ -1850,13 +1857,14 @@ impl Session {
     /// The rest of a move ([`Self::move_block`]) once the caller has fixed
     /// the spans and the text's origins: the limits on the lowering, then
     /// the subjects of the moved rules folded again ([`Self::refold`]:
-    /// every state with findings too, as origins moved; the untouched
-    /// filters' ops kept, as their origins were renumbered in place).
+    /// every state with findings too when `descriptions_changed`, as some
+    /// origin then reads differently; the untouched filters' ops kept, as
+    /// their origins were renumbered in place).
     fn finish_move(
         &mut self,
         moving: Moving,
-        rules_lowered: usize,
-        items_compared: usize,
+        (rules_lowered, items_compared): (usize, usize),
+        descriptions_changed: bool,
     ) -> Result<Update, SessionError> {
         let Moving {
             parts,
@@ -1874,7 +1882,13 @@ impl Session {
         let mut update = Update::incremental(Vec::new());
         update.rules_lowered = rules_lowered;
         update.items_compared = items_compared;
-        let update = self.refold(parts, &touched, &subjects_of_changed, (true, true), update)?;
+        let update = self.refold(
+            parts,
+            &touched,
+            &subjects_of_changed,
+            (descriptions_changed, true),
+            update,
+        )?;
         #[cfg(debug_assertions)]
         {
             // Nothing names a removed origin any more.
