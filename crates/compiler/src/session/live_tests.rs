@@ -844,3 +844,68 @@ fn texts_added_and_removed_are_incremental() {
         |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
     assert_eq!(path(&in_place), path(&paths));
 }
+
+/// Texts of the other kinds as blocks: a Kubernetes NetworkPolicy and a
+/// CCNP added among CNPs, the NetworkPolicy removed from the middle and
+/// added again, each step equal to the batch, incremental unless the
+/// batch would number a selector differently.
+#[test]
+fn network_policy_and_ccnp_texts_move_as_blocks() {
+    let limits = LoadLimits::default();
+    let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
+    let mut before: BTreeMap<String, MapState> = BTreeMap::new();
+    let mut mirror: BTreeMap<String, MapState> = BTreeMap::new();
+    for (n, app, tier) in [(0, 0, 0), (1, 1, 1), (2, 2, 0)] {
+        let update = session.add_endpoint(endpoint(n, app, tier, true)).unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+    }
+    let knp = "apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: k, namespace: prod}\nspec:\n  podSelector: {matchLabels: {app: b}}\n  policyTypes: [Ingress, Egress]\n  ingress:\n  - from:\n    - podSelector: {matchLabels: {app: a}}\n    - podSelector: {matchLabels: {tier: db}}\n    ports:\n    - {port: 80, protocol: TCP}\n    - {port: 443, protocol: TCP}\n  egress:\n  - to:\n    - podSelector: {matchLabels: {app: c}}\n";
+    let ccnp = "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {name: cw}\nspec:\n  endpointSelector: {matchLabels: {app: c}}\n  egress:\n  - toEndpoints: [{matchLabels: {app: a}}]\n    toPorts: [{ports: [{port: \"8080\", protocol: TCP}]}]\n";
+    let cnp = |index: u8| {
+        text_yaml(
+            index,
+            &Text {
+                subject: index,
+                items: vec![Item {
+                    egress: false,
+                    deny: false,
+                    peer: 3,
+                    ports: 1,
+                }],
+            },
+        )
+    };
+    let steps: Vec<(&str, Option<String>)> = vec![
+        ("t0", Some(cnp(0))),
+        ("k", Some(knp.to_owned())),
+        ("cw", Some(ccnp.to_owned())),
+        ("t1", Some(cnp(1))),
+        ("k", None),
+        ("k", Some(knp.to_owned())),
+        ("t0", None),
+        ("cw", None),
+    ];
+    let mut paths = Vec::new();
+    for (name, yaml) in steps {
+        let update = match yaml {
+            Some(yaml) => session
+                .set_policy(name, load_str(&format!("{name}.yaml"), &yaml, &limits))
+                .unwrap(),
+            None => session.remove_policy(name).unwrap().unwrap(),
+        };
+        paths.push(update.path.clone());
+        before = check(&session, &update, &before, &mut mirror);
+    }
+    // Incremental but where the batch would number a peer selector
+    // differently (`selector_order_is_batch_order`): the NetworkPolicy
+    // added again uses its selectors, interned when it was first added,
+    // after the CCNP's newer one; and with t0 gone, t1's `tier: web`
+    // (numbered first) is used after the CCNP's `app: a`.
+    let full: Vec<usize> = paths
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| **p != UpdatePath::Incremental)
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(full, vec![5, 6], "{paths:?}");
+}
