@@ -1144,9 +1144,7 @@ impl Session {
                 let delta = grown as isize - span.diagnostics.len() as isize;
                 spans[position].diagnostics =
                     span.diagnostics.start..span.diagnostics.start + grown;
-                for later in spans.iter_mut().skip(position + 1) {
-                    later.diagnostics = shift(&later.diagnostics, delta);
-                }
+                shift_spans(&mut spans[position + 1..], (0, 0, delta));
             }
         }
         self.limits
@@ -1484,27 +1482,9 @@ impl Session {
             let this = &mut spans[position];
             this.rules = this.rules.start..shift(&this.rules, delta).end;
             this.origins = this.origins.start..shift(&this.origins, delta).end;
-            for later in spans.iter_mut().skip(position + 1) {
-                later.rules = shift(&later.rules, delta);
-                later.origins = shift(&later.origins, delta);
-            }
+            shift_spans(&mut spans[position + 1..], (delta, delta, 0));
         }
-        #[cfg(debug_assertions)]
-        {
-            // The text's lowering in the model is the one lowering it gives.
-            let lowering = lower_text(&self.texts[position], &self.inventory, span.origins.start);
-            let span = &self.model.spans.as_ref().expect("spans")[position];
-            debug_assert_eq!(
-                self.model.lowered.rules[span.rules.clone()],
-                lowering.rules[..],
-                "the moved text's rules"
-            );
-            debug_assert_eq!(
-                self.model.lowered.origins[span.origins.clone()],
-                lowering.origins[..],
-                "the moved text's origins"
-            );
-        }
+        self.debug_check_lowering();
         // The moved items' origins describe other lines and indices now:
         // every state's findings are rendered again.
         self.finish_move(moving, (usize::from(inserted), span.rules.len()), true)
@@ -1613,16 +1593,14 @@ impl Session {
         model.lowered.diagnostics.drain(span.diagnostics.clone());
         if let Some(spans) = &mut model.spans {
             spans.remove(position);
-            let (rules, origins, diagnostics) = (
-                -(span.rules.len() as isize),
-                -(span.origins.len() as isize),
-                -(span.diagnostics.len() as isize),
+            shift_spans(
+                &mut spans[position..],
+                (
+                    -(span.rules.len() as isize),
+                    -(span.origins.len() as isize),
+                    -(span.diagnostics.len() as isize),
+                ),
             );
-            for later in spans.iter_mut().skip(position) {
-                later.rules = shift(&later.rules, rules);
-                later.origins = shift(&later.origins, origins);
-                later.diagnostics = shift(&later.diagnostics, diagnostics);
-            }
         }
         self.debug_check_lowering();
         // The other origins only changed ids, which the states' findings
@@ -2987,6 +2965,16 @@ fn drop_later(text: PolicyText) {
     let _ = std::thread::Builder::new()
         .name("porin-session-free".to_owned())
         .spawn(move || drop(text));
+}
+
+/// Moves `spans` (the texts after a change) by the given numbers of rules,
+/// origins and lowering findings.
+fn shift_spans(spans: &mut [TextSpan], (rules, origins, diagnostics): (isize, isize, isize)) {
+    for span in spans {
+        span.rules = shift(&span.rules, rules);
+        span.origins = shift(&span.origins, origins);
+        span.diagnostics = shift(&span.diagnostics, diagnostics);
+    }
 }
 
 fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
