@@ -264,6 +264,14 @@ impl Edit {
         self.lines != 0
     }
 
+    /// How the edit moves lines, when it does: every position on line
+    /// `from` or later (before the edit) moves by `by` lines, as
+    /// [`Edit::apply`] moves the tree's and the diagnostics'; the edited
+    /// item's own positions are the new item's.
+    pub fn shift(&self) -> Option<(u32, i64)> {
+        (self.lines != 0).then_some((self.from_line, self.lines))
+    }
+
     /// The file's budget after the edit.
     pub fn budget(&self) -> Budget {
         self.after
@@ -584,6 +592,12 @@ pub fn plan(
     let suffix = common_suffix(&a[line_start..], &b[line_start..]);
     let end_old = a.len() - suffix;
     let start = start.min(end_old).min(b.len() - suffix);
+    // Whole lines inserted before a line (nothing of the old text
+    // replaced): they end the node before that line, so the item is
+    // looked up from the line before (a port added on lines of its own
+    // at the end of an item is inserted before the next item's line).
+    let appended = start == line_start && end_old == start && line > 1;
+    let at_line = if appended { line - 1 } else { line };
 
     // The document, the object (a `List`'s item or the root) and the item
     // whose text holds the edit's start.
@@ -592,13 +606,13 @@ pub fn plan(
         .iter()
         .enumerate()
         .rev()
-        .find_map(|(i, r)| r.as_ref().filter(|r| r.pos.line <= line).map(|r| (i, r)))?;
+        .find_map(|(i, r)| r.as_ref().filter(|r| r.pos.line <= at_line).map(|r| (i, r)))?;
     let list_item = if outcome
         .documents
         .iter()
         .any(|d| d.file == name && d.index == yaml_document && d.item.is_some())
     {
-        Some(last_at_or_before(sequence(root.get("items")?)?, line)?)
+        Some(last_at_or_before(sequence(root.get("items")?)?, at_line)?)
     } else {
         None
     };
@@ -638,7 +652,7 @@ pub fn plan(
             if items.len() != section_len(rule, section) {
                 return None;
             }
-            let Some(index) = last_at_or_before(items, line) else {
+            let Some(index) = last_at_or_before(items, at_line) else {
                 continue;
             };
             let at = items[index].pos.line;
@@ -680,7 +694,7 @@ pub fn plan(
     if next.is_none() && yaml_document + 1 != tree.roots.len() {
         return None;
     }
-    if next.is_some_and(|n| n.line <= line) {
+    if next.is_some_and(|n| n.line <= at_line) {
         return None;
     }
 
@@ -720,7 +734,8 @@ pub fn plan(
         }
         None => a.len(),
     };
-    if end_old > region_end || start >= region_end {
+    // (Inserted lines may end the region: they are the item's last lines.)
+    if end_old > region_end || (start >= region_end && !(appended && start == region_end)) {
         return None;
     }
     let new_end = (region_end + b.len()).checked_sub(a.len())?;

@@ -235,6 +235,10 @@ enum Edit {
     /// The item starting on line `nth` (or the next item start) copied
     /// after itself, or deleted.
     Rule(usize, bool),
+    /// A port appended on lines of its own after the `nth` block-style
+    /// `protocol: ...` line (at the end of an item: the lines are inserted
+    /// before the next item's line).
+    AppendPort(usize),
 }
 
 const ROLES: &[&str] = &[
@@ -287,6 +291,7 @@ fn edit() -> impl Strategy<Value = Edit> {
         3 => (any::<usize>(), any::<bool>()).prop_map(|(n, copy)| Edit::Rule(n, copy)),
         3 => any::<usize>().prop_map(Edit::Label),
         2 => any::<usize>().prop_map(Edit::DropProtocol),
+        2 => any::<usize>().prop_map(Edit::AppendPort),
     ]
 }
 
@@ -321,7 +326,7 @@ fn apply_edit(text: &str, edit: &Edit) -> String {
             out.push_str(&lines[at..].concat());
             out
         }
-        Edit::Label(n) | Edit::DropProtocol(n) => {
+        Edit::Label(n) | Edit::DropProtocol(n) | Edit::AppendPort(n) => {
             let needle = if matches!(edit, Edit::Label(_)) {
                 "role: "
             } else {
@@ -338,12 +343,26 @@ fn apply_edit(text: &str, edit: &Edit) -> String {
             }
             let at = found[n % found.len()];
             let line = lines[at];
+            let indent = line.len() - line.trim_start().len();
             let mut out: String = lines[..at].concat();
-            if matches!(edit, Edit::Label(_)) {
-                let indent = line.len() - line.trim_start().len();
-                out.push_str(line);
-                out.push_str(&" ".repeat(indent));
-                out.push_str("tier: web\n");
+            match edit {
+                Edit::Label(_) => {
+                    out.push_str(line);
+                    out.push_str(&" ".repeat(indent));
+                    out.push_str("tier: web\n");
+                }
+                Edit::AppendPort(_) => {
+                    out.push_str(line);
+                    if !out.ends_with('\n') {
+                        out.push('\n');
+                    }
+                    out.push_str(&format!(
+                        "{}- port: \"82\"\n{}protocol: UDP\n",
+                        " ".repeat(indent.saturating_sub(2)),
+                        " ".repeat(indent)
+                    ));
+                }
+                _ => {}
             }
             out.push_str(&lines[at + 1..].concat());
             out
@@ -636,6 +655,14 @@ fn agent_edits_are_incremental() {
         (
             "a label added (lines move)",
             text.replacen("role: client-3\n", "role: client-3\n          tier: web\n", 1),
+        ),
+        (
+            "a port appended on lines of its own at an item's end (lines move)",
+            text.replacen(
+                "        - port: \"1002\"\n          protocol: TCP\n",
+                "        - port: \"1002\"\n          protocol: TCP\n        - port: \"1102\"\n          protocol: UDP\n",
+                1,
+            ),
         ),
         (
             "a port removed (lines move)",
