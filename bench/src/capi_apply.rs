@@ -40,7 +40,7 @@ use porin::session::{
 use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
-use crate::incremental::{CLIENTS, policy_yaml};
+use crate::incremental::{CLIENTS, policy_yaml, with_port_added};
 
 const NAME: &str = "server.yaml";
 
@@ -63,6 +63,11 @@ pub struct CapiApplyResult {
     /// the longest common prefix), in place: total.
     #[serde(default)]
     pub in_place_last_total: Vec<f64>,
+    /// A second port added to the middle rule on lines of its own and
+    /// taken out again (`with_port_added`: every later rule's line moves),
+    /// in place: total. Empty from builds before session 16.
+    #[serde(default)]
+    pub in_place_port_line_total: Vec<f64>,
     /// The anchored text's toggle, re-parse on (it falls back): total.
     pub fallback_total: Vec<f64>,
     /// The anchored text's toggle, re-parse off: total.
@@ -285,6 +290,18 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         }
         out.in_place_last_total.push(total);
     }
+    // A port added on lines of its own to the middle rule and taken out
+    // again: the lines after it move (the loop above left
+    // `last_texts[runs % 2]`).
+    let now = &last_texts[runs % 2];
+    let port_texts = [with_port_added(now, rules / 2), now.clone()];
+    for run in 0..2 * runs {
+        let (_, total, _) = apply(fast, &port_texts[run % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the port added on its own lines was not applied in place");
+        }
+        out.in_place_port_line_total.push(total);
+    }
     // Identity adds and removes on the session the in-place changes left,
     // each add after a pause (a pod appearing in a running agent: nothing
     // of the process's last work in the caches, and whatever that work
@@ -379,6 +396,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "last rule's change, in place: apply + read writes",
             &result.in_place_last_total,
+        ),
+        (
+            "a port added on lines of its own (later lines move), in place: apply + read writes",
+            &result.in_place_port_line_total,
         ),
         ("rule change, full load: apply", &result.full_apply),
         (

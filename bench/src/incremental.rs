@@ -110,6 +110,11 @@ pub struct IncrementalApiResult {
     /// deleted beside the 4,096-rule one. Empty from builds before session 15.
     #[serde(default)]
     pub text_add: Vec<Step>,
+    /// A second port added to the middle rule on lines of its own and taken out again
+    /// ([`with_port_added`]): a one-rule change that moves the lines of every rule after it.
+    /// Empty from builds before session 16.
+    #[serde(default)]
+    pub port_line_add: Vec<Step>,
 }
 
 /// The second text of [`IncrementalApiResult::text_add`].
@@ -153,6 +158,25 @@ pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
         .nth(index)
         .map_or(text.len(), |(at, _)| at);
     format!("{}{rule}{}", &text[..at], &text[at..])
+}
+
+/// `text` (a [`policy_yaml`]) with a second port (TCP 9002) on lines of its own in rule `index`'s
+/// `ports`: a one-rule change that adds two lines, so every later rule's line moves.
+pub fn with_port_added(text: &str, index: usize) -> String {
+    const ITEM: &str = "  - fromEndpoints:\n";
+    const PORT_END: &str = "        protocol: TCP\n";
+    let rule = text
+        .match_indices(ITEM)
+        .nth(index)
+        .map_or(text.len(), |(at, _)| at);
+    let at = text[rule..]
+        .find(PORT_END)
+        .map_or(text.len(), |i| rule + i + PORT_END.len());
+    format!(
+        "{}      - port: \"9002\"\n        protocol: TCP\n{}",
+        &text[..at],
+        &text[at..]
+    )
 }
 
 fn pod(name: &str, labels: &[(&str, &str)]) -> Endpoint {
@@ -343,6 +367,7 @@ fn incremental_api(
         rule_insert: Vec::new(),
         rule_insert_middle: Vec::new(),
         text_add: Vec::new(),
+        port_line_add: Vec::new(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -394,6 +419,11 @@ fn incremental_api(
     for run in 0..2 * runs {
         let text = if run % 2 == 0 { &inserted } else { &original };
         result.rule_insert_middle.push(replace(&mut session, text)?);
+    }
+    let ported = with_port_added(&original, rules / 2);
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 { &ported } else { &original };
+        result.port_line_add.push(replace(&mut session, text)?);
     }
     let extra = extra_policy_yaml();
     for _ in 0..runs {
@@ -481,6 +511,17 @@ mod tests {
             api.text_add.iter().all(|s| s.computed <= 1),
             "{:?}",
             api.text_add
+        );
+        // A port added to the middle rule on lines of its own (client-<n>'s second port: one
+        // key in, one key out again) folds the server's state alone though every later rule's
+        // line moved.
+        let ports: Vec<usize> = api.port_line_add.iter().map(|s| s.changes).collect();
+        assert_eq!(ports.len(), 4);
+        assert!(ports.iter().all(|c| *c == ports[0] && *c > 0), "{ports:?}");
+        assert!(
+            api.port_line_add.iter().all(|s| s.computed <= 1),
+            "{:?}",
+            api.port_line_add
         );
     }
 }

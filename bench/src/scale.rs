@@ -811,6 +811,20 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
             api.text_add.first().map_or(0, |s| s.changes),
         );
     }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.port_line_add.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nA second port added to rule {} on lines of its own and taken out again (every \
+             later rule's line moves), incremental API: {}; {} map writes; {} state(s) \
+             distilled again.",
+            result.rules / 2,
+            incremental_cell(|a| &a.port_line_add),
+            api.port_line_add.first().map_or(0, |s| s.changes),
+            api.port_line_add.first().map_or(0, |s| s.computed),
+        );
+    }
     Ok(out)
 }
 

@@ -79,8 +79,14 @@
 //!    line, all unchanged for the others); the same when the text was
 //!    edited in place ([`Session::edit_policy`]: the caller's
 //!    `porin_model::reparse` re-parsed only the one rule item that holds
-//!    the change, which is then the only item lowered again, if no line
-//!    moved); otherwise the text alone is lowered again
+//!    the change, which is then the only item lowered again). When the
+//!    change adds or removes lines (a port added on a line of its own, a
+//!    comment line) and keeps the frames and item counts, the items are
+//!    compared the same way and every other item's origin only takes its
+//!    new line: read from the new tree, or, for an edit in place, shifted
+//!    as the re-parse shifted the tree (`session::items::Lines`); the ops
+//!    of untouched filters are still spliced (origin ids did not move, and
+//!    lines are only in findings). Otherwise the text alone is lowered again
 //!    (origin ids moved to its place; at each full build the session checks
 //!    that lowering text by text reproduces the whole lowering, else policy
 //!    changes always recompile in full), the changed rules' peers and

@@ -71,6 +71,45 @@ pub(super) enum Compared {
     Edited,
 }
 
+/// Every item's line in a changed file, as (span position, line).
+pub(super) type ItemLines = Vec<(usize, u32)>;
+
+/// The lines of the text's items after a change ([`ChangedItems`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Lines {
+    /// No line moved: every origin keeps its line.
+    Same,
+    /// Every item's line in the changed file, as (span position, line),
+    /// read from the new tree ([`relined_items`]).
+    Read(ItemLines),
+    /// Every line from `from` on (before the change) moved by `by`: an
+    /// in-place edit's shift ([`porin_model::reparse::Edit::shift`]); the
+    /// text has one file.
+    Shift { from: u32, by: i64 },
+}
+
+impl Lines {
+    /// The line an origin on `line` is on after the change (`Read` is
+    /// applied by position, not by line: `line` itself).
+    pub(super) fn shifted(&self, line: u32) -> u32 {
+        match self {
+            Lines::Shift { from, by } if line >= *from && line != 0 => {
+                u32::try_from((i64::from(line) + by).max(0)).unwrap_or(u32::MAX)
+            }
+            _ => line,
+        }
+    }
+}
+
+/// The items a change of a text may have changed, lowered, and how the
+/// other items' lines moved: every other item of the text lowers as
+/// before but for its origin's line.
+pub(super) struct ChangedItems {
+    pub items: Vec<ItemLowering>,
+    pub compared: Compared,
+    pub lines: Lines,
+}
+
 /// The items of `new` that differ from `old`, lowered, when the rest of the
 /// text's lowering provably stays as it is (module docs); `items` is the
 /// number of items (= rules = origins) of the old text's span and
@@ -81,10 +120,16 @@ pub(super) fn changed_items(
     inventory: &Inventory,
     items: usize,
     origin_start: usize,
-) -> Option<(Vec<ItemLowering>, Compared)> {
-    let (candidates, compared) = match narrowed(old, new, items) {
-        Some(candidates) => (candidates, Compared::Narrowed),
-        None => (whole(old, new, items)?, Compared::Whole),
+) -> Option<ChangedItems> {
+    let (candidates, compared, lines) = match narrowed(old, new, items) {
+        Some(candidates) => (candidates, Compared::Narrowed, Lines::Same),
+        None => match whole(old, new, items) {
+            Some(candidates) => (candidates, Compared::Whole, Lines::Same),
+            None => {
+                let (candidates, lines) = relined(old, new, items)?;
+                (candidates, Compared::Whole, Lines::Read(lines))
+            }
+        },
     };
     let mut out = Vec::with_capacity(candidates.len());
     for c in candidates {
@@ -94,7 +139,11 @@ pub(super) fn changed_items(
         }
         out.push(finish(lower_at(new, &c, inventory), &c, origin_start)?);
     }
-    Some((out, compared))
+    Some(ChangedItems {
+        items: out,
+        compared,
+        lines,
+    })
 }
 
 /// The lowering of candidate `c`'s item in `outcome`.
@@ -206,13 +255,15 @@ impl EditedItem {
         outcome: &LoadOutcome,
         inventory: &Inventory,
         origin_start: usize,
-    ) -> Option<(Vec<ItemLowering>, Compared)> {
+        lines: Lines,
+    ) -> Option<ChangedItems> {
         // The session compares it with the rule and origin it holds.
         let after = lower_at(outcome, &self.candidate, inventory);
-        Some((
-            vec![finish(after, &self.candidate, origin_start)?],
-            Compared::Edited,
-        ))
+        Some(ChangedItems {
+            items: vec![finish(after, &self.candidate, origin_start)?],
+            compared: Compared::Edited,
+            lines,
+        })
     }
 }
 
@@ -267,6 +318,112 @@ fn whole(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Candi
     (position == items).then_some(out)
 }
 
+/// The candidates when lines moved: every document of every file but one
+/// is the same, and that file's changed documents have the same frames
+/// and item counts (compared item by item, as [`whole`] does), with every
+/// item's line in that file read from the new tree (span position, line);
+/// `None` otherwise. An item's lowering reads only the item, its frames
+/// and its line (module docs), so every item but the candidates lowers
+/// as before but for its origin's line, which is the item node's line as
+/// lowering reads it (`PolicyInput::locate`). A comment line added above
+/// the rules, or a port added on a line of its own, is such a change.
+fn relined(
+    old: &LoadOutcome,
+    new: &LoadOutcome,
+    items: usize,
+) -> Option<(Vec<Candidate>, ItemLines)> {
+    let (file, new_tree) = changed_file(old, new)?;
+    let mut out = Vec::new();
+    let mut lines = Vec::new();
+    let mut position = 0;
+    for (doc, (a, b)) in old.documents.iter().zip(&new.documents).enumerate() {
+        if a.file != b.file || a.index != b.index || a.item != b.item {
+            return None;
+        }
+        let n = lowered_items(&a.doc)?;
+        if a.file != file {
+            position += n;
+            continue;
+        }
+        let rules_b = rules(&b.doc)?;
+        if a.doc != b.doc {
+            let rules_a = frame(&a.doc, &b.doc)?;
+            if rules_a.len() != rules_b.len() {
+                return None;
+            }
+            let mut offset = position;
+            for (spec, (x, y)) in rules_a.iter().zip(&rules_b).enumerate() {
+                if !same_rule_frame(x, y) {
+                    return None;
+                }
+                for (section, differing, len) in differing_items(x, y)? {
+                    out.extend(differing.into_iter().map(|index| Candidate {
+                        doc,
+                        spec,
+                        section,
+                        index,
+                        position: offset + index,
+                    }));
+                    offset += len;
+                }
+            }
+        }
+        let root = new_tree.roots.get(b.index)?.as_ref()?;
+        let at = push_lines(&mut lines, root, b, &rules_b, position)?;
+        position += n;
+        if at != position {
+            return None;
+        }
+    }
+    (position == items).then_some((out, lines))
+}
+
+/// The one file whose text differs between `old` and `new` (the same
+/// files, in the same order, the same number of documents, no load
+/// findings in either) and its new tree; `None` when none or more than one
+/// does.
+fn changed_file<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<(&'a str, &'a FileTree)> {
+    if old.documents.len() != new.documents.len()
+        || !old.diagnostics.is_empty()
+        || !new.diagnostics.is_empty()
+        || old.trees.len() != new.trees.len()
+    {
+        return None;
+    }
+    let mut file = None;
+    for (x, y) in old.trees.iter().zip(&new.trees) {
+        if x.file != y.file {
+            return None;
+        }
+        if old.sources.get(&x.file)? != new.sources.get(&y.file)? {
+            if file.is_some() {
+                return None;
+            }
+            file = Some((y.file.as_str(), y));
+        }
+    }
+    file
+}
+
+/// Pushes the line of every item of document `doc` (its `rules`) in the
+/// new tree's `root`, in lowering order, at span positions from `at`;
+/// gives the position after them.
+fn push_lines(
+    lines: &mut ItemLines,
+    root: &Node,
+    doc: &LoadedDocument,
+    rules: &[&Rule],
+    mut at: usize,
+) -> Option<usize> {
+    for list in item_lists(root, doc, rules)? {
+        for node in list.nodes {
+            lines.push((at, node.pos.line));
+            at += 1;
+        }
+    }
+    Some(at)
+}
+
 /// One rule item inserted into a text or removed from it, every other
 /// item the same ([`moved_item`]).
 pub(super) struct MovedItem {
@@ -281,7 +438,7 @@ pub(super) struct MovedItem {
     pub reindexed: Range<usize>,
     /// The line of every item of the changed file (new span position,
     /// line): the items after the change moved.
-    pub lines: Vec<(usize, u32)>,
+    pub lines: ItemLines,
 }
 
 /// The item inserted or removed when `new` is `old` with one rule item
@@ -305,28 +462,7 @@ pub(super) fn moved_item(
     items: usize,
     origin_start: usize,
 ) -> Option<MovedItem> {
-    if old.documents.len() != new.documents.len()
-        || !old.diagnostics.is_empty()
-        || !new.diagnostics.is_empty()
-        || old.trees.len() != new.trees.len()
-    {
-        return None;
-    }
-    // The one file whose text changed.
-    let mut file = None;
-    for (x, y) in old.trees.iter().zip(&new.trees) {
-        if x.file != y.file {
-            return None;
-        }
-        if old.sources.get(&x.file)? != new.sources.get(&y.file)? {
-            if file.is_some() {
-                return None;
-            }
-            file = Some(y.file.as_str());
-        }
-    }
-    let file = file?;
-    let new_tree = new.trees.iter().find(|t| t.file == file)?;
+    let (file, new_tree) = changed_file(old, new)?;
     let mut found: Option<(Candidate, bool)> = None;
     let mut lines = Vec::new();
     // Positions in the old span and in the new one (they differ by one
@@ -351,12 +487,7 @@ pub(super) fn moved_item(
         }
         // Every item's line in the new tree, in lowering order.
         let root = new_tree.roots.get(b.index)?.as_ref()?;
-        for list in item_lists(root, b, &rules_b)? {
-            for node in list.nodes {
-                lines.push((new_position, node.pos.line));
-                new_position += 1;
-            }
-        }
+        new_position = push_lines(&mut lines, root, b, &rules_b, new_position)?;
         position += lowered_items(&a.doc)?;
     }
     let (candidate, inserted) = found?;
@@ -990,7 +1121,7 @@ mod tests {
     use porin_model::loader::{LoadOutcome, load_str};
     use proptest::prelude::*;
 
-    use super::{Compared, changed_items, lowered_items, narrowed, same_lines, whole};
+    use super::{Compared, Lines, changed_items, lowered_items, narrowed, same_lines, whole};
     use crate::inventory::Inventory;
 
     #[test]
@@ -1098,16 +1229,20 @@ mod tests {
         let new = load(&text(&[81, 443, 53, 8080, 9090]));
         let items = lowered_items(&old.documents[0].doc).unwrap()
             + lowered_items(&old.documents[1].doc).unwrap();
-        let (changed, compared) = changed_items(&old, &new, &inventory, items, 2).unwrap();
-        assert_eq!(compared, Compared::Narrowed);
+        let changed = changed_items(&old, &new, &inventory, items, 2).unwrap();
+        assert_eq!(changed.compared, Compared::Narrowed);
+        assert_eq!(changed.lines, Lines::Same);
         assert_eq!(
-            changed.iter().map(|c| c.position).collect::<Vec<_>>(),
+            changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),
             vec![0]
         );
         // A comment edit changes nothing, narrowed too.
         let commented = load(&text(&[80, 443, 53, 8080, 9090]).replace("# between", "# betwixt"));
-        let (changed, compared) = changed_items(&old, &commented, &inventory, items, 2).unwrap();
-        assert_eq!((changed.len(), compared), (0, Compared::Narrowed));
+        let changed = changed_items(&old, &commented, &inventory, items, 2).unwrap();
+        assert_eq!(
+            (changed.items.len(), changed.compared),
+            (0, Compared::Narrowed)
+        );
         // The last item of `specs[1]` (its bound: the document's end) is
         // compared whole.
         let last = load(&text(&[80, 443, 53, 8080, 9090]).replace("egress: []", "egress: [ ]"));

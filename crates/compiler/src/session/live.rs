@@ -12,7 +12,7 @@ use porin_model::diagnostic::Diagnostic;
 use porin_model::loader::LoadOutcome;
 
 use super::addresses::AddressBook;
-use super::items::{Compared, ItemLowering, MovedItem};
+use super::items::{ChangedItems, Compared, Lines, MovedItem};
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, unindex};
@@ -794,9 +794,10 @@ impl Session {
     /// [`porin_model::reparse::plan`] against [`Session::policy`]: the
     /// outcome becomes the one a full load of the new text gives (the
     /// reparse's guarantee), so the update is the one [`Session::set_policy`]
-    /// would give with it, exactly. When no line moved, the edited item is
-    /// the only one lowered again (no comparison of the texts); otherwise
-    /// the text is lowered again, as `set_policy` does. `None`, with
+    /// would give with it, exactly. The edited item is the only one
+    /// lowered again (no comparison of the texts); when the edit added or
+    /// removed lines, the other items' origins move their lines by the
+    /// reparse's shift (`super::items::Lines::Shift`). `None`, with
     /// nothing changed, when there is no such text or the edit does not
     /// fit it (the caller loads the text in full). A text with errors is
     /// refused as by `set_policy` (the reparse never gives one).
@@ -814,12 +815,15 @@ impl Session {
             .spans
             .as_ref()
             .and_then(|spans| spans.get(position))
-            .filter(|span| {
-                !edit.moves_lines()
-                    && span.diagnostics.is_empty()
-                    && span.rules.len() == span.origins.len()
-            })
+            .filter(|span| span.diagnostics.is_empty() && span.rules.len() == span.origins.len())
             .map(|span| (span.rules.len(), span.origins.start));
+        // The lines after the edited item moved by what the edit added or
+        // removed (the reparse's shift of the tree): every other item's
+        // origin moves with its node.
+        let lines = match edit.shift() {
+            Some((from, by)) => Lines::Shift { from, by },
+            None => Lines::Same,
+        };
         let text = &self.texts[position];
         let prepared = span.and_then(|(rules, _)| {
             super::items::EditedItem::prepare(&text.outcome, edit.at(), &self.inventory, rules)
@@ -834,9 +838,12 @@ impl Session {
             )));
         }
         let items = match (prepared, span) {
-            (Some(prepared), Some((_, first_origin))) => {
-                prepared.finish(&self.texts[position].outcome, &self.inventory, first_origin)
-            }
+            (Some(prepared), Some((_, first_origin))) => prepared.finish(
+                &self.texts[position].outcome,
+                &self.inventory,
+                first_origin,
+                lines,
+            ),
             _ => None,
         };
         let result = match self.replace_text(position, items) {
@@ -1001,11 +1008,7 @@ impl Session {
     /// The items of the text at `position` that differ from `previous`
     /// (its outcome before), lowered, when that is exact
     /// (`items::changed_items`).
-    fn changed_items(
-        &self,
-        position: usize,
-        previous: &LoadOutcome,
-    ) -> Option<(Vec<ItemLowering>, Compared)> {
+    fn changed_items(&self, position: usize, previous: &LoadOutcome) -> Option<ChangedItems> {
         let (items, origin_start) = self.item_span(position)?;
         super::items::changed_items(
             previous,
@@ -1053,15 +1056,15 @@ impl Session {
     fn replace_text(
         &mut self,
         position: usize,
-        items: Option<(Vec<ItemLowering>, Compared)>,
+        items: Option<ChangedItems>,
     ) -> Result<Option<Update>, SessionError> {
         let Some(span) = self.span(position).cloned() else {
             return Ok(None);
         };
         let text = &self.texts[position];
-        let (items, compared) = match items {
-            Some((items, compared)) => (Some(items), Some(compared)),
-            None => (None, None),
+        let (items, compared, lines) = match items {
+            Some(c) => (Some(c.items), Some(c.compared), c.lines),
+            None => (None, None, Lines::Same),
         };
         let mut changed: Vec<usize> = Vec::new();
         // The changed rules whose subject (selector and host flag, all that
@@ -1080,6 +1083,32 @@ impl Session {
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let model = &mut self.model;
         if let Some(items) = items {
+            // Lines moved: every other item's origin is the same but for
+            // its line (`super::items::Lines`); the changed items' origins
+            // are replaced below by their lowering's.
+            let text_origins = &mut model.lowered.origins[span.origins.clone()];
+            match &lines {
+                Lines::Same => {}
+                Lines::Read(lines) => {
+                    for (at, line) in lines {
+                        if let Some(origin) = text_origins.get_mut(*at)
+                            && origin.line != *line
+                        {
+                            origin.line = *line;
+                            origins_changed = true;
+                        }
+                    }
+                }
+                Lines::Shift { .. } => {
+                    for origin in text_origins {
+                        let line = lines.shifted(origin.line);
+                        if origin.line != line {
+                            origin.line = line;
+                            origins_changed = true;
+                        }
+                    }
+                }
+            }
             for item in items {
                 let index = span.rules.start + item.position;
                 if model.lowered.rules[index] != item.rule {
@@ -1202,17 +1231,27 @@ impl Session {
             return Ok(None);
         }
 
+        if lines != Lines::Same {
+            self.debug_check_lowering();
+        }
         let mut update = Update::incremental(Vec::new());
         update.rules_lowered = rules_lowered;
         update.items_compared = match compared {
             Some(Compared::Narrowed | Compared::Edited) => 1,
             Some(Compared::Whole) | None => span.rules.len(),
         };
+        // The ops of the untouched filters are spliced back unchanged even
+        // when origins changed on the item path: its origins keep their
+        // ids (an item's id is its place in the span), and what else
+        // changed of an origin (its line, after lines moved) only findings
+        // show, which splicing never keeps (`splice_ops` makes every op
+        // of a state with findings again).
+        let splice = !origins_changed || compared.is_some();
         self.refold(
             parts,
             &touched,
             &subjects_of_changed,
-            (origins_changed, !origins_changed),
+            (origins_changed, splice),
             update,
         )
         .map(Some)
@@ -1312,6 +1351,17 @@ impl Session {
                 .collect()
         };
         for key in keys {
+            if !changed_identities.contains(&key.0)
+                && model
+                    .states
+                    .get(&key)
+                    .is_none_or(|r| r.diagnostics.is_empty())
+            {
+                // Only the origins' descriptions changed, which only
+                // diagnostics show (checked first: with origins changed
+                // this runs for every state).
+                continue;
+            }
             let Some(first) = first_endpoint(&self.inventory, &model.table, &key) else {
                 // Not made again: its ops no longer follow the policy.
                 if let Some(mut record) = model.states.get_mut(&key) {
@@ -1322,16 +1372,6 @@ impl Session {
             let Some(policy) = model.l4.get(&key.0) else {
                 continue;
             };
-            if !changed_identities.contains(&key.0)
-                && model
-                    .states
-                    .get(&key)
-                    .is_none_or(|r| r.diagnostics.is_empty())
-            {
-                // Only the origins' descriptions changed, which only
-                // diagnostics show.
-                continue;
-            }
             let Some(mut record) = model.states.take(&key) else {
                 continue;
             };

@@ -56,7 +56,10 @@ enum Step {
     /// person does (`edit_yaml`): kind 0 a comment at the line's end, 1
     /// trailing blanks, 2 the line's first port number changed, 3 a
     /// comment line inserted (lines move), 4 the first port of this line
-    /// and of the next port line changed (an edit spanning two items).
+    /// and of the next port line changed (an edit spanning two items), 5
+    /// the first flow `toPorts` from this line on written as a block
+    /// sequence on two lines with its port changed (a one-rule change that
+    /// adds a line).
     EditText(u8, usize, u8),
     /// Add endpoint `n` with labels (app, tier, unique); endpoints 4 and 5
     /// come without addresses (the session gives them the automatic ones,
@@ -190,7 +193,7 @@ fn step() -> impl Strategy<Value = Step> {
         1 => (0u8..3).prop_map(Step::RemoveText),
         3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
         2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
-        3 => (0u8..3, 0usize..24, 0u8..5).prop_map(|(n, l, k)| Step::EditText(n, l, k)),
+        3 => (0u8..3, 0usize..24, 0u8..6).prop_map(|(n, l, k)| Step::EditText(n, l, k)),
         4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
         2 => (0u8..6).prop_map(Step::RemoveEndpoint),
     ]
@@ -220,6 +223,17 @@ fn edit_yaml(yaml: &str, line: usize, kind: u8) -> Option<String> {
         1 => lines[at].push_str("  "),
         2 => lines[at] = bump_port(&lines[at])?,
         3 => lines.insert(at, "# a note".to_owned()),
+        5 => {
+            let first = (at..lines.len()).find(|i| {
+                lines[*i].trim_start().starts_with("toPorts: [") && lines[*i].ends_with(']')
+            })?;
+            let line = bump_port(&lines[first])?;
+            let indent = line.len() - line.trim_start().len();
+            let inner = &line[indent + "toPorts: [".len()..line.len() - 1];
+            let block = format!("{0}- {inner}", " ".repeat(indent));
+            lines[first] = format!("{}toPorts:", " ".repeat(indent));
+            lines.insert(first + 1, block);
+        }
         _ => {
             let first = (at..lines.len()).find(|i| bump_port(&lines[*i]).is_some())?;
             let second = (first + 1..lines.len()).find(|i| bump_port(&lines[*i]).is_some())?;
@@ -634,8 +648,9 @@ fn common_changes_are_incremental() {
     // The YAML edits: a port (narrowed: one item compared, one lowered); a
     // comment at an item's line end (narrowed, nothing lowered); the last
     // item's port (nothing after it bounds its text: every item compared,
-    // one lowered); a comment line (lines move: the whole text lowered);
-    // two items' ports (two changed lines: the whole text lowered).
+    // one lowered); a comment line (lines move: every item compared, none
+    // lowered, the origins' lines read from the new tree); two items' ports
+    // (two changed lines: every item compared, the two lowered).
     // Set in place as the C API does (`porin_model::reparse`): the three
     // one-rule changes and the first three YAML edits (a port, a comment
     // at a line's end, the last item's port: each lowers and compares its
@@ -649,13 +664,13 @@ fn common_changes_are_incremental() {
     let edits: Vec<(usize, usize)> = in_place[6..11].iter().map(|(_, l, c)| (*l, *c)).collect();
     assert_eq!(
         edits,
-        vec![(1, 1), (1, 1), (1, 1), (3, 3), (3, 3)],
+        vec![(1, 1), (1, 1), (1, 1), (0, 3), (2, 3)],
         "{in_place:?}"
     );
     let edits: Vec<(usize, usize)> = paths[6..11].iter().map(|(_, l, c)| (*l, *c)).collect();
     assert_eq!(
         edits,
-        vec![(1, 1), (0, 1), (1, 3), (3, 3), (3, 3)],
+        vec![(1, 1), (0, 1), (1, 3), (0, 3), (2, 3)],
         "{paths:?}"
     );
 }
@@ -722,6 +737,60 @@ fn a_failing_in_place_edit_restores_the_session() {
         Some(&load_str(file, &before, &limits))
     );
     assert_eq!(session.compiled(), compiled);
+}
+
+/// Edits that add or remove lines lower only the items that changed: the
+/// other items' origins take their new lines (read from the new tree, or
+/// shifted by the in-place edit as `porin_model::reparse` shifts the
+/// tree), and every step equals the batch compile.
+#[test]
+fn line_moving_edits_lower_only_the_changed_items() {
+    let item = |egress, peer, ports| Item {
+        egress,
+        deny: false,
+        peer,
+        ports,
+    };
+    let base = Text {
+        subject: 0,
+        items: vec![item(false, 3, 1), item(false, 1, 2), item(true, 2, 3)],
+    };
+    // Lines (0-based): 6-7 item 0, 8-9 item 1, 11-12 the egress item.
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, false),
+        Step::SetText(0, base),
+        // Item 0's ports as a block sequence, its port changed: one line
+        // more (item 1 is on lines 9-10 after it).
+        Step::EditText(0, 7, 5),
+        // A comment line inside item 1: nothing lowered changes but the
+        // lines after it.
+        Step::EditText(0, 10, 3),
+        // A comment line above every item.
+        Step::EditText(0, 0, 3),
+        // The egress item's port, now on line 15: no line moves (the last
+        // item: without the reparse every item is compared).
+        Step::EditText(0, 15, 2),
+    ];
+    let (paths, edited) = run_with(&steps, false);
+    assert_eq!((full_steps(&paths), edited), (vec![0], 0), "{paths:?}");
+    let lowered: Vec<(usize, usize)> = paths[3..].iter().map(|(_, l, c)| (*l, *c)).collect();
+    assert_eq!(lowered, vec![(1, 3), (0, 3), (0, 3), (1, 3)], "{paths:?}");
+    // In place, as the C API sets texts: the two edits inside an item are
+    // planned by the reparse and lower that item alone, without comparing;
+    // the comment above the items is not in an item (loaded in full).
+    let (in_place, edited) = run_with(&steps, true);
+    assert_eq!(
+        (full_steps(&in_place), edited),
+        (vec![0], 3),
+        "{in_place:?}"
+    );
+    let lowered: Vec<(usize, usize)> = in_place[3..].iter().map(|(_, l, c)| (*l, *c)).collect();
+    assert_eq!(
+        lowered,
+        vec![(1, 1), (1, 1), (0, 3), (1, 1)],
+        "{in_place:?}"
+    );
 }
 
 /// A rule item inserted into a text or removed from it (at the front, in
