@@ -3,7 +3,8 @@
 //! re-parse plans it; otherwise in full) must equal `load_str` of it
 //! (followed by `apply_target` for the inputs that choose a target), and
 //! nothing may panic. Edits are raw bytes, a port value replaced, a line
-//! inserted at an existing line's indentation, or a bare `-` line (an
+//! inserted at an existing line's indentation, an entry copied after
+//! itself or deleted (an item inserted or removed), or a bare `-` line (an
 //! entry's `-` alone on its line, its keys on the next ones) deleted,
 //! inserted, made or joined. The old text is either raw bytes or a
 //! generated CNP of the benchmark's shape (block items, some in flow
@@ -75,6 +76,11 @@ enum Edit {
     /// items); with `join`, the `nth` bare `-` line instead takes the
     /// next line's content after it (the inverse).
     BareEntry { nth: u16, join: bool },
+    /// The `nth` entry of the generated item column (a line `  - ` at the
+    /// items' indentation, up to the next line at that indentation or
+    /// less) copied after itself, or (`copy` false) deleted: a rule item
+    /// inserted or removed, which the re-parse takes in place.
+    Item { nth: u16, copy: bool },
 }
 
 #[derive(Arbitrary, Debug)]
@@ -186,6 +192,30 @@ fn edited(text: &str, edit: &Edit) -> String {
                 end += 1;
             }
             format!("{}{insert}{}", &text[..at], &text[end..])
+        }
+        Edit::Item { nth, copy } => {
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            let starts: Vec<usize> = (0..lines.len())
+                .filter(|i| lines[*i].trim_start_matches(' ').starts_with('-'))
+                .collect();
+            let Some(&start) = starts.get(usize::from(*nth) % starts.len().max(1)) else {
+                return text.to_owned();
+            };
+            let indent = lines[start].len() - lines[start].trim_start_matches(' ').len();
+            let end = (start + 1..lines.len())
+                .find(|&i| {
+                    let l = lines[i].trim_start_matches(' ');
+                    !l.trim().is_empty() && lines[i].len() - l.len() <= indent
+                })
+                .unwrap_or(lines.len());
+            let mut out: String = lines[..end].concat();
+            if *copy {
+                out.push_str(&lines[start..end].concat());
+            } else {
+                out.truncate(lines[..start].concat().len());
+            }
+            out.push_str(&lines[end..].concat());
+            out
         }
         Edit::Port { nth, value } => {
             let ports: Vec<usize> = text

@@ -220,6 +220,43 @@ impl ItemModel {
         })
     }
 
+    /// Puts `self` at `index` of its section of `rule` (the items from
+    /// `index` on move one place); `None` (nothing changed) when the
+    /// section has no items or fewer than `index`.
+    fn insert_into(self, rule: &mut Rule, index: usize) -> Option<()> {
+        fn insert<T>(list: &mut Option<Vec<T>>, index: usize, item: T) -> Option<()> {
+            let list = list
+                .as_mut()
+                .filter(|l| index <= l.len() && !l.is_empty())?;
+            list.insert(index, item);
+            Some(())
+        }
+        match self {
+            ItemModel::Ingress(i) => insert(&mut rule.ingress, index, i),
+            ItemModel::IngressDeny(i) => insert(&mut rule.ingress_deny, index, i),
+            ItemModel::Egress(i) => insert(&mut rule.egress, index, i),
+            ItemModel::EgressDeny(i) => insert(&mut rule.egress_deny, index, i),
+        }
+    }
+
+    /// Takes item `index` out of `section` of `rule`; `None` (nothing
+    /// changed) when that would leave the section empty or there is no
+    /// such item.
+    fn remove_from(rule: &mut Rule, section: RuleSection, index: usize) -> Option<ItemModel> {
+        fn remove<T>(list: &mut Option<Vec<T>>, index: usize) -> Option<T> {
+            let list = list.as_mut().filter(|l| index < l.len() && l.len() > 1)?;
+            Some(list.remove(index))
+        }
+        Some(match section {
+            RuleSection::Ingress => ItemModel::Ingress(remove(&mut rule.ingress, index)?),
+            RuleSection::IngressDeny => {
+                ItemModel::IngressDeny(remove(&mut rule.ingress_deny, index)?)
+            }
+            RuleSection::Egress => ItemModel::Egress(remove(&mut rule.egress, index)?),
+            RuleSection::EgressDeny => ItemModel::EgressDeny(remove(&mut rule.egress_deny, index)?),
+        })
+    }
+
     fn section(&self) -> RuleSection {
         match self {
             ItemModel::Ingress(_) => RuleSection::Ingress,
@@ -228,6 +265,19 @@ impl ItemModel {
             ItemModel::EgressDeny(_) => RuleSection::EgressDeny,
         }
     }
+}
+
+/// What an [`Edit`] does to its item ([`Edit::kind`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EditKind {
+    /// The item at [`Edit::at`] replaced by the edited one.
+    Replace,
+    /// A new item put at [`Edit::at`] (the items from there on move one
+    /// place).
+    Insert,
+    /// The item at [`Edit::at`] taken out (the section keeps at least one
+    /// item).
+    Remove,
 }
 
 /// A planned in-place load of an edited text ([`plan`]); [`Edit::apply`]
@@ -243,8 +293,9 @@ pub struct Edit {
     yaml_document: usize,
     list_item: Option<usize>,
     in_specs: Option<usize>,
-    node: Node,
-    item: ItemModel,
+    /// The new item's node and model (`None` for [`EditKind::Remove`]).
+    new: Option<(Node, ItemModel)>,
+    kind: EditKind,
     /// Positions on this line and later (before the edit) move by `lines`.
     from_line: u32,
     lines: i64,
@@ -253,9 +304,15 @@ pub struct Edit {
 }
 
 impl Edit {
-    /// The item the edit replaces.
+    /// The item the edit replaces, inserts (its index after the edit) or
+    /// removes (its index before).
     pub fn at(&self) -> ItemAt {
         self.at
+    }
+
+    /// Whether the edit replaces, inserts or removes its item.
+    pub fn kind(&self) -> EditKind {
+        self.kind
     }
 
     /// Whether positions after the item move (the edit adds or removes
@@ -289,8 +346,8 @@ impl Edit {
             yaml_document,
             list_item,
             in_specs,
-            node,
-            item,
+            new,
+            kind,
             from_line,
             lines,
             before,
@@ -302,32 +359,65 @@ impl Edit {
             sources,
             ..
         } = &mut *outcome;
-        let node_slot = trees
+        let nodes = trees
             .iter_mut()
             .find(|t| t.file == file)?
             .roots
             .get_mut(yaml_document)?
             .as_mut()
-            .and_then(|root| item_node_mut(root, list_item, in_specs, at.section, at.index))?;
+            .and_then(|root| section_nodes_mut(root, list_item, in_specs, at.section))?;
         let rule = documents
             .get_mut(at.document)
             .filter(|d| d.file == file && d.index == yaml_document && d.item == list_item)
             .and_then(|d| rule_of_mut(&mut d.doc, at.spec))?;
         // Every slot is there before anything changes.
-        if item.section() != at.section
-            || section_len(rule, at.section) <= at.index
+        let len = section_len(rule, at.section);
+        let fits = match kind {
+            EditKind::Replace => at.index < len,
+            EditKind::Insert => at.index <= len && len > 0,
+            EditKind::Remove => at.index < len && len > 1,
+        };
+        if !fits
+            || nodes.len() != len
+            || new
+                .as_ref()
+                .is_some_and(|(_, item)| item.section() != at.section)
+            || new.is_none() != (kind == EditKind::Remove)
             || sources.get(&file).is_none()
         {
             return None;
         }
-        let old_item = item.swap_into(rule, at.index)?;
-        let old_text = sources.replace(&file, text)?;
-        let old_node = std::mem::replace(node_slot, node);
+        let old = match (kind, new) {
+            (EditKind::Replace, Some((node, item))) => {
+                let old_item = item.swap_into(rule, at.index)?;
+                let old_node = std::mem::replace(&mut nodes[at.index], node);
+                Some((old_node, old_item))
+            }
+            (EditKind::Insert, Some((node, item))) => {
+                item.insert_into(rule, at.index)?;
+                nodes.insert(at.index, node);
+                None
+            }
+            (EditKind::Remove, None) => {
+                let old_item = ItemModel::remove_from(rule, at.section, at.index)?;
+                Some((nodes.remove(at.index), old_item))
+            }
+            _ => return None,
+        };
         // The new item's positions are final: the shift passes it by.
-        let placed: *const Node = node_slot;
+        let placed: *const Node = match kind {
+            EditKind::Remove => std::ptr::null(),
+            _ => &nodes[at.index],
+        };
+        let old_text = sources.replace(&file, text)?;
         if lines != 0 {
             shift(outcome, &file, from_line, lines, placed);
         }
+        let inverse = match kind {
+            EditKind::Replace => EditKind::Replace,
+            EditKind::Insert => EditKind::Remove,
+            EditKind::Remove => EditKind::Insert,
+        };
         Some(Edit {
             file,
             text: old_text,
@@ -335,8 +425,8 @@ impl Edit {
             yaml_document,
             list_item,
             in_specs,
-            node: old_node,
-            item: old_item,
+            new: old,
+            kind: inverse,
             from_line: shifted(from_line, lines),
             lines: -lines,
             before: after,
@@ -457,13 +547,12 @@ fn rule_node(object: &Node, in_specs: Option<usize>) -> Option<&Node> {
     }
 }
 
-fn item_node_mut(
+fn section_nodes_mut(
     root: &mut Node,
     list_item: Option<usize>,
     in_specs: Option<usize>,
     section: RuleSection,
-    index: usize,
-) -> Option<&mut Node> {
+) -> Option<&mut Vec<Node>> {
     let object = match list_item {
         Some(i) => index_mut(get_mut(root, "items")?, i)?,
         None => root,
@@ -472,7 +561,10 @@ fn item_node_mut(
         Some(i) => index_mut(get_mut(object, "specs")?, i)?,
         None => get_mut(object, "spec")?,
     };
-    index_mut(get_mut(rule, section.name())?, index)
+    match &mut get_mut(rule, section.name())?.kind {
+        NodeKind::Sequence(items) => Some(items),
+        _ => None,
+    }
 }
 
 /// Block sizes the common prefix and suffix are compared in, largest
@@ -557,20 +649,38 @@ pub fn plan(
     target: Option<&Target>,
     budget: Budget,
 ) -> Option<Edit> {
-    let [tree] = outcome.trees.as_slice() else {
+    if !plannable(outcome, name, text, limits) {
         return None;
-    };
-    if tree.file != name
-        || !outcome.located.is_empty()
-        || outcome.omitted != 0
-        || u64::try_from(text.len()).ok()? > limits.max_file_bytes
-        || outcome
+    }
+    plan_replace(outcome, name, text, limits, target, budget)
+        .or_else(|| plan_move(outcome, name, text, limits, target, budget))
+}
+
+/// What every plan needs of the outcome: one file, `name`, loaded without
+/// file-wide findings, and the new text within the file size limit.
+fn plannable(outcome: &LoadOutcome, name: &str, text: &str, limits: &LoadLimits) -> bool {
+    matches!(outcome.trees.as_slice(), [tree] if tree.file == name)
+        && outcome.located.is_empty()
+        && outcome.omitted == 0
+        && u64::try_from(text.len()).is_ok_and(|len| len <= limits.max_file_bytes)
+        && !outcome
             .diagnostics
             .iter()
             .any(|d| FILE_WIDE.contains(&d.code))
-    {
+}
+
+/// [`plan`] for an edit inside one item ([`EditKind::Replace`]).
+fn plan_replace(
+    outcome: &LoadOutcome,
+    name: &str,
+    text: &str,
+    limits: &LoadLimits,
+    target: Option<&Target>,
+    budget: Budget,
+) -> Option<Edit> {
+    let [tree] = outcome.trees.as_slice() else {
         return None;
-    }
+    };
     let old = outcome.sources.get(name)?;
     let (a, b) = (old.as_bytes(), text.as_bytes());
     let prefix = common_prefix(a, b);
@@ -601,41 +711,17 @@ pub fn plan(
 
     // The document, the object (a `List`'s item or the root) and the item
     // whose text holds the edit's start.
-    let (yaml_document, root) = tree
-        .roots
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, r)| r.as_ref().filter(|r| r.pos.line <= at_line).map(|r| (i, r)))?;
-    let list_item = if outcome
-        .documents
-        .iter()
-        .any(|d| d.file == name && d.index == yaml_document && d.item.is_some())
-    {
-        Some(last_at_or_before(sequence(root.get("items")?)?, at_line)?)
-    } else {
-        None
-    };
-    let document = outcome
-        .documents
-        .iter()
-        .position(|d| d.file == name && d.index == yaml_document && d.item == list_item)?;
-    let loaded = &outcome.documents[document];
-    let object = object(root, list_item)?;
-    let rules = loaded.doc.cilium_rules();
-    let has_spec = match &loaded.doc {
-        PolicyDocument::CiliumNetworkPolicy(p) => p.spec.is_some(),
-        PolicyDocument::CiliumClusterwideNetworkPolicy(p) => p.spec.is_some(),
-        _ => return None,
-    };
-    let spec_node = object.get("spec").filter(|s| !s.is_null());
-    let specs_nodes = match object.get("specs").filter(|s| !s.is_null()) {
-        Some(specs) => sequence(specs)?,
-        None => &[][..],
-    };
-    if has_spec != spec_node.is_some() || rules.len() != usize::from(has_spec) + specs_nodes.len() {
-        return None;
-    }
+    let Object {
+        yaml_document,
+        root,
+        list_item,
+        document,
+        object,
+        rules,
+        has_spec,
+        specs_nodes,
+        spec_node,
+    } = Object::at(outcome, tree, name, at_line)?;
     // (line, rule, section, index, the section's items) of the item that
     // starts last at or before the edit's line.
     let mut found: Option<(u32, usize, RuleSection, usize, &[Node])> = None;
@@ -672,21 +758,11 @@ pub fn plan(
     // The first node after the item's subtree, and whether it is a block
     // sequence entry (the next item, rule or `List` item) rather than a
     // mapping key.
-    let entry = |n: &Node| (n.pos, true);
-    let key = |p: Pos| (p, false);
-    let next = items
-        .get(index + 1)
-        .map(entry)
-        .or_else(|| rule_tree.key_after(section.name()).map(key))
-        .or_else(|| in_specs.and_then(|i| specs_nodes.get(i + 1)).map(entry))
-        .or_else(|| object.key_after(rule_key).map(key))
-        .or_else(|| {
-            let i = list_item?;
-            let list = sequence(root.get("items")?)?;
-            list.get(i + 1)
-                .map(entry)
-                .or_else(|| root.key_after("items").map(key))
-        });
+    let next = next_node(
+        (root, object, list_item),
+        (rule_tree, rule_key, in_specs, specs_nodes),
+        (items, index + 1, section),
+    );
     let (next, next_is_entry) = match next {
         Some((pos, is_entry)) => (Some(pos), is_entry),
         None => (None, false),
@@ -748,8 +824,63 @@ pub fn plan(
     if !plain(old_region) || !plain(new_region) {
         return None;
     }
-    // Every line after the first: blank, a comment, or deeper than `-`.
-    for text_line in new_region.split(|c| *c == b'\n').skip(1) {
+    let mut node = item_alone(new_region, dash, limits, (in_specs, list_item))?;
+    if node.pos.column != old_node.pos.column {
+        return None;
+    }
+    shift_tree(&mut node, 1, i64::from(item_line) - 1, std::ptr::null());
+
+    // The model, its checks, its version rows.
+    let place = Place {
+        name,
+        yaml_document,
+        list_item,
+        in_specs,
+        section,
+        index,
+    };
+    let item = place.checked_item(outcome, &node, rules.get(spec)?.1, target)?;
+    // The budgets with the new item instead of the old.
+    let (gone, added) = (size(old_node), size(&node));
+    let after = Budget {
+        nodes: budget
+            .nodes
+            .checked_sub(gone.nodes)?
+            .checked_add(added.nodes)?,
+        bytes: budget
+            .bytes
+            .checked_sub(gone.bytes)?
+            .checked_add(added.bytes)?,
+    };
+    if after.nodes > limits.max_nodes || after.bytes > limits.max_scalar_bytes {
+        return None;
+    }
+    let lines =
+        i64::try_from(newlines(new_region)).ok()? - i64::try_from(newlines(old_region)).ok()?;
+    let from_line = line.checked_add(u32::try_from(newlines(&a[line_start..region_end])).ok()?)?;
+    Some(place.edit(
+        (document, spec),
+        text,
+        (Some((node, item)), EditKind::Replace),
+        (from_line, lines),
+        (budget, after),
+    ))
+}
+
+/// The one block-sequence item `region` (whole lines of the file, its
+/// `-` at byte `dash` of the first line) parsed alone, its positions
+/// those of the region (line 1 first), when every line after the first is
+/// blank, a comment, or indented deeper than the `-` (so the file's
+/// parser reads the same lines as that one item), at the depth the file
+/// leaves it (inside `specs[i]` and a `List` item: `context`); `None`
+/// otherwise.
+fn item_alone(
+    region: &[u8],
+    dash: usize,
+    limits: &LoadLimits,
+    (in_specs, list_item): (Option<usize>, Option<usize>),
+) -> Option<Node> {
+    for text_line in region.split(|c| *c == b'\n').skip(1) {
         let indent = text_line.iter().take_while(|c| **c == b' ').count();
         match text_line.get(indent) {
             None | Some(b'#') => {}
@@ -757,8 +888,6 @@ pub fn plan(
             Some(_) => return None,
         }
     }
-
-    // The item alone, at the depth the file leaves it.
     let context = 3 + usize::from(in_specs.is_some()) + 2 * usize::from(list_item.is_some());
     let depth = limits
         .max_depth
@@ -769,7 +898,7 @@ pub fn plan(
         max_depth: depth,
         ..limits.clone()
     };
-    let snippet = std::str::from_utf8(new_region).ok()?;
+    let snippet = std::str::from_utf8(region).ok()?;
     let mut stream = tree::parse_stream(snippet, &alone);
     if stream.error.is_some() || stream.documents.len() != 1 {
         return None;
@@ -789,102 +918,513 @@ pub fn plan(
     if seq.pos != dash_pos || parsed_items.len() != 1 {
         return None;
     }
-    let mut node = parsed_items.pop()?;
-    if node.pos.line != 1 || node.pos.column != old_node.pos.column {
+    let node = parsed_items.pop()?;
+    (node.pos.line == 1).then_some(node)
+}
+
+/// Alignments of an inserted or removed block that [`plan_move`] tries
+/// (those starting with an entry's `-`).
+const ALIGNMENTS: usize = 4;
+
+/// [`plan`] for one rule item inserted ([`EditKind::Insert`]) or removed
+/// ([`EditKind::Remove`]): the texts differ by one block of whole lines,
+/// nothing replaced, that is exactly one entry of a section's block
+/// sequence (its `-` at the column of the section's other entries, every
+/// other line blank, a comment or deeper, plain as an edited item must
+/// be), put before an entry of that section or after its last entry (the
+/// next node starting on the line after the block), or taken out of a
+/// section that keeps another entry. Where the block can sit is ambiguous
+/// when its neighbours repeat its bytes (a rule inserted before one that
+/// starts the same way): the alignments at line starts are tried from the
+/// last one. The rest of the file then parses as before with the lines
+/// after the block moved, as for a replaced item (module docs).
+fn plan_move(
+    outcome: &LoadOutcome,
+    name: &str,
+    text: &str,
+    limits: &LoadLimits,
+    target: Option<&Target>,
+    budget: Budget,
+) -> Option<Edit> {
+    let old = outcome.sources.get(name)?;
+    let (a, b) = (old.as_bytes(), text.as_bytes());
+    let prefix = common_prefix(a, b);
+    let suffix = common_suffix(&a[prefix..], &b[prefix..]);
+    let (insert, long) = match (a.len() - suffix == prefix, b.len() - suffix == prefix) {
+        (true, false) => (true, b),
+        (false, true) => (false, a),
+        _ => return None,
+    };
+    let n = long.len() - suffix - prefix;
+    // The block can move left while the byte before it is its last byte.
+    let mut first = prefix;
+    while first > 0 && long[first - 1] == long[first + n - 1] {
+        first -= 1;
+    }
+    // Line starts whose line is an entry (`-` after indentation).
+    let entry = |q: usize| {
+        (q == 0 || long[q - 1] == b'\n') && long[q..].iter().find(|c| **c != b' ') == Some(&b'-')
+    };
+    (first..=prefix)
+        .rev()
+        .filter(|q| entry(*q))
+        .take(ALIGNMENTS)
+        .find_map(|q| {
+            let block = Block {
+                at: q,
+                bytes: long.get(q..q + n)?,
+                insert,
+            };
+            move_at(outcome, name, text, limits, target, budget, &block)
+        })
+}
+
+/// An entry of a section: (rule, section, index, the section's items, the
+/// rule's node).
+type Found<'a> = (usize, RuleSection, usize, &'a [Node], &'a Node);
+
+/// One alignment of [`plan_move`]'s block: at byte `at` of both texts,
+/// inserted into the new one or removed from the old one.
+struct Block<'a> {
+    at: usize,
+    bytes: &'a [u8],
+    insert: bool,
+}
+
+/// [`plan_move`] with the block at one alignment.
+fn move_at(
+    outcome: &LoadOutcome,
+    name: &str,
+    text: &str,
+    limits: &LoadLimits,
+    target: Option<&Target>,
+    budget: Budget,
+    block: &Block<'_>,
+) -> Option<Edit> {
+    let [tree] = outcome.trees.as_slice() else {
+        return None;
+    };
+    let old = outcome.sources.get(name)?;
+    let a = old.as_bytes();
+    let bytes = block.bytes;
+    // Whole lines, plain, the last one not blank (trailing blank lines of
+    // a removed block would join a block scalar before it).
+    let plain =
+        |r: &[u8]| !r.iter().any(|c| UNMODELLED.contains(c)) && !r.windows(2).any(|w| w == b"<<");
+    let last_line = bytes[..bytes.len().checked_sub(1)?]
+        .rsplit(|c| *c == b'\n')
+        .next()?;
+    if bytes.last() != Some(&b'\n') || !plain(bytes) || last_line.iter().all(|c| *c == b' ') {
         return None;
     }
-    shift_tree(&mut node, 1, i64::from(item_line) - 1, std::ptr::null());
-
-    // The model, its checks, its version rows.
-    let at_route = match in_specs {
-        Some(i) => Route::root().key("specs").index(i),
-        None => Route::root().key("spec"),
-    }
-    .key(section.name())
-    .index(index);
-    let full_route = match list_item {
-        Some(i) => Route(
-            Route::root()
-                .key("items")
-                .index(i)
-                .0
-                .into_iter()
-                .chain(at_route.0.iter().cloned())
-                .collect(),
-        ),
-        None => at_route.clone(),
-    };
-    let item = ItemModel::deserialize(section, &node, &full_route)?;
-    let rule = rules.get(spec)?.1;
-    if !crate::validate::validate_cilium_item(&at_route, &item.view(), rule.node_selector.is_some())
-        .is_empty()
+    let dash = bytes.iter().position(|c| *c != b' ')?;
+    let content = dash + 1 + bytes[dash + 1..].iter().take_while(|c| **c == b' ').count();
+    if bytes[dash] != b'-' || !is_entry_marker(&bytes[..content], false) && bytes[content] != b'\n'
     {
         return None;
     }
-    if let Some(target) = target {
-        let alone = LoadedDocument {
-            file: name.to_owned(),
-            index: 0,
-            item: None,
-            doc: PolicyDocument::CiliumNetworkPolicy(CiliumNetworkPolicy {
-                api_version: String::new(),
-                kind: String::new(),
-                metadata: ObjectMeta::default(),
-                spec: Some(item.alone()),
-                specs: None,
-                status: None,
-            }),
-        };
-        if !crate::target::target_diagnostics(&LoadOutcome::default(), &alone, target).is_empty() {
-            return None;
+    let line = u32::try_from(newlines(&a[..block.at]) + 1).ok()?;
+    let count = u32::try_from(newlines(bytes)).ok()?;
+    // The line the lookup starts from: the block's first line when an
+    // entry is removed; the line before it when one is inserted (the
+    // block ends what starts before it).
+    let at_line = if block.insert {
+        line.checked_sub(1)?
+    } else {
+        line
+    };
+    if at_line == 0 {
+        return None;
+    }
+    let Object {
+        yaml_document,
+        root,
+        list_item,
+        document,
+        object,
+        rules,
+        has_spec,
+        specs_nodes,
+        spec_node,
+    } = Object::at(outcome, tree, name, at_line)?;
+    // (rule, section, index in the section after the edit, the section's
+    // items, the rule's node): an entry starting on the block's line
+    // (the block goes before it, or is it), else (an insertion) the entry
+    // starting last before the block (the block goes after it).
+    let mut at: Option<Found<'_>> = None;
+    let mut before: Option<(u32, Found<'_>)> = None;
+    for (spec, ((_, rule), node)) in rules
+        .iter()
+        .zip(spec_node.into_iter().chain(specs_nodes))
+        .enumerate()
+    {
+        for section in SECTIONS {
+            let Some(list) = node.get(section.name()).filter(|l| !l.is_null()) else {
+                continue;
+            };
+            let items = sequence(list)?;
+            if items.len() != section_len(rule, section) {
+                return None;
+            }
+            if !items.windows(2).all(|w| w[0].pos.line < w[1].pos.line) {
+                return None;
+            }
+            if let Some(index) = items.iter().position(|i| i.pos.line == line) {
+                if at.is_some() {
+                    return None;
+                }
+                at = Some((spec, section, index, items, node));
+            }
+            if let Some(index) = last_at_or_before(items, at_line) {
+                let start = items[index].pos.line;
+                match before {
+                    Some((other, ..)) if other == start => return None,
+                    Some((other, ..)) if other > start => {}
+                    _ => before = Some((start, (spec, section, index + 1, items, node))),
+                }
+            }
         }
     }
-    // No finding in the edited document before the edit.
-    let here = |l: &Location| l.file == name && l.document == yaml_document;
-    if outcome
-        .diagnostics
-        .iter()
-        .any(|d| d.primary.as_ref().is_some_and(here) || d.related.iter().any(|(l, _)| here(l)))
-    {
-        return None;
-    }
-    // The budgets with the new item instead of the old.
-    let (gone, added) = (size(old_node), size(&node));
-    let after = Budget {
-        nodes: budget
-            .nodes
-            .checked_sub(gone.nodes)?
-            .checked_add(added.nodes)?,
-        bytes: budget
-            .bytes
-            .checked_sub(gone.bytes)?
-            .checked_add(added.bytes)?,
+    let (spec, section, index, items, rule_tree) = match (at, before) {
+        (Some(found), _) => found,
+        (None, Some((_, found))) if block.insert => found,
+        _ => return None,
     };
-    if after.nodes > limits.max_nodes || after.bytes > limits.max_scalar_bytes {
+    // Not the first entry: a sequence's position is its first entry's,
+    // which would change with it.
+    if index == 0 {
         return None;
     }
-    let lines =
-        i64::try_from(newlines(new_region)).ok()? - i64::try_from(newlines(old_region)).ok()?;
-    let from_line = line.checked_add(u32::try_from(newlines(&a[line_start..region_end])).ok()?)?;
-    Some(Edit {
-        file: name.to_owned(),
-        text: text.to_owned(),
-        at: ItemAt {
-            document,
-            spec,
-            section,
-            index,
-        },
+    let in_specs = spec.checked_sub(usize::from(has_spec));
+    let rule_key = if in_specs.is_some() { "specs" } else { "spec" };
+    // A neighbour in the section: its `-` is on the block's column.
+    let neighbour = items
+        .get(index)
+        .or_else(|| items.get(index.checked_sub(1)?))?;
+    // Its line's start: back from the block's line (the neighbour starts
+    // there or before it).
+    let mut start = block.at;
+    for _ in neighbour.pos.line..line {
+        start = a[..start.checked_sub(1)?]
+            .iter()
+            .rposition(|c| *c == b'\n')
+            .map_or(0, |i| i + 1);
+    }
+    let neighbour_line = &a[start..];
+    let neighbour_dash = neighbour_line.iter().position(|c| *c != b' ')?;
+    if neighbour_dash != dash || neighbour_line.get(dash) != Some(&b'-') {
+        return None;
+    }
+    // The first node after the block (in the old text): the entry the
+    // block goes before, or the one after the removed entry, or what
+    // follows the section.
+    let after_index = if block.insert { index } else { index + 1 };
+    let next = next_node(
+        (root, object, list_item),
+        (rule_tree, rule_key, in_specs, specs_nodes),
+        (items, after_index, section),
+    );
+    let end_line = if block.insert { line } else { line + count };
+    match next {
+        Some((pos, is_entry)) => {
+            // The next node is the first thing on the line the block ends
+            // before.
+            let at = block.at + if block.insert { 0 } else { bytes.len() };
+            let lead = char_offset(old.get(at..)?, pos.column)?;
+            if pos.line != end_line || !is_entry_marker(&a[at..at + lead], !is_entry) {
+                return None;
+            }
+        }
+        None => {
+            let end = block.at + if block.insert { 0 } else { bytes.len() };
+            if yaml_document + 1 != tree.roots.len() || end != a.len() {
+                return None;
+            }
+        }
+    }
+    if !block.insert && items.len() < 2 {
+        return None;
+    }
+    let mut parsed = item_alone(bytes, dash, limits, (in_specs, list_item))?;
+    if !block.insert && parsed != shifted_copy(&items[index], line) {
+        return None;
+    }
+    let place = Place {
+        name,
         yaml_document,
         list_item,
         in_specs,
-        node,
-        item,
-        from_line,
-        lines,
-        before: budget,
-        after,
-    })
+        section,
+        index,
+    };
+    let lines = i64::from(count);
+    let (new, after, from_line, lines) =
+        if block.insert {
+            shift_tree(&mut parsed, 1, i64::from(line) - 1, std::ptr::null());
+            let item = place.checked_item(outcome, &parsed, rules.get(spec)?.1, target)?;
+            let added = size(&parsed);
+            let after = Budget {
+                nodes: budget.nodes.checked_add(added.nodes)?,
+                bytes: budget.bytes.checked_add(added.bytes)?,
+            };
+            if after.nodes > limits.max_nodes || after.bytes > limits.max_scalar_bytes {
+                return None;
+            }
+            (Some((parsed, item)), after, line, lines)
+        } else {
+            // No finding in the document (as for an insertion).
+            let here = |l: &Location| l.file == name && l.document == yaml_document;
+            if outcome.diagnostics.iter().any(|d| {
+                d.primary.as_ref().is_some_and(here) || d.related.iter().any(|(l, _)| here(l))
+            }) {
+                return None;
+            }
+            let gone = size(&items[index]);
+            let after = Budget {
+                nodes: budget.nodes.checked_sub(gone.nodes)?,
+                bytes: budget.bytes.checked_sub(gone.bytes)?,
+            };
+            (None, after, line + count, -lines)
+        };
+    let kind = if block.insert {
+        EditKind::Insert
+    } else {
+        EditKind::Remove
+    };
+    Some(place.edit(
+        (document, spec),
+        text,
+        (new, kind),
+        (from_line, lines),
+        (budget, after),
+    ))
+}
+
+/// `node` with its lines moved so that it starts on line 1 (from `line`).
+fn shifted_copy(node: &Node, line: u32) -> Node {
+    let mut copy = node.clone();
+    shift_tree(&mut copy, 0, 1 - i64::from(line), std::ptr::null());
+    copy
+}
+
+/// Where an item goes in its file ([`Place::checked_item`]).
+struct Place<'a> {
+    name: &'a str,
+    yaml_document: usize,
+    list_item: Option<usize>,
+    in_specs: Option<usize>,
+    section: RuleSection,
+    index: usize,
+}
+
+impl Place<'_> {
+    /// The edit of this place: the item `at` (document index, rule) of
+    /// the outcome, the new text, the new item and what it does, the
+    /// lines' shift (from, by) and the budgets before and after.
+    fn edit(
+        &self,
+        (document, spec): (usize, usize),
+        text: &str,
+        (new, kind): (Option<(Node, ItemModel)>, EditKind),
+        (from_line, lines): (u32, i64),
+        (before, after): (Budget, Budget),
+    ) -> Edit {
+        Edit {
+            file: self.name.to_owned(),
+            text: text.to_owned(),
+            at: ItemAt {
+                document,
+                spec,
+                section: self.section,
+                index: self.index,
+            },
+            yaml_document: self.yaml_document,
+            list_item: self.list_item,
+            in_specs: self.in_specs,
+            new,
+            kind,
+            from_line,
+            lines,
+            before,
+            after,
+        }
+    }
+
+    /// The model of `node` as the item here, when deserializing it, the
+    /// item checks of the whole validation (`validate_cilium_item`, for
+    /// `rule`), the target's version rows and the findings of the edited
+    /// document before the edit (there must be none) all say that a full
+    /// load gives exactly it and no finding for it.
+    fn checked_item(
+        &self,
+        outcome: &LoadOutcome,
+        node: &Node,
+        rule: &Rule,
+        target: Option<&Target>,
+    ) -> Option<ItemModel> {
+        let at_route = match self.in_specs {
+            Some(i) => Route::root().key("specs").index(i),
+            None => Route::root().key("spec"),
+        }
+        .key(self.section.name())
+        .index(self.index);
+        let full_route = match self.list_item {
+            Some(i) => Route(
+                Route::root()
+                    .key("items")
+                    .index(i)
+                    .0
+                    .into_iter()
+                    .chain(at_route.0.iter().cloned())
+                    .collect(),
+            ),
+            None => at_route.clone(),
+        };
+        let item = ItemModel::deserialize(self.section, node, &full_route)?;
+        if !crate::validate::validate_cilium_item(
+            &at_route,
+            &item.view(),
+            rule.node_selector.is_some(),
+        )
+        .is_empty()
+        {
+            return None;
+        }
+        if let Some(target) = target {
+            let alone = LoadedDocument {
+                file: self.name.to_owned(),
+                index: 0,
+                item: None,
+                doc: PolicyDocument::CiliumNetworkPolicy(CiliumNetworkPolicy {
+                    api_version: String::new(),
+                    kind: String::new(),
+                    metadata: ObjectMeta::default(),
+                    spec: Some(item.alone()),
+                    specs: None,
+                    status: None,
+                }),
+            };
+            if !crate::target::target_diagnostics(&LoadOutcome::default(), &alone, target)
+                .is_empty()
+            {
+                return None;
+            }
+        }
+        // No finding in the edited document before the edit.
+        let here = |l: &Location| l.file == self.name && l.document == self.yaml_document;
+        if outcome
+            .diagnostics
+            .iter()
+            .any(|d| d.primary.as_ref().is_some_and(here) || d.related.iter().any(|(l, _)| here(l)))
+        {
+            return None;
+        }
+        Some(item)
+    }
+}
+
+/// The CNP/CCNP object of a file's tree that holds a line
+/// ([`Object::at`]), with its rules and their nodes.
+struct Object<'a> {
+    yaml_document: usize,
+    root: &'a Node,
+    list_item: Option<usize>,
+    /// Index in [`LoadOutcome::documents`].
+    document: usize,
+    object: &'a Node,
+    rules: Vec<(String, &'a Rule)>,
+    has_spec: bool,
+    spec_node: Option<&'a Node>,
+    specs_nodes: &'a [Node],
+}
+
+impl<'a> Object<'a> {
+    /// The object that line `at_line` of `name` (the one tree of
+    /// `outcome`) lies in: its YAML document, `List` item and loaded
+    /// document, when it is a CNP/CCNP whose rules match the tree's.
+    fn at(
+        outcome: &'a LoadOutcome,
+        tree: &'a crate::loader::FileTree,
+        name: &str,
+        at_line: u32,
+    ) -> Option<Object<'a>> {
+        let (yaml_document, root) = tree
+            .roots
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, r)| r.as_ref().filter(|r| r.pos.line <= at_line).map(|r| (i, r)))?;
+        let list_item = if outcome
+            .documents
+            .iter()
+            .any(|d| d.file == name && d.index == yaml_document && d.item.is_some())
+        {
+            Some(last_at_or_before(sequence(root.get("items")?)?, at_line)?)
+        } else {
+            None
+        };
+        let document = outcome
+            .documents
+            .iter()
+            .position(|d| d.file == name && d.index == yaml_document && d.item == list_item)?;
+        let loaded = &outcome.documents[document];
+        let object = object(root, list_item)?;
+        let rules = loaded.doc.cilium_rules();
+        let has_spec = match &loaded.doc {
+            PolicyDocument::CiliumNetworkPolicy(p) => p.spec.is_some(),
+            PolicyDocument::CiliumClusterwideNetworkPolicy(p) => p.spec.is_some(),
+            _ => return None,
+        };
+        let spec_node = object.get("spec").filter(|s| !s.is_null());
+        let specs_nodes = match object.get("specs").filter(|s| !s.is_null()) {
+            Some(specs) => sequence(specs)?,
+            None => &[][..],
+        };
+        if has_spec != spec_node.is_some()
+            || rules.len() != usize::from(has_spec) + specs_nodes.len()
+        {
+            return None;
+        }
+        Some(Object {
+            yaml_document,
+            root,
+            list_item,
+            document,
+            object,
+            rules,
+            has_spec,
+            spec_node,
+            specs_nodes,
+        })
+    }
+}
+
+/// The first node after item `after - 1` of a section's `items` (`after`
+/// may be `items.len()`): the item at `after`, else the next key of the
+/// rule's mapping, else the next rule of `specs`, else the next key of the
+/// object, else the next `List` item or key of the root; with whether it
+/// is a sequence entry (else a key). `None` when nothing follows in the
+/// document.
+fn next_node(
+    (root, object, list_item): (&Node, &Node, Option<usize>),
+    (rule_tree, rule_key, in_specs, specs_nodes): (&Node, &str, Option<usize>, &[Node]),
+    (items, after, section): (&[Node], usize, RuleSection),
+) -> Option<(Pos, bool)> {
+    let entry = |n: &Node| (n.pos, true);
+    let key = |p: Pos| (p, false);
+    items
+        .get(after)
+        .map(entry)
+        .or_else(|| rule_tree.key_after(section.name()).map(key))
+        .or_else(|| in_specs.and_then(|i| specs_nodes.get(i + 1)).map(entry))
+        .or_else(|| object.key_after(rule_key).map(key))
+        .or_else(|| {
+            let i = list_item?;
+            let list = sequence(root.get("items")?)?;
+            list.get(i + 1)
+                .map(entry)
+                .or_else(|| root.key_after("items").map(key))
+        })
 }
 
 /// The index of the last item starting on `line` or before, when the

@@ -668,6 +668,22 @@ fn agent_edits_are_incremental() {
             "a port removed (lines move)",
             text.replacen("      toPorts:\n      - ports:\n        - port: \"1002\"\n          protocol: TCP\n", "", 1),
         ),
+        (
+            "a rule inserted before the third (its first lines repeat the next rule's)",
+            text.replacen(
+                "    - fromEndpoints:\n      - matchLabels:\n          role: client-2\n",
+                "    - fromEndpoints:\n      - matchLabels:\n          role: client-9\n      toPorts:\n      - ports:\n        - port: \"9000\"\n          protocol: TCP\n    - fromEndpoints:\n      - matchLabels:\n          role: client-2\n",
+                1,
+            ),
+        ),
+        (
+            "the third rule removed",
+            text.replacen(
+                "    - fromEndpoints:\n      - matchLabels:\n          role: client-2\n      toPorts:\n      - ports:\n        - port: \"1002\"\n          protocol: TCP\n",
+                "",
+                1,
+            ),
+        ),
         ("in a List item", {
             let list = text.find("kind: List").unwrap();
             let at = list + text[list..].find("port: \"1001\"").unwrap();
@@ -723,7 +739,7 @@ fn structural_edits_fall_back() {
             text.replacen("port: \"1001\"", "port: \"99999\"", 1),
         ),
         (
-            "a rule inserted",
+            "a rule inserted first in its section (the sequence's position is its first entry's)",
             text.replacen(
                 "  - fromEndpoints:\n",
                 "  - fromEntities: [world]\n  - fromEndpoints:\n",
