@@ -40,7 +40,7 @@ use porin::session::{
 use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
-use crate::incremental::{CLIENTS, policy_yaml, with_port_added};
+use crate::incremental::{CLIENTS, policy_yaml, with_port_added, with_rule_inserted_before};
 
 const NAME: &str = "server.yaml";
 
@@ -68,6 +68,11 @@ pub struct CapiApplyResult {
     /// in place: total. Empty from builds before session 16.
     #[serde(default)]
     pub in_place_port_line_total: Vec<f64>,
+    /// A rule inserted before the middle rule and taken out again
+    /// (`with_rule_inserted_before`: every later rule moves one place), in
+    /// place: total. Empty from builds before session 16.
+    #[serde(default)]
+    pub in_place_insert_total: Vec<f64>,
     /// The anchored text's toggle, re-parse on (it falls back): total.
     pub fallback_total: Vec<f64>,
     /// The anchored text's toggle, re-parse off: total.
@@ -302,6 +307,16 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         }
         out.in_place_port_line_total.push(total);
     }
+    // A rule inserted before the middle rule and taken out again (the
+    // port loop above ends on `now`).
+    let insert_texts = [with_rule_inserted_before(now, rules / 2), now.clone()];
+    for run in 0..2 * runs {
+        let (_, total, _) = apply(fast, &insert_texts[run % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the inserted rule was not applied in place");
+        }
+        out.in_place_insert_total.push(total);
+    }
     // Identity adds and removes on the session the in-place changes left,
     // each add after a pause (a pod appearing in a running agent: nothing
     // of the process's last work in the caches, and whatever that work
@@ -400,6 +415,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "a port added on lines of its own (later lines move), in place: apply + read writes",
             &result.in_place_port_line_total,
+        ),
+        (
+            "a rule inserted mid-text / taken out (later rules move), in place: apply + read writes",
+            &result.in_place_insert_total,
         ),
         ("rule change, full load: apply", &result.full_apply),
         (

@@ -275,15 +275,18 @@ fn in_place_applies_equal_full_loads() {
     let comment = text[rule(&text, 5)..].find('\n').unwrap() + rule(&text, 5) + 1;
     steps.push((text.clone(), false));
     edit(&mut steps, comment, 0, "    # reviewed\n", true);
-    // A rule inserted (not one item's edit: loaded in full).
+    // A rule inserted (one item more, after the first of its section:
+    // re-parsed in place, `porin_model::reparse::EditKind::Insert`), then
+    // taken out again (in place too).
     let text = steps.last().unwrap().0.clone();
     edit(
         &mut steps,
         rule(&text, 7),
         0,
         "  - fromEntities: [world]\n",
-        false,
+        true,
     );
+    steps.push((text, true));
     for (i, (text, in_place)) in steps.iter().enumerate() {
         let name = "server.yaml";
         let mut results = Vec::new();

@@ -213,38 +213,7 @@ impl EditedItem {
         inventory: &Inventory,
         items: usize,
     ) -> Option<EditedItem> {
-        let mut position = 0;
-        let mut total = 0;
-        for (doc, loaded) in outcome.documents.iter().enumerate() {
-            let n = lowered_items(&loaded.doc)?;
-            if doc < at.document {
-                position += n;
-            }
-            total += n;
-        }
-        if total != items {
-            return None;
-        }
-        let rules = rules(&outcome.documents.get(at.document)?.doc)?;
-        for rule in rules.get(..at.spec)? {
-            position += section_lens(rule).iter().map(|(_, len)| len).sum::<usize>();
-        }
-        for (section, len) in section_lens(rules.get(at.spec)?) {
-            if section == at.section {
-                if at.index >= len {
-                    return None;
-                }
-                break;
-            }
-            position += len;
-        }
-        let candidate = Candidate {
-            doc: at.document,
-            spec: at.spec,
-            section: at.section,
-            index: at.index,
-            position: position + at.index,
-        };
+        let candidate = candidate_at(outcome, at, items, false)?;
         simple(&lower_at(outcome, &candidate, inventory)).then_some(EditedItem { candidate })
     }
 
@@ -263,6 +232,110 @@ impl EditedItem {
             items: vec![finish(after, &self.candidate, origin_start)?],
             compared: Compared::Edited,
             lines,
+        })
+    }
+}
+
+/// The candidate of item `at` of `outcome` (its place, for `end`: one
+/// past the section's last item, where an insertion puts one), when
+/// every item of the text lowers to one rule (`lowered_items`, which also
+/// requires an endpoint selector on every rule) and the text's span has
+/// `items` of them.
+fn candidate_at(outcome: &LoadOutcome, at: ItemAt, items: usize, end: bool) -> Option<Candidate> {
+    let mut position = 0;
+    let mut total = 0;
+    for (doc, loaded) in outcome.documents.iter().enumerate() {
+        let n = lowered_items(&loaded.doc)?;
+        if doc < at.document {
+            position += n;
+        }
+        total += n;
+    }
+    if total != items {
+        return None;
+    }
+    let rules = rules(&outcome.documents.get(at.document)?.doc)?;
+    for rule in rules.get(..at.spec)? {
+        position += section_lens(rule).iter().map(|(_, len)| len).sum::<usize>();
+    }
+    for (section, len) in section_lens(rules.get(at.spec)?) {
+        if section == at.section {
+            if at.index > len || (at.index == len && !end) {
+                return None;
+            }
+            break;
+        }
+        position += len;
+    }
+    Some(Candidate {
+        doc: at.document,
+        spec: at.spec,
+        section: at.section,
+        index: at.index,
+        position: position + at.index,
+    })
+}
+
+/// An in-place edit that inserts or removes one item
+/// ([`porin_model::reparse::EditKind`]): its place before the edit
+/// (`prepare`) and the [`MovedItem`] after it (`finish`), what
+/// [`moved_item`] would find by comparing every item, without comparing
+/// (the reparse has shown that the new load is the old one with that one
+/// item more or less and the lines after it shifted).
+pub(super) struct MovedByEdit {
+    candidate: Candidate,
+    inserted: bool,
+}
+
+impl MovedByEdit {
+    /// The place of item `at` of `outcome` (before the edit); for a
+    /// removal the item must lower [`simple`].
+    pub(super) fn prepare(
+        outcome: &LoadOutcome,
+        at: ItemAt,
+        inventory: &Inventory,
+        items: usize,
+        inserted: bool,
+    ) -> Option<MovedByEdit> {
+        let candidate = candidate_at(outcome, at, items, inserted)?;
+        if !inserted && !simple(&lower_at(outcome, &candidate, inventory)) {
+            return None;
+        }
+        Some(MovedByEdit {
+            candidate,
+            inserted,
+        })
+    }
+
+    /// The move in `outcome` (after the edit): the inserted item lowered
+    /// (ids from `origin_start`), the items after it in its section, the
+    /// lines' shift.
+    pub(super) fn finish(
+        self,
+        outcome: &LoadOutcome,
+        inventory: &Inventory,
+        origin_start: usize,
+        lines: Lines,
+    ) -> Option<MovedItem> {
+        let c = &self.candidate;
+        let rule = *rules(&outcome.documents.get(c.doc)?.doc)?.get(c.spec)?;
+        let new_len = section_lens(rule)
+            .into_iter()
+            .find(|(section, _)| *section == c.section)
+            .map(|(_, len)| len)?;
+        let start = c.position + usize::from(self.inserted);
+        let reindexed = start..start + new_len.checked_sub(c.index + usize::from(self.inserted))?;
+        let inserted = if self.inserted {
+            Some(finish(lower_at(outcome, c, inventory), c, origin_start)?)
+        } else {
+            None
+        };
+        Some(MovedItem {
+            position: c.position,
+            inserted,
+            reindexed,
+            lines,
+            compared: 0,
         })
     }
 }
@@ -436,9 +509,13 @@ pub(super) struct MovedItem {
     /// The new span positions of the items after it in its section: their
     /// index (and so their route) moved by one.
     pub reindexed: Range<usize>,
-    /// The line of every item of the changed file (new span position,
-    /// line): the items after the change moved.
-    pub lines: ItemLines,
+    /// The lines of the text's items after the change: every item's of the
+    /// changed file read from the new tree (new span position, line), or
+    /// an in-place edit's shift (not applied to the inserted item, whose
+    /// origin has its line).
+    pub lines: Lines,
+    /// Items compared to find the change (none for an in-place edit).
+    pub compared: usize,
 }
 
 /// The item inserted or removed when `new` is `old` with one rule item
@@ -520,7 +597,8 @@ pub(super) fn moved_item(
         position: candidate.position,
         inserted: lowering,
         reindexed,
-        lines,
+        lines: Lines::Read(lines),
+        compared: items,
     })
 }
 

@@ -10,9 +10,10 @@ use std::sync::Arc;
 use ipnetwork::IpNetwork;
 use porin_model::diagnostic::Diagnostic;
 use porin_model::loader::LoadOutcome;
+use porin_model::reparse::EditKind;
 
 use super::addresses::AddressBook;
-use super::items::{ChangedItems, Compared, Lines, MovedItem};
+use super::items::{ChangedItems, Compared, Lines, MovedByEdit, MovedItem};
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, unindex};
@@ -807,6 +808,9 @@ impl Session {
         edit: porin_model::reparse::Edit,
     ) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
+        if edit.kind() != EditKind::Replace {
+            return self.edit_moving(position, edit);
+        }
         // The text's rule count and first origin id, when its lowering
         // can take one item in place (not the span's prefix set: this is
         // the agent's per-change path).
@@ -861,6 +865,52 @@ impl Session {
             }
         }
         // (The inverse holds the old text: one allocation, freed here.)
+        Some(result)
+    }
+
+    /// [`Self::edit_policy`] for an edit that inserts or removes one rule
+    /// item: the move of [`Self::move_item`], its place and inserted item
+    /// from the edit ([`MovedByEdit`]) instead of a comparison of every
+    /// item, the later origins' lines shifted as the re-parse shifted the
+    /// tree. `None`, nothing changed, when the text's items do not each
+    /// lower to one rule (the caller loads the text in full).
+    fn edit_moving(
+        &mut self,
+        position: usize,
+        edit: porin_model::reparse::Edit,
+    ) -> Option<Result<Update, SessionError>> {
+        let (items, origin_start) = self.item_span(position)?;
+        let inserted = edit.kind() == EditKind::Insert;
+        let lines = match edit.shift() {
+            Some((from, by)) => Lines::Shift { from, by },
+            None => Lines::Same,
+        };
+        let spot = MovedByEdit::prepare(
+            &self.texts[position].outcome,
+            edit.at(),
+            &self.inventory,
+            items,
+            inserted,
+        )?;
+        let inverse = edit.apply(&mut self.texts[position].outcome)?;
+        let moved = spot.finish(
+            &self.texts[position].outcome,
+            &self.inventory,
+            origin_start,
+            lines,
+        );
+        let result = match moved.map(|moved| self.move_item(position, moved)) {
+            Some(Ok(Some(update))) => Ok(update),
+            Some(Ok(None)) | None => self.rebuild("the change is not local to its rules"),
+            Some(Err(e)) => Err(e),
+        };
+        if result.is_err() {
+            // Back to the previous inputs, exactly (fail closed).
+            let _ = inverse.apply(&mut self.texts[position].outcome);
+            if let Err(e) = self.rebuild("restore") {
+                return Some(Err(e));
+            }
+        }
         Some(result)
     }
 
@@ -1499,9 +1549,24 @@ impl Session {
         let model = &mut self.model;
         // The text's origins after the change: their lines, and the index
         // and route of the items after it in its section.
-        for (at, line) in &moved.lines {
-            if let Some(origin) = model.lowered.origins.get_mut(span.origins.start + at) {
-                origin.line = *line;
+        match &moved.lines {
+            Lines::Same => {}
+            Lines::Read(lines) => {
+                for (at, line) in lines {
+                    if let Some(origin) = model.lowered.origins.get_mut(span.origins.start + at) {
+                        origin.line = *line;
+                    }
+                }
+            }
+            Lines::Shift { .. } => {
+                // The text's origins after the move (its span grew or
+                // shrank by one), but the inserted one, which has its line.
+                let count = span.origins.len() + usize::from(inserted) - usize::from(!inserted);
+                for at in (0..count).filter(|at| !(inserted && *at == moved.position)) {
+                    if let Some(origin) = model.lowered.origins.get_mut(span.origins.start + at) {
+                        origin.line = moved.lines.shifted(origin.line);
+                    }
+                }
             }
         }
         for at in moved.reindexed.clone() {
@@ -1527,7 +1592,7 @@ impl Session {
         self.debug_check_lowering();
         // The moved items' origins describe other lines and indices now:
         // every state's findings are rendered again.
-        self.finish_move(moving, (usize::from(inserted), span.rules.len()), true)
+        self.finish_move(moving, (usize::from(inserted), moved.compared), true)
             .map(Some)
     }
 
