@@ -111,8 +111,11 @@
 //!    origin's id becomes one no origin has, so what still names it never
 //!    equals what the next rule gives), the text's origins take their new
 //!    lines and indices from the new tree, and the rule is then added or
-//!    taken out as in 4. Debug builds check the text's rules and origins
-//!    against its lowering. The same selector-order check applies: an
+//!    taken out as in 4. When the text was edited in place
+//!    ([`Session::edit_policy`] with an insertion or removal planned by
+//!    `porin_model::reparse`), the edit names the item: nothing is
+//!    compared, and the later origins' lines move by the re-parse's shift.
+//!    Debug builds check the text's rules and origins against its lowering. The same selector-order check applies: an
 //!    insertion that makes a selector's first use come before another's
 //!    that is numbered earlier recompiles.
 //! 6. **A policy text added or removed**: the same move of a block, the

@@ -13,6 +13,15 @@
 //! outcome, moves the positions after it (trees, diagnostics, versioned
 //! kinds) by the lines the edit added or removed, and swaps the text.
 //!
+//! A rule item inserted or removed ([`EditKind::Insert`],
+//! [`EditKind::Remove`]) is planned the same way when the two texts differ
+//! by one block of whole lines that is exactly one entry of a section
+//! (`plan_move`): an inserted entry is parsed and checked alone as a
+//! replaced item is, a removed one is compared with the entry's node, and
+//! [`Edit::apply`] inserts or removes the node and the model. Not the first
+//! entry of a section (a sequence's position is its first entry's), nor a
+//! section's only one, nor a new section.
+//!
 //! The result equals [`load_str`] of the new text (followed by
 //! [`LoadOutcome::apply_target`] when a target is given), field by field;
 //! the property tests (`tests/model/reparse.rs`) and the fuzz target
