@@ -917,6 +917,13 @@ fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Ca
         }
         return (position == items).then_some(Vec::new());
     };
+    // No anchor in the edited file: an alias elsewhere copies the anchored
+    // node, so an edit of it inside one item changes the items that hold
+    // its aliases too, which only comparing them shows (an alias needs an
+    // anchor: without `&` there is none).
+    if old.sources.get(edit.file)?.contains('&') || new.sources.get(edit.file)?.contains('&') {
+        return None;
+    }
     let (old_tree, new_tree) = (
         old.trees.iter().find(|t| t.file == edit.file)?,
         new.trees.iter().find(|t| t.file == edit.file)?,
@@ -1325,6 +1332,34 @@ mod tests {
         // compared whole.
         let last = load(&text(&[80, 443, 53, 8080, 9090]).replace("egress: []", "egress: [ ]"));
         assert!(narrowed(&old, &last, items).is_none());
+    }
+
+    /// An edit of an anchored node inside one item changes the items that
+    /// hold its aliases too: the narrowed comparison (which compares the
+    /// edited item alone) must not answer, the whole one finds both. (It
+    /// answered with the edited item alone, and the session kept the
+    /// alias's old peer: an over-allow.)
+    #[test]
+    fn an_anchor_edit_reaches_its_aliases() {
+        let text = |app: &str| {
+            format!(
+                "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: s}}}}\n  ingress:\n  - fromEndpoints: [&sel {{matchLabels: {{app: {app}}}}}]\n  - fromEndpoints: [*sel]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n"
+            )
+        };
+        let (old, new) = (load(&text("a")), load(&text("b")));
+        assert!(
+            !old.has_errors() && !new.has_errors(),
+            "{:?}",
+            old.diagnostics
+        );
+        let items = lowered_items(&old.documents[0].doc).unwrap();
+        assert!(narrowed(&old, &new, items).is_none());
+        let changed = changed_items(&old, &new, &Inventory::new(), items, 2).unwrap();
+        assert_eq!(changed.compared, Compared::Whole);
+        assert_eq!(
+            changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),
+            vec![0, 1]
+        );
     }
 
     proptest! {
