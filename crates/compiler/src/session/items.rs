@@ -32,7 +32,7 @@ use std::ops::Range;
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
-use porin_model::reparse::{ItemAt, common_prefix, common_suffix};
+use porin_model::reparse::{ItemAt, common_prefix, common_suffix, newlines};
 use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
 use crate::inventory::Inventory;
@@ -122,7 +122,7 @@ pub(super) fn changed_items(
     origin_start: usize,
 ) -> Option<ChangedItems> {
     let (candidates, compared, lines) = match narrowed(old, new, items) {
-        Some(candidates) => (candidates, Compared::Narrowed, Lines::Same),
+        Some((candidates, lines)) => (candidates, Compared::Narrowed, lines),
         None => match whole(old, new, items) {
             Some(candidates) => (candidates, Compared::Whole, Lines::Same),
             None => {
@@ -681,10 +681,11 @@ fn one_moved<T: PartialEq>(
     (short[index..] == long[index + 1..]).then_some(Some((index, inserted)))
 }
 
-/// Where the two texts differ: one file, inside one line (`same_lines`),
-/// as the positions (1-based line and column in characters, as the YAML
-/// tree has them) of the first changed character and of the first
-/// unchanged one after the change, in the old text and in the new.
+/// Where the two texts differ: one file, as the positions (1-based line
+/// and column in characters, as the YAML tree has them) of the first
+/// changed character and of the first unchanged one after the change, in
+/// the old text and in the new (on different lines when the change holds
+/// line breaks: every line after `end_old`'s moves by the difference).
 struct Edit<'a> {
     file: &'a str,
     start: Pos,
@@ -693,7 +694,7 @@ struct Edit<'a> {
 }
 
 /// The edit of [`Edit`] (`Some(None)`: no file differs), or `None` when
-/// more than one file differs, or a change holds a line break.
+/// more than one file differs.
 fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a>>> {
     if old.trees.len() != new.trees.len() {
         return None;
@@ -713,11 +714,6 @@ fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a
         if edit.is_some() {
             return None;
         }
-        let suffix = common_suffix(&a[prefix..], &b[prefix..]);
-        let (end_a, end_b) = (a.len() - suffix, b.len() - suffix);
-        if a[prefix..end_a].contains(&b'\n') || b[prefix..end_b].contains(&b'\n') {
-            return None;
-        }
         // A change inside a character (the common prefix ends in the
         // middle of one): widen it to whole characters (the common prefix
         // is the same bytes in both texts, so a boundary of one is a
@@ -728,30 +724,38 @@ fn edit_of<'a>(old: &LoadOutcome, new: &'a LoadOutcome) -> Option<Option<Edit<'a
             .iter()
             .rposition(|c| *c == b'\n')
             .map_or(0, |i| i + 1);
-        let line = a[..line_start].iter().filter(|c| **c == b'\n').count() + 1;
-        let column = |text: &[u8], at: usize| -> Option<u32> {
-            // Characters before `at` on the line, counting a partial one.
-            let chars = text[line_start..at]
+        // The common suffix after the line's start, and the change's start
+        // as early as it allows: lines inserted before a line (whose
+        // indentation the prefix would eat) then start at that line's
+        // start, and end there in the old text.
+        let suffix = common_suffix(&a[line_start..], &b[line_start..]);
+        let (end_a, end_b) = (a.len() - suffix, b.len() - suffix);
+        let prefix = prefix.min(end_a).min(end_b);
+        let prefix = (0..=prefix).rev().find(|i| sa.is_char_boundary(*i))?;
+        let line = newlines(&a[..line_start]) + 1;
+        // The position of byte `at` of `text` (at or after `line_start`).
+        let pos = |text: &[u8], at: usize| -> Option<Pos> {
+            let breaks = newlines(&text[line_start..at]);
+            let from = text[..at]
+                .iter()
+                .rposition(|c| *c == b'\n')
+                .map_or(0, |i| i + 1)
+                .max(line_start);
+            // Characters before `at` on its line, counting a partial one.
+            let chars = text[from..at]
                 .iter()
                 .filter(|c| (**c & 0xC0) != 0x80)
                 .count();
-            u32::try_from(chars + 1).ok()
+            Some(Pos {
+                line: u32::try_from(line + breaks).ok()?,
+                column: u32::try_from(chars + 1).ok()?,
+            })
         };
-        let line = u32::try_from(line).ok()?;
         edit = Some(Edit {
             file: &y.file,
-            start: Pos {
-                line,
-                column: column(a, prefix)?,
-            },
-            end_old: Pos {
-                line,
-                column: column(a, end_a)?,
-            },
-            end_new: Pos {
-                line,
-                column: column(b, end_b)?,
-            },
+            start: pos(a, prefix)?,
+            end_old: pos(a, end_a)?,
+            end_new: pos(b, end_b)?,
         });
     }
     Some(edit)
@@ -881,12 +885,14 @@ fn next_after(
     root.key_after(rule_key)
 }
 
-/// The candidates when the change is one edit inside one line of one file
-/// that lies within the text of one rule item (from the item's start to
-/// the start of the next node after it, [`next_after`]), and the YAML
-/// trees of that document have the same item positions before and after,
-/// so every item but that one has the same node; `None` when any of this
-/// does not hold (the caller compares the whole documents).
+/// The candidates when the change is one edit of one file (without an
+/// anchor) that lies within the text of one rule item (from the item's
+/// start to the start of the next node after it, [`next_after`]), and the
+/// YAML trees of that document have the same item positions before and
+/// after (those after the edit moved by the lines it added or removed),
+/// so every item but that one has the same node; with how the lines
+/// moved. `None` when any of this does not hold (the caller compares the
+/// whole documents).
 ///
 /// Why that is exact: the tree is built from the parser's events, each
 /// node from the text between its start and the start of the node after
@@ -898,7 +904,7 @@ fn next_after(
 /// the changed file, the document frame and the rule frames are compared
 /// in full (cheap: no items). No load diagnostics on either side (a
 /// duplicate key would make the model read a node the tree walk does not).
-fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Candidate>> {
+fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<(Vec<Candidate>, Lines)> {
     if old.documents.len() != new.documents.len()
         || !old.diagnostics.is_empty()
         || !new.diagnostics.is_empty()
@@ -915,13 +921,31 @@ fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Ca
             }
             position += lowered_items(&a.doc)?;
         }
-        return (position == items).then_some(Vec::new());
+        return (position == items).then_some((Vec::new(), Lines::Same));
+    };
+    // Lines moved: every origin of the text after the edit moves with its
+    // node (one file, so the shift is the text's).
+    let by = i64::from(edit.end_new.line) - i64::from(edit.end_old.line);
+    let lines = if by == 0 {
+        Lines::Same
+    } else if old.trees.len() == 1 {
+        // Lines from the one the change ends on move, or from the next
+        // when it ends inside that line.
+        let from = if edit.end_old.column == 1 && edit.end_new.column == 1 {
+            edit.end_old.line
+        } else {
+            edit.end_old.line + 1
+        };
+        Lines::Shift { from, by }
+    } else {
+        return None;
     };
     // No anchor in the edited file: an alias elsewhere copies the anchored
     // node, so an edit of it inside one item changes the items that hold
     // its aliases too, which only comparing them shows (an alias needs an
     // anchor: without `&` there is none).
-    if old.sources.get(edit.file)?.contains('&') || new.sources.get(edit.file)?.contains('&') {
+    let anchor = |text: &str| memchr::memchr(b'&', text.as_bytes()).is_some();
+    if anchor(old.sources.get(edit.file)?) || anchor(new.sources.get(edit.file)?) {
         return None;
     }
     let (old_tree, new_tree) = (
@@ -959,7 +983,7 @@ fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<Vec<Ca
         (Some(p), Some(q)) => p != q,
         _ => return None,
     };
-    Some(if differs { vec![found] } else { Vec::new() })
+    Some((if differs { vec![found] } else { Vec::new() }, lines))
 }
 
 /// The candidate of a document of the edited file when the edit lies in
@@ -1028,14 +1052,35 @@ fn edited_item(
     };
     let bound = next_after(root_a, a, has_spec, &item)?;
     // The edit ends before the next node's line (so that node and every
-    // later one keep their positions), and every item is where it was.
+    // later one keep their positions, their lines moved by what the edit
+    // added or removed), and every item is where it was: at its position
+    // when it starts before the edit, moved by those lines after it.
+    let by = i64::from(edit.end_new.line) - i64::from(edit.end_old.line);
+    // After the change, a line keeps its columns when the change ends
+    // before it, or at its start in both texts (whole lines inserted or
+    // removed before it).
+    let at_line_start = edit.end_old.column == 1 && edit.end_new.column == 1;
+    let after =
+        |p: Pos| p.line > edit.end_old.line || (at_line_start && p.line == edit.end_old.line);
+    let moved = |p: Pos| -> Option<Pos> {
+        if !before(edit.start, p) {
+            return Some(p);
+        }
+        after(p).then_some(())?;
+        Some(Pos {
+            line: u32::try_from(i64::from(p.line) + by).ok()?,
+            column: p.column,
+        })
+    };
     let same_place = |x: &ItemList<'_>, y: &ItemList<'_>| {
         (x.spec, x.section) == (y.spec, y.section)
             && x.nodes.len() == y.nodes.len()
-            && x.nodes.iter().zip(y.nodes).all(|(p, q)| p.pos == q.pos)
+            && x.nodes
+                .iter()
+                .zip(y.nodes)
+                .all(|(p, q)| moved(p.pos) == Some(q.pos))
     };
-    if bound.line <= edit.end_old.line
-        || bound.line <= edit.end_new.line
+    if !after(bound)
         || lists_a.len() != lists_b.len()
         || !lists_a.iter().zip(&lists_b).all(|(x, y)| same_place(x, y))
     {
@@ -1049,7 +1094,7 @@ fn edited_item(
             .get(item.index)?,
         ..item
     };
-    if next_after(root_b, b, has_spec, &in_b) != Some(bound) {
+    if next_after(root_b, b, has_spec, &in_b) != Some(moved(bound)?) {
         return None;
     }
     // Position of the item in the text's span: the items before it in
@@ -1206,7 +1251,9 @@ mod tests {
     use porin_model::loader::{LoadOutcome, load_str};
     use proptest::prelude::*;
 
-    use super::{Compared, Lines, changed_items, lowered_items, narrowed, same_lines, whole};
+    use super::{
+        Compared, Lines, changed_items, lowered_items, narrowed, relined, same_lines, whole,
+    };
     use crate::inventory::Inventory;
 
     #[test]
@@ -1300,6 +1347,33 @@ mod tests {
         (out.matches('\n').count() == text.matches('\n').count()).then_some(out)
     }
 
+    /// Lines [`narrowed_lines_agree_with_relined`] inserts.
+    const LINES: &[&str] = &[
+        "\n",
+        "# a comment\n",
+        "          # deeper\n",
+        "        - port: \"81\"\n",
+        "          protocol: UDP\n",
+        "      - port: \"82\"\n",
+        "    - {}\n",
+    ];
+
+    fn positions(c: &[super::Candidate]) -> Vec<usize> {
+        c.iter().map(|c| c.position).collect()
+    }
+
+    /// Every item's line (span position, line) of a one-file outcome.
+    fn item_lines(outcome: &LoadOutcome) -> Vec<(usize, u32)> {
+        let mut lines = Vec::new();
+        let mut at = 0;
+        for doc in &outcome.documents {
+            let rules = super::rules(&doc.doc).unwrap();
+            let root = outcome.trees[0].roots[doc.index].as_ref().unwrap();
+            at = super::push_lines(&mut lines, root, doc, &rules, at).unwrap();
+        }
+        lines
+    }
+
     /// The characters edits use: YAML's indicators, blanks, digits, a
     /// letter, a multi-byte character.
     const WITH: &[char] = &[
@@ -1327,6 +1401,20 @@ mod tests {
         assert_eq!(
             (changed.items.len(), changed.compared),
             (0, Compared::Narrowed)
+        );
+        // A port added on lines of its own to item 0 (two lines more):
+        // narrowed too, the later origins' lines moved by two.
+        let ported = load(&text(&[80, 443, 53, 8080, 9090]).replace(
+            "       protocol: TCP\n",
+            "       protocol: TCP\n      - port: \"81\"\n        protocol: TCP\n",
+        ));
+        assert!(!ported.has_errors(), "{:?}", ported.diagnostics);
+        let changed = changed_items(&old, &ported, &inventory, items, 2).unwrap();
+        assert_eq!(changed.compared, Compared::Narrowed);
+        assert_eq!(changed.lines, Lines::Shift { from: 14, by: 2 });
+        assert_eq!(
+            changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),
+            vec![0]
         );
         // The last item of `specs[1]` (its bound: the document's end) is
         // compared whole.
@@ -1391,13 +1479,53 @@ mod tests {
             if new.has_errors() {
                 return Ok(());
             }
-            if let Some(narrow) = narrowed(&old, &new, items) {
+            if let Some((narrow, _)) = narrowed(&old, &new, items) {
                 let full = whole(&old, &new, items);
                 prop_assert!(full.is_some(), "narrowed, but not local:\n{edited}");
-                let positions = |c: &[super::Candidate]| {
-                    c.iter().map(|c| c.position).collect::<Vec<_>>()
-                };
                 prop_assert_eq!(positions(&narrow), positions(&full.unwrap()), "{}", edited);
+            }
+        }
+
+        /// Lines inserted or removed: wherever the narrowed comparison
+        /// answers, the comparison of every item (`relined`) gives the
+        /// same items, and its lines, read from the new tree, are the old
+        /// ones moved by the narrowed shift.
+        #[test]
+        fn narrowed_lines_agree_with_relined(
+            ports in prop::collection::vec(1u16..65535, 5),
+            line in 0usize..64,
+            inserted in prop::sample::select(LINES),
+            remove in any::<bool>(),
+        ) {
+            let base = text(&ports);
+            let old = load(&base);
+            let items = old
+                .documents
+                .iter()
+                .map(|d| lowered_items(&d.doc).unwrap())
+                .sum::<usize>();
+            let mut lines: Vec<&str> = base.split_inclusive('\n').collect();
+            let at = line % lines.len();
+            if remove {
+                lines.remove(at);
+            } else {
+                lines.insert(at, inserted);
+            }
+            let edited = lines.concat();
+            let new = load(&edited);
+            if new.has_errors() {
+                return Ok(());
+            }
+            if let Some((narrow, shift)) = narrowed(&old, &new, items) {
+                let full = relined(&old, &new, items);
+                prop_assert!(full.is_some(), "narrowed, not relined:\n{edited}");
+                let (full, read) = full.unwrap();
+                prop_assert_eq!(positions(&narrow), positions(&full), "{}", edited);
+                let moved: Vec<(usize, u32)> = item_lines(&old)
+                    .into_iter()
+                    .map(|(at, line)| (at, shift.shifted(line)))
+                    .collect();
+                prop_assert_eq!(moved, read, "{}", edited);
             }
         }
     }
