@@ -301,9 +301,12 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
     let now = &last_texts[runs % 2];
     let port_texts = [with_port_added(now, rules / 2), now.clone()];
     for run in 0..2 * runs {
-        let (_, total, _) = apply(fast, &port_texts[run % 2])?;
+        let (_, total, writes) = apply(fast, &port_texts[run % 2])?;
         if !applied_in_place(fast, NAME) {
             bail!("the port added on its own lines was not applied in place");
+        }
+        if writes == 0 {
+            bail!("the added port wrote nothing");
         }
         out.in_place_port_line_total.push(total);
     }
@@ -311,9 +314,13 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
     // port loop above ends on `now`).
     let insert_texts = [with_rule_inserted_before(now, rules / 2), now.clone()];
     for run in 0..2 * runs {
-        let (_, total, _) = apply(fast, &insert_texts[run % 2])?;
+        let (_, total, writes) = apply(fast, &insert_texts[run % 2])?;
         if !applied_in_place(fast, NAME) {
             bail!("the inserted rule was not applied in place");
+        }
+        // The rule (client-5 on TCP 9000) adds and removes its entries.
+        if writes == 0 {
+            bail!("the inserted rule wrote nothing");
         }
         out.in_place_insert_total.push(total);
     }
