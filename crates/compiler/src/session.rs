@@ -72,8 +72,11 @@
 //!    used a selector selecting it; nothing is inserted for it in the
 //!    batch, and the other identities' parts do not depend on it.
 //! 4. **A policy text changes** (the same number of rules and origins, no
-//!    new CIDR prefix, no log cookie): when the change stays inside one
-//!    line and keeps every document's frame and item counts, only the
+//!    new CIDR prefix, no log cookie): when the change lies in one item's
+//!    text (every other item where it was, or moved by the lines the change
+//!    added or removed; no anchor in the file, since an alias copies its
+//!    anchor's node into other items) only that item is compared; when it
+//!    keeps every document's frame and item counts, only the
 //!    items that differ are lowered again (`session::items`: an item's
 //!    lowering reads the item, its rule's and document's frames and its
 //!    line, all unchanged for the others); the same when the text was
