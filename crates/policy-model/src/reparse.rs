@@ -481,15 +481,33 @@ fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
     if n.pos.line >= from {
         n.pos.line = shifted(n.pos.line, lines);
     }
+    // A child whose next sibling starts before line `from` lies wholly
+    // before it (a subtree's text ends where the next sibling's starts;
+    // trees edited in place have no alias copies): it is not walked, so an
+    // edit in the middle of a large text walks the nodes after it only.
     match &mut n.kind {
         NodeKind::Scalar(..) => {}
-        NodeKind::Sequence(items) => items
-            .iter_mut()
-            .for_each(|i| shift_tree(i, from, lines, skip)),
-        NodeKind::Mapping(entries) => entries.iter_mut().for_each(|(k, v)| {
-            shift_tree(k, from, lines, skip);
-            shift_tree(v, from, lines, skip);
-        }),
+        NodeKind::Sequence(items) => {
+            for i in 0..items.len() {
+                if items.get(i + 1).is_some_and(|next| next.pos.line < from) {
+                    continue;
+                }
+                shift_tree(&mut items[i], from, lines, skip);
+            }
+        }
+        NodeKind::Mapping(entries) => {
+            for i in 0..entries.len() {
+                if entries
+                    .get(i + 1)
+                    .is_some_and(|(next, _)| next.pos.line < from)
+                {
+                    continue;
+                }
+                let (k, v) = &mut entries[i];
+                shift_tree(k, from, lines, skip);
+                shift_tree(v, from, lines, skip);
+            }
+        }
     }
 }
 
