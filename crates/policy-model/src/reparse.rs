@@ -625,6 +625,18 @@ pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
     i
 }
 
+/// Whether `bytes` hold a carriage return that does not start a CRLF. The
+/// YAML parser counts one as a line break; every line number derived from
+/// bytes here counts `\n` only, so a lone CR before an edit would name the
+/// wrong line (and item): such texts are loaded in full.
+pub fn has_lone_cr(bytes: &[u8]) -> bool {
+    bytes.contains(&b'\r')
+        && bytes
+            .iter()
+            .enumerate()
+            .any(|(i, c)| *c == b'\r' && bytes.get(i + 1) != Some(&b'\n'))
+}
+
 /// Line breaks in `bytes`. Counted in 128-byte blocks into a `u8` (the
 /// compiler turns that into vector compares and adds): an edit near the
 /// end of a 0.5 MB text counts the lines before it, which a byte-at-a-time
@@ -687,6 +699,11 @@ pub fn plan(
 /// file-wide findings, and the new text within the file size limit.
 fn plannable(outcome: &LoadOutcome, name: &str, text: &str, limits: &LoadLimits) -> bool {
     matches!(outcome.trees.as_slice(), [tree] if tree.file == name)
+        && !has_lone_cr(text.as_bytes())
+        && outcome
+            .sources
+            .get(name)
+            .is_some_and(|old| !has_lone_cr(old.as_bytes()))
         && outcome.located.is_empty()
         && outcome.omitted == 0
         && u64::try_from(text.len()).is_ok_and(|len| len <= limits.max_file_bytes)

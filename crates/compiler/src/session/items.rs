@@ -32,7 +32,7 @@ use std::ops::Range;
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
-use porin_model::reparse::{ItemAt, common_prefix, common_suffix, newlines};
+use porin_model::reparse::{ItemAt, common_prefix, common_suffix, has_lone_cr, newlines};
 use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
 use crate::inventory::Inventory;
@@ -944,8 +944,12 @@ fn narrowed(old: &LoadOutcome, new: &LoadOutcome, items: usize) -> Option<(Vec<C
     // node, so an edit of it inside one item changes the items that hold
     // its aliases too, which only comparing them shows (an alias needs an
     // anchor: without `&` there is none).
-    let anchor = |text: &str| memchr::memchr(b'&', text.as_bytes()).is_some();
-    if anchor(old.sources.get(edit.file)?) || anchor(new.sources.get(edit.file)?) {
+    // Nor a carriage return outside a CRLF: the parser counts it as a
+    // line break, the edit's lines here count `\n` only.
+    let unmodelled = |text: &str| {
+        memchr::memchr(b'&', text.as_bytes()).is_some() || has_lone_cr(text.as_bytes())
+    };
+    if unmodelled(old.sources.get(edit.file)?) || unmodelled(new.sources.get(edit.file)?) {
         return None;
     }
     let (old_tree, new_tree) = (
@@ -1236,13 +1240,15 @@ fn differing_items(x: &Rule, y: &Rule) -> Option<[(RuleSection, Vec<usize>, usiz
 }
 
 /// The two texts differ only inside one line (the bytes between their
-/// common prefix and suffix hold no line break in either): every node
-/// keeps its line, so every origin's line is the same.
+/// common prefix and suffix hold no line break in either, `\n` or the
+/// `\r` the parser also counts as one): every node keeps its line, so every
+/// origin's line is the same.
 fn same_lines(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
     let prefix = common_prefix(a, b);
     let suffix = common_suffix(&a[prefix..], &b[prefix..]);
-    !a[prefix..a.len() - suffix].contains(&b'\n') && !b[prefix..b.len() - suffix].contains(&b'\n')
+    let breaks = |r: &[u8]| r.contains(&b'\n') || r.contains(&b'\r');
+    !breaks(&a[prefix..a.len() - suffix]) && !breaks(&b[prefix..b.len() - suffix])
 }
 
 #[cfg(test)]
@@ -1420,6 +1426,33 @@ mod tests {
         // compared whole.
         let last = load(&text(&[80, 443, 53, 8080, 9090]).replace("egress: []", "egress: [ ]"));
         assert!(narrowed(&old, &last, items).is_none());
+    }
+
+    /// A carriage return outside a CRLF is a line break to the parser, not
+    /// to the byte-derived lines of the narrowed comparison: with one before
+    /// the edit, the edit's line named the item before the edited one
+    /// (found by review: the session kept the old port open). Such a file
+    /// is compared whole.
+    #[test]
+    fn a_lone_carriage_return_is_not_narrowed() {
+        let text = |port: &str| {
+            format!(
+                "# policy\r# owner: a\napiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: ns}}\nspec:\n  endpointSelector: {{}}\n  ingress:\n  - toPorts: [{{ports: [{{port: \"22\", protocol: TCP}}]}}]\n  - toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n  - toPorts: [{{ports: [{{port: \"443\", protocol: TCP}}]}}]\n"
+            )
+        };
+        let (old, new) = (load(&text("80")), load(&text("81")));
+        assert!(
+            !old.has_errors() && !new.has_errors(),
+            "{:?}",
+            old.diagnostics
+        );
+        let items = lowered_items(&old.documents[0].doc).unwrap();
+        assert!(narrowed(&old, &new, items).is_none());
+        let changed = changed_items(&old, &new, &Inventory::new(), items, 2).unwrap();
+        assert_eq!(
+            changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),
+            vec![1]
+        );
     }
 
     /// An edit of an anchored node inside one item changes the items that

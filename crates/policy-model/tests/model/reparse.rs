@@ -796,6 +796,29 @@ fn structural_edits_fall_back() {
         "an aliased ancestor: incremental"
     );
     assert_eq!(got, full(&edited, &limits, None), "an aliased ancestor");
+    // A carriage return outside a CRLF before the edit: the parser counts
+    // it as a line break, the plan's byte-derived lines do not (the plan
+    // replaced the item before the edited one: found by review). Loaded in
+    // full, for a replaced item and an inserted one.
+    let cr = "# policy\r# owner: a\napiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: p, namespace: ns}\nspec:\n  endpointSelector: {}\n  ingress:\n  - toPorts: [{ports: [{port: \"22\", protocol: TCP}]}]\n  - toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\n  - toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n";
+    let cr_base = full(cr, &limits, None);
+    assert!(!cr_base.has_errors(), "{:?}", cr_base.diagnostics);
+    for edited in [
+        cr.replacen("\"80\"", "\"81\"", 1),
+        cr.replacen(
+            "  - toPorts: [{ports: [{port: \"443\"",
+            "  - toPorts: [{ports: [{port: \"8080\", protocol: TCP}]}]\n  - toPorts: [{ports: [{port: \"443\"",
+            1,
+        ),
+    ] {
+        assert_ne!(edited, cr);
+        let mut got = cr_base.clone();
+        assert!(
+            !reload(&mut got, NAME, &edited, &limits, None),
+            "a lone CR: incremental"
+        );
+        assert_eq!(got, full(&edited, &limits, None), "a lone CR");
+    }
     // Sanity: the documents are the CNP.
     assert!(matches!(
         base.documents[0].doc,
