@@ -1440,7 +1440,14 @@ mod tests {
                 "# policy\r# owner: a\napiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: ns}}\nspec:\n  endpointSelector: {{}}\n  ingress:\n  - toPorts: [{{ports: [{{port: \"22\", protocol: TCP}}]}}]\n  - toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n  - toPorts: [{{ports: [{{port: \"443\", protocol: TCP}}]}}]\n"
             )
         };
-        let (old, new) = (load(&text("80")), load(&text("81")));
+        assert_compared_whole(&text("80"), &text("81"), &[1]);
+    }
+
+    /// `new` (from `old`, both one CNP document without load findings) is
+    /// not narrowed, and the whole comparison finds the items at
+    /// `positions`.
+    fn assert_compared_whole(old: &str, new: &str, positions: &[usize]) {
+        let (old, new) = (load(old), load(new));
         assert!(
             !old.has_errors() && !new.has_errors(),
             "{:?}",
@@ -1449,9 +1456,10 @@ mod tests {
         let items = lowered_items(&old.documents[0].doc).unwrap();
         assert!(narrowed(&old, &new, items).is_none());
         let changed = changed_items(&old, &new, &Inventory::new(), items, 2).unwrap();
+        assert_eq!(changed.compared, Compared::Whole);
         assert_eq!(
             changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),
-            vec![1]
+            positions
         );
     }
 
@@ -1467,20 +1475,7 @@ mod tests {
                 "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: p, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: s}}}}\n  ingress:\n  - fromEndpoints: [&sel {{matchLabels: {{app: {app}}}}}]\n  - fromEndpoints: [*sel]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n"
             )
         };
-        let (old, new) = (load(&text("a")), load(&text("b")));
-        assert!(
-            !old.has_errors() && !new.has_errors(),
-            "{:?}",
-            old.diagnostics
-        );
-        let items = lowered_items(&old.documents[0].doc).unwrap();
-        assert!(narrowed(&old, &new, items).is_none());
-        let changed = changed_items(&old, &new, &Inventory::new(), items, 2).unwrap();
-        assert_eq!(changed.compared, Compared::Whole);
-        assert_eq!(
-            changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),
-            vec![0, 1]
-        );
+        assert_compared_whole(&text("a"), &text("b"), &[0, 1]);
     }
 
     proptest! {
