@@ -755,6 +755,8 @@ fn plan_replace(
 
     // The document, the object (a `List`'s item or the root) and the item
     // whose text holds the edit's start.
+    let located = Object::at(outcome, tree, name, at_line)?;
+    let sections = located.sections()?;
     let Object {
         yaml_document,
         root,
@@ -764,33 +766,20 @@ fn plan_replace(
         rules,
         has_spec,
         specs_nodes,
-        spec_node,
-    } = Object::at(outcome, tree, name, at_line)?;
+        ..
+    } = located;
     // (line, rule, section, index, the section's items) of the item that
     // starts last at or before the edit's line.
     let mut found: Option<(u32, usize, RuleSection, usize, &[Node])> = None;
-    for (spec, ((_, rule), node)) in rules
-        .iter()
-        .zip(spec_node.into_iter().chain(specs_nodes))
-        .enumerate()
-    {
-        for section in SECTIONS {
-            let Some(list) = node.get(section.name()).filter(|l| !l.is_null()) else {
-                continue;
-            };
-            let items = sequence(list)?;
-            if items.len() != section_len(rule, section) {
-                return None;
-            }
-            let Some(index) = last_at_or_before(items, at_line) else {
-                continue;
-            };
-            let at = items[index].pos.line;
-            match found {
-                Some((other, ..)) if other == at => return None,
-                Some((other, ..)) if other > at => {}
-                _ => found = Some((at, spec, section, index, items)),
-            }
+    for (spec, section, items, _) in sections {
+        let Some(index) = last_at_or_before(items, at_line) else {
+            continue;
+        };
+        let at = items[index].pos.line;
+        match found {
+            Some((other, ..)) if other == at => return None,
+            Some((other, ..)) if other > at => {}
+            _ => found = Some((at, spec, section, index, items)),
         }
     }
     let (item_line, spec, section, index, items) = found?;
@@ -1023,6 +1012,9 @@ fn plan_move(
         })
 }
 
+/// A rule section: (rule, section, its entries, the rule's node).
+type Section<'a> = (usize, RuleSection, &'a [Node], &'a Node);
+
 /// An entry of a section: (rule, section, index, the section's items, the
 /// rule's node).
 type Found<'a> = (usize, RuleSection, usize, &'a [Node], &'a Node);
@@ -1080,6 +1072,8 @@ fn move_at(
     if at_line == 0 {
         return None;
     }
+    let located = Object::at(outcome, tree, name, at_line)?;
+    let sections = located.sections()?;
     let Object {
         yaml_document,
         root,
@@ -1089,43 +1083,30 @@ fn move_at(
         rules,
         has_spec,
         specs_nodes,
-        spec_node,
-    } = Object::at(outcome, tree, name, at_line)?;
+        ..
+    } = located;
     // (rule, section, index in the section after the edit, the section's
     // items, the rule's node): an entry starting on the block's line
     // (the block goes before it, or is it), else (an insertion) the entry
     // starting last before the block (the block goes after it).
     let mut at: Option<Found<'_>> = None;
     let mut before: Option<(u32, Found<'_>)> = None;
-    for (spec, ((_, rule), node)) in rules
-        .iter()
-        .zip(spec_node.into_iter().chain(specs_nodes))
-        .enumerate()
-    {
-        for section in SECTIONS {
-            let Some(list) = node.get(section.name()).filter(|l| !l.is_null()) else {
-                continue;
-            };
-            let items = sequence(list)?;
-            if items.len() != section_len(rule, section) {
+    for (spec, section, items, node) in sections {
+        if !items.windows(2).all(|w| w[0].pos.line < w[1].pos.line) {
+            return None;
+        }
+        if let Some(index) = items.iter().position(|i| i.pos.line == line) {
+            if at.is_some() {
                 return None;
             }
-            if !items.windows(2).all(|w| w[0].pos.line < w[1].pos.line) {
-                return None;
-            }
-            if let Some(index) = items.iter().position(|i| i.pos.line == line) {
-                if at.is_some() {
-                    return None;
-                }
-                at = Some((spec, section, index, items, node));
-            }
-            if let Some(index) = last_at_or_before(items, at_line) {
-                let start = items[index].pos.line;
-                match before {
-                    Some((other, ..)) if other == start => return None,
-                    Some((other, ..)) if other > start => {}
-                    _ => before = Some((start, (spec, section, index + 1, items, node))),
-                }
+            at = Some((spec, section, index, items, node));
+        }
+        if let Some(index) = last_at_or_before(items, at_line) {
+            let start = items[index].pos.line;
+            match before {
+                Some((other, ..)) if other == start => return None,
+                Some((other, ..)) if other > start => {}
+                _ => before = Some((start, (spec, section, index + 1, items, node))),
             }
         }
     }
@@ -1440,6 +1421,33 @@ impl<'a> Object<'a> {
             spec_node,
             specs_nodes,
         })
+    }
+}
+
+impl<'a> Object<'a> {
+    /// Every non-empty rule section of the object in the order of rules
+    /// (`cilium_rules`) and sections; `None` when an entry count differs
+    /// from the model's.
+    fn sections(&self) -> Option<Vec<Section<'a>>> {
+        let mut out = Vec::new();
+        for (spec, ((_, rule), node)) in self
+            .rules
+            .iter()
+            .zip(self.spec_node.into_iter().chain(self.specs_nodes))
+            .enumerate()
+        {
+            for section in SECTIONS {
+                let Some(list) = node.get(section.name()).filter(|l| !l.is_null()) else {
+                    continue;
+                };
+                let items = sequence(list)?;
+                if items.len() != section_len(rule, section) {
+                    return None;
+                }
+                out.push((spec, section, items, node));
+            }
+        }
+        Some(out)
     }
 }
 
