@@ -359,6 +359,41 @@ impl SelectorCache {
     pub fn forget_index(&mut self) {
         self.index_stale = true;
     }
+    /// Gives each selector of `moves` (`(old id, new id)`, a permutation
+    /// of those ids) its new id, with its selection: a session numbers its
+    /// peer selectors again in place when a change makes their first uses
+    /// come in another order than their ids (the batch numbers them by
+    /// first use, and a filter's ops follow the ids). `false`, the cache
+    /// unchanged, when `moves` is not a permutation of ids it holds.
+    pub fn relabel(&mut self, moves: &[(SelectorId, SelectorId)]) -> bool {
+        let mut olds: Vec<SelectorId> = moves.iter().map(|(old, _)| *old).collect();
+        let mut news: Vec<SelectorId> = moves.iter().map(|(_, new)| *new).collect();
+        olds.sort_unstable();
+        news.sort_unstable();
+        if olds != news
+            || olds.windows(2).any(|w| w[0] == w[1])
+            || olds.last().is_some_and(|id| *id >= self.selectors.len())
+        {
+            return false;
+        }
+        let taken: Vec<(SelectorId, Selector, Vec<u32>)> = moves
+            .iter()
+            .map(|(old, new)| {
+                (
+                    *new,
+                    self.selectors[*old].clone(),
+                    std::mem::take(&mut self.selections[*old]),
+                )
+            })
+            .collect();
+        for (new, selector, selection) in taken {
+            self.ids.insert(selector.clone(), new);
+            self.selectors[new] = selector;
+            self.selections[new] = selection;
+        }
+        true
+    }
+
     /// The selector of an id.
     pub fn selector(&self, id: SelectorId) -> &Selector {
         &self.selectors[id]

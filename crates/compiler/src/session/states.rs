@@ -190,6 +190,24 @@ impl<R: Indexed> States<R> {
         keys.into_iter().cloned().collect()
     }
 
+    /// Selectors numbered again (`moves`: old id to new id, a
+    /// permutation of those ids): the index follows, and `change` is given
+    /// every record whose ops name a moved selector, to rename them (the
+    /// records reached by no moved selector keep theirs). No record may be
+    /// taken ([`States::take`]).
+    pub(super) fn relabel(
+        &mut self,
+        moves: &foldhash::HashMap<SelectorId, SelectorId>,
+        mut change: impl FnMut(&StateKey, &mut R),
+    ) {
+        debug_assert!(self.taken.is_empty(), "a state taken during a renumbering");
+        for key in &relabel_index(&mut self.reached, moves) {
+            if let Some(record) = self.map.get_mut(key) {
+                change(key, record);
+            }
+        }
+    }
+
     /// Moves `key` in the index from the selectors `old` to `new` (both
     /// sorted, without repeats), touching only those in one of them.
     fn reindex(&mut self, key: &StateKey, old: &[SelectorId], new: &[SelectorId]) {
@@ -281,6 +299,26 @@ fn sorted(mut selectors: Vec<SelectorId>) -> Vec<SelectorId> {
 
 fn wide(n: usize) -> u64 {
     u64::try_from(n).unwrap_or(u64::MAX)
+}
+
+/// Selectors numbered again (`moves`: old id to new id, a permutation of
+/// those ids) in a selector index: each moved selector's members go to its
+/// new id. Gives the members of the moved selectors.
+pub(super) fn relabel_index<T: Ord + Clone>(
+    index: &mut foldhash::HashMap<SelectorId, BTreeSet<T>>,
+    moves: &foldhash::HashMap<SelectorId, SelectorId>,
+) -> BTreeSet<T> {
+    let moved: Vec<(SelectorId, BTreeSet<T>)> = moves
+        .iter()
+        .filter_map(|(old, new)| index.remove(old).map(|members| (*new, members)))
+        .collect();
+    let mut members = BTreeSet::new();
+    for (new, list) in moved {
+        members.extend(list.iter().cloned());
+        // Every new id is some moved selector's old one, taken out above.
+        index.insert(new, list);
+    }
+    members
 }
 
 /// Moves `member` in a selector index from the selectors `old` to `new`
