@@ -40,7 +40,9 @@ use porin::session::{
 use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
-use crate::incremental::{CLIENTS, policy_yaml, with_port_added, with_rule_inserted_before};
+use crate::incremental::{
+    CLIENTS, policy_yaml, with_port_added, with_rule_inserted, with_rule_inserted_before,
+};
 
 const NAME: &str = "server.yaml";
 
@@ -73,6 +75,13 @@ pub struct CapiApplyResult {
     /// place: total. Empty from builds before session 16.
     #[serde(default)]
     pub in_place_insert_total: Vec<f64>,
+    /// A rule inserted before rule 0 and taken out again
+    /// (`with_rule_inserted`: every rule moves one place, and client-5's
+    /// first use comes before client-0's, so the session numbers the peer
+    /// selectors again), in place: total. Empty from builds before
+    /// session 17.
+    #[serde(default)]
+    pub in_place_front_insert_total: Vec<f64>,
     /// The anchored text's toggle, re-parse on (it falls back): total.
     pub fallback_total: Vec<f64>,
     /// The anchored text's toggle, re-parse off: total.
@@ -324,6 +333,19 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         }
         out.in_place_insert_total.push(total);
     }
+    // The same before rule 0: the first entry of its section, and a peer
+    // selector's first use moved before the others'.
+    let front_texts = [with_rule_inserted(now), now.clone()];
+    for run in 0..2 * runs {
+        let (_, total, writes) = apply(fast, &front_texts[run % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the rule inserted first was not applied in place");
+        }
+        if writes == 0 {
+            bail!("the rule inserted first wrote nothing");
+        }
+        out.in_place_front_insert_total.push(total);
+    }
     // Identity adds and removes on the session the in-place changes left,
     // each add after a pause (a pod appearing in a running agent: nothing
     // of the process's last work in the caches, and whatever that work
@@ -426,6 +448,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "a rule inserted mid-text / taken out (later rules move), in place: apply + read writes",
             &result.in_place_insert_total,
+        ),
+        (
+            "a rule inserted before rule 0 / taken out (every rule moves, selectors renumbered), in place: apply + read writes",
+            &result.in_place_front_insert_total,
         ),
         ("rule change, full load: apply", &result.full_apply),
         (

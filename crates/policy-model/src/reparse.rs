@@ -18,9 +18,11 @@
 //! by one block of whole lines that is exactly one entry of a section
 //! (`plan_move`): an inserted entry is parsed and checked alone as a
 //! replaced item is, a removed one is compared with the entry's node, and
-//! [`Edit::apply`] inserts or removes the node and the model. Not the first
-//! entry of a section (a sequence's position is its first entry's), nor a
-//! section's only one, nor a new section.
+//! [`Edit::apply`] inserts or removes the node and the model. The first
+//! entry of a section too: a block sequence starts at its first `-`, so an
+//! entry inserted first starts where the sequence does and the sequence
+//! keeps its position (the shift would move it). Not a section's only
+//! entry, nor a new section, nor an entry whose first line is a bare `-`.
 //!
 //! The result equals [`load_str`] of the new text (followed by
 //! [`LoadOutcome::apply_target`] when a target is given), field by field;
@@ -368,13 +370,17 @@ impl Edit {
             sources,
             ..
         } = &mut *outcome;
-        let nodes = trees
+        let sequence = trees
             .iter_mut()
             .find(|t| t.file == file)?
             .roots
             .get_mut(yaml_document)?
             .as_mut()
-            .and_then(|root| section_nodes_mut(root, list_item, in_specs, at.section))?;
+            .and_then(|root| section_node_mut(root, list_item, in_specs, at.section))?;
+        let sequence_pos = sequence.pos;
+        let NodeKind::Sequence(nodes) = &mut sequence.kind else {
+            return None;
+        };
         let rule = documents
             .get_mut(at.document)
             .filter(|d| d.file == file && d.index == yaml_document && d.item == list_item)
@@ -418,9 +424,26 @@ impl Edit {
             EditKind::Remove => std::ptr::null(),
             _ => &nodes[at.index],
         };
+        // A block sequence's position is its first `-`: an entry inserted
+        // first starts where the sequence does, which stays (the shift
+        // below moves every position on the entry's line; a removed first
+        // entry's lines come after the sequence's start, which the shift
+        // leaves as it is).
+        let sequence_at = (kind == EditKind::Insert && at.index == 0).then_some(sequence_pos);
         let old_text = sources.replace(&file, text)?;
         if lines != 0 {
             shift(outcome, &file, from_line, lines, placed);
+        }
+        if let Some(pos) = sequence_at {
+            let sequence = outcome
+                .trees
+                .iter_mut()
+                .find(|t| t.file == file)?
+                .roots
+                .get_mut(yaml_document)?
+                .as_mut()
+                .and_then(|root| section_node_mut(root, list_item, in_specs, at.section))?;
+            sequence.pos = pos;
         }
         let inverse = match kind {
             EditKind::Replace => EditKind::Replace,
@@ -574,12 +597,13 @@ fn rule_node(object: &Node, in_specs: Option<usize>) -> Option<&Node> {
     }
 }
 
-fn section_nodes_mut(
+/// The sequence node of a rule section (its entries are the items).
+fn section_node_mut(
     root: &mut Node,
     list_item: Option<usize>,
     in_specs: Option<usize>,
     section: RuleSection,
-) -> Option<&mut Vec<Node>> {
+) -> Option<&mut Node> {
     let object = match list_item {
         Some(i) => index_mut(get_mut(root, "items")?, i)?,
         None => root,
@@ -588,10 +612,7 @@ fn section_nodes_mut(
         Some(i) => index_mut(get_mut(object, "specs")?, i)?,
         None => get_mut(object, "spec")?,
     };
-    match &mut get_mut(rule, section.name())?.kind {
-        NodeKind::Sequence(items) => Some(items),
-        _ => None,
-    }
+    get_mut(rule, section.name())
 }
 
 /// Block sizes the common prefix and suffix are compared in, largest
@@ -1115,11 +1136,6 @@ fn move_at(
         (None, Some((_, found))) if block.insert => found,
         _ => return None,
     };
-    // Not the first entry: a sequence's position is its first entry's,
-    // which would change with it.
-    if index == 0 {
-        return None;
-    }
     let in_specs = spec.checked_sub(usize::from(has_spec));
     let rule_key = if in_specs.is_some() { "specs" } else { "spec" };
     // A neighbour in the section: its `-` is on the block's column.

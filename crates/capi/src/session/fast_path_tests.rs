@@ -286,6 +286,16 @@ fn in_place_applies_equal_full_loads() {
         "  - fromEntities: [world]\n",
         true,
     );
+    steps.push((text.clone(), true));
+    // The same before the section's first rule (the sequence keeps its
+    // position), then taken out again.
+    edit(
+        &mut steps,
+        rule(&text, 0),
+        0,
+        "  - fromEntities: [world]\n",
+        true,
+    );
     steps.push((text, true));
     for (i, (text, in_place)) in steps.iter().enumerate() {
         let name = "server.yaml";

@@ -473,8 +473,14 @@ impl Model {
         if !parts.cache.relabel(&moves) {
             return false;
         }
+        // A table by id, not the map: the rules' peer ids and the L4
+        // policies' selectors are thousands of lookups at 4,096 rules.
+        let mut table: Vec<SelectorId> = (0..parts.cache.len()).collect();
+        for (old, new) in &moves {
+            table[*old] = *new;
+        }
+        let rename = |id: SelectorId| table.get(id).copied().unwrap_or(id);
         let moves: foldhash::HashMap<SelectorId, SelectorId> = moves.into_iter().collect();
-        let rename = |id: SelectorId| moves.get(&id).copied().unwrap_or(id);
         let rename_peers = |peers: OpPeers| match peers {
             OpPeers::Selector(id) => OpPeers::Selector(rename(id)),
             fixed @ OpPeers::Fixed(_) => fixed,
@@ -486,7 +492,7 @@ impl Model {
         for policy in self.l4.values_mut() {
             for direction in [&mut policy.ingress, &mut policy.egress] {
                 for per_selector in direction.filters.values_mut() {
-                    if per_selector.keys().any(|id| moves.contains_key(id)) {
+                    if per_selector.keys().any(|id| rename(*id) != *id) {
                         *per_selector = std::mem::take(per_selector)
                             .into_iter()
                             .map(|(id, policy)| (rename(id), policy))

@@ -862,17 +862,16 @@ fn inserted_and_removed_items_are_incremental() {
     assert_eq!(lowered, vec![1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1], "{paths:?}");
     assert_eq!(paths[16].1, 0, "{paths:?}");
     // Set in place as the C API does: the same paths, every step equal to
-    // the batch. The re-parse takes an item inserted or removed after the
-    // first of its section (steps 5, 10 and 16 among them), without
-    // comparing any item to find it; the first item of a
-    // section (the sequence's position is its first entry's), a new
-    // section and a section's last item are loaded in full.
+    // the batch. The re-parse takes an item inserted into or removed from
+    // a section, the first one too (steps 6, 11 and 12), without comparing
+    // any item to find it; a new section (7, 13), an entry that is a bare
+    // `-` line (8) and a section's last item (9) are loaded in full.
     let (in_place, edited) = run_with(&steps, true);
     let path =
         |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
     assert_eq!(path(&in_place), path(&paths));
-    assert_eq!(edited, 4, "{in_place:?}");
-    for step in [5, 10, 16] {
+    assert_eq!(edited, 7, "{in_place:?}");
+    for step in [5, 6, 10, 11, 12, 15, 16] {
         assert_eq!(in_place[step].2, 0, "{step}: {in_place:?}");
         assert!(paths[step].2 > 0, "{step}: {paths:?}");
     }

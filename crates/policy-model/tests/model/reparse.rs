@@ -684,6 +684,22 @@ fn agent_edits_are_incremental() {
                 1,
             ),
         ),
+        (
+            "a rule inserted first in its section (the sequence starts where it does)",
+            text.replacen(
+                "    - fromEndpoints:\n      - matchLabels:\n          role: client-0\n",
+                "    - fromEntities: [world]\n    - fromEndpoints:\n      - matchLabels:\n          role: client-0\n",
+                1,
+            ),
+        ),
+        (
+            "the first rule removed",
+            text.replacen(
+                "    - fromEndpoints:\n      - matchLabels:\n          role: client-0\n      toPorts:\n      - ports:\n        - port: \"1000\"\n          protocol: TCP\n",
+                "",
+                1,
+            ),
+        ),
         ("in a List item", {
             let list = text.find("kind: List").unwrap();
             let at = list + text[list..].find("port: \"1001\"").unwrap();
@@ -737,14 +753,6 @@ fn structural_edits_fall_back() {
         (
             "an error",
             text.replacen("port: \"1001\"", "port: \"99999\"", 1),
-        ),
-        (
-            "a rule inserted first in its section (the sequence's position is its first entry's)",
-            text.replacen(
-                "  - fromEndpoints:\n",
-                "  - fromEntities: [world]\n  - fromEndpoints:\n",
-                1,
-            ),
         ),
         (
             "an item's indentation",
