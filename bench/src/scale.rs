@@ -780,10 +780,11 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
             out,
             "\nA rule inserted before rule 0 and taken out again (every later rule moves one \
              place; its peer selector, first used by rule 5, is then used before rule 0's, which \
-             the batch would number first, so the session recompiles), incremental API: {}; {} \
-             map writes.",
+             the batch numbers first, so the session numbers the selectors again in place), \
+             incremental API: {}; {} map writes; {} state(s) distilled again.",
             incremental_cell(|a| &a.rule_insert),
             api.rule_insert.first().map_or(0, |s| s.changes),
+            api.rule_insert.first().map_or(0, |s| s.computed),
         );
     }
     if let Some(api) = result.incremental.as_ref()
