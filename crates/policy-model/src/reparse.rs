@@ -19,9 +19,11 @@
 //! (`plan_move`): an inserted entry is parsed and checked alone as a
 //! replaced item is, a removed one is compared with the entry's node, and
 //! [`Edit::apply`] inserts or removes the node and the model. The first
-//! entry of a section too: a block sequence starts at its first `-`, so an
-//! entry inserted first starts where the sequence does and the sequence
-//! keeps its position (the shift would move it). Not a section's only
+//! entry of a section too: a block sequence starts at its first `-` (at
+//! its key's indentation, at its first entry's content), so an entry
+//! inserted first starts where the sequence does and the sequence keeps its
+//! position (the shift would move it), when the old and the new first
+//! entry start their content on the same column. Not a section's only
 //! entry, nor a new section, nor an entry whose first line is a bare `-`.
 //!
 //! The result equals [`load_str`] of the new text (followed by
@@ -424,7 +426,9 @@ impl Edit {
             EditKind::Remove => std::ptr::null(),
             _ => &nodes[at.index],
         };
-        // A block sequence's position is its first `-`: an entry inserted
+        // A block sequence's position is its first `-` (or, at its key's
+        // indentation, its first entry's content, on the same column for
+        // the old and the new first entry: `move_at`): an entry inserted
         // first starts where the sequence does, which stays (the shift
         // below moves every position on the entry's line; a removed first
         // entry's lines come after the sequence's start, which the shift
@@ -1136,6 +1140,22 @@ fn move_at(
         (None, Some((_, found))) if block.insert => found,
         _ => return None,
     };
+    // A block sequence indented deeper than its key starts at its first
+    // `-`; one at its key's indentation starts where its first entry's
+    // content does, after the `-` and its blanks. A first entry inserted
+    // or removed keeps the sequence's position (`Edit::apply`) only when
+    // the two entries that are first before and after start their content
+    // on the same column (their `-` are on one column, checked below).
+    if index == 0 {
+        let alike = if block.insert {
+            u32::try_from(content + 1).ok() == items.first().map(|i| i.pos.column)
+        } else {
+            items.get(1).map(|i| i.pos.column) == items.first().map(|i| i.pos.column)
+        };
+        if !alike {
+            return None;
+        }
+    }
     let in_specs = spec.checked_sub(usize::from(has_spec));
     let rule_key = if in_specs.is_some() { "specs" } else { "spec" };
     // A neighbour in the section: its `-` is on the block's column.

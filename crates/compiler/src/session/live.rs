@@ -460,8 +460,10 @@ impl Model {
     /// this is a pass over the rules' peer ids and the filters of the L4
     /// policies, plus the states whose ops name a moved selector. Those
     /// whose ops are then out of the batch's order (two selectors of one
-    /// filter and key swapped, or findings, whose order follows the ids)
-    /// go to [`Model::reordered`] and are made again in full by the
+    /// filter and key swapped), and every state with findings (their
+    /// order follows the ids, and a conflicting selector's finding has no
+    /// op that names it), go to [`Model::reordered`] and are made again in
+    /// full by the
     /// refold. `false`, nothing changed, when an id is not the cache's.
     fn renumber_selectors(&mut self, parts: &mut ResolverParts) -> bool {
         let Some(moves) = batch_order_moves(parts) else {
@@ -515,10 +517,19 @@ impl Model {
             for peers in &mut record.zero {
                 *peers = rename_peers(*peers);
             }
-            if !record.diagnostics.is_empty() || !ops_in_selector_order(&record.ops, cache) {
+            if !ops_in_selector_order(&record.ops, cache) {
                 reordered.insert(key.clone());
             }
         });
+        // Findings are listed in id order too, and a selector whose rules
+        // conflict gives a finding but no op (so the selector index above
+        // does not reach its state): every state with findings is made
+        // again. States with findings are few; this runs only when ids move.
+        for (key, record) in self.states.iter() {
+            if !record.diagnostics.is_empty() {
+                self.reordered.insert(key.clone());
+            }
+        }
         debug_assert_eq!(
             batch_order_moves(parts),
             Some(Vec::new()),

@@ -1000,6 +1000,49 @@ fn selectors_numbered_again_in_place() {
     assert!(updates[1].states_folded >= 1, "{:?}", updates[1]);
 }
 
+/// Findings follow the selector ids too (`Resolver::filter_ops` lists a
+/// filter's merge conflicts by id), and a selector whose rules conflict
+/// gives a finding but no op, so no op names it in the state. Removing the
+/// text that used `tier: web` first makes the batch number `app: c`
+/// before it: the state of `app: b`, whose two conflicts (HTTP against
+/// Kafka from each peer) are its only uses of either selector, must list
+/// them in the new order (`Model::renumber_selectors` folds every state
+/// with findings again).
+#[test]
+fn findings_follow_selectors_numbered_again() {
+    let limits = LoadLimits::default();
+    // e0 app=a tier=web, e1 app=b tier=db, e2 app=c tier=web.
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+    let t0 = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n  - fromEndpoints: [{matchLabels: {tier: web}}]\n    toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\n";
+    let mut t1 = String::from(
+        "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t1, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: b}}\n  ingress:\n",
+    );
+    for peer in ["app: c", "tier: web"] {
+        for rules in ["{http: [{method: GET}]}", "{kafka: [{topic: t}]}"] {
+            t1.push_str(&format!(
+                "  - fromEndpoints: [{{matchLabels: {{{peer}}}}}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}], rules: {rules}}}]\n"
+            ));
+        }
+    }
+    for (name, yaml) in [("t0", t0), ("t1", t1.as_str())] {
+        let update = session
+            .set_policy(name, load_str(&format!("{name}.yaml"), yaml, &limits))
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+    }
+    let conflicts = session
+        .compiled()
+        .endpoints
+        .iter()
+        .flat_map(|e| e.diagnostics.iter())
+        .filter(|d| d.message.contains("cannot merge"))
+        .count();
+    assert!(conflicts >= 2, "the two conflicts: {conflicts}");
+    let update = session.remove_policy("t0").unwrap().unwrap();
+    assert_eq!(update.path, UpdatePath::Incremental);
+    check(&session, &update, &before, &mut mirror);
+}
+
 /// Texts of the other kinds as blocks: a Kubernetes NetworkPolicy and a
 /// CCNP added among CNPs, the NetworkPolicy removed from the middle and
 /// added again, each step equal to the batch and incremental, also where

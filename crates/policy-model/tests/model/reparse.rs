@@ -755,6 +755,14 @@ fn structural_edits_fall_back() {
             text.replacen("port: \"1001\"", "port: \"99999\"", 1),
         ),
         (
+            "a rule inserted first with more blanks after its `-` (a sequence at its key's indentation starts at its first entry's content)",
+            text.replacen(
+                "  - fromEndpoints:\n",
+                "  -   fromEntities: [world]\n  - fromEndpoints:\n",
+                1,
+            ),
+        ),
+        (
             "an item's indentation",
             text.replacen(
                 "  - fromEndpoints:\n    - matchLabels:\n        role: client-1",
