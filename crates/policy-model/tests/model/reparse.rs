@@ -793,6 +793,21 @@ fn structural_edits_fall_back() {
         );
         assert_eq!(got, full(&new, &limits, None), "{what}");
     }
+    // The first entry removed where it had more blanks after its `-` than
+    // the next one (a sequence at its key's indentation starts at its first
+    // entry's content: the column would change): it falls back too.
+    let blanks = text.replacen(
+        "  - fromEndpoints:\n",
+        "  -   fromEntities: [world]\n  - fromEndpoints:\n",
+        1,
+    );
+    let mut got = full(&blanks, &limits, None);
+    assert!(!got.has_errors(), "{:?}", got.diagnostics);
+    assert!(
+        !reload(&mut got, NAME, &text, &limits, None),
+        "the first entry removed, other blanks: incremental"
+    );
+    assert_eq!(got, base, "the first entry removed, other blanks");
     // An anchor on an ancestor of the edited item, its alias elsewhere
     // (the copy must follow the edit): the whole text falls back.
     let anchored = format!(
