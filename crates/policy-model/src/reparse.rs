@@ -372,13 +372,12 @@ impl Edit {
             sources,
             ..
         } = &mut *outcome;
-        let sequence = trees
-            .iter_mut()
-            .find(|t| t.file == file)?
-            .roots
-            .get_mut(yaml_document)?
-            .as_mut()
-            .and_then(|root| section_node_mut(root, list_item, in_specs, at.section))?;
+        let sequence = file_section_mut(
+            trees,
+            &file,
+            (yaml_document, list_item, in_specs),
+            at.section,
+        )?;
         let sequence_pos = sequence.pos;
         let NodeKind::Sequence(nodes) = &mut sequence.kind else {
             return None;
@@ -439,15 +438,13 @@ impl Edit {
             shift(outcome, &file, from_line, lines, placed);
         }
         if let Some(pos) = sequence_at {
-            let sequence = outcome
-                .trees
-                .iter_mut()
-                .find(|t| t.file == file)?
-                .roots
-                .get_mut(yaml_document)?
-                .as_mut()
-                .and_then(|root| section_node_mut(root, list_item, in_specs, at.section))?;
-            sequence.pos = pos;
+            file_section_mut(
+                &mut outcome.trees,
+                &file,
+                (yaml_document, list_item, in_specs),
+                at.section,
+            )?
+            .pos = pos;
         }
         let inverse = match kind {
             EditKind::Replace => EditKind::Replace,
@@ -599,6 +596,23 @@ fn rule_node(object: &Node, in_specs: Option<usize>) -> Option<&Node> {
         Some(i) => sequence(object.get("specs")?)?.get(i),
         None => object.get("spec"),
     }
+}
+
+/// The sequence node of a rule section in `file`'s tree (document
+/// `yaml_document`, its `List` item and `specs` entry).
+fn file_section_mut<'t>(
+    trees: &'t mut [crate::loader::FileTree],
+    file: &str,
+    (yaml_document, list_item, in_specs): (usize, Option<usize>, Option<usize>),
+    section: RuleSection,
+) -> Option<&'t mut Node> {
+    trees
+        .iter_mut()
+        .find(|t| t.file == file)?
+        .roots
+        .get_mut(yaml_document)?
+        .as_mut()
+        .and_then(|root| section_node_mut(root, list_item, in_specs, section))
 }
 
 /// The sequence node of a rule section (its entries are the items).
