@@ -1,9 +1,9 @@
 //! Policy-map entries and their precedence (`pkg/policy/types/entry.go`).
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use super::error::EntryError;
+use super::origins::Origins;
 
 /// Rule priority: lower wins; only the low 24 bits are usable
 /// (`types.Priority`, `MaxPriority = 2^24 - 1`). All user rules of a
@@ -270,7 +270,7 @@ pub struct Entry {
     /// Policy-log cookie (0 = none).
     pub cookie: u32,
     /// Rule-origin ids (opaque; unioned on merge).
-    pub origins: BTreeSet<u32>,
+    pub origins: Origins,
 }
 
 impl Entry {
@@ -290,7 +290,7 @@ impl Entry {
                 proxy_port: 0,
                 auth: AuthRequirement::NONE,
                 cookie: 0,
-                origins: BTreeSet::new(),
+                origins: Origins::new(),
             };
         }
         let precedence = if proxy_port != 0 {
@@ -303,7 +303,7 @@ impl Entry {
             proxy_port,
             auth,
             cookie: 0,
-            origins: BTreeSet::new(),
+            origins: Origins::new(),
         }
     }
 

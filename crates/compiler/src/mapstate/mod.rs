@@ -82,11 +82,12 @@ mod error;
 mod insert;
 mod key;
 mod lookup;
+mod origins;
 
 #[cfg(test)]
 mod tests;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 use crate::identity::Identity;
 
@@ -96,6 +97,7 @@ pub use error::{EntryError, KeyError};
 pub use insert::{Changes, MapStateError, PolicyFeatures};
 pub use key::{Direction, Key};
 pub use lookup::{Decision, DenyReason, MatchType, MatchedEntry, Verdict};
+pub use origins::Origins;
 
 /// The policy-map state of one endpoint: an ordered, deterministic map
 /// from [`Key`] to [`Entry`].
@@ -126,7 +128,7 @@ impl MapState {
     /// Passes every entry's origins through `renumber` (a live session
     /// moving origin ids when a rule is inserted or removed); what the
     /// datapath sees stays.
-    pub(crate) fn renumber_origins(&mut self, renumber: &dyn Fn(&mut BTreeSet<u32>)) {
+    pub(crate) fn renumber_origins(&mut self, renumber: &dyn Fn(&mut Origins)) {
         for entry in self.entries.values_mut() {
             renumber(&mut entry.origins);
         }

@@ -478,7 +478,7 @@ fn lookup_precedence_rules_of_policy_h() {
     // Origins travel with the decision.
     let ms = state(&[(il3(7), allow().with_origin(42))]);
     let d = ms.lookup(ing, id(7), 17, 53);
-    assert_eq!(d.chosen.unwrap().entry.origins, BTreeSet::from([42]));
+    assert_eq!(d.chosen.unwrap().entry.origins, Origins::from([42]));
 }
 
 fn later_deny_at(priority: u32) -> Entry {

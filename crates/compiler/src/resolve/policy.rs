@@ -26,8 +26,8 @@ use crate::identity::Identity;
 use crate::inventory::{AllowLocalhost, Endpoint, Inventory, NamedPort};
 use crate::labels::{LabelSet, POD_NAMESPACE_LABEL, SOURCE_K8S, SOURCE_RESERVED};
 use crate::mapstate::{
-    AuthRequirement, AuthType, Direction, Entry, Key, ListenerPriority, MapState, PolicyFeatures,
-    Priority,
+    AuthRequirement, AuthType, Direction, Entry, Key, ListenerPriority, MapState, Origins,
+    PolicyFeatures, Priority,
 };
 use crate::ports::port_range_to_masked_ports;
 use crate::selector::Selector;
@@ -67,7 +67,7 @@ pub struct SelectorPolicy {
     /// Log cookie (smallest non-zero of the merged rules).
     pub cookie: u32,
     /// Contributing origins.
-    pub origins: BTreeSet<u32>,
+    pub origins: Origins,
     /// A merge conflict Cilium refuses (`cannot merge conflicting ...`);
     /// porin then emits nothing for this selector (fail closed).
     pub conflict: Option<MergeConflict>,

@@ -30,6 +30,7 @@ use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
 use crate::limits::{CompileLimits, Limit, filter_blocks, insertion_bound};
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
+use crate::mapstate::Origins;
 use crate::mapstate::PolicyFeatures;
 use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
 use crate::resolve::policy::{
@@ -2112,7 +2113,7 @@ impl Session {
         #[cfg(debug_assertions)]
         {
             // Nothing names a removed origin any more.
-            let names_none = |set: &BTreeSet<u32>| set.contains(&u32::MAX);
+            let names_none = |set: &Origins| set.contains(&u32::MAX);
             debug_assert!(
                 !self.model.l4.values().any(|policy| {
                     [&policy.ingress, &policy.egress].into_iter().any(|d| {
@@ -3339,24 +3340,14 @@ impl Renumber {
     }
 
     /// Whether some id of `set` moves.
-    fn moves(&self, set: &BTreeSet<u32>) -> bool {
+    fn moves(&self, set: &Origins) -> bool {
         set.last().is_some_and(|last| *last >= self.from)
     }
 
-    fn set(&self, set: &mut BTreeSet<u32>) {
-        if !self.moves(set) {
-            return;
+    fn set(&self, set: &mut Origins) {
+        if self.moves(set) {
+            set.map_ids(|id| self.id(id));
         }
-        if set.len() == 1 {
-            // Most entries have one origin: taken out and put back, the
-            // set's node is reused (a collect allocates a new one, and
-            // this runs once per entry of every state that moves).
-            if let Some(id) = set.pop_first() {
-                set.insert(self.id(id));
-            }
-            return;
-        }
-        *set = set.iter().map(|id| self.id(*id)).collect();
     }
 }
 

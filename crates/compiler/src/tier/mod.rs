@@ -48,7 +48,9 @@ use porin_model::model::{ClusterAction, Tier};
 
 use crate::identity::Identity;
 use crate::inventory::Endpoint;
-use crate::mapstate::{AuthRequirement, Direction, Entry, Key, MapState, Precedence, Priority};
+use crate::mapstate::{
+    AuthRequirement, Direction, Entry, Key, MapState, Origins, Precedence, Priority,
+};
 use crate::resolve::lower::{ORIGIN_ALLOW_ANY_EGRESS, ORIGIN_ALLOW_ANY_INGRESS};
 use crate::resolve::policy::Resolver;
 
@@ -219,8 +221,8 @@ fn decide(
     identity: Identity,
     key: &Key,
 ) -> Option<Entry> {
-    let mut passed: BTreeSet<u32> = BTreeSet::new();
-    let tier_decision = |tier: Tier, passed: &mut BTreeSet<u32>| -> Option<Entry> {
+    let mut passed = Origins::new();
+    let tier_decision = |tier: Tier, passed: &mut Origins| -> Option<Entry> {
         for m in matchers
             .iter()
             .filter(|m| m.place.tier == tier && m.direction == direction)

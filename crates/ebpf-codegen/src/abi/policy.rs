@@ -3,11 +3,9 @@
 //! §2.2, docs/semantics.md §5.1-§5.2), and the conversion from and to the
 //! compiler's [`Key`] and [`Entry`].
 
-use std::collections::BTreeSet;
-
 use porin_compiler::identity::Identity;
 use porin_compiler::mapstate::{
-    AuthRequirement, AuthType, Direction, Entry, Key, KeyError, MapState, Precedence,
+    AuthRequirement, AuthType, Direction, Entry, Key, KeyError, MapState, Origins, Precedence,
 };
 
 use super::{AbiError, abi_struct};
@@ -260,7 +258,7 @@ impl PolicyEntry {
             proxy_port: self.proxy_port_be,
             auth,
             cookie: self.cookie,
-            origins: BTreeSet::new(),
+            origins: Origins::new(),
         })
     }
 }
