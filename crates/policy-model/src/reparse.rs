@@ -503,7 +503,11 @@ fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
         return;
     }
     if n.pos.line >= from {
-        n.pos.line = shifted(n.pos.line, lines);
+        // The node lies wholly after the edit's start (a subtree's nodes
+        // start where it does or later): every node of it moves, without
+        // the look at siblings below (most of a front insertion's nodes).
+        shift_subtree(n, from, lines, skip);
+        return;
     }
     // A child whose next sibling starts before line `from` lies wholly
     // before it (a subtree's text ends where the next sibling's starts;
@@ -530,6 +534,32 @@ fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
                 let (k, v) = &mut entries[i];
                 shift_tree(k, from, lines, skip);
                 shift_tree(v, from, lines, skip);
+            }
+        }
+    }
+}
+
+/// [`shift_tree`] of a node on line `from` or later: each node is still
+/// compared with `from` (so the result does not rest on a subtree's
+/// nodes starting after its own start), but no sibling is looked at.
+fn shift_subtree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
+    if std::ptr::eq(n, skip) {
+        return;
+    }
+    if n.pos.line >= from {
+        n.pos.line = shifted(n.pos.line, lines);
+    }
+    match &mut n.kind {
+        NodeKind::Scalar(..) => {}
+        NodeKind::Sequence(items) => {
+            for item in items {
+                shift_subtree(item, from, lines, skip);
+            }
+        }
+        NodeKind::Mapping(entries) => {
+            for (k, v) in entries {
+                shift_subtree(k, from, lines, skip);
+                shift_subtree(v, from, lines, skip);
             }
         }
     }
