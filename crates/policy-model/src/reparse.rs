@@ -553,15 +553,28 @@ fn shift_subtree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
         NodeKind::Scalar(..) => {}
         NodeKind::Sequence(items) => {
             for item in items {
-                shift_subtree(item, from, lines, skip);
+                shift_child(item, from, lines, skip);
             }
         }
         NodeKind::Mapping(entries) => {
             for (k, v) in entries {
-                shift_subtree(k, from, lines, skip);
-                shift_subtree(v, from, lines, skip);
+                shift_child(k, from, lines, skip);
+                shift_child(v, from, lines, skip);
             }
         }
+    }
+}
+
+/// [`shift_subtree`] of a child, a scalar (most nodes: every key) moved
+/// here without a call.
+#[inline(always)]
+fn shift_child(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
+    if matches!(n.kind, NodeKind::Scalar(..)) && !std::ptr::eq(n, skip) {
+        if n.pos.line >= from {
+            n.pos.line = shifted(n.pos.line, lines);
+        }
+    } else {
+        shift_subtree(n, from, lines, skip);
     }
 }
 
