@@ -1708,15 +1708,13 @@ impl Session {
         }
         for at in moved.reindexed.clone() {
             if let Some(origin) = model.lowered.origins.get_mut(span.origins.start + at) {
+                let old = origin.index;
                 origin.index = if inserted {
-                    origin.index + 1
+                    old + 1
                 } else {
-                    origin.index.saturating_sub(1)
+                    old.saturating_sub(1)
                 };
-                if let Some(open) = origin.route.rfind('[') {
-                    origin.route.truncate(open);
-                    push_index(&mut origin.route, origin.index);
-                }
+                set_last_index(&mut origin.route, old, origin.index);
             }
         }
         if let Some(spans) = &mut model.spans {
@@ -3241,6 +3239,38 @@ fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
 
 /// Appends `[index]` to `route` (what lowering's `format!` writes, without
 /// the formatting machinery: this runs for every item after a moved one).
+/// Makes the last `[n]` of `route` (which reads `[old]`) read `[new]`.
+/// The rules after an inserted or removed item each take the next or the
+/// previous index: unless the last digit carries or borrows, only that
+/// digit changes, in place (every later item of a 4,096-rule section goes
+/// through here on each insertion).
+fn set_last_index(route: &mut String, old: usize, new: usize) {
+    let last = route
+        .len()
+        .checked_sub(2)
+        .filter(|_| route.ends_with(']'))
+        .and_then(|at| Some((at, *route.as_bytes().get(at)?)));
+    let digit = match last {
+        Some((at, d)) if new == old.wrapping_add(1) && d.is_ascii_digit() && d != b'9' => {
+            Some((at, d + 1))
+        }
+        Some((at, d)) if new.wrapping_add(1) == old && d.is_ascii_digit() && d != b'0' => {
+            Some((at, d - 1))
+        }
+        _ => None,
+    };
+    if let Some((at, d)) = digit {
+        let digits = [d];
+        // An ASCII digit for an ASCII digit: always UTF-8.
+        route.replace_range(at..=at, std::str::from_utf8(&digits).unwrap_or("0"));
+        return;
+    }
+    if let Some(open) = route.rfind('[') {
+        route.truncate(open);
+        push_index(route, new);
+    }
+}
+
 fn push_index(route: &mut String, index: usize) {
     let mut digits = [0_u8; 20];
     let mut at = digits.len();
@@ -3912,6 +3942,17 @@ pub enum SessionError {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn set_last_index_writes_what_format_writes() {
+        for old in [0_usize, 1, 8, 9, 10, 11, 19, 99, 100, 4095, 4096, 9_999] {
+            for new in [old + 1, old.saturating_sub(1), old + 7] {
+                let mut route = format!("specs[3].ingress[{old}]");
+                super::set_last_index(&mut route, old, new);
+                assert_eq!(route, format!("specs[3].ingress[{new}]"), "{old} -> {new}");
+            }
+        }
+    }
+
     #[test]
     fn push_index_writes_what_format_writes() {
         for index in [0, 7, 10, 99, 4096, 65_535, usize::MAX] {
