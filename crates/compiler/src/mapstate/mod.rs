@@ -60,7 +60,8 @@
 //! [`Key::with_masked_port`]) call [`MapState::insert_with_features`] with
 //! that direction's features. Build entries with [`Entry::new`] (deny clears
 //! proxy and auth), put the rule-origin ids of the contributing rules in
-//! [`Entry::origins`]: they are opaque `u32`s owned by the resolve stage,
+//! [`Entry::origins`] (an [`Origins`]: a small sorted set, inline for up
+//! to four ids): they are opaque `u32`s owned by the resolve stage,
 //! unioned when two entries for the same key merge and replaced when a
 //! higher-precedence entry takes a key over; the map never interprets them.
 //!
