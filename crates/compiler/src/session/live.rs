@@ -3237,18 +3237,23 @@ fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
     move_by(range.start)..move_by(range.end)
 }
 
-/// Appends `[index]` to `route` (what lowering's `format!` writes, without
-/// the formatting machinery: this runs for every item after a moved one).
 /// Makes the last `[n]` of `route` (which reads `[old]`) read `[new]`.
 /// The rules after an inserted or removed item each take the next or the
 /// previous index: unless the last digit carries or borrows, only that
 /// digit changes, in place (every later item of a 4,096-rule section goes
 /// through here on each insertion).
 fn set_last_index(route: &mut String, old: usize, new: usize) {
+    // Only where the route reads `[old]` (lowering writes the two together
+    // and this is the only place that changes them): a route out of step
+    // is written again from `new`, as before.
+    let reads_old = route.strip_suffix(']').is_some_and(|head| {
+        head.rfind('[')
+            .is_some_and(|open| head[open + 1..].parse::<usize>() == Ok(old))
+    });
     let last = route
         .len()
         .checked_sub(2)
-        .filter(|_| route.ends_with(']'))
+        .filter(|_| reads_old)
         .and_then(|at| Some((at, *route.as_bytes().get(at)?)));
     let digit = match last {
         Some((at, d)) if new == old.wrapping_add(1) && d.is_ascii_digit() && d != b'9' => {
@@ -3271,6 +3276,8 @@ fn set_last_index(route: &mut String, old: usize, new: usize) {
     }
 }
 
+/// Appends `[index]` to `route` (what lowering's `format!` writes, without
+/// the formatting machinery: this runs for every item after a moved one).
 fn push_index(route: &mut String, index: usize) {
     let mut digits = [0_u8; 20];
     let mut at = digits.len();
@@ -3947,6 +3954,10 @@ mod tests {
         for old in [0_usize, 1, 8, 9, 10, 11, 19, 99, 100, 4095, 4096, 9_999] {
             for new in [old + 1, old.saturating_sub(1), old + 7] {
                 let mut route = format!("specs[3].ingress[{old}]");
+                super::set_last_index(&mut route, old, new);
+                assert_eq!(route, format!("specs[3].ingress[{new}]"), "{old} -> {new}");
+                // A route out of step with its index is written again.
+                let mut route = format!("specs[3].ingress[{}]", old + 2);
                 super::set_last_index(&mut route, old, new);
                 assert_eq!(route, format!("specs[3].ingress[{new}]"), "{old} -> {new}");
             }
