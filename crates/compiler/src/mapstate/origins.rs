@@ -72,11 +72,6 @@ impl Origins {
         self.0.iter()
     }
 
-    /// The ids as a sorted slice.
-    pub fn as_slice(&self) -> &[u32] {
-        &self.0
-    }
-
     /// Passes every id through `map`, then restores the order (ids that map
     /// to one id become one).
     pub fn map_ids(&mut self, map: impl Fn(u32) -> u32) {
@@ -110,12 +105,6 @@ impl Extend<u32> for Origins {
                 self.insert(id);
             }
         }
-    }
-}
-
-impl<'a> Extend<&'a u32> for Origins {
-    fn extend<I: IntoIterator<Item = &'a u32>>(&mut self, ids: I) {
-        self.extend(ids.into_iter().copied());
     }
 }
 

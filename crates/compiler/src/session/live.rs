@@ -3243,37 +3243,29 @@ fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
 /// digit changes, in place (every later item of a 4,096-rule section goes
 /// through here on each insertion).
 fn set_last_index(route: &mut String, old: usize, new: usize) {
+    let Some(open) = route.rfind('[') else {
+        return;
+    };
     // Only where the route reads `[old]` (lowering writes the two together
     // and this is the only place that changes them): a route out of step
     // is written again from `new`, as before.
-    let reads_old = route.strip_suffix(']').is_some_and(|head| {
-        head.rfind('[')
-            .is_some_and(|open| head[open + 1..].parse::<usize>() == Ok(old))
-    });
-    let last = route
-        .len()
-        .checked_sub(2)
-        .filter(|_| reads_old)
-        .and_then(|at| Some((at, *route.as_bytes().get(at)?)));
-    let digit = match last {
-        Some((at, d)) if new == old.wrapping_add(1) && d.is_ascii_digit() && d != b'9' => {
-            Some((at, d + 1))
+    let last = route.len().saturating_sub(2);
+    let reads_old = route.ends_with(']')
+        && route.get(open + 1..=last).and_then(|d| d.parse().ok()) == Some(old);
+    if reads_old {
+        let digit = match route.as_bytes().get(last) {
+            Some(&d) if new == old.wrapping_add(1) && d != b'9' => Some(d + 1),
+            Some(&d) if new.wrapping_add(1) == old && d != b'0' => Some(d - 1),
+            _ => None,
+        };
+        if let Some(d) = digit {
+            // An ASCII digit for an ASCII digit: always UTF-8.
+            route.replace_range(last..=last, std::str::from_utf8(&[d]).unwrap_or("0"));
+            return;
         }
-        Some((at, d)) if new.wrapping_add(1) == old && d.is_ascii_digit() && d != b'0' => {
-            Some((at, d - 1))
-        }
-        _ => None,
-    };
-    if let Some((at, d)) = digit {
-        let digits = [d];
-        // An ASCII digit for an ASCII digit: always UTF-8.
-        route.replace_range(at..=at, std::str::from_utf8(&digits).unwrap_or("0"));
-        return;
     }
-    if let Some(open) = route.rfind('[') {
-        route.truncate(open);
-        push_index(route, new);
-    }
+    route.truncate(open);
+    push_index(route, new);
 }
 
 /// Appends `[index]` to `route` (what lowering's `format!` writes, without
