@@ -712,11 +712,7 @@ pub fn common_suffix(a: &[u8], b: &[u8]) -> usize {
 /// bytes here counts `\n` only, so a lone CR before an edit would name the
 /// wrong line (and item): such texts are loaded in full.
 pub fn has_lone_cr(bytes: &[u8]) -> bool {
-    bytes.contains(&b'\r')
-        && bytes
-            .iter()
-            .enumerate()
-            .any(|(i, c)| *c == b'\r' && bytes.get(i + 1) != Some(&b'\n'))
+    memchr::memchr_iter(b'\r', bytes).any(|i| bytes.get(i + 1) != Some(&b'\n'))
 }
 
 /// Line breaks in `bytes`. Counted in 128-byte blocks into a `u8` (the
