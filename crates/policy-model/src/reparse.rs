@@ -352,6 +352,20 @@ impl Edit {
     /// back exactly). `None`, with `outcome` unchanged, when `outcome` has
     /// no such item.
     pub fn apply(self, outcome: &mut LoadOutcome) -> Option<Edit> {
+        let (inverse, shift) = self.apply_deferred(outcome)?;
+        shift.run(outcome);
+        Some(inverse)
+    }
+
+    /// [`Edit::apply`] without the move of the later lines' positions,
+    /// which the returned [`LineShift`] makes when run on the same
+    /// outcome. In between, the outcome holds the new text, documents and
+    /// item, but the positions after the item are still the old ones: the
+    /// new item and everything before it read as after the edit, nothing
+    /// after it does. A caller can run the shift (linear in the nodes
+    /// after the item: most of a front insertion into a long text) beside
+    /// its own work on other data (`porin_compiler::session`).
+    pub fn apply_deferred(self, outcome: &mut LoadOutcome) -> Option<(Edit, LineShift)> {
         let Edit {
             file,
             text,
@@ -421,9 +435,9 @@ impl Edit {
             _ => return None,
         };
         // The new item's positions are final: the shift passes it by.
-        let placed: *const Node = match kind {
-            EditKind::Remove => std::ptr::null(),
-            _ => &nodes[at.index],
+        let placed = match kind {
+            EditKind::Remove => 0,
+            _ => std::ptr::from_ref(&nodes[at.index]) as usize,
         };
         // A block sequence's position is its first `-` (or, at its key's
         // indentation, its first entry's content, on the same column for
@@ -434,24 +448,20 @@ impl Edit {
         // leaves as it is).
         let sequence_at = (kind == EditKind::Insert && at.index == 0).then_some(sequence_pos);
         let old_text = sources.replace(&file, text)?;
-        if lines != 0 {
-            shift(outcome, &file, from_line, lines, placed);
-        }
-        if let Some(pos) = sequence_at {
-            file_section_mut(
-                &mut outcome.trees,
-                &file,
-                (yaml_document, list_item, in_specs),
-                at.section,
-            )?
-            .pos = pos;
-        }
+        let line_shift = LineShift {
+            file: (lines != 0).then(|| file.clone()),
+            from: from_line,
+            lines,
+            placed,
+            sequence: sequence_at
+                .map(|pos| (pos, (yaml_document, list_item, in_specs), at.section)),
+        };
         let inverse = match kind {
             EditKind::Replace => EditKind::Replace,
             EditKind::Insert => EditKind::Remove,
             EditKind::Remove => EditKind::Insert,
         };
-        Some(Edit {
+        let inverse = Edit {
             file,
             text: old_text,
             at,
@@ -464,7 +474,59 @@ impl Edit {
             lines: -lines,
             before: after,
             after: before,
-        })
+        };
+        Some((inverse, line_shift))
+    }
+}
+
+/// Where a rule's node is in a file: YAML document, `List` item, rule
+/// (`None`: `spec`; `Some(i)`: `specs[i]`).
+type RulePlace = (usize, Option<usize>, Option<usize>);
+
+/// The part of an edit [`Edit::apply_deferred`] leaves for later: every
+/// position of the file on line `from` or later (before the edit) moves by
+/// `lines`, but the new item's; then the section's own position is put
+/// back when the item went first (its `-` is where the section starts).
+#[derive(Debug)]
+#[must_use = "the outcome's later positions are the old ones until the shift runs"]
+pub struct LineShift {
+    /// The file, when lines move at all.
+    file: Option<String>,
+    from: u32,
+    lines: i64,
+    /// The new item's node, by address (compared, never read): its
+    /// positions are final. Zero for a removal.
+    placed: usize,
+    /// The section's position to put back: (position, where the rule is,
+    /// section).
+    sequence: Option<(Pos, RulePlace, RuleSection)>,
+}
+
+impl LineShift {
+    /// Whether running it changes anything.
+    pub fn is_empty(&self) -> bool {
+        self.file.is_none()
+    }
+
+    /// Moves the positions, on the outcome [`Edit::apply_deferred`]
+    /// edited (and nothing else changed since).
+    pub fn run(self, outcome: &mut LoadOutcome) {
+        let LineShift {
+            file,
+            from,
+            lines,
+            placed,
+            sequence,
+        } = self;
+        let Some(file) = file else {
+            return;
+        };
+        shift(outcome, &file, from, lines, placed);
+        if let Some((pos, rule, section)) = sequence
+            && let Some(node) = file_section_mut(&mut outcome.trees, &file, rule, section)
+        {
+            node.pos = pos;
+        }
     }
 }
 
@@ -472,9 +534,14 @@ fn shifted(line: u32, lines: i64) -> u32 {
     u32::try_from((i64::from(line) + lines).max(0)).unwrap_or(u32::MAX)
 }
 
+/// Whether `n` is the node at address `skip` (zero: none is).
+fn is_node(n: &Node, skip: usize) -> bool {
+    std::ptr::from_ref(n) as usize == skip
+}
+
 /// Moves every position of `file` on line `from` or later by `lines`.
-/// (`skip`: a node whose subtree keeps its positions, compared by address.)
-fn shift(outcome: &mut LoadOutcome, file: &str, from: u32, lines: i64, skip: *const Node) {
+/// (`skip`: a node whose subtree keeps its positions, by address.)
+fn shift(outcome: &mut LoadOutcome, file: &str, from: u32, lines: i64, skip: usize) {
     let location = |l: &mut Location| {
         if l.file == file && l.line >= from {
             l.line = shifted(l.line, lines);
@@ -498,8 +565,8 @@ fn shift(outcome: &mut LoadOutcome, file: &str, from: u32, lines: i64, skip: *co
     }
 }
 
-fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
-    if std::ptr::eq(n, skip) {
+fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: usize) {
+    if is_node(n, skip) {
         return;
     }
     if n.pos.line >= from {
@@ -542,8 +609,8 @@ fn shift_tree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
 /// [`shift_tree`] of a node on line `from` or later: each node is still
 /// compared with `from` (so the result does not rest on a subtree's
 /// nodes starting after its own start), but no sibling is looked at.
-fn shift_subtree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
-    if std::ptr::eq(n, skip) {
+fn shift_subtree(n: &mut Node, from: u32, lines: i64, skip: usize) {
+    if is_node(n, skip) {
         return;
     }
     if n.pos.line >= from {
@@ -568,8 +635,8 @@ fn shift_subtree(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
 /// [`shift_subtree`] of a child, a scalar (most nodes: every key) moved
 /// here without a call.
 #[inline(always)]
-fn shift_child(n: &mut Node, from: u32, lines: i64, skip: *const Node) {
-    if matches!(n.kind, NodeKind::Scalar(..)) && !std::ptr::eq(n, skip) {
+fn shift_child(n: &mut Node, from: u32, lines: i64, skip: usize) {
+    if matches!(n.kind, NodeKind::Scalar(..)) && !is_node(n, skip) {
         if n.pos.line >= from {
             n.pos.line = shifted(n.pos.line, lines);
         }
@@ -646,7 +713,7 @@ fn rule_node(object: &Node, in_specs: Option<usize>) -> Option<&Node> {
 fn file_section_mut<'t>(
     trees: &'t mut [crate::loader::FileTree],
     file: &str,
-    (yaml_document, list_item, in_specs): (usize, Option<usize>, Option<usize>),
+    (yaml_document, list_item, in_specs): RulePlace,
     section: RuleSection,
 ) -> Option<&'t mut Node> {
     trees
@@ -939,7 +1006,7 @@ fn plan_replace(
     if node.pos.column != old_node.pos.column {
         return None;
     }
-    shift_tree(&mut node, 1, i64::from(item_line) - 1, std::ptr::null());
+    shift_tree(&mut node, 1, i64::from(item_line) - 1, 0);
 
     // The model, its checks, its version rows.
     let place = Place {
@@ -1274,7 +1341,7 @@ fn move_at(
     let lines = i64::from(count);
     let (new, after, from_line, lines) =
         if block.insert {
-            shift_tree(&mut parsed, 1, i64::from(line) - 1, std::ptr::null());
+            shift_tree(&mut parsed, 1, i64::from(line) - 1, 0);
             let item = place.checked_item(outcome, &parsed, rules.get(spec)?.1, target)?;
             let added = size(&parsed);
             let after = Budget {
@@ -1317,7 +1384,7 @@ fn move_at(
 /// `node` with its lines moved so that it starts on line 1 (from `line`).
 fn shifted_copy(node: &Node, line: u32) -> Node {
     let mut copy = node.clone();
-    shift_tree(&mut copy, 0, 1 - i64::from(line), std::ptr::null());
+    shift_tree(&mut copy, 0, 1 - i64::from(line), 0);
     copy
 }
 

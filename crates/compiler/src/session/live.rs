@@ -45,6 +45,13 @@ use crate::selector::{Operator, Selector};
 /// either way).
 const REPLAY_LIMIT: usize = 64;
 
+/// Items after an inserted or removed one from which the re-parse's shift
+/// of the tree's later lines runs on another thread, beside the move of
+/// the compiled rules (`Session::edit_moving`). Both passes are linear in
+/// the items after it; below this many, each takes less than waking a
+/// thread does (tens of microseconds).
+pub(super) const PARALLEL_SHIFT_ITEMS: usize = 256;
+
 /// How an update was computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpdatePath {
@@ -875,7 +882,11 @@ impl Session {
             None => self.moved_item(position, &previous.outcome),
         };
         let result = match moved {
-            Some(moved) => self.move_item(position, moved),
+            Some(moved) => self.move_item(position, moved).inspect(|update| {
+                if update.is_some() {
+                    self.debug_check_lowering();
+                }
+            }),
             None => self.replace_text(position, items),
         };
         let result = match result {
@@ -1004,14 +1015,38 @@ impl Session {
             items,
             inserted,
         )?;
-        let inverse = edit.apply(&mut self.texts[position].outcome)?;
+        // The tree's later positions move after the item is lowered (it
+        // reads the new item and what comes before it only), beside the
+        // move of the compiled rules when many items follow: the two
+        // passes are each linear in the items after it, on separate data.
+        let (inverse, line_shift) = edit.apply_deferred(&mut self.texts[position].outcome)?;
         let moved = spot.finish(
             &self.texts[position].outcome,
             &self.inventory,
             origin_start,
             lines,
         );
-        let result = match moved.map(|moved| self.move_item(position, moved)) {
+        let moved = match moved {
+            Some(moved)
+                if moved.reindexed.len() >= PARALLEL_SHIFT_ITEMS && !line_shift.is_empty() =>
+            {
+                let mut outcome = std::mem::take(&mut self.texts[position].outcome);
+                let result = rayon::in_place_scope(|scope| {
+                    scope.spawn(|_| line_shift.run(&mut outcome));
+                    self.move_item(position, moved)
+                });
+                self.texts[position].outcome = outcome;
+                Some(result)
+            }
+            moved => {
+                line_shift.run(&mut self.texts[position].outcome);
+                moved.map(|moved| self.move_item(position, moved))
+            }
+        };
+        if let Some(Ok(Some(_))) = &moved {
+            self.debug_check_lowering();
+        }
+        let result = match moved {
             Some(Ok(Some(update))) => Ok(update),
             Some(Ok(None)) | None => self.rebuild("the change is not local to its rules"),
             Some(Err(e)) => Err(e),
@@ -1724,7 +1759,8 @@ impl Session {
             this.origins = this.origins.start..shift(&this.origins, delta).end;
             shift_spans(&mut spans[position + 1..], (delta, delta, 0));
         }
-        self.debug_check_lowering();
+        // (The caller checks the lowering against the texts: the text's
+        // tree may still be moving its lines, `Session::edit_moving`.)
         // The moved items' origins describe other lines and indices now:
         // every state's findings are rendered again.
         self.finish_move(moving, (usize::from(inserted), moved.compared), true)

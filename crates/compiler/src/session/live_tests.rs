@@ -877,6 +877,60 @@ fn inserted_and_removed_items_are_incremental() {
     }
 }
 
+/// An item inserted into or removed from a long section (at least
+/// `PARALLEL_SHIFT_ITEMS` items after it): the re-parse's shift of the
+/// tree's later lines runs on another thread beside the move of the
+/// compiled rules (`Session::edit_moving`). The edited text still equals
+/// its full load, positions included (`set_text`), and every step the
+/// batch (`check`).
+#[test]
+fn long_sections_move_their_lines_beside_the_rules() {
+    let item = |egress: bool, peer: u8, ports: u8| Item {
+        egress,
+        deny: false,
+        peer,
+        ports,
+    };
+    let n = super::live::PARALLEL_SHIFT_ITEMS + 40;
+    // Ingress items, then egress ones (a section after the moving items).
+    let items: Vec<Item> = (0..n)
+        .map(|i| item(false, (i % 5) as u8, (i % 3 + 1) as u8))
+        .chain((0..3).map(|i| item(true, i, 2)))
+        .collect();
+    let long = Text { subject: 0, items };
+    let other = Text {
+        subject: 1,
+        items: vec![item(false, 0, 1), item(true, 4, 2)],
+    };
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, true),
+        Step::AddEndpoint(2, 2, 0, true),
+        Step::SetText(0, long),
+        Step::SetText(1, other),
+        // First: every later item and the egress section move.
+        Step::InsertItem(0, 0, item(false, 1, 3)),
+        // Early enough that more than the threshold follow.
+        Step::InsertItem(0, 7, item(false, 3, 0)),
+        Step::RemoveItem(0, 0),
+        Step::RemoveItem(0, 6),
+        // Late: fewer follow, the shift runs on this thread.
+        Step::InsertItem(0, n - 2, item(false, 2, 1)),
+        Step::RemoveItem(0, n - 2),
+    ];
+    let paths = run(&steps);
+    assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
+    let (in_place, edited) = run_with(&steps, true);
+    let path =
+        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
+    assert_eq!(path(&in_place), path(&paths));
+    // Every insertion and removal in place, without comparing items.
+    assert_eq!(edited, 6, "{in_place:?}");
+    for step in 5..11 {
+        assert_eq!(in_place[step].2, 0, "{step}: {in_place:?}");
+    }
+}
+
 /// Whole texts added and removed (`Session::append_text`,
 /// `Session::cut_text`) go the incremental way, a removal in the middle
 /// moving every later text's rules and origins, and every step equals the
