@@ -887,7 +887,14 @@ impl Session {
                     self.debug_check_lowering();
                 }
             }),
-            None => self.replace_text(position, items),
+            None => {
+                let lines_moved = items.as_ref().is_some_and(|c| c.lines != Lines::Same);
+                self.replace_text(position, items).inspect(|update| {
+                    if update.is_some() && lines_moved {
+                        self.debug_check_lowering();
+                    }
+                })
+            }
         };
         let result = match result {
             Ok(Some(update)) => Ok(update),
@@ -955,15 +962,22 @@ impl Session {
         let prepared = span.and_then(|(rules, _)| {
             super::items::EditedItem::prepare(&text.outcome, edit.at(), &self.inventory, rules)
         });
-        let inverse = edit.apply(&mut self.texts[position].outcome)?;
+        let lines_moved = lines != Lines::Same;
+        let (inverse, line_shift) = edit.apply_deferred(&mut self.texts[position].outcome)?;
         if self.texts[position].outcome.has_errors() {
             // As `set_policy` refuses it (a session's texts have none, and
             // an edit adds none: this is defence in depth).
+            line_shift.run(&mut self.texts[position].outcome);
             let _ = inverse.apply(&mut self.texts[position].outcome);
             return Some(Err(SessionError::Policy(
                 self.texts[position].outcome.diagnostics.clone(),
             )));
         }
+        // The item is lowered before the later lines move (it reads the
+        // new item and what comes before it only); the shift then runs
+        // beside the rule's replacement when many items follow, as in
+        // `Self::edit_moving`. Without an item the whole text is lowered
+        // again, which reads every line: the shift comes first.
         let items = match (prepared, span) {
             (Some(prepared), Some((_, first_origin))) => prepared.finish(
                 &self.texts[position].outcome,
@@ -973,7 +987,29 @@ impl Session {
             ),
             _ => None,
         };
-        let result = match self.replace_text(position, items) {
+        let following = match (&items, span) {
+            (Some(changed), Some((rules, _))) => changed
+                .items
+                .first()
+                .map_or(0, |item| rules.saturating_sub(item.position + 1)),
+            _ => 0,
+        };
+        let replaced = if following >= PARALLEL_SHIFT_ITEMS && !line_shift.is_empty() {
+            let mut outcome = std::mem::take(&mut self.texts[position].outcome);
+            let replaced = rayon::in_place_scope(|scope| {
+                scope.spawn(|_| line_shift.run(&mut outcome));
+                self.replace_text(position, items)
+            });
+            self.texts[position].outcome = outcome;
+            replaced
+        } else {
+            line_shift.run(&mut self.texts[position].outcome);
+            self.replace_text(position, items)
+        };
+        if lines_moved && matches!(replaced, Ok(Some(_))) {
+            self.debug_check_lowering();
+        }
+        let result = match replaced {
             Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("the change is not local to its rules"),
             Err(e) => Err(e),
@@ -1428,9 +1464,9 @@ impl Session {
             return Ok(None);
         }
 
-        if lines != Lines::Same {
-            self.debug_check_lowering();
-        }
+        // (The callers check the lowering against the texts when lines
+        // moved: the text's tree may still be moving its lines,
+        // `Session::edit_policy`.)
         let mut update = Update::incremental(Vec::new());
         update.rules_lowered = rules_lowered;
         update.items_compared = match compared {

@@ -917,6 +917,12 @@ fn long_sections_move_their_lines_beside_the_rules() {
         // Late: fewer follow, the shift runs on this thread.
         Step::InsertItem(0, n - 2, item(false, 2, 1)),
         Step::RemoveItem(0, n - 2),
+        // A one-rule change that adds a line (the item replaced in place,
+        // `Session::edit_policy`): early, then late.
+        Step::EditText(0, 12, 5),
+        Step::EditText(0, 2 * n - 4, 5),
+        // A comment line inserted inside an early item.
+        Step::EditText(0, 9, 3),
     ];
     let paths = run(&steps);
     assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
@@ -924,10 +930,14 @@ fn long_sections_move_their_lines_beside_the_rules() {
     let path =
         |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
     assert_eq!(path(&in_place), path(&paths));
-    // Every insertion and removal in place, without comparing items.
-    assert_eq!(edited, 6, "{in_place:?}");
+    // Every step after the texts in place: the insertions and removals
+    // without comparing items, the edits comparing their one item.
+    assert_eq!(edited, 9, "{in_place:?}");
     for step in 5..11 {
         assert_eq!(in_place[step].2, 0, "{step}: {in_place:?}");
+    }
+    for step in 11..14 {
+        assert_eq!(in_place[step].2, 1, "{step}: {in_place:?}");
     }
 }
 
