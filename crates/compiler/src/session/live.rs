@@ -10,7 +10,7 @@ use std::sync::Arc;
 use ipnetwork::IpNetwork;
 use porin_model::diagnostic::Diagnostic;
 use porin_model::loader::LoadOutcome;
-use porin_model::reparse::EditKind;
+use porin_model::reparse::{EditKind, LineShift};
 
 use super::addresses::AddressBook;
 use super::items::{ChangedItems, Compared, Lines, MovedByEdit, MovedItem};
@@ -994,18 +994,9 @@ impl Session {
                 .map_or(0, |item| rules.saturating_sub(item.position + 1)),
             _ => 0,
         };
-        let replaced = if following >= PARALLEL_SHIFT_ITEMS && !line_shift.is_empty() {
-            let mut outcome = std::mem::take(&mut self.texts[position].outcome);
-            let replaced = rayon::in_place_scope(|scope| {
-                scope.spawn(|_| line_shift.run(&mut outcome));
-                self.replace_text(position, items)
-            });
-            self.texts[position].outcome = outcome;
-            replaced
-        } else {
-            line_shift.run(&mut self.texts[position].outcome);
-            self.replace_text(position, items)
-        };
+        let replaced = self.beside_shift(position, line_shift, following, |session| {
+            session.replace_text(position, items)
+        });
         if lines_moved && matches!(replaced, Ok(Some(_))) {
             self.debug_check_lowering();
         }
@@ -1025,6 +1016,39 @@ impl Session {
         }
         // (The inverse holds the old text: one allocation, freed here.)
         Some(result)
+    }
+
+    /// Runs `line_shift` (the re-parse's move of the later lines, on the
+    /// outcome of the text at `position`) and `work` (on the compiled
+    /// model), `following` items after the edit: side by side, the shift
+    /// on a rayon worker, when at least [`PARALLEL_SHIFT_ITEMS`] follow
+    /// and the shift moves anything; else the shift first. `work` must
+    /// not read that text's outcome, which is taken out meanwhile. It goes
+    /// back whatever happens: a panic on either side is raised again only
+    /// after that (the C API catches panics and keeps the session; a text
+    /// left empty would compile without its rules, its deny rules too).
+    fn beside_shift<R>(
+        &mut self,
+        position: usize,
+        line_shift: LineShift,
+        following: usize,
+        work: impl FnOnce(&mut Self) -> R,
+    ) -> R {
+        if following < PARALLEL_SHIFT_ITEMS || line_shift.is_empty() {
+            line_shift.run(&mut self.texts[position].outcome);
+            return work(self);
+        }
+        let mut outcome = std::mem::take(&mut self.texts[position].outcome);
+        // `in_place_scope` returns, or unwinds, once the spawned shift
+        // has finished.
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            rayon::in_place_scope(|scope| {
+                scope.spawn(|_| line_shift.run(&mut outcome));
+                work(&mut *self)
+            })
+        }));
+        self.texts[position].outcome = outcome;
+        result.unwrap_or_else(|panic| std::panic::resume_unwind(panic))
     }
 
     /// [`Self::edit_policy`] for an edit that inserts or removes one rule
@@ -1063,20 +1087,18 @@ impl Session {
             lines,
         );
         let moved = match moved {
-            Some(moved)
-                if moved.reindexed.len() >= PARALLEL_SHIFT_ITEMS && !line_shift.is_empty() =>
-            {
-                let mut outcome = std::mem::take(&mut self.texts[position].outcome);
-                let result = rayon::in_place_scope(|scope| {
-                    scope.spawn(|_| line_shift.run(&mut outcome));
-                    self.move_item(position, moved)
-                });
-                self.texts[position].outcome = outcome;
-                Some(result)
+            Some(moved) => {
+                // Every later item of the text, in any section or document.
+                let following = items.saturating_sub(moved.position);
+                Some(
+                    self.beside_shift(position, line_shift, following, |session| {
+                        session.move_item(position, moved)
+                    }),
+                )
             }
-            moved => {
+            None => {
                 line_shift.run(&mut self.texts[position].outcome);
-                moved.map(|moved| self.move_item(position, moved))
+                None
             }
         };
         if let Some(Ok(Some(_))) = &moved {
