@@ -127,6 +127,11 @@
 //!    ([`Session::edit_policy`] with an insertion or removal planned by
 //!    `porin_model::reparse`), the edit names the item: nothing is
 //!    compared, and the later origins' lines move by the re-parse's shift.
+//!    The tree's own shift ([`porin_model::reparse::LineShift`]) then runs
+//!    on a rayon worker beside the move of the rules when many items
+//!    follow (it touches only the text's tree; the item is lowered
+//!    before it, from the new item and what precedes it); so does a
+//!    one-item replacement that moves lines (4).
 //!    Debug builds check the text's rules and origins against its lowering. An
 //!    insertion that makes a selector's first use come before another's
 //!    that is numbered earlier numbers the selectors again as in 4.
