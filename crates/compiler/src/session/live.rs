@@ -52,6 +52,14 @@ const REPLAY_LIMIT: usize = 64;
 /// thread does (tens of microseconds).
 pub(super) const PARALLEL_SHIFT_ITEMS: usize = 256;
 
+#[cfg(test)]
+thread_local! {
+    /// Tests only: the work beside the shift panics (`Session::beside_shift`
+    /// puts the text's outcome back all the same).
+    pub(super) static PANIC_BESIDE_SHIFT: std::cell::Cell<bool> =
+        const { std::cell::Cell::new(false) };
+}
+
 /// How an update was computed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpdatePath {
@@ -1044,6 +1052,10 @@ impl Session {
         let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             rayon::in_place_scope(|scope| {
                 scope.spawn(|_| line_shift.run(&mut outcome));
+                #[cfg(test)]
+                if PANIC_BESIDE_SHIFT.with(std::cell::Cell::get) {
+                    panic!("a test's panic beside the shift");
+                }
                 work(&mut *self)
             })
         }));

@@ -941,6 +941,47 @@ fn long_sections_move_their_lines_beside_the_rules() {
     }
 }
 
+/// A panic while the shift runs beside the rules' move (the work side:
+/// `Session::beside_shift` has taken the text's outcome out) leaves the
+/// text in the session, as edited: a text left empty would compile
+/// without its rules, deny rules included, at the next rebuild.
+#[test]
+fn a_panic_beside_the_shift_puts_the_text_back() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: false,
+        deny: peer == 4,
+        peer,
+        ports,
+    };
+    let n = super::live::PARALLEL_SHIFT_ITEMS + 8;
+    let mut text = Text {
+        subject: 0,
+        items: (0..n)
+            .map(|i| item((i % 5) as u8, (i % 3 + 1) as u8))
+            .collect(),
+    };
+    let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
+    session.add_endpoint(endpoint(0, 0, 0, false)).unwrap();
+    set_text(&mut session, 0, &text_yaml(0, &text), false);
+    text.items.insert(0, item(1, 3));
+    let yaml = text_yaml(0, &text);
+    let limits = LoadLimits::default();
+    let outcome = session.policy("t0").expect("the text is there");
+    let budget = Budget::of(outcome, "t0.yaml").expect("a budget");
+    let edit = plan(outcome, "t0.yaml", &yaml, &limits, None, budget).expect("an insertion");
+    super::live::PANIC_BESIDE_SHIFT.with(|p| p.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        session.edit_policy("t0", edit)
+    }));
+    super::live::PANIC_BESIDE_SHIFT.with(|p| p.set(false));
+    assert!(result.is_err(), "the work beside the shift did not panic");
+    assert_eq!(
+        session.policy("t0"),
+        Some(&load_str("t0.yaml", &yaml, &limits)),
+        "the text after the panic != the edited text's full load"
+    );
+}
+
 /// Whole texts added and removed (`Session::append_text`,
 /// `Session::cut_text`) go the incremental way, a removal in the middle
 /// moving every later text's rules and origins, and every step equals the
