@@ -45,11 +45,12 @@ use crate::selector::{Operator, Selector};
 /// either way).
 const REPLAY_LIMIT: usize = 64;
 
-/// Items after an inserted or removed one from which the re-parse's shift
-/// of the tree's later lines runs on another thread, beside the move of
-/// the compiled rules (`Session::edit_moving`). Both passes are linear in
-/// the items after it; below this many, each takes less than waking a
-/// thread does (tens of microseconds).
+/// Items after an edited one (inserted, removed, or replaced with lines
+/// added or removed) from which the re-parse's shift of the tree's later
+/// lines runs on another thread, beside the move or replacement of the
+/// compiled rules (`Session::beside_shift`). Both passes are linear in the
+/// items after it; below this many, each takes less than waking a thread
+/// does (tens of microseconds).
 pub(super) const PARALLEL_SHIFT_ITEMS: usize = 256;
 
 #[cfg(test)]
@@ -1098,21 +1099,13 @@ impl Session {
             origin_start,
             lines,
         );
-        let moved = match moved {
-            Some(moved) => {
-                // Every later item of the text, in any section or document.
-                let following = items.saturating_sub(moved.position);
-                Some(
-                    self.beside_shift(position, line_shift, following, |session| {
-                        session.move_item(position, moved)
-                    }),
-                )
-            }
-            None => {
-                line_shift.run(&mut self.texts[position].outcome);
-                None
-            }
-        };
+        // Every later item of the text, in any section or document.
+        let following = moved
+            .as_ref()
+            .map_or(0, |moved| items.saturating_sub(moved.position));
+        let moved = self.beside_shift(position, line_shift, following, |session| {
+            moved.map(|moved| session.move_item(position, moved))
+        });
         if let Some(Ok(Some(_))) = &moved {
             self.debug_check_lowering();
         }

@@ -517,8 +517,7 @@ proptest! {
         if std::env::var_os("PORIN_SESSION_PATHS").is_some() {
             eprintln!("in place: {edited}");
         }
-        let path = |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
-        prop_assert_eq!(path(&in_place), path(&paths));
+        prop_assert_eq!(update_paths(&in_place), update_paths(&paths));
     }
 }
 
@@ -572,6 +571,11 @@ fn shared_identities_out_of_name_order_stay_in_name_order() {
 }
 
 /// The steps that were compiled in full.
+/// The path of each update (how it was computed), without its counts.
+fn update_paths(paths: &[(UpdatePath, usize, usize)]) -> Vec<UpdatePath> {
+    paths.iter().map(|(path, _, _)| path.clone()).collect()
+}
+
 fn full_steps(paths: &[(UpdatePath, usize, usize)]) -> Vec<usize> {
     paths
         .iter()
@@ -658,9 +662,7 @@ fn common_changes_are_incremental() {
     // full. The same paths, every step equal to the batch.
     let (in_place, edited) = run_with(&steps, true);
     assert_eq!(edited, 6, "{in_place:?}");
-    let path =
-        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
-    assert_eq!(path(&in_place), path(&paths));
+    assert_eq!(update_paths(&in_place), update_paths(&paths));
     let edits: Vec<(usize, usize)> = in_place[6..11].iter().map(|(_, l, c)| (*l, *c)).collect();
     assert_eq!(
         edits,
@@ -867,9 +869,7 @@ fn inserted_and_removed_items_are_incremental() {
     // any item to find it; a new section (7, 13), an entry that is a bare
     // `-` line (8) and a section's last item (9) are loaded in full.
     let (in_place, edited) = run_with(&steps, true);
-    let path =
-        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
-    assert_eq!(path(&in_place), path(&paths));
+    assert_eq!(update_paths(&in_place), update_paths(&paths));
     assert_eq!(edited, 7, "{in_place:?}");
     for step in [5, 6, 10, 11, 12, 15, 16] {
         assert_eq!(in_place[step].2, 0, "{step}: {in_place:?}");
@@ -927,9 +927,7 @@ fn long_sections_move_their_lines_beside_the_rules() {
     let paths = run(&steps);
     assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
     let (in_place, edited) = run_with(&steps, true);
-    let path =
-        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
-    assert_eq!(path(&in_place), path(&paths));
+    assert_eq!(update_paths(&in_place), update_paths(&paths));
     // Every step after the texts in place: the insertions and removals
     // without comparing items, the edits comparing their one item.
     assert_eq!(edited, 9, "{in_place:?}");
@@ -1028,9 +1026,7 @@ fn texts_added_and_removed_are_incremental() {
     let lowered: Vec<usize> = paths[3..9].iter().map(|(_, n, _)| *n).collect();
     assert_eq!(lowered, vec![2, 2, 2, 0, 1, 0], "{paths:?}");
     let (in_place, _) = run_with(&steps, true);
-    let path =
-        |p: &[(UpdatePath, usize, usize)]| p.iter().map(|(p, _, _)| p.clone()).collect::<Vec<_>>();
-    assert_eq!(path(&in_place), path(&paths));
+    assert_eq!(update_paths(&in_place), update_paths(&paths));
 }
 
 /// A session, its last states and their mirror (`check`).
