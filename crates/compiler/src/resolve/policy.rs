@@ -359,6 +359,21 @@ impl SelectorCache {
     pub fn forget_index(&mut self) {
         self.index_stale = true;
     }
+
+    /// The identities of `table` that `selector` selects, through the
+    /// label index, without interning the selector or counting the work;
+    /// `None` when the index is not up to date with `table` (it is not
+    /// built again for this: after an identity change that costs more
+    /// than the caller's own test) or no requirement of the selector can
+    /// use it ([`SelectionIndex::select_indexed`]). A session places one
+    /// new rule's subject with it, as `Resolver::new` places every rule's.
+    pub fn select_indexed(&self, selector: &Selector, table: &IdentityTable) -> Option<Vec<u32>> {
+        let index = self.index.as_ref()?;
+        if self.index_stale || !index.is_for(table) {
+            return None;
+        }
+        index.select_indexed(selector, table)
+    }
     /// Gives each selector of `moves` (`(old id, new id)`, a permutation
     /// of those ids) its new id, with its selection: a session numbers its
     /// peer selectors again in place when a change makes their first uses

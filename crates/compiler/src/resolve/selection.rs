@@ -203,6 +203,28 @@ impl SelectionIndex {
         table: &IdentityTable,
         work: &mut u64,
     ) -> Vec<u32> {
+        let Some(positions) = self.best_candidates(selector) else {
+            *work = work.saturating_add(u64::try_from(table.identities.len()).unwrap_or(u64::MAX));
+            return select_brute_force(selector, table);
+        };
+        *work = work.saturating_add(u64::try_from(positions.len()).unwrap_or(u64::MAX));
+        matching(positions, selector, table)
+    }
+
+    /// [`SelectionIndex::select`] when some requirement of `selector` is
+    /// positive (`In`/`Exists`), so that only the identities able to
+    /// satisfy it are tested; `None` otherwise (the wildcard, only
+    /// negative requirements), where a caller with a smaller set to test
+    /// than the whole table (a session's endpoint identities, not its
+    /// CIDR identities) tests that set instead.
+    pub fn select_indexed(&self, selector: &Selector, table: &IdentityTable) -> Option<Vec<u32>> {
+        let positions = self.best_candidates(selector)?;
+        Some(matching(positions, selector, table))
+    }
+
+    /// The positions of the fewest candidates any positive requirement of
+    /// `selector` gives (unsorted, maybe repeated); `None` without one.
+    fn best_candidates(&self, selector: &Selector) -> Option<Vec<usize>> {
         let mut best: Option<Vec<usize>> = None;
         for requirement in selector.requirements() {
             let Some(candidates) = self.candidates(requirement) else {
@@ -215,19 +237,7 @@ impl SelectionIndex {
                 break;
             }
         }
-        let Some(mut positions) = best else {
-            *work = work.saturating_add(u64::try_from(table.identities.len()).unwrap_or(u64::MAX));
-            return select_brute_force(selector, table);
-        };
-        *work = work.saturating_add(u64::try_from(positions.len()).unwrap_or(u64::MAX));
-        positions.sort_unstable();
-        positions.dedup();
-        positions
-            .into_iter()
-            .filter_map(|position| table.identities.get(position))
-            .filter(|info| selector.matches(&info.labels))
-            .map(|info| info.id)
-            .collect()
+        best
     }
 
     /// Positions of the identities that can satisfy a positive requirement
@@ -303,6 +313,19 @@ impl SelectionIndex {
             .map(|(_, _, position)| *position)
             .collect()
     }
+}
+
+/// The identities at `positions` (candidates of the index) that
+/// `selector` selects, in table order.
+fn matching(mut positions: Vec<usize>, selector: &Selector, table: &IdentityTable) -> Vec<u32> {
+    positions.sort_unstable();
+    positions.dedup();
+    positions
+        .into_iter()
+        .filter_map(|position| table.identities.get(position))
+        .filter(|info| selector.matches(&info.labels))
+        .map(|info| info.id)
+        .collect()
 }
 
 /// The identities `selector` selects, by testing every identity of the
@@ -413,11 +436,17 @@ mod tests {
             let index = SelectionIndex::new(&table);
             prop_assert!(index.is_for(&table));
             for selector in &selectors {
-                prop_assert_eq!(
-                    index.select(selector, &table),
-                    select_brute_force(selector, &table),
-                    "{}", selector
-                );
+                let brute = select_brute_force(selector, &table);
+                prop_assert_eq!(index.select(selector, &table), brute.clone(), "{}", selector);
+                // Without the brute force: only a selector with no positive
+                // requirement is refused, and what is given is exact.
+                let positive = selector
+                    .requirements()
+                    .any(|r| matches!(r.operator, Operator::In | Operator::Exists));
+                match index.select_indexed(selector, &table) {
+                    Some(indexed) => prop_assert_eq!(indexed, brute, "{}", selector),
+                    None => prop_assert!(!positive, "{}", selector),
+                }
             }
         }
     }

@@ -1441,11 +1441,8 @@ impl Session {
 
         // Peers and subjects of the changed rules.
         let mut parts = std::mem::take(&mut model.parts);
-        let endpoint_ids: BTreeSet<u32> = if changed.iter().all(|i| same_subject.contains(i)) {
-            BTreeSet::new()
-        } else {
-            model.table.endpoint_identity.iter().copied().collect()
-        };
+        // Made on first need only (`index_selected`).
+        let mut endpoint_ids: Option<BTreeSet<u32>> = None;
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         let mut peers_changed = false;
         for &index in &changed {
@@ -1477,10 +1474,10 @@ impl Session {
                 }
             }
             index_selected(
-                &model.table,
+                (&parts.cache, &model.table),
                 &mut parts.rules_by_identity,
                 (rule, index),
-                &endpoint_ids,
+                &mut endpoint_ids,
                 &mut subjects_of_changed,
             );
         }
@@ -2144,8 +2141,7 @@ impl Session {
         });
         // The inserted rules into every index at their places.
         if let BlockChange::Insert { rules, origins } = block.change {
-            let endpoint_ids: BTreeSet<u32> =
-                model.table.endpoint_identity.iter().copied().collect();
+            let mut endpoint_ids: Option<BTreeSet<u32>> = None;
             for (index, rule) in rules.iter().enumerate() {
                 let index = r + index;
                 touched.extend(filter_keys(rule));
@@ -2155,10 +2151,10 @@ impl Session {
                 let at = list.partition_point(|i| *i < index);
                 list.insert(at, index);
                 index_selected(
-                    &model.table,
+                    (&parts.cache, &model.table),
                     &mut parts.rules_by_identity,
                     (rule, index),
-                    &endpoint_ids,
+                    &mut endpoint_ids,
                     &mut subjects_of_changed,
                 );
             }
@@ -3342,7 +3338,8 @@ fn shift(range: &Range<usize>, delta: isize) -> Range<usize> {
 /// digit changes, in place (every later item of a 4,096-rule section goes
 /// through here on each insertion).
 fn set_last_index(route: &mut String, old: usize, new: usize) {
-    let Some(open) = route.rfind('[') else {
+    // A byte loop: routes are short, and `rfind` sets up a vector search.
+    let Some(open) = route.bytes().rposition(|b| b == b'[') else {
         return;
     };
     // Only where the route reads `[old]` (lowering writes the two together
@@ -3358,8 +3355,11 @@ fn set_last_index(route: &mut String, old: usize, new: usize) {
             _ => None,
         };
         if let Some(d) = digit {
-            // An ASCII digit for an ASCII digit: always UTF-8.
-            route.replace_range(last..=last, std::str::from_utf8(&[d]).unwrap_or("0"));
+            // The digit and `]` are ASCII (parsed above), so `last` is a
+            // character boundary; cheaper than `replace_range`'s splice.
+            route.truncate(last);
+            route.push(char::from(d));
+            route.push(']');
             return;
         }
     }
@@ -3387,28 +3387,70 @@ fn push_index(route: &mut String, index: usize) {
     route.push(']');
 }
 
-/// Puts rule `index` into the rule list of every identity of `ids` it
+/// Puts rule `index` into the rule list of every endpoint identity it
 /// selects (`Resolver::new`'s test: the host flag, then the subject),
-/// recording those identities in `selected`.
+/// recording those identities in `selected`. A subject with a positive
+/// requirement is tested only against the identities the cache's label
+/// index gives for it, as `Resolver::new` does, and only those are
+/// looked up among the endpoints': testing every endpoint identity's
+/// labels was half of a rule insertion's block move in time (cache
+/// misses) with 257 endpoint identities, and grows with the cluster.
+/// Other subjects test every endpoint identity (`endpoint_ids`, made
+/// here on first need, once for the caller's rules).
 fn index_selected(
-    table: &IdentityTable,
+    (cache, table): (&SelectorCache, &IdentityTable),
     rules_by_identity: &mut BTreeMap<u32, Vec<usize>>,
     (rule, index): (&PolicyRule, usize),
-    ids: &BTreeSet<u32>,
+    endpoint_ids: &mut Option<BTreeSet<u32>>,
     selected: &mut BTreeSet<u32>,
 ) {
-    for id in ids {
-        if rule.may_select(*id)
-            && table
-                .get(*id)
-                .is_some_and(|info| rule.subject.matches(&info.labels))
-        {
-            let list = rules_by_identity.entry(*id).or_default();
-            if let Err(at) = list.binary_search(&index) {
-                list.insert(at, index);
-            }
-            selected.insert(*id);
+    let place = |id: u32| {
+        let list = rules_by_identity.entry(id).or_default();
+        if let Err(at) = list.binary_search(&index) {
+            list.insert(at, index);
         }
+        selected.insert(id);
+    };
+    let indexed = (!rule.host)
+        .then(|| cache.select_indexed(&rule.subject, table))
+        .flatten();
+    match indexed {
+        // Every one of them matches the subject already.
+        Some(matching) => matching
+            .into_iter()
+            .filter(|id| rule.may_select(*id) && is_endpoint_identity(table, *id))
+            .for_each(place),
+        None => endpoint_ids
+            .get_or_insert_with(|| table.endpoint_identity.iter().copied().collect())
+            .iter()
+            .copied()
+            .filter(|id| {
+                rule.may_select(*id)
+                    && table
+                        .get(*id)
+                        .is_some_and(|info| rule.subject.matches(&info.labels))
+            })
+            .for_each(place),
+    }
+}
+
+/// Whether some endpoint of the table holds `identity`: an identity of
+/// endpoints lists its holders ([`holders`] checks that list against the
+/// scan in debug builds); any other is looked for.
+fn is_endpoint_identity(table: &IdentityTable, identity: u32) -> bool {
+    match table.get(identity).map(|info| &info.kind) {
+        Some(
+            IdentityKind::Endpoints { endpoints }
+            | IdentityKind::ReservedEndpoints { endpoints, .. },
+        ) => {
+            debug_assert_eq!(
+                !endpoints.is_empty(),
+                table.endpoint_identity.contains(&identity),
+                "the members of identity {identity}"
+            );
+            !endpoints.is_empty()
+        }
+        _ => table.endpoint_identity.contains(&identity),
     }
 }
 
@@ -4010,7 +4052,13 @@ fn index_filters(
 fn count_selectors(uses: &mut HashMap<Selector, usize>, rule: &PolicyRule, add: bool) {
     for selector in std::iter::once(&rule.subject).chain(rule.peers.iter().flatten()) {
         if add {
-            *uses.entry(selector.clone()).or_default() += 1;
+            // Cloned only when new: most insertions reuse selectors.
+            match uses.get_mut(selector) {
+                Some(n) => *n += 1,
+                None => {
+                    uses.insert(selector.clone(), 1);
+                }
+            }
         } else if let Some(n) = uses.get_mut(selector) {
             *n -= 1;
             if *n == 0 {
