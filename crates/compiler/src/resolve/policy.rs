@@ -362,17 +362,24 @@ impl SelectorCache {
 
     /// The identities of `table` that `selector` selects, through the
     /// label index, without interning the selector or counting the work;
-    /// `None` when the index is not up to date with `table` (it is not
-    /// built again for this: after an identity change that costs more
-    /// than the caller's own test) or no requirement of the selector can
-    /// use it ([`SelectionIndex::select_indexed`]). A session places one
-    /// new rule's subject with it, as `Resolver::new` places every rule's.
-    pub fn select_indexed(&self, selector: &Selector, table: &IdentityTable) -> Option<Vec<u32>> {
-        let index = self.index.as_ref()?;
-        if self.index_stale || !index.is_for(table) {
+    /// `None` when no requirement of the selector can use the index
+    /// ([`SelectionIndex::select_indexed`]), or when the index is not up
+    /// to date with `table` and `rebuild` is false. A session places one
+    /// new rule's subject with it, as `Resolver::new` places every rule's;
+    /// it asks for the index to be built again only when that reads about
+    /// as many identities as its own test would (after an identity change,
+    /// the next interning builds it anyway).
+    pub fn select_indexed(
+        &mut self,
+        selector: &Selector,
+        table: &IdentityTable,
+        rebuild: bool,
+    ) -> Option<Vec<u32>> {
+        let current = !self.index_stale && self.index.as_ref().is_some_and(|i| i.is_for(table));
+        if !current && !rebuild {
             return None;
         }
-        index.select_indexed(selector, table)
+        current_index(&mut self.index, &mut self.index_stale, table).select_indexed(selector, table)
     }
     /// Gives each selector of `moves` (`(old id, new id)`, a permutation
     /// of those ids) its new id, with its selection: a session numbers its

@@ -1474,7 +1474,7 @@ impl Session {
                 }
             }
             index_selected(
-                (&parts.cache, &model.table),
+                (&mut parts.cache, &model.table),
                 &mut parts.rules_by_identity,
                 (rule, index),
                 &mut endpoint_ids,
@@ -2126,13 +2126,21 @@ impl Session {
                 }
             }
         }
+        // A state is its ops folded (`Resolver::apply_ops`, or replayed
+        // from them), so its entries name only origins its ops name: the
+        // ops decide, and the states of the many endpoints no moved rule
+        // reaches are not read (at 10,000 such endpoints, reading each
+        // state was a third of a rule insertion).
         model.states.for_each_mut(|record| {
-            if record
+            let moves = record
                 .ops
                 .iter()
-                .any(|op| renumber.moves(&op.entry.origins))
-                || record.state.iter().any(|(_, e)| renumber.moves(&e.origins))
-            {
+                .any(|op| renumber.moves(&op.entry.origins));
+            debug_assert!(
+                moves || !record.state.iter().any(|(_, e)| renumber.moves(&e.origins)),
+                "a state entry names an origin none of its ops names"
+            );
+            if moves {
                 for op in &mut record.ops {
                     renumber.set(&mut op.entry.origins);
                 }
@@ -2151,7 +2159,7 @@ impl Session {
                 let at = list.partition_point(|i| *i < index);
                 list.insert(at, index);
                 index_selected(
-                    (&parts.cache, &model.table),
+                    (&mut parts.cache, &model.table),
                     &mut parts.rules_by_identity,
                     (rule, index),
                     &mut endpoint_ids,
@@ -3398,7 +3406,7 @@ fn push_index(route: &mut String, index: usize) {
 /// Other subjects test every endpoint identity (`endpoint_ids`, made
 /// here on first need, once for the caller's rules).
 fn index_selected(
-    (cache, table): (&SelectorCache, &IdentityTable),
+    (cache, table): (&mut SelectorCache, &IdentityTable),
     rules_by_identity: &mut BTreeMap<u32, Vec<usize>>,
     (rule, index): (&PolicyRule, usize),
     endpoint_ids: &mut Option<BTreeSet<u32>>,
@@ -3411,8 +3419,12 @@ fn index_selected(
         }
         selected.insert(id);
     };
+    // Building the index reads every identity of the table, the test
+    // below every endpoint's: worth it when those are about as many (not
+    // beside 65,535 CIDR identities).
+    let rebuild = table.identities.len() <= 2 * table.endpoint_identity.len();
     let indexed = (!rule.host)
-        .then(|| cache.select_indexed(&rule.subject, table))
+        .then(|| cache.select_indexed(&rule.subject, table, rebuild))
         .flatten();
     match indexed {
         // Every one of them matches the subject already.

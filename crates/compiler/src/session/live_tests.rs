@@ -877,6 +877,55 @@ fn inserted_and_removed_items_are_incremental() {
     }
 }
 
+/// Rules inserted after endpoints came and went, in a cluster of mostly
+/// endpoint identities: the subject of an inserted rule is placed through
+/// the label index, built again for it when an identity change left it
+/// out of date (`index_selected`), both in place and by the full load;
+/// every step equals the batch (`check`).
+#[test]
+fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
+    let item = |egress: bool, deny: bool, peer: u8, ports: u8| Item {
+        egress,
+        deny,
+        peer,
+        ports,
+    };
+    // Enough endpoints (each its own identity) that the table holds
+    // fewer than twice as many identities as endpoints.
+    let mut steps: Vec<Step> = (0..30u8)
+        .map(|n| Step::AddEndpoint(n, n % 3, n % 2, true))
+        .collect();
+    steps.extend([
+        Step::SetText(
+            0,
+            Text {
+                subject: 0,
+                items: vec![item(false, false, 3, 1), item(true, false, 1, 2)],
+            },
+        ),
+        Step::SetText(
+            1,
+            Text {
+                subject: 1,
+                items: vec![item(false, false, 0, 1)],
+            },
+        ),
+        // The index is out of date after each of these.
+        Step::AddEndpoint(30, 0, 1, true),
+        Step::InsertItem(0, 0, item(false, false, 2, 3)),
+        Step::RemoveEndpoint(4),
+        Step::InsertItem(1, 0, item(true, true, 4, 2)),
+        Step::AddEndpoint(31, 1, 0, false),
+        Step::InsertItem(0, 2, item(false, false, 1, 0)),
+        Step::RemoveItem(0, 0),
+        Step::InsertItem(0, 1, item(true, false, 8, 4)),
+    ]);
+    for reparse in [false, true] {
+        let (paths, _) = run_with(&steps, reparse);
+        assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
+    }
+}
+
 /// An item inserted into or removed from a long section (at least
 /// `PARALLEL_SHIFT_ITEMS` items after it): the re-parse's shift of the
 /// tree's later lines runs on another thread beside the move of the
