@@ -180,7 +180,8 @@ pub struct SelectorCache {
     /// Label indexes over the table (built on first use).
     index: Option<SelectionIndex>,
     /// The table changed since [`Self::index`] was built
-    /// ([`SelectorCache::forget_index`]): the next interning builds it again.
+    /// ([`SelectorCache::forget_index`]): the next interning builds it again
+    /// (or [`SelectorCache::select_indexed`], when asked to).
     index_stale: bool,
     /// Identities tested against selectors so far.
     work: u64,
@@ -350,7 +351,8 @@ impl SelectorCache {
     }
 
     /// Marks the label index out of date, so the next
-    /// [`SelectorCache::intern`] builds it from the table it is given: a
+    /// [`SelectorCache::intern`] (or [`SelectorCache::select_indexed`]
+    /// asked to rebuild) builds it from the table it is given: a
     /// table edited in place may keep its storage address and length, which
     /// the index cannot tell apart. The old index is dropped then, not
     /// here: freeing it (a map per label key over every identity) was most
@@ -375,12 +377,16 @@ impl SelectorCache {
         table: &IdentityTable,
         rebuild: bool,
     ) -> Option<Vec<u32>> {
+        if !SelectionIndex::can_answer(selector) {
+            return None;
+        }
         let current = !self.index_stale && self.index.as_ref().is_some_and(|i| i.is_for(table));
         if !current && !rebuild {
             return None;
         }
         current_index(&mut self.index, &mut self.index_stale, table).select_indexed(selector, table)
     }
+
     /// Gives each selector of `moves` (`(old id, new id)`, a permutation
     /// of those ids) its new id, with its selection: a session numbers its
     /// peer selectors again in place when a change makes their first uses

@@ -222,6 +222,15 @@ impl SelectionIndex {
         Some(matching(positions, selector, table))
     }
 
+    /// Whether [`SelectionIndex::select_indexed`] answers for `selector`:
+    /// some requirement is positive (`In`/`Exists`), whose candidates the
+    /// index holds. Asked before building an index only to be refused.
+    pub fn can_answer(selector: &Selector) -> bool {
+        selector
+            .requirements()
+            .any(|requirement| matches!(requirement.operator, Operator::In | Operator::Exists))
+    }
+
     /// The positions of the fewest candidates any positive requirement of
     /// `selector` gives (unsorted, maybe repeated); `None` without one.
     fn best_candidates(&self, selector: &Selector) -> Option<Vec<usize>> {
@@ -443,6 +452,7 @@ mod tests {
                 let positive = selector
                     .requirements()
                     .any(|r| matches!(r.operator, Operator::In | Operator::Exists));
+                prop_assert_eq!(SelectionIndex::can_answer(selector), positive, "{}", selector);
                 match index.select_indexed(selector, &table) {
                     Some(indexed) => prop_assert_eq!(indexed, brute, "{}", selector),
                     None => prop_assert!(!positive, "{}", selector),

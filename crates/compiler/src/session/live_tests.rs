@@ -880,8 +880,9 @@ fn inserted_and_removed_items_are_incremental() {
 /// Rules inserted after endpoints came and went, in a cluster of mostly
 /// endpoint identities: the subject of an inserted rule is placed through
 /// the label index, built again for it when an identity change left it
-/// out of date (`index_selected`), both in place and by the full load;
-/// every step equals the batch (`check`).
+/// out of date (`index_selected`; by the interning first when the rule
+/// brings a new peer, by the insertion itself when not), both in place
+/// and by the full load; every step equals the batch (`check`).
 #[test]
 fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
     let item = |egress: bool, deny: bool, peer: u8, ports: u8| Item {
@@ -919,6 +920,12 @@ fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
         Step::InsertItem(0, 2, item(false, false, 1, 0)),
         Step::RemoveItem(0, 0),
         Step::InsertItem(0, 1, item(true, false, 8, 4)),
+        // Peers already interned: nothing but the insertion builds the
+        // index again.
+        Step::AddEndpoint(32, 2, 1, true),
+        Step::InsertItem(1, 1, item(false, false, 0, 5)),
+        Step::RemoveEndpoint(7),
+        Step::InsertItem(0, 0, item(false, false, 3, 2)),
     ]);
     for reparse in [false, true] {
         let (paths, _) = run_with(&steps, reparse);
