@@ -226,9 +226,7 @@ impl SelectionIndex {
     /// some requirement is positive (`In`/`Exists`), whose candidates the
     /// index holds. Asked before building an index only to be refused.
     pub fn can_answer(selector: &Selector) -> bool {
-        selector
-            .requirements()
-            .any(|requirement| matches!(requirement.operator, Operator::In | Operator::Exists))
+        selector.requirements().any(is_positive)
     }
 
     /// The positions of the fewest candidates any positive requirement of
@@ -253,7 +251,7 @@ impl SelectionIndex {
     /// (`In`/`Exists`); `None` for a negative one, which absent labels
     /// satisfy.
     fn candidates(&self, requirement: &Requirement) -> Option<Vec<usize>> {
-        if !matches!(requirement.operator, Operator::In | Operator::Exists) {
+        if !is_positive(requirement) {
             return None;
         }
         let key = &requirement.key;
@@ -322,6 +320,12 @@ impl SelectionIndex {
             .map(|(_, _, position)| *position)
             .collect()
     }
+}
+
+/// Whether the index holds candidates for `requirement`: only labels
+/// present can satisfy `In`/`Exists`; absent labels satisfy the others.
+fn is_positive(requirement: &Requirement) -> bool {
+    matches!(requirement.operator, Operator::In | Operator::Exists)
 }
 
 /// The identities at `positions` (candidates of the index) that

@@ -3430,7 +3430,7 @@ fn index_selected(
         // Every one of them matches the subject already.
         Some(matching) => matching
             .into_iter()
-            .filter(|id| rule.may_select(*id) && is_endpoint_identity(table, *id))
+            .filter(|id| rule.may_select(*id) && !holders(table, *id).is_empty())
             .for_each(place),
         None => endpoint_ids
             .get_or_insert_with(|| table.endpoint_identity.iter().copied().collect())
@@ -3443,26 +3443,6 @@ fn index_selected(
                         .is_some_and(|info| rule.subject.matches(&info.labels))
             })
             .for_each(place),
-    }
-}
-
-/// Whether some endpoint of the table holds `identity`: an identity of
-/// endpoints lists its holders ([`holders`] checks that list against the
-/// scan in debug builds); any other is looked for.
-fn is_endpoint_identity(table: &IdentityTable, identity: u32) -> bool {
-    match table.get(identity).map(|info| &info.kind) {
-        Some(
-            IdentityKind::Endpoints { endpoints }
-            | IdentityKind::ReservedEndpoints { endpoints, .. },
-        ) => {
-            debug_assert_eq!(
-                !endpoints.is_empty(),
-                table.endpoint_identity.contains(&identity),
-                "the members of identity {identity}"
-            );
-            !endpoints.is_empty()
-        }
-        _ => table.endpoint_identity.contains(&identity),
     }
 }
 

@@ -570,12 +570,12 @@ fn shared_identities_out_of_name_order_stay_in_name_order() {
     }
 }
 
-/// The steps that were compiled in full.
 /// The path of each update (how it was computed), without its counts.
 fn update_paths(paths: &[(UpdatePath, usize, usize)]) -> Vec<UpdatePath> {
     paths.iter().map(|(path, _, _)| path.clone()).collect()
 }
 
+/// The steps that were compiled in full.
 fn full_steps(paths: &[(UpdatePath, usize, usize)]) -> Vec<usize> {
     paths
         .iter()
