@@ -1830,10 +1830,11 @@ impl Session {
     /// The text just pushed as the last of [`Self::texts`] added without a
     /// rebuild: its lowering (alone, origin ids after every other text's)
     /// is a block appended to the rules and origins ([`Self::move_block`]),
-    /// its findings and span appended too. `Ok(None)`, the model as it
-    /// was, when the text needs more than that: a log cookie or a CIDR
-    /// group (numbered or labelled across texts), a CIDR prefix no other
-    /// text has (a new CIDR identity), tier rules.
+    /// its findings and span appended too; a CIDR prefix no other text
+    /// has gets its CIDR identity ([`Self::gain_prefixes`]). `Ok(None)`,
+    /// the model as it was, when the text needs more than that: a log
+    /// cookie or a CIDR group (numbered or labelled across texts), tier
+    /// rules, a new prefix under `policy-cidr-match-mode: nodes`.
     fn append_text(&mut self) -> Result<Option<Update>, SessionError> {
         let Some(position) = self.texts.len().checked_sub(1) else {
             return Ok(None);
@@ -1859,10 +1860,16 @@ impl Session {
             return Ok(None);
         }
         let lowering = lower_text(text, &self.inventory, origins_at);
-        if lowering.has_log
-            || !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
-            || lowering.rules.iter().any(|rule| rule.tier.is_some())
-        {
+        if lowering.has_log || lowering.rules.iter().any(|rule| rule.tier.is_some()) {
+            return Ok(None);
+        }
+        let new_prefixes: Vec<IpNetwork> = lowering
+            .prefixes
+            .difference(&self.model.lowered.prefixes)
+            .copied()
+            .collect();
+        let gained = self.unallocated(&new_prefixes);
+        if !gained.is_empty() && !self.prefixes_incremental() {
             return Ok(None);
         }
         let n = lowering.rules.len();
@@ -1880,13 +1887,15 @@ impl Session {
                 origins: lowering.origins,
             },
         };
-        let Some(moving) = self.move_block(block) else {
+        let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
         self.model.lowered.diagnostics.extend(lowering.diagnostics);
+        self.model.lowered.prefixes.extend(new_prefixes);
         if let Some(spans) = &mut self.model.spans {
             spans.push(span);
         }
+        self.gain_prefixes(&mut moving.parts, &gained)?;
         self.debug_check_lowering();
         // The other origins only changed ids (the host allow's), which the
         // states' findings do not show.
@@ -1896,8 +1905,9 @@ impl Session {
     /// The text at `position`, just taken out of [`Self::texts`] (it had
     /// `span`), removed without a rebuild: its rules and origins are a
     /// block removed ([`Self::move_block`]), its findings and span taken
-    /// out. `Ok(None)`, the model as it was, when a CIDR prefix of it is in
-    /// no other text (its CIDR identity goes).
+    /// out; the CIDR identity of a prefix no other text names goes
+    /// ([`Self::lose_prefixes`]). `Ok(None)`, the model as it was, when
+    /// such a prefix goes under `policy-cidr-match-mode: nodes`.
     fn cut_text(&mut self, position: usize) -> Result<Option<Update>, SessionError> {
         let Some(spans) = self.model.spans.as_ref() else {
             return Ok(None);
@@ -1905,13 +1915,18 @@ impl Session {
         let Some(span) = spans.get(position).cloned() else {
             return Ok(None);
         };
-        let kept_elsewhere = span.prefixes.iter().all(|prefix| {
-            spans
-                .iter()
-                .enumerate()
-                .any(|(i, other)| i != position && other.prefixes.contains(prefix))
-        });
-        if !kept_elsewhere {
+        let gone: Vec<IpNetwork> = span
+            .prefixes
+            .iter()
+            .filter(|prefix| {
+                !spans
+                    .iter()
+                    .enumerate()
+                    .any(|(i, other)| i != position && other.prefixes.contains(prefix))
+            })
+            .copied()
+            .collect();
+        if !gone.is_empty() && !self.prefixes_incremental() {
             return Ok(None);
         }
         let block = Block {
@@ -1922,9 +1937,15 @@ impl Session {
                 origins: span.origins.len(),
             },
         };
-        let Some(moving) = self.move_block(block) else {
+        let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
+        let model = &mut self.model;
+        for prefix in &gone {
+            model.lowered.prefixes.remove(prefix);
+        }
+        let lost = self.unnamed(&gone);
+        self.lose_prefixes(&mut moving.parts, &lost);
         let model = &mut self.model;
         model.lowered.diagnostics.drain(span.diagnostics.clone());
         if let Some(spans) = &mut model.spans {
@@ -1943,6 +1964,130 @@ impl Session {
         // do not show; the states that showed a removed one are of the
         // identities its rules selected, folded again.
         self.finish_move(moving, (0, 0), false).map(Some)
+    }
+
+    /// Whether a change of the policies' CIDR prefixes may go the
+    /// incremental way: not under `policy-cidr-match-mode: nodes` (a node
+    /// address's identity carries the labels of the prefixes containing
+    /// it) nor with CIDR groups (their labels reach CIDR identities of
+    /// every text; a session with groups keeps no spans anyway).
+    fn prefixes_incremental(&self) -> bool {
+        !self.inventory.settings.policy_cidr_match_nodes
+            && self.model.lowered.cidr_groups.is_empty()
+    }
+
+    /// The CIDR identity prefixes (canonical, not `/0`, as the allocation
+    /// makes them) of the policy prefixes `added` that the table lacks, in
+    /// the allocation's order (IPv4 first, by address and length).
+    fn unallocated(&self, added: &[IpNetwork]) -> Vec<IpNetwork> {
+        let mut prefixes: Vec<IpNetwork> = added
+            .iter()
+            .map(|p| crate::labels::canonical_prefix(*p))
+            .filter(|p| p.prefix() != 0 && !self.model.table.cidr_identity.contains_key(p))
+            .collect();
+        prefixes.sort_by_key(|p| (p.is_ipv6(), p.network(), p.prefix()));
+        prefixes.dedup();
+        prefixes
+    }
+
+    /// The CIDR identity prefixes of the policy prefixes `removed` (no
+    /// longer in the model's lowering) that no remaining policy prefix
+    /// gives (another text may write the same prefix with host bits set).
+    fn unnamed(&self, removed: &[IpNetwork]) -> Vec<IpNetwork> {
+        let mut gone: BTreeSet<IpNetwork> = removed
+            .iter()
+            .map(|p| crate::labels::canonical_prefix(*p))
+            .filter(|p| p.prefix() != 0)
+            .collect();
+        if gone.is_empty() {
+            return Vec::new();
+        }
+        for prefix in &self.model.lowered.prefixes {
+            gone.remove(&crate::labels::canonical_prefix(*prefix));
+        }
+        gone.into_iter().collect()
+    }
+
+    /// New CIDR identities for `prefixes` (from [`Self::unallocated`]),
+    /// numbered as the allocation numbers a prefix when every other holds
+    /// its number as a given one (the lowest free local number; pinned in
+    /// the inventory, as a full build pins every prefix's). Each joins the
+    /// selections that select it, as a new endpoint identity does
+    /// ([`Self::add_endpoint_incrementally`]); the states those selections
+    /// reach are made again in full by the refold that follows
+    /// ([`Model::reordered`]), so that one difference covers both the
+    /// moved rules and the new identities. `parts`: the resolver parts a
+    /// block move holds (its new rules' selectors already interned).
+    fn gain_prefixes(
+        &mut self,
+        parts: &mut ResolverParts,
+        prefixes: &[IpNetwork],
+    ) -> Result<(), SessionError> {
+        if prefixes.is_empty() {
+            return Ok(());
+        }
+        let model = &mut self.model;
+        let mut gained: Vec<SelectorId> = Vec::new();
+        for prefix in prefixes {
+            let given = model.table.cidr_identity.len() + 1;
+            let exhausted = || CompileError::RangeExhausted {
+                range: crate::error::IdentityRange::Cidr,
+                given,
+                limit: Identity::MAX_INDEX as usize,
+            };
+            let number = model.table.free_cidr_number().ok_or_else(exhausted)?;
+            let id = model
+                .table
+                .insert_cidr(*prefix, number)
+                .ok_or_else(exhausted)?;
+            self.inventory.cidr_identities.insert(*prefix, id);
+            let Some(info) = model.table.get(id) else {
+                continue;
+            };
+            for selector in model.peer_index.matching(&parts.cache, &info.labels) {
+                let before = parts.cache.selection(selector).len();
+                parts.cache.add_to_selection(selector, id);
+                let after = parts.cache.selection(selector).len();
+                KeptBound::selection_changed(&mut model.bounds, selector, before, after);
+                gained.push(selector);
+            }
+        }
+        parts.cache.forget_index();
+        gained.sort_unstable();
+        gained.dedup();
+        model.reordered.extend(model.states.reached_by(&gained));
+        self.limits
+            .check_identity_work(model.selector_uses.len(), model.table.identities.len())?;
+        Ok(())
+    }
+
+    /// The CIDR identities of `prefixes` (from [`Self::unnamed`]) go: out
+    /// of the table, the inventory's pins and every selection; the states
+    /// those selections reach are made again in full by the refold that
+    /// follows, as for [`Self::gain_prefixes`].
+    fn lose_prefixes(&mut self, parts: &mut ResolverParts, prefixes: &[IpNetwork]) {
+        if prefixes.is_empty() {
+            return;
+        }
+        let model = &mut self.model;
+        let mut lost: Vec<SelectorId> = Vec::new();
+        for prefix in prefixes {
+            let Some((id, labels)) = model.table.remove_cidr(*prefix) else {
+                continue;
+            };
+            self.inventory.cidr_identities.remove(prefix);
+            for selector in model.peer_index.matching(&parts.cache, &labels) {
+                let before = parts.cache.selection(selector).len();
+                parts.cache.remove_from_selection(selector, id);
+                let after = parts.cache.selection(selector).len();
+                KeptBound::selection_changed(&mut model.bounds, selector, before, after);
+                lost.push(selector);
+            }
+        }
+        parts.cache.forget_index();
+        lost.sort_unstable();
+        lost.dedup();
+        model.reordered.extend(model.states.reached_by(&lost));
     }
 
     /// Debug builds: the model's lowering is the whole lowering of the
@@ -3988,6 +4133,9 @@ fn build(
             endpoint.identity = Some(id);
         }
     }
+    // And the CIDR identities' (a prefix added later takes a free number
+    // instead of renumbering those after it, `Session::gain_prefixes`).
+    inventory.cidr_identities = table.cidr_identity.clone();
     let numbers = IdentityNumbers::new(&table);
     let names = EndpointNames::new(&inventory.endpoints);
     Ok((

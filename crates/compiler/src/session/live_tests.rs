@@ -26,7 +26,7 @@ struct Item {
     deny: bool,
     /// 0..3: app=a/b/c, 3..5: tier=web/db, 5: every pod of the namespace,
     /// 6: a CIDR, 7: world, 8: no L3 peer (identity 0), or `all` without
-    /// ports.
+    /// ports, 9: a CIDR inside 6's, 10: a CIDR sorted before 6's.
     peer: u8,
     /// 0: L3 only, 1..4: a port, 4: a range, 5: an HTTP rule on 80.
     ports: u8,
@@ -92,6 +92,8 @@ fn peer_yaml(out: &mut String, item: &Item) {
         5 => writeln!(out, "    - {endpoints}: [{{}}]"),
         6 => writeln!(out, "    - {cidr}: [192.0.2.0/24]"),
         7 => writeln!(out, "    - {entities}: [world]"),
+        9 => writeln!(out, "    - {cidr}: [192.0.2.128/25]"),
+        10 => writeln!(out, "    - {cidr}: [10.0.0.0/8]"),
         // No L3 peer: the wildcard selector (identity 0 keys).
         _ if item.ports > 0 => writeln!(out, "    -"),
         _ => writeln!(out, "    - {entities}: [all]"),
@@ -170,7 +172,7 @@ fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
 }
 
 fn item() -> impl Strategy<Value = Item> {
-    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8)];
+    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..11];
     (any::<bool>(), prop::bool::weighted(0.3), peer, 0u8..6).prop_map(
         |(egress, deny, peer, ports)| Item {
             egress,
@@ -1078,11 +1080,111 @@ fn texts_added_and_removed_are_incremental() {
         Step::RemoveText(3),
     ];
     let paths = run(&steps);
-    assert_eq!(full_steps(&paths), vec![0, 9, 12], "{paths:?}");
+    assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
     let lowered: Vec<usize> = paths[3..9].iter().map(|(_, n, _)| *n).collect();
     assert_eq!(lowered, vec![2, 2, 2, 0, 1, 0], "{paths:?}");
     let (in_place, _) = run_with(&steps, true);
     assert_eq!(update_paths(&in_place), update_paths(&paths));
+}
+
+/// Texts bringing CIDR prefixes no other text has, and their removal, go
+/// the incremental way (`Session::gain_prefixes`, `Session::lose_prefixes`):
+/// a prefix sorted before the others takes the lowest free number instead
+/// of renumbering them (the session pins every prefix's number in its
+/// inventory, which the batch honours), a prefix inside another joins
+/// that prefix's and world's selections (the states they reach are made
+/// again), a removed prefix frees its number for the next one; every step
+/// equals the batch (`check`).
+#[test]
+fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
+    let limits = LoadLimits::default();
+    let item = |peer: u8, ports: u8| Item {
+        egress: true,
+        deny: false,
+        peer,
+        ports,
+    };
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+    let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
+    let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
+    let steps: Vec<(u8, Option<Text>, Vec<(&str, u32)>)> = vec![
+        // app=b to 192.0.2.0/24 on 80 and to world on 443.
+        (
+            0,
+            Some(Text {
+                subject: 1,
+                items: vec![item(6, 1), item(7, 2)],
+            }),
+            vec![("192.0.2.0/24", 1)],
+        ),
+        // 10.0.0.0/8 sorts first: the batch alone would number it 1.
+        // (app=c's world peer selects every CIDR identity to come.)
+        (
+            1,
+            Some(Text {
+                subject: 2,
+                items: vec![item(10, 3), item(7, 1)],
+            }),
+            vec![("10.0.0.0/8", 2), ("192.0.2.0/24", 1)],
+        ),
+        // Inside text 0's /24: app=b's state gains it twice (its /24 and
+        // world peers).
+        (
+            2,
+            Some(Text {
+                subject: 0,
+                items: vec![item(9, 1)],
+            }),
+            vec![
+                ("10.0.0.0/8", 2),
+                ("192.0.2.0/24", 1),
+                ("192.0.2.128/25", 3),
+            ],
+        ),
+        // The /24 goes (out of app=c's world peer too); its number is
+        // free again.
+        (0, None, vec![("10.0.0.0/8", 2), ("192.0.2.128/25", 3)]),
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(6, 2)],
+            }),
+            vec![
+                ("10.0.0.0/8", 2),
+                ("192.0.2.0/24", 1),
+                ("192.0.2.128/25", 3),
+            ],
+        ),
+        (1, None, vec![("192.0.2.0/24", 1), ("192.0.2.128/25", 3)]),
+    ];
+    for (n, text, numbers) in steps {
+        let name = format!("t{n}");
+        let update = match text {
+            Some(text) => {
+                let yaml = text_yaml(n, &text);
+                session
+                    .set_policy(&name, load_str(&format!("{name}.yaml"), &yaml, &limits))
+                    .unwrap()
+            }
+            None => session.remove_policy(&name).unwrap().unwrap(),
+        };
+        assert_eq!(update.path, UpdatePath::Incremental, "{name}");
+        before = check(&session, &update, &before, &mut mirror);
+        let expected: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = numbers
+            .into_iter()
+            .map(|(p, n)| (net(p), local(n)))
+            .collect();
+        assert_eq!(session.inventory().cidr_identities, expected, "{name}");
+        let ipcache: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = session
+            .compiled()
+            .ipcache
+            .iter()
+            .filter(|entry| expected.contains_key(&entry.prefix))
+            .map(|entry| (entry.prefix, entry.identity))
+            .collect();
+        assert_eq!(ipcache, expected, "{name}");
+    }
 }
 
 /// A session, its last states and their mirror (`check`).
