@@ -1107,7 +1107,9 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
     let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
     let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
     let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
-    let steps: Vec<(u8, Option<Text>, Vec<(&str, u32)>)> = vec![
+    // (text, its new content or its removal, the CIDR numbers after).
+    type CidrStep = (u8, Option<Text>, Vec<(&'static str, u32)>);
+    let steps: Vec<CidrStep> = vec![
         // app=b to 192.0.2.0/24 on 80 and to world on 443.
         (
             0,
