@@ -1341,6 +1341,11 @@ impl Session {
             Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
+        let prefixes_incremental = self.prefixes_incremental();
+        // The policy prefixes the text gave up and took up, when its
+        // prefixes changed (the whole-text path only: an item with
+        // prefixes is never lowered alone, `super::items`).
+        let mut prefix_change: Option<(Vec<IpNetwork>, Vec<IpNetwork>)> = None;
         let model = &mut self.model;
         if let Some(items) = items {
             // Lines moved: every other item's origin is the same but for
@@ -1391,9 +1396,40 @@ impl Session {
             if lowering.has_log
                 || lowering.rules.len() != span.rules.len()
                 || lowering.origins.len() != span.origins.len()
-                || lowering.prefixes != span.prefixes
+                || (lowering.prefixes != span.prefixes && !prefixes_incremental)
             {
                 return Ok(None);
+            }
+            if lowering.prefixes != span.prefixes {
+                // The policy prefixes no other text names that the text
+                // gave up or took up; their CIDR identities go and come
+                // after the rules' peers are interned (below).
+                let spans = model.spans.as_deref().unwrap_or_default();
+                let elsewhere = |prefix: &IpNetwork| {
+                    spans
+                        .iter()
+                        .enumerate()
+                        .any(|(i, other)| i != position && other.prefixes.contains(prefix))
+                };
+                let dropped: Vec<IpNetwork> = span
+                    .prefixes
+                    .difference(&lowering.prefixes)
+                    .filter(|prefix| !elsewhere(prefix))
+                    .copied()
+                    .collect();
+                let taken: Vec<IpNetwork> = lowering
+                    .prefixes
+                    .difference(&model.lowered.prefixes)
+                    .copied()
+                    .collect();
+                for prefix in &dropped {
+                    model.lowered.prefixes.remove(prefix);
+                }
+                model.lowered.prefixes.extend(taken.iter().copied());
+                if let Some(spans) = &mut model.spans {
+                    spans[position].prefixes = lowering.prefixes.clone();
+                }
+                prefix_change = Some((dropped, taken));
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -1486,6 +1522,17 @@ impl Session {
         if peers_changed && !model.renumber_selectors(&mut parts) {
             model.parts = parts;
             return Ok(None);
+        }
+        if let Some((dropped, taken)) = prefix_change {
+            // Out first: a number freed is the lowest free one for a new
+            // prefix, as in the allocation (which ignores unnamed pins).
+            let lost = self.unnamed(&dropped);
+            self.lose_prefixes(&mut parts, &lost);
+            let gained = self.unallocated(&taken);
+            if let Err(e) = self.gain_prefixes(&mut parts, &gained) {
+                self.model.parts = parts;
+                return Err(e);
+            }
         }
 
         // (The callers check the lowering against the texts when lines

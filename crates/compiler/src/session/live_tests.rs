@@ -191,7 +191,7 @@ fn text() -> impl Strategy<Value = Text> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
-        4 => (0u8..3, 0usize..4, prop_oneof![0u8..6, 7u8..9], 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
+        4 => (0u8..3, 0usize..4, 0u8..11, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
         3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
         2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
@@ -1093,8 +1093,9 @@ fn texts_added_and_removed_are_incremental() {
 /// of renumbering them (the session pins every prefix's number in its
 /// inventory, which the batch honours), a prefix inside another joins
 /// that prefix's and world's selections (the states they reach are made
-/// again), a removed prefix frees its number for the next one; every step
-/// equals the batch (`check`).
+/// again), a removed prefix frees its number for the next one, also within
+/// one change of a text (`Session::replace_text`); every step equals the
+/// batch (`check`).
 #[test]
 fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
     let limits = LoadLimits::default();
@@ -1159,6 +1160,16 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
             ],
         ),
         (1, None, vec![("192.0.2.0/24", 1), ("192.0.2.128/25", 3)]),
+        // A one-rule change from the /24 to 10.0.0.0/8: the /24's number
+        // is freed first, so the new prefix takes it.
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
     ];
     for (n, text, numbers) in steps {
         let name = format!("t{n}");
