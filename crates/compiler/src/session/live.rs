@@ -1427,7 +1427,7 @@ impl Session {
                 }
                 model.lowered.prefixes.extend(taken.iter().copied());
                 if let Some(spans) = &mut model.spans {
-                    spans[position].prefixes = lowering.prefixes.clone();
+                    spans[position].prefixes.clone_from(&lowering.prefixes);
                 }
                 prefix_change = Some((dropped, taken));
             }
