@@ -27,8 +27,10 @@
 //! and model it replaced, and when no line moved that item is the only one
 //! lowered again.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 
+use ipnetwork::IpNetwork;
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
@@ -36,7 +38,7 @@ use porin_model::reparse::{ItemAt, common_prefix, common_suffix, has_lone_cr, ne
 use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
 use crate::inventory::Inventory;
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower_cilium_item};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower, lower_cilium_item};
 use crate::resolve::rule::PolicyRule;
 
 /// One re-lowered item: its position in the text's span (rule and origin
@@ -46,6 +48,9 @@ pub(super) struct ItemLowering {
     pub position: usize,
     pub rule: PolicyRule,
     pub origin: Origin,
+    /// The item's policy prefixes (an inserted item only: a changed item
+    /// has none, [`simple`]).
+    pub prefixes: BTreeSet<IpNetwork>,
 }
 
 /// An item that may differ between the two texts: its document (index in
@@ -137,7 +142,12 @@ pub(super) fn changed_items(
         if !simple(&before) {
             return None;
         }
-        out.push(finish(lower_at(new, &c, inventory), &c, origin_start)?);
+        out.push(finish(
+            lower_at(new, &c, inventory),
+            &c,
+            origin_start,
+            false,
+        )?);
     }
     Some(ChangedItems {
         items: out,
@@ -167,17 +177,31 @@ fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowe
 /// An item lowered to exactly one rule and origin, with nothing the
 /// text shares (diagnostics, CIDR prefixes, log cookies).
 fn simple(l: &Lowered) -> bool {
-    l.rules.len() == 1
-        && l.origins.len() == 1
-        && l.diagnostics.is_empty()
-        && l.prefixes.is_empty()
-        && l.cookies.is_empty()
+    l.prefixes.is_empty() && movable(l)
+}
+
+/// [`simple`] but for CIDR prefixes, which an item inserted or removed
+/// may name: the text's prefix set then gains the item's, or loses those
+/// no other item names, which the session works out
+/// (`Session::move_item`). An item changed in place must be [`simple`]:
+/// the session's path for it keeps the text's prefix set.
+fn movable(l: &Lowered) -> bool {
+    l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty() && l.cookies.is_empty()
 }
 
 /// The item's lowering with its ids moved to where it sits in the span;
-/// `None` unless it is [`simple`].
-fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<ItemLowering> {
-    if !simple(&after) {
+/// `None` unless it is [`simple`] (or [`movable`], with `moved`).
+fn finish(
+    mut after: Lowered,
+    c: &Candidate,
+    origin_start: usize,
+    moved: bool,
+) -> Option<ItemLowering> {
+    if !(if moved {
+        movable(&after)
+    } else {
+        simple(&after)
+    }) {
         return None;
     }
     let id = u32::try_from(origin_start + c.position).ok()?;
@@ -189,6 +213,7 @@ fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<Item
         position: c.position,
         rule,
         origin,
+        prefixes: after.prefixes,
     })
 }
 
@@ -229,7 +254,7 @@ impl EditedItem {
         // The session compares it with the rule and origin it holds.
         let after = lower_at(outcome, &self.candidate, inventory);
         Some(ChangedItems {
-            items: vec![finish(after, &self.candidate, origin_start)?],
+            items: vec![finish(after, &self.candidate, origin_start, false)?],
             compared: Compared::Edited,
             lines,
         })
@@ -326,13 +351,19 @@ impl MovedByEdit {
         let start = c.position + usize::from(self.inserted);
         let reindexed = start..start + new_len.checked_sub(c.index + usize::from(self.inserted))?;
         let inserted = if self.inserted {
-            Some(finish(lower_at(outcome, c, inventory), c, origin_start)?)
+            Some(finish(
+                lower_at(outcome, c, inventory),
+                c,
+                origin_start,
+                true,
+            )?)
         } else {
             None
         };
         Some(MovedItem {
             position: c.position,
             inserted,
+            remaining: None,
             reindexed,
             lines,
             compared: 0,
@@ -506,6 +537,12 @@ pub(super) struct MovedItem {
     /// The inserted item, lowered (its origin id `origin_start +
     /// position`); `None` for a removal.
     pub inserted: Option<ItemLowering>,
+    /// For a removed item that named CIDR prefixes, the text's prefix
+    /// set after the removal (the removed item's prefixes that another
+    /// item names stay); `None` for any other move. An in-place edit
+    /// (`MovedByEdit`) cannot lower the text beside its shift, so such a
+    /// removal is refused there ([`simple`]).
+    pub remaining: Option<BTreeSet<IpNetwork>>,
     /// The new span positions of the items after it in its section: their
     /// index (and so their route) moved by one.
     pub reindexed: Range<usize>,
@@ -581,21 +618,29 @@ pub(super) fn moved_item(
     let new_len = section_len(new)?;
     let start = candidate.position + usize::from(inserted);
     let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
-    let lowering = if inserted {
-        Some(finish(
+    let (lowering, remaining) = if inserted {
+        let item = finish(
             lower_at(new, &candidate, inventory),
             &candidate,
             origin_start,
-        )?)
+            true,
+        )?;
+        (Some(item), None)
     } else {
-        if !simple(&lower_at(old, &candidate, inventory)) {
+        let removed = lower_at(old, &candidate, inventory);
+        if !movable(&removed) {
             return None;
         }
-        None
+        // Which of its prefixes the text still names: the new text's
+        // whole prefix set (lowered for it alone, only then).
+        let remaining = (!removed.prefixes.is_empty())
+            .then(|| lower(&PolicyInput::from_outcome(new), inventory).prefixes);
+        (None, remaining)
     };
     Some(MovedItem {
         position: candidate.position,
         inserted: lowering,
+        remaining,
         reindexed,
         lines: Lines::Read(lines),
         compared: items,

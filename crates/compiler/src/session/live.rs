@@ -1342,10 +1342,9 @@ impl Session {
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
-        // The policy prefixes the text gave up and took up, when its
-        // prefixes changed (the whole-text path only: an item with
-        // prefixes is never lowered alone, `super::items`).
-        let mut prefix_change: Option<(Vec<IpNetwork>, Vec<IpNetwork>)> = None;
+        // The text's new prefix set, when it changed (the whole-text path
+        // only: an item changed in place names none, `super::items`).
+        let mut prefix_change: Option<BTreeSet<IpNetwork>> = None;
         let model = &mut self.model;
         if let Some(items) = items {
             // Lines moved: every other item's origin is the same but for
@@ -1401,35 +1400,9 @@ impl Session {
                 return Ok(None);
             }
             if lowering.prefixes != span.prefixes {
-                // The policy prefixes no other text names that the text
-                // gave up or took up; their CIDR identities go and come
-                // after the rules' peers are interned (below).
-                let spans = model.spans.as_deref().unwrap_or_default();
-                let elsewhere = |prefix: &IpNetwork| {
-                    spans
-                        .iter()
-                        .enumerate()
-                        .any(|(i, other)| i != position && other.prefixes.contains(prefix))
-                };
-                let dropped: Vec<IpNetwork> = span
-                    .prefixes
-                    .difference(&lowering.prefixes)
-                    .filter(|prefix| !elsewhere(prefix))
-                    .copied()
-                    .collect();
-                let taken: Vec<IpNetwork> = lowering
-                    .prefixes
-                    .difference(&model.lowered.prefixes)
-                    .copied()
-                    .collect();
-                for prefix in &dropped {
-                    model.lowered.prefixes.remove(prefix);
-                }
-                model.lowered.prefixes.extend(taken.iter().copied());
-                if let Some(spans) = &mut model.spans {
-                    spans[position].prefixes.clone_from(&lowering.prefixes);
-                }
-                prefix_change = Some((dropped, taken));
+                // Their CIDR identities follow once the rules' peers are
+                // interned (below).
+                prefix_change = Some(lowering.prefixes.clone());
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -1523,13 +1496,16 @@ impl Session {
             model.parts = parts;
             return Ok(None);
         }
-        if let Some((dropped, taken)) = prefix_change {
-            // Out first: a number freed is the lowest free one for a new
-            // prefix, as in the allocation (which ignores unnamed pins).
-            let lost = self.unnamed(&dropped);
-            self.lose_prefixes(&mut parts, &lost);
-            let gained = self.unallocated(&taken);
-            if let Err(e) = self.gain_prefixes(&mut parts, &gained) {
+        if let Some(prefixes) = prefix_change {
+            let changed = self
+                .change_text_prefixes(position, &mut parts, prefixes)
+                .and_then(|()| {
+                    let model = &self.model;
+                    Ok(self
+                        .limits
+                        .check_lowered(&model.lowered.rules, model.lowered.prefixes.len())?)
+                });
+            if let Err(e) = changed {
                 self.model.parts = parts;
                 return Err(e);
             }
@@ -1807,6 +1783,19 @@ impl Session {
         {
             return Ok(None);
         }
+        // The text's prefix set after the move, when it changes: the
+        // inserted item's prefixes join it; a removed item's go unless
+        // another item names them (`MovedItem::remaining`).
+        let text_prefixes = match (&moved.inserted, &moved.remaining) {
+            (Some(item), _) if !item.prefixes.is_subset(&span.prefixes) => {
+                Some(span.prefixes.union(&item.prefixes).copied().collect())
+            }
+            (None, Some(remaining)) if *remaining != span.prefixes => Some(remaining.clone()),
+            _ => None,
+        };
+        if text_prefixes.is_some() && !self.prefixes_incremental() {
+            return Ok(None);
+        }
         let change = match moved.inserted {
             Some(item) => BlockChange::Insert {
                 rules: vec![item.rule],
@@ -1822,9 +1811,15 @@ impl Session {
             origins_at: span.origins.start + moved.position,
             change,
         };
-        let Some(moving) = self.move_block(block) else {
+        let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
+        if let Some(prefixes) = text_prefixes
+            && let Err(e) = self.change_text_prefixes(position, &mut moving.parts, prefixes)
+        {
+            self.model.parts = moving.parts;
+            return Err(e);
+        }
         let model = &mut self.model;
         // The text's origins after the change: their lines, and the index
         // and route of the items after it in its section.
@@ -1910,13 +1905,9 @@ impl Session {
         if lowering.has_log || lowering.rules.iter().any(|rule| rule.tier.is_some()) {
             return Ok(None);
         }
-        let new_prefixes: Vec<IpNetwork> = lowering
-            .prefixes
-            .difference(&self.model.lowered.prefixes)
-            .copied()
-            .collect();
-        let gained = self.unallocated(&new_prefixes);
-        if !gained.is_empty() && !self.prefixes_incremental() {
+        if !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
+            && !self.prefixes_incremental()
+        {
             return Ok(None);
         }
         let n = lowering.rules.len();
@@ -1924,7 +1915,8 @@ impl Session {
             rules: rules_at..rules_at + n,
             origins: origins_at..origins_at + lowering.origins.len(),
             diagnostics: diagnostics_at..diagnostics_at + lowering.diagnostics.len(),
-            prefixes: lowering.prefixes,
+            // Set below, with the model's (`Self::change_text_prefixes`).
+            prefixes: BTreeSet::new(),
         };
         let block = Block {
             rules_at,
@@ -1938,11 +1930,13 @@ impl Session {
             return Ok(None);
         };
         self.model.lowered.diagnostics.extend(lowering.diagnostics);
-        self.model.lowered.prefixes.extend(new_prefixes);
         if let Some(spans) = &mut self.model.spans {
             spans.push(span);
         }
-        self.gain_prefixes(&mut moving.parts, &gained)?;
+        if let Err(e) = self.change_text_prefixes(position, &mut moving.parts, lowering.prefixes) {
+            self.model.parts = moving.parts;
+            return Err(e);
+        }
         self.debug_check_lowering();
         // The other origins only changed ids (the host allow's), which the
         // states' findings do not show.
@@ -1962,18 +1956,13 @@ impl Session {
         let Some(span) = spans.get(position).cloned() else {
             return Ok(None);
         };
-        let gone: Vec<IpNetwork> = span
-            .prefixes
-            .iter()
-            .filter(|prefix| {
-                !spans
-                    .iter()
-                    .enumerate()
-                    .any(|(i, other)| i != position && other.prefixes.contains(prefix))
-            })
-            .copied()
-            .collect();
-        if !gone.is_empty() && !self.prefixes_incremental() {
+        let names_alone = span.prefixes.iter().any(|prefix| {
+            !spans
+                .iter()
+                .enumerate()
+                .any(|(i, other)| i != position && other.prefixes.contains(prefix))
+        });
+        if names_alone && !self.prefixes_incremental() {
             return Ok(None);
         }
         let block = Block {
@@ -1987,12 +1976,11 @@ impl Session {
         let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
-        let model = &mut self.model;
-        for prefix in &gone {
-            model.lowered.prefixes.remove(prefix);
+        // Its prefixes go first, while its span is there to empty.
+        if let Err(e) = self.change_text_prefixes(position, &mut moving.parts, BTreeSet::new()) {
+            self.model.parts = moving.parts;
+            return Err(e);
         }
-        let lost = self.unnamed(&gone);
-        self.lose_prefixes(&mut moving.parts, &lost);
         let model = &mut self.model;
         model.lowered.diagnostics.drain(span.diagnostics.clone());
         if let Some(spans) = &mut model.spans {
@@ -2011,6 +1999,42 @@ impl Session {
         // do not show; the states that showed a removed one are of the
         // identities its rules selected, folded again.
         self.finish_move(moving, (0, 0), false).map(Some)
+    }
+
+    /// The text at `position` now names the policy prefixes `prefixes`:
+    /// its span and the model's prefix set follow, the CIDR identities of
+    /// prefixes no text names any more go ([`Self::lose_prefixes`]), then
+    /// those of prefixes no text named come ([`Self::gain_prefixes`]: a
+    /// number just freed is the lowest free one, as in the allocation,
+    /// which ignores a pin no policy names). `parts`: as the caller holds
+    /// them, the changed rules' peers interned.
+    fn change_text_prefixes(
+        &mut self,
+        position: usize,
+        parts: &mut ResolverParts,
+        prefixes: BTreeSet<IpNetwork>,
+    ) -> Result<(), SessionError> {
+        let model = &mut self.model;
+        let Some(spans) = &mut model.spans else {
+            return Ok(());
+        };
+        let old = std::mem::replace(&mut spans[position].prefixes, prefixes);
+        let spans = &spans[..];
+        let named = |prefix: &IpNetwork| spans.iter().any(|span| span.prefixes.contains(prefix));
+        let dropped: Vec<IpNetwork> = old.iter().filter(|p| !named(p)).copied().collect();
+        let taken: Vec<IpNetwork> = spans[position]
+            .prefixes
+            .difference(&model.lowered.prefixes)
+            .copied()
+            .collect();
+        for prefix in &dropped {
+            model.lowered.prefixes.remove(prefix);
+        }
+        model.lowered.prefixes.extend(taken.iter().copied());
+        let lost = self.unnamed(&dropped);
+        self.lose_prefixes(parts, &lost);
+        let gained = self.unallocated(&taken);
+        self.gain_prefixes(parts, &gained)
     }
 
     /// Whether a change of the policies' CIDR prefixes may go the

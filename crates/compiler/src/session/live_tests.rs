@@ -1041,8 +1041,8 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
 /// Whole texts added and removed (`Session::append_text`,
 /// `Session::cut_text`) go the incremental way, a removal in the middle
 /// moving every later text's rules and origins, and every step equals the
-/// batch (`check`); a text whose CIDR prefix no other text has is added
-/// and removed in full (its CIDR identity comes and goes).
+/// batch (`check`), a text whose CIDR prefix no other text has too (its
+/// CIDR identity comes and goes with it).
 #[test]
 fn texts_added_and_removed_are_incremental() {
     let item = |egress: bool, deny: bool, peer: u8, ports: u8| Item {
@@ -1072,8 +1072,8 @@ fn texts_added_and_removed_are_incremental() {
         Step::RemoveText(1),
         Step::SetText(1, text(0, vec![item(true, false, 8, 1)])),
         Step::RemoveText(0),
-        // A new CIDR prefix: in full; the same prefix again: incremental;
-        // one of the two removed: incremental; the last: in full.
+        // A new CIDR prefix (its identity comes), the same prefix again,
+        // one of the two removed, the last (its identity goes).
         Step::SetText(0, text(1, vec![item(true, false, 6, 1)])),
         Step::SetText(3, text(2, vec![item(false, false, 6, 0)])),
         Step::RemoveText(0),
@@ -1094,8 +1094,9 @@ fn texts_added_and_removed_are_incremental() {
 /// inventory, which the batch honours), a prefix inside another joins
 /// that prefix's and world's selections (the states they reach are made
 /// again), a removed prefix frees its number for the next one, also within
-/// one change of a text (`Session::replace_text`); every step equals the
-/// batch (`check`).
+/// one change of a text (`Session::replace_text`); a rule item with a new
+/// prefix inserted and removed moves as one block (`Session::move_item`);
+/// every step equals the batch (`check`).
 #[test]
 fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
     let limits = LoadLimits::default();
@@ -1170,7 +1171,30 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
             }),
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
+        // A rule item with the /24 inserted before it (`Session::move_item`)
+        // takes the lowest free number, then removed again.
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(6, 1), item(10, 2)],
+            }),
+            vec![
+                ("10.0.0.0/8", 1),
+                ("192.0.2.0/24", 2),
+                ("192.0.2.128/25", 3),
+            ],
+        ),
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
     ];
+    let mut lowered = Vec::new();
     for (n, text, numbers) in steps {
         let name = format!("t{n}");
         let update = match text {
@@ -1183,6 +1207,7 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
             None => session.remove_policy(&name).unwrap().unwrap(),
         };
         assert_eq!(update.path, UpdatePath::Incremental, "{name}");
+        lowered.push(update.rules_lowered);
         before = check(&session, &update, &before, &mut mirror);
         let expected: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = numbers
             .into_iter()
@@ -1198,6 +1223,8 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
             .collect();
         assert_eq!(ipcache, expected, "{name}");
     }
+    // The item inserted is the one item lowered, its removal lowers none.
+    assert_eq!(lowered[lowered.len() - 2..], [1, 0], "{lowered:?}");
 }
 
 /// A session, its last states and their mirror (`check`).
