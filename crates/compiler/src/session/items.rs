@@ -156,6 +156,25 @@ pub(super) fn changed_items(
     })
 }
 
+/// The policy prefixes of the whole text `outcome`, lowered without
+/// locating anything in its trees (prefixes read no position): safe on an
+/// in-place edit's outcome whose later positions have not moved yet
+/// (`MovedByEdit::finish`).
+fn text_prefixes(outcome: &LoadOutcome, inventory: &Inventory) -> BTreeSet<IpNetwork> {
+    let inputs: Vec<PolicyInput<'_>> = outcome
+        .documents
+        .iter()
+        .map(|doc| PolicyInput {
+            file: &doc.file,
+            document: doc.index,
+            item: doc.item,
+            policy: &doc.doc,
+            source: None,
+        })
+        .collect();
+    lower(&inputs, inventory).prefixes
+}
+
 /// The lowering of candidate `c`'s item in `outcome`.
 fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowered {
     let doc = &outcome.documents[c.doc];
@@ -310,11 +329,14 @@ fn candidate_at(outcome: &LoadOutcome, at: ItemAt, items: usize, end: bool) -> O
 pub(super) struct MovedByEdit {
     candidate: Candidate,
     inserted: bool,
+    /// A removed item names CIDR prefixes: `finish` lowers the new text
+    /// for its prefix set ([`MovedItem::remaining`]).
+    names_prefixes: bool,
 }
 
 impl MovedByEdit {
     /// The place of item `at` of `outcome` (before the edit); for a
-    /// removal the item must lower [`simple`].
+    /// removal the item must lower [`movable`].
     pub(super) fn prepare(
         outcome: &LoadOutcome,
         at: ItemAt,
@@ -323,12 +345,18 @@ impl MovedByEdit {
         inserted: bool,
     ) -> Option<MovedByEdit> {
         let candidate = candidate_at(outcome, at, items, inserted)?;
-        if !inserted && !simple(&lower_at(outcome, &candidate, inventory)) {
-            return None;
+        let mut names_prefixes = false;
+        if !inserted {
+            let removed = lower_at(outcome, &candidate, inventory);
+            if !movable(&removed) {
+                return None;
+            }
+            names_prefixes = !removed.prefixes.is_empty();
         }
         Some(MovedByEdit {
             candidate,
             inserted,
+            names_prefixes,
         })
     }
 
@@ -360,10 +388,13 @@ impl MovedByEdit {
         } else {
             None
         };
+        let remaining = self
+            .names_prefixes
+            .then(|| text_prefixes(outcome, inventory));
         Some(MovedItem {
             position: c.position,
             inserted,
-            remaining: None,
+            remaining,
             reindexed,
             lines,
             compared: 0,
@@ -539,9 +570,8 @@ pub(super) struct MovedItem {
     pub inserted: Option<ItemLowering>,
     /// For a removed item that named CIDR prefixes, the text's prefix
     /// set after the removal (the removed item's prefixes that another
-    /// item names stay); `None` for any other move. An in-place edit
-    /// (`MovedByEdit`) cannot lower the text beside its shift, so such a
-    /// removal is refused there ([`simple`]).
+    /// item names stay; the whole new text lowered for it, only then);
+    /// `None` for any other move.
     pub remaining: Option<BTreeSet<IpNetwork>>,
     /// The new span positions of the items after it in its section: their
     /// index (and so their route) moved by one.
@@ -633,8 +663,7 @@ pub(super) fn moved_item(
         }
         // Which of its prefixes the text still names: the new text's
         // whole prefix set (lowered for it alone, only then).
-        let remaining = (!removed.prefixes.is_empty())
-            .then(|| lower(&PolicyInput::from_outcome(new), inventory).prefixes);
+        let remaining = (!removed.prefixes.is_empty()).then(|| text_prefixes(new, inventory));
         (None, remaining)
     };
     Some(MovedItem {

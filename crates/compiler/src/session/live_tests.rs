@@ -1095,18 +1095,17 @@ fn texts_added_and_removed_are_incremental() {
 /// that prefix's and world's selections (the states they reach are made
 /// again), a removed prefix frees its number for the next one, also within
 /// one change of a text (`Session::replace_text`); a rule item with a new
-/// prefix inserted and removed moves as one block (`Session::move_item`);
-/// every step equals the batch (`check`).
+/// prefix inserted and removed moves as one block (`Session::move_item`),
+/// in place too, as the C API edits texts (`Session::edit_moving`); every
+/// step equals the batch (`check`).
 #[test]
 fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
-    let limits = LoadLimits::default();
     let item = |peer: u8, ports: u8| Item {
         egress: true,
         deny: false,
         peer,
         ports,
     };
-    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
     let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
     let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
     // (text, its new content or its removal, the CIDR numbers after).
@@ -1194,37 +1193,48 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
     ];
-    let mut lowered = Vec::new();
-    for (n, text, numbers) in steps {
-        let name = format!("t{n}");
-        let update = match text {
-            Some(text) => {
-                let yaml = text_yaml(n, &text);
-                session
-                    .set_policy(&name, load_str(&format!("{name}.yaml"), &yaml, &limits))
-                    .unwrap()
-            }
-            None => session.remove_policy(&name).unwrap().unwrap(),
-        };
-        assert_eq!(update.path, UpdatePath::Incremental, "{name}");
-        lowered.push(update.rules_lowered);
-        before = check(&session, &update, &before, &mut mirror);
-        let expected: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = numbers
-            .into_iter()
-            .map(|(p, n)| (net(p), local(n)))
-            .collect();
-        assert_eq!(session.inventory().cidr_identities, expected, "{name}");
-        let ipcache: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = session
-            .compiled()
-            .ipcache
-            .iter()
-            .filter(|entry| expected.contains_key(&entry.prefix))
-            .map(|entry| (entry.prefix, entry.identity))
-            .collect();
-        assert_eq!(ipcache, expected, "{name}");
+    // By the full load, then as the C API sets texts (in place where the
+    // re-parse plans it: the item's insertion and removal).
+    for reparse in [false, true] {
+        let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+        let mut lowered = Vec::new();
+        let mut in_place = Vec::new();
+        for (n, text, numbers) in steps.clone() {
+            let name = format!("t{n}");
+            let update = match text {
+                Some(text) => {
+                    let (update, edited) = set_text(&mut session, n, &text_yaml(n, &text), reparse);
+                    in_place.push(edited);
+                    update
+                }
+                None => session.remove_policy(&name).unwrap().unwrap(),
+            };
+            assert_eq!(update.path, UpdatePath::Incremental, "{name}");
+            lowered.push(update.rules_lowered);
+            before = check(&session, &update, &before, &mut mirror);
+            let expected: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = numbers
+                .into_iter()
+                .map(|(p, n)| (net(p), local(n)))
+                .collect();
+            assert_eq!(session.inventory().cidr_identities, expected, "{name}");
+            let ipcache: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = session
+                .compiled()
+                .ipcache
+                .iter()
+                .filter(|entry| expected.contains_key(&entry.prefix))
+                .map(|entry| (entry.prefix, entry.identity))
+                .collect();
+            assert_eq!(ipcache, expected, "{name}");
+        }
+        // The item inserted is the one item lowered, its removal lowers
+        // none; in place when the C API's way is taken.
+        assert_eq!(lowered[lowered.len() - 2..], [1, 0], "{lowered:?}");
+        assert_eq!(
+            in_place[in_place.len() - 2..],
+            [reparse, reparse],
+            "{in_place:?}"
+        );
     }
-    // The item inserted is the one item lowered, its removal lowers none.
-    assert_eq!(lowered[lowered.len() - 2..], [1, 0], "{lowered:?}");
 }
 
 /// A session, its last states and their mirror (`check`).
