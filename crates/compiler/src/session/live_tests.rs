@@ -26,7 +26,8 @@ struct Item {
     deny: bool,
     /// 0..3: app=a/b/c, 3..5: tier=web/db, 5: every pod of the namespace,
     /// 6: a CIDR, 7: world, 8: no L3 peer (identity 0), or `all` without
-    /// ports, 9: a CIDR inside 6's, 10: a CIDR sorted before 6's.
+    /// ports, 9: a CIDR inside 6's, 10: a CIDR sorted before 6's, 11: 6's
+    /// CIDR with an `except` inside 9's.
     peer: u8,
     /// 0: L3 only, 1..4: a port, 4: a range, 5: an HTTP rule on 80.
     ports: u8,
@@ -94,6 +95,10 @@ fn peer_yaml(out: &mut String, item: &Item) {
         7 => writeln!(out, "    - {entities}: [world]"),
         9 => writeln!(out, "    - {cidr}: [192.0.2.128/25]"),
         10 => writeln!(out, "    - {cidr}: [10.0.0.0/8]"),
+        11 => writeln!(
+            out,
+            "    - {cidr}Set: [{{cidr: 192.0.2.0/24, except: [192.0.2.192/26]}}]"
+        ),
         // No L3 peer: the wildcard selector (identity 0 keys).
         _ if item.ports > 0 => writeln!(out, "    -"),
         _ => writeln!(out, "    - {entities}: [all]"),
@@ -172,7 +177,7 @@ fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
 }
 
 fn item() -> impl Strategy<Value = Item> {
-    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..11];
+    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..12];
     (any::<bool>(), prop::bool::weighted(0.3), peer, 0u8..6).prop_map(
         |(egress, deny, peer, ports)| Item {
             egress,
@@ -191,7 +196,7 @@ fn text() -> impl Strategy<Value = Text> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
-        4 => (0u8..3, 0usize..4, 0u8..11, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
+        4 => (0u8..3, 0usize..4, 0u8..12, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
         3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
         2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
