@@ -159,8 +159,8 @@ pub(super) fn changed_items(
 /// The policy prefixes of the whole text `outcome`, lowered without
 /// locating anything in its trees (prefixes read no position): safe on an
 /// in-place edit's outcome whose later positions have not moved yet
-/// (`MovedByEdit::finish`).
-fn text_prefixes(outcome: &LoadOutcome, inventory: &Inventory) -> BTreeSet<IpNetwork> {
+/// (`Session::edit_moving`).
+pub(super) fn text_prefixes(outcome: &LoadOutcome, inventory: &Inventory) -> BTreeSet<IpNetwork> {
     let inputs: Vec<PolicyInput<'_>> = outcome
         .documents
         .iter()
@@ -329,9 +329,8 @@ fn candidate_at(outcome: &LoadOutcome, at: ItemAt, items: usize, end: bool) -> O
 pub(super) struct MovedByEdit {
     candidate: Candidate,
     inserted: bool,
-    /// A removed item names CIDR prefixes: `finish` lowers the new text
-    /// for its prefix set ([`MovedItem::remaining`]).
-    names_prefixes: bool,
+    /// The policy prefixes of a removed item ([`MovedItem::removed_prefixes`]).
+    removed_prefixes: BTreeSet<IpNetwork>,
 }
 
 impl MovedByEdit {
@@ -345,18 +344,18 @@ impl MovedByEdit {
         inserted: bool,
     ) -> Option<MovedByEdit> {
         let candidate = candidate_at(outcome, at, items, inserted)?;
-        let mut names_prefixes = false;
+        let mut removed_prefixes = BTreeSet::new();
         if !inserted {
             let removed = lower_at(outcome, &candidate, inventory);
             if !movable(&removed) {
                 return None;
             }
-            names_prefixes = !removed.prefixes.is_empty();
+            removed_prefixes = removed.prefixes;
         }
         Some(MovedByEdit {
             candidate,
             inserted,
-            names_prefixes,
+            removed_prefixes,
         })
     }
 
@@ -388,13 +387,11 @@ impl MovedByEdit {
         } else {
             None
         };
-        let remaining = self
-            .names_prefixes
-            .then(|| text_prefixes(outcome, inventory));
         Some(MovedItem {
             position: c.position,
             inserted,
-            remaining,
+            removed_prefixes: self.removed_prefixes,
+            remaining: None,
             reindexed,
             lines,
             compared: 0,
@@ -568,10 +565,12 @@ pub(super) struct MovedItem {
     /// The inserted item, lowered (its origin id `origin_start +
     /// position`); `None` for a removal.
     pub inserted: Option<ItemLowering>,
-    /// For a removed item that named CIDR prefixes, the text's prefix
-    /// set after the removal (the removed item's prefixes that another
-    /// item names stay; the whole new text lowered for it, only then);
-    /// `None` for any other move.
+    /// The policy prefixes of a removed item (empty for an insertion).
+    pub removed_prefixes: BTreeSet<IpNetwork>,
+    /// The text's prefix set after the removal of an item with prefixes,
+    /// when the session cannot tell it from its rules (another rule of the
+    /// text has a selector on one of them: `Session::settle_removal`); it
+    /// then lowers the new text for it. `None` from this module.
     pub remaining: Option<BTreeSet<IpNetwork>>,
     /// The new span positions of the items after it in its section: their
     /// index (and so their route) moved by one.
@@ -648,28 +647,26 @@ pub(super) fn moved_item(
     let new_len = section_len(new)?;
     let start = candidate.position + usize::from(inserted);
     let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
-    let (lowering, remaining) = if inserted {
+    let (lowering, removed_prefixes) = if inserted {
         let item = finish(
             lower_at(new, &candidate, inventory),
             &candidate,
             origin_start,
             true,
         )?;
-        (Some(item), None)
+        (Some(item), BTreeSet::new())
     } else {
         let removed = lower_at(old, &candidate, inventory);
         if !movable(&removed) {
             return None;
         }
-        // Which of its prefixes the text still names: the new text's
-        // whole prefix set (lowered for it alone, only then).
-        let remaining = (!removed.prefixes.is_empty()).then(|| text_prefixes(new, inventory));
-        (None, remaining)
+        (None, removed.prefixes)
     };
     Some(MovedItem {
         position: candidate.position,
         inserted: lowering,
-        remaining,
+        removed_prefixes,
+        remaining: None,
         reindexed,
         lines: Lines::Read(lines),
         compared: items,

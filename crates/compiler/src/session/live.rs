@@ -38,7 +38,7 @@ use crate::resolve::policy::{
     ResolverParts, SelectorCache, SelectorId, filter_keys, proxy_ports,
 };
 use crate::resolve::rule::PolicyRule;
-use crate::selector::{Operator, Selector};
+use crate::selector::{Operator, Selector, SelectorKey, cidr_selector_key};
 
 /// More peer identities than this in one state's change: the state is
 /// folded in full (cheaper than replaying that many identities; exact
@@ -888,7 +888,9 @@ impl Session {
         // A rule item inserted or removed: the rules after it move.
         let moved = match items {
             Some(_) => None,
-            None => self.moved_item(position, &previous.outcome),
+            None => self
+                .moved_item(position, &previous.outcome)
+                .map(|moved| self.settle_removal(position, moved)),
         };
         let result = match moved {
             Some(moved) => self.move_item(position, moved).inspect(|update| {
@@ -1093,12 +1095,16 @@ impl Session {
         // move of the compiled rules when many items follow: the two
         // passes are each linear in the items after it, on separate data.
         let (inverse, line_shift) = edit.apply_deferred(&mut self.texts[position].outcome)?;
-        let moved = spot.finish(
-            &self.texts[position].outcome,
-            &self.inventory,
-            origin_start,
-            lines,
-        );
+        // (Before the shift: a removal may lower the new text for its
+        // prefixes, which reads no position.)
+        let moved = spot
+            .finish(
+                &self.texts[position].outcome,
+                &self.inventory,
+                origin_start,
+                lines,
+            )
+            .map(|moved| self.settle_removal(position, moved));
         // Every later item of the text, in any section or document.
         let following = moved
             .as_ref()
@@ -1786,12 +1792,18 @@ impl Session {
         // The text's prefix set after the move, when it changes: the
         // inserted item's prefixes join it; a removed item's go unless
         // another item names them (`MovedItem::remaining`).
-        let text_prefixes = match (&moved.inserted, &moved.remaining) {
-            (Some(item), _) if !item.prefixes.is_subset(&span.prefixes) => {
-                Some(span.prefixes.union(&item.prefixes).copied().collect())
-            }
-            (None, Some(remaining)) if *remaining != span.prefixes => Some(remaining.clone()),
-            _ => None,
+        let text_prefixes: Option<BTreeSet<IpNetwork>> = match (&moved.inserted, &moved.remaining) {
+            (Some(item), _) => (!item.prefixes.is_subset(&span.prefixes))
+                .then(|| span.prefixes.union(&item.prefixes).copied().collect()),
+            (None, Some(remaining)) => (*remaining != span.prefixes).then(|| remaining.clone()),
+            // No other rule of the text has a selector on them
+            // (`Self::settle_removal`): the item named them alone.
+            (None, None) => (!moved.removed_prefixes.is_empty()).then(|| {
+                span.prefixes
+                    .difference(&moved.removed_prefixes)
+                    .copied()
+                    .collect()
+            }),
         };
         if text_prefixes.is_some() && !self.prefixes_incremental() {
             return Ok(None);
@@ -1999,6 +2011,42 @@ impl Session {
         // do not show; the states that showed a removed one are of the
         // identities its rules selected, folded again.
         self.finish_move(moving, (0, 0), false).map(Some)
+    }
+
+    /// A removed item's prefixes leave the text at `position` unless
+    /// another of its items names them. Every prefix an item names is a
+    /// requirement of one of its rule's peer selectors
+    /// (`cidr_selector_key`), so when no other rule of the text has one on
+    /// them, they go (`Session::move_item`); else (the same prefix on two
+    /// items, or a selector written on a `cidr:` label) the new text, the
+    /// text at `position` now, is lowered for its prefix set
+    /// ([`MovedItem::remaining`]): exact either way.
+    fn settle_removal(&self, position: usize, mut moved: MovedItem) -> MovedItem {
+        if moved.inserted.is_some() || moved.removed_prefixes.is_empty() {
+            return moved;
+        }
+        let Some(span) = self.span(position) else {
+            return moved;
+        };
+        let keys: Vec<SelectorKey> = moved
+            .removed_prefixes
+            .iter()
+            .map(|p| cidr_selector_key(*p))
+            .collect();
+        let removed = span.rules.start + moved.position;
+        let elsewhere = self.model.lowered.rules[span.rules.clone()]
+            .iter()
+            .zip(span.rules.clone())
+            .filter(|(_, index)| *index != removed)
+            .flat_map(|(rule, _)| rule.peers.iter().flatten())
+            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        if elsewhere {
+            moved.remaining = Some(super::items::text_prefixes(
+                &self.texts[position].outcome,
+                &self.inventory,
+            ));
+        }
+        moved
     }
 
     /// The text at `position` now names the policy prefixes `prefixes`:

@@ -1197,6 +1197,24 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
             }),
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
+        // The same prefix on a second item, which is removed again: the
+        // prefix stays, named by the other (`Session::settle_removal`).
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 1), item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
     ];
     // By the full load, then as the C API sets texts (in place where the
     // re-parse plans it: the item's insertion and removal).
@@ -1231,14 +1249,10 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
                 .collect();
             assert_eq!(ipcache, expected, "{name}");
         }
-        // The item inserted is the one item lowered, its removal lowers
+        // Each item inserted is the one item lowered, a removal lowers
         // none; in place when the C API's way is taken.
-        assert_eq!(lowered[lowered.len() - 2..], [1, 0], "{lowered:?}");
-        assert_eq!(
-            in_place[in_place.len() - 2..],
-            [reparse, reparse],
-            "{in_place:?}"
-        );
+        assert_eq!(lowered[lowered.len() - 4..], [1, 0, 1, 0], "{lowered:?}");
+        assert_eq!(in_place[in_place.len() - 4..], [reparse; 4], "{in_place:?}");
     }
 }
 
