@@ -354,14 +354,11 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         out.in_place_front_insert_total.push(total);
     }
     // A rule from a new CIDR prefix before the middle rule: its identity
-    // comes with it and goes with it. In place (the re-parse) whatever the
-    // compile does; a build that recompiles in full for it shows here.
+    // comes with it and goes with it. Not required in place: a build that
+    // loads the text or recompiles in full for it shows its cost here.
     let cidr_texts = [with_cidr_rule_inserted_before(now, rules / 2), now.clone()];
     for run in 0..2 * runs {
         let (_, total, writes) = apply(fast, &cidr_texts[run % 2])?;
-        if !applied_in_place(fast, NAME) {
-            bail!("the CIDR rule was not applied in place");
-        }
         if writes == 0 {
             bail!("the CIDR rule wrote nothing");
         }
