@@ -464,6 +464,11 @@ struct Model {
     /// ([`Model::renumber_selectors`]) left out of the order the batch
     /// makes them in: the next refold makes them again in full.
     reordered: BTreeSet<StateKey>,
+    /// Identities whose part of a state the next refold replays beside
+    /// what the change itself touches: a CIDR identity that came or went
+    /// with a policy prefix, in the states its selections reach
+    /// ([`Session::gain_prefixes`], [`Session::lose_prefixes`]).
+    replay: BTreeMap<StateKey, BTreeSet<u32>>,
 }
 
 impl Model {
@@ -1636,16 +1641,23 @@ impl Session {
                 .flat_map(|id| model.states.keys_of(*id))
                 .collect()
         };
-        // The states a renumbering of the selectors left out of order.
+        // The states a renumbering of the selectors left out of order, and
+        // those with an identity to replay.
         let reordered = std::mem::take(&mut model.reordered);
-        if !reordered.is_empty() {
-            let listed: BTreeSet<StateKey> =
-                keys.drain(..).chain(reordered.iter().cloned()).collect();
+        let replay = std::mem::take(&mut model.replay);
+        if !reordered.is_empty() || !replay.is_empty() {
+            let listed: BTreeSet<StateKey> = keys
+                .drain(..)
+                .chain(reordered.iter().cloned())
+                .chain(replay.keys().cloned())
+                .collect();
             keys = listed.into_iter().collect();
         }
         for key in keys {
             let full = reordered.contains(&key);
+            let extra = replay.get(&key);
             if !full
+                && extra.is_none()
                 && !changed_identities.contains(&key.0)
                 && model
                     .states
@@ -1731,6 +1743,7 @@ impl Session {
                 ops,
                 diagnostics,
                 (differing, full),
+                extra,
                 &selecting,
             );
             new_record.shape = Some(shape);
@@ -2132,11 +2145,11 @@ impl Session {
     /// its number as a given one (the lowest free local number; pinned in
     /// the inventory, as a full build pins every prefix's). Each joins the
     /// selections that select it, as a new endpoint identity does
-    /// ([`Self::add_endpoint_incrementally`]); the states those selections
-    /// reach are made again in full by the refold that follows
-    /// ([`Model::reordered`]), so that one difference covers both the
-    /// moved rules and the new identities. `parts`: the resolver parts a
-    /// block move holds (its new rules' selectors already interned).
+    /// ([`Self::add_endpoint_incrementally`]); the refold that follows
+    /// replays its part of every state those selections reach
+    /// ([`Model::replay`]), so that one difference covers both the moved
+    /// rules and the new identities. `parts`: the resolver parts a block
+    /// move holds (its new rules' selectors already interned).
     fn gain_prefixes(
         &mut self,
         parts: &mut ResolverParts,
@@ -2146,7 +2159,6 @@ impl Session {
             return Ok(());
         }
         let model = &mut self.model;
-        let mut gained: Vec<SelectorId> = Vec::new();
         for prefix in prefixes {
             let given = model.table.cidr_identity.len() + 1;
             let exhausted = || CompileError::RangeExhausted {
@@ -2163,50 +2175,51 @@ impl Session {
             let Some(info) = model.table.get(id) else {
                 continue;
             };
-            for selector in model.peer_index.matching(&parts.cache, &info.labels) {
+            let gained = model.peer_index.matching(&parts.cache, &info.labels);
+            for &selector in &gained {
                 let before = parts.cache.selection(selector).len();
                 parts.cache.add_to_selection(selector, id);
                 let after = parts.cache.selection(selector).len();
                 KeptBound::selection_changed(&mut model.bounds, selector, before, after);
-                gained.push(selector);
+            }
+            for key in model.states.reached_by(&gained) {
+                model.replay.entry(key).or_default().insert(id);
             }
         }
         parts.cache.forget_index();
-        gained.sort_unstable();
-        gained.dedup();
-        model.reordered.extend(model.states.reached_by(&gained));
         self.limits
             .check_identity_work(model.selector_uses.len(), model.table.identities.len())?;
         Ok(())
     }
 
     /// The CIDR identities of `prefixes` (from [`Self::unnamed`]) go: out
-    /// of the table, the inventory's pins and every selection; the states
-    /// those selections reach are made again in full by the refold that
-    /// follows, as for [`Self::gain_prefixes`].
+    /// of the table, the inventory's pins and every selection; the refold
+    /// that follows replays their (now empty) part of every state those
+    /// selections reached, as for [`Self::gain_prefixes`].
     fn lose_prefixes(&mut self, parts: &mut ResolverParts, prefixes: &[IpNetwork]) {
         if prefixes.is_empty() {
             return;
         }
         let model = &mut self.model;
-        let mut lost: Vec<SelectorId> = Vec::new();
         for prefix in prefixes {
             let Some((id, labels)) = model.table.remove_cidr(*prefix) else {
                 continue;
             };
             self.inventory.cidr_identities.remove(prefix);
-            for selector in model.peer_index.matching(&parts.cache, &labels) {
+            let lost = model.peer_index.matching(&parts.cache, &labels);
+            for &selector in &lost {
                 let before = parts.cache.selection(selector).len();
                 parts.cache.remove_from_selection(selector, id);
                 let after = parts.cache.selection(selector).len();
                 KeptBound::selection_changed(&mut model.bounds, selector, before, after);
-                lost.push(selector);
+            }
+            // Its part of each state goes (its selections no longer hold
+            // it, so the replay finds no op for it).
+            for key in model.states.reached_by(&lost) {
+                model.replay.entry(key).or_default().insert(id);
             }
         }
         parts.cache.forget_index();
-        lost.sort_unstable();
-        lost.dedup();
-        model.reordered.extend(model.states.reached_by(&lost));
     }
 
     /// Debug builds: the model's lowering is the whole lowering of the
@@ -3898,6 +3911,7 @@ fn redistill(
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
     (differing, full): (Option<(BTreeSet<OpPeers>, IndexedPeers)>, bool),
+    extra: Option<&BTreeSet<u32>>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
     let (differing, mut record) = match differing {
@@ -3947,6 +3961,12 @@ fn redistill(
             full = true;
             break;
         }
+    }
+    // Identities whose selections changed without an op changing (a CIDR
+    // identity that came or went, `Model::replay`): their parts too.
+    if !full && let Some(extra) = extra {
+        identities.extend(extra.iter().copied());
+        full = identities.len() > REPLAY_LIMIT;
     }
     if full {
         let mut state = MapState::new();
@@ -4276,6 +4296,7 @@ fn build(
             addresses,
             names,
             reordered: BTreeSet::new(),
+            replay: BTreeMap::new(),
         },
         inventory,
     ))
