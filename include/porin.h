@@ -1156,8 +1156,10 @@ porin_result porin_session_get_limit(const porin_session *session,
  recompiles in full; either way the writes are exact
  (`porin_update_path` says which). A CIDR prefix no policy named before
  gets the lowest free local identity and keeps it while a policy names
- it, as in Cilium: no other prefix's identity is renumbered. A call
- that fails leaves the session as it was.
+ it (Cilium, too, never renumbers a live local identity), so no other
+ prefix's identity is renumbered; unlike Cilium's allocator, which moves
+ on to the next number, a number freed by the same call may be taken
+ again at once. A call that fails leaves the session as it was.
 
  **Re-parsing in place.** When the new text differs from the one it
  replaces only inside one item of a block-sequence rule section

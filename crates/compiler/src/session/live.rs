@@ -469,6 +469,11 @@ struct Model {
     /// with a policy prefix, in the states its selections reach
     /// ([`Session::gain_prefixes`], [`Session::lose_prefixes`]).
     replay: BTreeMap<StateKey, BTreeSet<u32>>,
+    /// The CIDR pins this call changed (`Inventory::cidr_identities`:
+    /// prefix, pin before), undone before a failed call's restore
+    /// ([`Session::restore`]): the restore then numbers every prefix as
+    /// before the call. Emptied when a policy call starts.
+    pins_undo: Vec<(IpNetwork, Option<u32>)>,
 }
 
 impl Model {
@@ -866,6 +871,7 @@ impl Session {
     /// text of that name. A text with errors is refused with its
     /// diagnostics and changes nothing.
     pub fn set_policy(&mut self, name: &str, outcome: LoadOutcome) -> Result<Update, SessionError> {
+        self.model.pins_undo.clear();
         if outcome.has_errors() {
             return Err(SessionError::Policy(outcome.diagnostics));
         }
@@ -884,7 +890,7 @@ impl Session {
             if result.is_err() {
                 self.texts.pop();
                 // Back to the previous inputs, exactly (fail closed).
-                self.rebuild("restore")?;
+                self.restore()?;
             }
             return result;
         };
@@ -920,7 +926,7 @@ impl Session {
         if result.is_err() {
             self.texts[position] = previous;
             // Back to the previous inputs, exactly (fail closed).
-            self.rebuild("restore")?;
+            self.restore()?;
         } else {
             drop_later(previous);
         }
@@ -954,6 +960,7 @@ impl Session {
         edit: porin_model::reparse::Edit,
     ) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
+        self.model.pins_undo.clear();
         if edit.kind() != EditKind::Replace {
             return self.edit_moving(position, edit);
         }
@@ -1026,7 +1033,7 @@ impl Session {
             // inverse of an edit applies to the outcome the edit made (the
             // same slots), so this never gives `None`.
             let _ = inverse.apply(&mut self.texts[position].outcome);
-            if let Err(e) = self.rebuild("restore") {
+            if let Err(e) = self.restore() {
                 return Some(Err(e));
             }
         }
@@ -1128,7 +1135,7 @@ impl Session {
         if result.is_err() {
             // Back to the previous inputs, exactly (fail closed).
             let _ = inverse.apply(&mut self.texts[position].outcome);
-            if let Err(e) = self.rebuild("restore") {
+            if let Err(e) = self.restore() {
                 return Some(Err(e));
             }
         }
@@ -1138,6 +1145,7 @@ impl Session {
     /// Removes the policy text `name`; `None` when there is none.
     pub fn remove_policy(&mut self, name: &str) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
+        self.model.pins_undo.clear();
         let removed = self.texts.remove(position);
         let result = match self.cut_text(position) {
             Ok(Some(update)) => Ok(update),
@@ -1146,7 +1154,7 @@ impl Session {
         };
         if result.is_err() {
             self.texts.insert(position, removed);
-            let _ = self.rebuild("restore");
+            let _ = self.restore();
         } else {
             drop_later(removed);
         }
@@ -1206,6 +1214,13 @@ impl Session {
         reason: &'static str,
     ) -> Result<Update, SessionError> {
         inventory.finish()?;
+        if inventory.cidr_identities.is_empty() {
+            // A caller's inventory carries no pins (no input format sets
+            // them): the prefixes keep their numbers across it.
+            inventory
+                .cidr_identities
+                .clone_from(&self.inventory.cidr_identities);
+        }
         let old = self.endpoint_states();
         let previous = std::mem::replace(&mut self.inventory, inventory);
         let result = self.rebuild_from(old, reason);
@@ -1214,6 +1229,21 @@ impl Session {
             let _ = self.rebuild("restore");
         }
         result
+    }
+
+    /// A failed policy call's way back (its texts already put back): the
+    /// CIDR pins it changed are undone, then everything is recompiled, so
+    /// every prefix keeps the number it had before the call (the pins of
+    /// prefixes it took out would otherwise be gone, and the allocation
+    /// would number them afresh).
+    fn restore(&mut self) -> Result<Update, SessionError> {
+        while let Some((prefix, before)) = self.model.pins_undo.pop() {
+            match before {
+                Some(id) => self.inventory.cidr_identities.insert(prefix, id),
+                None => self.inventory.cidr_identities.remove(&prefix),
+            };
+        }
+        self.rebuild("restore")
     }
 
     /// Recompiles everything and gives the difference to the previous
@@ -1403,7 +1433,19 @@ impl Session {
             }
         } else {
             let lowering = lower_text(text, &self.inventory, span.origins.start);
-            if lowering.has_log
+            // A CIDR group labels CIDR identities of every text, and tier
+            // rules are their own layer: neither is replaced here (as in
+            // `Self::append_text`).
+            let has_group = text.outcome.documents.iter().any(|d| {
+                matches!(
+                    d.doc,
+                    porin_model::model::PolicyDocument::CiliumCidrGroup(_)
+                )
+            });
+            if has_group
+                || lowering.rules.iter().any(|rule| rule.tier.is_some())
+                || !model.lowered.tier_rules.rules.is_empty()
+                || lowering.has_log
                 || lowering.rules.len() != span.rules.len()
                 || lowering.origins.len() != span.origins.len()
                 || (lowering.prefixes != span.prefixes && !prefixes_incremental)
@@ -2171,7 +2213,8 @@ impl Session {
                 .table
                 .insert_cidr(*prefix, number)
                 .ok_or_else(exhausted)?;
-            self.inventory.cidr_identities.insert(*prefix, id);
+            let before = self.inventory.cidr_identities.insert(*prefix, id);
+            model.pins_undo.push((*prefix, before));
             let Some(info) = model.table.get(id) else {
                 continue;
             };
@@ -2205,7 +2248,8 @@ impl Session {
             let Some((id, labels)) = model.table.remove_cidr(*prefix) else {
                 continue;
             };
-            self.inventory.cidr_identities.remove(prefix);
+            let before = self.inventory.cidr_identities.remove(prefix);
+            model.pins_undo.push((*prefix, before));
             let lost = model.peer_index.matching(&parts.cache, &labels);
             for &selector in &lost {
                 let before = parts.cache.selection(selector).len();
@@ -4297,6 +4341,7 @@ fn build(
             names,
             reordered: BTreeSet::new(),
             replay: BTreeMap::new(),
+            pins_undo: Vec::new(),
         },
         inventory,
     ))

@@ -1256,6 +1256,89 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
     }
 }
 
+/// A text replaced by one that brings a CiliumCIDRGroup (same rules, so
+/// the whole-text path would take it) recompiles in full: the group's
+/// labels reach CIDR identities of every text, which a replacement does
+/// not give. Its deny must select the group's prefix, as the batch's
+/// does, not fall through to the allow to `world` (review of session 21).
+#[test]
+fn a_text_bringing_a_cidr_group_recompiles() {
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1)]);
+    let cnp = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  egress:\n  - toEntities: [world]\n    toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\n  - toCIDR: [192.0.2.0/24]\n    toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n  egressDeny:\n  - toCIDRSet: [{cidrGroupRef: blocked}]\n    toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\n";
+    let group = "---\napiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {name: blocked}\nspec:\n  externalCIDRs: [198.51.100.0/24]\n";
+    for yaml in [cnp.to_owned(), format!("{cnp}{group}")] {
+        let update = session
+            .set_policy("t0", load_str("t0.yaml", &yaml, &limits))
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+    }
+    let state = session.state("prod/e0").unwrap();
+    let blocked = session
+        .compiled()
+        .ipcache
+        .iter()
+        .find(|entry| entry.prefix == "198.51.100.0/24".parse::<ipnetwork::IpNetwork>().unwrap())
+        .map(|entry| entry.identity)
+        .expect("the group's prefix has an identity");
+    assert!(
+        state
+            .iter()
+            .any(|(key, entry)| key.identity().get() == blocked
+                && entry.datapath_eq(&crate::mapstate::Entry::deny())),
+        "the group's prefix is denied on 80"
+    );
+}
+
+/// A policy call that fails after it took a CIDR prefix out leaves every
+/// prefix with the number it had: the restore undoes the call's pins
+/// first (`Session::restore`). Without that, the prefix whose pin the
+/// call removed would be numbered afresh into the gap below it (review of
+/// session 21).
+#[test]
+fn a_failed_call_keeps_the_cidr_numbers() {
+    let limits = LoadLimits::default();
+    let mut compile_limits = CompileLimits::default();
+    compile_limits.set(crate::limits::Limit::EntriesPerEndpoint, 8);
+    let mut session = Session::new(Inventory::new(), compile_limits).unwrap();
+    for n in 0..2 {
+        session.add_endpoint(endpoint(n, n, 0, true)).unwrap();
+    }
+    // One rule to the prefixes `cidrs` on TCP 80.
+    let text = |name: &str, subject: &str, cidrs: &[String]| -> String {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: {name}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {subject}}}}}\n  egress:\n  - toCIDR: [{}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n",
+            cidrs.join(", ")
+        )
+    };
+    let one = |cidr: &str| vec![cidr.to_owned()];
+    let set = |session: &mut Session, name: &str, yaml: &str| {
+        session.set_policy(name, load_str(&format!("{name}.yaml"), yaml, &limits))
+    };
+    set(&mut session, "t0", &text("t0", "a", &one("10.0.0.0/8"))).unwrap();
+    set(&mut session, "t1", &text("t1", "a", &one("172.16.0.0/12"))).unwrap();
+    set(&mut session, "t2", &text("t2", "b", &one("192.0.2.0/24"))).unwrap();
+    // A gap below 192.0.2.0/24's number.
+    session.remove_policy("t1").unwrap().unwrap();
+    let numbers = session.inventory().cidr_identities.clone();
+    assert_eq!(numbers.len(), 2, "{numbers:?}");
+    // t2's one rule now to twelve other prefixes, more entries than the
+    // map holds: 192.0.2.0/24 leaves and they come (the same rule count:
+    // the incremental whole-text path), then the entry limit refuses the
+    // call.
+    let many: Vec<String> = (1..=12).map(|n| format!("198.51.100.{n}/32")).collect();
+    let refused = set(&mut session, "t2", &text("t2", "b", &many));
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(session.inventory().cidr_identities, numbers);
+    let batch = compile_with_limits(
+        &session.inputs(),
+        &session.inventory(),
+        &CompileLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(session.compiled(), batch);
+}
+
 /// A session, its last states and their mirror (`check`).
 type Started = (
     Session,
