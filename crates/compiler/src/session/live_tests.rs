@@ -1253,6 +1253,14 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         // none; in place when the C API's way is taken.
         assert_eq!(lowered[lowered.len() - 4..], [1, 0, 1, 0], "{lowered:?}");
         assert_eq!(in_place[in_place.len() - 4..], [reparse; 4], "{in_place:?}");
+        // A caller's new inventory carries no pins: the prefixes keep
+        // their numbers (the /25's is above a gap) across it.
+        let pins = session.inventory().cidr_identities.clone();
+        let mut fresh = session.inventory().into_owned();
+        fresh.cidr_identities.clear();
+        let update = session.replace_inventory(fresh, "a new inventory").unwrap();
+        check(&session, &update, &before, &mut mirror);
+        assert_eq!(session.inventory().cidr_identities, pins);
     }
 }
 
