@@ -41,7 +41,8 @@ use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
 use crate::incremental::{
-    CLIENTS, policy_yaml, with_port_added, with_rule_inserted, with_rule_inserted_before,
+    CLIENTS, policy_yaml, with_cidr_rule_inserted_before, with_port_added, with_rule_inserted,
+    with_rule_inserted_before,
 };
 
 const NAME: &str = "server.yaml";
@@ -82,6 +83,12 @@ pub struct CapiApplyResult {
     /// session 17.
     #[serde(default)]
     pub in_place_front_insert_total: Vec<f64>,
+    /// A rule from a CIDR prefix no rule names inserted before the middle
+    /// rule and taken out again (`with_cidr_rule_inserted_before`: its CIDR
+    /// identity comes and goes), in place: total. Empty from builds before
+    /// session 21.
+    #[serde(default)]
+    pub in_place_cidr_insert_total: Vec<f64>,
     /// The anchored text's toggle, re-parse on (it falls back): total.
     pub fallback_total: Vec<f64>,
     /// The anchored text's toggle, re-parse off: total.
@@ -346,6 +353,17 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         }
         out.in_place_front_insert_total.push(total);
     }
+    // A rule from a new CIDR prefix before the middle rule: its identity
+    // comes with it and goes with it. Not required in place: a build that
+    // loads the text or recompiles in full for it shows its cost here.
+    let cidr_texts = [with_cidr_rule_inserted_before(now, rules / 2), now.clone()];
+    for run in 0..2 * runs {
+        let (_, total, writes) = apply(fast, &cidr_texts[run % 2])?;
+        if writes == 0 {
+            bail!("the CIDR rule wrote nothing");
+        }
+        out.in_place_cidr_insert_total.push(total);
+    }
     // Identity adds and removes on the session the in-place changes left,
     // each add after a pause (a pod appearing in a running agent: nothing
     // of the process's last work in the caches, and whatever that work
@@ -452,6 +470,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "a rule inserted before rule 0 / taken out (every rule moves, selectors renumbered), in place: apply + read writes",
             &result.in_place_front_insert_total,
+        ),
+        (
+            "a rule from a new CIDR prefix inserted mid-text / taken out (its identity comes and goes), in place: apply + read writes",
+            &result.in_place_cidr_insert_total,
         ),
         ("rule change, full load: apply", &result.full_apply),
         (

@@ -115,6 +115,12 @@ pub struct IncrementalApiResult {
     /// Empty from builds before session 16.
     #[serde(default)]
     pub port_line_add: Vec<Step>,
+    /// A rule allowing a CIDR prefix no rule named (`fromCIDR: 198.51.100.0/24` on TCP 9003,
+    /// [`with_cidr_rule_inserted_before`]) inserted before the middle rule and taken out again:
+    /// its CIDR identity comes and goes with it. Empty from builds before session 21 (which
+    /// recompiled in full for it).
+    #[serde(default)]
+    pub cidr_insert_middle: Vec<Step>,
 }
 
 /// The second text of [`IncrementalApiResult::text_add`].
@@ -153,6 +159,18 @@ pub fn with_rule_inserted(text: &str) -> String {
 pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
     const ITEM: &str = "  - fromEndpoints:\n";
     let rule = "  - fromEndpoints:\n    - matchLabels:\n        role: client-5\n    toPorts:\n    - ports:\n      - port: \"9000\"\n        protocol: TCP\n";
+    let at = text
+        .match_indices(ITEM)
+        .nth(index)
+        .map_or(text.len(), |(at, _)| at);
+    format!("{}{rule}{}", &text[..at], &text[at..])
+}
+
+/// `text` (a [`policy_yaml`]) with one more rule before its rule `index`: from
+/// `198.51.100.0/24` on TCP 9003, a prefix no other rule names.
+pub fn with_cidr_rule_inserted_before(text: &str, index: usize) -> String {
+    const ITEM: &str = "  - fromEndpoints:\n";
+    let rule = "  - fromCIDR:\n    - 198.51.100.0/24\n    toPorts:\n    - ports:\n      - port: \"9003\"\n        protocol: TCP\n";
     let at = text
         .match_indices(ITEM)
         .nth(index)
@@ -368,6 +386,7 @@ fn incremental_api(
         rule_insert_middle: Vec::new(),
         text_add: Vec::new(),
         port_line_add: Vec::new(),
+        cidr_insert_middle: Vec::new(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -424,6 +443,11 @@ fn incremental_api(
     for run in 0..2 * runs {
         let text = if run % 2 == 0 { &ported } else { &original };
         result.port_line_add.push(replace(&mut session, text)?);
+    }
+    let with_cidr = with_cidr_rule_inserted_before(&original, rules / 2);
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 { &with_cidr } else { &original };
+        result.cidr_insert_middle.push(replace(&mut session, text)?);
     }
     let extra = extra_policy_yaml();
     for _ in 0..runs {
@@ -511,6 +535,15 @@ mod tests {
         );
         // The second text adds and removes client-7's entry on 9001 (one key per direction of
         // the change: 2 writes, as the inserted rule), without a rebuild.
+        // The CIDR rule: one key (its new CIDR identity on 9003) as the inserted rule's, and
+        // only the server's state distilled again (no rebuild).
+        let cidr: Vec<usize> = api.cidr_insert_middle.iter().map(|s| s.changes).collect();
+        assert_eq!(cidr, inserts, "{cidr:?}");
+        assert!(
+            api.cidr_insert_middle.iter().all(|s| s.computed <= 1),
+            "{:?}",
+            api.cidr_insert_middle
+        );
         let texts: Vec<usize> = api.text_add.iter().map(|s| s.changes).collect();
         assert_eq!(texts, inserts, "{texts:?}");
         assert!(

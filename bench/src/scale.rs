@@ -826,6 +826,20 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
             api.port_line_add.first().map_or(0, |s| s.computed),
         );
     }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.cidr_insert_middle.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nA rule from a CIDR prefix no rule named inserted before rule {} and taken out \
+             again (its CIDR identity comes and goes), incremental API: {}; {} map writes; {} \
+             state(s) distilled again.",
+            result.rules / 2,
+            incremental_cell(|a| &a.cidr_insert_middle),
+            api.cidr_insert_middle.first().map_or(0, |s| s.changes),
+            api.cidr_insert_middle.first().map_or(0, |s| s.computed),
+        );
+    }
     Ok(out)
 }
 

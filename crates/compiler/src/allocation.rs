@@ -15,9 +15,11 @@
 //! - Local-scope CIDR identities `0x01000000 | n` for every prefix the
 //!   policies name (including `except` prefixes, FQDN answers and
 //!   selector-less service backends), sorted (IPv4 first, then by address
-//!   and length) and numbered from 1. Their labels are `cidr:<prefix>` and
-//!   the family's world label (`labels.GetCIDRLabels`, dual-stack). `/0`
-//!   prefixes are the world identities 9/10 themselves.
+//!   and length) and numbered from 1, except that a number the inventory
+//!   gives a prefix (`Inventory::cidr_identities`: a session's pins) is
+//!   kept and skipped. Their labels are `cidr:<prefix>` and the family's
+//!   world label (`labels.GetCIDRLabels`, dual-stack). `/0` prefixes are
+//!   the world identities 9/10 themselves.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -245,7 +247,8 @@ impl IdentityTable {
             });
         }
 
-        // CIDR identities, numbered in sorted prefix order.
+        // CIDR identities: a given (pinned) number kept, the other prefixes
+        // numbered in sorted prefix order from the lowest free number.
         let mut sorted: Vec<IpNetwork> = prefixes
             .iter()
             .map(|p| canonical_prefix(*p))
@@ -253,43 +256,32 @@ impl IdentityTable {
             .collect();
         sorted.sort_by_key(|p| (p.is_ipv6(), p.network(), p.prefix()));
         sorted.dedup();
+        let numbers = cidr_numbers(&sorted, &inventory.cidr_identities)?;
         // Each prefix's labels on their own, in parallel (65,535 CIDR rules:
         // formatting and sorting their labels was ~2 % of the compile, on
         // the calling thread alone), kept in prefix order.
-        let cidr = |(index, prefix): (usize, IpNetwork)| -> Result<IdentityInfo, CompileError> {
-            let number = u32::try_from(index + 1).unwrap_or(u32::MAX);
+        let cidr = |(number, prefix): (u32, IpNetwork)| -> Result<IdentityInfo, CompileError> {
             let id = Identity::local(number).map_err(|_| CompileError::RangeExhausted {
                 range: IdentityRange::Cidr,
                 given: prefixes.len(),
                 limit: Identity::MAX_INDEX as usize,
             })?;
-            let world = if prefix.is_ipv4() {
-                "world-ipv4"
-            } else {
-                "world-ipv6"
-            };
-            let mut labels: LabelSet = [Label::cidr(prefix), Label::reserved(world)]
-                .into_iter()
-                .collect();
-            for label in groups.labels_of(prefix).iter() {
-                labels.insert(label.clone());
-            }
             Ok(IdentityInfo {
                 id: id.get(),
-                labels,
+                labels: cidr_labels(prefix, groups),
                 kind: IdentityKind::Cidr { prefix },
             })
         };
         let cidr_identities: Vec<IdentityInfo> = if sorted.len() >= PARALLEL_CIDR_IDENTITIES {
-            sorted
+            numbers
                 .into_par_iter()
-                .enumerate()
+                .zip(sorted)
                 .map(cidr)
                 .collect::<Result<_, _>>()?
         } else {
-            sorted
+            numbers
                 .into_iter()
-                .enumerate()
+                .zip(sorted)
                 .map(cidr)
                 .collect::<Result<_, _>>()?
         };
@@ -463,6 +455,59 @@ impl IdentityTable {
         Some((id, gone))
     }
 
+    /// Incremental allocation (a session's): the local number a new CIDR
+    /// prefix gets from [`Self::allocate`] when every other prefix holds
+    /// its number as a given one: the lowest that no CIDR identity holds.
+    /// `None` when the local range is full.
+    pub fn free_cidr_number(&self) -> Option<u32> {
+        let first = Identity::MIN_LOCAL.get();
+        let mut free = first;
+        for (&id, _) in self.by_id.range(first..=Identity::MAX_LOCAL.get()) {
+            if id != free {
+                break;
+            }
+            free += 1;
+        }
+        (free <= Identity::MAX_LOCAL.get()).then_some(free & Identity::MAX_INDEX)
+    }
+
+    /// Records the CIDR identity of a new policy prefix (canonical, not
+    /// `/0`, without CIDR groups) with local number `number` (from
+    /// [`Self::free_cidr_number`]); its identity.
+    pub fn insert_cidr(&mut self, prefix: IpNetwork, number: u32) -> Option<u32> {
+        let id = Identity::local(number).ok()?.get();
+        if self.by_id.contains_key(&id) || self.cidr_identity.contains_key(&prefix) {
+            return None;
+        }
+        let position = self.identities.partition_point(|i| i.id < id);
+        self.identities.insert(
+            position,
+            IdentityInfo {
+                id,
+                labels: cidr_labels(prefix, &CidrGroups::default()),
+                kind: IdentityKind::Cidr { prefix },
+            },
+        );
+        for (_, at) in self.by_id.range_mut(id..) {
+            *at += 1;
+        }
+        self.by_id.insert(id, position);
+        self.cidr_identity.insert(prefix, id);
+        Some(id)
+    }
+
+    /// Takes out the CIDR identity of a prefix no policy names any more;
+    /// its identity and labels.
+    pub fn remove_cidr(&mut self, prefix: IpNetwork) -> Option<(u32, LabelSet)> {
+        let id = self.cidr_identity.remove(&prefix)?;
+        let position = self.by_id.remove(&id)?;
+        let info = self.identities.remove(position);
+        for (_, at) in self.by_id.range_mut(id..) {
+            *at -= 1;
+        }
+        Some((id, info.labels))
+    }
+
     /// The table with its endpoints renumbered to the inventory order
     /// `order` (`order[k]` is the endpoint now at position `k`): what
     /// [`Self::allocate`] gives for the reordered inventory when every
@@ -506,6 +551,84 @@ impl IdentityTable {
             .max_by_key(|(prefix, _)| prefix.prefix())
             .map(|(prefix, id)| (*prefix, *id))
     }
+}
+
+/// The labels of the CIDR identity of `prefix` (canonical, not `/0`):
+/// `cidr:<prefix>`, the family's world label and the `cidrgroup:` labels
+/// of the groups containing it (`labels.GetCIDRLabels`).
+pub(crate) fn cidr_labels(prefix: IpNetwork, groups: &CidrGroups) -> LabelSet {
+    let world = if prefix.is_ipv4() {
+        "world-ipv4"
+    } else {
+        "world-ipv6"
+    };
+    let mut labels: LabelSet = [Label::cidr(prefix), Label::reserved(world)]
+        .into_iter()
+        .collect();
+    for label in groups.labels_of(prefix).iter() {
+        labels.insert(label.clone());
+    }
+    labels
+}
+
+/// The local number (`n` of `0x01000000 | n`) of each of the `sorted`
+/// prefixes: the one `given` names for it (a session's pin), else the
+/// lowest number neither given to another of the prefixes nor taken
+/// before it, in sorted order. Without given numbers that is `1..`, as
+/// Cilium's allocator starts a fresh agent. A given number that is not a
+/// local CIDR identity's, or given to two prefixes, is an error.
+fn cidr_numbers(
+    sorted: &[IpNetwork],
+    given: &BTreeMap<IpNetwork, u32>,
+) -> Result<Vec<u32>, CompileError> {
+    if given.is_empty() {
+        return Ok((1..=u32::try_from(sorted.len()).unwrap_or(u32::MAX)).collect());
+    }
+    let mut pinned: BTreeMap<IpNetwork, u32> = BTreeMap::new();
+    for (prefix, id) in given {
+        let local = Identity::new(*id).ok().filter(|i| i.has_local_scope());
+        let Some(local) = local else {
+            return Err(CompileError::Identity {
+                identity: *id,
+                message: format!("given to CIDR prefix {prefix}: not a local CIDR identity"),
+            });
+        };
+        let number = local.get() & Identity::MAX_INDEX;
+        let prefix = canonical_prefix(*prefix);
+        if pinned.insert(prefix, number).is_some_and(|n| n != number) {
+            return Err(CompileError::Identity {
+                identity: *id,
+                message: format!("CIDR prefix {prefix} is given two numbers"),
+            });
+        }
+    }
+    let mut taken: BTreeMap<u32, IpNetwork> = BTreeMap::new();
+    for prefix in sorted {
+        if let Some(&number) = pinned.get(prefix)
+            && let Some(other) = taken.insert(number, *prefix)
+        {
+            return Err(CompileError::Identity {
+                identity: Identity::SCOPE_LOCAL | number,
+                message: format!("given to CIDR prefixes {other} and {prefix}"),
+            });
+        }
+    }
+    let mut next = 1;
+    let mut numbers = Vec::with_capacity(sorted.len());
+    for prefix in sorted {
+        let number = match pinned.get(prefix) {
+            Some(&number) => number,
+            None => {
+                while taken.contains_key(&next) {
+                    next += 1;
+                }
+                next += 1;
+                next - 1
+            }
+        };
+        numbers.push(number);
+    }
+    Ok(numbers)
 }
 
 /// The remote nodes' own identities.

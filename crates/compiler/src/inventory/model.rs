@@ -269,6 +269,13 @@ pub struct Inventory {
     /// above `.porin.yaml`; the compiler itself reads no version.
     #[serde(skip)]
     pub target: InventoryTarget,
+    /// Local CIDR identities given by number, by prefix: a session pins
+    /// the number each policy prefix got, as Cilium keeps a prefix's local
+    /// identity while a policy names it, so that a prefix added later does
+    /// not renumber the others ([`crate::allocation`]). A prefix no policy
+    /// names is ignored; no input format sets or shows these.
+    #[serde(skip)]
+    pub cidr_identities: BTreeMap<ipnetwork::IpNetwork, u32>,
 }
 
 /// `ciliumVersion` and `enableK8sClusterNetworkPolicy` of an inventory,

@@ -27,8 +27,10 @@
 //! and model it replaced, and when no line moved that item is the only one
 //! lowered again.
 
+use std::collections::BTreeSet;
 use std::ops::Range;
 
+use ipnetwork::IpNetwork;
 use porin_model::loader::{FileTree, LoadOutcome, LoadedDocument};
 use porin_model::model::cilium::{EgressDenyRule, EgressRule, IngressDenyRule, IngressRule};
 use porin_model::model::{PolicyDocument, Rule, RuleSection};
@@ -36,7 +38,7 @@ use porin_model::reparse::{ItemAt, common_prefix, common_suffix, has_lone_cr, ne
 use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
 use crate::inventory::Inventory;
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower_cilium_item};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower, lower_cilium_item};
 use crate::resolve::rule::PolicyRule;
 
 /// One re-lowered item: its position in the text's span (rule and origin
@@ -46,6 +48,9 @@ pub(super) struct ItemLowering {
     pub position: usize,
     pub rule: PolicyRule,
     pub origin: Origin,
+    /// The item's policy prefixes (an inserted item only: a changed item
+    /// has none, [`simple`]).
+    pub prefixes: BTreeSet<IpNetwork>,
 }
 
 /// An item that may differ between the two texts: its document (index in
@@ -137,13 +142,37 @@ pub(super) fn changed_items(
         if !simple(&before) {
             return None;
         }
-        out.push(finish(lower_at(new, &c, inventory), &c, origin_start)?);
+        out.push(finish(
+            lower_at(new, &c, inventory),
+            &c,
+            origin_start,
+            false,
+        )?);
     }
     Some(ChangedItems {
         items: out,
         compared,
         lines,
     })
+}
+
+/// The policy prefixes of the whole text `outcome`, lowered without
+/// locating anything in its trees (prefixes read no position): safe on an
+/// in-place edit's outcome whose later positions have not moved yet
+/// (`Session::edit_moving`).
+pub(super) fn text_prefixes(outcome: &LoadOutcome, inventory: &Inventory) -> BTreeSet<IpNetwork> {
+    let inputs: Vec<PolicyInput<'_>> = outcome
+        .documents
+        .iter()
+        .map(|doc| PolicyInput {
+            file: &doc.file,
+            document: doc.index,
+            item: doc.item,
+            policy: &doc.doc,
+            source: None,
+        })
+        .collect();
+    lower(&inputs, inventory).prefixes
 }
 
 /// The lowering of candidate `c`'s item in `outcome`.
@@ -167,17 +196,31 @@ fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowe
 /// An item lowered to exactly one rule and origin, with nothing the
 /// text shares (diagnostics, CIDR prefixes, log cookies).
 fn simple(l: &Lowered) -> bool {
-    l.rules.len() == 1
-        && l.origins.len() == 1
-        && l.diagnostics.is_empty()
-        && l.prefixes.is_empty()
-        && l.cookies.is_empty()
+    l.prefixes.is_empty() && movable(l)
+}
+
+/// [`simple`] but for CIDR prefixes, which an item inserted or removed
+/// may name: the text's prefix set then gains the item's, or loses those
+/// no other item names, which the session works out
+/// (`Session::move_item`). An item changed in place must be [`simple`]:
+/// the session's path for it keeps the text's prefix set.
+fn movable(l: &Lowered) -> bool {
+    l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty() && l.cookies.is_empty()
 }
 
 /// The item's lowering with its ids moved to where it sits in the span;
-/// `None` unless it is [`simple`].
-fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<ItemLowering> {
-    if !simple(&after) {
+/// `None` unless it is [`simple`] (or [`movable`], with `moved`).
+fn finish(
+    mut after: Lowered,
+    c: &Candidate,
+    origin_start: usize,
+    moved: bool,
+) -> Option<ItemLowering> {
+    if !(if moved {
+        movable(&after)
+    } else {
+        simple(&after)
+    }) {
         return None;
     }
     let id = u32::try_from(origin_start + c.position).ok()?;
@@ -189,6 +232,7 @@ fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<Item
         position: c.position,
         rule,
         origin,
+        prefixes: after.prefixes,
     })
 }
 
@@ -229,7 +273,7 @@ impl EditedItem {
         // The session compares it with the rule and origin it holds.
         let after = lower_at(outcome, &self.candidate, inventory);
         Some(ChangedItems {
-            items: vec![finish(after, &self.candidate, origin_start)?],
+            items: vec![finish(after, &self.candidate, origin_start, false)?],
             compared: Compared::Edited,
             lines,
         })
@@ -285,11 +329,13 @@ fn candidate_at(outcome: &LoadOutcome, at: ItemAt, items: usize, end: bool) -> O
 pub(super) struct MovedByEdit {
     candidate: Candidate,
     inserted: bool,
+    /// The policy prefixes of a removed item ([`MovedItem::removed_prefixes`]).
+    removed_prefixes: BTreeSet<IpNetwork>,
 }
 
 impl MovedByEdit {
     /// The place of item `at` of `outcome` (before the edit); for a
-    /// removal the item must lower [`simple`].
+    /// removal the item must lower [`movable`].
     pub(super) fn prepare(
         outcome: &LoadOutcome,
         at: ItemAt,
@@ -298,12 +344,18 @@ impl MovedByEdit {
         inserted: bool,
     ) -> Option<MovedByEdit> {
         let candidate = candidate_at(outcome, at, items, inserted)?;
-        if !inserted && !simple(&lower_at(outcome, &candidate, inventory)) {
-            return None;
+        let mut removed_prefixes = BTreeSet::new();
+        if !inserted {
+            let removed = lower_at(outcome, &candidate, inventory);
+            if !movable(&removed) {
+                return None;
+            }
+            removed_prefixes = removed.prefixes;
         }
         Some(MovedByEdit {
             candidate,
             inserted,
+            removed_prefixes,
         })
     }
 
@@ -326,13 +378,20 @@ impl MovedByEdit {
         let start = c.position + usize::from(self.inserted);
         let reindexed = start..start + new_len.checked_sub(c.index + usize::from(self.inserted))?;
         let inserted = if self.inserted {
-            Some(finish(lower_at(outcome, c, inventory), c, origin_start)?)
+            Some(finish(
+                lower_at(outcome, c, inventory),
+                c,
+                origin_start,
+                true,
+            )?)
         } else {
             None
         };
         Some(MovedItem {
             position: c.position,
             inserted,
+            removed_prefixes: self.removed_prefixes,
+            remaining: None,
             reindexed,
             lines,
             compared: 0,
@@ -506,6 +565,13 @@ pub(super) struct MovedItem {
     /// The inserted item, lowered (its origin id `origin_start +
     /// position`); `None` for a removal.
     pub inserted: Option<ItemLowering>,
+    /// The policy prefixes of a removed item (empty for an insertion).
+    pub removed_prefixes: BTreeSet<IpNetwork>,
+    /// The text's prefix set after the removal of an item with prefixes,
+    /// when the session cannot tell it from its rules (another rule of the
+    /// text has a selector on one of them: `Session::settle_removal`); it
+    /// then lowers the new text for it. `None` from this module.
+    pub remaining: Option<BTreeSet<IpNetwork>>,
     /// The new span positions of the items after it in its section: their
     /// index (and so their route) moved by one.
     pub reindexed: Range<usize>,
@@ -581,21 +647,26 @@ pub(super) fn moved_item(
     let new_len = section_len(new)?;
     let start = candidate.position + usize::from(inserted);
     let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
-    let lowering = if inserted {
-        Some(finish(
+    let (lowering, removed_prefixes) = if inserted {
+        let item = finish(
             lower_at(new, &candidate, inventory),
             &candidate,
             origin_start,
-        )?)
+            true,
+        )?;
+        (Some(item), BTreeSet::new())
     } else {
-        if !simple(&lower_at(old, &candidate, inventory)) {
+        let removed = lower_at(old, &candidate, inventory);
+        if !movable(&removed) {
             return None;
         }
-        None
+        (None, removed.prefixes)
     };
     Some(MovedItem {
         position: candidate.position,
         inserted: lowering,
+        removed_prefixes,
+        remaining: None,
         reindexed,
         lines: Lines::Read(lines),
         compared: items,

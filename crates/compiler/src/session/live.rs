@@ -38,7 +38,7 @@ use crate::resolve::policy::{
     ResolverParts, SelectorCache, SelectorId, filter_keys, proxy_ports,
 };
 use crate::resolve::rule::PolicyRule;
-use crate::selector::{Operator, Selector};
+use crate::selector::{Operator, Selector, SelectorKey, cidr_selector_key};
 
 /// More peer identities than this in one state's change: the state is
 /// folded in full (cheaper than replaying that many identities; exact
@@ -464,6 +464,16 @@ struct Model {
     /// ([`Model::renumber_selectors`]) left out of the order the batch
     /// makes them in: the next refold makes them again in full.
     reordered: BTreeSet<StateKey>,
+    /// Identities whose part of a state the next refold replays beside
+    /// what the change itself touches: a CIDR identity that came or went
+    /// with a policy prefix, in the states its selections reach
+    /// ([`Session::gain_prefixes`], [`Session::lose_prefixes`]).
+    replay: BTreeMap<StateKey, BTreeSet<u32>>,
+    /// The CIDR pins this call changed (`Inventory::cidr_identities`:
+    /// prefix, pin before), undone before a failed call's restore
+    /// ([`Session::restore`]): the restore then numbers every prefix as
+    /// before the call. Emptied when a policy call starts.
+    pins_undo: Vec<(IpNetwork, Option<u32>)>,
 }
 
 impl Model {
@@ -861,6 +871,7 @@ impl Session {
     /// text of that name. A text with errors is refused with its
     /// diagnostics and changes nothing.
     pub fn set_policy(&mut self, name: &str, outcome: LoadOutcome) -> Result<Update, SessionError> {
+        self.model.pins_undo.clear();
         if outcome.has_errors() {
             return Err(SessionError::Policy(outcome.diagnostics));
         }
@@ -879,7 +890,7 @@ impl Session {
             if result.is_err() {
                 self.texts.pop();
                 // Back to the previous inputs, exactly (fail closed).
-                self.rebuild("restore")?;
+                self.restore()?;
             }
             return result;
         };
@@ -888,7 +899,9 @@ impl Session {
         // A rule item inserted or removed: the rules after it move.
         let moved = match items {
             Some(_) => None,
-            None => self.moved_item(position, &previous.outcome),
+            None => self
+                .moved_item(position, &previous.outcome)
+                .map(|moved| self.settle_removal(position, moved)),
         };
         let result = match moved {
             Some(moved) => self.move_item(position, moved).inspect(|update| {
@@ -913,7 +926,7 @@ impl Session {
         if result.is_err() {
             self.texts[position] = previous;
             // Back to the previous inputs, exactly (fail closed).
-            self.rebuild("restore")?;
+            self.restore()?;
         } else {
             drop_later(previous);
         }
@@ -947,6 +960,7 @@ impl Session {
         edit: porin_model::reparse::Edit,
     ) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
+        self.model.pins_undo.clear();
         if edit.kind() != EditKind::Replace {
             return self.edit_moving(position, edit);
         }
@@ -1019,7 +1033,7 @@ impl Session {
             // inverse of an edit applies to the outcome the edit made (the
             // same slots), so this never gives `None`.
             let _ = inverse.apply(&mut self.texts[position].outcome);
-            if let Err(e) = self.rebuild("restore") {
+            if let Err(e) = self.restore() {
                 return Some(Err(e));
             }
         }
@@ -1093,12 +1107,16 @@ impl Session {
         // move of the compiled rules when many items follow: the two
         // passes are each linear in the items after it, on separate data.
         let (inverse, line_shift) = edit.apply_deferred(&mut self.texts[position].outcome)?;
-        let moved = spot.finish(
-            &self.texts[position].outcome,
-            &self.inventory,
-            origin_start,
-            lines,
-        );
+        // (Before the shift: a removal may lower the new text for its
+        // prefixes, which reads no position.)
+        let moved = spot
+            .finish(
+                &self.texts[position].outcome,
+                &self.inventory,
+                origin_start,
+                lines,
+            )
+            .map(|moved| self.settle_removal(position, moved));
         // Every later item of the text, in any section or document.
         let following = moved
             .as_ref()
@@ -1117,7 +1135,7 @@ impl Session {
         if result.is_err() {
             // Back to the previous inputs, exactly (fail closed).
             let _ = inverse.apply(&mut self.texts[position].outcome);
-            if let Err(e) = self.rebuild("restore") {
+            if let Err(e) = self.restore() {
                 return Some(Err(e));
             }
         }
@@ -1127,6 +1145,7 @@ impl Session {
     /// Removes the policy text `name`; `None` when there is none.
     pub fn remove_policy(&mut self, name: &str) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
+        self.model.pins_undo.clear();
         let removed = self.texts.remove(position);
         let result = match self.cut_text(position) {
             Ok(Some(update)) => Ok(update),
@@ -1135,7 +1154,7 @@ impl Session {
         };
         if result.is_err() {
             self.texts.insert(position, removed);
-            let _ = self.rebuild("restore");
+            let _ = self.restore();
         } else {
             drop_later(removed);
         }
@@ -1195,6 +1214,13 @@ impl Session {
         reason: &'static str,
     ) -> Result<Update, SessionError> {
         inventory.finish()?;
+        if inventory.cidr_identities.is_empty() {
+            // A caller's inventory carries no pins (no input format sets
+            // them): the prefixes keep their numbers across it.
+            inventory
+                .cidr_identities
+                .clone_from(&self.inventory.cidr_identities);
+        }
         let old = self.endpoint_states();
         let previous = std::mem::replace(&mut self.inventory, inventory);
         let result = self.rebuild_from(old, reason);
@@ -1203,6 +1229,21 @@ impl Session {
             let _ = self.rebuild("restore");
         }
         result
+    }
+
+    /// A failed policy call's way back (its texts already put back): the
+    /// CIDR pins it changed are undone, then everything is recompiled, so
+    /// every prefix keeps the number it had before the call (the pins of
+    /// prefixes it took out would otherwise be gone, and the allocation
+    /// would number them afresh).
+    fn restore(&mut self) -> Result<Update, SessionError> {
+        while let Some((prefix, before)) = self.model.pins_undo.pop() {
+            match before {
+                Some(id) => self.inventory.cidr_identities.insert(prefix, id),
+                None => self.inventory.cidr_identities.remove(&prefix),
+            };
+        }
+        self.rebuild("restore")
     }
 
     /// Recompiles everything and gives the difference to the previous
@@ -1341,6 +1382,10 @@ impl Session {
             Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
+        let prefixes_incremental = self.prefixes_incremental();
+        // The text's new prefix set, when it changed (the whole-text path
+        // only: an item changed in place names none, `super::items`).
+        let mut prefix_change: Option<BTreeSet<IpNetwork>> = None;
         let model = &mut self.model;
         if let Some(items) = items {
             // Lines moved: every other item's origin is the same but for
@@ -1388,12 +1433,29 @@ impl Session {
             }
         } else {
             let lowering = lower_text(text, &self.inventory, span.origins.start);
-            if lowering.has_log
+            // A CIDR group labels CIDR identities of every text, and tier
+            // rules are their own layer: neither is replaced here (as in
+            // `Self::append_text`).
+            let has_group = text.outcome.documents.iter().any(|d| {
+                matches!(
+                    d.doc,
+                    porin_model::model::PolicyDocument::CiliumCidrGroup(_)
+                )
+            });
+            if has_group
+                || lowering.rules.iter().any(|rule| rule.tier.is_some())
+                || !model.lowered.tier_rules.rules.is_empty()
+                || lowering.has_log
                 || lowering.rules.len() != span.rules.len()
                 || lowering.origins.len() != span.origins.len()
-                || lowering.prefixes != span.prefixes
+                || (lowering.prefixes != span.prefixes && !prefixes_incremental)
             {
                 return Ok(None);
+            }
+            if lowering.prefixes != span.prefixes {
+                // Their CIDR identities follow once the rules' peers are
+                // interned (below).
+                prefix_change = Some(lowering.prefixes.clone());
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -1486,6 +1548,20 @@ impl Session {
         if peers_changed && !model.renumber_selectors(&mut parts) {
             model.parts = parts;
             return Ok(None);
+        }
+        if let Some(prefixes) = prefix_change {
+            let changed = self
+                .change_text_prefixes(position, &mut parts, prefixes)
+                .and_then(|()| {
+                    let model = &self.model;
+                    Ok(self
+                        .limits
+                        .check_lowered(&model.lowered.rules, model.lowered.prefixes.len())?)
+                });
+            if let Err(e) = changed {
+                self.model.parts = parts;
+                return Err(e);
+            }
         }
 
         // (The callers check the lowering against the texts when lines
@@ -1607,16 +1683,23 @@ impl Session {
                 .flat_map(|id| model.states.keys_of(*id))
                 .collect()
         };
-        // The states a renumbering of the selectors left out of order.
+        // The states a renumbering of the selectors left out of order, and
+        // those with an identity to replay.
         let reordered = std::mem::take(&mut model.reordered);
-        if !reordered.is_empty() {
-            let listed: BTreeSet<StateKey> =
-                keys.drain(..).chain(reordered.iter().cloned()).collect();
+        let replay = std::mem::take(&mut model.replay);
+        if !reordered.is_empty() || !replay.is_empty() {
+            let listed: BTreeSet<StateKey> = keys
+                .drain(..)
+                .chain(reordered.iter().cloned())
+                .chain(replay.keys().cloned())
+                .collect();
             keys = listed.into_iter().collect();
         }
         for key in keys {
             let full = reordered.contains(&key);
+            let extra = replay.get(&key);
             if !full
+                && extra.is_none()
                 && !changed_identities.contains(&key.0)
                 && model
                     .states
@@ -1702,6 +1785,7 @@ impl Session {
                 ops,
                 diagnostics,
                 (differing, full),
+                extra,
                 &selecting,
             );
             new_record.shape = Some(shape);
@@ -1760,6 +1844,25 @@ impl Session {
         {
             return Ok(None);
         }
+        // The text's prefix set after the move, when it changes: the
+        // inserted item's prefixes join it; a removed item's go unless
+        // another item names them (`MovedItem::remaining`).
+        let text_prefixes: Option<BTreeSet<IpNetwork>> = match (&moved.inserted, &moved.remaining) {
+            (Some(item), _) => (!item.prefixes.is_subset(&span.prefixes))
+                .then(|| span.prefixes.union(&item.prefixes).copied().collect()),
+            (None, Some(remaining)) => (*remaining != span.prefixes).then(|| remaining.clone()),
+            // No other rule of the text has a selector on them
+            // (`Self::settle_removal`): the item named them alone.
+            (None, None) => (!moved.removed_prefixes.is_empty()).then(|| {
+                span.prefixes
+                    .difference(&moved.removed_prefixes)
+                    .copied()
+                    .collect()
+            }),
+        };
+        if text_prefixes.is_some() && !self.prefixes_incremental() {
+            return Ok(None);
+        }
         let change = match moved.inserted {
             Some(item) => BlockChange::Insert {
                 rules: vec![item.rule],
@@ -1775,9 +1878,15 @@ impl Session {
             origins_at: span.origins.start + moved.position,
             change,
         };
-        let Some(moving) = self.move_block(block) else {
+        let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
+        if let Some(prefixes) = text_prefixes
+            && let Err(e) = self.change_text_prefixes(position, &mut moving.parts, prefixes)
+        {
+            self.model.parts = moving.parts;
+            return Err(e);
+        }
         let model = &mut self.model;
         // The text's origins after the change: their lines, and the index
         // and route of the items after it in its section.
@@ -1830,10 +1939,11 @@ impl Session {
     /// The text just pushed as the last of [`Self::texts`] added without a
     /// rebuild: its lowering (alone, origin ids after every other text's)
     /// is a block appended to the rules and origins ([`Self::move_block`]),
-    /// its findings and span appended too. `Ok(None)`, the model as it
-    /// was, when the text needs more than that: a log cookie or a CIDR
-    /// group (numbered or labelled across texts), a CIDR prefix no other
-    /// text has (a new CIDR identity), tier rules.
+    /// its findings and span appended too; a CIDR prefix no other text
+    /// has gets its CIDR identity ([`Self::gain_prefixes`]). `Ok(None)`,
+    /// the model as it was, when the text needs more than that: a log
+    /// cookie or a CIDR group (numbered or labelled across texts), tier
+    /// rules, a new prefix under `policy-cidr-match-mode: nodes`.
     fn append_text(&mut self) -> Result<Option<Update>, SessionError> {
         let Some(position) = self.texts.len().checked_sub(1) else {
             return Ok(None);
@@ -1859,9 +1969,11 @@ impl Session {
             return Ok(None);
         }
         let lowering = lower_text(text, &self.inventory, origins_at);
-        if lowering.has_log
-            || !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
-            || lowering.rules.iter().any(|rule| rule.tier.is_some())
+        if lowering.has_log || lowering.rules.iter().any(|rule| rule.tier.is_some()) {
+            return Ok(None);
+        }
+        if !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
+            && !self.prefixes_incremental()
         {
             return Ok(None);
         }
@@ -1870,7 +1982,8 @@ impl Session {
             rules: rules_at..rules_at + n,
             origins: origins_at..origins_at + lowering.origins.len(),
             diagnostics: diagnostics_at..diagnostics_at + lowering.diagnostics.len(),
-            prefixes: lowering.prefixes,
+            // Set below, with the model's (`Self::change_text_prefixes`).
+            prefixes: BTreeSet::new(),
         };
         let block = Block {
             rules_at,
@@ -1880,12 +1993,16 @@ impl Session {
                 origins: lowering.origins,
             },
         };
-        let Some(moving) = self.move_block(block) else {
+        let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
         self.model.lowered.diagnostics.extend(lowering.diagnostics);
         if let Some(spans) = &mut self.model.spans {
             spans.push(span);
+        }
+        if let Err(e) = self.change_text_prefixes(position, &mut moving.parts, lowering.prefixes) {
+            self.model.parts = moving.parts;
+            return Err(e);
         }
         self.debug_check_lowering();
         // The other origins only changed ids (the host allow's), which the
@@ -1896,8 +2013,9 @@ impl Session {
     /// The text at `position`, just taken out of [`Self::texts`] (it had
     /// `span`), removed without a rebuild: its rules and origins are a
     /// block removed ([`Self::move_block`]), its findings and span taken
-    /// out. `Ok(None)`, the model as it was, when a CIDR prefix of it is in
-    /// no other text (its CIDR identity goes).
+    /// out; the CIDR identity of a prefix no other text names goes
+    /// ([`Self::lose_prefixes`]). `Ok(None)`, the model as it was, when
+    /// such a prefix goes under `policy-cidr-match-mode: nodes`.
     fn cut_text(&mut self, position: usize) -> Result<Option<Update>, SessionError> {
         let Some(spans) = self.model.spans.as_ref() else {
             return Ok(None);
@@ -1905,13 +2023,13 @@ impl Session {
         let Some(span) = spans.get(position).cloned() else {
             return Ok(None);
         };
-        let kept_elsewhere = span.prefixes.iter().all(|prefix| {
-            spans
+        let names_alone = span.prefixes.iter().any(|prefix| {
+            !spans
                 .iter()
                 .enumerate()
                 .any(|(i, other)| i != position && other.prefixes.contains(prefix))
         });
-        if !kept_elsewhere {
+        if names_alone && !self.prefixes_incremental() {
             return Ok(None);
         }
         let block = Block {
@@ -1922,9 +2040,14 @@ impl Session {
                 origins: span.origins.len(),
             },
         };
-        let Some(moving) = self.move_block(block) else {
+        let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
+        // Its prefixes go first, while its span is there to empty.
+        if let Err(e) = self.change_text_prefixes(position, &mut moving.parts, BTreeSet::new()) {
+            self.model.parts = moving.parts;
+            return Err(e);
+        }
         let model = &mut self.model;
         model.lowered.diagnostics.drain(span.diagnostics.clone());
         if let Some(spans) = &mut model.spans {
@@ -1943,6 +2066,204 @@ impl Session {
         // do not show; the states that showed a removed one are of the
         // identities its rules selected, folded again.
         self.finish_move(moving, (0, 0), false).map(Some)
+    }
+
+    /// A removed item's prefixes leave the text at `position` unless
+    /// another of its items names them. Every prefix an item names is a
+    /// requirement of one of its rule's peer selectors
+    /// (`cidr_selector_key`), so when no other rule of the text has one on
+    /// them, they go (`Session::move_item`); else (the same prefix on two
+    /// items, or a selector written on a `cidr:` label) the new text, the
+    /// text at `position` now, is lowered for its prefix set
+    /// ([`MovedItem::remaining`]): exact either way.
+    fn settle_removal(&self, position: usize, mut moved: MovedItem) -> MovedItem {
+        if moved.inserted.is_some() || moved.removed_prefixes.is_empty() {
+            return moved;
+        }
+        let Some(span) = self.span(position) else {
+            return moved;
+        };
+        let keys: Vec<SelectorKey> = moved
+            .removed_prefixes
+            .iter()
+            .map(|p| cidr_selector_key(*p))
+            .collect();
+        let removed = span.rules.start + moved.position;
+        let elsewhere = self.model.lowered.rules[span.rules.clone()]
+            .iter()
+            .zip(span.rules.clone())
+            .filter(|(_, index)| *index != removed)
+            .flat_map(|(rule, _)| rule.peers.iter().flatten())
+            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        if elsewhere {
+            moved.remaining = Some(super::items::text_prefixes(
+                &self.texts[position].outcome,
+                &self.inventory,
+            ));
+        }
+        moved
+    }
+
+    /// The text at `position` now names the policy prefixes `prefixes`:
+    /// its span and the model's prefix set follow, the CIDR identities of
+    /// prefixes no text names any more go ([`Self::lose_prefixes`]), then
+    /// those of prefixes no text named come ([`Self::gain_prefixes`]: a
+    /// number just freed is the lowest free one, as in the allocation,
+    /// which ignores a pin no policy names). `parts`: as the caller holds
+    /// them, the changed rules' peers interned.
+    fn change_text_prefixes(
+        &mut self,
+        position: usize,
+        parts: &mut ResolverParts,
+        prefixes: BTreeSet<IpNetwork>,
+    ) -> Result<(), SessionError> {
+        let model = &mut self.model;
+        let Some(spans) = &mut model.spans else {
+            return Ok(());
+        };
+        let old = std::mem::replace(&mut spans[position].prefixes, prefixes);
+        let spans = &spans[..];
+        let named = |prefix: &IpNetwork| spans.iter().any(|span| span.prefixes.contains(prefix));
+        let dropped: Vec<IpNetwork> = old.iter().filter(|p| !named(p)).copied().collect();
+        let taken: Vec<IpNetwork> = spans[position]
+            .prefixes
+            .difference(&model.lowered.prefixes)
+            .copied()
+            .collect();
+        for prefix in &dropped {
+            model.lowered.prefixes.remove(prefix);
+        }
+        model.lowered.prefixes.extend(taken.iter().copied());
+        let lost = self.unnamed(&dropped);
+        self.lose_prefixes(parts, &lost);
+        let gained = self.unallocated(&taken);
+        self.gain_prefixes(parts, &gained)
+    }
+
+    /// Whether a change of the policies' CIDR prefixes may go the
+    /// incremental way: not under `policy-cidr-match-mode: nodes` (a node
+    /// address's identity carries the labels of the prefixes containing
+    /// it) nor with CIDR groups (their labels reach CIDR identities of
+    /// every text; a session with groups keeps no spans anyway).
+    fn prefixes_incremental(&self) -> bool {
+        !self.inventory.settings.policy_cidr_match_nodes
+            && self.model.lowered.cidr_groups.is_empty()
+    }
+
+    /// The CIDR identity prefixes (canonical, not `/0`, as the allocation
+    /// makes them) of the policy prefixes `added` that the table lacks, in
+    /// the allocation's order (IPv4 first, by address and length).
+    fn unallocated(&self, added: &[IpNetwork]) -> Vec<IpNetwork> {
+        let mut prefixes: Vec<IpNetwork> = added
+            .iter()
+            .map(|p| crate::labels::canonical_prefix(*p))
+            .filter(|p| p.prefix() != 0 && !self.model.table.cidr_identity.contains_key(p))
+            .collect();
+        prefixes.sort_by_key(|p| (p.is_ipv6(), p.network(), p.prefix()));
+        prefixes.dedup();
+        prefixes
+    }
+
+    /// The CIDR identity prefixes of the policy prefixes `removed` (no
+    /// longer in the model's lowering) that no remaining policy prefix
+    /// gives (another text may write the same prefix with host bits set).
+    fn unnamed(&self, removed: &[IpNetwork]) -> Vec<IpNetwork> {
+        let mut gone: BTreeSet<IpNetwork> = removed
+            .iter()
+            .map(|p| crate::labels::canonical_prefix(*p))
+            .filter(|p| p.prefix() != 0)
+            .collect();
+        if gone.is_empty() {
+            return Vec::new();
+        }
+        for prefix in &self.model.lowered.prefixes {
+            gone.remove(&crate::labels::canonical_prefix(*prefix));
+        }
+        gone.into_iter().collect()
+    }
+
+    /// New CIDR identities for `prefixes` (from [`Self::unallocated`]),
+    /// numbered as the allocation numbers a prefix when every other holds
+    /// its number as a given one (the lowest free local number; pinned in
+    /// the inventory, as a full build pins every prefix's). Each joins the
+    /// selections that select it, as a new endpoint identity does
+    /// ([`Self::add_endpoint_incrementally`]); the refold that follows
+    /// replays its part of every state those selections reach
+    /// ([`Model::replay`]), so that one difference covers both the moved
+    /// rules and the new identities. `parts`: the resolver parts a block
+    /// move holds (its new rules' selectors already interned).
+    fn gain_prefixes(
+        &mut self,
+        parts: &mut ResolverParts,
+        prefixes: &[IpNetwork],
+    ) -> Result<(), SessionError> {
+        if prefixes.is_empty() {
+            return Ok(());
+        }
+        let model = &mut self.model;
+        for prefix in prefixes {
+            let given = model.table.cidr_identity.len() + 1;
+            let exhausted = || CompileError::RangeExhausted {
+                range: crate::error::IdentityRange::Cidr,
+                given,
+                limit: Identity::MAX_INDEX as usize,
+            };
+            let number = model.table.free_cidr_number().ok_or_else(exhausted)?;
+            let id = model
+                .table
+                .insert_cidr(*prefix, number)
+                .ok_or_else(exhausted)?;
+            let before = self.inventory.cidr_identities.insert(*prefix, id);
+            model.pins_undo.push((*prefix, before));
+            let Some(info) = model.table.get(id) else {
+                continue;
+            };
+            let gained = model.peer_index.matching(&parts.cache, &info.labels);
+            for &selector in &gained {
+                let before = parts.cache.selection(selector).len();
+                parts.cache.add_to_selection(selector, id);
+                let after = parts.cache.selection(selector).len();
+                KeptBound::selection_changed(&mut model.bounds, selector, before, after);
+            }
+            for key in model.states.reached_by(&gained) {
+                model.replay.entry(key).or_default().insert(id);
+            }
+        }
+        parts.cache.forget_index();
+        self.limits
+            .check_identity_work(model.selector_uses.len(), model.table.identities.len())?;
+        Ok(())
+    }
+
+    /// The CIDR identities of `prefixes` (from [`Self::unnamed`]) go: out
+    /// of the table, the inventory's pins and every selection; the refold
+    /// that follows replays their (now empty) part of every state those
+    /// selections reached, as for [`Self::gain_prefixes`].
+    fn lose_prefixes(&mut self, parts: &mut ResolverParts, prefixes: &[IpNetwork]) {
+        if prefixes.is_empty() {
+            return;
+        }
+        let model = &mut self.model;
+        for prefix in prefixes {
+            let Some((id, labels)) = model.table.remove_cidr(*prefix) else {
+                continue;
+            };
+            let before = self.inventory.cidr_identities.remove(prefix);
+            model.pins_undo.push((*prefix, before));
+            let lost = model.peer_index.matching(&parts.cache, &labels);
+            for &selector in &lost {
+                let before = parts.cache.selection(selector).len();
+                parts.cache.remove_from_selection(selector, id);
+                let after = parts.cache.selection(selector).len();
+                KeptBound::selection_changed(&mut model.bounds, selector, before, after);
+            }
+            // Its part of each state goes (its selections no longer hold
+            // it, so the replay finds no op for it).
+            for key in model.states.reached_by(&lost) {
+                model.replay.entry(key).or_default().insert(id);
+            }
+        }
+        parts.cache.forget_index();
     }
 
     /// Debug builds: the model's lowering is the whole lowering of the
@@ -3634,6 +3955,7 @@ fn redistill(
     ops: Vec<MapOp>,
     diagnostics: Vec<Diagnostic>,
     (differing, full): (Option<(BTreeSet<OpPeers>, IndexedPeers)>, bool),
+    extra: Option<&BTreeSet<u32>>,
     selecting: &dyn Fn(u32) -> Vec<SelectorId>,
 ) -> (StateRecord, Vec<MapChange>, bool, usize) {
     let (differing, mut record) = match differing {
@@ -3683,6 +4005,12 @@ fn redistill(
             full = true;
             break;
         }
+    }
+    // Identities whose selections changed without an op changing (a CIDR
+    // identity that came or went, `Model::replay`): their parts too.
+    if !full && let Some(extra) = extra {
+        identities.extend(extra.iter().copied());
+        full = identities.len() > REPLAY_LIMIT;
     }
     if full {
         let mut state = MapState::new();
@@ -3988,6 +4316,9 @@ fn build(
             endpoint.identity = Some(id);
         }
     }
+    // And the CIDR identities' (a prefix added later takes a free number
+    // instead of renumbering those after it, `Session::gain_prefixes`).
+    inventory.cidr_identities = table.cidr_identity.clone();
     let numbers = IdentityNumbers::new(&table);
     let names = EndpointNames::new(&inventory.endpoints);
     Ok((
@@ -4009,6 +4340,8 @@ fn build(
             addresses,
             names,
             reordered: BTreeSet::new(),
+            replay: BTreeMap::new(),
+            pins_undo: Vec::new(),
         },
         inventory,
     ))

@@ -26,7 +26,8 @@ struct Item {
     deny: bool,
     /// 0..3: app=a/b/c, 3..5: tier=web/db, 5: every pod of the namespace,
     /// 6: a CIDR, 7: world, 8: no L3 peer (identity 0), or `all` without
-    /// ports.
+    /// ports, 9: a CIDR inside 6's, 10: a CIDR sorted before 6's, 11: 6's
+    /// CIDR with an `except` inside 9's.
     peer: u8,
     /// 0: L3 only, 1..4: a port, 4: a range, 5: an HTTP rule on 80.
     ports: u8,
@@ -92,6 +93,12 @@ fn peer_yaml(out: &mut String, item: &Item) {
         5 => writeln!(out, "    - {endpoints}: [{{}}]"),
         6 => writeln!(out, "    - {cidr}: [192.0.2.0/24]"),
         7 => writeln!(out, "    - {entities}: [world]"),
+        9 => writeln!(out, "    - {cidr}: [192.0.2.128/25]"),
+        10 => writeln!(out, "    - {cidr}: [10.0.0.0/8]"),
+        11 => writeln!(
+            out,
+            "    - {cidr}Set: [{{cidr: 192.0.2.0/24, except: [192.0.2.192/26]}}]"
+        ),
         // No L3 peer: the wildcard selector (identity 0 keys).
         _ if item.ports > 0 => writeln!(out, "    -"),
         _ => writeln!(out, "    - {entities}: [all]"),
@@ -170,7 +177,7 @@ fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
 }
 
 fn item() -> impl Strategy<Value = Item> {
-    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8)];
+    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..12];
     (any::<bool>(), prop::bool::weighted(0.3), peer, 0u8..6).prop_map(
         |(egress, deny, peer, ports)| Item {
             egress,
@@ -189,7 +196,7 @@ fn text() -> impl Strategy<Value = Text> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
-        4 => (0u8..3, 0usize..4, prop_oneof![0u8..6, 7u8..9], 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
+        4 => (0u8..3, 0usize..4, 0u8..12, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
         3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
         2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
@@ -1039,8 +1046,8 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
 /// Whole texts added and removed (`Session::append_text`,
 /// `Session::cut_text`) go the incremental way, a removal in the middle
 /// moving every later text's rules and origins, and every step equals the
-/// batch (`check`); a text whose CIDR prefix no other text has is added
-/// and removed in full (its CIDR identity comes and goes).
+/// batch (`check`), a text whose CIDR prefix no other text has too (its
+/// CIDR identity comes and goes with it).
 #[test]
 fn texts_added_and_removed_are_incremental() {
     let item = |egress: bool, deny: bool, peer: u8, ports: u8| Item {
@@ -1070,19 +1077,274 @@ fn texts_added_and_removed_are_incremental() {
         Step::RemoveText(1),
         Step::SetText(1, text(0, vec![item(true, false, 8, 1)])),
         Step::RemoveText(0),
-        // A new CIDR prefix: in full; the same prefix again: incremental;
-        // one of the two removed: incremental; the last: in full.
+        // A new CIDR prefix (its identity comes), the same prefix again,
+        // one of the two removed, the last (its identity goes).
         Step::SetText(0, text(1, vec![item(true, false, 6, 1)])),
         Step::SetText(3, text(2, vec![item(false, false, 6, 0)])),
         Step::RemoveText(0),
         Step::RemoveText(3),
     ];
     let paths = run(&steps);
-    assert_eq!(full_steps(&paths), vec![0, 9, 12], "{paths:?}");
+    assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
     let lowered: Vec<usize> = paths[3..9].iter().map(|(_, n, _)| *n).collect();
     assert_eq!(lowered, vec![2, 2, 2, 0, 1, 0], "{paths:?}");
     let (in_place, _) = run_with(&steps, true);
     assert_eq!(update_paths(&in_place), update_paths(&paths));
+}
+
+/// Texts bringing CIDR prefixes no other text has, and their removal, go
+/// the incremental way (`Session::gain_prefixes`, `Session::lose_prefixes`):
+/// a prefix sorted before the others takes the lowest free number instead
+/// of renumbering them (the session pins every prefix's number in its
+/// inventory, which the batch honours), a prefix inside another joins
+/// that prefix's and world's selections (the states they reach are made
+/// again), a removed prefix frees its number for the next one, also within
+/// one change of a text (`Session::replace_text`); a rule item with a new
+/// prefix inserted and removed moves as one block (`Session::move_item`),
+/// in place too, as the C API edits texts (`Session::edit_moving`); every
+/// step equals the batch (`check`).
+#[test]
+fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: true,
+        deny: false,
+        peer,
+        ports,
+    };
+    let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
+    let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
+    // (text, its new content or its removal, the CIDR numbers after).
+    type CidrStep = (u8, Option<Text>, Vec<(&'static str, u32)>);
+    let steps: Vec<CidrStep> = vec![
+        // app=b to 192.0.2.0/24 on 80 and to world on 443.
+        (
+            0,
+            Some(Text {
+                subject: 1,
+                items: vec![item(6, 1), item(7, 2)],
+            }),
+            vec![("192.0.2.0/24", 1)],
+        ),
+        // 10.0.0.0/8 sorts first: the batch alone would number it 1.
+        // (app=c's world peer selects every CIDR identity to come.)
+        (
+            1,
+            Some(Text {
+                subject: 2,
+                items: vec![item(10, 3), item(7, 1)],
+            }),
+            vec![("10.0.0.0/8", 2), ("192.0.2.0/24", 1)],
+        ),
+        // Inside text 0's /24: app=b's state gains it twice (its /24 and
+        // world peers).
+        (
+            2,
+            Some(Text {
+                subject: 0,
+                items: vec![item(9, 1)],
+            }),
+            vec![
+                ("10.0.0.0/8", 2),
+                ("192.0.2.0/24", 1),
+                ("192.0.2.128/25", 3),
+            ],
+        ),
+        // The /24 goes (out of app=c's world peer too); its number is
+        // free again.
+        (0, None, vec![("10.0.0.0/8", 2), ("192.0.2.128/25", 3)]),
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(6, 2)],
+            }),
+            vec![
+                ("10.0.0.0/8", 2),
+                ("192.0.2.0/24", 1),
+                ("192.0.2.128/25", 3),
+            ],
+        ),
+        (1, None, vec![("192.0.2.0/24", 1), ("192.0.2.128/25", 3)]),
+        // A one-rule change from the /24 to 10.0.0.0/8: the /24's number
+        // is freed first, so the new prefix takes it.
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
+        // A rule item with the /24 inserted before it (`Session::move_item`)
+        // takes the lowest free number, then removed again.
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(6, 1), item(10, 2)],
+            }),
+            vec![
+                ("10.0.0.0/8", 1),
+                ("192.0.2.0/24", 2),
+                ("192.0.2.128/25", 3),
+            ],
+        ),
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
+        // The same prefix on a second item, which is removed again: the
+        // prefix stays, named by the other (`Session::settle_removal`).
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 1), item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
+        (
+            3,
+            Some(Text {
+                subject: 1,
+                items: vec![item(10, 2)],
+            }),
+            vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
+        ),
+    ];
+    // By the full load, then as the C API sets texts (in place where the
+    // re-parse plans it: the item's insertion and removal).
+    for reparse in [false, true] {
+        let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+        let mut lowered = Vec::new();
+        let mut in_place = Vec::new();
+        for (n, text, numbers) in steps.clone() {
+            let name = format!("t{n}");
+            let update = match text {
+                Some(text) => {
+                    let (update, edited) = set_text(&mut session, n, &text_yaml(n, &text), reparse);
+                    in_place.push(edited);
+                    update
+                }
+                None => session.remove_policy(&name).unwrap().unwrap(),
+            };
+            assert_eq!(update.path, UpdatePath::Incremental, "{name}");
+            lowered.push(update.rules_lowered);
+            before = check(&session, &update, &before, &mut mirror);
+            let expected: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = numbers
+                .into_iter()
+                .map(|(p, n)| (net(p), local(n)))
+                .collect();
+            assert_eq!(session.inventory().cidr_identities, expected, "{name}");
+            let ipcache: std::collections::BTreeMap<ipnetwork::IpNetwork, u32> = session
+                .compiled()
+                .ipcache
+                .iter()
+                .filter(|entry| expected.contains_key(&entry.prefix))
+                .map(|entry| (entry.prefix, entry.identity))
+                .collect();
+            assert_eq!(ipcache, expected, "{name}");
+        }
+        // Each item inserted is the one item lowered, a removal lowers
+        // none; in place when the C API's way is taken.
+        assert_eq!(lowered[lowered.len() - 4..], [1, 0, 1, 0], "{lowered:?}");
+        assert_eq!(in_place[in_place.len() - 4..], [reparse; 4], "{in_place:?}");
+        // A caller's new inventory carries no pins: the prefixes keep
+        // their numbers (the /25's is above a gap) across it.
+        let pins = session.inventory().cidr_identities.clone();
+        let mut fresh = session.inventory().into_owned();
+        fresh.cidr_identities.clear();
+        let update = session.replace_inventory(fresh, "a new inventory").unwrap();
+        check(&session, &update, &before, &mut mirror);
+        assert_eq!(session.inventory().cidr_identities, pins);
+    }
+}
+
+/// A text replaced by one that brings a CiliumCIDRGroup (same rules, so
+/// the whole-text path would take it) recompiles in full: the group's
+/// labels reach CIDR identities of every text, which a replacement does
+/// not give. Its deny must select the group's prefix, as the batch's
+/// does, not fall through to the allow to `world` (review of session 21).
+#[test]
+fn a_text_bringing_a_cidr_group_recompiles() {
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1)]);
+    let cnp = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  egress:\n  - toEntities: [world]\n    toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\n  - toCIDR: [192.0.2.0/24]\n    toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n  egressDeny:\n  - toCIDRSet: [{cidrGroupRef: blocked}]\n    toPorts: [{ports: [{port: \"80\", protocol: TCP}]}]\n";
+    let group = "---\napiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {name: blocked}\nspec:\n  externalCIDRs: [198.51.100.0/24]\n";
+    for yaml in [cnp.to_owned(), format!("{cnp}{group}")] {
+        let update = session
+            .set_policy("t0", load_str("t0.yaml", &yaml, &limits))
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+    }
+    let state = session.state("prod/e0").unwrap();
+    let blocked = session
+        .compiled()
+        .ipcache
+        .iter()
+        .find(|entry| entry.prefix == "198.51.100.0/24".parse::<ipnetwork::IpNetwork>().unwrap())
+        .map(|entry| entry.identity)
+        .expect("the group's prefix has an identity");
+    assert!(
+        state
+            .iter()
+            .any(|(key, entry)| key.identity().get() == blocked
+                && entry.datapath_eq(&crate::mapstate::Entry::deny())),
+        "the group's prefix is denied on 80"
+    );
+}
+
+/// A policy call that fails after it took a CIDR prefix out leaves every
+/// prefix with the number it had: the restore undoes the call's pins
+/// first (`Session::restore`). Without that, the prefix whose pin the
+/// call removed would be numbered afresh into the gap below it (review of
+/// session 21).
+#[test]
+fn a_failed_call_keeps_the_cidr_numbers() {
+    let limits = LoadLimits::default();
+    let mut compile_limits = CompileLimits::default();
+    compile_limits.set(crate::limits::Limit::EntriesPerEndpoint, 8);
+    let mut session = Session::new(Inventory::new(), compile_limits).unwrap();
+    for n in 0..2 {
+        session.add_endpoint(endpoint(n, n, 0, true)).unwrap();
+    }
+    // One rule to the prefixes `cidrs` on TCP 80.
+    let text = |name: &str, subject: &str, cidrs: &[String]| -> String {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: {name}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {subject}}}}}\n  egress:\n  - toCIDR: [{}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n",
+            cidrs.join(", ")
+        )
+    };
+    let one = |cidr: &str| vec![cidr.to_owned()];
+    let set = |session: &mut Session, name: &str, yaml: &str| {
+        session.set_policy(name, load_str(&format!("{name}.yaml"), yaml, &limits))
+    };
+    set(&mut session, "t0", &text("t0", "a", &one("10.0.0.0/8"))).unwrap();
+    set(&mut session, "t1", &text("t1", "a", &one("172.16.0.0/12"))).unwrap();
+    set(&mut session, "t2", &text("t2", "b", &one("192.0.2.0/24"))).unwrap();
+    // A gap below 192.0.2.0/24's number.
+    session.remove_policy("t1").unwrap().unwrap();
+    let numbers = session.inventory().cidr_identities.clone();
+    assert_eq!(numbers.len(), 2, "{numbers:?}");
+    // t2's one rule now to twelve other prefixes, more entries than the
+    // map holds: 192.0.2.0/24 leaves and they come (the same rule count:
+    // the incremental whole-text path), then the entry limit refuses the
+    // call.
+    let many: Vec<String> = (1..=12).map(|n| format!("198.51.100.{n}/32")).collect();
+    let refused = set(&mut session, "t2", &text("t2", "b", &many));
+    assert!(refused.is_err(), "{refused:?}");
+    assert_eq!(session.inventory().cidr_identities, numbers);
+    let batch = compile_with_limits(
+        &session.inputs(),
+        &session.inventory(),
+        &CompileLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(session.compiled(), batch);
 }
 
 /// A session, its last states and their mirror (`check`).
