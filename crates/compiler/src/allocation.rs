@@ -388,22 +388,37 @@ impl IdentityTable {
             }
             return;
         }
-        let position = self.identities.partition_point(|i| i.id < id);
-        self.identities.insert(
-            position,
-            IdentityInfo {
-                id,
-                labels: labels.clone(),
-                kind: IdentityKind::Endpoints {
-                    endpoints: vec![index],
-                },
+        self.insert_identity(IdentityInfo {
+            id,
+            labels: labels.clone(),
+            kind: IdentityKind::Endpoints {
+                endpoints: vec![index],
             },
-        );
+        });
+    }
+
+    /// Puts a new identity (its number not in the table) at its place in
+    /// number order.
+    fn insert_identity(&mut self, info: IdentityInfo) {
+        let id = info.id;
+        let position = self.identities.partition_point(|i| i.id < id);
+        self.identities.insert(position, info);
         // Every identity above moved up one place.
         for (_, at) in self.by_id.range_mut(id..) {
             *at += 1;
         }
         self.by_id.insert(id, position);
+    }
+
+    /// Takes identity `id` out of the table (not out of the other maps).
+    fn remove_identity(&mut self, id: u32) -> Option<IdentityInfo> {
+        let position = self.by_id.remove(&id)?;
+        let info = self.identities.remove(position);
+        // Every identity above moved down one place.
+        for (_, at) in self.by_id.range_mut(id..) {
+            *at -= 1;
+        }
+        Some(info)
     }
 
     /// Records the removal of the endpoint at position `index` the way
@@ -432,11 +447,7 @@ impl IdentityTable {
         endpoints.retain(|e| *e != index);
         let gone = endpoints.is_empty();
         if gone {
-            self.identities.remove(position);
-            self.by_id.remove(&id);
-            for (_, at) in self.by_id.range_mut(id..) {
-                *at -= 1;
-            }
+            self.remove_identity(id);
         }
         self.endpoint_identity.swap_remove(index);
         if index != last {
@@ -479,19 +490,11 @@ impl IdentityTable {
         if self.by_id.contains_key(&id) || self.cidr_identity.contains_key(&prefix) {
             return None;
         }
-        let position = self.identities.partition_point(|i| i.id < id);
-        self.identities.insert(
-            position,
-            IdentityInfo {
-                id,
-                labels: cidr_labels(prefix, &CidrGroups::default()),
-                kind: IdentityKind::Cidr { prefix },
-            },
-        );
-        for (_, at) in self.by_id.range_mut(id..) {
-            *at += 1;
-        }
-        self.by_id.insert(id, position);
+        self.insert_identity(IdentityInfo {
+            id,
+            labels: cidr_labels(prefix, &CidrGroups::default()),
+            kind: IdentityKind::Cidr { prefix },
+        });
         self.cidr_identity.insert(prefix, id);
         Some(id)
     }
@@ -500,11 +503,7 @@ impl IdentityTable {
     /// its identity and labels.
     pub fn remove_cidr(&mut self, prefix: IpNetwork) -> Option<(u32, LabelSet)> {
         let id = self.cidr_identity.remove(&prefix)?;
-        let position = self.by_id.remove(&id)?;
-        let info = self.identities.remove(position);
-        for (_, at) in self.by_id.range_mut(id..) {
-            *at -= 1;
-        }
+        let info = self.remove_identity(id)?;
         Some((id, info.labels))
     }
 

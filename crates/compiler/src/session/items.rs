@@ -216,11 +216,7 @@ fn finish(
     origin_start: usize,
     moved: bool,
 ) -> Option<ItemLowering> {
-    if !(if moved {
-        movable(&after)
-    } else {
-        simple(&after)
-    }) {
+    if !movable(&after) || (!moved && !after.prefixes.is_empty()) {
         return None;
     }
     let id = u32::try_from(origin_start + c.position).ok()?;

@@ -410,6 +410,30 @@ impl PeerIndex {
         }
         found
     }
+
+    /// Identity `id` with `labels` joins (`add`) or leaves the selections
+    /// of the selectors that select `labels` ([`Self::matching`]); the kept
+    /// insertion bounds follow the selections' sizes. The selectors.
+    fn reselect(
+        &self,
+        cache: &mut SelectorCache,
+        bounds: &mut KeptBounds,
+        (labels, id): (&LabelSet, u32),
+        add: bool,
+    ) -> Vec<SelectorId> {
+        let selectors = self.matching(cache, labels);
+        for &selector in &selectors {
+            let before = cache.selection(selector).len();
+            if add {
+                cache.add_to_selection(selector, id);
+            } else {
+                cache.remove_from_selection(selector, id);
+            }
+            let after = cache.selection(selector).len();
+            KeptBound::selection_changed(bounds, selector, before, after);
+        }
+        selectors
+    }
 }
 
 /// The compiled form of a session's inputs, kept to update.
@@ -2218,13 +2242,12 @@ impl Session {
             let Some(info) = model.table.get(id) else {
                 continue;
             };
-            let gained = model.peer_index.matching(&parts.cache, &info.labels);
-            for &selector in &gained {
-                let before = parts.cache.selection(selector).len();
-                parts.cache.add_to_selection(selector, id);
-                let after = parts.cache.selection(selector).len();
-                KeptBound::selection_changed(&mut model.bounds, selector, before, after);
-            }
+            let gained = model.peer_index.reselect(
+                &mut parts.cache,
+                &mut model.bounds,
+                (&info.labels, id),
+                true,
+            );
             for key in model.states.reached_by(&gained) {
                 model.replay.entry(key).or_default().insert(id);
             }
@@ -2250,13 +2273,12 @@ impl Session {
             };
             let before = self.inventory.cidr_identities.remove(prefix);
             model.pins_undo.push((*prefix, before));
-            let lost = model.peer_index.matching(&parts.cache, &labels);
-            for &selector in &lost {
-                let before = parts.cache.selection(selector).len();
-                parts.cache.remove_from_selection(selector, id);
-                let after = parts.cache.selection(selector).len();
-                KeptBound::selection_changed(&mut model.bounds, selector, before, after);
-            }
+            let lost = model.peer_index.reselect(
+                &mut parts.cache,
+                &mut model.bounds,
+                (&labels, id),
+                false,
+            );
             // Its part of each state goes (its selections no longer hold
             // it, so the replay finds no op for it).
             for key in model.states.reached_by(&lost) {
@@ -2771,14 +2793,12 @@ impl Session {
                 parts.rules_by_identity.insert(identity, selecting);
             }
             // Peer side: the selections that gain it.
-            let gained = model.peer_index.matching(&parts.cache, &labels);
-            for selector in &gained {
-                let before = parts.cache.selection(*selector).len();
-                parts.cache.add_to_selection(*selector, identity);
-                let after = parts.cache.selection(*selector).len();
-                // Selections change: the kept insertion bounds with them.
-                KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
-            }
+            let gained = model.peer_index.reselect(
+                &mut parts.cache,
+                &mut model.bounds,
+                (&labels, identity),
+                true,
+            );
             let resolver =
                 Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
             // The states whose ops name a gained selector (no other
@@ -2933,13 +2953,12 @@ impl Session {
             model.l4.remove(&identity);
             model.features.remove(&identity);
             model.bounds.remove(identity);
-            let lost = model.peer_index.matching(&parts.cache, &labels);
-            for selector in &lost {
-                let before = parts.cache.selection(*selector).len();
-                parts.cache.remove_from_selection(*selector, identity);
-                let after = parts.cache.selection(*selector).len();
-                KeptBound::selection_changed(&mut model.bounds, *selector, before, after);
-            }
+            let lost = model.peer_index.reselect(
+                &mut parts.cache,
+                &mut model.bounds,
+                (&labels, identity),
+                false,
+            );
             let only: BTreeSet<Identity> = Identity::new(identity).into_iter().collect();
             for state_key in model.states.reached_by(&lost) {
                 if state_key.0 == identity {

@@ -1111,6 +1111,7 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         peer,
         ports,
     };
+    let text = |subject: u8, items: Vec<Item>| Some(Text { subject, items });
     let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
     let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
     // (text, its new content or its removal, the CIDR numbers after).
@@ -1119,30 +1120,21 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         // app=b to 192.0.2.0/24 on 80 and to world on 443.
         (
             0,
-            Some(Text {
-                subject: 1,
-                items: vec![item(6, 1), item(7, 2)],
-            }),
+            text(1, vec![item(6, 1), item(7, 2)]),
             vec![("192.0.2.0/24", 1)],
         ),
         // 10.0.0.0/8 sorts first: the batch alone would number it 1.
         // (app=c's world peer selects every CIDR identity to come.)
         (
             1,
-            Some(Text {
-                subject: 2,
-                items: vec![item(10, 3), item(7, 1)],
-            }),
+            text(2, vec![item(10, 3), item(7, 1)]),
             vec![("10.0.0.0/8", 2), ("192.0.2.0/24", 1)],
         ),
         // Inside text 0's /24: app=b's state gains it twice (its /24 and
         // world peers).
         (
             2,
-            Some(Text {
-                subject: 0,
-                items: vec![item(9, 1)],
-            }),
+            text(0, vec![item(9, 1)]),
             vec![
                 ("10.0.0.0/8", 2),
                 ("192.0.2.0/24", 1),
@@ -1154,10 +1146,7 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         (0, None, vec![("10.0.0.0/8", 2), ("192.0.2.128/25", 3)]),
         (
             3,
-            Some(Text {
-                subject: 1,
-                items: vec![item(6, 2)],
-            }),
+            text(1, vec![item(6, 2)]),
             vec![
                 ("10.0.0.0/8", 2),
                 ("192.0.2.0/24", 1),
@@ -1169,20 +1158,14 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         // is freed first, so the new prefix takes it.
         (
             3,
-            Some(Text {
-                subject: 1,
-                items: vec![item(10, 2)],
-            }),
+            text(1, vec![item(10, 2)]),
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
         // A rule item with the /24 inserted before it (`Session::move_item`)
         // takes the lowest free number, then removed again.
         (
             3,
-            Some(Text {
-                subject: 1,
-                items: vec![item(6, 1), item(10, 2)],
-            }),
+            text(1, vec![item(6, 1), item(10, 2)]),
             vec![
                 ("10.0.0.0/8", 1),
                 ("192.0.2.0/24", 2),
@@ -1191,28 +1174,19 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         ),
         (
             3,
-            Some(Text {
-                subject: 1,
-                items: vec![item(10, 2)],
-            }),
+            text(1, vec![item(10, 2)]),
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
         // The same prefix on a second item, which is removed again: the
         // prefix stays, named by the other (`Session::settle_removal`).
         (
             3,
-            Some(Text {
-                subject: 1,
-                items: vec![item(10, 1), item(10, 2)],
-            }),
+            text(1, vec![item(10, 1), item(10, 2)]),
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
         (
             3,
-            Some(Text {
-                subject: 1,
-                items: vec![item(10, 2)],
-            }),
+            text(1, vec![item(10, 2)]),
             vec![("10.0.0.0/8", 1), ("192.0.2.128/25", 3)],
         ),
     ];
