@@ -19,6 +19,7 @@ use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, relabel_index, unindex};
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
+use crate::cidrgroup::CidrGroups;
 use crate::compile::{
     Compiled, EndpointPolicy, Enforcement, SelectedBy, build_ipcache, selects_nothing,
 };
@@ -32,7 +33,7 @@ use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::mapstate::Origins;
 use crate::mapstate::PolicyFeatures;
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, Scope, lower, lower_part};
 use crate::resolve::policy::{
     FilterContext, FilterKey, L3_FILTER, L4Policy, MapOp, OpPeers, ProxyPorts, Resolver,
     ResolverParts, SelectorCache, SelectorId, filter_keys, proxy_ports,
@@ -919,15 +920,24 @@ impl Session {
             return result;
         };
         let previous = std::mem::replace(&mut self.texts[position], text);
-        let items = self.changed_items(position, &previous.outcome);
+        // A CIDR group's labels reach the CIDR identities of every text
+        // (and its prefixes are its own): a text whose groups change is
+        // compiled in full. Its other changes read the groups as they were.
+        let groups_kept =
+            own_groups(&previous.outcome) == own_groups(&self.texts[position].outcome);
+        let items = groups_kept
+            .then(|| self.changed_items(position, &previous.outcome))
+            .flatten();
         // A rule item inserted or removed: the rules after it move.
         let moved = match items {
             Some(_) => None,
-            None => self
+            None if groups_kept => self
                 .moved_item(position, &previous.outcome)
                 .map(|moved| self.settle_removal(position, moved)),
+            None => None,
         };
         let result = match moved {
+            _ if !groups_kept => Ok(None),
             Some(moved) => self.move_item(position, moved).inspect(|update| {
                 if update.is_some() {
                     self.debug_check_lowering();
@@ -1007,7 +1017,7 @@ impl Session {
         };
         let text = &self.texts[position];
         let prepared = span.and_then(|(rules, _)| {
-            super::items::EditedItem::prepare(&text.outcome, edit.at(), &self.inventory, rules)
+            super::items::EditedItem::prepare(&text.outcome, edit.at(), self.scope(), rules)
         });
         let lines_moved = lines != Lines::Same;
         let (inverse, line_shift) = edit.apply_deferred(&mut self.texts[position].outcome)?;
@@ -1028,7 +1038,7 @@ impl Session {
         let items = match (prepared, span) {
             (Some(prepared), Some((_, first_origin))) => prepared.finish(
                 &self.texts[position].outcome,
-                &self.inventory,
+                self.scope(),
                 first_origin,
                 lines,
             ),
@@ -1122,7 +1132,7 @@ impl Session {
         let spot = MovedByEdit::prepare(
             &self.texts[position].outcome,
             edit.at(),
-            &self.inventory,
+            self.scope(),
             items,
             inserted,
         )?;
@@ -1136,7 +1146,7 @@ impl Session {
         let moved = spot
             .finish(
                 &self.texts[position].outcome,
-                &self.inventory,
+                self.scope(),
                 origin_start,
                 lines,
             )
@@ -1171,7 +1181,14 @@ impl Session {
         let position = self.texts.iter().position(|t| t.name == name)?;
         self.model.pins_undo.clear();
         let removed = self.texts.remove(position);
-        let result = match self.cut_text(position) {
+        // A CIDR group's labels reach every text's CIDR identities: a text
+        // with groups goes by a full rebuild.
+        let cut = if own_groups(&removed.outcome).is_empty() {
+            self.cut_text(position)
+        } else {
+            Ok(None)
+        };
+        let result = match cut {
             Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("a policy text was removed"),
             Err(e) => Err(e),
@@ -1338,7 +1355,7 @@ impl Session {
         super::items::changed_items(
             previous,
             &self.texts[position].outcome,
-            &self.inventory,
+            self.scope(),
             items,
             origin_start,
         )
@@ -1367,7 +1384,7 @@ impl Session {
         super::items::moved_item(
             previous,
             &self.texts[position].outcome,
-            &self.inventory,
+            self.scope(),
             items,
             origin_start,
         )
@@ -1456,18 +1473,16 @@ impl Session {
                 }
             }
         } else {
-            let lowering = lower_text(text, &self.inventory, span.origins.start);
-            // A CIDR group labels CIDR identities of every text, and tier
-            // rules are their own layer: neither is replaced here (as in
-            // `Self::append_text`).
-            let has_group = text.outcome.documents.iter().any(|d| {
-                matches!(
-                    d.doc,
-                    porin_model::model::PolicyDocument::CiliumCidrGroup(_)
-                )
-            });
-            if has_group
-                || lowering.rules.iter().any(|rule| rule.tier.is_some())
+            let scope = Scope {
+                inventory: &self.inventory,
+                cidr_groups: &model.lowered.cidr_groups,
+            };
+            let lowering = lower_text(text, scope, span.origins.start);
+            // Tier rules are their own layer: not replaced here (as in
+            // `Self::append_text`). The text's CIDR groups are the ones it
+            // had (`Session::set_policy`; an in-place edit is inside a
+            // rule's item).
+            if lowering.rules.iter().any(|rule| rule.tier.is_some())
                 || !model.lowered.tier_rules.rules.is_empty()
                 || lowering.has_log
                 || lowering.rules.len() != span.rules.len()
@@ -1992,7 +2007,7 @@ impl Session {
         }) {
             return Ok(None);
         }
-        let lowering = lower_text(text, &self.inventory, origins_at);
+        let lowering = lower_text(text, self.scope(), origins_at);
         if lowering.has_log || lowering.rules.iter().any(|rule| rule.tier.is_some()) {
             return Ok(None);
         }
@@ -2122,7 +2137,7 @@ impl Session {
         if elsewhere {
             moved.remaining = Some(super::items::text_prefixes(
                 &self.texts[position].outcome,
-                &self.inventory,
+                self.scope(),
             ));
         }
         moved
@@ -2167,11 +2182,21 @@ impl Session {
     /// Whether a change of the policies' CIDR prefixes may go the
     /// incremental way: not under `policy-cidr-match-mode: nodes` (a node
     /// address's identity carries the labels of the prefixes containing
-    /// it) nor with CIDR groups (their labels reach CIDR identities of
-    /// every text; a session with groups keeps no spans anyway).
+    /// it). CIDR groups do not stop it: a new prefix's identity gets the
+    /// labels of the groups containing it ([`Self::gain_prefixes`]), the
+    /// groups being those of the texts the change kept.
     fn prefixes_incremental(&self) -> bool {
         !self.inventory.settings.policy_cidr_match_nodes
-            && self.model.lowered.cidr_groups.is_empty()
+    }
+
+    /// What lowering one text reads besides the text: the inventory and
+    /// every text's CIDR groups (the model's, as the last full build made
+    /// them: a change of a text's groups rebuilds).
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            inventory: &self.inventory,
+            cidr_groups: &self.model.lowered.cidr_groups,
+        }
     }
 
     /// The CIDR identity prefixes (canonical, not `/0`, as the allocation
@@ -2235,7 +2260,7 @@ impl Session {
             let number = model.table.free_cidr_number().ok_or_else(exhausted)?;
             let id = model
                 .table
-                .insert_cidr(*prefix, number)
+                .insert_cidr(*prefix, number, &model.lowered.cidr_groups)
                 .ok_or_else(exhausted)?;
             let before = self.inventory.cidr_identities.insert(*prefix, id);
             model.pins_undo.push((*prefix, before));
@@ -2312,7 +2337,7 @@ impl Session {
             if let Some(spans) = &self.model.spans {
                 debug_assert_eq!(spans.len(), self.texts.len(), "a span per text");
                 for (span, text) in spans.iter().zip(&self.texts) {
-                    let lowering = lower_text(text, &self.inventory, span.origins.start);
+                    let lowering = lower_text(text, self.scope(), span.origins.start);
                     debug_assert_eq!(lowered.rules[span.rules.clone()], lowering.rules[..]);
                     debug_assert_eq!(lowered.origins[span.origins.clone()], lowering.origins[..]);
                     debug_assert_eq!(
@@ -4153,8 +4178,20 @@ fn whole_differences(
     deltas
 }
 
-/// Lowers one text alone, its origin ids moved to start at `offset`.
-fn lower_text(text: &PolicyText, inventory: &Inventory, offset: usize) -> TextLowering {
+/// The CiliumCIDRGroups of one text (file and document of each, as the
+/// whole lowering records them).
+fn own_groups(outcome: &LoadOutcome) -> CidrGroups {
+    CidrGroups::from_documents(
+        outcome
+            .documents
+            .iter()
+            .map(|d| (d.file.as_str(), d.index, &d.doc)),
+    )
+}
+
+/// Lowers one text alone (its CIDR-group peers against the groups of
+/// `scope`, every text's), its origin ids moved to start at `offset`.
+fn lower_text(text: &PolicyText, scope: Scope<'_>, offset: usize) -> TextLowering {
     let inputs = PolicyInput::from_outcome(&text.outcome);
     let has_log = inputs.iter().any(|input| {
         input
@@ -4163,7 +4200,7 @@ fn lower_text(text: &PolicyText, inventory: &Inventory, offset: usize) -> TextLo
             .into_iter()
             .any(|(_, rule)| rule.log.as_ref().and_then(|l| l.value.as_ref()).is_some())
     });
-    let lowered = lower(&inputs, inventory);
+    let lowered = lower_part(&inputs, scope);
     // Origins 0 and 1 are the synthetic allow-alls; the last is the host
     // allow's unless `allowLocalhost: policy`.
     let end = lowered.origins.len() - usize::from(lowered.localhost_origin.is_some());
@@ -4212,8 +4249,12 @@ fn build_with_spans(
     let (mut rules, mut origins, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
     let mut prefixes = BTreeSet::new();
     let mut has_log = false;
+    let scope = Scope {
+        inventory: &inventory,
+        cidr_groups: &model.lowered.cidr_groups,
+    };
     for text in texts {
-        let lowering = lower_text(text, &inventory, origins.len() + 2);
+        let lowering = lower_text(text, scope, origins.len() + 2);
         has_log |= lowering.has_log;
         spans.push(TextSpan {
             rules: rules.len()..rules.len() + lowering.rules.len(),
@@ -4228,11 +4269,9 @@ fn build_with_spans(
     }
     let whole = &model.lowered;
     let end = whole.origins.len() - usize::from(whole.localhost_origin.is_some());
-    // A CIDR group's labels reach identities of every text (the
-    // allocation, not one text's rules), so a session with groups always
-    // recompiles in full.
+    // Texts lowered against every text's CIDR groups (`lower_text`) give
+    // the whole's rules; a change of a text's groups rebuilds.
     let reproduces = !has_log
-        && whole.cidr_groups.is_empty()
         && whole.rules == rules
         && whole.origins.get(2..end) == Some(&origins[..])
         && whole.diagnostics == diagnostics

@@ -27,7 +27,9 @@ struct Item {
     /// 0..3: app=a/b/c, 3..5: tier=web/db, 5: every pod of the namespace,
     /// 6: a CIDR, 7: world, 8: no L3 peer (identity 0), or `all` without
     /// ports, 9: a CIDR inside 6's, 10: a CIDR sorted before 6's, 11: 6's
-    /// CIDR with an `except` inside 9's.
+    /// CIDR with an `except` inside 9's, 12: the CIDR group `blocked`
+    /// (`cidrGroupRef`), 13: the CIDR groups labelled `team: x`
+    /// (`cidrGroupSelector`).
     peer: u8,
     /// 0: L3 only, 1..4: a port, 4: a range, 5: an HTTP rule on 80.
     ports: u8,
@@ -67,6 +69,26 @@ enum Step {
     /// as `Inventory::finish` does).
     AddEndpoint(u8, u8, u8, bool),
     RemoveEndpoint(u8),
+    /// Set the text `groups` to CIDR-group variant `n` ([`groups_yaml`]),
+    /// or remove it (0).
+    SetGroups(u8),
+}
+
+/// The CiliumCIDRGroups of [`Step::SetGroups`]: `blocked` (which items'
+/// peer 12 names) with prefixes equal to, around, inside or beside the
+/// items' CIDRs, and `partners` (labelled `team: x`, peer 13) in some.
+fn groups_yaml(variant: u8) -> String {
+    let group = |name: &str, labels: &str, cidrs: &str| {
+        format!(
+            "---\napiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {{name: {name}{labels}}}\nspec:\n  externalCIDRs: [{cidrs}]\n"
+        )
+    };
+    let partners = |cidrs: &str| group("partners", ", labels: {team: x}", cidrs);
+    match variant % 3 {
+        0 => group("blocked", "", "192.0.2.0/24") + &partners("10.0.0.0/8"),
+        1 => group("blocked", "", "192.0.2.0/24, 203.0.113.0/24"),
+        _ => group("blocked", "", "198.51.100.0/24, 192.0.2.128/25") + &partners("10.1.0.0/16"),
+    }
 }
 
 const APPS: [&str; 3] = ["a", "b", "c"];
@@ -98,6 +120,11 @@ fn peer_yaml(out: &mut String, item: &Item) {
         11 => writeln!(
             out,
             "    - {cidr}Set: [{{cidr: 192.0.2.0/24, except: [192.0.2.192/26]}}]"
+        ),
+        12 => writeln!(out, "    - {cidr}Set: [{{cidrGroupRef: blocked}}]"),
+        13 => writeln!(
+            out,
+            "    - {cidr}Set: [{{cidrGroupSelector: {{matchLabels: {{team: x}}}}}}]"
         ),
         // No L3 peer: the wildcard selector (identity 0 keys).
         _ if item.ports > 0 => writeln!(out, "    -"),
@@ -177,7 +204,7 @@ fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
 }
 
 fn item() -> impl Strategy<Value = Item> {
-    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..12];
+    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..12, 1 => 12u8..14];
     (any::<bool>(), prop::bool::weighted(0.3), peer, 0u8..6).prop_map(
         |(egress, deny, peer, ports)| Item {
             egress,
@@ -196,13 +223,14 @@ fn text() -> impl Strategy<Value = Text> {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
-        4 => (0u8..3, 0usize..4, 0u8..12, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
+        4 => (0u8..3, 0usize..4, 0u8..14, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
         3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
         2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
         3 => (0u8..3, 0usize..24, 0u8..6).prop_map(|(n, l, k)| Step::EditText(n, l, k)),
         4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
         2 => (0u8..6).prop_map(Step::RemoveEndpoint),
+        1 => (0u8..4).prop_map(Step::SetGroups),
     ]
 }
 
@@ -480,6 +508,12 @@ fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, 
             Step::RemoveEndpoint(n) => session
                 .remove_endpoint(&format!("prod/e{n}"))
                 .map(Result::unwrap),
+            Step::SetGroups(0) => session.remove_policy("groups").map(Result::unwrap),
+            Step::SetGroups(n) => {
+                let outcome = load_str("groups.yaml", &groups_yaml(n), &LoadLimits::default());
+                assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+                Some(session.set_policy("groups", outcome).unwrap())
+            }
         };
         let Some(update) = update else { continue };
         paths.push((
@@ -509,6 +543,7 @@ proptest! {
             Step::AddEndpoint(0, 0, 0, false),
             Step::AddEndpoint(1, 1, 1, false),
             Step::AddEndpoint(2, 2, 0, true),
+            Step::SetGroups(1),
             Step::SetText(0, first),
             Step::SetText(1, second),
         ];
@@ -1270,6 +1305,95 @@ fn a_text_bringing_a_cidr_group_recompiles() {
                 && entry.datapath_eq(&crate::mapstate::Entry::deny())),
         "the group's prefix is denied on 80"
     );
+}
+
+/// A session holding CiliumCIDRGroups keeps its policies' changes
+/// incremental: a text with a `cidrGroupRef` added, one of its rules
+/// changed, a rule to a new prefix inside a group inserted (its identity
+/// gets the group's label, so the deny on the group reaches it) and
+/// removed, the text removed. The groups' own text changing, or going,
+/// recompiles in full. Each step equals the batch compile (`check`).
+#[test]
+fn cidr_groups_keep_policy_changes_incremental() {
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1)]);
+    let groups = |cidrs: &str| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {{name: blocked}}\nspec:\n  externalCIDRs: [{cidrs}]\n"
+        )
+    };
+    let cnp = |port: u16, extra: &str| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t0, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  egress:\n  - toEntities: [world]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n{extra}  - toCIDR: [198.51.100.0/24]\n    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n  egressDeny:\n  - toCIDRSet: [{{cidrGroupRef: blocked}}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n"
+        )
+    };
+    let inside =
+        "  - toCIDR: [192.0.2.128/25]\n    toPorts: [{ports: [{port: \"22\", protocol: TCP}]}]\n";
+    let mut step = |session: &mut Session, name: &str, yaml: Option<String>| -> UpdatePath {
+        let update = match yaml {
+            Some(yaml) => session
+                .set_policy(name, load_str(&format!("{name}.yaml"), &yaml, &limits))
+                .unwrap(),
+            None => session.remove_policy(name).unwrap().unwrap(),
+        };
+        before = check(session, &update, &before, &mut mirror);
+        update.path
+    };
+    assert_ne!(
+        step(&mut session, "groups", Some(groups("192.0.2.0/24"))),
+        UpdatePath::Incremental
+    );
+    for (yaml, what) in [
+        (cnp(443, ""), "the text added"),
+        (cnp(8443, ""), "a rule's port changed"),
+        (
+            cnp(8443, inside),
+            "a rule to a prefix inside the group inserted",
+        ),
+    ] {
+        assert_eq!(
+            step(&mut session, "t0", Some(yaml)),
+            UpdatePath::Incremental,
+            "{what}"
+        );
+    }
+    // The new /25 carries the group's label: the deny on the group
+    // selects it.
+    let compiled = session.compiled();
+    let id = |prefix: &str| {
+        let prefix: ipnetwork::IpNetwork = prefix.parse().unwrap();
+        compiled
+            .ipcache
+            .iter()
+            .find(|entry| entry.prefix == prefix)
+            .map(|entry| entry.identity)
+            .unwrap()
+    };
+    let state = session.state("prod/e0").unwrap();
+    for prefix in ["192.0.2.0/24", "192.0.2.128/25"] {
+        let denied = id(prefix);
+        assert!(
+            state
+                .iter()
+                .any(|(key, entry)| key.identity().get() == denied
+                    && key.port() == 80
+                    && entry.datapath_eq(&crate::mapstate::Entry::deny())),
+            "{prefix} denied on 80"
+        );
+    }
+    assert_eq!(
+        step(&mut session, "t0", Some(cnp(8443, ""))),
+        UpdatePath::Incremental,
+        "the rule to the /25 removed"
+    );
+    assert_eq!(step(&mut session, "t0", None), UpdatePath::Incremental);
+    assert_eq!(
+        step(&mut session, "t0", Some(cnp(443, inside))),
+        UpdatePath::Incremental
+    );
+    for yaml in [Some(groups("192.0.2.0/25, 203.0.113.0/24")), None] {
+        assert_ne!(step(&mut session, "groups", yaml), UpdatePath::Incremental);
+    }
 }
 
 /// A policy call that fails after it took a CIDR prefix out leaves every
