@@ -1027,9 +1027,9 @@ fn give_update(out: *mut *mut porin_update, update: Update) {
 /// `porin_session_compile` returns its current state. Limits are those set
 /// before the first apply. A change is applied incrementally when it can
 /// be (rules changed, inserted or removed, a text added or removed,
-/// without log cookies or tier rules, the texts holding CiliumCIDRGroups
-/// unchanged; an endpoint with addresses and no named ports and a pod
-/// identity), else the session recompiles in full; either way the writes
+/// without tier rules, the texts' CiliumCIDRGroups and the set of
+/// `log.value`s they name unchanged; an endpoint with addresses and no
+/// named ports and a pod identity), else the session recompiles in full; either way the writes
 /// are exact
 /// (`porin_update_path` says which). A CIDR prefix no policy named before
 /// gets the lowest free local identity and keeps it while a policy names

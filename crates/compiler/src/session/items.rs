@@ -1325,6 +1325,7 @@ mod tests {
         f(Scope {
             inventory: &Inventory::new(),
             cidr_groups: &CidrGroups::default(),
+            cookies: &std::collections::BTreeMap::new(),
         })
     }
 
@@ -1456,9 +1457,11 @@ mod tests {
     #[test]
     fn a_port_edit_is_narrowed_to_its_item() {
         let (inventory, groups) = (Inventory::new(), CidrGroups::default());
+        let cookies = std::collections::BTreeMap::new();
         let scope = Scope {
             inventory: &inventory,
             cidr_groups: &groups,
+            cookies: &cookies,
         };
         let old = load(&text(&[80, 443, 53, 8080, 9090]));
         let new = load(&text(&[81, 443, 53, 8080, 9090]));

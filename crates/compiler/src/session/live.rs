@@ -137,6 +137,9 @@ struct TextSpan {
     origins: Range<usize>,
     diagnostics: Range<usize>,
     prefixes: BTreeSet<IpNetwork>,
+    /// The text's log values (`resolve::lower::log_values`): the log
+    /// cookies are numbered over every text's.
+    log_values: BTreeSet<String>,
 }
 
 /// A text lowered alone, its origin ids moved to where they sit in the
@@ -146,7 +149,7 @@ struct TextLowering {
     origins: Vec<Origin>,
     diagnostics: Vec<Diagnostic>,
     prefixes: BTreeSet<IpNetwork>,
-    has_log: bool,
+    log_values: BTreeSet<String>,
 }
 
 /// Op indices (ascending) by their peers. Hashed with foldhash, not
@@ -440,9 +443,9 @@ impl PeerIndex {
 /// The compiled form of a session's inputs, kept to update.
 struct Model {
     lowered: Lowered,
-    /// Per-text spans; `None` when lowering texts one by one does not
-    /// reproduce the whole lowering (log cookies are numbered across
-    /// texts): then policy changes recompile in full.
+    /// Per-text spans; `None` when lowering texts one by one (against
+    /// every text's CIDR groups and log cookies) does not reproduce the
+    /// whole lowering: then policy changes recompile in full.
     spans: Option<Vec<TextSpan>>,
     table: IdentityTable,
     /// Identity numbers by labels, kept with `table` (an added endpoint's
@@ -923,21 +926,24 @@ impl Session {
         // A CIDR group's labels reach the CIDR identities of every text
         // (and its prefixes are its own): a text whose groups change is
         // compiled in full. Its other changes read the groups as they were.
-        let groups_kept =
-            own_groups(&previous.outcome) == own_groups(&self.texts[position].outcome);
-        let items = groups_kept
+        // Log cookies are numbered over every text's log values: a change
+        // of which values the texts name renumbers them, in full.
+        let log_values = text_log_values(&self.texts[position].outcome);
+        let kept = own_groups(&previous.outcome) == own_groups(&self.texts[position].outcome)
+            && self.cookies_kept(Some(position), &log_values);
+        let items = kept
             .then(|| self.changed_items(position, &previous.outcome))
             .flatten();
         // A rule item inserted or removed: the rules after it move.
         let moved = match items {
             Some(_) => None,
-            None if groups_kept => self
+            None if kept => self
                 .moved_item(position, &previous.outcome)
                 .map(|moved| self.settle_removal(position, moved)),
             None => None,
         };
         let result = match moved {
-            _ if !groups_kept => Ok(None),
+            _ if !kept => Ok(None),
             Some(moved) => self.move_item(position, moved).inspect(|update| {
                 if update.is_some() {
                     self.debug_check_lowering();
@@ -953,7 +959,12 @@ impl Session {
             }
         };
         let result = match result {
-            Ok(Some(update)) => Ok(update),
+            Ok(Some(update)) => {
+                if let Some(span) = self.model.spans.as_mut().and_then(|s| s.get_mut(position)) {
+                    span.log_values = log_values;
+                }
+                Ok(update)
+            }
             Ok(None) => self.rebuild("the change is not local to its rules"),
             Err(e) => Err(e),
         };
@@ -1183,7 +1194,9 @@ impl Session {
         let removed = self.texts.remove(position);
         // A CIDR group's labels reach every text's CIDR identities: a text
         // with groups goes by a full rebuild.
-        let cut = if own_groups(&removed.outcome).is_empty() {
+        let cut = if own_groups(&removed.outcome).is_empty()
+            && self.cookies_kept(Some(position), &BTreeSet::new())
+        {
             self.cut_text(position)
         } else {
             Ok(None)
@@ -1476,6 +1489,7 @@ impl Session {
             let scope = Scope {
                 inventory: &self.inventory,
                 cidr_groups: &model.lowered.cidr_groups,
+                cookies: &model.lowered.cookies,
             };
             let lowering = lower_text(text, scope, span.origins.start);
             // Tier rules are their own layer: not replaced here (as in
@@ -1484,7 +1498,6 @@ impl Session {
             // rule's item).
             if lowering.rules.iter().any(|rule| rule.tier.is_some())
                 || !model.lowered.tier_rules.rules.is_empty()
-                || lowering.has_log
                 || lowering.rules.len() != span.rules.len()
                 || lowering.origins.len() != span.origins.len()
                 || (lowering.prefixes != span.prefixes && !prefixes_incremental)
@@ -1981,8 +1994,9 @@ impl Session {
     /// its findings and span appended too; a CIDR prefix no other text
     /// has gets its CIDR identity ([`Self::gain_prefixes`]). `Ok(None)`,
     /// the model as it was, when the text needs more than that: a log
-    /// cookie or a CIDR group (numbered or labelled across texts), tier
-    /// rules, a new prefix under `policy-cidr-match-mode: nodes`.
+    /// value no text named (the cookies are numbered over every text's)
+    /// or a CIDR group (its labels reach every text's CIDR identities),
+    /// tier rules, a new prefix under `policy-cidr-match-mode: nodes`.
     fn append_text(&mut self) -> Result<Option<Update>, SessionError> {
         let Some(position) = self.texts.len().checked_sub(1) else {
             return Ok(None);
@@ -2008,7 +2022,9 @@ impl Session {
             return Ok(None);
         }
         let lowering = lower_text(text, self.scope(), origins_at);
-        if lowering.has_log || lowering.rules.iter().any(|rule| rule.tier.is_some()) {
+        if !self.cookies_kept(None, &lowering.log_values)
+            || lowering.rules.iter().any(|rule| rule.tier.is_some())
+        {
             return Ok(None);
         }
         if !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
@@ -2023,6 +2039,7 @@ impl Session {
             diagnostics: diagnostics_at..diagnostics_at + lowering.diagnostics.len(),
             // Set below, with the model's (`Self::change_text_prefixes`).
             prefixes: BTreeSet::new(),
+            log_values: lowering.log_values,
         };
         let block = Block {
             rules_at,
@@ -2189,14 +2206,34 @@ impl Session {
         !self.inventory.settings.policy_cidr_match_nodes
     }
 
-    /// What lowering one text reads besides the text: the inventory and
-    /// every text's CIDR groups (the model's, as the last full build made
-    /// them: a change of a text's groups rebuilds).
+    /// What lowering one text reads besides the text: the inventory,
+    /// every text's CIDR groups and the log cookies (the model's, as the
+    /// last full build made them: a change of either rebuilds).
     fn scope(&self) -> Scope<'_> {
         Scope {
             inventory: &self.inventory,
             cidr_groups: &self.model.lowered.cidr_groups,
+            cookies: &self.model.lowered.cookies,
         }
+    }
+
+    /// Whether the log cookies stay numbered as they are when the text at
+    /// `position` (none: a text added) names the log values `values`:
+    /// every value is numbered already and every numbered value is still
+    /// named by some text. Needs spans (each text's values).
+    fn cookies_kept(&self, position: Option<usize>, values: &BTreeSet<String>) -> bool {
+        let Some(spans) = &self.model.spans else {
+            return false;
+        };
+        let cookies = &self.model.lowered.cookies;
+        values.iter().all(|v| cookies.contains_key(v))
+            && cookies.keys().all(|v| {
+                values.contains(v)
+                    || spans
+                        .iter()
+                        .enumerate()
+                        .any(|(i, span)| Some(i) != position && span.log_values.contains(v))
+            })
     }
 
     /// The CIDR identity prefixes (canonical, not `/0`, as the allocation
@@ -2345,6 +2382,7 @@ impl Session {
                         lowering.diagnostics[..]
                     );
                     debug_assert_eq!(span.prefixes, lowering.prefixes);
+                    debug_assert_eq!(span.log_values, lowering.log_values);
                 }
             }
         }
@@ -4189,17 +4227,15 @@ fn own_groups(outcome: &LoadOutcome) -> CidrGroups {
     )
 }
 
+/// The log values of one text (`resolve::lower::log_values`).
+fn text_log_values(outcome: &LoadOutcome) -> BTreeSet<String> {
+    crate::resolve::lower::log_values(&PolicyInput::from_outcome(outcome))
+}
+
 /// Lowers one text alone (its CIDR-group peers against the groups of
 /// `scope`, every text's), its origin ids moved to start at `offset`.
 fn lower_text(text: &PolicyText, scope: Scope<'_>, offset: usize) -> TextLowering {
     let inputs = PolicyInput::from_outcome(&text.outcome);
-    let has_log = inputs.iter().any(|input| {
-        input
-            .policy
-            .cilium_rules()
-            .into_iter()
-            .any(|(_, rule)| rule.log.as_ref().and_then(|l| l.value.as_ref()).is_some())
-    });
     let lowered = lower_part(&inputs, scope);
     // Origins 0 and 1 are the synthetic allow-alls; the last is the host
     // allow's unless `allowLocalhost: policy`.
@@ -4232,7 +4268,8 @@ fn lower_text(text: &PolicyText, scope: Scope<'_>, offset: usize) -> TextLowerin
         origins,
         diagnostics: lowered.diagnostics,
         prefixes: lowered.prefixes,
-        has_log,
+        // The keys of the text's own numbering (`lower_part`).
+        log_values: lowered.cookies.into_keys().collect(),
     }
 }
 
@@ -4248,19 +4285,19 @@ fn build_with_spans(
     let mut spans = Vec::with_capacity(texts.len());
     let (mut rules, mut origins, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
     let mut prefixes = BTreeSet::new();
-    let mut has_log = false;
     let scope = Scope {
         inventory: &inventory,
         cidr_groups: &model.lowered.cidr_groups,
+        cookies: &model.lowered.cookies,
     };
     for text in texts {
         let lowering = lower_text(text, scope, origins.len() + 2);
-        has_log |= lowering.has_log;
         spans.push(TextSpan {
             rules: rules.len()..rules.len() + lowering.rules.len(),
             origins: origins.len() + 2..origins.len() + 2 + lowering.origins.len(),
             diagnostics: diagnostics.len()..diagnostics.len() + lowering.diagnostics.len(),
             prefixes: lowering.prefixes.clone(),
+            log_values: lowering.log_values,
         });
         rules.extend(lowering.rules);
         origins.extend(lowering.origins);
@@ -4269,10 +4306,10 @@ fn build_with_spans(
     }
     let whole = &model.lowered;
     let end = whole.origins.len() - usize::from(whole.localhost_origin.is_some());
-    // Texts lowered against every text's CIDR groups (`lower_text`) give
-    // the whole's rules; a change of a text's groups rebuilds.
-    let reproduces = !has_log
-        && whole.rules == rules
+    // Texts lowered against every text's CIDR groups and log cookies
+    // (`lower_text`) give the whole's rules; a change of a text's groups,
+    // or of which log values the texts name, rebuilds.
+    let reproduces = whole.rules == rules
         && whole.origins.get(2..end) == Some(&origins[..])
         && whole.diagnostics == diagnostics
         && whole.prefixes == prefixes;

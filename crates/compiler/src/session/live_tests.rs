@@ -38,6 +38,9 @@ struct Item {
 /// One generated policy text: a CNP selecting `app=<subject>`.
 #[derive(Debug, Clone)]
 struct Text {
+    /// 0: no `log`, 1 and 2: `log: {value: audit}` / `{value: trace}` on
+    /// the rule (log cookies are numbered over every text's values).
+    log: u8,
     subject: u8,
     items: Vec<Item>,
 }
@@ -157,6 +160,10 @@ fn text_yaml(index: u8, text: &Text) -> String {
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
         APPS[usize::from(text.subject % 3)]
     );
+    if text.log > 0 {
+        let value = ["audit", "trace"][usize::from(text.log % 2)];
+        let _ = writeln!(out, "  log: {{value: {value}}}");
+    }
     for (section, egress, deny) in [
         ("ingress", false, false),
         ("ingressDeny", false, true),
@@ -216,8 +223,16 @@ fn item() -> impl Strategy<Value = Item> {
 }
 
 fn text() -> impl Strategy<Value = Text> {
-    (0u8..3, prop::collection::vec(item(), 1..4))
-        .prop_map(|(subject, items)| Text { subject, items })
+    (
+        0u8..3,
+        prop::collection::vec(item(), 1..4),
+        prop_oneof![2 => Just(0u8), 1 => 1u8..3],
+    )
+        .prop_map(|(subject, items, log)| Text {
+            log,
+            subject,
+            items,
+        })
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -573,6 +588,7 @@ proptest! {
 #[test]
 fn shared_identities_out_of_name_order_stay_in_name_order() {
     let text = Text {
+        log: 0,
         subject: 0,
         items: vec![
             Item {
@@ -633,6 +649,7 @@ fn full_steps(paths: &[(UpdatePath, usize, usize)]) -> Vec<usize> {
 #[test]
 fn common_changes_are_incremental() {
     let base = Text {
+        log: 0,
         subject: 0,
         items: vec![
             Item {
@@ -796,6 +813,7 @@ fn line_moving_edits_lower_only_the_changed_items() {
         ports,
     };
     let base = Text {
+        log: 0,
         subject: 0,
         items: vec![item(false, 3, 1), item(false, 1, 2), item(true, 2, 3)],
     };
@@ -860,6 +878,7 @@ fn inserted_and_removed_items_are_incremental() {
     // Peer selectors by first use: tier=web, app=b, app=c (text 0), app=a,
     // tier=db (text 1).
     let base = Text {
+        log: 0,
         subject: 0,
         items: vec![
             item(false, false, 3, 1),
@@ -868,6 +887,7 @@ fn inserted_and_removed_items_are_incremental() {
         ],
     };
     let other = Text {
+        log: 0,
         subject: 1,
         items: vec![item(false, false, 0, 1), item(true, true, 4, 2)],
     };
@@ -942,6 +962,7 @@ fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
         Step::SetText(
             0,
             Text {
+                log: 0,
                 subject: 0,
                 items: vec![item(false, false, 3, 1), item(true, false, 1, 2)],
             },
@@ -949,6 +970,7 @@ fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
         Step::SetText(
             1,
             Text {
+                log: 0,
                 subject: 1,
                 items: vec![item(false, false, 0, 1)],
             },
@@ -995,8 +1017,13 @@ fn long_sections_move_their_lines_beside_the_rules() {
         .map(|i| item(false, (i % 5) as u8, (i % 3 + 1) as u8))
         .chain((0..3).map(|i| item(true, i, 2)))
         .collect();
-    let long = Text { subject: 0, items };
+    let long = Text {
+        log: 0,
+        subject: 0,
+        items,
+    };
     let other = Text {
+        log: 0,
         subject: 1,
         items: vec![item(false, 0, 1), item(true, 4, 2)],
     };
@@ -1051,6 +1078,7 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
     };
     let n = super::live::PARALLEL_SHIFT_ITEMS + 8;
     let mut text = Text {
+        log: 0,
         subject: 0,
         items: (0..n)
             .map(|i| item((i % 5) as u8, (i % 3 + 1) as u8))
@@ -1091,7 +1119,11 @@ fn texts_added_and_removed_are_incremental() {
         peer,
         ports,
     };
-    let text = |subject: u8, items: Vec<Item>| Text { subject, items };
+    let text = |subject: u8, items: Vec<Item>| Text {
+        log: 0,
+        subject,
+        items,
+    };
     let steps = vec![
         Step::AddEndpoint(0, 0, 0, false),
         Step::AddEndpoint(1, 1, 1, true),
@@ -1146,7 +1178,13 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         peer,
         ports,
     };
-    let text = |subject: u8, items: Vec<Item>| Some(Text { subject, items });
+    let text = |subject: u8, items: Vec<Item>| {
+        Some(Text {
+            log: 0,
+            subject,
+            items,
+        })
+    };
     let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
     let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
     // (text, its new content or its removal, the CIDR numbers after).
@@ -1307,6 +1345,21 @@ fn a_text_bringing_a_cidr_group_recompiles() {
     );
 }
 
+/// Sets the policy text `name` to `yaml` (removes it: `None`), checks the
+/// step against the batch compile (`check`) and gives the way it went.
+fn step_text(started: &mut Started, name: &str, yaml: Option<String>) -> UpdatePath {
+    let (session, before, mirror) = started;
+    let update = match yaml {
+        Some(yaml) => {
+            let outcome = load_str(&format!("{name}.yaml"), &yaml, &LoadLimits::default());
+            session.set_policy(name, outcome).unwrap()
+        }
+        None => session.remove_policy(name).unwrap().unwrap(),
+    };
+    *before = check(session, &update, before, mirror);
+    update.path
+}
+
 /// A session holding CiliumCIDRGroups keeps its policies' changes
 /// incremental: a text with a `cidrGroupRef` added, one of its rules
 /// changed, a rule to a new prefix inside a group inserted (its identity
@@ -1315,8 +1368,7 @@ fn a_text_bringing_a_cidr_group_recompiles() {
 /// recompiles in full. Each step equals the batch compile (`check`).
 #[test]
 fn cidr_groups_keep_policy_changes_incremental() {
-    let limits = LoadLimits::default();
-    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 1)]);
+    let mut s = started(&[(0, 0, 0), (1, 1, 1)]);
     let groups = |cidrs: &str| {
         format!(
             "apiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {{name: blocked}}\nspec:\n  externalCIDRs: [{cidrs}]\n"
@@ -1329,18 +1381,8 @@ fn cidr_groups_keep_policy_changes_incremental() {
     };
     let inside =
         "  - toCIDR: [192.0.2.128/25]\n    toPorts: [{ports: [{port: \"22\", protocol: TCP}]}]\n";
-    let mut step = |session: &mut Session, name: &str, yaml: Option<String>| -> UpdatePath {
-        let update = match yaml {
-            Some(yaml) => session
-                .set_policy(name, load_str(&format!("{name}.yaml"), &yaml, &limits))
-                .unwrap(),
-            None => session.remove_policy(name).unwrap().unwrap(),
-        };
-        before = check(session, &update, &before, &mut mirror);
-        update.path
-    };
     assert_ne!(
-        step(&mut session, "groups", Some(groups("192.0.2.0/24"))),
+        step_text(&mut s, "groups", Some(groups("192.0.2.0/24"))),
         UpdatePath::Incremental
     );
     for (yaml, what) in [
@@ -1352,14 +1394,14 @@ fn cidr_groups_keep_policy_changes_incremental() {
         ),
     ] {
         assert_eq!(
-            step(&mut session, "t0", Some(yaml)),
+            step_text(&mut s, "t0", Some(yaml)),
             UpdatePath::Incremental,
             "{what}"
         );
     }
     // The new /25 carries the group's label: the deny on the group
     // selects it.
-    let compiled = session.compiled();
+    let compiled = s.0.compiled();
     let id = |prefix: &str| {
         let prefix: ipnetwork::IpNetwork = prefix.parse().unwrap();
         compiled
@@ -1369,7 +1411,7 @@ fn cidr_groups_keep_policy_changes_incremental() {
             .map(|entry| entry.identity)
             .unwrap()
     };
-    let state = session.state("prod/e0").unwrap();
+    let state = s.0.state("prod/e0").unwrap();
     for prefix in ["192.0.2.0/24", "192.0.2.128/25"] {
         let denied = id(prefix);
         assert!(
@@ -1382,17 +1424,94 @@ fn cidr_groups_keep_policy_changes_incremental() {
         );
     }
     assert_eq!(
-        step(&mut session, "t0", Some(cnp(8443, ""))),
+        step_text(&mut s, "t0", Some(cnp(8443, ""))),
         UpdatePath::Incremental,
         "the rule to the /25 removed"
     );
-    assert_eq!(step(&mut session, "t0", None), UpdatePath::Incremental);
+    assert_eq!(step_text(&mut s, "t0", None), UpdatePath::Incremental);
     assert_eq!(
-        step(&mut session, "t0", Some(cnp(443, inside))),
+        step_text(&mut s, "t0", Some(cnp(443, inside))),
         UpdatePath::Incremental
     );
     for yaml in [Some(groups("192.0.2.0/25, 203.0.113.0/24")), None] {
-        assert_ne!(step(&mut session, "groups", yaml), UpdatePath::Incremental);
+        assert_ne!(step_text(&mut s, "groups", yaml), UpdatePath::Incremental);
+    }
+}
+
+/// Log cookies are numbered over every text's `log.value`s: a change that
+/// keeps the set of values the texts name (a rule changed or inserted in a
+/// logged text, a text added with a value another text has, or without
+/// one) stays incremental, each text lowered with the session's cookies;
+/// one that brings a new value or takes away a value's last use renumbers
+/// them, in full. Each step equals the batch compile (`check`, which
+/// compares the entries' cookies).
+#[test]
+fn log_cookies_keep_policy_changes_incremental() {
+    let mut s = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+    let cnp = |name: &str, log: &str, ports: &[u16]| {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: {name}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n{log}  ingress:\n"
+        );
+        for port in ports {
+            let _ = writeln!(
+                out,
+                "  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]"
+            );
+        }
+        out
+    };
+    let (audit, trace) = ("  log: {value: audit}\n", "  log: {value: trace}\n");
+    let incremental = UpdatePath::Incremental;
+    let steps: Vec<(&str, Option<String>, bool, &str)> = vec![
+        (
+            "t0",
+            Some(cnp("t0", audit, &[80, 443])),
+            false,
+            "the first value",
+        ),
+        (
+            "t0",
+            Some(cnp("t0", audit, &[81, 443])),
+            true,
+            "a logged rule changed",
+        ),
+        (
+            "t0",
+            Some(cnp("t0", audit, &[81, 22, 443])),
+            true,
+            "a logged rule inserted",
+        ),
+        (
+            "t1",
+            Some(cnp("t1", audit, &[8080])),
+            true,
+            "a text with a numbered value",
+        ),
+        ("t1", Some(cnp("t1", trace, &[8080])), false, "a new value"),
+        (
+            "t1",
+            Some(cnp("t1", trace, &[8081])),
+            true,
+            "a rule under the new value",
+        ),
+        (
+            "t2",
+            Some(cnp("t2", "", &[9090])),
+            true,
+            "a text without a value",
+        ),
+        (
+            "t1",
+            Some(cnp("t1", audit, &[8081])),
+            false,
+            "the last use of trace gone",
+        ),
+        ("t1", None, true, "audit still named by t0"),
+        ("t0", None, false, "audit's last use removed"),
+    ];
+    for (name, yaml, expect, what) in steps {
+        let path = step_text(&mut s, name, yaml);
+        assert_eq!(path == incremental, expect, "{what}: {path:?}");
     }
 }
 
@@ -1500,7 +1619,14 @@ fn selectors_numbered_again_in_place() {
     ];
     let mut updates = Vec::new();
     for items in texts {
-        let yaml = text_yaml(0, &Text { subject: 0, items });
+        let yaml = text_yaml(
+            0,
+            &Text {
+                log: 0,
+                subject: 0,
+                items,
+            },
+        );
         let update = session
             .set_policy("t0", load_str("t0.yaml", &yaml, &limits))
             .unwrap();
@@ -1574,6 +1700,7 @@ fn network_policy_and_ccnp_texts_move_as_blocks() {
         text_yaml(
             index,
             &Text {
+                log: 0,
                 subject: index,
                 items: vec![Item {
                     egress: false,

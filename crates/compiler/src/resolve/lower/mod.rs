@@ -151,8 +151,9 @@ struct Ctx<'a> {
 }
 
 /// What lowering a part of the inputs reads besides the part itself: the
-/// inventory, and the CIDR groups of every input (a `cidrGroupRef` in one
-/// text names a group another text holds).
+/// inventory, the CIDR groups of every input (a `cidrGroupRef` in one
+/// text names a group another text holds) and the log cookies numbered
+/// over every input.
 #[derive(Clone, Copy)]
 pub struct Scope<'a> {
     /// The inventory the policies are lowered against.
@@ -160,6 +161,9 @@ pub struct Scope<'a> {
     /// The CiliumCIDRGroups of all inputs ([`Lowered::cidr_groups`] of
     /// the whole lowering).
     pub cidr_groups: &'a CidrGroups,
+    /// The log cookies of all inputs ([`Lowered::cookies`] of the whole
+    /// lowering, [`log_values`] numbered 1.. in order).
+    pub cookies: &'a BTreeMap<String, u32>,
 }
 
 /// Documents per batch of [`lower`]'s parallel lowering: enough that a
@@ -182,14 +186,15 @@ fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: us
     let scope = Scope {
         inventory,
         cidr_groups: &out.cidr_groups,
+        cookies: &out.cookies,
     };
     let batches: Vec<Lowered> = if inputs.len() > batch {
         inputs
             .par_chunks(batch.max(1))
-            .map(|chunk| lower_batch(&out, scope, chunk))
+            .map(|chunk| lower_batch(scope, chunk))
             .collect()
     } else {
-        vec![lower_batch(&out, scope, inputs)]
+        vec![lower_batch(scope, inputs)]
     };
     assemble(out, batches, inventory)
 }
@@ -197,13 +202,14 @@ fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: us
 /// [`lower`] of a part of the inputs (one text of a live session), as
 /// [`lower`] of every input lowers that part: `cidrGroupRef` and
 /// `cidrGroupSelector` look groups up in `scope` (every input's groups),
-/// not only among the part's own. The result's prefixes are the part's
-/// rules' and its own groups' ([`Lowered::cidr_groups`] holds its own),
-/// so that the parts' prefixes add up to the whole's. Lowered on the
-/// calling thread (a part is one text).
+/// not only among the part's own, and `log.value`s take `scope`'s cookie
+/// numbers. The result's prefixes are the part's rules' and its own
+/// groups' ([`Lowered::cidr_groups`] holds its own, [`Lowered::cookies`]
+/// the numbering of its own log values), so that the parts' prefixes add
+/// up to the whole's. Lowered on the calling thread (a part is one text).
 pub fn lower_part(inputs: &[PolicyInput<'_>], scope: Scope<'_>) -> Lowered {
     let out = prelude(inputs);
-    let batch = lower_batch(&out, scope, inputs);
+    let batch = lower_batch(scope, inputs);
     assemble(out, vec![batch], scope.inventory)
 }
 
@@ -227,10 +233,11 @@ pub fn lower_consuming(
     let scope = Scope {
         inventory,
         cidr_groups: &out.cidr_groups,
+        cookies: &out.cookies,
     };
     let lower_owned = |chunk: Vec<LoadedDocument>| {
         let inputs = inputs(&chunk, source);
-        lower_batch(&out, scope, &inputs)
+        lower_batch(scope, &inputs)
     };
     let batches: Vec<Lowered> = if documents.len() > LOWER_BATCH {
         // Moved out of the vector in parallel (no sequential pass over
@@ -275,17 +282,7 @@ fn prelude(inputs: &[PolicyInput<'_>]) -> Lowered {
             tier: None,
         });
     }
-    let mut log_values = BTreeSet::new();
-    for input in inputs {
-        for (_, rule) in input.policy.cilium_rules() {
-            if let Some(value) = rule.log.as_ref().and_then(|l| l.value.clone())
-                && !value.is_empty()
-            {
-                log_values.insert(value);
-            }
-        }
-    }
-    out.cookies = log_values
+    out.cookies = log_values(inputs)
         .into_iter()
         .enumerate()
         .map(|(i, v)| (v, u32::try_from(i + 1).unwrap_or(u32::MAX)))
@@ -293,17 +290,33 @@ fn prelude(inputs: &[PolicyInput<'_>]) -> Lowered {
     out
 }
 
+/// The distinct non-empty `log.value`s of the inputs' CNP/CCNP rules: the
+/// keys of [`Lowered::cookies`], numbered 1.. in this (sorted) order.
+pub fn log_values(inputs: &[PolicyInput<'_>]) -> BTreeSet<String> {
+    let mut values = BTreeSet::new();
+    for input in inputs {
+        for (_, rule) in input.policy.cilium_rules() {
+            if let Some(value) = rule.log.as_ref().and_then(|l| l.value.as_ref())
+                && !value.is_empty()
+            {
+                values.insert(value.clone());
+            }
+        }
+    }
+    values
+}
+
 /// Lowers one batch of documents. Each document is lowered on its own (it
-/// reads only itself, the cookies of `prelude` and `scope`: the inventory
-/// and the CIDR groups), so batches are lowered in parallel, each with origin ids
+/// reads only itself and `scope`: the inventory, the CIDR groups and the
+/// log cookies), so batches are lowered in parallel, each with origin ids
 /// from 0, and [`assemble`]d in input order with their ids shifted: the
 /// rules, origins and findings of lowering the documents one after the
 /// other, in the same order.
-fn lower_batch(prelude: &Lowered, scope: Scope<'_>, batch: &[PolicyInput<'_>]) -> Lowered {
+fn lower_batch(scope: Scope<'_>, batch: &[PolicyInput<'_>]) -> Lowered {
     let mut ctx = Ctx {
         inventory: scope.inventory,
         cluster: scope.inventory.cluster.clone(),
-        cookies: &prelude.cookies,
+        cookies: scope.cookies,
         cidr_groups: scope.cidr_groups,
         out: Lowered::default(),
     };
@@ -384,9 +397,8 @@ fn cilium_namespace(policy: &PolicyDocument) -> Option<String> {
 /// lowers again only the items a change touched). The result holds its
 /// rule and origin (0 or 1 of each; origin id 0: the caller gives it its
 /// place), its diagnostics and prefixes, and no synthetic origins. Its
-/// CIDR-group peers look groups up in `scope`, as [`lower_part`] does. Log
-/// cookies are not numbered here (the session lowers item by item only
-/// without log values).
+/// CIDR-group peers and its rule's log value read `scope`, as
+/// [`lower_part`] does (the caller keeps the cookie numbering as it was).
 pub fn lower_cilium_item(
     input: &PolicyInput<'_>,
     scope: Scope<'_>,
@@ -394,12 +406,10 @@ pub fn lower_cilium_item(
     section: RuleSection,
     index: usize,
 ) -> Lowered {
-    // Without log values, as the session lowers items.
-    let cookies = BTreeMap::new();
     let mut ctx = Ctx {
         inventory: scope.inventory,
         cluster: scope.inventory.cluster.clone(),
-        cookies: &cookies,
+        cookies: scope.cookies,
         cidr_groups: scope.cidr_groups,
         out: Lowered::default(),
     };
