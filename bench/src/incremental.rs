@@ -131,6 +131,16 @@ pub struct IncrementalApiResult {
     /// rule and taken out again. Empty from builds before session 22.
     #[serde(default)]
     pub group_ref_insert_middle: Vec<Step>,
+    /// Rule 0's port toggled as in `rule_change` in the policy text carrying `log: {value:
+    /// audit}` ([`with_log`]; the groups still there). Empty from builds before session 22 (in
+    /// which a session with a log value recompiled every policy change in full).
+    #[serde(default)]
+    pub logged_rule_change: Vec<Step>,
+}
+
+/// `text` (a [`policy_yaml`]) with `log: {value: audit}` on its rule.
+pub fn with_log(text: &str) -> String {
+    text.replacen("  ingress:\n", "  log:\n    value: audit\n  ingress:\n", 1)
 }
 
 /// The CIDR groups of [`IncrementalApiResult::group_rule_change`]: `partners` (two prefixes no
@@ -422,6 +432,7 @@ fn incremental_api(
         cidr_insert_middle: Vec::new(),
         group_rule_change: Vec::new(),
         group_ref_insert_middle: Vec::new(),
+        logged_rule_change: Vec::new(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -511,6 +522,18 @@ fn incremental_api(
         &with_group,
         &mut result.group_ref_insert_middle,
     )?;
+    // The policy with a log value (untimed: a new value renumbers the cookies, in full), then
+    // the rule change again.
+    let (logged, logged_changed) = (with_log(&original), with_log(&changed));
+    replace(&mut session, &logged)?;
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 {
+            &logged_changed
+        } else {
+            &logged
+        };
+        result.logged_rule_change.push(replace(&mut session, text)?);
+    }
     Ok(Some(result))
 }
 
@@ -601,7 +624,13 @@ mod tests {
             .map(|s| s.changes)
             .collect();
         assert_eq!(from_group, vec![2 * inserts[0]; 4], "{from_group:?}");
-        for steps in [&api.group_rule_change, &api.group_ref_insert_middle] {
+        let logged: Vec<usize> = api.logged_rule_change.iter().map(|s| s.changes).collect();
+        assert_eq!(logged, vec![result.rule_change[0].changes; 4]);
+        for steps in [
+            &api.group_rule_change,
+            &api.group_ref_insert_middle,
+            &api.logged_rule_change,
+        ] {
             assert!(steps.iter().all(|s| s.computed <= 1), "{steps:?}");
         }
         let texts: Vec<usize> = api.text_add.iter().map(|s| s.changes).collect();

@@ -857,6 +857,16 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
                 .map_or(0, |s| s.computed),
         );
     }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.logged_rule_change.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nThe policy carrying `log: {{value: audit}}`, rule 0's port changed, incremental \
+             API: {}.",
+            incremental_cell(|a| &a.logged_rule_change),
+        );
+    }
     Ok(out)
 }
 
