@@ -188,7 +188,9 @@ fn lower_at(outcome: &LoadOutcome, c: &Candidate, scope: Scope<'_>) -> Lowered {
 }
 
 /// An item lowered to exactly one rule and origin, with nothing the
-/// text shares (diagnostics, CIDR prefixes, log cookies).
+/// text shares (diagnostics, CIDR prefixes). Its rule's log cookie is the
+/// session's (`Scope::cookies`); the rule's `log` is outside the item, in
+/// the frame the comparisons require to be the same (`same_rule_frame`).
 fn simple(l: &Lowered) -> bool {
     l.prefixes.is_empty() && movable(l)
 }
@@ -199,7 +201,7 @@ fn simple(l: &Lowered) -> bool {
 /// (`Session::move_item`). An item changed in place must be [`simple`]:
 /// the session's path for it keeps the text's prefix set.
 fn movable(l: &Lowered) -> bool {
-    l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty() && l.cookies.is_empty()
+    l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty()
 }
 
 /// The item's lowering with its ids moved to where it sits in the span;

@@ -447,6 +447,10 @@ struct Model {
     /// every text's CIDR groups and log cookies) does not reproduce the
     /// whole lowering: then policy changes recompile in full.
     spans: Option<Vec<TextSpan>>,
+    /// How many texts name each log value (the spans' `log_values`
+    /// counted; empty without spans): whether a value loses its last use
+    /// without a pass over every text.
+    log_texts: BTreeMap<String, usize>,
     table: IdentityTable,
     /// Identity numbers by labels, kept with `table` (an added endpoint's
     /// number without a pass over every identity).
@@ -931,6 +935,10 @@ impl Session {
         let log_values = text_log_values(&self.texts[position].outcome);
         let kept = own_groups(&previous.outcome) == own_groups(&self.texts[position].outcome)
             && self.cookies_kept(Some(position), &log_values);
+        if kept {
+            // The text's values now (every way but success rebuilds).
+            self.set_log_values(position, log_values);
+        }
         let items = kept
             .then(|| self.changed_items(position, &previous.outcome))
             .flatten();
@@ -959,12 +967,7 @@ impl Session {
             }
         };
         let result = match result {
-            Ok(Some(update)) => {
-                if let Some(span) = self.model.spans.as_mut().and_then(|s| s.get_mut(position)) {
-                    span.log_values = log_values;
-                }
-                Ok(update)
-            }
+            Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("the change is not local to its rules"),
             Err(e) => Err(e),
         };
@@ -2054,6 +2057,7 @@ impl Session {
         };
         self.model.lowered.diagnostics.extend(lowering.diagnostics);
         if let Some(spans) = &mut self.model.spans {
+            count_log_values(&mut self.model.log_texts, &span.log_values, true);
             spans.push(span);
         }
         if let Err(e) = self.change_text_prefixes(position, &mut moving.parts, lowering.prefixes) {
@@ -2107,6 +2111,7 @@ impl Session {
         let model = &mut self.model;
         model.lowered.diagnostics.drain(span.diagnostics.clone());
         if let Some(spans) = &mut model.spans {
+            count_log_values(&mut model.log_texts, &spans[position].log_values, false);
             spans.remove(position);
             shift_spans(
                 &mut spans[position..],
@@ -2219,21 +2224,33 @@ impl Session {
 
     /// Whether the log cookies stay numbered as they are when the text at
     /// `position` (none: a text added) names the log values `values`:
-    /// every value is numbered already and every numbered value is still
-    /// named by some text. Needs spans (each text's values).
+    /// every value is numbered already and every value the text stops
+    /// naming is named by another text. Needs spans (each text's values,
+    /// counted in `Model::log_texts`).
     fn cookies_kept(&self, position: Option<usize>, values: &BTreeSet<String>) -> bool {
         let Some(spans) = &self.model.spans else {
             return false;
         };
         let cookies = &self.model.lowered.cookies;
+        let dropped = position
+            .and_then(|p| spans.get(p))
+            .into_iter()
+            .flat_map(|span| span.log_values.difference(values));
         values.iter().all(|v| cookies.contains_key(v))
-            && cookies.keys().all(|v| {
-                values.contains(v)
-                    || spans
-                        .iter()
-                        .enumerate()
-                        .any(|(i, span)| Some(i) != position && span.log_values.contains(v))
-            })
+            && dropped
+                .into_iter()
+                .all(|v| self.model.log_texts.get(v).is_some_and(|n| *n > 1))
+    }
+
+    /// The text at `position` names the log values `values` now: its span
+    /// and the counts follow.
+    fn set_log_values(&mut self, position: usize, values: BTreeSet<String>) {
+        let model = &mut self.model;
+        if let Some(span) = model.spans.as_mut().and_then(|s| s.get_mut(position)) {
+            count_log_values(&mut model.log_texts, &span.log_values, false);
+            count_log_values(&mut model.log_texts, &values, true);
+            span.log_values = values;
+        }
     }
 
     /// The CIDR identity prefixes (canonical, not `/0`, as the allocation
@@ -2384,6 +2401,11 @@ impl Session {
                     debug_assert_eq!(span.prefixes, lowering.prefixes);
                     debug_assert_eq!(span.log_values, lowering.log_values);
                 }
+                let mut counts = BTreeMap::new();
+                for span in spans {
+                    count_log_values(&mut counts, &span.log_values, true);
+                }
+                debug_assert_eq!(self.model.log_texts, counts, "the log values' counts");
             }
         }
     }
@@ -4227,6 +4249,21 @@ fn own_groups(outcome: &LoadOutcome) -> CidrGroups {
     )
 }
 
+/// Counts (`add`) or uncounts the texts naming `values` in `counts`
+/// (`Model::log_texts`).
+fn count_log_values(counts: &mut BTreeMap<String, usize>, values: &BTreeSet<String>, add: bool) {
+    for value in values {
+        if add {
+            *counts.entry(value.clone()).or_default() += 1;
+        } else if let Some(n) = counts.get_mut(value) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(value);
+            }
+        }
+    }
+}
+
 /// The log values of one text (`resolve::lower::log_values`).
 fn text_log_values(outcome: &LoadOutcome) -> BTreeSet<String> {
     crate::resolve::lower::log_values(&PolicyInput::from_outcome(outcome))
@@ -4313,6 +4350,12 @@ fn build_with_spans(
         && whole.origins.get(2..end) == Some(&origins[..])
         && whole.diagnostics == diagnostics
         && whole.prefixes == prefixes;
+    model.log_texts = BTreeMap::new();
+    if reproduces {
+        for span in &spans {
+            count_log_values(&mut model.log_texts, &span.log_values, true);
+        }
+    }
     model.spans = reproduces.then_some(spans);
     Ok((model, inventory))
 }
@@ -4420,6 +4463,7 @@ fn build(
         Model {
             lowered,
             spans: None,
+            log_texts: BTreeMap::new(),
             table,
             numbers,
             parts,
