@@ -1150,10 +1150,11 @@ porin_result porin_session_get_limit(const porin_session *session,
  batch edit functions return INVALID_PARAMETER) and
  `porin_session_compile` returns its current state. Limits are those set
  before the first apply. A change is applied incrementally when it can
- be (rules changed, inserted or removed, a text added or removed,
- without tier rules, the texts' CiliumCIDRGroups and the set of
- `log.value`s they name unchanged; an endpoint with addresses and no
- named ports and a pod identity), else the session recompiles in full; either way the writes
+ be (rules changed, inserted or removed, a text added or removed, the
+ texts' CiliumCIDRGroups and the set of `log.value`s they name
+ unchanged; an endpoint with addresses and no named ports and a pod
+ identity; none of it while a ClusterNetworkPolicy is among the texts,
+ whose tiered maps are recompiled on every change), else the session recompiles in full; either way the writes
  are exact
  (`porin_update_path` says which). A CIDR prefix no policy named before
  gets the lowest free local identity and keeps it while a policy names

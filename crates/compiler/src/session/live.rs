@@ -40,6 +40,7 @@ use crate::resolve::policy::{
 };
 use crate::resolve::rule::PolicyRule;
 use crate::selector::{Operator, Selector, SelectorKey, cidr_selector_key};
+use crate::tier::Tiers;
 
 /// More peer identities than this in one state's change: the state is
 /// folded in full (cheaper than replaying that many identities; exact
@@ -485,6 +486,11 @@ struct Model {
     /// Whether some endpoint has a namespace (`Resolver::allows_localhost`
     /// reads it).
     any_namespace: bool,
+    /// The directions a ClusterNetworkPolicy rule enforces, by endpoint
+    /// identity (`Tiers::selects_in`): the batch reports them enforced.
+    /// Empty without tier rules; a session with tier rules recompiles
+    /// every change in full (`Model::has_tiers`).
+    tier_enforced: BTreeMap<u32, (bool, bool)>,
     /// Every endpoint address (an added endpoint's duplicate check and the
     /// automatic addresses `Inventory::finish` gives one without any,
     /// without a scan of the inventory).
@@ -595,6 +601,13 @@ impl Model {
             "the selectors renumbered"
         );
         true
+    }
+
+    /// Whether ClusterNetworkPolicy tier rules are among the inputs: then
+    /// the tiered states are the batch's (`build`), and every change
+    /// recompiles in full (no spans, no incremental endpoint change).
+    fn has_tiers(&self) -> bool {
+        !self.lowered.tier_rules.rules.is_empty()
     }
 
     /// Replaces rule `index` (the subject index follows it).
@@ -855,9 +868,18 @@ impl Session {
                     .map(|i| i.labels.clone())
                     .unwrap_or_default(),
                 ips: endpoint.ips.clone(),
-                enforcement: Enforcement {
-                    ingress: policy.is_some_and(|p| p.ingress.enforced),
-                    egress: policy.is_some_and(|p| p.egress.enforced),
+                // A ClusterNetworkPolicy rule selecting the endpoint
+                // enforces its direction too, as in the batch.
+                enforcement: {
+                    let (ingress, egress) = model
+                        .tier_enforced
+                        .get(&identity)
+                        .copied()
+                        .unwrap_or_default();
+                    Enforcement {
+                        ingress: ingress || policy.is_some_and(|p| p.ingress.enforced),
+                        egress: egress || policy.is_some_and(|p| p.egress.enforced),
+                    }
                 },
                 diagnostics: record.map(|r| r.diagnostics.clone()).unwrap_or_default(),
                 state: record.map_or_else(|| Arc::new(MapState::new()), |r| r.state.clone()),
@@ -2767,7 +2789,8 @@ impl Session {
         &mut self,
         endpoint: &Endpoint,
     ) -> Result<Option<Update>, SessionError> {
-        if endpoint.identity.is_some()
+        if self.model.has_tiers()
+            || endpoint.identity.is_some()
             || endpoint.identity_labels.is_some()
             || !endpoint.ports.is_empty()
             || self.model.any_namespace
@@ -2995,7 +3018,10 @@ impl Session {
     fn remove_endpoint_incrementally(&mut self, index: usize) -> Option<Update> {
         let endpoint = self.inventory.endpoints[index].clone();
         let still_namespaced = self.model.names.any_namespaced_except(index);
-        if !endpoint.ports.is_empty() || still_namespaced != self.model.any_namespace {
+        if self.model.has_tiers()
+            || !endpoint.ports.is_empty()
+            || still_namespaced != self.model.any_namespace
+        {
             return None;
         }
         let identity = self.model.table.endpoint_identity[index];
@@ -4346,7 +4372,10 @@ fn build_with_spans(
     // Texts lowered against every text's CIDR groups and log cookies
     // (`lower_text`) give the whole's rules; a change of a text's groups,
     // or of which log values the texts name, rebuilds.
-    let reproduces = whole.rules == rules
+    // A session with ClusterNetworkPolicy tier rules recompiles every
+    // change in full (its tiered states are not made of ops).
+    let reproduces = !model.has_tiers()
+        && whole.rules == rules
         && whole.origins.get(2..end) == Some(&origins[..])
         && whole.diagnostics == diagnostics
         && whole.prefixes == prefixes;
@@ -4384,6 +4413,14 @@ fn build(
     limits.check_identities(&lowered.rules, table.identities.len())?;
     let resolver = Resolver::new(&lowered.rules, &table, &inventory)
         .with_localhost_origin(lowered.localhost_origin);
+    // ClusterNetworkPolicy tiers (Cilium 1.20), as the batch compile
+    // builds them (`Compilation::run`).
+    let tiers = (!lowered.tier_rules.rules.is_empty()).then(|| {
+        Tiers::new(
+            &lowered.tier_rules,
+            Resolver::new(&lowered.tier_rules.rules, &table, &inventory),
+        )
+    });
     let mut budget = limits.budget();
     let mut l4: BTreeMap<u32, L4Policy> = BTreeMap::new();
     let mut states: States<StateRecord> = States::default();
@@ -4415,10 +4452,38 @@ fn build(
             limits.check_l4_policy(&name, policy, &resolver.cache)?;
         }
         let allows = resolver.allows_localhost(endpoint);
-        let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins, allows);
+        let mut record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins, allows);
+        if let Some(tiers) = &tiers
+            && tiers.selects(identity)
+        {
+            // The batch's tiered state (`Compilation`'s `tiers.resolve`):
+            // the ClusterNetworkPolicy tiers over the NetworkPolicy tier.
+            let describe = |id| describe(&lowered.origins, id);
+            let normal = (*record.state).clone();
+            record.state = Arc::new(tiers.resolve(
+                identity,
+                endpoint,
+                normal,
+                &describe,
+                &mut record.diagnostics,
+            ));
+        }
         budget.charge(&name, record.state.len())?;
         states.insert(key, record);
     }
+    let mut tier_enforced = BTreeMap::new();
+    if let Some(tiers) = &tiers {
+        for &identity in &table.endpoint_identity {
+            let directions = (
+                tiers.selects_in(identity, Direction::Ingress),
+                tiers.selects_in(identity, Direction::Egress),
+            );
+            if directions != (false, false) {
+                tier_enforced.insert(identity, directions);
+            }
+        }
+    }
+    drop(tiers);
     let parts = resolver.into_parts();
     let mut peer_index = PeerIndex::default();
     peer_index.catch_up(&parts.cache);
@@ -4476,6 +4541,7 @@ fn build(
             features,
             selector_uses,
             any_namespace,
+            tier_enforced,
             addresses,
             names,
             reordered: BTreeSet::new(),

@@ -75,6 +75,50 @@ enum Step {
     /// Set the text `groups` to CIDR-group variant `n` ([`groups_yaml`]),
     /// or remove it (0).
     SetGroups(u8),
+    /// Set the text `tiers` to ClusterNetworkPolicy variant `n`
+    /// ([`tiers_yaml`], loaded for Cilium 1.20 with the switch on), or
+    /// remove it (0).
+    SetTiers(u8),
+}
+
+/// The ClusterNetworkPolicies of [`Step::SetTiers`]: an Admin Deny on one
+/// port, an Admin Accept before an Admin Deny of everything, a Baseline
+/// Deny.
+fn tiers_yaml(variant: u8) -> String {
+    let head = |name: &str, tier: &str, subject: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {{name: {name}}}\nspec:\n  tier: {tier}\n  priority: 10\n  subject:\n    pods: {{namespaceSelector: {{}}, podSelector: {{matchLabels: {{app: {subject}}}}}}}\n  ingress:\n"
+        )
+    };
+    let from = |app: &str| {
+        format!(
+            "[{{pods: {{namespaceSelector: {{}}, podSelector: {{matchLabels: {{app: {app}}}}}}}}}]"
+        )
+    };
+    match variant % 3 {
+        0 => {
+            head("deny-b", "Admin", "a")
+                + &format!(
+                    "  - {{action: Deny, from: {}, protocols: [{{tcp: {{destinationPort: {{number: 80}}}}}}]}}\n",
+                    from("b")
+                )
+        }
+        1 => {
+            head("accept-c", "Admin", "b")
+                + &format!(
+                    "  - {{action: Accept, from: {}, protocols: [{{tcp: {{destinationPort: {{number: 8080}}}}}}]}}\n",
+                    from("c")
+                )
+                + "  - {action: Deny, from: [{namespaces: {}}]}\n"
+        }
+        _ => {
+            head("baseline", "Baseline", "c")
+                + &format!(
+                    "  - {{action: Deny, from: {}, protocols: [{{tcp: {{destinationPort: {{number: 443}}}}}}]}}\n",
+                    from("a")
+                )
+        }
+    }
 }
 
 /// The CiliumCIDRGroups of [`Step::SetGroups`]: `blocked` (which items'
@@ -246,6 +290,7 @@ fn step() -> impl Strategy<Value = Step> {
         4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
         2 => (0u8..6).prop_map(Step::RemoveEndpoint),
         1 => (0u8..4).prop_map(Step::SetGroups),
+        1 => (0u8..4).prop_map(Step::SetTiers),
     ]
 }
 
@@ -529,6 +574,8 @@ fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, 
                 assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
                 Some(session.set_policy("groups", outcome).unwrap())
             }
+            Step::SetTiers(0) => session.remove_policy("tiers").map(Result::unwrap),
+            Step::SetTiers(n) => Some(session.set_policy("tiers", tiers_outcome(n)).unwrap()),
         };
         let Some(update) = update else { continue };
         paths.push((
@@ -1342,6 +1389,81 @@ fn a_text_bringing_a_cidr_group_recompiles() {
             .any(|(key, entry)| key.identity().get() == blocked
                 && entry.datapath_eq(&crate::mapstate::Entry::deny())),
         "the group's prefix is denied on 80"
+    );
+}
+
+/// [`tiers_yaml`] loaded for Cilium 1.20 with ClusterNetworkPolicy on.
+fn tiers_outcome(variant: u8) -> porin_model::loader::LoadOutcome {
+    let mut outcome = load_str("tiers.yaml", &tiers_yaml(variant), &LoadLimits::default());
+    outcome.apply_target(&porin_model::Target {
+        version: porin_model::CiliumVersion::V1_20,
+        k8s_cluster_network_policy: true,
+    });
+    assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+    outcome
+}
+
+/// A live session holding ClusterNetworkPolicies (Cilium 1.20) gives the
+/// batch's tiered states: an Admin Deny from one app, which a policy
+/// allowing that app does not override, stays in the maps through every
+/// change (before, the session ignored the tiers and allowed the flow).
+/// With tier rules every change recompiles in full; once they go,
+/// changes are incremental again.
+#[test]
+fn cluster_network_policy_tiers_hold_in_a_live_session() {
+    let mut s = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+    let allow = |port: u16| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: allow, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n"
+        )
+    };
+    assert_eq!(
+        step_text(&mut s, "allow", Some(allow(443))),
+        UpdatePath::Incremental
+    );
+    let update = s.0.set_policy("tiers", tiers_outcome(3)).unwrap();
+    s.1 = check(&s.0, &update, &s.1, &mut s.2);
+    // e1 (app b) to e0 (app a) on TCP 80: the Admin Deny's entry.
+    let b =
+        s.0.compiled()
+            .endpoints
+            .iter()
+            .find(|e| e.name == "e1")
+            .unwrap()
+            .identity;
+    let denied = |session: &Session| {
+        session
+            .state("prod/e0")
+            .unwrap()
+            .iter()
+            .any(|(key, entry)| {
+                key.identity().get() == b
+                    && key.port() == 80
+                    && entry.datapath_eq(&crate::mapstate::Entry::deny())
+            })
+    };
+    assert!(denied(&s.0), "the Admin Deny is in e0's map");
+    for (yaml, what) in [
+        (Some(allow(8443)), "a rule changed"),
+        (Some(allow(22)), "again"),
+    ] {
+        assert_ne!(
+            step_text(&mut s, "allow", yaml),
+            UpdatePath::Incremental,
+            "{what}"
+        );
+        assert!(denied(&s.0), "{what}: the Admin Deny stays");
+    }
+    let e3 = endpoint(3, 1, 0, true);
+    let update = s.0.add_endpoint(e3).unwrap();
+    assert_ne!(update.path, UpdatePath::Incremental);
+    s.1 = check(&s.0, &update, &s.1, &mut s.2);
+    let update = s.0.remove_policy("tiers").unwrap().unwrap();
+    s.1 = check(&s.0, &update, &s.1, &mut s.2);
+    assert!(!denied(&s.0), "the Admin Deny went with its text");
+    assert_eq!(
+        step_text(&mut s, "allow", Some(allow(443))),
+        UpdatePath::Incremental
     );
 }
 
