@@ -3,7 +3,8 @@
 //! `porin agent` run): each of the file's policy sources set as a text of
 //! its own, the session's compilation must equal the batch compile the
 //! reference engine checks (`prepare`), and it must stay equal to a batch
-//! compile of its inputs while each text is removed and set again. The
+//! compile of its inputs while each text, then each endpoint, is removed
+//! and added again. The
 //! fixtures cover what the session's property test does not generate
 //! (host policies, nodes, entities, L7, auth, ClusterNetworkPolicy tiers,
 //! CIDR groups, ...): a session that drops a feature the batch compiles
@@ -142,6 +143,20 @@ fn every_fixture_compiles_the_same_in_a_live_session() {
             assert_batch(&session, &file, &format!("{name} removed"));
             session.set_policy(name, outcome.clone()).unwrap();
             assert_batch(&session, &file, &format!("{name} set again"));
+        }
+        // Each endpoint out and back in (a pod going and coming: the
+        // session's incremental identity change where it takes one).
+        for endpoint in prepared.inventory.endpoints.clone() {
+            let name = endpoint.display_name();
+            session.remove_endpoint(&name).unwrap().unwrap();
+            assert_batch(&session, &file, &format!("{name} removed"));
+            if session.has_endpoint(&name) {
+                // A node's host endpoint, which the inventory makes from
+                // its nodes again.
+                continue;
+            }
+            session.add_endpoint(endpoint).unwrap();
+            assert_batch(&session, &file, &format!("{name} added again"));
         }
         checked += 1;
     }
