@@ -1150,16 +1150,22 @@ porin_result porin_session_get_limit(const porin_session *session,
  batch edit functions return INVALID_PARAMETER) and
  `porin_session_compile` returns its current state. Limits are those set
  before the first apply. A change is applied incrementally when it can
- be (rules changed, inserted or removed, a text added or removed,
- without a CIDR group, log cookies or tier rules; an endpoint with
- addresses and no named ports and a pod identity), else the session
- recompiles in full; either way the writes are exact
+ be (rules changed, inserted or removed, a text added or removed, the
+ texts' CiliumCIDRGroups and the set of `log.value`s they name
+ unchanged; an endpoint with addresses and no named ports and a pod
+ identity; none of it while a ClusterNetworkPolicy is among the texts,
+ whose tiered maps are recompiled on every change), else the session recompiles in full; either way the writes
+ are exact
  (`porin_update_path` says which). A CIDR prefix no policy named before
  gets the lowest free local identity and keeps it while a policy names
  it (Cilium, too, never renumbers a live local identity), so no other
  prefix's identity is renumbered; unlike Cilium's allocator, which moves
  on to the next number, a number freed by the same call may be taken
- again at once. A call that fails leaves the session as it was.
+ again at once. A text that adds, changes or removes a CiliumCIDRGroup
+ recompiles the session (the group's labels reach every text's CIDR
+ identities): keep groups in texts of their own, so that a policy
+ text's change stays incremental. A call that fails leaves the session
+ as it was.
 
  **Re-parsing in place.** When the new text differs from the one it
  replaces only inside one item of a block-sequence rule section

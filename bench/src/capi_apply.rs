@@ -41,8 +41,8 @@ use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
 use crate::incremental::{
-    CLIENTS, policy_yaml, with_cidr_rule_inserted_before, with_port_added, with_rule_inserted,
-    with_rule_inserted_before,
+    CLIENTS, groups_yaml, policy_yaml, with_cidr_rule_inserted_before, with_log, with_port_added,
+    with_rule_inserted, with_rule_inserted_before,
 };
 
 const NAME: &str = "server.yaml";
@@ -89,6 +89,13 @@ pub struct CapiApplyResult {
     /// session 21.
     #[serde(default)]
     pub in_place_cidr_insert_total: Vec<f64>,
+    /// Rule 0's port toggled in place as in `in_place_total`, with a text of
+    /// two CiliumCIDRGroups (`groups.yaml`, [`groups_yaml`]) beside the
+    /// policy and the policy carrying `log: {value: audit}`
+    /// ([`with_log`]): total. Run last. Empty from builds before session
+    /// 22 (which recompiled every change of such a session in full).
+    #[serde(default)]
+    pub in_place_groups_log_total: Vec<f64>,
     /// The anchored text's toggle, re-parse on (it falls back): total.
     pub fallback_total: Vec<f64>,
     /// The anchored text's toggle, re-parse off: total.
@@ -148,12 +155,17 @@ fn session(in_place: bool) -> Result<*mut porin_session> {
 /// One apply: (seconds of the call, seconds of call + reading every write
 /// + freeing, writes).
 fn apply(session: *mut porin_session, text: &str) -> Result<(f64, f64, usize)> {
+    apply_named(session, NAME, text)
+}
+
+/// [`apply`] to the text `name`.
+fn apply_named(session: *mut porin_session, name: &str, text: &str) -> Result<(f64, f64, usize)> {
     let start = Instant::now();
     let mut update: *mut porin_update = null_mut();
     let result = porin_session_apply_policy_bytes(
         session,
-        NAME.as_ptr().cast(),
-        NAME.len(),
+        name.as_ptr().cast(),
+        name.len(),
         text.as_ptr(),
         text.len(),
         &mut update,
@@ -421,6 +433,18 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
             times.push(total);
         }
     }
+    // CIDR groups and a log value in the session (untimed: both renumber,
+    // in full), then the rule change in place again.
+    apply_named(fast, "groups.yaml", &groups_yaml())?;
+    let logged = [with_log(&texts[0]), with_log(&texts[1])];
+    apply(fast, &logged[1])?;
+    for run in 0..runs {
+        let (_, total, writes) = apply(fast, &logged[run % 2])?;
+        if writes != fast_writes[run] {
+            bail!("the rule change beside groups and a log value wrote {writes} entries");
+        }
+        out.in_place_groups_log_total.push(total);
+    }
     porin_session_free(fast);
     porin_session_free(full);
     Ok(out)
@@ -474,6 +498,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "a rule from a new CIDR prefix inserted mid-text / taken out (its identity comes and goes), in place: apply + read writes",
             &result.in_place_cidr_insert_total,
+        ),
+        (
+            "rule change beside CIDR groups, in a logged policy, in place: apply + read writes",
+            &result.in_place_groups_log_total,
         ),
         ("rule change, full load: apply", &result.full_apply),
         (

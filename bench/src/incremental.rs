@@ -121,6 +121,32 @@ pub struct IncrementalApiResult {
     /// recompiled in full for it).
     #[serde(default)]
     pub cidr_insert_middle: Vec<Step>,
+    /// Rule 0's port toggled as in `rule_change`, with a third text in the session holding two
+    /// CiliumCIDRGroups ([`groups_yaml`]). Empty from builds before session 22 (in which a
+    /// session holding a group recompiled every policy change in full).
+    #[serde(default)]
+    pub group_rule_change: Vec<Step>,
+    /// With those groups: a rule from the group `partners` (`fromCIDRSet: [{cidrGroupRef:
+    /// partners}]` on TCP 9004, [`with_group_rule_inserted_before`]) inserted before the middle
+    /// rule and taken out again. Empty from builds before session 22.
+    #[serde(default)]
+    pub group_ref_insert_middle: Vec<Step>,
+    /// Rule 0's port toggled as in `rule_change` in the policy text carrying `log: {value:
+    /// audit}` ([`with_log`]; the groups still there). Empty from builds before session 22 (in
+    /// which a session with a log value recompiled every policy change in full).
+    #[serde(default)]
+    pub logged_rule_change: Vec<Step>,
+}
+
+/// `text` (a [`policy_yaml`]) with `log: {value: audit}` on its rule.
+pub fn with_log(text: &str) -> String {
+    text.replacen("  ingress:\n", "  log:\n    value: audit\n  ingress:\n", 1)
+}
+
+/// The CIDR groups of [`IncrementalApiResult::group_rule_change`]: `partners` (two prefixes no
+/// rule names) and `blocked` (one).
+pub fn groups_yaml() -> String {
+    "apiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata:\n  name: partners\nspec:\n  externalCIDRs:\n  - 203.0.113.0/24\n  - 192.0.2.0/25\n---\napiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata:\n  name: blocked\nspec:\n  externalCIDRs:\n  - 198.18.0.0/15\n".to_owned()
 }
 
 /// The second text of [`IncrementalApiResult::text_add`].
@@ -154,11 +180,10 @@ pub fn with_rule_inserted(text: &str) -> String {
     with_rule_inserted_before(text, 0)
 }
 
-/// `text` (a [`policy_yaml`]) with one more rule before its rule `index` (after the last when
-/// there is none): peers `role: client-5` on TCP 9000.
-pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
+/// `text` (a [`policy_yaml`]) with the rule item `rule` before its rule `index` (after the last
+/// when there is none).
+fn with_item_inserted_before(text: &str, index: usize, rule: &str) -> String {
     const ITEM: &str = "  - fromEndpoints:\n";
-    let rule = "  - fromEndpoints:\n    - matchLabels:\n        role: client-5\n    toPorts:\n    - ports:\n      - port: \"9000\"\n        protocol: TCP\n";
     let at = text
         .match_indices(ITEM)
         .nth(index)
@@ -166,16 +191,34 @@ pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
     format!("{}{rule}{}", &text[..at], &text[at..])
 }
 
+/// `text` (a [`policy_yaml`]) with one more rule before its rule `index` (after the last when
+/// there is none): peers `role: client-5` on TCP 9000.
+pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
+    with_item_inserted_before(
+        text,
+        index,
+        "  - fromEndpoints:\n    - matchLabels:\n        role: client-5\n    toPorts:\n    - ports:\n      - port: \"9000\"\n        protocol: TCP\n",
+    )
+}
+
+/// `text` (a [`policy_yaml`]) with one more rule before its rule `index`: from the CIDR group
+/// `partners` ([`groups_yaml`]) on TCP 9004.
+pub fn with_group_rule_inserted_before(text: &str, index: usize) -> String {
+    with_item_inserted_before(
+        text,
+        index,
+        "  - fromCIDRSet:\n    - cidrGroupRef: partners\n    toPorts:\n    - ports:\n      - port: \"9004\"\n        protocol: TCP\n",
+    )
+}
+
 /// `text` (a [`policy_yaml`]) with one more rule before its rule `index`: from
 /// `198.51.100.0/24` on TCP 9003, a prefix no other rule names.
 pub fn with_cidr_rule_inserted_before(text: &str, index: usize) -> String {
-    const ITEM: &str = "  - fromEndpoints:\n";
-    let rule = "  - fromCIDR:\n    - 198.51.100.0/24\n    toPorts:\n    - ports:\n      - port: \"9003\"\n        protocol: TCP\n";
-    let at = text
-        .match_indices(ITEM)
-        .nth(index)
-        .map_or(text.len(), |(at, _)| at);
-    format!("{}{rule}{}", &text[..at], &text[at..])
+    with_item_inserted_before(
+        text,
+        index,
+        "  - fromCIDR:\n    - 198.51.100.0/24\n    toPorts:\n    - ports:\n      - port: \"9003\"\n        protocol: TCP\n",
+    )
 }
 
 /// `text` (a [`policy_yaml`]) with a second port (TCP 9002) on lines of its own in rule `index`'s
@@ -387,6 +430,9 @@ fn incremental_api(
         text_add: Vec::new(),
         port_line_add: Vec::new(),
         cidr_insert_middle: Vec::new(),
+        group_rule_change: Vec::new(),
+        group_ref_insert_middle: Vec::new(),
+        logged_rule_change: Vec::new(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -427,28 +473,29 @@ fn incremental_api(
             .remove_endpoint("bench/canary")
             .context("canary is there")??;
     }
+    // `2 * runs` timed replacements alternating `text` and `original`, ending on `original`.
+    let toggle = |session: &mut Session, text: &str, steps: &mut Vec<Step>| -> Result<()> {
+        for run in 0..2 * runs {
+            steps.push(replace(
+                session,
+                if run % 2 == 0 { text } else { &original },
+            )?);
+        }
+        Ok(())
+    };
     // The last run above (2 runs - 1, odd) left `original`: insert the rule
     // into it and take it out again.
-    let inserted = with_rule_inserted(&original);
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 { &inserted } else { &original };
-        result.rule_insert.push(replace(&mut session, text)?);
-    }
+    toggle(
+        &mut session,
+        &with_rule_inserted(&original),
+        &mut result.rule_insert,
+    )?;
     let inserted = with_rule_inserted_before(&original, rules / 2);
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 { &inserted } else { &original };
-        result.rule_insert_middle.push(replace(&mut session, text)?);
-    }
+    toggle(&mut session, &inserted, &mut result.rule_insert_middle)?;
     let ported = with_port_added(&original, rules / 2);
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 { &ported } else { &original };
-        result.port_line_add.push(replace(&mut session, text)?);
-    }
+    toggle(&mut session, &ported, &mut result.port_line_add)?;
     let with_cidr = with_cidr_rule_inserted_before(&original, rules / 2);
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 { &with_cidr } else { &original };
-        result.cidr_insert_middle.push(replace(&mut session, text)?);
-    }
+    toggle(&mut session, &with_cidr, &mut result.cidr_insert_middle)?;
     let extra = extra_policy_yaml();
     for _ in 0..runs {
         let start = Instant::now();
@@ -464,6 +511,28 @@ fn incremental_api(
             .context("the extra text is there")??;
         let secs = start.elapsed().as_secs_f64();
         result.text_add.push(step(&update, 0.0, secs));
+    }
+    // A text of CIDR groups beside the policy (untimed: it recompiles), then the same rule
+    // change and a rule from one of the groups inserted and removed.
+    session.set_policy("groups.yaml", load(&groups_yaml())?)?;
+    toggle(&mut session, &changed, &mut result.group_rule_change)?;
+    let with_group = with_group_rule_inserted_before(&original, rules / 2);
+    toggle(
+        &mut session,
+        &with_group,
+        &mut result.group_ref_insert_middle,
+    )?;
+    // The policy with a log value (untimed: a new value renumbers the cookies, in full), then
+    // the rule change again.
+    let (logged, logged_changed) = (with_log(&original), with_log(&changed));
+    replace(&mut session, &logged)?;
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 {
+            &logged_changed
+        } else {
+            &logged
+        };
+        result.logged_rule_change.push(replace(&mut session, text)?);
     }
     Ok(Some(result))
 }
@@ -544,6 +613,26 @@ mod tests {
             "{:?}",
             api.cidr_insert_middle
         );
+        // With CIDR groups in the session: the rule change writes what it wrote without them,
+        // and the rule from the group `partners` writes one key per group prefix (two), each
+        // step folding the server's state alone.
+        let grouped: Vec<usize> = api.group_rule_change.iter().map(|s| s.changes).collect();
+        assert_eq!(grouped, vec![result.rule_change[0].changes; 4]);
+        let from_group: Vec<usize> = api
+            .group_ref_insert_middle
+            .iter()
+            .map(|s| s.changes)
+            .collect();
+        assert_eq!(from_group, vec![2 * inserts[0]; 4], "{from_group:?}");
+        let logged: Vec<usize> = api.logged_rule_change.iter().map(|s| s.changes).collect();
+        assert_eq!(logged, vec![result.rule_change[0].changes; 4]);
+        for steps in [
+            &api.group_rule_change,
+            &api.group_ref_insert_middle,
+            &api.logged_rule_change,
+        ] {
+            assert!(steps.iter().all(|s| s.computed <= 1), "{steps:?}");
+        }
         let texts: Vec<usize> = api.text_add.iter().map(|s| s.changes).collect();
         assert_eq!(texts, inserts, "{texts:?}");
         assert!(

@@ -840,6 +840,33 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
             api.cidr_insert_middle.first().map_or(0, |s| s.computed),
         );
     }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.group_rule_change.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nWith a text of two CiliumCIDRGroups beside the policy: rule 0's port changed, \
+             incremental API: {}; a rule from a group (`cidrGroupRef`) inserted before rule {} \
+             and taken out again: {}; {} map writes; {} state(s) distilled again.",
+            incremental_cell(|a| &a.group_rule_change),
+            result.rules / 2,
+            incremental_cell(|a| &a.group_ref_insert_middle),
+            api.group_ref_insert_middle.first().map_or(0, |s| s.changes),
+            api.group_ref_insert_middle
+                .first()
+                .map_or(0, |s| s.computed),
+        );
+    }
+    if let Some(api) = result.incremental.as_ref()
+        && !api.logged_rule_change.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nThe policy carrying `log: {{value: audit}}`, rule 0's port changed, incremental \
+             API: {}.",
+            incremental_cell(|a| &a.logged_rule_change),
+        );
+    }
     Ok(out)
 }
 

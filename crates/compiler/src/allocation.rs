@@ -483,16 +483,22 @@ impl IdentityTable {
     }
 
     /// Records the CIDR identity of a new policy prefix (canonical, not
-    /// `/0`, without CIDR groups) with local number `number` (from
-    /// [`Self::free_cidr_number`]); its identity.
-    pub fn insert_cidr(&mut self, prefix: IpNetwork, number: u32) -> Option<u32> {
+    /// `/0`) with local number `number` (from [`Self::free_cidr_number`]),
+    /// labelled as [`Self::allocate_with_groups`] labels it among `groups`;
+    /// its identity.
+    pub fn insert_cidr(
+        &mut self,
+        prefix: IpNetwork,
+        number: u32,
+        groups: &CidrGroups,
+    ) -> Option<u32> {
         let id = Identity::local(number).ok()?.get();
         if self.by_id.contains_key(&id) || self.cidr_identity.contains_key(&prefix) {
             return None;
         }
         self.insert_identity(IdentityInfo {
             id,
-            labels: cidr_labels(prefix, &CidrGroups::default()),
+            labels: cidr_labels(prefix, groups),
             kind: IdentityKind::Cidr { prefix },
         });
         self.cidr_identity.insert(prefix, id);

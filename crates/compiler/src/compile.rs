@@ -895,23 +895,43 @@ impl<'c> Compilation<'c> {
     fn distill(&self, unit: &UnitPlan) -> UnitOutcome {
         let describe = self.describe();
         let policy = &self.policies[unit.policy];
+        let endpoint = &self.inventory.endpoints[unit.first_endpoint()];
         let mut outcome = if self.bound(unit) > wide(self.limits.max_entries_per_endpoint) {
             self.census_outcome(unit)
         } else {
-            let endpoint = &self.inventory.endpoints[unit.first_endpoint()];
-            let (state, mut found) = self.resolver.map_state(endpoint, policy, &describe);
-            let state = self
-                .tiers
-                .resolve(unit.identity(), endpoint, state, &describe, &mut found);
+            let (state, found) = self.resolver.map_state(endpoint, policy, &describe);
             UnitOutcome::State(Arc::new(state), vec![found])
         };
-        if let UnitOutcome::State(_, diagnostics) = &mut outcome {
+        if let UnitOutcome::State(state, diagnostics) = &mut outcome {
             diagnostics.truncate(1);
+            // The ClusterNetworkPolicy tiers over the NetworkPolicy tier's
+            // state, however that was made: the census's state too (a unit
+            // whose insertion bound is over the capacity but whose entries
+            // fit had lost its Admin and Baseline rules, an over-allow).
+            if self.tiers.selects(unit.identity())
+                && let Some(found) = diagnostics.first_mut()
+            {
+                let normal = std::mem::take(Arc::make_mut(state));
+                *state = Arc::new(self.tiers.resolve(
+                    unit.identity(),
+                    endpoint,
+                    normal,
+                    &describe,
+                    found,
+                ));
+            }
             let any = diagnostics.iter().any(|d| !d.is_empty());
-            for &(_, first) in unit.groups.iter().skip(1) {
+            for &(identity, first) in unit.groups.iter().skip(1) {
                 if any {
+                    // Each identity's findings, its tiers' included (as
+                    // `unit_state` and the live session give them).
                     let endpoint = &self.inventory.endpoints[first];
-                    diagnostics.push(self.resolver.map_state(endpoint, policy, &describe).1);
+                    let (state, mut found) = self.resolver.map_state(endpoint, policy, &describe);
+                    if self.tiers.selects(identity) {
+                        self.tiers
+                            .resolve(identity, endpoint, state, &describe, &mut found);
+                    }
+                    diagnostics.push(found);
                 } else {
                     diagnostics.push(Vec::new());
                 }

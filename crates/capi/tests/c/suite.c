@@ -29,6 +29,14 @@ static const char POLICY_V2[] =
     "    - fromEndpoints: [{matchLabels: {tier: web}}]\n"
     "      toPorts: [{ports: [{port: \"9090\", protocol: TCP}]}]\n";
 
+/* A CiliumCIDRGroup, a text of its own beside POLICY. */
+static const char GROUPS[] =
+    "apiVersion: cilium.io/v2\n"
+    "kind: CiliumCIDRGroup\n"
+    "metadata: {name: partners}\n"
+    "spec:\n"
+    "  externalCIDRs: [203.0.113.0/24]\n";
+
 /* Fails to compile: an unknown field (PM003) in line 5. */
 static const char BAD_POLICY[] =
     "apiVersion: cilium.io/v2\n"
@@ -794,6 +802,16 @@ static void check_live_session(void) {
     CHECK_RESULT(porin_update_get(update, porin_update_count(update), &delta),
                  PORIN_RESULT_INVALID_PARAMETER);
     CHECK_RESULT(porin_update_get(update, 0, NULL), PORIN_RESULT_NULL_PARAMETER);
+    porin_update_free(update);
+
+    /* A text of CIDR groups: recompiled in full (a group's labels reach
+     * every text's CIDR identities); the policy's changes below stay
+     * incremental beside it. */
+    CHECK_RESULT(porin_session_apply_policy_bytes(session, S("groups.yaml"),
+                                                  (const uint8_t *)GROUPS, strlen(GROUPS),
+                                                  &update),
+                 PORIN_RESULT_OK);
+    CHECK(!is_incremental(update));
     porin_update_free(update);
 
     /* A one-rule change (port 8080 -> 9090): incremental, fence then

@@ -37,8 +37,7 @@ use porin_model::model::{PolicyDocument, Rule, RuleSection};
 use porin_model::reparse::{ItemAt, common_prefix, common_suffix, has_lone_cr, newlines};
 use porin_model::yaml::tree::{Node, NodeKind, Pos};
 
-use crate::inventory::Inventory;
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower, lower_cilium_item};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, Scope, lower_cilium_item, lower_part};
 use crate::resolve::rule::PolicyRule;
 
 /// One re-lowered item: its position in the text's span (rule and origin
@@ -122,7 +121,7 @@ pub(super) struct ChangedItems {
 pub(super) fn changed_items(
     old: &LoadOutcome,
     new: &LoadOutcome,
-    inventory: &Inventory,
+    scope: Scope<'_>,
     items: usize,
     origin_start: usize,
 ) -> Option<ChangedItems> {
@@ -138,16 +137,11 @@ pub(super) fn changed_items(
     };
     let mut out = Vec::with_capacity(candidates.len());
     for c in candidates {
-        let before = lower_at(old, &c, inventory);
+        let before = lower_at(old, &c, scope);
         if !simple(&before) {
             return None;
         }
-        out.push(finish(
-            lower_at(new, &c, inventory),
-            &c,
-            origin_start,
-            false,
-        )?);
+        out.push(finish(lower_at(new, &c, scope), &c, origin_start, false)?);
     }
     Some(ChangedItems {
         items: out,
@@ -160,7 +154,7 @@ pub(super) fn changed_items(
 /// locating anything in its trees (prefixes read no position): safe on an
 /// in-place edit's outcome whose later positions have not moved yet
 /// (`Session::edit_moving`).
-pub(super) fn text_prefixes(outcome: &LoadOutcome, inventory: &Inventory) -> BTreeSet<IpNetwork> {
+pub(super) fn text_prefixes(outcome: &LoadOutcome, scope: Scope<'_>) -> BTreeSet<IpNetwork> {
     let inputs: Vec<PolicyInput<'_>> = outcome
         .documents
         .iter()
@@ -172,11 +166,11 @@ pub(super) fn text_prefixes(outcome: &LoadOutcome, inventory: &Inventory) -> BTr
             source: None,
         })
         .collect();
-    lower(&inputs, inventory).prefixes
+    lower_part(&inputs, scope).prefixes
 }
 
 /// The lowering of candidate `c`'s item in `outcome`.
-fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowered {
+fn lower_at(outcome: &LoadOutcome, c: &Candidate, scope: Scope<'_>) -> Lowered {
     let doc = &outcome.documents[c.doc];
     lower_cilium_item(
         &PolicyInput {
@@ -186,7 +180,7 @@ fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowe
             policy: &doc.doc,
             source: Some(outcome),
         },
-        inventory,
+        scope,
         c.spec,
         c.section,
         c.index,
@@ -194,7 +188,9 @@ fn lower_at(outcome: &LoadOutcome, c: &Candidate, inventory: &Inventory) -> Lowe
 }
 
 /// An item lowered to exactly one rule and origin, with nothing the
-/// text shares (diagnostics, CIDR prefixes, log cookies).
+/// text shares (diagnostics, CIDR prefixes). Its rule's log cookie is the
+/// session's (`Scope::cookies`); the rule's `log` is outside the item, in
+/// the frame the comparisons require to be the same (`same_rule_frame`).
 fn simple(l: &Lowered) -> bool {
     l.prefixes.is_empty() && movable(l)
 }
@@ -205,7 +201,7 @@ fn simple(l: &Lowered) -> bool {
 /// (`Session::move_item`). An item changed in place must be [`simple`]:
 /// the session's path for it keeps the text's prefix set.
 fn movable(l: &Lowered) -> bool {
-    l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty() && l.cookies.is_empty()
+    l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty()
 }
 
 /// The item's lowering with its ids moved to where it sits in the span;
@@ -250,11 +246,11 @@ impl EditedItem {
     pub(super) fn prepare(
         outcome: &LoadOutcome,
         at: ItemAt,
-        inventory: &Inventory,
+        scope: Scope<'_>,
         items: usize,
     ) -> Option<EditedItem> {
         let candidate = candidate_at(outcome, at, items, false)?;
-        simple(&lower_at(outcome, &candidate, inventory)).then_some(EditedItem { candidate })
+        simple(&lower_at(outcome, &candidate, scope)).then_some(EditedItem { candidate })
     }
 
     /// The item lowered again in `outcome` (after the edit): the items
@@ -262,12 +258,12 @@ impl EditedItem {
     pub(super) fn finish(
         self,
         outcome: &LoadOutcome,
-        inventory: &Inventory,
+        scope: Scope<'_>,
         origin_start: usize,
         lines: Lines,
     ) -> Option<ChangedItems> {
         // The session compares it with the rule and origin it holds.
-        let after = lower_at(outcome, &self.candidate, inventory);
+        let after = lower_at(outcome, &self.candidate, scope);
         Some(ChangedItems {
             items: vec![finish(after, &self.candidate, origin_start, false)?],
             compared: Compared::Edited,
@@ -335,14 +331,14 @@ impl MovedByEdit {
     pub(super) fn prepare(
         outcome: &LoadOutcome,
         at: ItemAt,
-        inventory: &Inventory,
+        scope: Scope<'_>,
         items: usize,
         inserted: bool,
     ) -> Option<MovedByEdit> {
         let candidate = candidate_at(outcome, at, items, inserted)?;
         let mut removed_prefixes = BTreeSet::new();
         if !inserted {
-            let removed = lower_at(outcome, &candidate, inventory);
+            let removed = lower_at(outcome, &candidate, scope);
             if !movable(&removed) {
                 return None;
             }
@@ -361,7 +357,7 @@ impl MovedByEdit {
     pub(super) fn finish(
         self,
         outcome: &LoadOutcome,
-        inventory: &Inventory,
+        scope: Scope<'_>,
         origin_start: usize,
         lines: Lines,
     ) -> Option<MovedItem> {
@@ -374,12 +370,7 @@ impl MovedByEdit {
         let start = c.position + usize::from(self.inserted);
         let reindexed = start..start + new_len.checked_sub(c.index + usize::from(self.inserted))?;
         let inserted = if self.inserted {
-            Some(finish(
-                lower_at(outcome, c, inventory),
-                c,
-                origin_start,
-                true,
-            )?)
+            Some(finish(lower_at(outcome, c, scope), c, origin_start, true)?)
         } else {
             None
         };
@@ -597,7 +588,7 @@ pub(super) struct MovedItem {
 pub(super) fn moved_item(
     old: &LoadOutcome,
     new: &LoadOutcome,
-    inventory: &Inventory,
+    scope: Scope<'_>,
     items: usize,
     origin_start: usize,
 ) -> Option<MovedItem> {
@@ -645,14 +636,14 @@ pub(super) fn moved_item(
     let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
     let (lowering, removed_prefixes) = if inserted {
         let item = finish(
-            lower_at(new, &candidate, inventory),
+            lower_at(new, &candidate, scope),
             &candidate,
             origin_start,
             true,
         )?;
         (Some(item), BTreeSet::new())
     } else {
-        let removed = lower_at(old, &candidate, inventory);
+        let removed = lower_at(old, &candidate, scope);
         if !movable(&removed) {
             return None;
         }
@@ -1327,7 +1318,18 @@ mod tests {
     use super::{
         Compared, Lines, changed_items, lowered_items, narrowed, relined, same_lines, whole,
     };
+    use crate::cidrgroup::CidrGroups;
     use crate::inventory::Inventory;
+    use crate::resolve::lower::Scope;
+
+    /// No inventory, no CIDR groups.
+    fn empty<R>(f: impl FnOnce(Scope<'_>) -> R) -> R {
+        f(Scope {
+            inventory: &Inventory::new(),
+            cidr_groups: &CidrGroups::default(),
+            cookies: &std::collections::BTreeMap::new(),
+        })
+    }
 
     #[test]
     fn same_lines_sees_only_line_breaks_in_the_change() {
@@ -1456,12 +1458,18 @@ mod tests {
 
     #[test]
     fn a_port_edit_is_narrowed_to_its_item() {
-        let inventory = Inventory::new();
+        let (inventory, groups) = (Inventory::new(), CidrGroups::default());
+        let cookies = std::collections::BTreeMap::new();
+        let scope = Scope {
+            inventory: &inventory,
+            cidr_groups: &groups,
+            cookies: &cookies,
+        };
         let old = load(&text(&[80, 443, 53, 8080, 9090]));
         let new = load(&text(&[81, 443, 53, 8080, 9090]));
         let items = lowered_items(&old.documents[0].doc).unwrap()
             + lowered_items(&old.documents[1].doc).unwrap();
-        let changed = changed_items(&old, &new, &inventory, items, 2).unwrap();
+        let changed = changed_items(&old, &new, scope, items, 2).unwrap();
         assert_eq!(changed.compared, Compared::Narrowed);
         assert_eq!(changed.lines, Lines::Same);
         assert_eq!(
@@ -1470,7 +1478,7 @@ mod tests {
         );
         // A comment edit changes nothing, narrowed too.
         let commented = load(&text(&[80, 443, 53, 8080, 9090]).replace("# between", "# betwixt"));
-        let changed = changed_items(&old, &commented, &inventory, items, 2).unwrap();
+        let changed = changed_items(&old, &commented, scope, items, 2).unwrap();
         assert_eq!(
             (changed.items.len(), changed.compared),
             (0, Compared::Narrowed)
@@ -1482,7 +1490,7 @@ mod tests {
             "       protocol: TCP\n      - port: \"81\"\n        protocol: TCP\n",
         ));
         assert!(!ported.has_errors(), "{:?}", ported.diagnostics);
-        let changed = changed_items(&old, &ported, &inventory, items, 2).unwrap();
+        let changed = changed_items(&old, &ported, scope, items, 2).unwrap();
         assert_eq!(changed.compared, Compared::Narrowed);
         assert_eq!(changed.lines, Lines::Shift { from: 14, by: 2 });
         assert_eq!(
@@ -1522,7 +1530,7 @@ mod tests {
         );
         let items = lowered_items(&old.documents[0].doc).unwrap();
         assert!(narrowed(&old, &new, items).is_none());
-        let changed = changed_items(&old, &new, &Inventory::new(), items, 2).unwrap();
+        let changed = empty(|scope| changed_items(&old, &new, scope, items, 2)).unwrap();
         assert_eq!(changed.compared, Compared::Whole);
         assert_eq!(
             changed.items.iter().map(|c| c.position).collect::<Vec<_>>(),

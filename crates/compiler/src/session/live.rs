@@ -19,6 +19,7 @@ use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, relabel_index, unindex};
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
+use crate::cidrgroup::CidrGroups;
 use crate::compile::{
     Compiled, EndpointPolicy, Enforcement, SelectedBy, build_ipcache, selects_nothing,
 };
@@ -32,13 +33,14 @@ use crate::mapstate::Direction;
 use crate::mapstate::MapState;
 use crate::mapstate::Origins;
 use crate::mapstate::PolicyFeatures;
-use crate::resolve::lower::{Lowered, Origin, PolicyInput, lower};
+use crate::resolve::lower::{Lowered, Origin, PolicyInput, Scope, lower, lower_part};
 use crate::resolve::policy::{
     FilterContext, FilterKey, L3_FILTER, L4Policy, MapOp, OpPeers, ProxyPorts, Resolver,
     ResolverParts, SelectorCache, SelectorId, filter_keys, proxy_ports,
 };
 use crate::resolve::rule::PolicyRule;
 use crate::selector::{Operator, Selector, SelectorKey, cidr_selector_key};
+use crate::tier::Tiers;
 
 /// More peer identities than this in one state's change: the state is
 /// folded in full (cheaper than replaying that many identities; exact
@@ -136,6 +138,9 @@ struct TextSpan {
     origins: Range<usize>,
     diagnostics: Range<usize>,
     prefixes: BTreeSet<IpNetwork>,
+    /// The text's log values (`resolve::lower::log_values`): the log
+    /// cookies are numbered over every text's.
+    log_values: BTreeSet<String>,
 }
 
 /// A text lowered alone, its origin ids moved to where they sit in the
@@ -145,7 +150,7 @@ struct TextLowering {
     origins: Vec<Origin>,
     diagnostics: Vec<Diagnostic>,
     prefixes: BTreeSet<IpNetwork>,
-    has_log: bool,
+    log_values: BTreeSet<String>,
 }
 
 /// Op indices (ascending) by their peers. Hashed with foldhash, not
@@ -439,10 +444,14 @@ impl PeerIndex {
 /// The compiled form of a session's inputs, kept to update.
 struct Model {
     lowered: Lowered,
-    /// Per-text spans; `None` when lowering texts one by one does not
-    /// reproduce the whole lowering (log cookies are numbered across
-    /// texts): then policy changes recompile in full.
+    /// Per-text spans; `None` when lowering texts one by one (against
+    /// every text's CIDR groups and log cookies) does not reproduce the
+    /// whole lowering: then policy changes recompile in full.
     spans: Option<Vec<TextSpan>>,
+    /// How many texts name each log value (the spans' `log_values`
+    /// counted; empty without spans): whether a value loses its last use
+    /// without a pass over every text.
+    log_texts: BTreeMap<String, usize>,
     table: IdentityTable,
     /// Identity numbers by labels, kept with `table` (an added endpoint's
     /// number without a pass over every identity).
@@ -477,6 +486,11 @@ struct Model {
     /// Whether some endpoint has a namespace (`Resolver::allows_localhost`
     /// reads it).
     any_namespace: bool,
+    /// The directions a ClusterNetworkPolicy rule enforces, by endpoint
+    /// identity (`Tiers::selects_in`): the batch reports them enforced.
+    /// Empty without tier rules; a session with tier rules recompiles
+    /// every change in full (`Model::has_tiers`).
+    tier_enforced: BTreeMap<u32, (bool, bool)>,
     /// Every endpoint address (an added endpoint's duplicate check and the
     /// automatic addresses `Inventory::finish` gives one without any,
     /// without a scan of the inventory).
@@ -587,6 +601,13 @@ impl Model {
             "the selectors renumbered"
         );
         true
+    }
+
+    /// Whether ClusterNetworkPolicy tier rules are among the inputs: then
+    /// the tiered states are the batch's (`build`), and every change
+    /// recompiles in full (no spans, no incremental endpoint change).
+    fn has_tiers(&self) -> bool {
+        !self.lowered.tier_rules.rules.is_empty()
     }
 
     /// Replaces rule `index` (the subject index follows it).
@@ -847,9 +868,18 @@ impl Session {
                     .map(|i| i.labels.clone())
                     .unwrap_or_default(),
                 ips: endpoint.ips.clone(),
-                enforcement: Enforcement {
-                    ingress: policy.is_some_and(|p| p.ingress.enforced),
-                    egress: policy.is_some_and(|p| p.egress.enforced),
+                // A ClusterNetworkPolicy rule selecting the endpoint
+                // enforces its direction too, as in the batch.
+                enforcement: {
+                    let (ingress, egress) = model
+                        .tier_enforced
+                        .get(&identity)
+                        .copied()
+                        .unwrap_or_default();
+                    Enforcement {
+                        ingress: ingress || policy.is_some_and(|p| p.ingress.enforced),
+                        egress: egress || policy.is_some_and(|p| p.egress.enforced),
+                    }
                 },
                 diagnostics: record.map(|r| r.diagnostics.clone()).unwrap_or_default(),
                 state: record.map_or_else(|| Arc::new(MapState::new()), |r| r.state.clone()),
@@ -919,15 +949,31 @@ impl Session {
             return result;
         };
         let previous = std::mem::replace(&mut self.texts[position], text);
-        let items = self.changed_items(position, &previous.outcome);
+        // A CIDR group's labels reach the CIDR identities of every text
+        // (and its prefixes are its own): a text whose groups change is
+        // compiled in full. Its other changes read the groups as they were.
+        // Log cookies are numbered over every text's log values: a change
+        // of which values the texts name renumbers them, in full.
+        let log_values = text_log_values(&self.texts[position].outcome);
+        let kept = own_groups(&previous.outcome) == own_groups(&self.texts[position].outcome)
+            && self.cookies_kept(Some(position), &log_values);
+        if kept {
+            // The text's values now (every way but success rebuilds).
+            self.set_log_values(position, log_values);
+        }
+        let items = kept
+            .then(|| self.changed_items(position, &previous.outcome))
+            .flatten();
         // A rule item inserted or removed: the rules after it move.
         let moved = match items {
             Some(_) => None,
-            None => self
+            None if kept => self
                 .moved_item(position, &previous.outcome)
                 .map(|moved| self.settle_removal(position, moved)),
+            None => None,
         };
         let result = match moved {
+            _ if !kept => Ok(None),
             Some(moved) => self.move_item(position, moved).inspect(|update| {
                 if update.is_some() {
                     self.debug_check_lowering();
@@ -1007,7 +1053,7 @@ impl Session {
         };
         let text = &self.texts[position];
         let prepared = span.and_then(|(rules, _)| {
-            super::items::EditedItem::prepare(&text.outcome, edit.at(), &self.inventory, rules)
+            super::items::EditedItem::prepare(&text.outcome, edit.at(), self.scope(), rules)
         });
         let lines_moved = lines != Lines::Same;
         let (inverse, line_shift) = edit.apply_deferred(&mut self.texts[position].outcome)?;
@@ -1028,7 +1074,7 @@ impl Session {
         let items = match (prepared, span) {
             (Some(prepared), Some((_, first_origin))) => prepared.finish(
                 &self.texts[position].outcome,
-                &self.inventory,
+                self.scope(),
                 first_origin,
                 lines,
             ),
@@ -1122,7 +1168,7 @@ impl Session {
         let spot = MovedByEdit::prepare(
             &self.texts[position].outcome,
             edit.at(),
-            &self.inventory,
+            self.scope(),
             items,
             inserted,
         )?;
@@ -1136,7 +1182,7 @@ impl Session {
         let moved = spot
             .finish(
                 &self.texts[position].outcome,
-                &self.inventory,
+                self.scope(),
                 origin_start,
                 lines,
             )
@@ -1171,7 +1217,16 @@ impl Session {
         let position = self.texts.iter().position(|t| t.name == name)?;
         self.model.pins_undo.clear();
         let removed = self.texts.remove(position);
-        let result = match self.cut_text(position) {
+        // A CIDR group's labels reach every text's CIDR identities: a text
+        // with groups goes by a full rebuild.
+        let cut = if own_groups(&removed.outcome).is_empty()
+            && self.cookies_kept(Some(position), &BTreeSet::new())
+        {
+            self.cut_text(position)
+        } else {
+            Ok(None)
+        };
+        let result = match cut {
             Ok(Some(update)) => Ok(update),
             Ok(None) => self.rebuild("a policy text was removed"),
             Err(e) => Err(e),
@@ -1338,7 +1393,7 @@ impl Session {
         super::items::changed_items(
             previous,
             &self.texts[position].outcome,
-            &self.inventory,
+            self.scope(),
             items,
             origin_start,
         )
@@ -1367,7 +1422,7 @@ impl Session {
         super::items::moved_item(
             previous,
             &self.texts[position].outcome,
-            &self.inventory,
+            self.scope(),
             items,
             origin_start,
         )
@@ -1456,20 +1511,18 @@ impl Session {
                 }
             }
         } else {
-            let lowering = lower_text(text, &self.inventory, span.origins.start);
-            // A CIDR group labels CIDR identities of every text, and tier
-            // rules are their own layer: neither is replaced here (as in
-            // `Self::append_text`).
-            let has_group = text.outcome.documents.iter().any(|d| {
-                matches!(
-                    d.doc,
-                    porin_model::model::PolicyDocument::CiliumCidrGroup(_)
-                )
-            });
-            if has_group
-                || lowering.rules.iter().any(|rule| rule.tier.is_some())
+            let scope = Scope {
+                inventory: &self.inventory,
+                cidr_groups: &model.lowered.cidr_groups,
+                cookies: &model.lowered.cookies,
+            };
+            let lowering = lower_text(text, scope, span.origins.start);
+            // Tier rules are their own layer: not replaced here (as in
+            // `Self::append_text`). The text's CIDR groups are the ones it
+            // had (`Session::set_policy`; an in-place edit is inside a
+            // rule's item).
+            if lowering.rules.iter().any(|rule| rule.tier.is_some())
                 || !model.lowered.tier_rules.rules.is_empty()
-                || lowering.has_log
                 || lowering.rules.len() != span.rules.len()
                 || lowering.origins.len() != span.origins.len()
                 || (lowering.prefixes != span.prefixes && !prefixes_incremental)
@@ -1966,8 +2019,9 @@ impl Session {
     /// its findings and span appended too; a CIDR prefix no other text
     /// has gets its CIDR identity ([`Self::gain_prefixes`]). `Ok(None)`,
     /// the model as it was, when the text needs more than that: a log
-    /// cookie or a CIDR group (numbered or labelled across texts), tier
-    /// rules, a new prefix under `policy-cidr-match-mode: nodes`.
+    /// value no text named (the cookies are numbered over every text's)
+    /// or a CIDR group (its labels reach every text's CIDR identities),
+    /// tier rules, a new prefix under `policy-cidr-match-mode: nodes`.
     fn append_text(&mut self) -> Result<Option<Update>, SessionError> {
         let Some(position) = self.texts.len().checked_sub(1) else {
             return Ok(None);
@@ -1992,8 +2046,10 @@ impl Session {
         }) {
             return Ok(None);
         }
-        let lowering = lower_text(text, &self.inventory, origins_at);
-        if lowering.has_log || lowering.rules.iter().any(|rule| rule.tier.is_some()) {
+        let lowering = lower_text(text, self.scope(), origins_at);
+        if !self.cookies_kept(None, &lowering.log_values)
+            || lowering.rules.iter().any(|rule| rule.tier.is_some())
+        {
             return Ok(None);
         }
         if !lowering.prefixes.is_subset(&self.model.lowered.prefixes)
@@ -2008,6 +2064,7 @@ impl Session {
             diagnostics: diagnostics_at..diagnostics_at + lowering.diagnostics.len(),
             // Set below, with the model's (`Self::change_text_prefixes`).
             prefixes: BTreeSet::new(),
+            log_values: lowering.log_values,
         };
         let block = Block {
             rules_at,
@@ -2022,6 +2079,7 @@ impl Session {
         };
         self.model.lowered.diagnostics.extend(lowering.diagnostics);
         if let Some(spans) = &mut self.model.spans {
+            count_log_values(&mut self.model.log_texts, &span.log_values, true);
             spans.push(span);
         }
         if let Err(e) = self.change_text_prefixes(position, &mut moving.parts, lowering.prefixes) {
@@ -2075,6 +2133,7 @@ impl Session {
         let model = &mut self.model;
         model.lowered.diagnostics.drain(span.diagnostics.clone());
         if let Some(spans) = &mut model.spans {
+            count_log_values(&mut model.log_texts, &spans[position].log_values, false);
             spans.remove(position);
             shift_spans(
                 &mut spans[position..],
@@ -2122,7 +2181,7 @@ impl Session {
         if elsewhere {
             moved.remaining = Some(super::items::text_prefixes(
                 &self.texts[position].outcome,
-                &self.inventory,
+                self.scope(),
             ));
         }
         moved
@@ -2167,11 +2226,53 @@ impl Session {
     /// Whether a change of the policies' CIDR prefixes may go the
     /// incremental way: not under `policy-cidr-match-mode: nodes` (a node
     /// address's identity carries the labels of the prefixes containing
-    /// it) nor with CIDR groups (their labels reach CIDR identities of
-    /// every text; a session with groups keeps no spans anyway).
+    /// it). CIDR groups do not stop it: a new prefix's identity gets the
+    /// labels of the groups containing it ([`Self::gain_prefixes`]), the
+    /// groups being those of the texts the change kept.
     fn prefixes_incremental(&self) -> bool {
         !self.inventory.settings.policy_cidr_match_nodes
-            && self.model.lowered.cidr_groups.is_empty()
+    }
+
+    /// What lowering one text reads besides the text: the inventory,
+    /// every text's CIDR groups and the log cookies (the model's, as the
+    /// last full build made them: a change of either rebuilds).
+    fn scope(&self) -> Scope<'_> {
+        Scope {
+            inventory: &self.inventory,
+            cidr_groups: &self.model.lowered.cidr_groups,
+            cookies: &self.model.lowered.cookies,
+        }
+    }
+
+    /// Whether the log cookies stay numbered as they are when the text at
+    /// `position` (none: a text added) names the log values `values`:
+    /// every value is numbered already and every value the text stops
+    /// naming is named by another text. Needs spans (each text's values,
+    /// counted in `Model::log_texts`).
+    fn cookies_kept(&self, position: Option<usize>, values: &BTreeSet<String>) -> bool {
+        let Some(spans) = &self.model.spans else {
+            return false;
+        };
+        let cookies = &self.model.lowered.cookies;
+        let dropped = position
+            .and_then(|p| spans.get(p))
+            .into_iter()
+            .flat_map(|span| span.log_values.difference(values));
+        values.iter().all(|v| cookies.contains_key(v))
+            && dropped
+                .into_iter()
+                .all(|v| self.model.log_texts.get(v).is_some_and(|n| *n > 1))
+    }
+
+    /// The text at `position` names the log values `values` now: its span
+    /// and the counts follow.
+    fn set_log_values(&mut self, position: usize, values: BTreeSet<String>) {
+        let model = &mut self.model;
+        if let Some(span) = model.spans.as_mut().and_then(|s| s.get_mut(position)) {
+            count_log_values(&mut model.log_texts, &span.log_values, false);
+            count_log_values(&mut model.log_texts, &values, true);
+            span.log_values = values;
+        }
     }
 
     /// The CIDR identity prefixes (canonical, not `/0`, as the allocation
@@ -2235,7 +2336,7 @@ impl Session {
             let number = model.table.free_cidr_number().ok_or_else(exhausted)?;
             let id = model
                 .table
-                .insert_cidr(*prefix, number)
+                .insert_cidr(*prefix, number, &model.lowered.cidr_groups)
                 .ok_or_else(exhausted)?;
             let before = self.inventory.cidr_identities.insert(*prefix, id);
             model.pins_undo.push((*prefix, before));
@@ -2312,7 +2413,7 @@ impl Session {
             if let Some(spans) = &self.model.spans {
                 debug_assert_eq!(spans.len(), self.texts.len(), "a span per text");
                 for (span, text) in spans.iter().zip(&self.texts) {
-                    let lowering = lower_text(text, &self.inventory, span.origins.start);
+                    let lowering = lower_text(text, self.scope(), span.origins.start);
                     debug_assert_eq!(lowered.rules[span.rules.clone()], lowering.rules[..]);
                     debug_assert_eq!(lowered.origins[span.origins.clone()], lowering.origins[..]);
                     debug_assert_eq!(
@@ -2320,7 +2421,13 @@ impl Session {
                         lowering.diagnostics[..]
                     );
                     debug_assert_eq!(span.prefixes, lowering.prefixes);
+                    debug_assert_eq!(span.log_values, lowering.log_values);
                 }
+                let mut counts = BTreeMap::new();
+                for span in spans {
+                    count_log_values(&mut counts, &span.log_values, true);
+                }
+                debug_assert_eq!(self.model.log_texts, counts, "the log values' counts");
             }
         }
     }
@@ -2682,7 +2789,8 @@ impl Session {
         &mut self,
         endpoint: &Endpoint,
     ) -> Result<Option<Update>, SessionError> {
-        if endpoint.identity.is_some()
+        if self.model.has_tiers()
+            || endpoint.identity.is_some()
             || endpoint.identity_labels.is_some()
             || !endpoint.ports.is_empty()
             || self.model.any_namespace
@@ -2910,7 +3018,10 @@ impl Session {
     fn remove_endpoint_incrementally(&mut self, index: usize) -> Option<Update> {
         let endpoint = self.inventory.endpoints[index].clone();
         let still_namespaced = self.model.names.any_namespaced_except(index);
-        if !endpoint.ports.is_empty() || still_namespaced != self.model.any_namespace {
+        if self.model.has_tiers()
+            || !endpoint.ports.is_empty()
+            || still_namespaced != self.model.any_namespace
+        {
             return None;
         }
         let identity = self.model.table.endpoint_identity[index];
@@ -4153,17 +4264,42 @@ fn whole_differences(
     deltas
 }
 
-/// Lowers one text alone, its origin ids moved to start at `offset`.
-fn lower_text(text: &PolicyText, inventory: &Inventory, offset: usize) -> TextLowering {
+/// The CiliumCIDRGroups of one text (file and document of each, as the
+/// whole lowering records them).
+fn own_groups(outcome: &LoadOutcome) -> CidrGroups {
+    CidrGroups::from_documents(
+        outcome
+            .documents
+            .iter()
+            .map(|d| (d.file.as_str(), d.index, &d.doc)),
+    )
+}
+
+/// Counts (`add`) or uncounts the texts naming `values` in `counts`
+/// (`Model::log_texts`).
+fn count_log_values(counts: &mut BTreeMap<String, usize>, values: &BTreeSet<String>, add: bool) {
+    for value in values {
+        if add {
+            *counts.entry(value.clone()).or_default() += 1;
+        } else if let Some(n) = counts.get_mut(value) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(value);
+            }
+        }
+    }
+}
+
+/// The log values of one text (`resolve::lower::log_values`).
+fn text_log_values(outcome: &LoadOutcome) -> BTreeSet<String> {
+    crate::resolve::lower::log_values(&PolicyInput::from_outcome(outcome))
+}
+
+/// Lowers one text alone (its CIDR-group peers against the groups of
+/// `scope`, every text's), its origin ids moved to start at `offset`.
+fn lower_text(text: &PolicyText, scope: Scope<'_>, offset: usize) -> TextLowering {
     let inputs = PolicyInput::from_outcome(&text.outcome);
-    let has_log = inputs.iter().any(|input| {
-        input
-            .policy
-            .cilium_rules()
-            .into_iter()
-            .any(|(_, rule)| rule.log.as_ref().and_then(|l| l.value.as_ref()).is_some())
-    });
-    let lowered = lower(&inputs, inventory);
+    let lowered = lower_part(&inputs, scope);
     // Origins 0 and 1 are the synthetic allow-alls; the last is the host
     // allow's unless `allowLocalhost: policy`.
     let end = lowered.origins.len() - usize::from(lowered.localhost_origin.is_some());
@@ -4195,7 +4331,8 @@ fn lower_text(text: &PolicyText, inventory: &Inventory, offset: usize) -> TextLo
         origins,
         diagnostics: lowered.diagnostics,
         prefixes: lowered.prefixes,
-        has_log,
+        // The keys of the text's own numbering (`lower_part`).
+        log_values: lowered.cookies.into_keys().collect(),
     }
 }
 
@@ -4211,15 +4348,19 @@ fn build_with_spans(
     let mut spans = Vec::with_capacity(texts.len());
     let (mut rules, mut origins, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
     let mut prefixes = BTreeSet::new();
-    let mut has_log = false;
+    let scope = Scope {
+        inventory: &inventory,
+        cidr_groups: &model.lowered.cidr_groups,
+        cookies: &model.lowered.cookies,
+    };
     for text in texts {
-        let lowering = lower_text(text, &inventory, origins.len() + 2);
-        has_log |= lowering.has_log;
+        let lowering = lower_text(text, scope, origins.len() + 2);
         spans.push(TextSpan {
             rules: rules.len()..rules.len() + lowering.rules.len(),
             origins: origins.len() + 2..origins.len() + 2 + lowering.origins.len(),
             diagnostics: diagnostics.len()..diagnostics.len() + lowering.diagnostics.len(),
             prefixes: lowering.prefixes.clone(),
+            log_values: lowering.log_values,
         });
         rules.extend(lowering.rules);
         origins.extend(lowering.origins);
@@ -4228,15 +4369,22 @@ fn build_with_spans(
     }
     let whole = &model.lowered;
     let end = whole.origins.len() - usize::from(whole.localhost_origin.is_some());
-    // A CIDR group's labels reach identities of every text (the
-    // allocation, not one text's rules), so a session with groups always
-    // recompiles in full.
-    let reproduces = !has_log
-        && whole.cidr_groups.is_empty()
+    // Texts lowered against every text's CIDR groups and log cookies
+    // (`lower_text`) give the whole's rules; a change of a text's groups,
+    // or of which log values the texts name, rebuilds.
+    // A session with ClusterNetworkPolicy tier rules recompiles every
+    // change in full (its tiered states are not made of ops).
+    let reproduces = !model.has_tiers()
         && whole.rules == rules
         && whole.origins.get(2..end) == Some(&origins[..])
         && whole.diagnostics == diagnostics
         && whole.prefixes == prefixes;
+    model.log_texts = BTreeMap::new();
+    if reproduces {
+        for span in &spans {
+            count_log_values(&mut model.log_texts, &span.log_values, true);
+        }
+    }
     model.spans = reproduces.then_some(spans);
     Ok((model, inventory))
 }
@@ -4265,6 +4413,14 @@ fn build(
     limits.check_identities(&lowered.rules, table.identities.len())?;
     let resolver = Resolver::new(&lowered.rules, &table, &inventory)
         .with_localhost_origin(lowered.localhost_origin);
+    // ClusterNetworkPolicy tiers (Cilium 1.20), as the batch compile
+    // builds them (`Compilation::run`).
+    let tiers = (!lowered.tier_rules.rules.is_empty()).then(|| {
+        Tiers::new(
+            &lowered.tier_rules,
+            Resolver::new(&lowered.tier_rules.rules, &table, &inventory),
+        )
+    });
     let mut budget = limits.budget();
     let mut l4: BTreeMap<u32, L4Policy> = BTreeMap::new();
     let mut states: States<StateRecord> = States::default();
@@ -4296,10 +4452,38 @@ fn build(
             limits.check_l4_policy(&name, policy, &resolver.cache)?;
         }
         let allows = resolver.allows_localhost(endpoint);
-        let record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins, allows);
+        let mut record = StateRecord::fold(&resolver, endpoint, policy, &lowered.origins, allows);
+        if let Some(tiers) = &tiers
+            && tiers.selects(identity)
+        {
+            // The batch's tiered state (`Compilation`'s `tiers.resolve`):
+            // the ClusterNetworkPolicy tiers over the NetworkPolicy tier.
+            let describe = |id| describe(&lowered.origins, id);
+            let normal = (*record.state).clone();
+            record.state = Arc::new(tiers.resolve(
+                identity,
+                endpoint,
+                normal,
+                &describe,
+                &mut record.diagnostics,
+            ));
+        }
         budget.charge(&name, record.state.len())?;
         states.insert(key, record);
     }
+    let mut tier_enforced = BTreeMap::new();
+    if let Some(tiers) = &tiers {
+        for &identity in &table.endpoint_identity {
+            let directions = (
+                tiers.selects_in(identity, Direction::Ingress),
+                tiers.selects_in(identity, Direction::Egress),
+            );
+            if directions != (false, false) {
+                tier_enforced.insert(identity, directions);
+            }
+        }
+    }
+    drop(tiers);
     let parts = resolver.into_parts();
     let mut peer_index = PeerIndex::default();
     peer_index.catch_up(&parts.cache);
@@ -4344,6 +4528,7 @@ fn build(
         Model {
             lowered,
             spans: None,
+            log_texts: BTreeMap::new(),
             table,
             numbers,
             parts,
@@ -4356,6 +4541,7 @@ fn build(
             features,
             selector_uses,
             any_namespace,
+            tier_enforced,
             addresses,
             names,
             reordered: BTreeSet::new(),

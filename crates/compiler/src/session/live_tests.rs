@@ -27,7 +27,9 @@ struct Item {
     /// 0..3: app=a/b/c, 3..5: tier=web/db, 5: every pod of the namespace,
     /// 6: a CIDR, 7: world, 8: no L3 peer (identity 0), or `all` without
     /// ports, 9: a CIDR inside 6's, 10: a CIDR sorted before 6's, 11: 6's
-    /// CIDR with an `except` inside 9's.
+    /// CIDR with an `except` inside 9's, 12: the CIDR group `blocked`
+    /// (`cidrGroupRef`), 13: the CIDR groups labelled `team: x`
+    /// (`cidrGroupSelector`).
     peer: u8,
     /// 0: L3 only, 1..4: a port, 4: a range, 5: an HTTP rule on 80.
     ports: u8,
@@ -36,6 +38,9 @@ struct Item {
 /// One generated policy text: a CNP selecting `app=<subject>`.
 #[derive(Debug, Clone)]
 struct Text {
+    /// 0: no `log`, 1 and 2: `log: {value: audit}` / `{value: trace}` on
+    /// the rule (log cookies are numbered over every text's values).
+    log: u8,
     subject: u8,
     items: Vec<Item>,
 }
@@ -67,6 +72,70 @@ enum Step {
     /// as `Inventory::finish` does).
     AddEndpoint(u8, u8, u8, bool),
     RemoveEndpoint(u8),
+    /// Set the text `groups` to CIDR-group variant `n` ([`groups_yaml`]),
+    /// or remove it (0).
+    SetGroups(u8),
+    /// Set the text `tiers` to ClusterNetworkPolicy variant `n`
+    /// ([`tiers_yaml`], loaded for Cilium 1.20 with the switch on), or
+    /// remove it (0).
+    SetTiers(u8),
+}
+
+/// The ClusterNetworkPolicies of [`Step::SetTiers`]: an Admin Deny on one
+/// port, an Admin Accept before an Admin Deny of everything, a Baseline
+/// Deny.
+fn tiers_yaml(variant: u8) -> String {
+    let head = |name: &str, tier: &str, subject: &str| {
+        format!(
+            "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {{name: {name}}}\nspec:\n  tier: {tier}\n  priority: 10\n  subject:\n    pods: {{namespaceSelector: {{}}, podSelector: {{matchLabels: {{app: {subject}}}}}}}\n  ingress:\n"
+        )
+    };
+    let from = |app: &str| {
+        format!(
+            "[{{pods: {{namespaceSelector: {{}}, podSelector: {{matchLabels: {{app: {app}}}}}}}}}]"
+        )
+    };
+    match variant % 3 {
+        0 => {
+            head("deny-b", "Admin", "a")
+                + &format!(
+                    "  - {{action: Deny, from: {}, protocols: [{{tcp: {{destinationPort: {{number: 80}}}}}}]}}\n",
+                    from("b")
+                )
+        }
+        1 => {
+            head("accept-c", "Admin", "b")
+                + &format!(
+                    "  - {{action: Accept, from: {}, protocols: [{{tcp: {{destinationPort: {{number: 8080}}}}}}]}}\n",
+                    from("c")
+                )
+                + "  - {action: Deny, from: [{namespaces: {}}]}\n"
+        }
+        _ => {
+            head("baseline", "Baseline", "c")
+                + &format!(
+                    "  - {{action: Deny, from: {}, protocols: [{{tcp: {{destinationPort: {{number: 443}}}}}}]}}\n",
+                    from("a")
+                )
+        }
+    }
+}
+
+/// The CiliumCIDRGroups of [`Step::SetGroups`]: `blocked` (which items'
+/// peer 12 names) with prefixes equal to, around, inside or beside the
+/// items' CIDRs, and `partners` (labelled `team: x`, peer 13) in some.
+fn groups_yaml(variant: u8) -> String {
+    let group = |name: &str, labels: &str, cidrs: &str| {
+        format!(
+            "---\napiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {{name: {name}{labels}}}\nspec:\n  externalCIDRs: [{cidrs}]\n"
+        )
+    };
+    let partners = |cidrs: &str| group("partners", ", labels: {team: x}", cidrs);
+    match variant % 3 {
+        0 => group("blocked", "", "192.0.2.0/24") + &partners("10.0.0.0/8"),
+        1 => group("blocked", "", "192.0.2.0/24, 203.0.113.0/24"),
+        _ => group("blocked", "", "198.51.100.0/24, 192.0.2.128/25") + &partners("10.1.0.0/16"),
+    }
 }
 
 const APPS: [&str; 3] = ["a", "b", "c"];
@@ -99,6 +168,11 @@ fn peer_yaml(out: &mut String, item: &Item) {
             out,
             "    - {cidr}Set: [{{cidr: 192.0.2.0/24, except: [192.0.2.192/26]}}]"
         ),
+        12 => writeln!(out, "    - {cidr}Set: [{{cidrGroupRef: blocked}}]"),
+        13 => writeln!(
+            out,
+            "    - {cidr}Set: [{{cidrGroupSelector: {{matchLabels: {{team: x}}}}}}]"
+        ),
         // No L3 peer: the wildcard selector (identity 0 keys).
         _ if item.ports > 0 => writeln!(out, "    -"),
         _ => writeln!(out, "    - {entities}: [all]"),
@@ -130,6 +204,10 @@ fn text_yaml(index: u8, text: &Text) -> String {
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
         APPS[usize::from(text.subject % 3)]
     );
+    if text.log > 0 {
+        let value = ["audit", "trace"][usize::from(text.log % 2)];
+        let _ = writeln!(out, "  log: {{value: {value}}}");
+    }
     for (section, egress, deny) in [
         ("ingress", false, false),
         ("ingressDeny", false, true),
@@ -177,7 +255,7 @@ fn endpoint(n: u8, app: u8, tier: u8, unique: bool) -> Endpoint {
 }
 
 fn item() -> impl Strategy<Value = Item> {
-    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..12];
+    let peer = prop_oneof![3 => 0u8..5, 1 => Just(5u8), 1 => 6u8..8, 2 => Just(8u8), 1 => 9u8..12, 1 => 12u8..14];
     (any::<bool>(), prop::bool::weighted(0.3), peer, 0u8..6).prop_map(
         |(egress, deny, peer, ports)| Item {
             egress,
@@ -189,20 +267,30 @@ fn item() -> impl Strategy<Value = Item> {
 }
 
 fn text() -> impl Strategy<Value = Text> {
-    (0u8..3, prop::collection::vec(item(), 1..4))
-        .prop_map(|(subject, items)| Text { subject, items })
+    (
+        0u8..3,
+        prop::collection::vec(item(), 1..4),
+        prop_oneof![2 => Just(0u8), 1 => 1u8..3],
+    )
+        .prop_map(|(subject, items, log)| Text {
+            log,
+            subject,
+            items,
+        })
 }
 
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         2 => (0u8..3, text()).prop_map(|(n, t)| Step::SetText(n, t)),
-        4 => (0u8..3, 0usize..4, 0u8..12, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
+        4 => (0u8..3, 0usize..4, 0u8..14, 0u8..6).prop_map(|(n, i, p, q)| Step::ChangeOne(n, i, p, q)),
         1 => (0u8..3).prop_map(Step::RemoveText),
         3 => (0u8..3, 0usize..5, item()).prop_map(|(n, i, item)| Step::InsertItem(n, i, item)),
         2 => (0u8..3, 0usize..5).prop_map(|(n, i)| Step::RemoveItem(n, i)),
         3 => (0u8..3, 0usize..24, 0u8..6).prop_map(|(n, l, k)| Step::EditText(n, l, k)),
         4 => (0u8..6, 0u8..3, 0u8..2, prop::bool::weighted(0.7)).prop_map(|(n, a, t, u)| Step::AddEndpoint(n, a, t, u)),
         2 => (0u8..6).prop_map(Step::RemoveEndpoint),
+        1 => (0u8..4).prop_map(Step::SetGroups),
+        1 => (0u8..4).prop_map(Step::SetTiers),
     ]
 }
 
@@ -480,6 +568,14 @@ fn run_with(steps: &[Step], reparse: bool) -> (Vec<(UpdatePath, usize, usize)>, 
             Step::RemoveEndpoint(n) => session
                 .remove_endpoint(&format!("prod/e{n}"))
                 .map(Result::unwrap),
+            Step::SetGroups(0) => session.remove_policy("groups").map(Result::unwrap),
+            Step::SetGroups(n) => {
+                let outcome = load_str("groups.yaml", &groups_yaml(n), &LoadLimits::default());
+                assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+                Some(session.set_policy("groups", outcome).unwrap())
+            }
+            Step::SetTiers(0) => session.remove_policy("tiers").map(Result::unwrap),
+            Step::SetTiers(n) => Some(session.set_policy("tiers", tiers_outcome(n)).unwrap()),
         };
         let Some(update) = update else { continue };
         paths.push((
@@ -509,6 +605,7 @@ proptest! {
             Step::AddEndpoint(0, 0, 0, false),
             Step::AddEndpoint(1, 1, 1, false),
             Step::AddEndpoint(2, 2, 0, true),
+            Step::SetGroups(1),
             Step::SetText(0, first),
             Step::SetText(1, second),
         ];
@@ -538,6 +635,7 @@ proptest! {
 #[test]
 fn shared_identities_out_of_name_order_stay_in_name_order() {
     let text = Text {
+        log: 0,
         subject: 0,
         items: vec![
             Item {
@@ -598,6 +696,7 @@ fn full_steps(paths: &[(UpdatePath, usize, usize)]) -> Vec<usize> {
 #[test]
 fn common_changes_are_incremental() {
     let base = Text {
+        log: 0,
         subject: 0,
         items: vec![
             Item {
@@ -761,6 +860,7 @@ fn line_moving_edits_lower_only_the_changed_items() {
         ports,
     };
     let base = Text {
+        log: 0,
         subject: 0,
         items: vec![item(false, 3, 1), item(false, 1, 2), item(true, 2, 3)],
     };
@@ -825,6 +925,7 @@ fn inserted_and_removed_items_are_incremental() {
     // Peer selectors by first use: tier=web, app=b, app=c (text 0), app=a,
     // tier=db (text 1).
     let base = Text {
+        log: 0,
         subject: 0,
         items: vec![
             item(false, false, 3, 1),
@@ -833,6 +934,7 @@ fn inserted_and_removed_items_are_incremental() {
         ],
     };
     let other = Text {
+        log: 0,
         subject: 1,
         items: vec![item(false, false, 0, 1), item(true, true, 4, 2)],
     };
@@ -907,6 +1009,7 @@ fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
         Step::SetText(
             0,
             Text {
+                log: 0,
                 subject: 0,
                 items: vec![item(false, false, 3, 1), item(true, false, 1, 2)],
             },
@@ -914,6 +1017,7 @@ fn inserted_rules_are_placed_through_a_rebuilt_label_index() {
         Step::SetText(
             1,
             Text {
+                log: 0,
                 subject: 1,
                 items: vec![item(false, false, 0, 1)],
             },
@@ -960,8 +1064,13 @@ fn long_sections_move_their_lines_beside_the_rules() {
         .map(|i| item(false, (i % 5) as u8, (i % 3 + 1) as u8))
         .chain((0..3).map(|i| item(true, i, 2)))
         .collect();
-    let long = Text { subject: 0, items };
+    let long = Text {
+        log: 0,
+        subject: 0,
+        items,
+    };
     let other = Text {
+        log: 0,
         subject: 1,
         items: vec![item(false, 0, 1), item(true, 4, 2)],
     };
@@ -1016,6 +1125,7 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
     };
     let n = super::live::PARALLEL_SHIFT_ITEMS + 8;
     let mut text = Text {
+        log: 0,
         subject: 0,
         items: (0..n)
             .map(|i| item((i % 5) as u8, (i % 3 + 1) as u8))
@@ -1056,7 +1166,11 @@ fn texts_added_and_removed_are_incremental() {
         peer,
         ports,
     };
-    let text = |subject: u8, items: Vec<Item>| Text { subject, items };
+    let text = |subject: u8, items: Vec<Item>| Text {
+        log: 0,
+        subject,
+        items,
+    };
     let steps = vec![
         Step::AddEndpoint(0, 0, 0, false),
         Step::AddEndpoint(1, 1, 1, true),
@@ -1111,7 +1225,13 @@ fn new_cidr_prefixes_keep_the_numbers_of_the_others() {
         peer,
         ports,
     };
-    let text = |subject: u8, items: Vec<Item>| Some(Text { subject, items });
+    let text = |subject: u8, items: Vec<Item>| {
+        Some(Text {
+            log: 0,
+            subject,
+            items,
+        })
+    };
     let local = |n: u32| crate::identity::Identity::local(n).unwrap().get();
     let net = |p: &str| p.parse::<ipnetwork::IpNetwork>().unwrap();
     // (text, its new content or its removal, the CIDR numbers after).
@@ -1272,6 +1392,251 @@ fn a_text_bringing_a_cidr_group_recompiles() {
     );
 }
 
+/// [`tiers_yaml`] loaded for Cilium 1.20 with ClusterNetworkPolicy on.
+fn tiers_outcome(variant: u8) -> porin_model::loader::LoadOutcome {
+    let mut outcome = load_str("tiers.yaml", &tiers_yaml(variant), &LoadLimits::default());
+    outcome.apply_target(&porin_model::Target {
+        version: porin_model::CiliumVersion::V1_20,
+        k8s_cluster_network_policy: true,
+    });
+    assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+    outcome
+}
+
+/// A live session holding ClusterNetworkPolicies (Cilium 1.20) gives the
+/// batch's tiered states: an Admin Deny from one app, which a policy
+/// allowing that app does not override, stays in the maps through every
+/// change (before, the session ignored the tiers and allowed the flow).
+/// With tier rules every change recompiles in full; once they go,
+/// changes are incremental again.
+#[test]
+fn cluster_network_policy_tiers_hold_in_a_live_session() {
+    let mut s = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+    let allow = |port: u16| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: allow, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n"
+        )
+    };
+    assert_eq!(
+        step_text(&mut s, "allow", Some(allow(443))),
+        UpdatePath::Incremental
+    );
+    let update = s.0.set_policy("tiers", tiers_outcome(3)).unwrap();
+    s.1 = check(&s.0, &update, &s.1, &mut s.2);
+    // e1 (app b) to e0 (app a) on TCP 80: the Admin Deny's entry.
+    let b =
+        s.0.compiled()
+            .endpoints
+            .iter()
+            .find(|e| e.name == "e1")
+            .unwrap()
+            .identity;
+    let denied = |session: &Session| {
+        session
+            .state("prod/e0")
+            .unwrap()
+            .iter()
+            .any(|(key, entry)| {
+                key.identity().get() == b
+                    && key.port() == 80
+                    && entry.datapath_eq(&crate::mapstate::Entry::deny())
+            })
+    };
+    assert!(denied(&s.0), "the Admin Deny is in e0's map");
+    for (yaml, what) in [
+        (Some(allow(8443)), "a rule changed"),
+        (Some(allow(22)), "again"),
+    ] {
+        assert_ne!(
+            step_text(&mut s, "allow", yaml),
+            UpdatePath::Incremental,
+            "{what}"
+        );
+        assert!(denied(&s.0), "{what}: the Admin Deny stays");
+    }
+    let e3 = endpoint(3, 1, 0, true);
+    let update = s.0.add_endpoint(e3).unwrap();
+    assert_ne!(update.path, UpdatePath::Incremental);
+    s.1 = check(&s.0, &update, &s.1, &mut s.2);
+    let update = s.0.remove_policy("tiers").unwrap().unwrap();
+    s.1 = check(&s.0, &update, &s.1, &mut s.2);
+    assert!(!denied(&s.0), "the Admin Deny went with its text");
+    assert_eq!(
+        step_text(&mut s, "allow", Some(allow(443))),
+        UpdatePath::Incremental
+    );
+}
+
+/// Sets the policy text `name` to `yaml` (removes it: `None`), checks the
+/// step against the batch compile (`check`) and gives the way it went.
+fn step_text(started: &mut Started, name: &str, yaml: Option<String>) -> UpdatePath {
+    let (session, before, mirror) = started;
+    let update = match yaml {
+        Some(yaml) => {
+            let outcome = load_str(&format!("{name}.yaml"), &yaml, &LoadLimits::default());
+            session.set_policy(name, outcome).unwrap()
+        }
+        None => session.remove_policy(name).unwrap().unwrap(),
+    };
+    *before = check(session, &update, before, mirror);
+    update.path
+}
+
+/// A session holding CiliumCIDRGroups keeps its policies' changes
+/// incremental: a text with a `cidrGroupRef` added, one of its rules
+/// changed, a rule to a new prefix inside a group inserted (its identity
+/// gets the group's label, so the deny on the group reaches it) and
+/// removed, the text removed. The groups' own text changing, or going,
+/// recompiles in full. Each step equals the batch compile (`check`).
+#[test]
+fn cidr_groups_keep_policy_changes_incremental() {
+    let mut s = started(&[(0, 0, 0), (1, 1, 1)]);
+    let groups = |cidrs: &str| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumCIDRGroup\nmetadata: {{name: blocked}}\nspec:\n  externalCIDRs: [{cidrs}]\n"
+        )
+    };
+    let cnp = |port: u16, extra: &str| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t0, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  egress:\n  - toEntities: [world]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n{extra}  - toCIDR: [198.51.100.0/24]\n    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]\n  egressDeny:\n  - toCIDRSet: [{{cidrGroupRef: blocked}}]\n    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}]}}]\n"
+        )
+    };
+    let inside =
+        "  - toCIDR: [192.0.2.128/25]\n    toPorts: [{ports: [{port: \"22\", protocol: TCP}]}]\n";
+    assert_ne!(
+        step_text(&mut s, "groups", Some(groups("192.0.2.0/24"))),
+        UpdatePath::Incremental
+    );
+    for (yaml, what) in [
+        (cnp(443, ""), "the text added"),
+        (cnp(8443, ""), "a rule's port changed"),
+        (
+            cnp(8443, inside),
+            "a rule to a prefix inside the group inserted",
+        ),
+    ] {
+        assert_eq!(
+            step_text(&mut s, "t0", Some(yaml)),
+            UpdatePath::Incremental,
+            "{what}"
+        );
+    }
+    // The new /25 carries the group's label: the deny on the group
+    // selects it.
+    let compiled = s.0.compiled();
+    let id = |prefix: &str| {
+        let prefix: ipnetwork::IpNetwork = prefix.parse().unwrap();
+        compiled
+            .ipcache
+            .iter()
+            .find(|entry| entry.prefix == prefix)
+            .map(|entry| entry.identity)
+            .unwrap()
+    };
+    let state = s.0.state("prod/e0").unwrap();
+    for prefix in ["192.0.2.0/24", "192.0.2.128/25"] {
+        let denied = id(prefix);
+        assert!(
+            state
+                .iter()
+                .any(|(key, entry)| key.identity().get() == denied
+                    && key.port() == 80
+                    && entry.datapath_eq(&crate::mapstate::Entry::deny())),
+            "{prefix} denied on 80"
+        );
+    }
+    assert_eq!(
+        step_text(&mut s, "t0", Some(cnp(8443, ""))),
+        UpdatePath::Incremental,
+        "the rule to the /25 removed"
+    );
+    assert_eq!(step_text(&mut s, "t0", None), UpdatePath::Incremental);
+    assert_eq!(
+        step_text(&mut s, "t0", Some(cnp(443, inside))),
+        UpdatePath::Incremental
+    );
+    for yaml in [Some(groups("192.0.2.0/25, 203.0.113.0/24")), None] {
+        assert_ne!(step_text(&mut s, "groups", yaml), UpdatePath::Incremental);
+    }
+}
+
+/// Log cookies are numbered over every text's `log.value`s: a change that
+/// keeps the set of values the texts name (a rule changed or inserted in a
+/// logged text, a text added with a value another text has, or without
+/// one) stays incremental, each text lowered with the session's cookies;
+/// one that brings a new value or takes away a value's last use renumbers
+/// them, in full. Each step equals the batch compile (`check`, which
+/// compares the entries' cookies).
+#[test]
+fn log_cookies_keep_policy_changes_incremental() {
+    let mut s = started(&[(0, 0, 0), (1, 1, 1), (2, 2, 0)]);
+    let cnp = |name: &str, log: &str, ports: &[u16]| {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: {name}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n{log}  ingress:\n"
+        );
+        for port in ports {
+            let _ = writeln!(
+                out,
+                "  - fromEndpoints: [{{matchLabels: {{app: b}}}}]\n    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]"
+            );
+        }
+        out
+    };
+    let (audit, trace) = ("  log: {value: audit}\n", "  log: {value: trace}\n");
+    let incremental = UpdatePath::Incremental;
+    let steps: Vec<(&str, Option<String>, bool, &str)> = vec![
+        (
+            "t0",
+            Some(cnp("t0", audit, &[80, 443])),
+            false,
+            "the first value",
+        ),
+        (
+            "t0",
+            Some(cnp("t0", audit, &[81, 443])),
+            true,
+            "a logged rule changed",
+        ),
+        (
+            "t0",
+            Some(cnp("t0", audit, &[81, 22, 443])),
+            true,
+            "a logged rule inserted",
+        ),
+        (
+            "t1",
+            Some(cnp("t1", audit, &[8080])),
+            true,
+            "a text with a numbered value",
+        ),
+        ("t1", Some(cnp("t1", trace, &[8080])), false, "a new value"),
+        (
+            "t1",
+            Some(cnp("t1", trace, &[8081])),
+            true,
+            "a rule under the new value",
+        ),
+        (
+            "t2",
+            Some(cnp("t2", "", &[9090])),
+            true,
+            "a text without a value",
+        ),
+        (
+            "t1",
+            Some(cnp("t1", audit, &[8081])),
+            false,
+            "the last use of trace gone",
+        ),
+        ("t1", None, true, "audit still named by t0"),
+        ("t0", None, false, "audit's last use removed"),
+    ];
+    for (name, yaml, expect, what) in steps {
+        let path = step_text(&mut s, name, yaml);
+        assert_eq!(path == incremental, expect, "{what}: {path:?}");
+    }
+}
+
 /// A policy call that fails after it took a CIDR prefix out leaves every
 /// prefix with the number it had: the restore undoes the call's pins
 /// first (`Session::restore`). Without that, the prefix whose pin the
@@ -1376,7 +1741,14 @@ fn selectors_numbered_again_in_place() {
     ];
     let mut updates = Vec::new();
     for items in texts {
-        let yaml = text_yaml(0, &Text { subject: 0, items });
+        let yaml = text_yaml(
+            0,
+            &Text {
+                log: 0,
+                subject: 0,
+                items,
+            },
+        );
         let update = session
             .set_policy("t0", load_str("t0.yaml", &yaml, &limits))
             .unwrap();
@@ -1450,6 +1822,7 @@ fn network_policy_and_ccnp_texts_move_as_blocks() {
         text_yaml(
             index,
             &Text {
+                log: 0,
                 subject: index,
                 items: vec![Item {
                     egress: false,

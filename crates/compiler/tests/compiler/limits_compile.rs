@@ -180,3 +180,67 @@ fn the_incremental_compiler_refuses_like_the_batch_compiler() {
     );
     assert_eq!(again.to_json(), batch.to_json());
 }
+
+/// A unit whose insertion bound is over `max_entries_per_endpoint` while
+/// its entries fit is distilled through the capacity census
+/// (`capacity::distill_capped`); that state must still get the
+/// ClusterNetworkPolicy tiers over it. Before, it kept the NetworkPolicy
+/// tier's state alone: an Admin Deny from slytherin was missing from
+/// harry's map while a NetworkPolicy allowed slytherin on eight ports (five
+/// peers selecting the same pods make the bound five times the entries). Found
+/// by review of the live session's tier fix.
+#[test]
+fn a_unit_counted_by_the_census_keeps_its_tiers() {
+    let mut inventory = porin_compiler::inventory::Inventory::new();
+    porin_compiler::inventory::yaml::add_inventory_text(
+        &mut inventory,
+        "inventory.yaml",
+        "kind: Inventory\nciliumVersion: \"1.20\"\nenableK8sClusterNetworkPolicy: true\nnamespaces:\n  gryffindor: {house: gryffindor}\n  slytherin: {house: slytherin}\nendpoints:\n  - {name: harry, namespace: gryffindor, labels: {app: harry}}\n  - {name: draco, namespace: slytherin, labels: {app: draco}}\n",
+    )
+    .unwrap();
+    inventory.finish().unwrap();
+    let text = "apiVersion: policy.networking.k8s.io/v1alpha2\nkind: ClusterNetworkPolicy\nmetadata: {name: deny-slytherin}\nspec:\n  tier: Admin\n  priority: 10\n  subject:\n    namespaces: {matchLabels: {house: gryffindor}}\n  ingress:\n    - name: deny-from-slytherin\n      action: Deny\n      from: [{namespaces: {matchLabels: {house: slytherin}}}]\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: allow-slytherin, namespace: gryffindor}\nspec:\n  podSelector: {}\n  policyTypes: [Ingress]\n  ingress:\n    - from:\n        - namespaceSelector: {matchLabels: {house: slytherin}}\n        - podSelector: {}\n          namespaceSelector: {matchLabels: {house: slytherin}}\n        - namespaceSelector: {}\n          podSelector: {matchLabels: {app: draco}}\n        - namespaceSelector: {matchExpressions: [{key: house, operator: Exists}]}\n          podSelector: {matchLabels: {app: draco}}\n        - namespaceSelector: {matchExpressions: [{key: house, operator: In, values: [slytherin]}]}\n      ports: [{port: 80}, {port: 81}, {port: 82}, {port: 83}, {port: 84}, {port: 85}, {port: 86}, {port: 87}]\n";
+    let mut outcome = porin_model::loader::load_str(
+        "tiers.yaml",
+        text,
+        &porin_model::limits::LoadLimits::default(),
+    );
+    outcome.apply_target(&inventory.target.choice().target());
+    assert!(!outcome.has_errors(), "{:?}", outcome.diagnostics);
+    let inputs = PolicyInput::from_outcome(&outcome);
+    let harry = |compiled: &Compiled| {
+        let draco = compiled
+            .endpoints
+            .iter()
+            .find(|e| e.name == "draco")
+            .unwrap()
+            .identity;
+        let state = &compiled
+            .endpoints
+            .iter()
+            .find(|e| e.name == "harry")
+            .unwrap()
+            .state;
+        let denied = state.iter().any(|(key, entry)| {
+            key.identity().get() == draco
+                && key.port() == 0
+                && entry.datapath_eq(&porin_compiler::mapstate::Entry::deny())
+        });
+        (denied, state.len())
+    };
+    let (denied, entries) =
+        harry(&compile_with_limits(&inputs, &inventory, &CompileLimits::default()).unwrap());
+    assert!(denied, "the Admin Deny under the default limits");
+    // A capacity between the entries and the bound: the census path.
+    let mut limits = CompileLimits::default();
+    limits.set(
+        Limit::EntriesPerEndpoint,
+        u64::try_from(entries).unwrap() + 1,
+    );
+    let compiled = compile_with_limits(&inputs, &inventory, &limits).unwrap();
+    assert_eq!(
+        harry(&compiled),
+        (true, entries),
+        "the census path keeps the tiers"
+    );
+}

@@ -150,6 +150,22 @@ struct Ctx<'a> {
     out: Lowered,
 }
 
+/// What lowering a part of the inputs reads besides the part itself: the
+/// inventory, the CIDR groups of every input (a `cidrGroupRef` in one
+/// text names a group another text holds) and the log cookies numbered
+/// over every input.
+#[derive(Clone, Copy)]
+pub struct Scope<'a> {
+    /// The inventory the policies are lowered against.
+    pub inventory: &'a Inventory,
+    /// The CiliumCIDRGroups of all inputs ([`Lowered::cidr_groups`] of
+    /// the whole lowering).
+    pub cidr_groups: &'a CidrGroups,
+    /// The log cookies of all inputs ([`Lowered::cookies`] of the whole
+    /// lowering, [`log_values`] numbered 1.. in order).
+    pub cookies: &'a BTreeMap<String, u32>,
+}
+
 /// Documents per batch of [`lower`]'s parallel lowering: enough that a
 /// batch's merge is small next to its work, few enough that both threads
 /// stay busy on a few thousand documents.
@@ -167,15 +183,34 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
 /// thread, when they are not more).
 fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: usize) -> Lowered {
     let out = prelude(inputs);
+    let scope = Scope {
+        inventory,
+        cidr_groups: &out.cidr_groups,
+        cookies: &out.cookies,
+    };
     let batches: Vec<Lowered> = if inputs.len() > batch {
         inputs
             .par_chunks(batch.max(1))
-            .map(|chunk| lower_batch(&out, inventory, chunk))
+            .map(|chunk| lower_batch(scope, chunk))
             .collect()
     } else {
-        vec![lower_batch(&out, inventory, inputs)]
+        vec![lower_batch(scope, inputs)]
     };
     assemble(out, batches, inventory)
+}
+
+/// [`lower`] of a part of the inputs (one text of a live session), as
+/// [`lower`] of every input lowers that part: `cidrGroupRef` and
+/// `cidrGroupSelector` look groups up in `scope` (every input's groups),
+/// not only among the part's own, and `log.value`s take `scope`'s cookie
+/// numbers. The result's prefixes are the part's rules' and its own
+/// groups' ([`Lowered::cidr_groups`] holds its own, [`Lowered::cookies`]
+/// the numbering of its own log values), so that the parts' prefixes add
+/// up to the whole's. Lowered on the calling thread (a part is one text).
+pub fn lower_part(inputs: &[PolicyInput<'_>], scope: Scope<'_>) -> Lowered {
+    let out = prelude(inputs);
+    let batch = lower_batch(scope, inputs);
+    assemble(out, vec![batch], scope.inventory)
 }
 
 /// [`lower`] over documents it owns, each batch's models freed on the
@@ -195,9 +230,14 @@ pub fn lower_consuming(
             .collect()
     }
     let out = prelude(&inputs(&documents, source));
+    let scope = Scope {
+        inventory,
+        cidr_groups: &out.cidr_groups,
+        cookies: &out.cookies,
+    };
     let lower_owned = |chunk: Vec<LoadedDocument>| {
         let inputs = inputs(&chunk, source);
-        lower_batch(&out, inventory, &inputs)
+        lower_batch(scope, &inputs)
     };
     let batches: Vec<Lowered> = if documents.len() > LOWER_BATCH {
         // Moved out of the vector in parallel (no sequential pass over
@@ -242,17 +282,7 @@ fn prelude(inputs: &[PolicyInput<'_>]) -> Lowered {
             tier: None,
         });
     }
-    let mut log_values = BTreeSet::new();
-    for input in inputs {
-        for (_, rule) in input.policy.cilium_rules() {
-            if let Some(value) = rule.log.as_ref().and_then(|l| l.value.clone())
-                && !value.is_empty()
-            {
-                log_values.insert(value);
-            }
-        }
-    }
-    out.cookies = log_values
+    out.cookies = log_values(inputs)
         .into_iter()
         .enumerate()
         .map(|(i, v)| (v, u32::try_from(i + 1).unwrap_or(u32::MAX)))
@@ -260,18 +290,34 @@ fn prelude(inputs: &[PolicyInput<'_>]) -> Lowered {
     out
 }
 
+/// The distinct non-empty `log.value`s of the inputs' CNP/CCNP rules: the
+/// keys of [`Lowered::cookies`], numbered 1.. in this (sorted) order.
+pub fn log_values(inputs: &[PolicyInput<'_>]) -> BTreeSet<String> {
+    let mut values = BTreeSet::new();
+    for input in inputs {
+        for (_, rule) in input.policy.cilium_rules() {
+            if let Some(value) = rule.log.as_ref().and_then(|l| l.value.as_ref())
+                && !value.is_empty()
+            {
+                values.insert(value.clone());
+            }
+        }
+    }
+    values
+}
+
 /// Lowers one batch of documents. Each document is lowered on its own (it
-/// reads only itself, the inventory, the cookies and the CIDR groups of
-/// `prelude`), so batches are lowered in parallel, each with origin ids
+/// reads only itself and `scope`: the inventory, the CIDR groups and the
+/// log cookies), so batches are lowered in parallel, each with origin ids
 /// from 0, and [`assemble`]d in input order with their ids shifted: the
 /// rules, origins and findings of lowering the documents one after the
 /// other, in the same order.
-fn lower_batch(prelude: &Lowered, inventory: &Inventory, batch: &[PolicyInput<'_>]) -> Lowered {
+fn lower_batch(scope: Scope<'_>, batch: &[PolicyInput<'_>]) -> Lowered {
     let mut ctx = Ctx {
-        inventory,
-        cluster: inventory.cluster.clone(),
-        cookies: &prelude.cookies,
-        cidr_groups: &prelude.cidr_groups,
+        inventory: scope.inventory,
+        cluster: scope.inventory.cluster.clone(),
+        cookies: scope.cookies,
+        cidr_groups: scope.cidr_groups,
         out: Lowered::default(),
     };
     for input in batch {
@@ -350,24 +396,21 @@ fn cilium_namespace(policy: &PolicyDocument) -> Option<String> {
 /// [`lower`] lowers it among the others (for the live session, which
 /// lowers again only the items a change touched). The result holds its
 /// rule and origin (0 or 1 of each; origin id 0: the caller gives it its
-/// place), its diagnostics and prefixes, and no synthetic origins. Log
-/// cookies are not numbered here (the session lowers item by item only
-/// without log values).
+/// place), its diagnostics and prefixes, and no synthetic origins. Its
+/// CIDR-group peers and its rule's log value read `scope`, as
+/// [`lower_part`] does (the caller keeps the cookie numbering as it was).
 pub fn lower_cilium_item(
     input: &PolicyInput<'_>,
-    inventory: &Inventory,
+    scope: Scope<'_>,
     spec: usize,
     section: RuleSection,
     index: usize,
 ) -> Lowered {
-    // Without log values or CIDR groups, as the session lowers items.
-    let cookies = BTreeMap::new();
-    let cidr_groups = CidrGroups::default();
     let mut ctx = Ctx {
-        inventory,
-        cluster: inventory.cluster.clone(),
-        cookies: &cookies,
-        cidr_groups: &cidr_groups,
+        inventory: scope.inventory,
+        cluster: scope.inventory.cluster.clone(),
+        cookies: scope.cookies,
+        cidr_groups: scope.cidr_groups,
         out: Lowered::default(),
     };
     let namespace = cilium_namespace(input.policy);
