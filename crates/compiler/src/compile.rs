@@ -924,7 +924,8 @@ impl<'c> Compilation<'c> {
             for &(identity, first) in unit.groups.iter().skip(1) {
                 if any {
                     // Each identity's findings, its tiers' included (as
-                    // `unit_state` and the live session give them).
+                    // `drive`, per identity group, and the live session
+                    // give them).
                     let endpoint = &self.inventory.endpoints[first];
                     let (state, mut found) = self.resolver.map_state(endpoint, policy, &describe);
                     if self.tiers.selects(identity) {
