@@ -1318,17 +1318,12 @@ mod tests {
     use super::{
         Compared, Lines, changed_items, lowered_items, narrowed, relined, same_lines, whole,
     };
-    use crate::cidrgroup::CidrGroups;
     use crate::inventory::Inventory;
-    use crate::resolve::lower::Scope;
+    use crate::resolve::lower::{Lowered, Scope};
 
-    /// No inventory, no CIDR groups.
+    /// No inventory, no CIDR groups, no log cookies.
     fn empty<R>(f: impl FnOnce(Scope<'_>) -> R) -> R {
-        f(Scope {
-            inventory: &Inventory::new(),
-            cidr_groups: &CidrGroups::default(),
-            cookies: &std::collections::BTreeMap::new(),
-        })
+        f(Lowered::default().scope(&Inventory::new()))
     }
 
     #[test]
@@ -1458,13 +1453,8 @@ mod tests {
 
     #[test]
     fn a_port_edit_is_narrowed_to_its_item() {
-        let (inventory, groups) = (Inventory::new(), CidrGroups::default());
-        let cookies = std::collections::BTreeMap::new();
-        let scope = Scope {
-            inventory: &inventory,
-            cidr_groups: &groups,
-            cookies: &cookies,
-        };
+        let (inventory, lowered) = (Inventory::new(), Lowered::default());
+        let scope = lowered.scope(&inventory);
         let old = load(&text(&[80, 443, 53, 8080, 9090]));
         let new = load(&text(&[81, 443, 53, 8080, 9090]));
         let items = lowered_items(&old.documents[0].doc).unwrap()

@@ -936,11 +936,8 @@ impl Session {
         };
         let Some(position) = position else {
             self.texts.push(text);
-            let result = match self.append_text() {
-                Ok(Some(update)) => Ok(update),
-                Ok(None) => self.rebuild("a policy text was added"),
-                Err(e) => Err(e),
-            };
+            let added = self.append_text();
+            let result = self.or_rebuild(added, "a policy text was added");
             if result.is_err() {
                 self.texts.pop();
                 // Back to the previous inputs, exactly (fail closed).
@@ -957,23 +954,43 @@ impl Session {
         let log_values = text_log_values(&self.texts[position].outcome);
         let kept = own_groups(&previous.outcome) == own_groups(&self.texts[position].outcome)
             && self.cookies_kept(Some(position), &log_values);
-        if kept {
+        let result = if kept {
             // The text's values now (every way but success rebuilds).
             self.set_log_values(position, log_values);
+            self.change_text(position, &previous.outcome)
+        } else {
+            Ok(None)
+        };
+        let result = self.or_rebuild(result, "the change is not local to its rules");
+        if result.is_err() {
+            self.texts[position] = previous;
+            // Back to the previous inputs, exactly (fail closed).
+            self.restore()?;
+        } else {
+            drop_later(previous);
         }
-        let items = kept
-            .then(|| self.changed_items(position, &previous.outcome))
-            .flatten();
+        result
+    }
+
+    /// The text at `position` changed from `previous`, its CIDR groups and
+    /// the texts' log values as they were ([`Self::set_policy`]): the
+    /// changed items replaced, or an item inserted or removed and the later
+    /// rules moved, or the whole text lowered again. `None`: not local (the
+    /// caller recompiles in full).
+    fn change_text(
+        &mut self,
+        position: usize,
+        previous: &LoadOutcome,
+    ) -> Result<Option<Update>, SessionError> {
+        let items = self.changed_items(position, previous);
         // A rule item inserted or removed: the rules after it move.
         let moved = match items {
             Some(_) => None,
-            None if kept => self
-                .moved_item(position, &previous.outcome)
+            None => self
+                .moved_item(position, previous)
                 .map(|moved| self.settle_removal(position, moved)),
-            None => None,
         };
-        let result = match moved {
-            _ if !kept => Ok(None),
+        match moved {
             Some(moved) => self.move_item(position, moved).inspect(|update| {
                 if update.is_some() {
                     self.debug_check_lowering();
@@ -987,20 +1004,7 @@ impl Session {
                     }
                 })
             }
-        };
-        let result = match result {
-            Ok(Some(update)) => Ok(update),
-            Ok(None) => self.rebuild("the change is not local to its rules"),
-            Err(e) => Err(e),
-        };
-        if result.is_err() {
-            self.texts[position] = previous;
-            // Back to the previous inputs, exactly (fail closed).
-            self.restore()?;
-        } else {
-            drop_later(previous);
         }
-        result
     }
 
     /// The outcome the session holds for the policy text `name` (as given
@@ -1093,11 +1097,7 @@ impl Session {
         if lines_moved && matches!(replaced, Ok(Some(_))) {
             self.debug_check_lowering();
         }
-        let result = match replaced {
-            Ok(Some(update)) => Ok(update),
-            Ok(None) => self.rebuild("the change is not local to its rules"),
-            Err(e) => Err(e),
-        };
+        let result = self.or_rebuild(replaced, "the change is not local to its rules");
         if result.is_err() {
             // Back to the previous inputs, exactly (fail closed). The
             // inverse of an edit applies to the outcome the edit made (the
@@ -1226,11 +1226,7 @@ impl Session {
         } else {
             Ok(None)
         };
-        let result = match cut {
-            Ok(Some(update)) => Ok(update),
-            Ok(None) => self.rebuild("a policy text was removed"),
-            Err(e) => Err(e),
-        };
+        let result = self.or_rebuild(cut, "a policy text was removed");
         if result.is_err() {
             self.texts.insert(position, removed);
             let _ = self.restore();
@@ -1308,6 +1304,20 @@ impl Session {
             let _ = self.rebuild("restore");
         }
         result
+    }
+
+    /// The update an incremental step gave, else (`Ok(None)`) a full
+    /// rebuild for `reason`.
+    fn or_rebuild(
+        &mut self,
+        step: Result<Option<Update>, SessionError>,
+        reason: &'static str,
+    ) -> Result<Update, SessionError> {
+        match step {
+            Ok(Some(update)) => Ok(update),
+            Ok(None) => self.rebuild(reason),
+            Err(e) => Err(e),
+        }
     }
 
     /// A failed policy call's way back (its texts already put back): the
@@ -1511,12 +1521,11 @@ impl Session {
                 }
             }
         } else {
-            let scope = Scope {
-                inventory: &self.inventory,
-                cidr_groups: &model.lowered.cidr_groups,
-                cookies: &model.lowered.cookies,
-            };
-            let lowering = lower_text(text, scope, span.origins.start);
+            let lowering = lower_text(
+                text,
+                model.lowered.scope(&self.inventory),
+                span.origins.start,
+            );
             // Tier rules are their own layer: not replaced here (as in
             // `Self::append_text`). The text's CIDR groups are the ones it
             // had (`Session::set_policy`; an in-place edit is inside a
@@ -2038,12 +2047,7 @@ impl Session {
             self.model.lowered.diagnostics.len(),
         );
         let text = &self.texts[position];
-        if text.outcome.documents.iter().any(|d| {
-            matches!(
-                d.doc,
-                porin_model::model::PolicyDocument::CiliumCidrGroup(_)
-            )
-        }) {
+        if !own_groups(&text.outcome).is_empty() {
             return Ok(None);
         }
         let lowering = lower_text(text, self.scope(), origins_at);
@@ -2237,11 +2241,7 @@ impl Session {
     /// every text's CIDR groups and the log cookies (the model's, as the
     /// last full build made them: a change of either rebuilds).
     fn scope(&self) -> Scope<'_> {
-        Scope {
-            inventory: &self.inventory,
-            cidr_groups: &self.model.lowered.cidr_groups,
-            cookies: &self.model.lowered.cookies,
-        }
+        self.model.lowered.scope(&self.inventory)
     }
 
     /// Whether the log cookies stay numbered as they are when the text at
@@ -4348,11 +4348,7 @@ fn build_with_spans(
     let mut spans = Vec::with_capacity(texts.len());
     let (mut rules, mut origins, mut diagnostics) = (Vec::new(), Vec::new(), Vec::new());
     let mut prefixes = BTreeSet::new();
-    let scope = Scope {
-        inventory: &inventory,
-        cidr_groups: &model.lowered.cidr_groups,
-        cookies: &model.lowered.cookies,
-    };
+    let scope = model.lowered.scope(&inventory);
     for text in texts {
         let lowering = lower_text(text, scope, origins.len() + 2);
         spans.push(TextSpan {
@@ -4459,7 +4455,8 @@ fn build(
             // The batch's tiered state (`Compilation`'s `tiers.resolve`):
             // the ClusterNetworkPolicy tiers over the NetworkPolicy tier.
             let describe = |id| describe(&lowered.origins, id);
-            let normal = (*record.state).clone();
+            // The folded state's only holder: taken, not copied.
+            let normal = std::mem::take(Arc::make_mut(&mut record.state));
             record.state = Arc::new(tiers.resolve(
                 identity,
                 endpoint,

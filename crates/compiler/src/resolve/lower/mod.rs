@@ -128,6 +128,18 @@ pub struct Lowered {
     pub tier_rules: TierRules,
 }
 
+impl Lowered {
+    /// The [`Scope`] this lowering gives a part of its inputs: its CIDR
+    /// groups and log cookies, with `inventory`.
+    pub fn scope<'a>(&'a self, inventory: &'a Inventory) -> Scope<'a> {
+        Scope {
+            inventory,
+            cidr_groups: &self.cidr_groups,
+            cookies: &self.cookies,
+        }
+    }
+}
+
 /// Origin ids of the synthetic allow-all rules (§3.3): always 0 and 1.
 pub const ORIGIN_ALLOW_ANY_INGRESS: u32 = 0;
 /// See [`ORIGIN_ALLOW_ANY_INGRESS`].
@@ -183,11 +195,7 @@ pub fn lower(inputs: &[PolicyInput<'_>], inventory: &Inventory) -> Lowered {
 /// thread, when they are not more).
 fn lower_in_batches(inputs: &[PolicyInput<'_>], inventory: &Inventory, batch: usize) -> Lowered {
     let out = prelude(inputs);
-    let scope = Scope {
-        inventory,
-        cidr_groups: &out.cidr_groups,
-        cookies: &out.cookies,
-    };
+    let scope = out.scope(inventory);
     let batches: Vec<Lowered> = if inputs.len() > batch {
         inputs
             .par_chunks(batch.max(1))
@@ -230,11 +238,7 @@ pub fn lower_consuming(
             .collect()
     }
     let out = prelude(&inputs(&documents, source));
-    let scope = Scope {
-        inventory,
-        cidr_groups: &out.cidr_groups,
-        cookies: &out.cookies,
-    };
+    let scope = out.scope(inventory);
     let lower_owned = |chunk: Vec<LoadedDocument>| {
         let inputs = inputs(&chunk, source);
         lower_batch(scope, &inputs)
