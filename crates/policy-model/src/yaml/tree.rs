@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use compact_str::CompactString;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span};
 
 use crate::limits::LoadLimits;
@@ -53,7 +54,7 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeKind {
     /// A scalar with its text and style.
-    Scalar(String, Style),
+    Scalar(CompactString, Style),
     /// A sequence.
     Sequence(Vec<Node>),
     /// A mapping, in source order.
@@ -341,15 +342,10 @@ impl Builder<'_> {
                 };
                 self.complete(
                     Node {
-                        kind: NodeKind::Scalar(
-                            {
-                                // The scanner grows its buffer as it reads.
-                                let mut text = text.into_owned();
-                                text.shrink_to_fit();
-                                text
-                            },
-                            style,
-                        ),
+                        // Inline up to 24 bytes; a longer one on the heap,
+                        // at its length (the scanner grows its buffer as
+                        // it reads).
+                        kind: NodeKind::Scalar(CompactString::from(text.as_ref()), style),
                         pos,
                     },
                     anchor,
