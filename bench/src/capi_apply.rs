@@ -273,12 +273,34 @@ fn remove_canary(session: *mut porin_session) -> Result<f64> {
 }
 
 /// Waits for the previous full load's text to be freed (see [`child`]).
-fn settle() {
-    std::thread::sleep(std::time::Duration::from_millis(150));
+/// How [`settle`] waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Pause {
+    /// Asleep: the thread idle, as an agent's between events.
+    Sleep,
+    /// Spinning on the clock: the CPU busy, no memory touched.
+    Spin,
+    /// No pause: each call right after the last.
+    None,
+}
+
+/// 150 ms between calls, as `pause` says.
+fn settle(pause: Pause) {
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
+    match pause {
+        Pause::Sleep => std::thread::sleep(PAUSE),
+        Pause::Spin => {
+            let start = Instant::now();
+            while start.elapsed() < PAUSE {
+                std::hint::spin_loop();
+            }
+        }
+        Pause::None => {}
+    }
 }
 
 /// Runs in the child.
-pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
+pub fn child(rules: usize, runs: usize, pause: Pause) -> Result<CapiApplyResult> {
     let texts = [policy_yaml(rules, 9_999), policy_yaml(rules, 10_000)];
     let anchored = |text: &str| text.replacen("role: client-0", "role: &r client-0", 1);
     let anchored_texts = [anchored(&texts[0]), anchored(&texts[1])];
@@ -296,7 +318,7 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
     // freed on a thread of its own (`Session::set_policy`'s `drop_later`,
     // 15-50 ms for this size), which would otherwise run beside the next
     // timed call of the other session on this 2-core machine.
-    settle();
+    settle(pause);
     let mut fast_writes = Vec::new();
     for run in 0..runs {
         let (call, total, writes) = apply(fast, &texts[run % 2])?;
@@ -381,7 +403,7 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
     // of the process's last work in the caches, and whatever that work
     // left to free already freed).
     for _ in 0..runs {
-        settle();
+        settle(pause);
         let (total, writes) = add_canary(fast)?;
         if writes < 2 {
             bail!("the canary's add wrote {writes} entries");
@@ -390,7 +412,7 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         out.identity_remove_total.push(remove_canary(fast)?);
     }
     for run in 0..runs {
-        settle();
+        settle(pause);
         let (call, total, writes) = apply(full, &texts[run % 2])?;
         out.full_apply.push(call);
         out.full_total.push(total);
@@ -407,7 +429,7 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
     // thread during the pause, leaving its blocks to the allocator.
     for run in 0..runs {
         apply(full, &texts[(runs + run) % 2])?;
-        settle();
+        settle(pause);
         let (total, writes) = add_canary(full)?;
         if writes < 2 {
             bail!("the canary's add wrote {writes} entries");
@@ -425,7 +447,7 @@ pub fn child(rules: usize, runs: usize) -> Result<CapiApplyResult> {
         (full, &mut out.fallback_full_total),
     ] {
         for run in 1..=runs {
-            settle();
+            settle(pause);
             let (_, total, _) = apply(session, &anchored_texts[(runs + run) % 2])?;
             if applied_in_place(session, NAME) {
                 bail!("the anchored text was applied in place");

@@ -390,6 +390,11 @@ enum Role {
         rules: usize,
         #[arg(long)]
         runs: usize,
+        /// How the 150 ms pauses before the identity adds (and after full loads) pass: asleep
+        /// (an idle agent), spinning (the CPU kept busy, nothing else touched) or not at all
+        /// (back to back): what a cold add costs beyond a warm one, and why.
+        #[arg(long, value_enum, default_value_t = capi_apply::Pause::Sleep)]
+        pause: capi_apply::Pause,
     },
 }
 
@@ -622,8 +627,8 @@ fn run_role(role: Role) -> Result<()> {
             runs,
             bystanders,
         } => echo::print_result(&incremental::child(rules, runs.max(1), bystanders)?),
-        Role::CapiChild { rules, runs } => {
-            let result = capi_apply::child(rules, runs.max(1))?;
+        Role::CapiChild { rules, runs, pause } => {
+            let result = capi_apply::child(rules, runs.max(1), pause)?;
             capi_apply::print(&result);
             echo::print_result(&result)
         }

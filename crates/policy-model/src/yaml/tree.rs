@@ -9,6 +9,7 @@
 
 use std::collections::HashMap;
 
+use compact_str::CompactString;
 use saphyr_parser::{Event, Parser, ScalarStyle, ScanError, Span};
 
 use crate::limits::LoadLimits;
@@ -53,7 +54,7 @@ pub struct Node {
 #[derive(Debug, Clone, PartialEq)]
 pub enum NodeKind {
     /// A scalar with its text and style.
-    Scalar(String, Style),
+    Scalar(CompactString, Style),
     /// A sequence.
     Sequence(Vec<Node>),
     /// A mapping, in source order.
@@ -341,15 +342,10 @@ impl Builder<'_> {
                 };
                 self.complete(
                     Node {
-                        kind: NodeKind::Scalar(
-                            {
-                                // The scanner grows its buffer as it reads.
-                                let mut text = text.into_owned();
-                                text.shrink_to_fit();
-                                text
-                            },
-                            style,
-                        ),
+                        // Inline up to 24 bytes; a longer one on the heap,
+                        // at its length (the scanner grows its buffer as
+                        // it reads).
+                        kind: NodeKind::Scalar(CompactString::from(text.as_ref()), style),
                         pos,
                     },
                     anchor,
@@ -645,6 +641,46 @@ mod tests {
         assert_eq!(
             document.duplicate_keys,
             vec![("a".to_owned(), Pos { line: 3, column: 1 })]
+        );
+    }
+
+    /// Every scalar of up to 24 bytes lives in its node, not in a heap
+    /// block: a rule's keys and values were most of a large text's blocks,
+    /// and freeing them left glibc a sort of ~100,000 chunks in whatever
+    /// call came next (BENCHMARKS.md, session 23). Longer ones keep their
+    /// text whole, in any style.
+    #[test]
+    fn short_scalars_are_kept_inline_and_long_ones_whole() {
+        let long = "x".repeat(25);
+        let text = format!(
+            "- fromEndpoints:\n  - matchLabels:\n      'k8s:io.kubernetes.pod.namespace': \"kube-system\"\n      role: {long}\n    toPorts: [{{ports: [{{port: \"443\", protocol: TCP}}]}}]\n"
+        );
+        let stream = parse_stream(&text, &LoadLimits::default());
+        assert!(stream.error.is_none());
+        let mut scalars = Vec::new();
+        let mut stack = vec![stream.documents[0].root.as_ref().unwrap()];
+        while let Some(node) = stack.pop() {
+            match &node.kind {
+                NodeKind::Scalar(text, _) => scalars.push(text),
+                NodeKind::Sequence(items) => stack.extend(items),
+                NodeKind::Mapping(entries) => {
+                    stack.extend(entries.iter().flat_map(|(k, v)| [k, v]));
+                }
+            }
+        }
+        assert_eq!(scalars.len(), 12);
+        for text in &scalars {
+            assert_eq!(text.is_heap_allocated(), text.len() > 24, "{text:?}");
+        }
+        // The quoted 32-byte key and the 25-byte value, whole.
+        let long_ones: Vec<&str> = scalars
+            .iter()
+            .filter(|t| t.is_heap_allocated())
+            .map(|t| t.as_str())
+            .collect();
+        assert_eq!(
+            long_ones,
+            [long.as_str(), "k8s:io.kubernetes.pod.namespace"]
         );
     }
 }
