@@ -41,8 +41,8 @@ use porin::strings::porin_str;
 use serde::{Deserialize, Serialize};
 
 use crate::incremental::{
-    CLIENTS, groups_yaml, policy_yaml, with_cidr_rule_inserted_before, with_log, with_port_added,
-    with_rule_inserted, with_rule_inserted_before,
+    CLIENTS, groups_yaml, policy_yaml, with_cidr_rule_inserted_before, with_log,
+    with_new_peer_rule_first, with_port_added, with_rule_inserted, with_rule_inserted_before,
 };
 
 const NAME: &str = "server.yaml";
@@ -83,6 +83,12 @@ pub struct CapiApplyResult {
     /// session 17.
     #[serde(default)]
     pub in_place_front_insert_total: Vec<f64>,
+    /// A rule whose peer no rule names inserted before rule 0 and taken
+    /// out again (`with_new_peer_rule_first`: every peer selector is
+    /// numbered one later), in place: total. Empty from builds before
+    /// session 23.
+    #[serde(default)]
+    pub in_place_front_new_peer_total: Vec<f64>,
     /// A rule from a CIDR prefix no rule names inserted before the middle
     /// rule and taken out again (`with_cidr_rule_inserted_before`: its CIDR
     /// identity comes and goes), in place: total. Empty from builds before
@@ -387,6 +393,20 @@ pub fn child(rules: usize, runs: usize, pause: Pause) -> Result<CapiApplyResult>
         }
         out.in_place_front_insert_total.push(total);
     }
+    // The same with a peer no rule names: a selector new to the session,
+    // numbered before every other.
+    let new_peer_texts = [with_new_peer_rule_first(now), now.clone()];
+    for run in 0..2 * runs {
+        let (_, total, writes) = apply(fast, &new_peer_texts[run % 2])?;
+        if !applied_in_place(fast, NAME) {
+            bail!("the rule with a new peer inserted first was not applied in place");
+        }
+        // Its entries (client-5 and client-6 on TCP 9005) come and go.
+        if writes == 0 {
+            bail!("the rule with a new peer inserted first wrote nothing");
+        }
+        out.in_place_front_new_peer_total.push(total);
+    }
     // A rule from a new CIDR prefix before the middle rule: its identity
     // comes with it and goes with it. Not required in place: a build that
     // loads the text or recompiles in full for it shows its cost here.
@@ -516,6 +536,10 @@ pub fn print(result: &CapiApplyResult) {
         (
             "a rule inserted before rule 0 / taken out (every rule moves, selectors renumbered), in place: apply + read writes",
             &result.in_place_front_insert_total,
+        ),
+        (
+            "a rule with a peer no rule names inserted before rule 0 / taken out (every selector renumbered), in place: apply + read writes",
+            &result.in_place_front_new_peer_total,
         ),
         (
             "a rule from a new CIDR prefix inserted mid-text / taken out (its identity comes and goes), in place: apply + read writes",

@@ -201,6 +201,17 @@ pub fn with_rule_inserted_before(text: &str, index: usize) -> String {
     )
 }
 
+/// `text` (a [`policy_yaml`]) with one more rule before its rule 0 whose peer selector no
+/// other rule has (`role in (client-5, client-6)`) on TCP 9005: every other peer selector's
+/// first use moves one place later.
+pub fn with_new_peer_rule_first(text: &str) -> String {
+    with_item_inserted_before(
+        text,
+        0,
+        "  - fromEndpoints:\n    - matchExpressions:\n      - key: role\n        operator: In\n        values:\n        - client-5\n        - client-6\n    toPorts:\n    - ports:\n      - port: \"9005\"\n        protocol: TCP\n",
+    )
+}
+
 /// `text` (a [`policy_yaml`]) with one more rule before its rule `index`: from the CIDR group
 /// `partners` ([`groups_yaml`]) on TCP 9004.
 pub fn with_group_rule_inserted_before(text: &str, index: usize) -> String {
