@@ -278,7 +278,6 @@ fn remove_canary(session: *mut porin_session) -> Result<f64> {
     Ok(start.elapsed().as_secs_f64())
 }
 
-/// Waits for the previous full load's text to be freed (see [`child`]).
 /// How [`settle`] waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Pause {
@@ -290,7 +289,8 @@ pub enum Pause {
     None,
 }
 
-/// 150 ms between calls, as `pause` says.
+/// 150 ms between calls, as `pause` says: asleep, the time the previous
+/// full load's text takes to be freed (see [`child`]).
 fn settle(pause: Pause) {
     const PAUSE: std::time::Duration = std::time::Duration::from_millis(150);
     match pause {
@@ -303,6 +303,29 @@ fn settle(pause: Pause) {
         }
         Pause::None => {}
     }
+}
+
+/// The totals of `2 * runs` calls applying `texts[0]` and `texts[1]` in
+/// turn, each required to go in place and to write something (the `what`
+/// comes and goes).
+fn toggled_in_place(
+    session: *mut porin_session,
+    texts: &[String; 2],
+    runs: usize,
+    what: &str,
+) -> Result<Vec<f64>> {
+    let mut totals = Vec::with_capacity(2 * runs);
+    for run in 0..2 * runs {
+        let (_, total, writes) = apply(session, &texts[run % 2])?;
+        if !applied_in_place(session, NAME) {
+            bail!("the {what} was not applied in place");
+        }
+        if writes == 0 {
+            bail!("the {what} wrote nothing");
+        }
+        totals.push(total);
+    }
+    Ok(totals)
 }
 
 /// Runs in the child.
@@ -355,58 +378,38 @@ pub fn child(rules: usize, runs: usize, pause: Pause) -> Result<CapiApplyResult>
     // again: the lines after it move (the loop above left
     // `last_texts[runs % 2]`).
     let now = &last_texts[runs % 2];
-    let port_texts = [with_port_added(now, rules / 2), now.clone()];
-    for run in 0..2 * runs {
-        let (_, total, writes) = apply(fast, &port_texts[run % 2])?;
-        if !applied_in_place(fast, NAME) {
-            bail!("the port added on its own lines was not applied in place");
-        }
-        if writes == 0 {
-            bail!("the added port wrote nothing");
-        }
-        out.in_place_port_line_total.push(total);
-    }
+    out.in_place_port_line_total = toggled_in_place(
+        fast,
+        &[with_port_added(now, rules / 2), now.clone()],
+        runs,
+        "port added on its own lines",
+    )?;
     // A rule inserted before the middle rule and taken out again (the
-    // port loop above ends on `now`).
-    let insert_texts = [with_rule_inserted_before(now, rules / 2), now.clone()];
-    for run in 0..2 * runs {
-        let (_, total, writes) = apply(fast, &insert_texts[run % 2])?;
-        if !applied_in_place(fast, NAME) {
-            bail!("the inserted rule was not applied in place");
-        }
-        // The rule (client-5 on TCP 9000) adds and removes its entries.
-        if writes == 0 {
-            bail!("the inserted rule wrote nothing");
-        }
-        out.in_place_insert_total.push(total);
-    }
+    // port loop above ends on `now`). The rule (client-5 on TCP 9000) adds
+    // and removes its entries.
+    out.in_place_insert_total = toggled_in_place(
+        fast,
+        &[with_rule_inserted_before(now, rules / 2), now.clone()],
+        runs,
+        "inserted rule",
+    )?;
     // The same before rule 0: the first entry of its section, and a peer
     // selector's first use moved before the others'.
-    let front_texts = [with_rule_inserted(now), now.clone()];
-    for run in 0..2 * runs {
-        let (_, total, writes) = apply(fast, &front_texts[run % 2])?;
-        if !applied_in_place(fast, NAME) {
-            bail!("the rule inserted first was not applied in place");
-        }
-        if writes == 0 {
-            bail!("the rule inserted first wrote nothing");
-        }
-        out.in_place_front_insert_total.push(total);
-    }
+    out.in_place_front_insert_total = toggled_in_place(
+        fast,
+        &[with_rule_inserted(now), now.clone()],
+        runs,
+        "rule inserted first",
+    )?;
     // The same with a peer no rule names: a selector new to the session,
-    // numbered before every other.
-    let new_peer_texts = [with_new_peer_rule_first(now), now.clone()];
-    for run in 0..2 * runs {
-        let (_, total, writes) = apply(fast, &new_peer_texts[run % 2])?;
-        if !applied_in_place(fast, NAME) {
-            bail!("the rule with a new peer inserted first was not applied in place");
-        }
-        // Its entries (client-5 and client-6 on TCP 9005) come and go.
-        if writes == 0 {
-            bail!("the rule with a new peer inserted first wrote nothing");
-        }
-        out.in_place_front_new_peer_total.push(total);
-    }
+    // numbered before every other. Its entries (client-5 and client-6 on
+    // TCP 9005) come and go.
+    out.in_place_front_new_peer_total = toggled_in_place(
+        fast,
+        &[with_new_peer_rule_first(now), now.clone()],
+        runs,
+        "rule with a new peer inserted first",
+    )?;
     // A rule from a new CIDR prefix before the middle rule: its identity
     // comes with it and goes with it. Not required in place: a build that
     // loads the text or recompiles in full for it shows its cost here.
