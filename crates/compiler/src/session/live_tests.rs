@@ -888,6 +888,76 @@ fn texts_applied_as_bytes_are_edited_in_place_when_loaded_the_same_way() {
     assert!(apply((&mut session, &mut reference), &changed, &default));
 }
 
+/// `Session::with_policy_texts`: a session started from texts as bytes
+/// edits each in place from its first change, and equals one started from
+/// their full loads; a text with errors is refused.
+#[test]
+fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports,
+    };
+    let text = |n: u8, items: Vec<Item>| {
+        text_yaml(
+            n,
+            &Text {
+                log: 0,
+                subject: n,
+                items,
+            },
+        )
+    };
+    let mut inventory = Inventory::new();
+    for n in 0..3 {
+        inventory.endpoints.push(endpoint(n, n, 0, false));
+    }
+    let load = TextLoad::default();
+    let (t0, t1) = (
+        text(0, vec![item(1, 1), item(2, 2)]),
+        text(1, vec![item(0, 3)]),
+    );
+    let mut session = Session::with_policy_texts(
+        inventory.clone(),
+        [("t0", t0.as_str()), ("t1", t1.as_str())],
+        &load,
+        CompileLimits::default(),
+    )
+    .unwrap();
+    let mut reference = Session::with_policies(
+        inventory.clone(),
+        vec![
+            ("t0".to_owned(), load.load("t0", &t0)),
+            ("t1".to_owned(), load.load("t1", &t1)),
+        ],
+        CompileLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(session.compiled(), reference.compiled());
+    let changed = text(0, vec![item(1, 1), item(2, 4)]);
+    let applied = session.apply_policy_text("t0", &changed, &load).unwrap();
+    assert!(
+        applied.in_place,
+        "the first change of a text started from bytes"
+    );
+    let expected = reference
+        .set_policy("t0", load.load("t0", &changed))
+        .unwrap();
+    assert_eq!(applied.update.deltas, expected.deltas);
+    assert_eq!(session.compiled(), reference.compiled());
+    let broken = t1.replace("port: ", "port: [");
+    assert!(matches!(
+        Session::with_policy_texts(
+            inventory,
+            [("t0", t0.as_str()), ("t1", broken.as_str())],
+            &load,
+            CompileLimits::default(),
+        ),
+        Err(super::SessionError::Policy(_))
+    ));
+}
+
 /// An in-place edit whose update fails (a compile limit) leaves the
 /// session as it was: the text's outcome is the previous one again and the
 /// compilation equals the batch compile of the previous inputs.

@@ -58,6 +58,36 @@ pub struct AppliedText {
 }
 
 impl Session {
+    /// [`Session::with_policies`] over texts given as their bytes (name,
+    /// text), each loaded by `load` and kept with it: their next versions
+    /// go through [`Session::apply_policy_text`] in place from the first
+    /// change on. A text with errors is refused with its diagnostics.
+    pub fn with_policy_texts<'t>(
+        inventory: crate::inventory::Inventory,
+        texts: impl IntoIterator<Item = (&'t str, &'t str)>,
+        load: &TextLoad,
+        limits: crate::limits::CompileLimits,
+    ) -> Result<Self, SessionError> {
+        let mut loaded = Vec::new();
+        let mut budgets = Vec::new();
+        for (name, text) in texts {
+            let outcome = load.load(name, text);
+            budgets.push((name, Budget::of(&outcome, name)));
+            loaded.push((name.to_owned(), outcome));
+        }
+        let mut session = Self::with_policies(inventory, loaded, limits)?;
+        for (name, budget) in budgets {
+            session.set_reparse(
+                name,
+                Reparse {
+                    load: load.clone(),
+                    budget,
+                },
+            );
+        }
+        Ok(session)
+    }
+
     /// Adds the policy text `name` from its bytes, or replaces the text of
     /// that name: the update [`Session::set_policy`] gives with
     /// `load.load(name, text)`, exactly. When the session holds the text
