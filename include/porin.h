@@ -1178,6 +1178,9 @@ porin_result porin_session_get_limit(const porin_session *session,
  inserted into it (before its first rule, too) ~0.5-1 ms on a 2-core
  machine, with exactly the result a load of the whole text gives. Any
  other text is loaded in full (~25 ms for that size).
+ The session keeps per text the limits and target it was loaded under:
+ after a change of either, the next version is loaded in full. (The Rust
+ API's `porin_compiler::session::Session::apply_policy_text`.)
 
  Returns OK, NULL_PARAMETER, INVALID_UTF8, POLICY_INVALID (the text has
  errors: nothing changed; the message names the first), LIMIT_EXCEEDED,

@@ -28,7 +28,7 @@ use porin_compiler::diff::policy_diff;
 use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
 use porin_compiler::limits::CompileLimits;
 use porin_compiler::resolve::lower::PolicyInput;
-use porin_compiler::session::{IncrementalCompiler, Session, Update, pin_identities};
+use porin_compiler::session::{IncrementalCompiler, Session, TextLoad, Update, pin_identities};
 use porin_model::limits::LoadLimits;
 use porin_model::loader::{LoadOutcome, load_str};
 use serde::{Deserialize, Serialize};
@@ -136,6 +136,25 @@ pub struct IncrementalApiResult {
     /// which a session with a log value recompiled every policy change in full).
     #[serde(default)]
     pub logged_rule_change: Vec<Step>,
+    /// The one-rule changes above given as the text's bytes to `Session::apply_policy_text`
+    /// (what the C API's `porin_session_apply_policy_bytes` runs), each required in place: the
+    /// call re-parses the one changed rule item, so its time (`compile_secs`; `load_secs` is 0)
+    /// includes the parse. Empty from builds before session 24.
+    #[serde(default)]
+    pub text_apply: TextApplySteps,
+}
+
+/// [`IncrementalApiResult::text_apply`]: each change made and taken out again, alternately.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TextApplySteps {
+    /// Rule 0's port (as `rule_change`).
+    pub rule_change: Vec<Step>,
+    /// A rule inserted before rule 0 (as `rule_insert`).
+    pub rule_insert: Vec<Step>,
+    /// The same before the middle rule (as `rule_insert_middle`).
+    pub rule_insert_middle: Vec<Step>,
+    /// A port added on lines of its own (as `port_line_add`).
+    pub port_line_add: Vec<Step>,
 }
 
 /// `text` (a [`policy_yaml`]) with `log: {value: audit}` on its rule.
@@ -295,12 +314,7 @@ fn inventory(bystanders: usize) -> Result<Inventory> {
 }
 
 fn load(yaml: &str) -> Result<LoadOutcome> {
-    let limits = LoadLimits {
-        max_file_bytes: u64::MAX,
-        max_nodes: usize::MAX,
-        ..LoadLimits::default()
-    };
-    let outcome = load_str("server.yaml", yaml, &limits);
+    let outcome = load_str("server.yaml", yaml, &limits());
     if outcome.has_errors() {
         bail!("policy rejected: {:?}", outcome.diagnostics.first());
     }
@@ -360,6 +374,15 @@ impl SessionPath {
             changes,
             computed: stats.map_states_computed,
         })
+    }
+}
+
+/// The parser's limits for the bench's texts: no size limit (the largest is 4,096 rules).
+fn limits() -> LoadLimits {
+    LoadLimits {
+        max_file_bytes: u64::MAX,
+        max_nodes: usize::MAX,
+        ..LoadLimits::default()
     }
 }
 
@@ -444,6 +467,7 @@ fn incremental_api(
         group_rule_change: Vec::new(),
         group_ref_insert_middle: Vec::new(),
         logged_rule_change: Vec::new(),
+        text_apply: TextApplySteps::default(),
     };
     // One timed text replacement: the parse, then the update.
     let replace = |session: &mut Session, text: &str| -> Result<Step> {
@@ -507,6 +531,36 @@ fn incremental_api(
     toggle(&mut session, &ported, &mut result.port_line_add)?;
     let with_cidr = with_cidr_rule_inserted_before(&original, rules / 2);
     toggle(&mut session, &with_cidr, &mut result.cidr_insert_middle)?;
+    // The same changes as the text's bytes (`Session::apply_policy_text`): the first call loads
+    // the text in full (untimed: the session got it as a whole outcome), every later one must
+    // re-parse the changed item in place.
+    let text_load = TextLoad {
+        limits: limits(),
+        target: None,
+    };
+    session.apply_policy_text("server.yaml", &original, &text_load)?;
+    let apply_toggle = |session: &mut Session, text: &str, steps: &mut Vec<Step>| -> Result<()> {
+        for run in 0..2 * runs {
+            let text = if run % 2 == 0 { text } else { &original };
+            let start = Instant::now();
+            let applied = session.apply_policy_text("server.yaml", text, &text_load)?;
+            let secs = start.elapsed().as_secs_f64();
+            if !applied.in_place {
+                bail!("a one-rule change given as bytes was loaded in full");
+            }
+            steps.push(step(&applied.update, 0.0, secs));
+        }
+        Ok(())
+    };
+    let applied = &mut result.text_apply;
+    apply_toggle(&mut session, &changed, &mut applied.rule_change)?;
+    apply_toggle(
+        &mut session,
+        &with_rule_inserted(&original),
+        &mut applied.rule_insert,
+    )?;
+    apply_toggle(&mut session, &inserted, &mut applied.rule_insert_middle)?;
+    apply_toggle(&mut session, &ported, &mut applied.port_line_add)?;
     let extra = extra_policy_yaml();
     for _ in 0..runs {
         let start = Instant::now();
@@ -637,6 +691,17 @@ mod tests {
         assert_eq!(from_group, vec![2 * inserts[0]; 4], "{from_group:?}");
         let logged: Vec<usize> = api.logged_rule_change.iter().map(|s| s.changes).collect();
         assert_eq!(logged, vec![result.rule_change[0].changes; 4]);
+        // The same changes as bytes (each made in place, or the child fails): the writes of the
+        // whole-outcome path.
+        let writes = |steps: &[Step]| steps.iter().map(|s| s.changes).collect::<Vec<_>>();
+        let text = &api.text_apply;
+        assert_eq!(
+            writes(&text.rule_change),
+            vec![result.rule_change[0].changes; 4]
+        );
+        assert_eq!(writes(&text.rule_insert), inserts);
+        assert_eq!(writes(&text.rule_insert_middle), inserts);
+        assert_eq!(writes(&text.port_line_add), writes(&api.port_line_add));
         for steps in [
             &api.group_rule_change,
             &api.group_ref_insert_middle,

@@ -8,7 +8,9 @@
 //! ([`porin_kernel::attach`]).
 //!
 //! - **Live changes**: [`Agent::watch`] watches the inputs (inotify, through `notify`) and
-//!   [`Agent::reload`] applies each change: the session recompiles incrementally, each endpoint
+//!   [`Agent::reload`] applies each change: the session recompiles incrementally (a policy
+//!   file whose change lies in one rule item has only that item parsed again,
+//!   `Session::apply_policy_text`), each endpoint
 //!   whose map state changed gets its complete new state through the A/B switch, which all
 //!   endpoints share (one flip for the whole change, [`switch`], DATAPATH.md §2.3), endpoints
 //!   are attached and detached as the inventory says. A

@@ -33,6 +33,11 @@ pub(crate) fn boundary_value<T>(fallback: T, body: impl FnOnce() -> T) -> T {
 /// the address for a new handle of the same type).
 static LIVE: Mutex<BTreeSet<(TypeId, usize)>> = Mutex::new(BTreeSet::new());
 
+// Never inlined: the race checker's suppression of the registry's
+// futex-based lock (`tests/c/threads.supp`) matches this frame, which an
+// optimised build would otherwise fold into every caller (the release
+// build's helgrind run then reported the lock it cannot see).
+#[inline(never)]
 fn with_live<R>(f: impl FnOnce(&mut BTreeSet<(TypeId, usize)>) -> R) -> R {
     let mut guard = match LIVE.lock() {
         Ok(guard) => guard,

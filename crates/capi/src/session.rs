@@ -1,6 +1,6 @@
 //! `porin_session`: policies and inventory, edited and compiled by an agent.
 
-use std::collections::HashMap;
+use std::collections::HashSet;
 use std::ffi::c_char;
 use std::net::IpAddr;
 use std::path::Path;
@@ -9,12 +9,11 @@ use porin_compiler::inventory::{Endpoint, Inventory, SourceLocation};
 use porin_compiler::limits::Limits;
 use porin_compiler::resolve::lower::PolicyInput;
 use porin_compiler::session::{
-    IncrementalCompiler, IncrementalStats, Session as LiveSession, SessionError, Update,
+    IncrementalCompiler, IncrementalStats, Session as LiveSession, SessionError, TextLoad, Update,
     UpdatePath, pin_identities,
 };
 use porin_compiler::settings::SettingsSpec;
 use porin_model::loader::{LoadError, LoadOutcome, load_path, load_str};
-use porin_model::reparse::{Budget, plan};
 use porin_model::version::{CiliumVersion, Target, TargetChoice};
 
 use crate::compilation::{Compilation, policy_diff_handle, porin_compilation};
@@ -80,22 +79,11 @@ pub(crate) struct Session {
     /// How often the target was applied to a copy of the texts (the tests
     /// count it: once per change, not once per compile).
     targets_applied: usize,
-    /// Per text of the live session, what an in-place re-parse of its
-    /// next version needs besides the outcome the live session holds.
-    reparse: HashMap<String, Reparse>,
+    /// The texts of the live session whose last apply was made in place
+    /// ([`applied_in_place`]).
+    in_place: HashSet<String>,
     /// Load every applied text in full ([`set_reparse`]).
     reparse_off: bool,
-}
-
-/// What `porin_session_apply_policy_bytes` keeps per live text.
-struct Reparse {
-    /// The target the text's outcome was loaded for.
-    target: Target,
-    /// The budget of its parse (`porin_model::reparse::Budget`; `None`:
-    /// the text cannot be edited in place).
-    budget: Option<Budget>,
-    /// Whether the last apply of the text was made in place.
-    in_place: bool,
 }
 
 impl Session {
@@ -261,7 +249,7 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             targeted: None,
             targets_applied: 0,
             target: TargetChoice::default(),
-            reparse: HashMap::new(),
+            in_place: HashSet::new(),
             reparse_off: false,
         };
         write_out(out, into_handle(session).cast::<porin_session>());
@@ -1054,6 +1042,9 @@ fn give_update(out: *mut *mut porin_update, update: Update) {
 /// inserted into it (before its first rule, too) ~0.5-1 ms on a 2-core
 /// machine, with exactly the result a load of the whole text gives. Any
 /// other text is loaded in full (~25 ms for that size).
+/// The session keeps per text the limits and target it was loaded under:
+/// after a change of either, the next version is loaded in full. (The Rust
+/// API's `porin_compiler::session::Session::apply_policy_text`.)
 ///
 /// Returns OK, NULL_PARAMETER, INVALID_UTF8, POLICY_INVALID (the text has
 /// errors: nothing changed; the message names the first), LIMIT_EXCEEDED,
@@ -1074,70 +1065,33 @@ pub extern "C" fn porin_session_apply_policy_bytes(
         let text = std::str::from_utf8(raw).map_err(|e| {
             Failure::new(porin_result::InvalidUtf8, format!("{name}: not UTF-8: {e}"))
         })?;
-        let target = state.target();
-        live(state)?;
-        let Session {
-            live: Some(live),
-            reparse,
-            reparse_off,
-            limits,
-            ..
-        } = state
-        else {
-            return Err(Failure::from(porin_result::Panic));
+        let load = TextLoad {
+            limits: state.limits.load.clone(),
+            target: Some(state.target()),
         };
-        // In place when the session holds this text, loaded for this
-        // target, and the edit is one the re-parse shows equal to a full
-        // load (`porin_model::reparse`); else the full load, as before.
-        let edit = live
-            .policy(name)
-            .filter(|_| !*reparse_off)
-            .zip(reparse.get(name))
-            .filter(|(_, kept)| kept.target == target)
-            .and_then(|(outcome, kept)| {
-                plan(
-                    outcome,
-                    name,
-                    text,
-                    &limits.load,
-                    Some(&target),
-                    kept.budget?,
-                )
-            });
-        let edited = edit.and_then(|edit| {
-            let budget = edit.budget();
-            live.edit_policy(name, edit).map(|result| (result, budget))
-        });
-        let kept = match edited {
-            Some((result, budget)) => {
-                let update = result.map_err(|e| session_error(&e))?;
-                (update, Some(budget), true)
-            }
-            None => {
-                let mut outcome = load_str(name, text, &limits.load);
-                outcome.apply_target(&target);
-                // Here, with the tree just built (a pass over it, ~1 % of
-                // the load), not at the next edit.
-                let budget = (!*reparse_off)
-                    .then(|| Budget::of(&outcome, name))
-                    .flatten();
-                let update = live
-                    .set_policy(name, outcome)
-                    .map_err(|e| session_error(&e))?;
-                (update, budget, false)
-            }
+        let reparse_off = state.reparse_off;
+        let live = live(state)?;
+        // In place when the session holds this text, loaded the same way,
+        // and the edit is one the re-parse shows equal to a full load
+        // (`porin_compiler::session::text`); else the full load.
+        let (update, in_place) = if reparse_off {
+            let update = live
+                .set_policy(name, load.load(name, text))
+                .map_err(|e| session_error(&e))?;
+            (update, false)
+        } else {
+            let applied = live
+                .apply_policy_text(name, text, &load)
+                .map_err(|e| session_error(&e))?;
+            (applied.update, applied.in_place)
         };
-        let (update, budget, in_place) = kept;
         // (The texts are the live session's: `porin_session_compile`
         // renders with them, so they are not copied here.)
-        reparse.insert(
-            name.to_owned(),
-            Reparse {
-                target,
-                budget,
-                in_place,
-            },
-        );
+        if in_place {
+            state.in_place.insert(name.to_owned());
+        } else {
+            state.in_place.remove(name);
+        }
         give_update(out, update);
         Ok(())
     })
@@ -1160,10 +1114,7 @@ pub fn set_reparse(session: *mut porin_session, on: bool) -> porin_result {
 /// was made in place (for the tests and the benchmark; no C symbol).
 #[doc(hidden)]
 pub fn applied_in_place(session: *const porin_session, name: &str) -> bool {
-    session_ref(session)
-        .ok()
-        .and_then(|state| state.reparse.get(name))
-        .is_some_and(|kept| kept.in_place)
+    session_ref(session).is_ok_and(|state| state.in_place.contains(name))
 }
 
 /// Removes the policy text `name` from a live session (see
@@ -1187,7 +1138,7 @@ pub extern "C" fn porin_session_apply_policy_remove(
                 Failure::new(porin_result::NotFound, format!("no policy text `{name}`"))
             })?
             .map_err(|e| session_error(&e))?;
-        state.reparse.remove(name);
+        state.in_place.remove(name);
         give_update(out, update);
         Ok(())
     })

@@ -47,6 +47,16 @@
 //! origins and diagnostics included, and the writes are exactly
 //! `policy_diff(before, after)`.
 //!
+//! An agent gives a changed policy text as its bytes
+//! ([`Session::apply_policy_text`], the C API's
+//! `porin_session_apply_policy_bytes`): the session keeps how each text
+//! was loaded, so a one-rule change is re-parsed in place (the one rule
+//! item, `porin_model::reparse`) and goes the edit's way below (~0.2–0.8
+//! ms at 4,096 rules, the parse included, against ~25 ms to load the text
+//! again). [`Session::set_policy`] takes a text already loaded and compares
+//! it with the one it replaces, item by item; [`Session::edit_policy`]
+//! takes an edit the caller planned.
+//!
 //! Why that holds:
 //!
 //! 1. **A map state splits by peer identity.** `Resolver::map_ops` lists
@@ -161,8 +171,10 @@ mod live_tests;
 mod names;
 mod numbers;
 mod states;
+mod text;
 
 pub use live::{EndpointDelta, Session, SessionError, Update, UpdatePath};
+pub use text::{AppliedText, TextLoad};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

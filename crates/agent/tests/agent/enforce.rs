@@ -235,6 +235,12 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
         ["server"],
         "only the server's map changed"
     );
+    // The file has an anchor (`&client`): loaded in full, never re-parsed in place.
+    assert!(
+        applied.policies_in_place.is_empty(),
+        "{:?}",
+        applied.policies_in_place
+    );
     probe_cases(&topology, &cases_b);
 
     // A change that does not validate: refused, version b stays enforced.
@@ -274,6 +280,15 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
         Some(1.0)
     );
     assert_eq!(metric(&text, "porin_agent_last_change_ok"), Some(0.0));
+
+    // One rule item of a file without an anchor changed: only that item is parsed again, from
+    // the first change since the start.
+    let client = policies.join("client.yaml");
+    let text = std::fs::read_to_string(&client).unwrap();
+    std::fs::write(&client, text.replace("role: nobody}", "role: nobody-else}")).unwrap();
+    let applied = agent.reload().unwrap();
+    assert_eq!(applied.policies_in_place, [client.display().to_string()]);
+    probe_cases(&topology, &cases_b);
 
     // Detaching removes every pin: nothing filters the devices any more.
     agent.shutdown(true).unwrap();

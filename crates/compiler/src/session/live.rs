@@ -17,6 +17,7 @@ use super::items::{ChangedItems, Compared, Lines, MovedByEdit, MovedItem};
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, relabel_index, unindex};
+use super::text::Reparse;
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::cidrgroup::CidrGroups;
@@ -129,6 +130,11 @@ impl Update {
 struct PolicyText {
     name: String,
     outcome: LoadOutcome,
+    /// How the text was loaded, when it came as bytes
+    /// ([`Session::apply_policy_text`]): what an in-place re-parse of its
+    /// next version needs. `None` for an outcome given whole, or after an
+    /// edit the session did not plan.
+    reparse: Option<Reparse>,
 }
 
 /// Where one text's lowering sits in the whole lowering.
@@ -759,7 +765,11 @@ impl Session {
             if !names.insert(name.clone()) {
                 return Err(SessionError::DuplicateText(name));
             }
-            kept.push(PolicyText { name, outcome });
+            kept.push(PolicyText {
+                name,
+                outcome,
+                reparse: None,
+            });
         }
         inventory.finish()?;
         let inputs: Vec<PolicyInput<'_>> = kept
@@ -933,6 +943,7 @@ impl Session {
         let text = PolicyText {
             name: name.to_owned(),
             outcome,
+            reparse: None,
         };
         let Some(position) = position else {
             self.texts.push(text);
@@ -1029,6 +1040,39 @@ impl Session {
     /// fit it (the caller loads the text in full). A text with errors is
     /// refused as by `set_policy` (the reparse never gives one).
     pub fn edit_policy(
+        &mut self,
+        name: &str,
+        edit: porin_model::reparse::Edit,
+    ) -> Option<Result<Update, SessionError>> {
+        let result = self.edit_text(name, edit)?;
+        // The caller planned the edit under limits and a target the
+        // session does not know: the text's kept load (and its parse's
+        // budget, which the edit changed) no longer describes it.
+        if let Some(text) = self.texts.iter_mut().find(|t| t.name == name) {
+            text.reparse = None;
+        }
+        Some(result)
+    }
+
+    /// How the text `name` was loaded, when it was applied as bytes and
+    /// not changed otherwise since ([`Session::apply_policy_text`]).
+    pub(super) fn reparse_of(&self, name: &str) -> Option<&Reparse> {
+        self.texts
+            .iter()
+            .find(|t| t.name == name)
+            .and_then(|t| t.reparse.as_ref())
+    }
+
+    /// Records how the text `name` (which the session holds) was loaded.
+    pub(super) fn set_reparse(&mut self, name: &str, reparse: Reparse) {
+        if let Some(text) = self.texts.iter_mut().find(|t| t.name == name) {
+            text.reparse = Some(reparse);
+        }
+    }
+
+    /// [`Self::edit_policy`], the text's kept load left as it is (the
+    /// caller updates it: [`Session::apply_policy_text`]).
+    pub(super) fn edit_text(
         &mut self,
         name: &str,
         edit: porin_model::reparse::Edit,

@@ -12,7 +12,7 @@ use porin_model::loader::load_str;
 use porin_model::reparse::{Budget, plan};
 use proptest::prelude::*;
 
-use super::{Session, Update, UpdatePath};
+use super::{Session, TextLoad, Update, UpdatePath};
 use crate::compile::{Compiled, compile_with_limits};
 use crate::diff::{apply, policy_diff};
 use crate::inventory::{Endpoint, Inventory, SourceLocation};
@@ -442,31 +442,26 @@ fn run(steps: &[Step]) -> Vec<(UpdatePath, usize, usize)> {
     run_with(steps, false).0
 }
 
-/// Sets text `n` to `yaml`: with `reparse`, as the C API does (an
-/// in-place edit of the text the session holds when
-/// `porin_model::reparse` can plan one, checked equal to the full load,
-/// else the full load); without, by the full load. Also gives whether it
-/// was in place.
+/// Sets text `n` (named `t{n}`, its file too) to `yaml`: with `reparse`,
+/// as the C API does ([`Session::apply_policy_text`]: an in-place edit of
+/// the text the session holds when `porin_model::reparse` can plan one,
+/// checked equal to the full load here, else the full load); without, by
+/// the full load ([`Session::set_policy`]). Also gives whether it was in
+/// place.
 fn set_text(session: &mut Session, n: u8, yaml: &str, reparse: bool) -> (Update, bool) {
-    let (name, file) = (format!("t{n}"), format!("t{n}.yaml"));
-    let limits = LoadLimits::default();
-    let edit = reparse
-        .then(|| session.policy(&name))
-        .flatten()
-        .and_then(|outcome| Some((outcome, Budget::of(outcome, &file)?)))
-        .and_then(|(outcome, budget)| plan(outcome, &file, yaml, &limits, None, budget));
-    if let Some(edit) = edit
-        && let Some(result) = session.edit_policy(&name, edit)
-    {
-        let update = result.unwrap();
+    let name = format!("t{n}");
+    let load = TextLoad::default();
+    if reparse {
+        let applied = session.apply_policy_text(&name, yaml, &load).unwrap();
         assert_eq!(
             session.policy(&name),
-            Some(&load_str(&file, yaml, &limits)),
-            "the edited text != its full load"
+            Some(&load.load(&name, yaml)),
+            "the applied text != its full load (in place: {})",
+            applied.in_place
         );
-        return (update, true);
+        return (applied.update, applied.in_place);
     }
-    let outcome = load_str(&file, yaml, &limits);
+    let outcome = load.load(&name, yaml);
     assert!(!outcome.has_errors(), "{yaml}\n{:?}", outcome.diagnostics);
     (session.set_policy(&name, outcome).unwrap(), false)
 }
@@ -781,6 +776,186 @@ fn common_changes_are_incremental() {
         vec![(1, 1), (0, 1), (1, 3), (0, 3), (2, 3)],
         "{paths:?}"
     );
+}
+
+/// `Session::apply_policy_text`, the C API's path: a text it loaded is
+/// edited in place at its next version when that is loaded the same way
+/// (limits and target); a changed load, a text given whole
+/// (`set_policy`), an edit the session did not plan (`edit_policy`) or a
+/// text with an anchor is loaded in full. A text with errors changes
+/// nothing and keeps the in-place path. After every call the session
+/// equals one given each text's full load by `set_policy`.
+#[test]
+fn texts_applied_as_bytes_are_edited_in_place_when_loaded_the_same_way() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports,
+    };
+    let text = |items: Vec<Item>| {
+        text_yaml(
+            0,
+            &Text {
+                log: 0,
+                subject: 0,
+                items,
+            },
+        )
+    };
+    let mut inventory = Inventory::new();
+    for n in 0..3 {
+        inventory.endpoints.push(endpoint(n, n, 0, false));
+    }
+    let mut session = Session::new(inventory.clone(), CompileLimits::default()).unwrap();
+    let mut reference = Session::new(inventory, CompileLimits::default()).unwrap();
+    let default = TextLoad::default();
+    let v1_20 = TextLoad {
+        target: Some(porin_model::version::Target::new(
+            porin_model::version::CiliumVersion::V1_20,
+        )),
+        ..TextLoad::default()
+    };
+    let wider = TextLoad {
+        limits: LoadLimits {
+            max_nodes: LoadLimits::default().max_nodes + 1,
+            ..LoadLimits::default()
+        },
+        ..TextLoad::default()
+    };
+    let apply =
+        |(session, reference): (&mut Session, &mut Session), yaml: &str, load: &TextLoad| {
+            let applied = session.apply_policy_text("t0", yaml, load).unwrap();
+            let outcome = load.load("t0", yaml);
+            assert_eq!(session.policy("t0"), Some(&outcome), "{yaml}");
+            let expected = reference.set_policy("t0", outcome).unwrap();
+            assert_eq!(applied.update.deltas, expected.deltas, "{yaml}");
+            assert_eq!(session.compiled(), reference.compiled(), "{yaml}");
+            applied.in_place
+        };
+    let base = text(vec![item(1, 1), item(2, 2), item(3, 3)]);
+    let changed = text(vec![item(1, 1), item(2, 4), item(3, 3)]);
+    let inserted = text(vec![item(0, 2), item(1, 1), item(2, 4), item(3, 3)]);
+    // New, then a port change, an insertion before the first rule and its
+    // removal: in place.
+    assert!(!apply((&mut session, &mut reference), &base, &default));
+    assert!(apply((&mut session, &mut reference), &changed, &default));
+    assert!(apply((&mut session, &mut reference), &inserted, &default));
+    assert!(apply((&mut session, &mut reference), &changed, &default));
+    // Another target, then the same again; other limits, likewise.
+    assert!(!apply((&mut session, &mut reference), &base, &v1_20));
+    assert!(apply((&mut session, &mut reference), &changed, &v1_20));
+    assert!(!apply((&mut session, &mut reference), &base, &wider));
+    assert!(apply((&mut session, &mut reference), &changed, &wider));
+    // A text with errors: refused, nothing changed, the next version of
+    // the text still edited in place.
+    let compiled = session.compiled();
+    let broken = changed.replace("port: ", "port: [");
+    assert!(session.apply_policy_text("t0", &broken, &wider).is_err());
+    assert_eq!(session.policy("t0"), Some(&wider.load("t0", &changed)));
+    assert_eq!(session.compiled(), compiled);
+    assert!(apply((&mut session, &mut reference), &base, &wider));
+    // Given whole: the next version is loaded in full.
+    let outcome = default.load("t0", &changed);
+    session.set_policy("t0", outcome.clone()).unwrap();
+    reference.set_policy("t0", outcome).unwrap();
+    assert!(!apply((&mut session, &mut reference), &base, &default));
+    // An edit the caller planned: likewise.
+    let outcome = session.policy("t0").unwrap();
+    let edit = plan(
+        outcome,
+        "t0",
+        &changed,
+        &default.limits,
+        None,
+        Budget::of(outcome, "t0").unwrap(),
+    )
+    .expect("a port change is planned in place");
+    session.edit_policy("t0", edit).unwrap().unwrap();
+    reference
+        .set_policy("t0", default.load("t0", &changed))
+        .unwrap();
+    assert!(!apply((&mut session, &mut reference), &base, &default));
+    // An anchor: no budget, every version loaded in full.
+    let anchored = base.replacen("matchLabels:", "&first matchLabels:", 1);
+    assert!(!apply((&mut session, &mut reference), &anchored, &default));
+    assert!(!apply(
+        (&mut session, &mut reference),
+        &anchored.replace("port: \"80\"", "port: \"81\""),
+        &default
+    ));
+    assert!(!apply((&mut session, &mut reference), &base, &default));
+    assert!(apply((&mut session, &mut reference), &changed, &default));
+}
+
+/// `Session::with_policy_texts`: a session started from texts as bytes
+/// edits each in place from its first change, and equals one started from
+/// their full loads; a text with errors is refused.
+#[test]
+fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports,
+    };
+    let text = |n: u8, items: Vec<Item>| {
+        text_yaml(
+            n,
+            &Text {
+                log: 0,
+                subject: n,
+                items,
+            },
+        )
+    };
+    let mut inventory = Inventory::new();
+    for n in 0..3 {
+        inventory.endpoints.push(endpoint(n, n, 0, false));
+    }
+    let load = TextLoad::default();
+    let (t0, t1) = (
+        text(0, vec![item(1, 1), item(2, 2)]),
+        text(1, vec![item(0, 3)]),
+    );
+    let mut session = Session::with_policy_texts(
+        inventory.clone(),
+        [("t0", t0.as_str()), ("t1", t1.as_str())],
+        &load,
+        CompileLimits::default(),
+    )
+    .unwrap();
+    let mut reference = Session::with_policies(
+        inventory.clone(),
+        vec![
+            ("t0".to_owned(), load.load("t0", &t0)),
+            ("t1".to_owned(), load.load("t1", &t1)),
+        ],
+        CompileLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(session.compiled(), reference.compiled());
+    let changed = text(0, vec![item(1, 1), item(2, 4)]);
+    let applied = session.apply_policy_text("t0", &changed, &load).unwrap();
+    assert!(
+        applied.in_place,
+        "the first change of a text started from bytes"
+    );
+    let expected = reference
+        .set_policy("t0", load.load("t0", &changed))
+        .unwrap();
+    assert_eq!(applied.update.deltas, expected.deltas);
+    assert_eq!(session.compiled(), reference.compiled());
+    let broken = t1.replace("port: ", "port: [");
+    assert!(matches!(
+        Session::with_policy_texts(
+            inventory,
+            [("t0", t0.as_str()), ("t1", broken.as_str())],
+            &load,
+            CompileLimits::default(),
+        ),
+        Err(super::SessionError::Policy(_))
+    ));
 }
 
 /// An in-place edit whose update fails (a compile limit) leaves the
@@ -1138,8 +1313,8 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
     let yaml = text_yaml(0, &text);
     let limits = LoadLimits::default();
     let outcome = session.policy("t0").expect("the text is there");
-    let budget = Budget::of(outcome, "t0.yaml").expect("a budget");
-    let edit = plan(outcome, "t0.yaml", &yaml, &limits, None, budget).expect("an insertion");
+    let budget = Budget::of(outcome, "t0").expect("a budget");
+    let edit = plan(outcome, "t0", &yaml, &limits, None, budget).expect("an insertion");
     super::live::PANIC_BESIDE_SHIFT.with(|p| p.set(true));
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         session.edit_policy("t0", edit)
@@ -1148,7 +1323,7 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
     assert!(result.is_err(), "the work beside the shift did not panic");
     assert_eq!(
         session.policy("t0"),
-        Some(&load_str("t0.yaml", &yaml, &limits)),
+        Some(&load_str("t0", &yaml, &limits)),
         "the text after the panic != the edited text's full load"
     );
 }
