@@ -1517,7 +1517,8 @@ impl Session {
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
         // The text's new prefix set, when it changed (the whole-text path
-        // only: an item changed in place names none, `super::items`).
+        // only: an item changed in place names the prefixes it named,
+        // `super::items`).
         let mut prefix_change: Option<BTreeSet<IpNetwork>> = None;
         let model = &mut self.model;
         if let Some(items) = items {

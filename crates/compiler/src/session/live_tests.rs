@@ -958,6 +958,50 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
     ));
 }
 
+/// A CIDR rule's port changed (its prefixes the same, so the text's
+/// prefix set is too) lowers that item alone, compared alone or edited in
+/// place; a changed prefix lowers the whole text (which works the prefix
+/// set out). Every step equals the batch (`check`).
+#[test]
+fn a_cidr_rules_port_change_lowers_that_item_alone() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports,
+    };
+    let base = Text {
+        log: 0,
+        subject: 0,
+        items: vec![item(6, 1), item(1, 2), item(11, 3), item(9, 1)],
+    };
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, false),
+        Step::SetText(0, base),
+        // `fromCIDR: [192.0.2.0/24]` on another port, then a range.
+        Step::ChangeOne(0, 0, 6, 2),
+        Step::ChangeOne(0, 0, 6, 4),
+        // The `fromCIDRSet` with an `except`, on another port.
+        Step::ChangeOne(0, 2, 11, 1),
+        // A prefix changed: 192.0.2.128/25 to 10.0.0.0/8.
+        Step::ChangeOne(0, 3, 10, 1),
+    ];
+    for reparse in [false, true] {
+        let (paths, edited) = run_with(&steps, reparse);
+        // The first endpoint builds the session; every later step is
+        // incremental.
+        assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
+        let lowered: Vec<usize> = paths[3..].iter().map(|(_, n, _)| *n).collect();
+        assert_eq!(lowered, vec![1, 1, 1, 4], "reparse {reparse}: {paths:?}");
+        if reparse {
+            // The three port changes in place; the prefix change too (the
+            // re-parse plans it), lowered as a whole text.
+            assert_eq!(edited, 4, "{paths:?}");
+        }
+    }
+}
+
 /// An in-place edit whose update fails (a compile limit) leaves the
 /// session as it was: the text's outcome is the previous one again and the
 /// compilation equals the batch compile of the previous inputs.
