@@ -174,7 +174,7 @@ mod states;
 mod text;
 
 pub use live::{EndpointDelta, Session, SessionError, Update, UpdatePath};
-pub use text::{AppliedText, TextLoad};
+pub use text::{AppliedText, CheckedText, TextLoad};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

@@ -1063,10 +1063,11 @@ impl Session {
             .and_then(|t| t.reparse.as_ref())
     }
 
-    /// Records how the text `name` (which the session holds) was loaded.
-    pub(super) fn set_reparse(&mut self, name: &str, reparse: Reparse) {
+    /// Records how the text `name` (which the session holds) was loaded
+    /// (`None`: not known).
+    pub(super) fn set_reparse(&mut self, name: &str, reparse: Option<Reparse>) {
         if let Some(text) = self.texts.iter_mut().find(|t| t.name == name) {
-            text.reparse = Some(reparse);
+            text.reparse = reparse;
         }
     }
 
