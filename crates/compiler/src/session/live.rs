@@ -14,10 +14,10 @@ use porin_model::reparse::{EditKind, LineShift};
 
 use super::addresses::AddressBook;
 use super::items::{ChangedItems, Compared, Lines, MovedByEdit, MovedItem};
+use super::load::Reparse;
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, relabel_index, unindex};
-use super::text::Reparse;
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::cidrgroup::CidrGroups;
