@@ -1148,8 +1148,9 @@ porin_result porin_session_get_limit(const porin_session *session,
  documents added before become one text named `<session>`), and from
  then on the session is edited with `porin_session_apply_*` only (the
  batch edit functions return INVALID_PARAMETER) and
- `porin_session_compile` returns its current state. Limits are those set
- before the first apply. A change is applied incrementally when it can
+ `porin_session_compile` returns its current state. Compile limits are
+ those set before the first apply; load limits are read at each apply.
+ A change is applied incrementally when it can
  be (rules changed, inserted or removed, a text added or removed, the
  texts' CiliumCIDRGroups and the set of `log.value`s they name
  unchanged; an endpoint with addresses and no named ports and a pod
@@ -1178,9 +1179,10 @@ porin_result porin_session_get_limit(const porin_session *session,
  inserted into it (before its first rule, too) ~0.5-1 ms on a 2-core
  machine, with exactly the result a load of the whole text gives. Any
  other text is loaded in full (~25 ms for that size).
- The session keeps per text the limits and target it was loaded under:
- after a change of either, the next version is loaded in full. (The Rust
- API's `porin_compiler::session::Session::apply_policy_text`.)
+ The session keeps per text the load limits it was loaded under: after
+ `porin_session_set_limit` changes them, the text's next version is
+ loaded in full. (The Rust API's
+ `porin_compiler::session::Session::apply_policy_text`.)
 
  Returns OK, NULL_PARAMETER, INVALID_UTF8, POLICY_INVALID (the text has
  errors: nothing changed; the message names the first), LIMIT_EXCEEDED,

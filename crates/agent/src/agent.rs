@@ -493,6 +493,28 @@ impl Agent {
         if changed.is_empty() && removed.is_empty() && !inventory_changed {
             return Ok(None);
         }
+        // Every changed file is checked before the session is touched, so one that does not
+        // validate refuses the change as a whole (`Session::check_policy_text`: a file whose
+        // change lies in one rule item is checked by re-parsing that item, which the apply
+        // below does again in place; any other is loaded here, and that load is applied).
+        let load = TextLoad {
+            limits: limits.load.clone(),
+            target: Some(target),
+        };
+        let mut checked = Vec::with_capacity(changed.len());
+        for (name, text) in changed {
+            match self.session.check_policy_text(name, text, &load) {
+                Ok(text) => checked.push(text),
+                Err(e) => {
+                    // Rendered with the file's lines, as a load gives them (the session's
+                    // error carries the findings without the text).
+                    let e = load_policy(name, text, &limits, &target)
+                        .err()
+                        .unwrap_or_else(|| e.into());
+                    return Err(("policy", e));
+                }
+            }
+        }
         let mut in_place = Vec::new();
         let mut outcome: Result<(), (&'static str, AgentError)> = Ok(());
         // Whether a call before the one that failed changed the session (a failed call changes
@@ -509,31 +531,17 @@ impl Agent {
             }
         }
         if outcome.is_ok() {
-            // Each changed text from its bytes: the session re-parses and lowers only the rule
-            // item that changed when that is all (`Session::apply_policy_text`), instead of a
-            // load of the whole file (~25 ms at 4,096 rules) and a comparison of every item.
-            let load = TextLoad {
-                limits: limits.load.clone(),
-                target: Some(target),
-            };
-            for (name, text) in changed {
-                match self.session.apply_policy_text(name, text, &load) {
+            // Each changed file as checked: the session re-parses and lowers only the rule item
+            // that changed when that is all, instead of a load of the whole file (~25 ms at
+            // 4,096 rules) and a comparison of every item.
+            for text in checked {
+                let name = text.name().to_owned();
+                match self.session.apply_checked_text(text) {
                     Ok(applied) => {
                         touched = true;
                         if applied.in_place {
-                            in_place.push(name.clone());
+                            in_place.push(name);
                         }
-                    }
-                    Err(SessionError::Policy(_)) => {
-                        // Rendered with the file's lines, as a load gives them (the session's
-                        // error carries the findings without the text).
-                        let e = load_policy(name, text, &limits, &target)
-                            .err()
-                            .unwrap_or_else(|| {
-                                AgentError::Policy(format!("{name}: the policy does not validate"))
-                            });
-                        outcome = Err(("policy", e));
-                        break;
                     }
                     Err(e) => {
                         outcome = Err(("compile", e.into()));

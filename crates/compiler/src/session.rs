@@ -168,13 +168,15 @@ mod items;
 mod live;
 #[cfg(test)]
 mod live_tests;
+mod load;
 mod names;
 mod numbers;
 mod states;
 mod text;
 
 pub use live::{EndpointDelta, Session, SessionError, Update, UpdatePath};
-pub use text::{AppliedText, TextLoad};
+pub use load::TextLoad;
+pub use text::{AppliedText, CheckedText};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

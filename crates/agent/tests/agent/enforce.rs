@@ -243,9 +243,16 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
     );
     probe_cases(&topology, &cases_b);
 
-    // A change that does not validate: refused, version b stays enforced.
+    // A change that does not validate: refused as a whole, version b stays enforced, the
+    // server's file changed back to version a in the same change too (every changed file is
+    // checked before the session is touched; the broken file sorts after the server's).
+    std::fs::copy(
+        fixtures().join("policies/a/server.yaml"),
+        policies.join("server.yaml"),
+    )
+    .unwrap();
     std::fs::write(
-        policies.join("broken.yaml"),
+        policies.join("zz-broken.yaml"),
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: broken, namespace: x}\n\
          spec:\n  endpointSelector: {}\n  ingress: [{toPorts: [{ports: [{port: \"99999\"}]}]}]\n",
     )
@@ -257,7 +264,12 @@ fn policy_test_cases_are_enforced_as_porin_test_predicts_and_follow_live_changes
     );
     assert_eq!(agent.revision(), 2);
     probe_cases(&topology, &cases_b);
-    std::fs::remove_file(policies.join("broken.yaml")).unwrap();
+    std::fs::remove_file(policies.join("zz-broken.yaml")).unwrap();
+    std::fs::copy(
+        fixtures().join("policies/b/server.yaml"),
+        policies.join("server.yaml"),
+    )
+    .unwrap();
 
     // The metrics name the endpoints and count the denied probes.
     let text = scrape("127.0.0.1:9964");

@@ -11,9 +11,11 @@
 //! the lowering of the new text is the old one with the differing items'
 //! rules and origins replaced by their own lowering. What is not that
 //! simple (a KNP, a rule without an endpoint selector, a text whose
-//! lowering had diagnostics, an item with CIDR prefixes: the prefix set is
-//! the text's, not the item's) gives `None`, and the session lowers the
-//! whole text as before.
+//! lowering had diagnostics, an item whose CIDR prefixes changed: the
+//! prefix set is the text's, not the item's) gives `None`, and the session
+//! lowers the whole text as before. An item that names the prefixes it
+//! named before (a `fromCIDR` rule's port changed) leaves the text's set
+//! as it was, and is lowered alone.
 //!
 //! Which items differ is found one of two ways. Narrowed (`narrowed`): an
 //! agent's edit is one change inside one line, and when that line lies in
@@ -47,8 +49,8 @@ pub(super) struct ItemLowering {
     pub position: usize,
     pub rule: PolicyRule,
     pub origin: Origin,
-    /// The item's policy prefixes (an inserted item only: a changed item
-    /// has none, [`simple`]).
+    /// The item's policy prefixes (for an item changed in place, the ones
+    /// it named before: [`same_prefixes`]).
     pub prefixes: BTreeSet<IpNetwork>,
 }
 
@@ -138,10 +140,14 @@ pub(super) fn changed_items(
     let mut out = Vec::with_capacity(candidates.len());
     for c in candidates {
         let before = lower_at(old, &c, scope);
-        if !simple(&before) {
+        if !movable(&before) {
             return None;
         }
-        out.push(finish(lower_at(new, &c, scope), &c, origin_start, false)?);
+        let after = lower_at(new, &c, scope);
+        if !same_prefixes(&before, &after) {
+            return None;
+        }
+        out.push(finish(after, &c, origin_start)?);
     }
     Some(ChangedItems {
         items: out,
@@ -188,31 +194,30 @@ fn lower_at(outcome: &LoadOutcome, c: &Candidate, scope: Scope<'_>) -> Lowered {
 }
 
 /// An item lowered to exactly one rule and origin, with nothing the
-/// text shares (diagnostics, CIDR prefixes). Its rule's log cookie is the
-/// session's (`Scope::cookies`); the rule's `log` is outside the item, in
-/// the frame the comparisons require to be the same (`same_rule_frame`).
-fn simple(l: &Lowered) -> bool {
-    l.prefixes.is_empty() && movable(l)
-}
-
-/// [`simple`] but for CIDR prefixes, which an item inserted or removed
-/// may name: the text's prefix set then gains the item's, or loses those
+/// text shares but CIDR prefixes (no diagnostics). Its rule's log cookie
+/// is the session's (`Scope::cookies`); the rule's `log` is outside the
+/// item, in the frame the comparisons require to be the same
+/// (`same_rule_frame`). An item inserted or removed may name any
+/// prefixes: the text's prefix set then gains the item's, or loses those
 /// no other item names, which the session works out
-/// (`Session::move_item`). An item changed in place must be [`simple`]:
-/// the session's path for it keeps the text's prefix set.
+/// (`Session::move_item`).
 fn movable(l: &Lowered) -> bool {
     l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty()
 }
 
+/// Whether an item changed in place names the CIDR prefixes it named
+/// before (a `fromCIDR` rule whose port changed): then the text's prefix
+/// set is the one it had, which the session's path for a changed item
+/// keeps (a changed prefix goes the whole text's way, which works the
+/// set out).
+fn same_prefixes(before: &Lowered, after: &Lowered) -> bool {
+    before.prefixes == after.prefixes
+}
+
 /// The item's lowering with its ids moved to where it sits in the span;
-/// `None` unless it is [`simple`] (or [`movable`], with `moved`).
-fn finish(
-    mut after: Lowered,
-    c: &Candidate,
-    origin_start: usize,
-    moved: bool,
-) -> Option<ItemLowering> {
-    if !movable(&after) || (!moved && !after.prefixes.is_empty()) {
+/// `None` unless it is [`movable`].
+fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<ItemLowering> {
+    if !movable(&after) {
         return None;
     }
     let id = u32::try_from(origin_start + c.position).ok()?;
@@ -236,13 +241,15 @@ fn finish(
 /// what the narrowed comparison would find, without comparing.
 pub(super) struct EditedItem {
     candidate: Candidate,
+    /// The item's lowering before the edit (its prefixes must stay).
+    before: Lowered,
 }
 
 impl EditedItem {
     /// The item `at` of `outcome` (before the edit), when every item of
     /// the text lowers to one rule (`lowered_items`, which also requires
     /// an endpoint selector on every rule), the text's span has `items`
-    /// of them, and this one is [`simple`]; `None` otherwise.
+    /// of them, and this one is [`movable`]; `None` otherwise.
     pub(super) fn prepare(
         outcome: &LoadOutcome,
         at: ItemAt,
@@ -250,7 +257,8 @@ impl EditedItem {
         items: usize,
     ) -> Option<EditedItem> {
         let candidate = candidate_at(outcome, at, items, false)?;
-        simple(&lower_at(outcome, &candidate, scope)).then_some(EditedItem { candidate })
+        let before = lower_at(outcome, &candidate, scope);
+        movable(&before).then_some(EditedItem { candidate, before })
     }
 
     /// The item lowered again in `outcome` (after the edit): the items
@@ -264,8 +272,11 @@ impl EditedItem {
     ) -> Option<ChangedItems> {
         // The session compares it with the rule and origin it holds.
         let after = lower_at(outcome, &self.candidate, scope);
+        if !same_prefixes(&self.before, &after) {
+            return None;
+        }
         Some(ChangedItems {
-            items: vec![finish(after, &self.candidate, origin_start, false)?],
+            items: vec![finish(after, &self.candidate, origin_start)?],
             compared: Compared::Edited,
             lines,
         })
@@ -370,7 +381,7 @@ impl MovedByEdit {
         let start = c.position + usize::from(self.inserted);
         let reindexed = start..start + new_len.checked_sub(c.index + usize::from(self.inserted))?;
         let inserted = if self.inserted {
-            Some(finish(lower_at(outcome, c, scope), c, origin_start, true)?)
+            Some(finish(lower_at(outcome, c, scope), c, origin_start)?)
         } else {
             None
         };
@@ -575,7 +586,7 @@ pub(super) struct MovedItem {
 /// more or less in one section of one rule of one document, and nothing
 /// else of any document differs; `None` otherwise (and for what
 /// [`changed_items`] does not take either: a text with load findings, a
-/// rule without a subject, an item that does not lower [`simple`]).
+/// rule without a subject, an item that does not lower [`movable`]).
 ///
 /// Why the rest of the text's lowering is the old one with ids and lines
 /// moved: an item's lowering reads only the item, its frames and the line
@@ -635,12 +646,7 @@ pub(super) fn moved_item(
     let start = candidate.position + usize::from(inserted);
     let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
     let (lowering, removed_prefixes) = if inserted {
-        let item = finish(
-            lower_at(new, &candidate, scope),
-            &candidate,
-            origin_start,
-            true,
-        )?;
+        let item = finish(lower_at(new, &candidate, scope), &candidate, origin_start)?;
         (Some(item), BTreeSet::new())
     } else {
         let removed = lower_at(old, &candidate, scope);

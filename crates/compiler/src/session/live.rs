@@ -14,10 +14,10 @@ use porin_model::reparse::{EditKind, LineShift};
 
 use super::addresses::AddressBook;
 use super::items::{ChangedItems, Compared, Lines, MovedByEdit, MovedItem};
+use super::load::Reparse;
 use super::names::EndpointNames;
 use super::numbers::IdentityNumbers;
 use super::states::{Indexed, StateKey, States, reindex, relabel_index, unindex};
-use super::text::Reparse;
 
 use crate::allocation::{IdentityKind, IdentityTable, try_endpoint_identity_labels};
 use crate::cidrgroup::CidrGroups;
@@ -28,7 +28,9 @@ use crate::diff::{MapChange, policy_diff};
 use crate::error::{CompileError, InventoryError};
 use crate::identity::Identity;
 use crate::inventory::{Endpoint, Inventory};
-use crate::labels::{LabelSet, SOURCE_CIDR, SOURCE_RESERVED};
+use crate::labels::{
+    LabelSet, SOURCE_CIDR, SOURCE_RESERVED, canonical_prefix, parse_cidr_label_key,
+};
 use crate::limits::{CompileLimits, Limit, filter_blocks, insertion_bound};
 use crate::mapstate::Direction;
 use crate::mapstate::MapState;
@@ -306,16 +308,26 @@ fn selects_zero(resolver: &Resolver<'_>, peers: OpPeers) -> bool {
 /// positive requirement on a non-CIDR key needs a label with that key
 /// (`Exists`) or with that key and one of its values (`In`), the reasoning
 /// of `resolve::selection`; one whose only positive requirements are on
-/// CIDR keys needs a CIDR label; the others are always tested. Of a
-/// selector's positive requirements the one with the fewest selectors
-/// indexed under it so far is taken, so the namespace requirement every
-/// namespaced policy's selector has does not put them all in one bucket.
+/// CIDR keys needs a CIDR label inside the prefix of one of them (a CIDR
+/// requirement finds a CIDR label whose prefix its prefix contains,
+/// `LabelSet::find`), so it is indexed by that prefix and an identity
+/// looks up its CIDR labels' prefixes and their supernets (at most 33 or
+/// 129 lookups, where a policy of 4,096 `fromCIDR` rules has 4,096 such
+/// selectors); the others are always tested. Of a selector's positive
+/// requirements the one with the fewest selectors indexed under it so far
+/// is taken, so the namespace requirement every namespaced policy's
+/// selector has does not put them all in one bucket.
 #[derive(Debug, Default, Clone)]
 struct PeerIndex {
     /// `In` requirements: by key, then value.
     by_value: HashMap<String, HashMap<String, Vec<SelectorId>>>,
     /// `Exists` requirements: by key.
     by_key: HashMap<String, Vec<SelectorId>>,
+    /// Selectors whose positive requirements are all on CIDR keys: by the
+    /// (canonical) prefix of the first one.
+    cidr_by_prefix: HashMap<IpNetwork, Vec<SelectorId>>,
+    /// Those whose CIDR keys name no prefix (they select nothing; kept to
+    /// be tested as any other).
     cidr: Vec<SelectorId>,
     always: Vec<SelectorId>,
     indexed: usize,
@@ -331,12 +343,14 @@ impl PeerIndex {
             }
             let mut best: Option<(usize, &crate::selector::Requirement)> = None;
             let mut cidr = false;
+            let mut prefix: Option<IpNetwork> = None;
             for r in selector.requirements() {
                 if !matches!(r.operator, Operator::In | Operator::Exists) {
                     continue;
                 }
                 if r.key.source == SOURCE_CIDR {
                     cidr = true;
+                    prefix = prefix.or_else(|| parse_cidr_label_key(&r.key.key));
                     continue;
                 }
                 let size = match r.operator {
@@ -361,8 +375,11 @@ impl PeerIndex {
                     }
                 }
                 Some((_, r)) => self.by_key.entry(r.key.key.clone()).or_default().push(id),
-                None if cidr => self.cidr.push(id),
-                None => self.always.push(id),
+                None => match prefix {
+                    Some(prefix) => self.cidr_by_prefix.entry(prefix).or_default().push(id),
+                    None if cidr => self.cidr.push(id),
+                    None => self.always.push(id),
+                },
             }
         }
         self.indexed = cache.len();
@@ -383,6 +400,7 @@ impl PeerIndex {
             .flat_map(HashMap::values_mut)
             .for_each(rename);
         self.by_key.values_mut().for_each(rename);
+        self.cidr_by_prefix.values_mut().for_each(rename);
         rename(&mut self.cidr);
         rename(&mut self.always);
     }
@@ -402,7 +420,18 @@ impl PeerIndex {
             {
                 candidates.extend(list.iter().copied());
             }
-            has_cidr |= label.cidr_prefix().is_some();
+            if let Some(prefix) = label.cidr_prefix() {
+                has_cidr = true;
+                // The selectors whose prefix contains the label's: its
+                // own and its supernets'.
+                for len in 0..=prefix.prefix() {
+                    if let Ok(outer) = IpNetwork::new(prefix.network(), len)
+                        && let Some(list) = self.cidr_by_prefix.get(&canonical_prefix(outer))
+                    {
+                        candidates.extend(list.iter().copied());
+                    }
+                }
+            }
         }
         if has_cidr {
             candidates.extend(self.cidr.iter().copied());
@@ -1063,10 +1092,11 @@ impl Session {
             .and_then(|t| t.reparse.as_ref())
     }
 
-    /// Records how the text `name` (which the session holds) was loaded.
-    pub(super) fn set_reparse(&mut self, name: &str, reparse: Reparse) {
+    /// Records how the text `name` (which the session holds) was loaded
+    /// (`None`: not known).
+    pub(super) fn set_reparse(&mut self, name: &str, reparse: Option<Reparse>) {
         if let Some(text) = self.texts.iter_mut().find(|t| t.name == name) {
-            text.reparse = Some(reparse);
+            text.reparse = reparse;
         }
     }
 
@@ -1517,7 +1547,8 @@ impl Session {
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
         // The text's new prefix set, when it changed (the whole-text path
-        // only: an item changed in place names none, `super::items`).
+        // only: an item changed in place names the prefixes it named,
+        // `super::items`).
         let mut prefix_change: Option<BTreeSet<IpNetwork>> = None;
         let model = &mut self.model;
         if let Some(items) = items {

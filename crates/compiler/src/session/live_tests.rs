@@ -886,6 +886,36 @@ fn texts_applied_as_bytes_are_edited_in_place_when_loaded_the_same_way() {
     ));
     assert!(!apply((&mut session, &mut reference), &base, &default));
     assert!(apply((&mut session, &mut reference), &changed, &default));
+    // Checked first, then applied (`porin agent`'s way): the check
+    // changes nothing; a text with errors is refused by it; a one-item
+    // change is re-parsed (not loaded) by both, any other loaded once.
+    let compiled = session.compiled();
+    assert!(matches!(
+        session.check_policy_text("t0", &broken, &default),
+        Err(super::SessionError::Policy(_))
+    ));
+    let checked = session.check_policy_text("t0", &base, &default).unwrap();
+    assert!(!checked.loaded_in_full());
+    let other = session
+        .check_policy_text("t0", &anchored, &default)
+        .unwrap();
+    assert!(other.loaded_in_full());
+    assert_eq!(session.compiled(), compiled);
+    let applied = session.apply_checked_text(checked).unwrap();
+    assert!(applied.in_place);
+    let expected = reference
+        .set_policy("t0", default.load("t0", &base))
+        .unwrap();
+    assert_eq!(applied.update.deltas, expected.deltas);
+    assert_eq!(session.compiled(), reference.compiled());
+    let applied = session.apply_checked_text(other).unwrap();
+    assert!(!applied.in_place);
+    let expected = reference
+        .set_policy("t0", default.load("t0", &anchored))
+        .unwrap();
+    assert_eq!(applied.update.deltas, expected.deltas);
+    assert_eq!(session.compiled(), reference.compiled());
+    assert_eq!(session.policy("t0"), reference.policy("t0"));
 }
 
 /// `Session::with_policy_texts`: a session started from texts as bytes
@@ -956,6 +986,50 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
         ),
         Err(super::SessionError::Policy(_))
     ));
+}
+
+/// A CIDR rule's port changed (its prefixes the same, so the text's
+/// prefix set is too) lowers that item alone, compared alone or edited in
+/// place; a changed prefix lowers the whole text (which works the prefix
+/// set out). Every step equals the batch (`check`).
+#[test]
+fn a_cidr_rules_port_change_lowers_that_item_alone() {
+    let item = |peer: u8, ports: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports,
+    };
+    let base = Text {
+        log: 0,
+        subject: 0,
+        items: vec![item(6, 1), item(1, 2), item(11, 3), item(9, 1)],
+    };
+    let steps = vec![
+        Step::AddEndpoint(0, 0, 0, false),
+        Step::AddEndpoint(1, 1, 1, false),
+        Step::SetText(0, base),
+        // `fromCIDR: [192.0.2.0/24]` on another port, then a range.
+        Step::ChangeOne(0, 0, 6, 2),
+        Step::ChangeOne(0, 0, 6, 4),
+        // The `fromCIDRSet` with an `except`, on another port.
+        Step::ChangeOne(0, 2, 11, 1),
+        // A prefix changed: 192.0.2.128/25 to 10.0.0.0/8.
+        Step::ChangeOne(0, 3, 10, 1),
+    ];
+    for reparse in [false, true] {
+        let (paths, edited) = run_with(&steps, reparse);
+        // The first endpoint builds the session; every later step is
+        // incremental.
+        assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
+        let lowered: Vec<usize> = paths[3..].iter().map(|(_, n, _)| *n).collect();
+        assert_eq!(lowered, vec![1, 1, 1, 4], "reparse {reparse}: {paths:?}");
+        if reparse {
+            // The three port changes in place; the prefix change too (the
+            // re-parse plans it), lowered as a whole text.
+            assert_eq!(edited, 4, "{paths:?}");
+        }
+    }
 }
 
 /// An in-place edit whose update fails (a compile limit) leaves the
@@ -1326,6 +1400,29 @@ fn a_panic_beside_the_shift_puts_the_text_back() {
         Some(&load_str("t0", &yaml, &limits)),
         "the text after the panic != the edited text's full load"
     );
+    // The same through `apply_policy_text`: after the panic the text's kept
+    // load is forgotten (its budget was the text's before the edit), so
+    // the next version is loaded in full.
+    let load = TextLoad::default();
+    let original = text_yaml(0, &{
+        let mut t = text.clone();
+        t.items.remove(0);
+        t
+    });
+    let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
+    session.add_endpoint(endpoint(0, 0, 0, false)).unwrap();
+    session.apply_policy_text("t0", &original, &load).unwrap();
+    super::live::PANIC_BESIDE_SHIFT.with(|p| p.set(true));
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        session.apply_policy_text("t0", &yaml, &load)
+    }));
+    super::live::PANIC_BESIDE_SHIFT.with(|p| p.set(false));
+    assert!(result.is_err(), "the work beside the shift did not panic");
+    let checked = session.check_policy_text("t0", &original, &load).unwrap();
+    assert!(checked.loaded_in_full(), "a kept load survived the panic");
+    let applied = session.apply_checked_text(checked).unwrap();
+    assert!(!applied.in_place);
+    assert_eq!(session.policy("t0"), Some(&load.load("t0", &original)));
 }
 
 /// Whole texts added and removed (`Session::append_text`,
