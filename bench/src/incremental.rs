@@ -121,6 +121,11 @@ pub struct IncrementalApiResult {
     /// recompiled in full for it).
     #[serde(default)]
     pub cidr_insert_middle: Vec<Step>,
+    /// With that CIDR rule in the text, its port changed (TCP 9003 to 9013, its prefix the same)
+    /// and back: a one-rule change of a CIDR rule. Empty from builds before session 24 (in which
+    /// it lowered the whole text again).
+    #[serde(default)]
+    pub cidr_port_change: Vec<Step>,
     /// Rule 0's port toggled as in `rule_change`, with a third text in the session holding two
     /// CiliumCIDRGroups ([`groups_yaml`]). Empty from builds before session 22 (in which a
     /// session holding a group recompiled every policy change in full).
@@ -155,6 +160,9 @@ pub struct TextApplySteps {
     pub rule_insert_middle: Vec<Step>,
     /// A port added on lines of its own (as `port_line_add`).
     pub port_line_add: Vec<Step>,
+    /// The CIDR rule's port (as `cidr_port_change`).
+    #[serde(default)]
+    pub cidr_port_change: Vec<Step>,
 }
 
 /// `text` (a [`policy_yaml`]) with `log: {value: audit}` on its rule.
@@ -464,6 +472,7 @@ fn incremental_api(
         text_add: Vec::new(),
         port_line_add: Vec::new(),
         cidr_insert_middle: Vec::new(),
+        cidr_port_change: Vec::new(),
         group_rule_change: Vec::new(),
         group_ref_insert_middle: Vec::new(),
         logged_rule_change: Vec::new(),
@@ -531,6 +540,18 @@ fn incremental_api(
     toggle(&mut session, &ported, &mut result.port_line_add)?;
     let with_cidr = with_cidr_rule_inserted_before(&original, rules / 2);
     toggle(&mut session, &with_cidr, &mut result.cidr_insert_middle)?;
+    // The CIDR rule's port toggled, the rule in place (set and taken out untimed).
+    let cidr_ported = with_cidr.replace("\"9003\"", "\"9013\"");
+    replace(&mut session, &with_cidr)?;
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 {
+            &cidr_ported
+        } else {
+            &with_cidr
+        };
+        result.cidr_port_change.push(replace(&mut session, text)?);
+    }
+    replace(&mut session, &original)?;
     // The same changes as the text's bytes (`Session::apply_policy_text`): the first call loads
     // the text in full (untimed: the session got it as a whole outcome), every later one must
     // re-parse the changed item in place.
@@ -561,6 +582,22 @@ fn incremental_api(
     )?;
     apply_toggle(&mut session, &inserted, &mut applied.rule_insert_middle)?;
     apply_toggle(&mut session, &ported, &mut applied.port_line_add)?;
+    session.apply_policy_text("server.yaml", &with_cidr, &text_load)?;
+    for run in 0..2 * runs {
+        let text = if run % 2 == 0 {
+            &cidr_ported
+        } else {
+            &with_cidr
+        };
+        let start = Instant::now();
+        let done = session.apply_policy_text("server.yaml", text, &text_load)?;
+        let secs = start.elapsed().as_secs_f64();
+        if !done.in_place {
+            bail!("a CIDR rule's port given as bytes was loaded in full");
+        }
+        applied.cidr_port_change.push(step(&done.update, 0.0, secs));
+    }
+    session.apply_policy_text("server.yaml", &original, &text_load)?;
     let extra = extra_policy_yaml();
     for _ in 0..runs {
         let start = Instant::now();
@@ -702,6 +739,19 @@ mod tests {
         assert_eq!(writes(&text.rule_insert), inserts);
         assert_eq!(writes(&text.rule_insert_middle), inserts);
         assert_eq!(writes(&text.port_line_add), writes(&api.port_line_add));
+        // The CIDR rule's port: one key removed and one added each way, both paths, and only the
+        // server's state distilled again.
+        assert!(
+            api.cidr_port_change
+                .iter()
+                .all(|s| s.changes > 0 && s.computed <= 1),
+            "{:?}",
+            api.cidr_port_change
+        );
+        assert_eq!(
+            writes(&text.cidr_port_change),
+            writes(&api.cidr_port_change)
+        );
         for steps in [
             &api.group_rule_change,
             &api.group_ref_insert_middle,

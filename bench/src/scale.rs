@@ -841,6 +841,17 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
         );
     }
     if let Some(api) = result.incremental.as_ref()
+        && !api.cidr_port_change.is_empty()
+    {
+        let _ = writeln!(
+            out,
+            "\nWith that CIDR rule in the text, its port changed and back (its prefix the same), \
+             incremental API: {}; {} map writes.",
+            incremental_cell(|a| &a.cidr_port_change),
+            api.cidr_port_change.first().map_or(0, |s| s.changes),
+        );
+    }
+    if let Some(api) = result.incremental.as_ref()
         && !api.group_rule_change.is_empty()
     {
         let _ = writeln!(
@@ -866,12 +877,13 @@ pub fn run_incremental(config: &ScaleConfig) -> Result<String> {
             "\nThe same changes given as the text's bytes to `Session::apply_policy_text` (the \
              C API's call: the changed rule item re-parsed in place, the parse included): rule \
              0's port {} ms; a rule inserted before rule 0 {} ms, before rule {} {} ms; a port \
-             added on lines of its own {} ms.",
+             added on lines of its own {} ms; the CIDR rule's port {} ms.",
             show(&text.rule_change, Step::total),
             show(&text.rule_insert, Step::total),
             result.rules / 2,
             show(&text.rule_insert_middle, Step::total),
             show(&text.port_line_add, Step::total),
+            show(&text.cidr_port_change, Step::total),
         );
     }
     if let Some(api) = result.incremental.as_ref()

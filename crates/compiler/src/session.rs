@@ -53,9 +53,13 @@
 //! was loaded, so a one-rule change is re-parsed in place (the one rule
 //! item, `porin_model::reparse`) and goes the edit's way below (~0.2–0.8
 //! ms at 4,096 rules, the parse included, against ~25 ms to load the text
-//! again). [`Session::set_policy`] takes a text already loaded and compares
-//! it with the one it replaces, item by item; [`Session::edit_policy`]
-//! takes an edit the caller planned.
+//! again). [`Session::check_policy_text`] and
+//! [`Session::apply_checked_text`] split that call for a caller that
+//! refuses a change of several texts as a whole before touching the
+//! session (`porin agent`); [`Session::with_policy_texts`] starts a
+//! session from texts as bytes. [`Session::set_policy`] takes a text
+//! already loaded and compares it with the one it replaces, item by item;
+//! [`Session::edit_policy`] takes an edit the caller planned.
 //!
 //! Why that holds:
 //!
