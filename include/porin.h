@@ -1150,6 +1150,9 @@ porin_result porin_session_get_limit(const porin_session *session,
  batch edit functions return INVALID_PARAMETER) and
  `porin_session_compile` returns its current state. Compile limits are
  those set before the first apply; load limits are read at each apply.
+ A call that panics (an internal error) while the session is live
+ leaves it unusable: every later call returns PANIC (its maps may no
+ longer be what its policies give); free it and create a new one.
  A change is applied incrementally when it can
  be (rules changed, inserted or removed, a text added or removed, the
  texts' CiliumCIDRGroups and the set of `log.value`s they name

@@ -84,6 +84,12 @@ pub(crate) struct Session {
     in_place: HashSet<String>,
     /// Load every applied text in full ([`set_reparse`]).
     reparse_off: bool,
+    /// A call panicked while the session was live: its model may be half
+    /// updated, and the caller never got that call's writes. Every later
+    /// call fails (fail closed) until the session is freed.
+    poisoned: bool,
+    /// Panic inside the next call's body ([`panic_next_call`], tests).
+    panic_next: bool,
 }
 
 impl Session {
@@ -159,7 +165,30 @@ fn with_session(
 ) -> porin_result {
     boundary(|| {
         let state = session_mut(session)?;
-        match body(state) {
+        if state.poisoned {
+            POISONED.clone_into(&mut state.last_error);
+            return Err(porin_result::Panic);
+        }
+        let live = state.live.is_some();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            if std::mem::take(&mut state.panic_next) {
+                panic!("a test's panic inside a session call");
+            }
+            body(&mut *state)
+        }));
+        let outcome = outcome.unwrap_or_else(|_| {
+            // A live session's model may be half updated, and the call's
+            // writes never reached the caller: no later call may compute
+            // writes from it. A session not yet live holds only inputs.
+            if live || state.live.is_some() {
+                state.poisoned = true;
+            }
+            Err(Failure::new(
+                porin_result::Panic,
+                "internal error: a porin call panicked (a bug; please report it)".to_owned(),
+            ))
+        });
+        match outcome {
             Ok(()) => {
                 state.last_error.clear();
                 Ok(())
@@ -169,6 +198,21 @@ fn with_session(
                 Err(code)
             }
         }
+    })
+}
+
+/// What every call on a poisoned session fails with (PANIC).
+const POISONED: &str = "an earlier call panicked while the session was live, so its maps may no \
+                        longer be what its policies give: free the session and create a new one";
+
+/// Makes the next call on `session` panic inside its body (after its
+/// handle is checked), as an internal error would. Not part of the C API
+/// (no C symbol): the tests of the poisoning.
+#[doc(hidden)]
+pub fn panic_next_call(session: *mut porin_session) -> porin_result {
+    boundary(|| {
+        session_mut(session)?.panic_next = true;
+        Ok(())
     })
 }
 
@@ -251,6 +295,8 @@ pub extern "C" fn porin_session_new(out: *mut *mut porin_session) -> porin_resul
             target: TargetChoice::default(),
             in_place: HashSet::new(),
             reparse_off: false,
+            poisoned: false,
+            panic_next: false,
         };
         write_out(out, into_handle(session).cast::<porin_session>());
         Ok(())
@@ -1014,6 +1060,9 @@ fn give_update(out: *mut *mut porin_update, update: Update) {
 /// batch edit functions return INVALID_PARAMETER) and
 /// `porin_session_compile` returns its current state. Compile limits are
 /// those set before the first apply; load limits are read at each apply.
+/// A call that panics (an internal error) while the session is live
+/// leaves it unusable: every later call returns PANIC (its maps may no
+/// longer be what its policies give); free it and create a new one.
 /// A change is applied incrementally when it can
 /// be (rules changed, inserted or removed, a text added or removed, the
 /// texts' CiliumCIDRGroups and the set of `log.value`s they name

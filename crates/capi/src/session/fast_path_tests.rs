@@ -331,3 +331,48 @@ fn in_place_applies_equal_full_loads() {
     porin_session_free(fast);
     porin_session_free(full);
 }
+
+/// A call that panics while the session is live poisons it: its model may
+/// be half updated and the caller never got that call's writes, so every
+/// later call fails with PANIC and says why (fail closed) until the
+/// session is freed. Before the session is live, a panic poisons nothing.
+#[test]
+fn a_panic_in_a_live_session_fails_every_later_call() {
+    let last_error = |session: *mut porin_session| {
+        let (mut text, mut len) = (std::ptr::null(), 0usize);
+        assert_eq!(
+            super::porin_session_last_error(session, &mut text, &mut len),
+            porin_result::Ok
+        );
+        // SAFETY: the session's message, valid until its next call.
+        let bytes = unsafe { std::slice::from_raw_parts(text.cast::<u8>(), len) };
+        String::from_utf8_lossy(bytes).into_owned()
+    };
+    let session = session_with_inventory();
+    // Not live yet: the panic is reported, the session stays usable.
+    assert_eq!(super::panic_next_call(session), porin_result::Ok);
+    let (result, update) = try_apply(session, &policy(8, 9_000));
+    assert_eq!(result, porin_result::Panic);
+    assert!(update.is_null());
+    porin_update_free(apply(session, &policy(8, 9_000)));
+    // Live: the panic poisons it.
+    assert_eq!(super::panic_next_call(session), porin_result::Ok);
+    let (result, _) = try_apply(session, &policy(8, 9_001));
+    assert_eq!(result, porin_result::Panic);
+    assert!(
+        last_error(session).contains("internal error"),
+        "{}",
+        last_error(session)
+    );
+    for first in [9_001, 9_000] {
+        let (result, update) = try_apply(session, &policy(8, first));
+        assert_eq!(result, porin_result::Panic);
+        assert!(update.is_null());
+        assert!(
+            last_error(session).contains("free the session"),
+            "{}",
+            last_error(session)
+        );
+    }
+    porin_session_free(session);
+}
