@@ -560,43 +560,38 @@ fn incremental_api(
         target: None,
     };
     session.apply_policy_text("server.yaml", &original, &text_load)?;
-    let apply_toggle = |session: &mut Session, text: &str, steps: &mut Vec<Step>| -> Result<()> {
-        for run in 0..2 * runs {
-            let text = if run % 2 == 0 { text } else { &original };
-            let start = Instant::now();
-            let applied = session.apply_policy_text("server.yaml", text, &text_load)?;
-            let secs = start.elapsed().as_secs_f64();
-            if !applied.in_place {
-                bail!("a one-rule change given as bytes was loaded in full");
+    // `2 * runs` applies alternating `text` and `base`, ending on `base`, each required in place.
+    let apply_toggle =
+        |session: &mut Session, (text, base): (&str, &str), steps: &mut Vec<Step>| -> Result<()> {
+            for run in 0..2 * runs {
+                let text = if run % 2 == 0 { text } else { base };
+                let start = Instant::now();
+                let applied = session.apply_policy_text("server.yaml", text, &text_load)?;
+                let secs = start.elapsed().as_secs_f64();
+                if !applied.in_place {
+                    bail!("a one-rule change given as bytes was loaded in full");
+                }
+                steps.push(step(&applied.update, 0.0, secs));
             }
-            steps.push(step(&applied.update, 0.0, secs));
-        }
-        Ok(())
-    };
+            Ok(())
+        };
     let applied = &mut result.text_apply;
-    apply_toggle(&mut session, &changed, &mut applied.rule_change)?;
+    let front = with_rule_inserted(&original);
+    for (text, steps) in [
+        (&changed, &mut applied.rule_change),
+        (&front, &mut applied.rule_insert),
+        (&inserted, &mut applied.rule_insert_middle),
+        (&ported, &mut applied.port_line_add),
+    ] {
+        apply_toggle(&mut session, (text, &original), steps)?;
+    }
+    // The CIDR rule's port, the rule in place (put in and taken out untimed).
+    session.apply_policy_text("server.yaml", &with_cidr, &text_load)?;
     apply_toggle(
         &mut session,
-        &with_rule_inserted(&original),
-        &mut applied.rule_insert,
+        (&cidr_ported, &with_cidr),
+        &mut applied.cidr_port_change,
     )?;
-    apply_toggle(&mut session, &inserted, &mut applied.rule_insert_middle)?;
-    apply_toggle(&mut session, &ported, &mut applied.port_line_add)?;
-    session.apply_policy_text("server.yaml", &with_cidr, &text_load)?;
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 {
-            &cidr_ported
-        } else {
-            &with_cidr
-        };
-        let start = Instant::now();
-        let done = session.apply_policy_text("server.yaml", text, &text_load)?;
-        let secs = start.elapsed().as_secs_f64();
-        if !done.in_place {
-            bail!("a CIDR rule's port given as bytes was loaded in full");
-        }
-        applied.cidr_port_change.push(step(&done.update, 0.0, secs));
-    }
     session.apply_policy_text("server.yaml", &original, &text_load)?;
     let extra = extra_policy_yaml();
     for _ in 0..runs {

@@ -781,13 +781,27 @@ impl Session {
     /// loaded text), compiled once: adding texts one by one recompiles at
     /// each (a new text is not an incremental change).
     pub fn with_policies(
-        mut inventory: Inventory,
+        inventory: Inventory,
         texts: Vec<(String, LoadOutcome)>,
+        limits: CompileLimits,
+    ) -> Result<Self, SessionError> {
+        let texts = texts
+            .into_iter()
+            .map(|(name, outcome)| (name, outcome, None))
+            .collect();
+        Self::with_texts(inventory, texts, limits)
+    }
+
+    /// [`Self::with_policies`], each text with how it was loaded when
+    /// known (`Session::with_policy_texts`).
+    pub(super) fn with_texts(
+        mut inventory: Inventory,
+        texts: Vec<(String, LoadOutcome, Option<Reparse>)>,
         limits: CompileLimits,
     ) -> Result<Self, SessionError> {
         let mut names = BTreeSet::new();
         let mut kept = Vec::with_capacity(texts.len());
-        for (name, outcome) in texts {
+        for (name, outcome, reparse) in texts {
             if outcome.has_errors() {
                 return Err(SessionError::Policy(outcome.diagnostics));
             }
@@ -797,7 +811,7 @@ impl Session {
             kept.push(PolicyText {
                 name,
                 outcome,
-                reparse: None,
+                reparse,
             });
         }
         inventory.finish()?;
@@ -1077,9 +1091,7 @@ impl Session {
         // The caller planned the edit under limits and a target the
         // session does not know: the text's kept load (and its parse's
         // budget, which the edit changed) no longer describes it.
-        if let Some(text) = self.texts.iter_mut().find(|t| t.name == name) {
-            text.reparse = None;
-        }
+        self.set_reparse(name, None);
         Some(result)
     }
 
@@ -1090,6 +1102,14 @@ impl Session {
             .iter()
             .find(|t| t.name == name)
             .and_then(|t| t.reparse.as_ref())
+    }
+
+    /// Takes out how the text `name` was loaded (it is then not known).
+    pub(super) fn take_reparse(&mut self, name: &str) -> Option<Reparse> {
+        self.texts
+            .iter_mut()
+            .find(|t| t.name == name)
+            .and_then(|t| t.reparse.take())
     }
 
     /// Records how the text `name` (which the session holds) was loaded

@@ -199,6 +199,16 @@ fn peer_yaml(out: &mut String, item: &Item) {
     };
 }
 
+/// An ingress allow item from `peer` on `ports` (see [`Item`]).
+fn ingress(peer: u8, ports: u8) -> Item {
+    Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports,
+    }
+}
+
 fn text_yaml(index: u8, text: &Text) -> String {
     let mut out = format!(
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
@@ -787,12 +797,6 @@ fn common_changes_are_incremental() {
 /// equals one given each text's full load by `set_policy`.
 #[test]
 fn texts_applied_as_bytes_are_edited_in_place_when_loaded_the_same_way() {
-    let item = |peer: u8, ports: u8| Item {
-        egress: false,
-        deny: false,
-        peer,
-        ports,
-    };
     let text = |items: Vec<Item>| {
         text_yaml(
             0,
@@ -833,9 +837,14 @@ fn texts_applied_as_bytes_are_edited_in_place_when_loaded_the_same_way() {
             assert_eq!(session.compiled(), reference.compiled(), "{yaml}");
             applied.in_place
         };
-    let base = text(vec![item(1, 1), item(2, 2), item(3, 3)]);
-    let changed = text(vec![item(1, 1), item(2, 4), item(3, 3)]);
-    let inserted = text(vec![item(0, 2), item(1, 1), item(2, 4), item(3, 3)]);
+    let base = text(vec![ingress(1, 1), ingress(2, 2), ingress(3, 3)]);
+    let changed = text(vec![ingress(1, 1), ingress(2, 4), ingress(3, 3)]);
+    let inserted = text(vec![
+        ingress(0, 2),
+        ingress(1, 1),
+        ingress(2, 4),
+        ingress(3, 3),
+    ]);
     // New, then a port change, an insertion before the first rule and its
     // removal: in place.
     assert!(!apply((&mut session, &mut reference), &base, &default));
@@ -923,12 +932,6 @@ fn texts_applied_as_bytes_are_edited_in_place_when_loaded_the_same_way() {
 /// their full loads; a text with errors is refused.
 #[test]
 fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
-    let item = |peer: u8, ports: u8| Item {
-        egress: false,
-        deny: false,
-        peer,
-        ports,
-    };
     let text = |n: u8, items: Vec<Item>| {
         text_yaml(
             n,
@@ -945,8 +948,8 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
     }
     let load = TextLoad::default();
     let (t0, t1) = (
-        text(0, vec![item(1, 1), item(2, 2)]),
-        text(1, vec![item(0, 3)]),
+        text(0, vec![ingress(1, 1), ingress(2, 2)]),
+        text(1, vec![ingress(0, 3)]),
     );
     let mut session = Session::with_policy_texts(
         inventory.clone(),
@@ -965,7 +968,7 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
     )
     .unwrap();
     assert_eq!(session.compiled(), reference.compiled());
-    let changed = text(0, vec![item(1, 1), item(2, 4)]);
+    let changed = text(0, vec![ingress(1, 1), ingress(2, 4)]);
     let applied = session.apply_policy_text("t0", &changed, &load).unwrap();
     assert!(
         applied.in_place,
@@ -994,16 +997,10 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
 /// set out). Every step equals the batch (`check`).
 #[test]
 fn a_cidr_rules_port_change_lowers_that_item_alone() {
-    let item = |peer: u8, ports: u8| Item {
-        egress: false,
-        deny: false,
-        peer,
-        ports,
-    };
     let base = Text {
         log: 0,
         subject: 0,
-        items: vec![item(6, 1), item(1, 2), item(11, 3), item(9, 1)],
+        items: vec![ingress(6, 1), ingress(1, 2), ingress(11, 3), ingress(9, 1)],
     };
     let steps = vec![
         Step::AddEndpoint(0, 0, 0, false),

@@ -34,24 +34,18 @@ impl Session {
         load: &TextLoad,
         limits: crate::limits::CompileLimits,
     ) -> Result<Self, SessionError> {
-        let mut loaded = Vec::new();
-        let mut budgets = Vec::new();
-        for (name, text) in texts {
-            let outcome = load.load(name, text);
-            budgets.push((name, Budget::of(&outcome, name)));
-            loaded.push((name.to_owned(), outcome));
-        }
-        let mut session = Self::with_policies(inventory, loaded, limits)?;
-        for (name, budget) in budgets {
-            session.set_reparse(
-                name,
-                Some(Reparse {
+        let texts = texts
+            .into_iter()
+            .map(|(name, text)| {
+                let outcome = load.load(name, text);
+                let reparse = Reparse {
                     load: load.clone(),
-                    budget,
-                }),
-            );
-        }
-        Ok(session)
+                    budget: Budget::of(&outcome, name),
+                };
+                (name.to_owned(), outcome, Some(reparse))
+            })
+            .collect();
+        Self::with_texts(inventory, texts, limits)
     }
 
     /// Adds the policy text `name` from its bytes, or replaces the text of
@@ -78,8 +72,7 @@ impl Session {
             // Forgotten while the edit runs: a panic inside it (which the
             // C API catches, keeping the session) must not leave the old
             // budget beside the new text.
-            let kept = self.reparse_of(name).cloned();
-            self.set_reparse(name, None);
+            let kept = self.take_reparse(name);
             match self.edit_text(name, edit) {
                 Some(Ok(update)) => {
                     self.set_reparse(
