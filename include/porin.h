@@ -363,8 +363,9 @@ enum porin_limit
    */
   PORIN_LIMIT_IDENTITIES = 204,
   /*
-   Most selector evaluations, distinct selectors × identities
-   (`--max-selector-evaluations`).
+   Most selector evaluations: identities tested against selectors
+   after the label index narrows them, by a compile and by each update
+   of a live session (`--max-selector-evaluations`).
    */
   PORIN_LIMIT_SELECTOR_EVALUATIONS = 205,
   /*

@@ -62,8 +62,9 @@ pub enum porin_limit {
     CidrPrefixes = 203,
     /// Most identities (`--max-identities`).
     Identities = 204,
-    /// Most selector evaluations, distinct selectors × identities
-    /// (`--max-selector-evaluations`).
+    /// Most selector evaluations: identities tested against selectors
+    /// after the label index narrows them, by a compile and by each update
+    /// of a live session (`--max-selector-evaluations`).
     SelectorEvaluations = 205,
     /// Most policy-map key insertions for one endpoint, an upper bound
     /// checked before its map state is built (`--max-insertions-per-endpoint`).

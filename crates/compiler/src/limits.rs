@@ -234,19 +234,24 @@ impl CompileLimits {
         self.check(Limit::Identities, wide(identities), None)
     }
 
-    /// The live session's check after an update, given the number of
-    /// distinct selectors it keeps between updates: the identity count and
-    /// the conservative estimate of selector work (distinct selectors ×
-    /// identities). The session's resolver is not budgeted per evaluation
-    /// the way a batch compile's is, so it keeps the older, stricter bound.
-    pub fn check_identity_work(
+    /// A live session's check within an update: the identity count, and
+    /// the identities the update itself tested against selectors (`cache`
+    /// counts them from the update's start,
+    /// [`SelectorCache::count_from_now`]: the new selectors' resolution
+    /// through the label index and a new identity's tests against the
+    /// selectors that may select it), under the budget of
+    /// [`CompileLimits::max_selector_evaluations`]. The session's build is
+    /// counted as a batch compile's. (Distinct selectors × identities, the
+    /// estimate this check used before, refused the first pod added beside
+    /// ~22,400 CIDR rules, which the batch compile and each update resolve
+    /// in a small fraction of the budget.)
+    pub fn check_update_work(
         &self,
-        distinct_selectors: usize,
         identities: usize,
+        cache: &SelectorCache,
     ) -> Result<(), CompileError> {
         self.check(Limit::Identities, wide(identities), None)?;
-        let work = wide(distinct_selectors).saturating_mul(wide(identities));
-        self.check(Limit::SelectorEvaluations, work, None)
+        self.check(Limit::SelectorEvaluations, cache.work(), None)
     }
 
     /// Before an endpoint's map state is built from its resolved L4

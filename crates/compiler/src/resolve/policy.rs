@@ -306,6 +306,22 @@ impl SelectorCache {
         self.budget.is_some_and(|budget| self.work > budget)
     }
 
+    /// Counts from zero under `budget` (a live session, at the start of
+    /// each update): a session bounds each update's own tests, as a batch
+    /// compile bounds its resolution's, so the count of a long-lived
+    /// session's earlier updates never refuses a later one.
+    pub fn count_from_now(&mut self, budget: Option<u64>) {
+        self.work = 0;
+        self.budget = budget;
+    }
+
+    /// Adds `tests` identities tested against selectors outside the
+    /// cache's own interning (a session testing a new identity against the
+    /// selectors that may select it).
+    pub fn add_work(&mut self, tests: u64) {
+        self.work = self.work.saturating_add(tests);
+    }
+
     /// The id of a selector already interned.
     pub fn id_of(&self, selector: &Selector) -> Option<SelectorId> {
         self.ids.get(selector).copied()

@@ -405,8 +405,9 @@ impl PeerIndex {
         rename(&mut self.always);
     }
 
-    /// The selectors that select an identity with `labels`.
-    fn matching(&self, cache: &SelectorCache, labels: &LabelSet) -> Vec<SelectorId> {
+    /// The selectors that select an identity with `labels`, and how many
+    /// were tested (the candidates).
+    fn matching(&self, cache: &SelectorCache, labels: &LabelSet) -> (Vec<SelectorId>, u64) {
         let mut candidates: BTreeSet<SelectorId> = self.always.iter().copied().collect();
         let mut has_cidr = false;
         for label in labels.iter() {
@@ -436,6 +437,7 @@ impl PeerIndex {
         if has_cidr {
             candidates.extend(self.cidr.iter().copied());
         }
+        let tested = u64::try_from(candidates.len()).unwrap_or(u64::MAX);
         let found: Vec<SelectorId> = candidates
             .into_iter()
             .filter(|id| cache.selector(*id).matches(labels))
@@ -448,7 +450,7 @@ impl PeerIndex {
                 .collect();
             debug_assert_eq!(found, every, "the peer index misses a selector");
         }
-        found
+        (found, tested)
     }
 
     /// Identity `id` with `labels` joins (`add`) or leaves the selections
@@ -461,7 +463,8 @@ impl PeerIndex {
         (labels, id): (&LabelSet, u32),
         add: bool,
     ) -> Vec<SelectorId> {
-        let selectors = self.matching(cache, labels);
+        let (selectors, tested) = self.matching(cache, labels);
+        cache.add_work(tested);
         for &selector in &selectors {
             let before = cache.selection(selector).len();
             if add {
@@ -514,10 +517,6 @@ struct Model {
     /// terms, an identity change by the selections it changes, instead of
     /// a pass over every filter.
     bounds: KeptBounds,
-    /// Uses of each subject and peer selector by the rules: its length is
-    /// the number of distinct ones (`CompileLimits::check_identities`),
-    /// kept as rules change instead of counted over every rule again.
-    selector_uses: HashMap<Selector, usize>,
     /// Whether some endpoint has a namespace (`Resolver::allows_localhost`
     /// reads it).
     any_namespace: bool,
@@ -650,8 +649,6 @@ impl Model {
         if self.lowered.rules[index] == rule {
             return;
         }
-        count_selectors(&mut self.selector_uses, &self.lowered.rules[index], false);
-        count_selectors(&mut self.selector_uses, &rule, true);
         index_filters(
             &mut self.filter_rules,
             &self.lowered.rules[index],
@@ -978,7 +975,7 @@ impl Session {
     /// text of that name. A text with errors is refused with its
     /// diagnostics and changes nothing.
     pub fn set_policy(&mut self, name: &str, outcome: LoadOutcome) -> Result<Update, SessionError> {
-        self.model.pins_undo.clear();
+        self.begin_update();
         if outcome.has_errors() {
             return Err(SessionError::Policy(outcome.diagnostics));
         }
@@ -1128,7 +1125,7 @@ impl Session {
         edit: porin_model::reparse::Edit,
     ) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
-        self.model.pins_undo.clear();
+        self.begin_update();
         if edit.kind() != EditKind::Replace {
             return self.edit_moving(position, edit);
         }
@@ -1309,7 +1306,7 @@ impl Session {
     /// Removes the policy text `name`; `None` when there is none.
     pub fn remove_policy(&mut self, name: &str) -> Option<Result<Update, SessionError>> {
         let position = self.texts.iter().position(|t| t.name == name)?;
-        self.model.pins_undo.clear();
+        self.begin_update();
         let removed = self.texts.remove(position);
         // A CIDR group's labels reach every text's CIDR identities: a text
         // with groups goes by a full rebuild.
@@ -1328,6 +1325,17 @@ impl Session {
             drop_later(removed);
         }
         Some(result)
+    }
+
+    /// What every update does first: forgets the last update's pins to
+    /// undo, and counts the selector work from zero under the budget
+    /// (`CompileLimits::check_update_work`).
+    fn begin_update(&mut self) {
+        self.model.pins_undo.clear();
+        self.model
+            .parts
+            .cache
+            .count_from_now(Some(self.limits.max_selector_evaluations));
     }
 
     /// Adds one endpoint.
@@ -1957,7 +1965,7 @@ impl Session {
             let selecting = |id: u32| {
                 table
                     .get(id)
-                    .map(|info| peer_index.matching(cache, &info.labels))
+                    .map(|info| peer_index.matching(cache, &info.labels).0)
                     .unwrap_or_default()
             };
             let (mut new_record, changes, folded, replayed) = redistill(
@@ -1998,6 +2006,11 @@ impl Session {
                 "the ops of state {key:?} are out of the selectors' order"
             );
         }
+        // The update's new selectors were resolved under the budget (here
+        // and before): past it, some selected nothing
+        // (`SelectorCache::intern`), and the caller restores the session.
+        self.limits
+            .check_update_work(self.model.table.identities.len(), &self.model.parts.cache)?;
         self.check_total(state_changes.iter().map(|(key, _)| key))?;
         update.deltas = self.deltas_for(&state_changes);
         Ok(update)
@@ -2450,7 +2463,7 @@ impl Session {
         }
         parts.cache.forget_index();
         self.limits
-            .check_identity_work(model.selector_uses.len(), model.table.identities.len())?;
+            .check_update_work(model.table.identities.len(), &parts.cache)?;
         Ok(())
     }
 
@@ -2609,7 +2622,6 @@ impl Session {
             for (index, old) in model.lowered.rules[r..r + n].iter().enumerate() {
                 let index = r + index;
                 touched.extend(filter_keys(old));
-                count_selectors(&mut model.selector_uses, old, false);
                 index_filters(&mut model.filter_rules, old, index, false);
                 if let Some(list) = model.subjects.get_mut(&old.subject) {
                     list.retain(|i| *i != index);
@@ -2698,7 +2710,6 @@ impl Session {
             for (index, rule) in rules.iter().enumerate() {
                 let index = r + index;
                 touched.extend(filter_keys(rule));
-                count_selectors(&mut model.selector_uses, rule, true);
                 index_filters(&mut model.filter_rules, rule, index, true);
                 let list = model.subjects.entry(rule.subject.clone()).or_default();
                 let at = list.partition_point(|i| *i < index);
@@ -2884,6 +2895,10 @@ impl Session {
         &mut self,
         endpoint: &Endpoint,
     ) -> Result<Option<Update>, SessionError> {
+        self.model
+            .parts
+            .cache
+            .count_from_now(Some(self.limits.max_selector_evaluations));
         if self.model.has_tiers()
             || endpoint.identity.is_some()
             || endpoint.identity_labels.is_some()
@@ -2969,7 +2984,7 @@ impl Session {
         model.parts.cache.forget_index();
         if new_identity {
             self.limits
-                .check_identity_work(model.selector_uses.len(), model.table.identities.len())?;
+                .check_identities(&[], model.table.identities.len())?;
         }
 
         let mut update = Update::incremental(Vec::new());
@@ -3002,6 +3017,17 @@ impl Session {
                 (&labels, identity),
                 true,
             );
+            // Every distinct subject was tested, as the peers' candidates.
+            parts
+                .cache
+                .add_work(u64::try_from(model.subjects.len()).unwrap_or(u64::MAX));
+            if let Err(e) = self
+                .limits
+                .check_update_work(model.table.identities.len(), &parts.cache)
+            {
+                model.parts = parts;
+                return Err(e.into());
+            }
             let resolver =
                 Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
             // The states whose ops name a gained selector (no other
@@ -4502,8 +4528,19 @@ fn build(
     let table =
         IdentityTable::allocate_with_groups(&inventory, &lowered.prefixes, &lowered.cidr_groups)?;
     limits.check_identities(&lowered.rules, table.identities.len())?;
-    let resolver = Resolver::new(&lowered.rules, &table, &inventory)
+    // Under the batch's selector budget (`Compilation::plan`), refused as
+    // it refuses.
+    let budget = limits.max_selector_evaluations;
+    let resolver = Resolver::with_selector_budget(&lowered.rules, &table, &inventory, Some(budget))
         .with_localhost_origin(lowered.localhost_origin);
+    if resolver.cache.over_budget() {
+        return Err(CompileError::Limit {
+            limit: crate::limits::Limit::SelectorEvaluations,
+            given: resolver.cache.work(),
+            max: budget,
+            endpoint: None,
+        });
+    }
     // ClusterNetworkPolicy tiers (Cilium 1.20), as the batch compile
     // builds them (`Compilation::run`).
     let tiers = (!lowered.tier_rules.rules.is_empty()).then(|| {
@@ -4586,10 +4623,6 @@ fn build(
             .iter()
             .flat_map(|e| e.ips.iter().copied()),
     );
-    let mut selector_uses = HashMap::new();
-    for rule in &lowered.rules {
-        count_selectors(&mut selector_uses, rule, true);
-    }
     let mut filter_rules = BTreeMap::new();
     for (index, rule) in lowered.rules.iter().enumerate() {
         index_filters(&mut filter_rules, rule, index, true);
@@ -4631,7 +4664,6 @@ fn build(
             filter_rules,
             bounds,
             features,
-            selector_uses,
             any_namespace,
             tier_enforced,
             addresses,
@@ -4664,27 +4696,6 @@ fn index_filters(
             }
             if list.is_empty() {
                 index_of.remove(&key);
-            }
-        }
-    }
-}
-
-/// Counts the subject and peer selectors of `rule` in (`add`) or out of
-/// `uses`; a selector no rule uses any more leaves it.
-fn count_selectors(uses: &mut HashMap<Selector, usize>, rule: &PolicyRule, add: bool) {
-    for selector in std::iter::once(&rule.subject).chain(rule.peers.iter().flatten()) {
-        if add {
-            // Cloned only when new: most insertions reuse selectors.
-            match uses.get_mut(selector) {
-                Some(n) => *n += 1,
-                None => {
-                    uses.insert(selector.clone(), 1);
-                }
-            }
-        } else if let Some(n) = uses.get_mut(selector) {
-            *n -= 1;
-            if *n == 0 {
-                uses.remove(selector);
             }
         }
     }

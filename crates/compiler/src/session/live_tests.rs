@@ -2137,3 +2137,86 @@ fn network_policy_and_ccnp_texts_move_as_blocks() {
         .collect();
     assert_eq!(full, Vec::<usize>::new(), "{paths:?}");
 }
+
+/// The selector budget (`max_selector_evaluations`) bounds what a batch
+/// compile of the session's inputs tests at its build, and what each
+/// update tests itself, both through the label indexes. The estimate the
+/// session used before (distinct selectors × identities, after every
+/// identity add) refused the first pod added beside ~22,400 CIDR rules,
+/// after a full rebuild (session 25).
+#[test]
+fn the_selector_budget_counts_each_updates_own_work() {
+    let limits = LoadLimits::default();
+    // A rule from `peers`, then rules from 60 CIDR peers, selecting
+    // `app: a`.
+    let text = |peers: &str| {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {{name: t0}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  ingress:\n  - {peers}\n"
+        );
+        for n in 0..60 {
+            let _ = writeln!(out, "  - fromCIDR: [192.0.2.{n}/32]");
+        }
+        out
+    };
+    let narrow = "fromEndpoints: [{matchLabels: {app: b}}]";
+    let mut inventory = Inventory::new();
+    inventory.endpoints.push(endpoint(0, 0, 0, true));
+    let budget = 400;
+    let mut compile_limits = CompileLimits::default();
+    compile_limits.set(crate::limits::Limit::SelectorEvaluations, budget);
+    let mut session = Session::with_policies(
+        inventory,
+        vec![("t0".to_owned(), load_str("t0.yaml", &text(narrow), &limits))],
+        compile_limits.clone(),
+    )
+    .expect("the batch's work is within the budget");
+    // More than the budget by the old estimate.
+    let identities = session.compiled().identities.len();
+    assert!(62 * identities > 400, "{identities} identities");
+    for n in 1..4 {
+        let update = session
+            .add_endpoint(endpoint(n, 1, 0, true))
+            .expect("a pod whose tests fit the budget");
+        assert_eq!(update.path, UpdatePath::Incremental);
+    }
+    let batch = compile_with_limits(&session.inputs(), &session.inventory(), &compile_limits)
+        .expect("the batch accepts the same inputs");
+    assert_eq!(session.compiled(), batch);
+
+    // The first rule's peers become the 17 prefixes that contain the 60:
+    // each tests the 60 CIDR identities, more than the budget in one
+    // update (one item changed). Refused, the session as it was.
+    let unnarrowed = format!(
+        "fromCIDR: [{}]",
+        (8..=24)
+            .map(|len| format!("192.0.0.0/{len}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let before = session.compiled();
+    let refused = session.apply_policy_text("t0", &text(&unnarrowed), &TextLoad::default());
+    match refused {
+        Err(super::SessionError::Compile(crate::error::CompileError::Limit { limit, .. })) => {
+            assert_eq!(limit, crate::limits::Limit::SelectorEvaluations);
+        }
+        other => panic!("expected the selector budget to refuse: {other:?}"),
+    }
+    assert_eq!(session.compiled(), before);
+    // A session's build refuses it, as the batch compile does
+    // (`Compilation::plan`).
+    let outcome = load_str("t0.yaml", &text(&unnarrowed), &limits);
+    let inventory = session.inventory().into_owned();
+    let built = Session::with_policies(inventory, vec![("t0".to_owned(), outcome)], compile_limits);
+    assert!(
+        matches!(
+            built,
+            Err(super::SessionError::Compile(
+                crate::error::CompileError::Limit {
+                    limit: crate::limits::Limit::SelectorEvaluations,
+                    ..
+                }
+            ))
+        ),
+        "{built:?}"
+    );
+}
