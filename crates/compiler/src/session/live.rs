@@ -151,6 +151,14 @@ struct TextSpan {
     log_values: BTreeSet<String>,
 }
 
+/// What a text's prefix set lost and gained (each sorted, disjoint from
+/// the other).
+#[derive(Debug, Default)]
+struct PrefixDelta {
+    removed: Vec<IpNetwork>,
+    added: Vec<IpNetwork>,
+}
+
 /// A text lowered alone, its origin ids moved to where they sit in the
 /// whole lowering.
 struct TextLowering {
@@ -1574,10 +1582,8 @@ impl Session {
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
-        // The text's new prefix set, when it changed (the whole-text path
-        // only: an item changed in place names the prefixes it named,
-        // `super::items`).
-        let mut prefix_change: Option<BTreeSet<IpNetwork>> = None;
+        // What the text's prefix set lost and gained, when it changed.
+        let mut prefix_change: Option<PrefixDelta> = None;
         let model = &mut self.model;
         if let Some(items) = items {
             // Lines moved: every other item's origin is the same but for
@@ -1606,7 +1612,11 @@ impl Session {
                     }
                 }
             }
+            // The prefixes the changed items named before and name now.
+            let (mut named_before, mut named) = (BTreeSet::new(), BTreeSet::new());
             for item in items {
+                named_before.extend(item.named_before);
+                named.extend(item.prefixes);
                 let index = span.rules.start + item.position;
                 if model.lowered.rules[index] != item.rule {
                     changed.push(index);
@@ -1621,6 +1631,18 @@ impl Session {
                 if model.lowered.origins[at] != item.origin {
                     origins_changed = true;
                     model.lowered.origins[at] = item.origin;
+                }
+            }
+            if named_before != named {
+                let delta =
+                    self.item_prefixes(position, &span, named_before.difference(&named), &named);
+                if !delta.removed.is_empty() || !delta.added.is_empty() {
+                    if !prefixes_incremental {
+                        // Only the rules were replaced; the caller
+                        // recompiles in full.
+                        return Ok(None);
+                    }
+                    prefix_change = Some(delta);
                 }
             }
         } else {
@@ -1644,7 +1666,18 @@ impl Session {
             if lowering.prefixes != span.prefixes {
                 // Their CIDR identities follow once the rules' peers are
                 // interned (below).
-                prefix_change = Some(lowering.prefixes.clone());
+                prefix_change = Some(PrefixDelta {
+                    removed: span
+                        .prefixes
+                        .difference(&lowering.prefixes)
+                        .copied()
+                        .collect(),
+                    added: lowering
+                        .prefixes
+                        .difference(&span.prefixes)
+                        .copied()
+                        .collect(),
+                });
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -1687,6 +1720,7 @@ impl Session {
                 shift_spans(&mut spans[position + 1..], (0, 0, delta));
             }
         }
+        let model = &mut self.model;
         self.limits
             .check_lowered(&model.lowered.rules, model.lowered.prefixes.len())?;
 
@@ -1738,9 +1772,9 @@ impl Session {
             model.parts = parts;
             return Ok(None);
         }
-        if let Some(prefixes) = prefix_change {
+        if let Some(delta) = prefix_change {
             let changed = self
-                .change_text_prefixes(position, &mut parts, prefixes)
+                .move_text_prefixes(position, &mut parts, &delta)
                 .and_then(|()| {
                     let model = &self.model;
                     Ok(self
@@ -2299,6 +2333,50 @@ impl Session {
         moved
     }
 
+    /// What the prefix set of the text at `position` (the new text, its
+    /// changed items' rules already replaced) lost and gained when items
+    /// changed in place: the prefixes `dropped` the items no longer name
+    /// go, and those they name (`named`) come. As for a removed item
+    /// (`Self::settle_removal`): every prefix an item names is a
+    /// requirement of one of its rule's peer selectors, so a dropped
+    /// prefix that no rule of the text has a requirement on left the
+    /// text; else the text is lowered for its set (exact either way). (A
+    /// text holding CIDR groups never takes the item path,
+    /// `super::items::changed_items`; another text's groups are in its
+    /// own span's set, which `Self::move_text_prefixes` reads.)
+    fn item_prefixes<'p>(
+        &self,
+        position: usize,
+        span: &TextSpan,
+        dropped: impl Iterator<Item = &'p IpNetwork>,
+        named: &BTreeSet<IpNetwork>,
+    ) -> PrefixDelta {
+        let dropped: Vec<IpNetwork> = dropped.copied().collect();
+        let keys: Vec<SelectorKey> = dropped.iter().map(|p| cidr_selector_key(*p)).collect();
+        let elsewhere = self.model.lowered.rules[span.rules.clone()]
+            .iter()
+            .flat_map(|rule| rule.peers.iter().flatten())
+            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        if elsewhere {
+            let prefixes = super::items::text_prefixes(&self.texts[position].outcome, self.scope());
+            return PrefixDelta {
+                removed: span.prefixes.difference(&prefixes).copied().collect(),
+                added: prefixes.difference(&span.prefixes).copied().collect(),
+            };
+        }
+        PrefixDelta {
+            removed: dropped
+                .into_iter()
+                .filter(|p| span.prefixes.contains(p))
+                .collect(),
+            added: named
+                .iter()
+                .filter(|p| !span.prefixes.contains(p))
+                .copied()
+                .collect(),
+        }
+    }
+
     /// The text at `position` now names the policy prefixes `prefixes`:
     /// its span and the model's prefix set follow, the CIDR identities of
     /// prefixes no text names any more go ([`Self::lose_prefixes`]), then
@@ -2312,17 +2390,46 @@ impl Session {
         parts: &mut ResolverParts,
         prefixes: BTreeSet<IpNetwork>,
     ) -> Result<(), SessionError> {
+        let Some(span) = self.span(position) else {
+            return Ok(());
+        };
+        let delta = PrefixDelta {
+            removed: span.prefixes.difference(&prefixes).copied().collect(),
+            added: prefixes.difference(&span.prefixes).copied().collect(),
+        };
+        self.move_text_prefixes(position, parts, &delta)
+    }
+
+    /// [`Self::change_text_prefixes`] given what the text's set lost and
+    /// gained: the work of the prefixes that changed, not of the text's
+    /// whole set (a prefix changed in one of 4,096 `fromCIDR` items).
+    fn move_text_prefixes(
+        &mut self,
+        position: usize,
+        parts: &mut ResolverParts,
+        delta: &PrefixDelta,
+    ) -> Result<(), SessionError> {
         let model = &mut self.model;
         let Some(spans) = &mut model.spans else {
             return Ok(());
         };
-        let old = std::mem::replace(&mut spans[position].prefixes, prefixes);
+        let span = &mut spans[position].prefixes;
+        for prefix in &delta.removed {
+            span.remove(prefix);
+        }
+        span.extend(delta.added.iter().copied());
         let spans = &spans[..];
         let named = |prefix: &IpNetwork| spans.iter().any(|span| span.prefixes.contains(prefix));
-        let dropped: Vec<IpNetwork> = old.iter().filter(|p| !named(p)).copied().collect();
-        let taken: Vec<IpNetwork> = spans[position]
-            .prefixes
-            .difference(&model.lowered.prefixes)
+        let dropped: Vec<IpNetwork> = delta
+            .removed
+            .iter()
+            .filter(|p| !named(p))
+            .copied()
+            .collect();
+        let taken: Vec<IpNetwork> = delta
+            .added
+            .iter()
+            .filter(|p| !model.lowered.prefixes.contains(p))
             .copied()
             .collect();
         for prefix in &dropped {

@@ -991,12 +991,13 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
     ));
 }
 
-/// A CIDR rule's port changed (its prefixes the same, so the text's
-/// prefix set is too) lowers that item alone, compared alone or edited in
-/// place; a changed prefix lowers the whole text (which works the prefix
-/// set out). Every step equals the batch (`check`).
+/// A CIDR rule's port or prefix changed lowers that item alone, compared
+/// alone or edited in place: the text's prefix set follows from the
+/// item's prefixes before and after, and a prefix the item no longer
+/// names but another item does stays (the text is then lowered for its
+/// set). Every step equals the batch (`check`).
 #[test]
-fn a_cidr_rules_port_change_lowers_that_item_alone() {
+fn a_cidr_rules_port_or_prefix_change_lowers_that_item_alone() {
     let base = Text {
         log: 0,
         subject: 0,
@@ -1013,6 +1014,14 @@ fn a_cidr_rules_port_change_lowers_that_item_alone() {
         Step::ChangeOne(0, 2, 11, 1),
         // A prefix changed: 192.0.2.128/25 to 10.0.0.0/8.
         Step::ChangeOne(0, 3, 10, 1),
+        // 192.0.2.0/24 to 10.0.0.0/8: the `fromCIDRSet` still names the
+        // /24, which stays.
+        Step::ChangeOne(0, 0, 10, 1),
+        // The `fromCIDRSet` to 192.0.2.128/25: the /24 and its except go,
+        // the /25 comes back.
+        Step::ChangeOne(0, 2, 9, 1),
+        // And back: the /24 and the except again.
+        Step::ChangeOne(0, 2, 11, 2),
     ];
     for reparse in [false, true] {
         let (paths, edited) = run_with(&steps, reparse);
@@ -1020,11 +1029,10 @@ fn a_cidr_rules_port_change_lowers_that_item_alone() {
         // incremental.
         assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
         let lowered: Vec<usize> = paths[3..].iter().map(|(_, n, _)| *n).collect();
-        assert_eq!(lowered, vec![1, 1, 1, 4], "reparse {reparse}: {paths:?}");
+        assert_eq!(lowered, vec![1; 7], "reparse {reparse}: {paths:?}");
         if reparse {
-            // The three port changes in place; the prefix change too (the
-            // re-parse plans it), lowered as a whole text.
-            assert_eq!(edited, 4, "{paths:?}");
+            // Every change in place.
+            assert_eq!(edited, 7, "{paths:?}");
         }
     }
 }
