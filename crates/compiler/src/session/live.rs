@@ -1183,11 +1183,18 @@ impl Session {
             ),
             _ => None,
         };
+        // An item whose prefixes changed may need the text lowered for its
+        // prefix set (`Self::item_prefixes`), which reads the outcome that
+        // a shift beside the work holds: the shift comes first then.
         let following = match (&items, span) {
-            (Some(changed), Some((rules, _))) => changed
-                .items
-                .first()
-                .map_or(0, |item| rules.saturating_sub(item.position + 1)),
+            (Some(changed), Some((rules, _)))
+                if changed.items.iter().all(|i| i.prefixes == i.named_before) =>
+            {
+                changed
+                    .items
+                    .first()
+                    .map_or(0, |item| rules.saturating_sub(item.position + 1))
+            }
             _ => 0,
         };
         let replaced = self.beside_shift(position, line_shift, following, |session| {
@@ -1358,13 +1365,9 @@ impl Session {
                 message: format!("duplicate endpoint `{}`", endpoint.display_name()),
             }));
         }
-        match self.add_endpoint_incrementally(&endpoint) {
-            Ok(Some(update)) => Ok(update),
-            Ok(None) => {
-                let mut inventory = self.inventory.clone();
-                inventory.endpoints.push(endpoint);
-                self.replace_inventory(inventory, "the endpoint needs a full allocation")
-            }
+        let reason = match self.add_endpoint_incrementally(&endpoint) {
+            Ok(Some(update)) => return Ok(update),
+            Ok(None) => "the endpoint needs a full allocation",
             Err(e) => {
                 // Back to the inventory before the call (a namespace entry
                 // it added stays: it names no endpoint, so it changes no
@@ -1372,10 +1375,25 @@ impl Session {
                 self.inventory
                     .endpoints
                     .retain(|e| !(e.namespace == endpoint.namespace && e.name == endpoint.name));
-                self.rebuild("restore")?;
-                Err(e)
+                self.rebuild_held()?;
+                // The add's own tests counted over the budget (it tests
+                // every distinct subject, where the batch's label index
+                // narrows them): the batch compile decides.
+                if !matches!(
+                    e,
+                    SessionError::Compile(CompileError::Limit {
+                        limit: crate::limits::Limit::SelectorEvaluations,
+                        ..
+                    })
+                ) {
+                    return Err(e);
+                }
+                "the endpoint's selector tests are over the budget"
             }
-        }
+        };
+        let mut inventory = self.inventory.clone();
+        inventory.endpoints.push(endpoint);
+        self.replace_inventory(inventory, reason)
     }
 
     /// Removes the endpoint `namespace/name` (or `name`); `None` when there
@@ -1408,10 +1426,10 @@ impl Session {
         }
         let old = self.endpoint_states();
         let previous = std::mem::replace(&mut self.inventory, inventory);
-        let result = self.rebuild_from(old, reason);
+        let result = self.rebuild_from(old, reason, &self.limits.clone());
         if result.is_err() {
             self.inventory = previous;
-            let _ = self.rebuild("restore");
+            let _ = self.rebuild_held();
         }
         result
     }
@@ -1442,14 +1460,27 @@ impl Session {
                 None => self.inventory.cidr_identities.remove(&prefix),
             };
         }
-        self.rebuild("restore")
+        self.rebuild_held()
     }
 
     /// Recompiles everything and gives the difference to the previous
     /// states.
     fn rebuild(&mut self, reason: &'static str) -> Result<Update, SessionError> {
         let old = self.endpoint_states();
-        self.rebuild_from(old, reason)
+        self.rebuild_from(old, reason, &self.limits.clone())
+    }
+
+    /// [`Self::rebuild`] of inputs the session held before a failed call
+    /// (a restore), without the selector budget: updates are each counted
+    /// on their own (`CompileLimits::check_update_work`), so inputs that
+    /// came through them may cost a batch compile more than the budget,
+    /// and a restore that the budget refused would leave the failed call's
+    /// model in place.
+    fn rebuild_held(&mut self) -> Result<Update, SessionError> {
+        let old = self.endpoint_states();
+        let mut limits = self.limits.clone();
+        limits.max_selector_evaluations = u64::MAX;
+        self.rebuild_from(old, "restore", &limits)
     }
 
     /// [`Self::rebuild`] given the states before the change.
@@ -1457,6 +1488,7 @@ impl Session {
         &mut self,
         old: Vec<(String, u32, Arc<MapState>)>,
         reason: &'static str,
+        limits: &CompileLimits,
     ) -> Result<Update, SessionError> {
         let inputs: Vec<PolicyInput<'_>> = self
             .texts
@@ -1464,7 +1496,7 @@ impl Session {
             .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
             .collect();
         let (model, inventory) =
-            build_with_spans(&self.texts, &inputs, self.inventory.clone(), &self.limits)?;
+            build_with_spans(&self.texts, &inputs, self.inventory.clone(), limits)?;
         drop(inputs);
         self.model = model;
         self.inventory = inventory;
@@ -2358,6 +2390,8 @@ impl Session {
             .flat_map(|rule| rule.peers.iter().flatten())
             .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
         if elsewhere {
+            // (Never beside a shift of the text's lines, which holds its
+            // outcome: `Self::edit_text`.)
             let prefixes = super::items::text_prefixes(&self.texts[position].outcome, self.scope());
             return PrefixDelta {
                 removed: span.prefixes.difference(&prefixes).copied().collect(),
