@@ -16,6 +16,8 @@
 //!   given whole (parsed, then `Session::set_policy`, which compares the
 //!   items and lowers the changed one) and as its bytes
 //!   (`Session::apply_policy_text`, which parses only the changed item);
+//! - **rule's prefix, one text**: the same text's first rule from another
+//!   `/32` (as bytes): the text's prefix set loses one and gains one;
 //! - **identity add / remove**: 4,096 rules, 64 of which allow peers
 //!   `app=client`; a pod `app=client` with a label of its own (a new
 //!   identity) appears, then goes.
@@ -309,6 +311,38 @@ fn main() -> Result<(), Failure> {
     println!(
         "                              bytes:   {}   (apply_policy_text: the parse included)",
         spread(&mut bytes)
+    );
+
+    // A rule's prefix changed in the same text: the text's prefix set
+    // loses one and gains one (a CIDR identity goes, one comes).
+    let (mut prefix, mut baseline) = (Vec::new(), Vec::new());
+    let mut written = 0;
+    for run in 0..runs {
+        let mut changed = rules.clone();
+        changed[0].0 = 100_000 + run % 2;
+        let text = cnp("bench", &changed);
+        let before = (**session.state("bench/echo-server").ok_or("no server")?).clone();
+        let start = Instant::now();
+        let applied = session.apply_policy_text("bench", &text, &text_load)?;
+        prefix.push(start.elapsed());
+        if !applied.in_place {
+            return Err("a rule's prefix change given as bytes was loaded in full".into());
+        }
+        expect_incremental(&applied.update)?;
+        written = writes(&applied.update);
+        let (took, batch_writes) = batch(&session, &before)?;
+        baseline.push(took);
+        if batch_writes != written {
+            return Err(format!("{written} writes, the batch gives {batch_writes}").into());
+        }
+    }
+    println!(
+        "rule's prefix (one text)      bytes:   {}   [{written} writes]",
+        spread(&mut prefix)
+    );
+    println!(
+        "                              batch:   {}",
+        spread(&mut baseline)
     );
     Ok(())
 }

@@ -95,7 +95,8 @@ pub struct IdentityInfo {
 /// All identities of a compilation.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct IdentityTable {
-    /// Every identity, sorted by number.
+    /// Every identity, sorted by number (lookups bisect it: a table built
+    /// by hand must keep it sorted).
     pub identities: Vec<IdentityInfo>,
     /// Identity of each inventory endpoint (same order as the inventory).
     pub endpoint_identity: Vec<u32>,

@@ -241,7 +241,11 @@ impl CompileLimits {
     /// through the label index and a new identity's tests against the
     /// selectors that may select it), under the budget of
     /// [`CompileLimits::max_selector_evaluations`]. The session's build is
-    /// counted as a batch compile's. (Distinct selectors × identities, the
+    /// counted as a batch compile's. So updates each within the budget can
+    /// reach inputs whose batch compile it refuses; the session restores
+    /// the inputs it held without it, and an identity add over it goes the
+    /// batch way (it tests every distinct subject, which the batch's label
+    /// index narrows). (Distinct selectors × identities, the
     /// estimate this check used before, refused the first pod added beside
     /// ~22,400 CIDR rules, which the batch compile and each update resolve
     /// in a small fraction of the budget.)

@@ -85,8 +85,9 @@
 //! 3. **An identity goes**: its keys are removed from every state that
 //!    used a selector selecting it; nothing is inserted for it in the
 //!    batch, and the other identities' parts do not depend on it.
-//! 4. **A policy text changes** (the same number of rules and origins, no
-//!    new CIDR prefix, no log cookie): when the change lies in one item's
+//! 4. **A policy text changes** (the same number of rules and origins, its
+//!    CIDR groups and the texts' log values the same; a CIDR prefix that comes or goes
+//!    brings or takes its CIDR identity, as an endpoint's in 2 and 3): when the change lies in one item's
 //!    text (every other item where it was, or moved by the lines the change
 //!    added or removed; no anchor in the file, since an alias copies its
 //!    anchor's node into other items) only that item is compared; when it
@@ -153,12 +154,14 @@
 //!    text's whole lowering (lowered alone, as in 4) appended after the
 //!    other texts' rules and origins or taken out from among them, its
 //!    lowering findings and span with it. Debug builds check the whole
-//!    lowering against `lower` of every text. A text that brings a CIDR
-//!    prefix no other text has (or takes away the last text that had it),
-//!    a log cookie or a CIDR group recompiles (identities or numbering
-//!    across texts change).
-//! 7. **Anything else** (a new CIDR prefix, named
-//!    ports, reserved identities): a full
+//!    lowering against `lower` of every text. A text's CIDR prefixes that
+//!    no other text names come with their CIDR identities (the lowest free
+//!    local numbers, as the allocation gives them when the others are
+//!    pinned) and go with them. A change of a text's own CIDR groups, or
+//!    of which log values the texts name, recompiles (a group's labels
+//!    reach every text's CIDR identities; the cookies are numbered over
+//!    every text's values).
+//! 7. **Anything else** (named ports, reserved identities): a full
 //!    recompile ([`UpdatePath::Full`] says why), whose writes are still the
 //!    exact difference. So is any failure: an update that fails restores
 //!    the previous inputs and model, never half-applies.

@@ -11,11 +11,11 @@
 //! the lowering of the new text is the old one with the differing items'
 //! rules and origins replaced by their own lowering. What is not that
 //! simple (a KNP, a rule without an endpoint selector, a text whose
-//! lowering had diagnostics, an item whose CIDR prefixes changed: the
-//! prefix set is the text's, not the item's) gives `None`, and the session
-//! lowers the whole text as before. An item that names the prefixes it
-//! named before (a `fromCIDR` rule's port changed) leaves the text's set
-//! as it was, and is lowered alone.
+//! lowering had diagnostics) gives `None`, and the session lowers the
+//! whole text as before. An item whose CIDR prefixes changed is lowered
+//! alone too: the text's prefix set follows from the prefixes it named
+//! before and names now (`ItemLowering::named_before`), a prefix another
+//! item also names staying (`Session::item_prefixes`).
 //!
 //! Which items differ is found one of two ways. Narrowed (`narrowed`): an
 //! agent's edit is one change inside one line, and when that line lies in
@@ -49,9 +49,12 @@ pub(super) struct ItemLowering {
     pub position: usize,
     pub rule: PolicyRule,
     pub origin: Origin,
-    /// The item's policy prefixes (for an item changed in place, the ones
-    /// it named before: [`same_prefixes`]).
+    /// The item's policy prefixes.
     pub prefixes: BTreeSet<IpNetwork>,
+    /// Those it named before the change (an item changed in place; empty
+    /// for an inserted one): the session works out the text's new prefix
+    /// set from both (`Session::replace_text`).
+    pub named_before: BTreeSet<IpNetwork>,
 }
 
 /// An item that may differ between the two texts: its document (index in
@@ -144,10 +147,7 @@ pub(super) fn changed_items(
             return None;
         }
         let after = lower_at(new, &c, scope);
-        if !same_prefixes(&before, &after) {
-            return None;
-        }
-        out.push(finish(after, &c, origin_start)?);
+        out.push(finish(after, &c, origin_start, before.prefixes)?);
     }
     Some(ChangedItems {
         items: out,
@@ -205,18 +205,15 @@ fn movable(l: &Lowered) -> bool {
     l.rules.len() == 1 && l.origins.len() == 1 && l.diagnostics.is_empty()
 }
 
-/// Whether an item changed in place names the CIDR prefixes it named
-/// before (a `fromCIDR` rule whose port changed): then the text's prefix
-/// set is the one it had, which the session's path for a changed item
-/// keeps (a changed prefix goes the whole text's way, which works the
-/// set out).
-fn same_prefixes(before: &Lowered, after: &Lowered) -> bool {
-    before.prefixes == after.prefixes
-}
-
-/// The item's lowering with its ids moved to where it sits in the span;
-/// `None` unless it is [`movable`].
-fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<ItemLowering> {
+/// The item's lowering with its ids moved to where it sits in the span
+/// (`named_before`: the prefixes it named before the change); `None`
+/// unless it is [`movable`].
+fn finish(
+    mut after: Lowered,
+    c: &Candidate,
+    origin_start: usize,
+    named_before: BTreeSet<IpNetwork>,
+) -> Option<ItemLowering> {
     if !movable(&after) {
         return None;
     }
@@ -230,6 +227,7 @@ fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<Item
         rule,
         origin,
         prefixes: after.prefixes,
+        named_before,
     })
 }
 
@@ -241,7 +239,7 @@ fn finish(mut after: Lowered, c: &Candidate, origin_start: usize) -> Option<Item
 /// what the narrowed comparison would find, without comparing.
 pub(super) struct EditedItem {
     candidate: Candidate,
-    /// The item's lowering before the edit (its prefixes must stay).
+    /// The item's lowering before the edit (the prefixes it named).
     before: Lowered,
 }
 
@@ -272,11 +270,13 @@ impl EditedItem {
     ) -> Option<ChangedItems> {
         // The session compares it with the rule and origin it holds.
         let after = lower_at(outcome, &self.candidate, scope);
-        if !same_prefixes(&self.before, &after) {
-            return None;
-        }
         Some(ChangedItems {
-            items: vec![finish(after, &self.candidate, origin_start)?],
+            items: vec![finish(
+                after,
+                &self.candidate,
+                origin_start,
+                self.before.prefixes,
+            )?],
             compared: Compared::Edited,
             lines,
         })
@@ -381,7 +381,12 @@ impl MovedByEdit {
         let start = c.position + usize::from(self.inserted);
         let reindexed = start..start + new_len.checked_sub(c.index + usize::from(self.inserted))?;
         let inserted = if self.inserted {
-            Some(finish(lower_at(outcome, c, scope), c, origin_start)?)
+            Some(finish(
+                lower_at(outcome, c, scope),
+                c,
+                origin_start,
+                BTreeSet::new(),
+            )?)
         } else {
             None
         };
@@ -646,7 +651,12 @@ pub(super) fn moved_item(
     let start = candidate.position + usize::from(inserted);
     let reindexed = start..start + (new_len - candidate.index - usize::from(inserted));
     let (lowering, removed_prefixes) = if inserted {
-        let item = finish(lower_at(new, &candidate, scope), &candidate, origin_start)?;
+        let item = finish(
+            lower_at(new, &candidate, scope),
+            &candidate,
+            origin_start,
+            BTreeSet::new(),
+        )?;
         (Some(item), BTreeSet::new())
     } else {
         let removed = lower_at(old, &candidate, scope);

@@ -151,6 +151,14 @@ struct TextSpan {
     log_values: BTreeSet<String>,
 }
 
+/// What a text's prefix set lost and gained (each sorted, disjoint from
+/// the other).
+#[derive(Debug, Default)]
+struct PrefixDelta {
+    removed: Vec<IpNetwork>,
+    added: Vec<IpNetwork>,
+}
+
 /// A text lowered alone, its origin ids moved to where they sit in the
 /// whole lowering.
 struct TextLowering {
@@ -1175,11 +1183,18 @@ impl Session {
             ),
             _ => None,
         };
+        // An item whose prefixes changed may need the text lowered for its
+        // prefix set (`Self::item_prefixes`), which reads the outcome that
+        // a shift beside the work holds: the shift comes first then.
         let following = match (&items, span) {
-            (Some(changed), Some((rules, _))) => changed
-                .items
-                .first()
-                .map_or(0, |item| rules.saturating_sub(item.position + 1)),
+            (Some(changed), Some((rules, _)))
+                if changed.items.iter().all(|i| i.prefixes == i.named_before) =>
+            {
+                changed
+                    .items
+                    .first()
+                    .map_or(0, |item| rules.saturating_sub(item.position + 1))
+            }
             _ => 0,
         };
         let replaced = self.beside_shift(position, line_shift, following, |session| {
@@ -1350,13 +1365,9 @@ impl Session {
                 message: format!("duplicate endpoint `{}`", endpoint.display_name()),
             }));
         }
-        match self.add_endpoint_incrementally(&endpoint) {
-            Ok(Some(update)) => Ok(update),
-            Ok(None) => {
-                let mut inventory = self.inventory.clone();
-                inventory.endpoints.push(endpoint);
-                self.replace_inventory(inventory, "the endpoint needs a full allocation")
-            }
+        let reason = match self.add_endpoint_incrementally(&endpoint) {
+            Ok(Some(update)) => return Ok(update),
+            Ok(None) => "the endpoint needs a full allocation",
             Err(e) => {
                 // Back to the inventory before the call (a namespace entry
                 // it added stays: it names no endpoint, so it changes no
@@ -1364,10 +1375,25 @@ impl Session {
                 self.inventory
                     .endpoints
                     .retain(|e| !(e.namespace == endpoint.namespace && e.name == endpoint.name));
-                self.rebuild("restore")?;
-                Err(e)
+                self.rebuild_held()?;
+                // The add's own tests counted over the budget (it tests
+                // every distinct subject, where the batch's label index
+                // narrows them): the batch compile decides.
+                if !matches!(
+                    e,
+                    SessionError::Compile(CompileError::Limit {
+                        limit: crate::limits::Limit::SelectorEvaluations,
+                        ..
+                    })
+                ) {
+                    return Err(e);
+                }
+                "the endpoint's selector tests are over the budget"
             }
-        }
+        };
+        let mut inventory = self.inventory.clone();
+        inventory.endpoints.push(endpoint);
+        self.replace_inventory(inventory, reason)
     }
 
     /// Removes the endpoint `namespace/name` (or `name`); `None` when there
@@ -1400,10 +1426,10 @@ impl Session {
         }
         let old = self.endpoint_states();
         let previous = std::mem::replace(&mut self.inventory, inventory);
-        let result = self.rebuild_from(old, reason);
+        let result = self.rebuild_from(old, reason, &self.limits.clone());
         if result.is_err() {
             self.inventory = previous;
-            let _ = self.rebuild("restore");
+            let _ = self.rebuild_held();
         }
         result
     }
@@ -1434,14 +1460,27 @@ impl Session {
                 None => self.inventory.cidr_identities.remove(&prefix),
             };
         }
-        self.rebuild("restore")
+        self.rebuild_held()
     }
 
     /// Recompiles everything and gives the difference to the previous
     /// states.
     fn rebuild(&mut self, reason: &'static str) -> Result<Update, SessionError> {
         let old = self.endpoint_states();
-        self.rebuild_from(old, reason)
+        self.rebuild_from(old, reason, &self.limits.clone())
+    }
+
+    /// [`Self::rebuild`] of inputs the session held before a failed call
+    /// (a restore), without the selector budget: updates are each counted
+    /// on their own (`CompileLimits::check_update_work`), so inputs that
+    /// came through them may cost a batch compile more than the budget,
+    /// and a restore that the budget refused would leave the failed call's
+    /// model in place.
+    fn rebuild_held(&mut self) -> Result<Update, SessionError> {
+        let old = self.endpoint_states();
+        let mut limits = self.limits.clone();
+        limits.max_selector_evaluations = u64::MAX;
+        self.rebuild_from(old, "restore", &limits)
     }
 
     /// [`Self::rebuild`] given the states before the change.
@@ -1449,6 +1488,7 @@ impl Session {
         &mut self,
         old: Vec<(String, u32, Arc<MapState>)>,
         reason: &'static str,
+        limits: &CompileLimits,
     ) -> Result<Update, SessionError> {
         let inputs: Vec<PolicyInput<'_>> = self
             .texts
@@ -1456,7 +1496,7 @@ impl Session {
             .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
             .collect();
         let (model, inventory) =
-            build_with_spans(&self.texts, &inputs, self.inventory.clone(), &self.limits)?;
+            build_with_spans(&self.texts, &inputs, self.inventory.clone(), limits)?;
         drop(inputs);
         self.model = model;
         self.inventory = inventory;
@@ -1574,10 +1614,8 @@ impl Session {
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
-        // The text's new prefix set, when it changed (the whole-text path
-        // only: an item changed in place names the prefixes it named,
-        // `super::items`).
-        let mut prefix_change: Option<BTreeSet<IpNetwork>> = None;
+        // What the text's prefix set lost and gained, when it changed.
+        let mut prefix_change: Option<PrefixDelta> = None;
         let model = &mut self.model;
         if let Some(items) = items {
             // Lines moved: every other item's origin is the same but for
@@ -1606,7 +1644,11 @@ impl Session {
                     }
                 }
             }
+            // The prefixes the changed items named before and name now.
+            let (mut named_before, mut named) = (BTreeSet::new(), BTreeSet::new());
             for item in items {
+                named_before.extend(item.named_before);
+                named.extend(item.prefixes);
                 let index = span.rules.start + item.position;
                 if model.lowered.rules[index] != item.rule {
                     changed.push(index);
@@ -1621,6 +1663,18 @@ impl Session {
                 if model.lowered.origins[at] != item.origin {
                     origins_changed = true;
                     model.lowered.origins[at] = item.origin;
+                }
+            }
+            if named_before != named {
+                let delta =
+                    self.item_prefixes(position, &span, named_before.difference(&named), &named);
+                if !delta.removed.is_empty() || !delta.added.is_empty() {
+                    if !prefixes_incremental {
+                        // Only the rules were replaced; the caller
+                        // recompiles in full.
+                        return Ok(None);
+                    }
+                    prefix_change = Some(delta);
                 }
             }
         } else {
@@ -1644,7 +1698,18 @@ impl Session {
             if lowering.prefixes != span.prefixes {
                 // Their CIDR identities follow once the rules' peers are
                 // interned (below).
-                prefix_change = Some(lowering.prefixes.clone());
+                prefix_change = Some(PrefixDelta {
+                    removed: span
+                        .prefixes
+                        .difference(&lowering.prefixes)
+                        .copied()
+                        .collect(),
+                    added: lowering
+                        .prefixes
+                        .difference(&span.prefixes)
+                        .copied()
+                        .collect(),
+                });
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -1687,6 +1752,7 @@ impl Session {
                 shift_spans(&mut spans[position + 1..], (0, 0, delta));
             }
         }
+        let model = &mut self.model;
         self.limits
             .check_lowered(&model.lowered.rules, model.lowered.prefixes.len())?;
 
@@ -1738,9 +1804,9 @@ impl Session {
             model.parts = parts;
             return Ok(None);
         }
-        if let Some(prefixes) = prefix_change {
+        if let Some(delta) = prefix_change {
             let changed = self
-                .change_text_prefixes(position, &mut parts, prefixes)
+                .move_text_prefixes(position, &mut parts, &delta)
                 .and_then(|()| {
                     let model = &self.model;
                     Ok(self
@@ -2299,6 +2365,52 @@ impl Session {
         moved
     }
 
+    /// What the prefix set of the text at `position` (the new text, its
+    /// changed items' rules already replaced) lost and gained when items
+    /// changed in place: the prefixes `dropped` the items no longer name
+    /// go, and those they name (`named`) come. As for a removed item
+    /// (`Self::settle_removal`): every prefix an item names is a
+    /// requirement of one of its rule's peer selectors, so a dropped
+    /// prefix that no rule of the text has a requirement on left the
+    /// text; else the text is lowered for its set (exact either way). (A
+    /// text holding CIDR groups never takes the item path,
+    /// `super::items::changed_items`; another text's groups are in its
+    /// own span's set, which `Self::move_text_prefixes` reads.)
+    fn item_prefixes<'p>(
+        &self,
+        position: usize,
+        span: &TextSpan,
+        dropped: impl Iterator<Item = &'p IpNetwork>,
+        named: &BTreeSet<IpNetwork>,
+    ) -> PrefixDelta {
+        let dropped: Vec<IpNetwork> = dropped.copied().collect();
+        let keys: Vec<SelectorKey> = dropped.iter().map(|p| cidr_selector_key(*p)).collect();
+        let elsewhere = self.model.lowered.rules[span.rules.clone()]
+            .iter()
+            .flat_map(|rule| rule.peers.iter().flatten())
+            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        if elsewhere {
+            // (Never beside a shift of the text's lines, which holds its
+            // outcome: `Self::edit_text`.)
+            let prefixes = super::items::text_prefixes(&self.texts[position].outcome, self.scope());
+            return PrefixDelta {
+                removed: span.prefixes.difference(&prefixes).copied().collect(),
+                added: prefixes.difference(&span.prefixes).copied().collect(),
+            };
+        }
+        PrefixDelta {
+            removed: dropped
+                .into_iter()
+                .filter(|p| span.prefixes.contains(p))
+                .collect(),
+            added: named
+                .iter()
+                .filter(|p| !span.prefixes.contains(p))
+                .copied()
+                .collect(),
+        }
+    }
+
     /// The text at `position` now names the policy prefixes `prefixes`:
     /// its span and the model's prefix set follow, the CIDR identities of
     /// prefixes no text names any more go ([`Self::lose_prefixes`]), then
@@ -2312,17 +2424,46 @@ impl Session {
         parts: &mut ResolverParts,
         prefixes: BTreeSet<IpNetwork>,
     ) -> Result<(), SessionError> {
+        let Some(span) = self.span(position) else {
+            return Ok(());
+        };
+        let delta = PrefixDelta {
+            removed: span.prefixes.difference(&prefixes).copied().collect(),
+            added: prefixes.difference(&span.prefixes).copied().collect(),
+        };
+        self.move_text_prefixes(position, parts, &delta)
+    }
+
+    /// [`Self::change_text_prefixes`] given what the text's set lost and
+    /// gained: the work of the prefixes that changed, not of the text's
+    /// whole set (a prefix changed in one of 4,096 `fromCIDR` items).
+    fn move_text_prefixes(
+        &mut self,
+        position: usize,
+        parts: &mut ResolverParts,
+        delta: &PrefixDelta,
+    ) -> Result<(), SessionError> {
         let model = &mut self.model;
         let Some(spans) = &mut model.spans else {
             return Ok(());
         };
-        let old = std::mem::replace(&mut spans[position].prefixes, prefixes);
+        let span = &mut spans[position].prefixes;
+        for prefix in &delta.removed {
+            span.remove(prefix);
+        }
+        span.extend(delta.added.iter().copied());
         let spans = &spans[..];
         let named = |prefix: &IpNetwork| spans.iter().any(|span| span.prefixes.contains(prefix));
-        let dropped: Vec<IpNetwork> = old.iter().filter(|p| !named(p)).copied().collect();
-        let taken: Vec<IpNetwork> = spans[position]
-            .prefixes
-            .difference(&model.lowered.prefixes)
+        let dropped: Vec<IpNetwork> = delta
+            .removed
+            .iter()
+            .filter(|p| !named(p))
+            .copied()
+            .collect();
+        let taken: Vec<IpNetwork> = delta
+            .added
+            .iter()
+            .filter(|p| !model.lowered.prefixes.contains(p))
             .copied()
             .collect();
         for prefix in &dropped {

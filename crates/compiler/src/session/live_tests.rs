@@ -991,12 +991,13 @@ fn a_session_started_from_bytes_edits_in_place_at_the_first_change() {
     ));
 }
 
-/// A CIDR rule's port changed (its prefixes the same, so the text's
-/// prefix set is too) lowers that item alone, compared alone or edited in
-/// place; a changed prefix lowers the whole text (which works the prefix
-/// set out). Every step equals the batch (`check`).
+/// A CIDR rule's port or prefix changed lowers that item alone, compared
+/// alone or edited in place: the text's prefix set follows from the
+/// item's prefixes before and after, and a prefix the item no longer
+/// names but another item does stays (the text is then lowered for its
+/// set). Every step equals the batch (`check`).
 #[test]
-fn a_cidr_rules_port_change_lowers_that_item_alone() {
+fn a_cidr_rules_port_or_prefix_change_lowers_that_item_alone() {
     let base = Text {
         log: 0,
         subject: 0,
@@ -1013,6 +1014,14 @@ fn a_cidr_rules_port_change_lowers_that_item_alone() {
         Step::ChangeOne(0, 2, 11, 1),
         // A prefix changed: 192.0.2.128/25 to 10.0.0.0/8.
         Step::ChangeOne(0, 3, 10, 1),
+        // 192.0.2.0/24 to 10.0.0.0/8: the `fromCIDRSet` still names the
+        // /24, which stays.
+        Step::ChangeOne(0, 0, 10, 1),
+        // The `fromCIDRSet` to 192.0.2.128/25: the /24 and its except go,
+        // the /25 comes back.
+        Step::ChangeOne(0, 2, 9, 1),
+        // And back: the /24 and the except again.
+        Step::ChangeOne(0, 2, 11, 2),
     ];
     for reparse in [false, true] {
         let (paths, edited) = run_with(&steps, reparse);
@@ -1020,11 +1029,10 @@ fn a_cidr_rules_port_change_lowers_that_item_alone() {
         // incremental.
         assert_eq!(full_steps(&paths), vec![0], "{paths:?}");
         let lowered: Vec<usize> = paths[3..].iter().map(|(_, n, _)| *n).collect();
-        assert_eq!(lowered, vec![1, 1, 1, 4], "reparse {reparse}: {paths:?}");
+        assert_eq!(lowered, vec![1; 7], "reparse {reparse}: {paths:?}");
         if reparse {
-            // The three port changes in place; the prefix change too (the
-            // re-parse plans it), lowered as a whole text.
-            assert_eq!(edited, 4, "{paths:?}");
+            // Every change in place.
+            assert_eq!(edited, 7, "{paths:?}");
         }
     }
 }
@@ -2219,4 +2227,168 @@ fn the_selector_budget_counts_each_updates_own_work() {
         ),
         "{built:?}"
     );
+}
+
+/// A prefix edited in place that another item still names (an allow and a
+/// deny on one CIDR), in a text with more than `PARALLEL_SHIFT_ITEMS`
+/// items after it and lines added: the text is lowered for its prefix set
+/// (`Session::item_prefixes`), so the shift of its later lines runs first,
+/// not beside the work while it holds the text (review of session 25:
+/// the prefix set came out empty, every CIDR identity of the text went,
+/// and 10.1.0.0/16 fell to another text's 10.0.0.0/8 allow instead of its
+/// deny).
+#[test]
+fn a_prefix_edit_before_a_long_tail_keeps_the_prefixes_other_items_name() {
+    let n = super::live::PARALLEL_SHIFT_ITEMS + 20;
+    let yaml = |first: &str| {
+        let mut out = String::from(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n",
+        );
+        out.push_str(first);
+        for i in 0..n {
+            let _ = writeln!(out, "  - fromCIDR: [198.18.{}.{}/32]", i / 256, i % 256);
+        }
+        out.push_str("  ingressDeny:\n  - fromCIDR: [10.1.0.0/16]\n");
+        out
+    };
+    let other = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t1, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n  - fromCIDR: [10.0.0.0/8]\n";
+    let before = yaml("  - fromCIDR: [10.1.0.0/16]\n");
+    // The new prefix on a line of its own: the later lines shift.
+    let after = yaml("  - fromCIDR:\n    - 10.2.0.0/16\n");
+    let load = TextLoad::default();
+    let mut inventory = Inventory::new();
+    inventory.endpoints.push(endpoint(0, 0, 0, false));
+    let mut session = Session::with_policy_texts(
+        inventory,
+        [("t0", before.as_str()), ("t1", other)],
+        &load,
+        CompileLimits::default(),
+    )
+    .unwrap();
+    let applied = session.apply_policy_text("t0", &after, &load).unwrap();
+    assert!(applied.in_place);
+    assert_eq!(applied.update.path, UpdatePath::Incremental);
+    let batch = compile_with_limits(
+        &session.inputs(),
+        &session.inventory(),
+        &CompileLimits::default(),
+    )
+    .unwrap();
+    assert_eq!(session.compiled(), batch);
+}
+
+/// Updates each within the selector budget may add up to inputs whose
+/// batch compile the budget refuses; a later update that fails then
+/// restores the previous inputs without the budget, so the session is as
+/// it was (review of session 25: the restore was refused too, and the
+/// failed update's model stayed, a deny selector interned past the budget
+/// selecting nothing).
+#[test]
+fn a_failed_update_restores_inputs_the_budget_alone_would_refuse() {
+    let text = |peers: &[String], deny: &str| {
+        let mut out = String::from(
+            "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {name: t0}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n",
+        );
+        for p in peers {
+            let _ = writeln!(out, "  - {p}");
+        }
+        for n in 0..60 {
+            let _ = writeln!(out, "  - fromCIDR: [192.0.2.{n}/32]");
+        }
+        let _ = writeln!(out, "  ingressDeny:\n  - fromCIDR: [{deny}]");
+        out
+    };
+    let mut peers: Vec<String> = (0..8)
+        .map(|i| format!("fromEndpoints: [{{matchLabels: {{app: b{i}}}}}]"))
+        .collect();
+    let mut inventory = Inventory::new();
+    inventory.endpoints.push(endpoint(0, 0, 0, true));
+    let mut compile_limits = CompileLimits::default();
+    compile_limits.set(crate::limits::Limit::SelectorEvaluations, 400);
+    let load = TextLoad::default();
+    let mut session = Session::with_policy_texts(
+        inventory,
+        [("t0", text(&peers, "192.0.2.7/32").as_str())],
+        &load,
+        compile_limits.clone(),
+    )
+    .unwrap();
+    // Eight one-item edits, each from a wider prefix holding the 60.
+    for i in 0..8 {
+        peers[i] = format!("fromCIDR: [192.0.0.0/{}]", 8 + i);
+        session
+            .apply_policy_text("t0", &text(&peers, "192.0.2.7/32"), &load)
+            .unwrap_or_else(|e| panic!("step {i}: {e:?}"));
+    }
+    assert!(
+        compile_with_limits(&session.inputs(), &session.inventory(), &compile_limits).is_err(),
+        "the budget alone refuses the inputs the updates reached"
+    );
+    let good = session.compiled();
+    // One item becomes 17 prefixes, over one update's budget, and the
+    // deny widens.
+    let mut failing = peers.clone();
+    failing[0] = format!(
+        "fromCIDR: [{}]",
+        (8..=24)
+            .map(|l| format!("192.0.0.0/{l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let result = session.apply_policy_text("t0", &text(&failing, "192.0.2.0/26"), &load);
+    match result {
+        Err(super::SessionError::Compile(crate::error::CompileError::Limit { limit, .. })) => {
+            assert_eq!(limit, crate::limits::Limit::SelectorEvaluations);
+        }
+        other => panic!("expected the selector budget to refuse: {other:?}"),
+    }
+    assert_eq!(
+        session.policy("t0"),
+        Some(&load.load("t0", &text(&peers, "192.0.2.7/32")))
+    );
+    assert_eq!(
+        session.compiled(),
+        good,
+        "the session changed on a failed update"
+    );
+}
+
+/// A pod added beside many subjects that no pod matches: the add tests
+/// every distinct subject, where the batch's label index narrows them, so
+/// its own count can pass the budget that the batch compile of the same
+/// inputs stays within. The batch then decides, through a full rebuild
+/// (review of session 25).
+#[test]
+fn an_add_over_the_selector_budget_goes_the_batch_way() {
+    let mut yaml = String::from(
+        "apiVersion: cilium.io/v2\nkind: CiliumClusterwideNetworkPolicy\nmetadata: {name: t0}\nspecs:\n",
+    );
+    for n in 0..400 {
+        let _ = writeln!(
+            yaml,
+            "- endpointSelector: {{matchLabels: {{app: s{n}}}}}\n  ingress:\n  - fromEndpoints: [{{matchLabels: {{app: b}}}}]"
+        );
+    }
+    let mut compile_limits = CompileLimits::default();
+    compile_limits.set(crate::limits::Limit::SelectorEvaluations, 300);
+    let mut inventory = Inventory::new();
+    inventory.endpoints.push(endpoint(0, 0, 0, true));
+    let mut session = Session::with_policy_texts(
+        inventory,
+        [("t0", yaml.as_str())],
+        &TextLoad::default(),
+        compile_limits.clone(),
+    )
+    .expect("the batch's count is within the budget");
+    let update = session
+        .add_endpoint(endpoint(1, 1, 0, true))
+        .expect("the batch accepts the pod");
+    assert!(
+        matches!(update.path, UpdatePath::Full(_)),
+        "{:?}",
+        update.path
+    );
+    let batch =
+        compile_with_limits(&session.inputs(), &session.inventory(), &compile_limits).unwrap();
+    assert_eq!(session.compiled(), batch);
 }
