@@ -517,40 +517,47 @@ fn incremental_api(
             .remove_endpoint("bench/canary")
             .context("canary is there")??;
     }
-    // `2 * runs` timed replacements alternating `text` and `original`, ending on `original`.
-    let toggle = |session: &mut Session, text: &str, steps: &mut Vec<Step>| -> Result<()> {
-        for run in 0..2 * runs {
-            steps.push(replace(
-                session,
-                if run % 2 == 0 { text } else { &original },
-            )?);
-        }
-        Ok(())
-    };
+    // `2 * runs` timed replacements alternating `text` and `base`, ending on `base`.
+    let toggle =
+        |session: &mut Session, (text, base): (&str, &str), steps: &mut Vec<Step>| -> Result<()> {
+            for run in 0..2 * runs {
+                steps.push(replace(session, if run % 2 == 0 { text } else { base })?);
+            }
+            Ok(())
+        };
     // The last run above (2 runs - 1, odd) left `original`: insert the rule
     // into it and take it out again.
     toggle(
         &mut session,
-        &with_rule_inserted(&original),
+        (&with_rule_inserted(&original), &original),
         &mut result.rule_insert,
     )?;
     let inserted = with_rule_inserted_before(&original, rules / 2);
-    toggle(&mut session, &inserted, &mut result.rule_insert_middle)?;
+    toggle(
+        &mut session,
+        (&inserted, &original),
+        &mut result.rule_insert_middle,
+    )?;
     let ported = with_port_added(&original, rules / 2);
-    toggle(&mut session, &ported, &mut result.port_line_add)?;
+    toggle(
+        &mut session,
+        (&ported, &original),
+        &mut result.port_line_add,
+    )?;
     let with_cidr = with_cidr_rule_inserted_before(&original, rules / 2);
-    toggle(&mut session, &with_cidr, &mut result.cidr_insert_middle)?;
+    toggle(
+        &mut session,
+        (&with_cidr, &original),
+        &mut result.cidr_insert_middle,
+    )?;
     // The CIDR rule's port toggled, the rule in place (set and taken out untimed).
     let cidr_ported = with_cidr.replace("\"9003\"", "\"9013\"");
     replace(&mut session, &with_cidr)?;
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 {
-            &cidr_ported
-        } else {
-            &with_cidr
-        };
-        result.cidr_port_change.push(replace(&mut session, text)?);
-    }
+    toggle(
+        &mut session,
+        (&cidr_ported, &with_cidr),
+        &mut result.cidr_port_change,
+    )?;
     replace(&mut session, &original)?;
     // The same changes as the text's bytes (`Session::apply_policy_text`): the first call loads
     // the text in full (untimed: the session got it as a whole outcome), every later one must
@@ -612,25 +619,26 @@ fn incremental_api(
     // A text of CIDR groups beside the policy (untimed: it recompiles), then the same rule
     // change and a rule from one of the groups inserted and removed.
     session.set_policy("groups.yaml", load(&groups_yaml())?)?;
-    toggle(&mut session, &changed, &mut result.group_rule_change)?;
+    toggle(
+        &mut session,
+        (&changed, &original),
+        &mut result.group_rule_change,
+    )?;
     let with_group = with_group_rule_inserted_before(&original, rules / 2);
     toggle(
         &mut session,
-        &with_group,
+        (&with_group, &original),
         &mut result.group_ref_insert_middle,
     )?;
     // The policy with a log value (untimed: a new value renumbers the cookies, in full), then
     // the rule change again.
     let (logged, logged_changed) = (with_log(&original), with_log(&changed));
     replace(&mut session, &logged)?;
-    for run in 0..2 * runs {
-        let text = if run % 2 == 0 {
-            &logged_changed
-        } else {
-            &logged
-        };
-        result.logged_rule_change.push(replace(&mut session, text)?);
-    }
+    toggle(
+        &mut session,
+        (&logged_changed, &logged),
+        &mut result.logged_rule_change,
+    )?;
     Ok(Some(result))
 }
 

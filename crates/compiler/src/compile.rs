@@ -686,18 +686,9 @@ impl<'c> Compilation<'c> {
         table: &'c IdentityTable,
         parallel: bool,
     ) -> Result<Self, CompileError> {
-        let budget = limits.max_selector_evaluations;
-        let resolver =
-            Resolver::with_selector_budget(&lowered.rules, table, inventory, Some(budget))
-                .with_localhost_origin(lowered.localhost_origin);
-        if resolver.cache.over_budget() {
-            return Err(CompileError::Limit {
-                limit: Limit::SelectorEvaluations,
-                given: resolver.cache.work(),
-                max: budget,
-                endpoint: None,
-            });
-        }
+        let resolver = limits
+            .budgeted_resolver(&lowered.rules, table, inventory)?
+            .with_localhost_origin(lowered.localhost_origin);
         // One L4 policy per distinct (selecting rules, init): resolution
         // reads nothing else of the identity (`Resolver::l4_policy`).
         let mut policy_keys: HashMap<(&[usize], bool), usize> = HashMap::new();

@@ -31,10 +31,12 @@ pub mod kind;
 
 use rayon::prelude::*;
 
+use crate::allocation::IdentityTable;
 use crate::error::CompileError;
+use crate::inventory::Inventory;
 use crate::ports::port_range_to_masked_ports;
 use crate::resolve::lower::PolicyInput;
-use crate::resolve::policy::{FilterKey, L4Policy, SelectorCache};
+use crate::resolve::policy::{FilterKey, L4Policy, Resolver, SelectorCache};
 use crate::resolve::rule::{PolicyRule, PortRef, proto};
 pub use kind::{InventoryLimit, Limit};
 
@@ -232,6 +234,29 @@ impl CompileLimits {
         identities: usize,
     ) -> Result<(), CompileError> {
         self.check(Limit::Identities, wide(identities), None)
+    }
+
+    /// A resolver of `rules` under
+    /// [`CompileLimits::max_selector_evaluations`]
+    /// ([`Resolver::with_selector_budget`]), refused when resolution ran
+    /// past it: the batch compile's check, and a live session's build's.
+    pub fn budgeted_resolver<'a>(
+        &self,
+        rules: &'a [PolicyRule],
+        table: &'a IdentityTable,
+        inventory: &'a Inventory,
+    ) -> Result<Resolver<'a>, CompileError> {
+        let budget = self.max_selector_evaluations;
+        let resolver = Resolver::with_selector_budget(rules, table, inventory, Some(budget));
+        if resolver.cache.over_budget() {
+            return Err(CompileError::Limit {
+                limit: Limit::SelectorEvaluations,
+                given: resolver.cache.work(),
+                max: budget,
+                endpoint: None,
+            });
+        }
+        Ok(resolver)
     }
 
     /// A live session's check within an update: the identity count, and

@@ -159,6 +159,16 @@ struct PrefixDelta {
     added: Vec<IpNetwork>,
 }
 
+impl PrefixDelta {
+    /// From the set `old` to the set `new`.
+    fn between(old: &BTreeSet<IpNetwork>, new: &BTreeSet<IpNetwork>) -> Self {
+        Self {
+            removed: old.difference(new).copied().collect(),
+            added: new.difference(old).copied().collect(),
+        }
+    }
+}
+
 /// A text lowered alone, its origin ids moved to where they sit in the
 /// whole lowering.
 struct TextLowering {
@@ -1365,6 +1375,7 @@ impl Session {
                 message: format!("duplicate endpoint `{}`", endpoint.display_name()),
             }));
         }
+        self.begin_update();
         let reason = match self.add_endpoint_incrementally(&endpoint) {
             Ok(Some(update)) => return Ok(update),
             Ok(None) => "the endpoint needs a full allocation",
@@ -1426,7 +1437,7 @@ impl Session {
         }
         let old = self.endpoint_states();
         let previous = std::mem::replace(&mut self.inventory, inventory);
-        let result = self.rebuild_from(old, reason, &self.limits.clone());
+        let result = self.rebuild_from(old, reason, false);
         if result.is_err() {
             self.inventory = previous;
             let _ = self.rebuild_held();
@@ -1467,7 +1478,7 @@ impl Session {
     /// states.
     fn rebuild(&mut self, reason: &'static str) -> Result<Update, SessionError> {
         let old = self.endpoint_states();
-        self.rebuild_from(old, reason, &self.limits.clone())
+        self.rebuild_from(old, reason, false)
     }
 
     /// [`Self::rebuild`] of inputs the session held before a failed call
@@ -1478,23 +1489,33 @@ impl Session {
     /// model in place.
     fn rebuild_held(&mut self) -> Result<Update, SessionError> {
         let old = self.endpoint_states();
-        let mut limits = self.limits.clone();
-        limits.max_selector_evaluations = u64::MAX;
-        self.rebuild_from(old, "restore", &limits)
+        self.rebuild_from(old, "restore", true)
     }
 
-    /// [`Self::rebuild`] given the states before the change.
+    /// [`Self::rebuild`] given the states before the change (`held`: of
+    /// inputs the session held before, [`Self::rebuild_held`]).
     fn rebuild_from(
         &mut self,
         old: Vec<(String, u32, Arc<MapState>)>,
         reason: &'static str,
-        limits: &CompileLimits,
+        held: bool,
     ) -> Result<Update, SessionError> {
         let inputs: Vec<PolicyInput<'_>> = self
             .texts
             .iter()
             .flat_map(|t| PolicyInput::from_outcome(&t.outcome))
             .collect();
+        // Inputs held before: without the selector budget (`Self::rebuild_held`).
+        let unbudgeted;
+        let limits = if held {
+            unbudgeted = CompileLimits {
+                max_selector_evaluations: u64::MAX,
+                ..self.limits.clone()
+            };
+            &unbudgeted
+        } else {
+            &self.limits
+        };
         let (model, inventory) =
             build_with_spans(&self.texts, &inputs, self.inventory.clone(), limits)?;
         drop(inputs);
@@ -1698,18 +1719,7 @@ impl Session {
             if lowering.prefixes != span.prefixes {
                 // Their CIDR identities follow once the rules' peers are
                 // interned (below).
-                prefix_change = Some(PrefixDelta {
-                    removed: span
-                        .prefixes
-                        .difference(&lowering.prefixes)
-                        .copied()
-                        .collect(),
-                    added: lowering
-                        .prefixes
-                        .difference(&span.prefixes)
-                        .copied()
-                        .collect(),
-                });
+                prefix_change = Some(PrefixDelta::between(&span.prefixes, &lowering.prefixes));
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -2393,10 +2403,7 @@ impl Session {
             // (Never beside a shift of the text's lines, which holds its
             // outcome: `Self::edit_text`.)
             let prefixes = super::items::text_prefixes(&self.texts[position].outcome, self.scope());
-            return PrefixDelta {
-                removed: span.prefixes.difference(&prefixes).copied().collect(),
-                added: prefixes.difference(&span.prefixes).copied().collect(),
-            };
+            return PrefixDelta::between(&span.prefixes, &prefixes);
         }
         PrefixDelta {
             removed: dropped
@@ -2427,10 +2434,7 @@ impl Session {
         let Some(span) = self.span(position) else {
             return Ok(());
         };
-        let delta = PrefixDelta {
-            removed: span.prefixes.difference(&prefixes).copied().collect(),
-            added: prefixes.difference(&span.prefixes).copied().collect(),
-        };
+        let delta = PrefixDelta::between(&span.prefixes, &prefixes);
         self.move_text_prefixes(position, parts, &delta)
     }
 
@@ -3036,10 +3040,6 @@ impl Session {
         &mut self,
         endpoint: &Endpoint,
     ) -> Result<Option<Update>, SessionError> {
-        self.model
-            .parts
-            .cache
-            .count_from_now(Some(self.limits.max_selector_evaluations));
         if self.model.has_tiers()
             || endpoint.identity.is_some()
             || endpoint.identity_labels.is_some()
@@ -4669,19 +4669,10 @@ fn build(
     let table =
         IdentityTable::allocate_with_groups(&inventory, &lowered.prefixes, &lowered.cidr_groups)?;
     limits.check_identities(&lowered.rules, table.identities.len())?;
-    // Under the batch's selector budget (`Compilation::plan`), refused as
-    // it refuses.
-    let budget = limits.max_selector_evaluations;
-    let resolver = Resolver::with_selector_budget(&lowered.rules, &table, &inventory, Some(budget))
+    // Under the batch's selector budget (`Compilation::plan`).
+    let resolver = limits
+        .budgeted_resolver(&lowered.rules, &table, &inventory)?
         .with_localhost_origin(lowered.localhost_origin);
-    if resolver.cache.over_budget() {
-        return Err(CompileError::Limit {
-            limit: crate::limits::Limit::SelectorEvaluations,
-            given: resolver.cache.work(),
-            max: budget,
-            endpoint: None,
-        });
-    }
     // ClusterNetworkPolicy tiers (Cilium 1.20), as the batch compile
     // builds them (`Compilation::run`).
     let tiers = (!lowered.tier_rules.rules.is_empty()).then(|| {

@@ -375,18 +375,22 @@ fn states(compiled: &Compiled) -> BTreeMap<String, MapState> {
 /// The checks of one step: the session equals the batch; the update's
 /// writes are exactly the batch difference; replaying them onto the
 /// mirror gives the batch's states.
+/// The batch compile of the session's inputs under `limits`.
+fn batch_of(
+    session: &Session,
+    limits: &CompileLimits,
+) -> Result<Compiled, crate::error::CompileError> {
+    compile_with_limits(&session.inputs(), &session.inventory(), limits)
+}
+
 fn check(
     session: &Session,
     update: &Update,
     before: &BTreeMap<String, MapState>,
     mirror: &mut BTreeMap<String, MapState>,
 ) -> BTreeMap<String, MapState> {
-    let batch = compile_with_limits(
-        &session.inputs(),
-        &session.inventory(),
-        &CompileLimits::default(),
-    )
-    .expect("the batch compile of the session's inputs");
+    let batch = batch_of(session, &CompileLimits::default())
+        .expect("the batch compile of the session's inputs");
     assert_eq!(
         session.compiled(),
         batch,
@@ -1954,12 +1958,7 @@ fn a_failed_call_keeps_the_cidr_numbers() {
     let refused = set(&mut session, "t2", &text("t2", "b", &many));
     assert!(refused.is_err(), "{refused:?}");
     assert_eq!(session.inventory().cidr_identities, numbers);
-    let batch = compile_with_limits(
-        &session.inputs(),
-        &session.inventory(),
-        &CompileLimits::default(),
-    )
-    .unwrap();
+    let batch = batch_of(&session, &CompileLimits::default()).unwrap();
     assert_eq!(session.compiled(), batch);
 }
 
@@ -2187,8 +2186,7 @@ fn the_selector_budget_counts_each_updates_own_work() {
             .expect("a pod whose tests fit the budget");
         assert_eq!(update.path, UpdatePath::Incremental);
     }
-    let batch = compile_with_limits(&session.inputs(), &session.inventory(), &compile_limits)
-        .expect("the batch accepts the same inputs");
+    let batch = batch_of(&session, &compile_limits).expect("the batch accepts the same inputs");
     assert_eq!(session.compiled(), batch);
 
     // The first rule's peers become the 17 prefixes that contain the 60:
@@ -2268,12 +2266,7 @@ fn a_prefix_edit_before_a_long_tail_keeps_the_prefixes_other_items_name() {
     let applied = session.apply_policy_text("t0", &after, &load).unwrap();
     assert!(applied.in_place);
     assert_eq!(applied.update.path, UpdatePath::Incremental);
-    let batch = compile_with_limits(
-        &session.inputs(),
-        &session.inventory(),
-        &CompileLimits::default(),
-    )
-    .unwrap();
+    let batch = batch_of(&session, &CompileLimits::default()).unwrap();
     assert_eq!(session.compiled(), batch);
 }
 
@@ -2321,7 +2314,7 @@ fn a_failed_update_restores_inputs_the_budget_alone_would_refuse() {
             .unwrap_or_else(|e| panic!("step {i}: {e:?}"));
     }
     assert!(
-        compile_with_limits(&session.inputs(), &session.inventory(), &compile_limits).is_err(),
+        batch_of(&session, &compile_limits).is_err(),
         "the budget alone refuses the inputs the updates reached"
     );
     let good = session.compiled();
@@ -2388,7 +2381,6 @@ fn an_add_over_the_selector_budget_goes_the_batch_way() {
         "{:?}",
         update.path
     );
-    let batch =
-        compile_with_limits(&session.inputs(), &session.inventory(), &compile_limits).unwrap();
+    let batch = batch_of(&session, &compile_limits).unwrap();
     assert_eq!(session.compiled(), batch);
 }
