@@ -2041,6 +2041,68 @@ fn selectors_numbered_again_in_place() {
     assert!(updates[1].states_folded >= 1, "{:?}", updates[1]);
 }
 
+/// A rule's peer changed to a selector no rule used before: the new
+/// selector (interned last, used first) takes the id of the one it
+/// replaced, now unused, and only those two move
+/// (`live::one_out_of_order`); the peer index, the kept bounds and the
+/// states follow them alone (session 26). Pods that each selector
+/// selects then appear and go, and the peer goes back: every step equals
+/// the batch.
+#[test]
+fn a_new_peer_selector_takes_the_id_of_the_one_it_replaced() {
+    let item = |peer: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports: 1,
+    };
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0), (2, 2, 1)]);
+    let set = |session: &mut Session, items: Vec<Item>| {
+        let yaml = text_yaml(
+            0,
+            &Text {
+                log: 0,
+                subject: 0,
+                items,
+            },
+        );
+        session
+            .set_policy("t0", load_str("t0.yaml", &yaml, &limits))
+            .unwrap()
+    };
+    let mut paths = Vec::new();
+    // app=b, then tier=web.
+    let update = set(&mut session, vec![item(1), item(3)]);
+    before = check(&session, &update, &before, &mut mirror);
+    // The first rule's peer changed to tier=db: app=b is unused.
+    let update = set(&mut session, vec![item(4), item(3)]);
+    before = check(&session, &update, &before, &mut mirror);
+    paths.push(update.path);
+    // Pods of tier=db and of app=b come and go.
+    for (n, app, tier) in [(3, 1, 1), (4, 1, 0), (5, 2, 1)] {
+        let update = session.add_endpoint(endpoint(n, app, tier, true)).unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+        paths.push(update.path);
+    }
+    // Back to app=b (the two trade ids again), then a pod of each goes.
+    let update = set(&mut session, vec![item(1), item(3)]);
+    before = check(&session, &update, &before, &mut mirror);
+    paths.push(update.path);
+    for n in [3, 4] {
+        let update = session
+            .remove_endpoint(&format!("prod/e{n}"))
+            .unwrap()
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+        paths.push(update.path);
+    }
+    assert!(
+        paths.iter().all(|p| *p == UpdatePath::Incremental),
+        "{paths:?}"
+    );
+}
+
 /// Findings follow the selector ids too (`Resolver::filter_ops` lists a
 /// filter's merge conflicts by id), and a selector whose rules conflict
 /// gives a finding but no op, so no op names it in the state. Removing the
