@@ -149,6 +149,37 @@ struct TextSpan {
     /// The text's log values (`resolve::lower::log_values`): the log
     /// cookies are numbered over every text's.
     log_values: BTreeSet<String>,
+    /// How many requirements of its rules' peer selectors are on each
+    /// key ([`count_peer_keys`]), made on first need
+    /// ([`Model::ensure_peer_keys`]) and kept by every change of its
+    /// rules: whether another rule of the text has a selector on a
+    /// dropped prefix's key is one lookup, not a pass over the text's
+    /// rules (a quarter of a prefix change at 4,096 rules, session 26).
+    peer_keys: Option<PeerKeys>,
+}
+
+/// Requirement counts by key ([`TextSpan::peer_keys`]).
+type PeerKeys = foldhash::HashMap<SelectorKey, u32>;
+
+/// Counts (`add`) or uncounts the requirements of `rule`'s peer selectors
+/// by key.
+fn count_peer_keys(counts: &mut PeerKeys, rule: &PolicyRule, add: bool) {
+    for requirement in rule.peers.iter().flatten().flat_map(|s| s.requirements()) {
+        let key = &requirement.key;
+        if add {
+            match counts.get_mut(key) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(key.clone(), 1);
+                }
+            }
+        } else if let Some(n) = counts.get_mut(key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(key);
+            }
+        }
+    }
 }
 
 /// A [`TextSpan`]'s three ranges, without its sets: what a change held
@@ -759,6 +790,17 @@ impl Model {
         if self.lowered.rules[index] == rule {
             return;
         }
+        if let Some(spans) = &mut self.spans {
+            let at = spans.partition_point(|span| span.rules.end <= index);
+            if let Some(counts) = spans
+                .get_mut(at)
+                .filter(|span| span.rules.contains(&index))
+                .and_then(|span| span.peer_keys.as_mut())
+            {
+                count_peer_keys(counts, &self.lowered.rules[index], false);
+                count_peer_keys(counts, &rule, true);
+            }
+        }
         index_filters(
             &mut self.filter_rules,
             &self.lowered.rules[index],
@@ -779,6 +821,25 @@ impl Model {
             list.insert(at, index);
         }
         self.lowered.rules[index] = rule;
+    }
+
+    /// Counts the requirement keys of the text at `position`
+    /// ([`TextSpan::peer_keys`]) if they are not yet.
+    fn ensure_peer_keys(&mut self, position: usize) {
+        let Some(span) = self
+            .spans
+            .as_mut()
+            .and_then(|spans| spans.get_mut(position))
+        else {
+            return;
+        };
+        if span.peer_keys.is_none() {
+            let mut counts = PeerKeys::default();
+            for rule in &self.lowered.rules[span.rules.clone()] {
+                count_peer_keys(&mut counts, rule, true);
+            }
+            span.peer_keys = Some(counts);
+        }
     }
 }
 
@@ -1779,6 +1840,7 @@ impl Session {
                 }
             }
             if named_before != named {
+                self.model.ensure_peer_keys(position);
                 let Some(delta) =
                     self.item_prefixes(position, named_before.difference(&named), &named)
                 else {
@@ -2128,15 +2190,20 @@ impl Session {
                     )
                 })
                 .flatten();
-            let (ops, diagnostics, differing) = match spliced {
+            // How the selectors its ops name change (the state's index
+            // follows, `States::put_back`): the splice knows; made in
+            // full, the two lists are compared.
+            let (ops, diagnostics, differing, selectors) = match spliced {
                 Some(spliced) => (
                     spliced.ops,
                     Vec::new(),
                     Some((spliced.differing, (spliced.by_peers, spliced.zero))),
+                    Ok(spliced.selectors),
                 ),
                 None => {
                     let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
-                    (ops, diagnostics, None)
+                    let before = super::states::sorted(record.selectors());
+                    (ops, diagnostics, None, Err(before))
                 }
             };
             let (table, peer_index) = (&model.table, &model.peer_index);
@@ -2167,7 +2234,16 @@ impl Session {
                 model.parts = resolver.into_parts();
                 return Err(e.into());
             }
-            model.states.insert(key.clone(), new_record);
+            let (gone, came) = match selectors {
+                Ok(change) => change,
+                Err(before) => {
+                    let after = super::states::sorted(new_record.selectors());
+                    (difference(&before, &after), difference(&after, &before))
+                }
+            };
+            model
+                .states
+                .put_back(key.clone(), new_record, (&gone, &came));
             if !changes.is_empty() {
                 state_changes.push((key, changes));
             }
@@ -2207,9 +2283,10 @@ impl Session {
         position: usize,
         moved: MovedItem,
     ) -> Result<Option<Update>, SessionError> {
-        let Some(span) = self.span(position).cloned() else {
+        let Some(whole) = self.span(position) else {
             return Ok(None);
         };
+        let span = whole.ranges();
         let inserted = moved.inserted.is_some();
         if !span.diagnostics.is_empty()
             || span.rules.len() != span.origins.len()
@@ -2222,18 +2299,33 @@ impl Session {
         // inserted item's prefixes join it; a removed item's go unless
         // another item names them (`MovedItem::remaining`).
         let text_prefixes: Option<BTreeSet<IpNetwork>> = match (&moved.inserted, &moved.remaining) {
-            (Some(item), _) => (!item.prefixes.is_subset(&span.prefixes))
-                .then(|| span.prefixes.union(&item.prefixes).copied().collect()),
-            (None, Some(remaining)) => (*remaining != span.prefixes).then(|| remaining.clone()),
+            (Some(item), _) => (!item.prefixes.is_subset(&whole.prefixes))
+                .then(|| whole.prefixes.union(&item.prefixes).copied().collect()),
+            (None, Some(remaining)) => (*remaining != whole.prefixes).then(|| remaining.clone()),
             // No other rule of the text has a selector on them
             // (`Self::settle_removal`): the item named them alone.
             (None, None) => (!moved.removed_prefixes.is_empty()).then(|| {
-                span.prefixes
+                whole
+                    .prefixes
                     .difference(&moved.removed_prefixes)
                     .copied()
                     .collect()
             }),
         };
+        // The text's requirement counts, when kept, follow the rule that
+        // comes or goes (applied once the block has moved).
+        let mut keys_moved: Option<(PolicyRule, bool)> = None;
+        if whole.peer_keys.is_some() {
+            keys_moved = match &moved.inserted {
+                Some(item) => Some((item.rule.clone(), true)),
+                None => self
+                    .model
+                    .lowered
+                    .rules
+                    .get(span.rules.start + moved.position)
+                    .map(|rule| (rule.clone(), false)),
+            };
+        }
         if text_prefixes.is_some() && !self.prefixes_incremental() {
             return Ok(None);
         }
@@ -2300,6 +2392,9 @@ impl Session {
             let this = &mut spans[position];
             this.rules = this.rules.start..shift(&this.rules, delta).end;
             this.origins = this.origins.start..shift(&this.origins, delta).end;
+            if let (Some(counts), Some((rule, add))) = (&mut this.peer_keys, &keys_moved) {
+                count_peer_keys(counts, rule, *add);
+            }
             shift_spans(&mut spans[position + 1..], (delta, delta, 0));
         }
         // (The caller checks the lowering against the texts: the text's
@@ -2357,6 +2452,7 @@ impl Session {
             // Set below, with the model's (`Self::change_text_prefixes`).
             prefixes: BTreeSet::new(),
             log_values: lowering.log_values,
+            peer_keys: None,
         };
         let block = Block {
             rules_at,
@@ -2451,25 +2547,26 @@ impl Session {
     /// items, or a selector written on a `cidr:` label) the new text, the
     /// text at `position` now, is lowered for its prefix set
     /// ([`MovedItem::remaining`]): exact either way.
-    fn settle_removal(&self, position: usize, mut moved: MovedItem) -> MovedItem {
+    fn settle_removal(&mut self, position: usize, mut moved: MovedItem) -> MovedItem {
         if moved.inserted.is_some() || moved.removed_prefixes.is_empty() {
             return moved;
         }
+        self.model.ensure_peer_keys(position);
         let Some(span) = self.span(position) else {
             return moved;
         };
-        let keys: Vec<SelectorKey> = moved
-            .removed_prefixes
-            .iter()
-            .map(|p| cidr_selector_key(*p))
-            .collect();
-        let removed = span.rules.start + moved.position;
-        let elsewhere = self.model.lowered.rules[span.rules.clone()]
-            .iter()
-            .zip(span.rules.clone())
-            .filter(|(_, index)| *index != removed)
-            .flat_map(|(rule, _)| rule.peers.iter().flatten())
-            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        let removed = &self.model.lowered.rules[span.rules.start + moved.position];
+        // The removed rule's own requirements on them do not count.
+        let mut own = PeerKeys::default();
+        count_peer_keys(&mut own, removed, true);
+        let elsewhere = moved.removed_prefixes.iter().any(|prefix| {
+            let key = cidr_selector_key(*prefix);
+            let all = span
+                .peer_keys
+                .as_ref()
+                .map_or(u32::MAX, |counts| counts.get(&key).copied().unwrap_or(0));
+            all > own.get(&key).copied().unwrap_or(0)
+        });
         if elsewhere {
             moved.remaining = Some(super::items::text_prefixes(
                 &self.texts[position].outcome,
@@ -2498,11 +2595,13 @@ impl Session {
     ) -> Option<PrefixDelta> {
         let span = self.span(position)?;
         let dropped: Vec<IpNetwork> = dropped.copied().collect();
-        let keys: Vec<SelectorKey> = dropped.iter().map(|p| cidr_selector_key(*p)).collect();
-        let elsewhere = self.model.lowered.rules[span.rules.clone()]
-            .iter()
-            .flat_map(|rule| rule.peers.iter().flatten())
-            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        // (`Model::ensure_peer_keys` counted them; without the counts,
+        // the text is lowered for its set.)
+        let elsewhere = dropped.iter().any(|prefix| {
+            span.peer_keys
+                .as_ref()
+                .is_none_or(|counts| counts.contains_key(&cidr_selector_key(*prefix)))
+        });
         if elsewhere {
             // (Never beside a shift of the text's lines, which holds its
             // outcome: `Self::edit_text`.)
@@ -2790,6 +2889,13 @@ impl Session {
                     );
                     debug_assert_eq!(span.prefixes, lowering.prefixes);
                     debug_assert_eq!(span.log_values, lowering.log_values);
+                    if let Some(kept) = &span.peer_keys {
+                        let mut counts = PeerKeys::default();
+                        for rule in &lowering.rules {
+                            count_peer_keys(&mut counts, rule, true);
+                        }
+                        debug_assert_eq!(*kept, counts, "a text's requirement counts");
+                    }
                 }
                 let mut counts = BTreeMap::new();
                 for span in spans {
@@ -4053,6 +4159,21 @@ fn splice_ops(
     }
     // Splice in place, last first (earlier ranges keep their indices).
     let ends: Vec<Range<usize>> = replaced.iter().map(|(r, _)| r.clone()).collect();
+    // Each list of the op index is ascending: its indices before the first
+    // replacement stay, those after the last move by the whole shift
+    // (nothing to do when it is 0, as for a changed port), and only the
+    // few between are looked at one by one, instead of a search per index
+    // of every peer.
+    let (first, last) = match (ends.first(), ends.last()) {
+        (Some(first), Some(last)) => (first.start, last.end),
+        _ => (0, 0),
+    };
+    let total = shifts.last().copied().unwrap_or(0);
+    let old_peers: Vec<OpPeers> = if total == 0 {
+        old.ops[first..last].iter().map(|op| op.peers).collect()
+    } else {
+        Vec::new()
+    };
     let mut ops = std::mem::take(&mut old.ops);
     for (range, new) in replaced.into_iter().rev() {
         drop(ops.splice(range, new));
@@ -4061,15 +4182,6 @@ fn splice_ops(
     // them (those inside a replaced range go), the made ops' added (lists
     // stay ascending).
     let mut by_peers = std::mem::take(&mut old.by_peers);
-    // Each list is ascending: its indices before the first replacement
-    // stay, those after the last move by the whole shift (nothing to do
-    // when it is 0, as for a changed port), and only the few between are
-    // looked at one by one, instead of a search per index of every peer.
-    let (first, last) = match (ends.first(), ends.last()) {
-        (Some(first), Some(last)) => (first.start, last.end),
-        _ => (0, 0),
-    };
-    let total = shifts.last().copied().unwrap_or(0);
     let moved = |index: usize| -> Option<usize> {
         let j = ends.partition_point(|r| r.end <= index);
         if ends.get(j).is_some_and(|r| r.start <= index) {
@@ -4077,7 +4189,7 @@ fn splice_ops(
         }
         index.checked_add_signed(shifts[j])
     };
-    by_peers.retain(|_, list| {
+    let fix = |list: &mut Vec<usize>| {
         let from = list.partition_point(|index| *index < first);
         let to = from + list[from..].partition_point(|index| *index < last);
         let mut kept = from;
@@ -4099,14 +4211,64 @@ fn splice_ops(
             list.truncate(at);
         }
         !list.is_empty()
-    });
+    };
+    // The peers whose ops are all gone (their selectors may leave the
+    // state's index, `States::put_back`).
+    let mut emptied: Vec<OpPeers> = Vec::new();
+    if total == 0 {
+        // Only the lists holding an old index in `first..last` change:
+        // those of the old ops there (one list per peer each, and the
+        // lists are separate allocations a pass over the whole index
+        // would read, cold, for nothing).
+        let peers: BTreeSet<OpPeers> = old_peers.into_iter().collect();
+        for peers in peers {
+            if let Some(list) = by_peers.get_mut(&peers)
+                && !fix(list)
+            {
+                by_peers.remove(&peers);
+                emptied.push(peers);
+            }
+        }
+    } else {
+        by_peers.retain(|peers, list| {
+            let kept = fix(list);
+            if !kept {
+                emptied.push(*peers);
+            }
+            kept
+        });
+    }
     let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
+    let mut came: Vec<OpPeers> = Vec::new();
     for range in made_at {
         for index in range {
-            by_peers.entry(ops[index].peers).or_default().push(index);
-            grown.insert(ops[index].peers);
+            let peers = ops[index].peers;
+            match by_peers.entry(peers) {
+                std::collections::hash_map::Entry::Occupied(mut list) => list.get_mut().push(index),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(vec![index]);
+                    came.push(peers);
+                }
+            }
+            grown.insert(peers);
         }
     }
+    // A peer emptied and made again keeps its place in the index.
+    let selector = |peers: &OpPeers| match peers {
+        OpPeers::Selector(id) => Some(*id),
+        OpPeers::Fixed(_) => None,
+    };
+    let (gone, came): (Vec<SelectorId>, Vec<SelectorId>) = (
+        emptied
+            .iter()
+            .filter(|p| !came.contains(p))
+            .filter_map(selector)
+            .collect(),
+        came.iter()
+            .filter(|p| !emptied.contains(p))
+            .filter_map(selector)
+            .collect(),
+    );
     // Its identity-0 peers: the old ones still with ops, and the new
     // peers' that select identity 0.
     let mut zero: Vec<OpPeers> = std::mem::take(&mut old.zero)
@@ -4126,16 +4288,19 @@ fn splice_ops(
         differing,
         by_peers,
         zero,
+        selectors: (gone, came),
     })
 }
 
 /// What [`splice_ops`] gives: the new ops, the peers whose sequence
-/// differs, and the op index of the new ops.
+/// differs, the op index of the new ops, and the selectors the ops no
+/// longer name and newly name.
 struct Spliced {
     ops: Vec<MapOp>,
     differing: BTreeSet<OpPeers>,
     by_peers: OpIndex,
     zero: Vec<OpPeers>,
+    selectors: (Vec<SelectorId>, Vec<SelectorId>),
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
@@ -4466,6 +4631,14 @@ fn one_out_of_order(
             (low..high).find(|id| !seen.get(*id).copied().unwrap_or(true) && !is_wildcard(*id))?;
         Some(vec![(order[out], free), (free, order[out])])
     })
+}
+
+/// The ids of sorted `a` that sorted `b` lacks.
+fn difference(a: &[SelectorId], b: &[SelectorId]) -> Vec<SelectorId> {
+    a.iter()
+        .filter(|id| b.binary_search(id).is_err())
+        .copied()
+        .collect()
 }
 
 /// One flag per interned selector: whether a rule names it as a peer.
@@ -4809,6 +4982,7 @@ fn build_with_spans(
             diagnostics: diagnostics.len()..diagnostics.len() + lowering.diagnostics.len(),
             prefixes: lowering.prefixes.clone(),
             log_values: lowering.log_values,
+            peer_keys: None,
         });
         rules.extend(lowering.rules);
         origins.extend(lowering.origins);
