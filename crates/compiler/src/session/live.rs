@@ -3,7 +3,7 @@
 //! touched (see the parent module's docs for the design and why the
 //! writes are exact).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -2090,11 +2090,15 @@ impl Session {
                 (Some(mut kept), Some((enforced, was)), Some((still, now))) => (enforced == still
                     && kept.reweigh(&was, false, &resolver.cache).is_some()
                     && kept.reweigh(&now, true, &resolver.cache).is_some())
-                .then_some(kept),
+                .then_some((kept, was, now)),
                 _ => None,
             };
             match corrected {
-                Some(kept) => model.bounds.insert(*id, kept),
+                // Only the touched filters' selectors were reweighed.
+                Some((kept, was, now)) => {
+                    let changed = was.keys().chain(now.keys()).copied();
+                    model.bounds.put_back(*id, kept, changed);
+                }
                 // Made again when next needed (`KeptBound::get`).
                 None => drop(model.bounds.remove(*id)),
             }
@@ -3690,9 +3694,10 @@ struct KeptBounds {
     by_identity: HashMap<u32, KeptBound>,
     /// foldhash: the keys are the session's own selector ids.
     weighing: foldhash::HashMap<SelectorId, BTreeSet<u32>>,
-    /// The selectors (sorted) of taken bounds ([`KeptBounds::take`]),
-    /// still in `weighing` until they are put back or removed.
-    taken: HashMap<u32, Vec<SelectorId>>,
+    /// The identities of taken bounds ([`KeptBounds::take`]), still in
+    /// `weighing` under their selectors until they are put back or
+    /// removed.
+    taken: HashSet<u32>,
 }
 
 impl KeptBounds {
@@ -3708,25 +3713,68 @@ impl KeptBounds {
     fn insert(&mut self, identity: u32, kept: KeptBound) {
         let old = match self.by_identity.remove(&identity) {
             Some(previous) => selectors_of(&previous),
-            None => self.taken.remove(&identity).unwrap_or_default(),
+            None => {
+                self.forget_taken(identity);
+                Vec::new()
+            }
         };
         reindex(&mut self.weighing, &identity, &old, &selectors_of(&kept));
         self.by_identity.insert(identity, kept);
     }
 
     /// Takes `identity`'s bound out to be corrected and put back with
-    /// [`KeptBounds::insert`] (or dropped with [`KeptBounds::remove`]);
-    /// the index keeps its selectors until then.
+    /// [`KeptBounds::put_back`] (or dropped with [`KeptBounds::remove`]);
+    /// the index keeps its selectors until then. Nothing is listed: a
+    /// bound weighing 4,096 selectors was listed and sorted here and at
+    /// the put-back in every one-rule change (session 26).
     fn take(&mut self, identity: u32) -> Option<KeptBound> {
         let kept = self.by_identity.remove(&identity)?;
-        self.taken.insert(identity, selectors_of(&kept));
+        self.taken.insert(identity);
         Some(kept)
     }
 
-    fn remove(&mut self, identity: u32) -> Option<KeptBound> {
-        for selector in self.taken.remove(&identity).unwrap_or_default() {
-            unindex(&mut self.weighing, selector, &identity);
+    /// Puts back `identity`'s taken bound, whose weights changed only on
+    /// the selectors `changed`: only those move in the index. A bound not
+    /// taken is inserted as by [`KeptBounds::insert`].
+    fn put_back(
+        &mut self,
+        identity: u32,
+        kept: KeptBound,
+        changed: impl Iterator<Item = SelectorId>,
+    ) {
+        if !self.taken.remove(&identity) {
+            self.insert(identity, kept);
+            return;
         }
+        for selector in changed {
+            let was = self
+                .weighing
+                .get(&selector)
+                .is_some_and(|identities| identities.contains(&identity));
+            let now = kept.weights.contains_key(&selector);
+            if was && !now {
+                unindex(&mut self.weighing, selector, &identity);
+            } else if now && !was {
+                self.weighing.entry(selector).or_default().insert(identity);
+            }
+        }
+        self.by_identity.insert(identity, kept);
+    }
+
+    /// A taken bound put back whole or removed: it leaves the index. Its
+    /// selectors were not listed ([`KeptBounds::take`]), so every
+    /// selector's entry is looked at (a correction that failed, rare).
+    fn forget_taken(&mut self, identity: u32) {
+        if self.taken.remove(&identity) {
+            self.weighing.retain(|_, identities| {
+                identities.remove(&identity);
+                !identities.is_empty()
+            });
+        }
+    }
+
+    fn remove(&mut self, identity: u32) -> Option<KeptBound> {
+        self.forget_taken(identity);
         let kept = self.by_identity.remove(&identity)?;
         for selector in kept.weights.keys() {
             unindex(&mut self.weighing, *selector, &identity);
