@@ -406,6 +406,10 @@ struct PeerIndex {
     indexed: usize,
 }
 
+/// Up to this many moved selectors, [`PeerIndex::relabel`] renames each
+/// in its own bucket; past it, one pass renames every bucket.
+const RENAME_IN_PLACE: usize = 64;
+
 /// A selector's bucket in the [`PeerIndex`]. The requirement is named by
 /// its place among the selector's requirements (which move with it when
 /// its id changes).
@@ -513,6 +517,33 @@ impl PeerIndex {
             .iter()
             .filter_map(|(old, new)| Some((*old, *new, *self.places.get(*old)?)))
             .collect();
+        if moves.len() > RENAME_IN_PLACE {
+            // Many moves (a rule inserted first): one pass over every
+            // bucket, each id renamed at once, costs less than a search
+            // of its bucket per moved selector (one bucket may hold
+            // thousands).
+            let rename = |list: &mut Vec<SelectorId>| {
+                for id in list {
+                    if let Some(new) = moves.get(id) {
+                        *id = *new;
+                    }
+                }
+            };
+            self.by_value
+                .values_mut()
+                .flat_map(HashMap::values_mut)
+                .for_each(rename);
+            self.by_key.values_mut().for_each(rename);
+            self.cidr_by_prefix.values_mut().for_each(rename);
+            rename(&mut self.cidr);
+            rename(&mut self.always);
+            for &(_, new, place) in &placed {
+                if let Some(slot) = self.places.get_mut(new) {
+                    *slot = place;
+                }
+            }
+            return;
+        }
         for &(old, new, place) in &placed {
             self.each_bucket(place, cache.selector(new), |list| {
                 if let Some(id) = list.iter_mut().find(|id| **id == old) {
@@ -730,12 +761,24 @@ impl Model {
         let cache = &parts.cache;
         let reordered = &mut self.reordered;
         self.states.relabel(&moves, |key, record| {
+            let by_peers = &record.by_peers;
+            let pairs = moved_among(
+                (
+                    by_peers.len(),
+                    by_peers.keys().filter_map(|peers| match peers {
+                        OpPeers::Selector(id) => Some(*id),
+                        OpPeers::Fixed(_) => None,
+                    }),
+                ),
+                |id| by_peers.contains_key(&OpPeers::Selector(id)),
+                &moves,
+            );
             let mut renamed: Vec<usize> = Vec::new();
             let mut lists: Vec<(OpPeers, Vec<usize>)> = Vec::new();
-            for (old, new) in &moves {
-                if let Some(list) = record.by_peers.remove(&OpPeers::Selector(*old)) {
+            for (old, new) in pairs {
+                if let Some(list) = record.by_peers.remove(&OpPeers::Selector(old)) {
                     renamed.extend_from_slice(&list);
-                    lists.push((OpPeers::Selector(*new), list));
+                    lists.push((OpPeers::Selector(new), list));
                 }
             }
             for (peers, list) in lists {
@@ -3790,9 +3833,15 @@ impl KeptBounds {
             if let Some(kept) = self.by_identity.get_mut(&identity) {
                 // The moved selectors' weights only: an identity every
                 // CIDR selector weighs has thousands (session 26).
-                let taken: Vec<(SelectorId, u64)> = moves
-                    .iter()
-                    .filter_map(|(old, new)| kept.weights.remove(old).map(|w| (*new, w)))
+                let weights = &kept.weights;
+                let pairs = moved_among(
+                    (weights.len(), weights.keys().copied()),
+                    |id| weights.contains_key(&id),
+                    moves,
+                );
+                let taken: Vec<(SelectorId, u64)> = pairs
+                    .into_iter()
+                    .filter_map(|(old, new)| kept.weights.remove(&old).map(|w| (new, w)))
                     .collect();
                 kept.weights.extend(taken);
             }
@@ -4706,11 +4755,39 @@ fn rename_keys<V>(
     map: &mut BTreeMap<SelectorId, V>,
     moves: &foldhash::HashMap<SelectorId, SelectorId>,
 ) {
-    let taken: Vec<(SelectorId, V)> = moves
-        .iter()
-        .filter_map(|(old, new)| map.remove(old).map(|value| (*new, value)))
+    let pairs = moved_among(
+        (map.len(), map.keys().copied()),
+        |id| map.contains_key(&id),
+        moves,
+    );
+    let taken: Vec<(SelectorId, V)> = pairs
+        .into_iter()
+        .filter_map(|(old, new)| map.remove(&old).map(|value| (new, value)))
         .collect();
     map.extend(taken);
+}
+
+/// The moves (`(old, new)`) of the selectors among `keys` (`len` of
+/// them, `contains` asking for one): the keys are walked when they are
+/// fewer than the moves, else the moves are looked up. Two moves
+/// (`one_out_of_order`) among a state's 4,096 selectors, or 4,096 moves
+/// (a rule inserted first) among a filter's one: either way the smaller
+/// side.
+fn moved_among(
+    (len, keys): (usize, impl Iterator<Item = SelectorId>),
+    contains: impl Fn(SelectorId) -> bool,
+    moves: &foldhash::HashMap<SelectorId, SelectorId>,
+) -> Vec<(SelectorId, SelectorId)> {
+    if len <= moves.len() {
+        keys.filter_map(|id| moves.get(&id).map(|new| (id, *new)))
+            .collect()
+    } else {
+        moves
+            .iter()
+            .filter(|(old, _)| contains(**old))
+            .map(|(old, new)| (*old, *new))
+            .collect()
+    }
 }
 
 /// Whether a state's ops are in the order `Resolver::filter_ops` makes

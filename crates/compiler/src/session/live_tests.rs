@@ -2103,6 +2103,61 @@ fn a_new_peer_selector_takes_the_id_of_the_one_it_replaced() {
     );
 }
 
+/// More moves than `PeerIndex::relabel` renames one by one
+/// (`RENAME_IN_PLACE`): the first two rules of a 100-rule text changed so
+/// that the batch numbers ~100 selectors again (no unused id fits the new
+/// first one). Pods each selector selects then appear; every step
+/// equals the batch.
+#[test]
+fn many_selectors_numbered_again_keep_their_peer_index_buckets() {
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0)]);
+    let text = |peers: &[u16]| {
+        let mut out = String::from(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n",
+        );
+        for (i, n) in peers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  - fromEndpoints: [{{matchLabels: {{n: \"{n}\"}}}}]\n    toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]",
+                1000 + i
+            );
+        }
+        out
+    };
+    let first: Vec<u16> = (1..=100).collect();
+    // Rule 0 takes the last rule's selector and rule 1 the first's: only
+    // `n=2` is unused, and its id is not below `n=1`'s.
+    let mut second = first.clone();
+    second[0] = 100;
+    second[1] = 1;
+    let mut paths = Vec::new();
+    for peers in [&first, &second, &first] {
+        let update = session
+            .set_policy("t0", load_str("t0.yaml", &text(peers), &limits))
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+        paths.push(update.path);
+        for n in [1_u8, 50, 100] {
+            let mut pod = endpoint(n + 10, 1, 0, true);
+            pod.labels.insert("n".to_owned(), n.to_string());
+            let update = session.add_endpoint(pod).unwrap();
+            before = check(&session, &update, &before, &mut mirror);
+            paths.push(update.path);
+            let update = session
+                .remove_endpoint(&format!("prod/e{}", n + 10))
+                .unwrap()
+                .unwrap();
+            before = check(&session, &update, &before, &mut mirror);
+            paths.push(update.path);
+        }
+    }
+    assert!(
+        paths[1..].iter().all(|p| *p == UpdatePath::Incremental),
+        "{paths:?}"
+    );
+}
+
 /// Findings follow the selector ids too (`Resolver::filter_ops` lists a
 /// filter's merge conflicts by id), and a selector whose rules conflict
 /// gives a finding but no op, so no op names it in the state. Removing the
