@@ -178,6 +178,8 @@ fn count_peer_keys(counts: &mut PeerKeys, rule: &PolicyRule, add: bool) {
             if *n == 0 {
                 counts.remove(key);
             }
+        } else {
+            debug_assert!(false, "a text's requirement count of {key:?} went below 0");
         }
     }
 }
@@ -746,10 +748,12 @@ impl Model {
         let moves: foldhash::HashMap<SelectorId, SelectorId> = moves.into_iter().collect();
         self.peer_index.relabel(&parts.cache, &moves);
         // Only the moved selectors' entries are renamed, in the filters,
-        // the ops and their index: two moves (`one_out_of_order`) touch a
-        // few entries of a 4,096-selector state, where renaming each op
-        // and making the index again was half of a prefix change
-        // (session 25).
+        // the ops and their index, each map walking the smaller of its
+        // keys and the moves (`moved_among`): two moves
+        // (`one_out_of_order`) touch a few entries of a 4,096-selector
+        // state, where renaming each op and making the index again was
+        // half of a prefix change (session 25); 4,096 moves (a rule
+        // inserted first) walk each one-selector filter's key.
         for policy in self.l4.values_mut() {
             for direction in [&mut policy.ingress, &mut policy.egress] {
                 for per_selector in direction.filters.values_mut() {
@@ -2129,21 +2133,30 @@ impl Session {
             let after = KeptBound::touched(old, touched);
             // The untouched filters' terms are the same (the same filters,
             // the same selections): correct the bound by the touched ones'.
-            let corrected = match (cached, before, after) {
-                (Some(mut kept), Some((enforced, was)), Some((still, now))) => (enforced == still
-                    && kept.reweigh(&was, false, &resolver.cache).is_some()
-                    && kept.reweigh(&now, true, &resolver.cache).is_some())
-                .then_some((kept, was, now)),
-                _ => None,
-            };
-            match corrected {
-                // Only the touched filters' selectors were reweighed.
-                Some((kept, was, now)) => {
+            // Only the touched filters' selectors are reweighed: the
+            // bound's selectors change among those alone. A bound that
+            // cannot be corrected is made again when next needed
+            // (`KeptBound::get`).
+            match (cached, before, after) {
+                (Some(mut kept), Some((enforced, was)), Some((still, now))) => {
+                    let corrected = enforced == still
+                        && kept.reweigh(&was, false, &resolver.cache).is_some()
+                        && kept.reweigh(&now, true, &resolver.cache).is_some();
                     let changed = was.keys().chain(now.keys()).copied();
-                    model.bounds.put_back(*id, kept, changed);
+                    if corrected {
+                        model.bounds.put_back(*id, kept, changed);
+                    } else {
+                        let held: Vec<SelectorId> = kept.weights.keys().copied().collect();
+                        model
+                            .bounds
+                            .drop_taken(*id, held.into_iter().chain(changed));
+                    }
                 }
-                // Made again when next needed (`KeptBound::get`).
-                None => drop(model.bounds.remove(*id)),
+                (Some(kept), _, _) => {
+                    let held: Vec<SelectorId> = kept.weights.keys().copied().collect();
+                    model.bounds.drop_taken(*id, held.into_iter());
+                }
+                (None, _, _) => drop(model.bounds.remove(*id)),
             }
         }
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
@@ -2537,10 +2550,11 @@ impl Session {
         let Some(spans) = self.model.spans.as_ref() else {
             return Ok(None);
         };
-        let Some(span) = spans.get(position).cloned() else {
+        let Some(whole) = spans.get(position) else {
             return Ok(None);
         };
-        let names_alone = span.prefixes.iter().any(|prefix| {
+        let span = whole.ranges();
+        let names_alone = whole.prefixes.iter().any(|prefix| {
             !spans
                 .iter()
                 .enumerate()
@@ -2602,7 +2616,15 @@ impl Session {
         let Some(span) = self.span(position) else {
             return moved;
         };
-        let removed = &self.model.lowered.rules[span.rules.start + moved.position];
+        let Some(removed) = self
+            .model
+            .lowered
+            .rules
+            .get(span.rules.start + moved.position)
+            .filter(|_| moved.position < span.rules.len())
+        else {
+            return moved;
+        };
         // The removed rule's own requirements on them do not count.
         let mut own = PeerKeys::default();
         count_peer_keys(&mut own, removed, true);
@@ -3749,10 +3771,10 @@ impl KeptBounds {
     }
 
     /// Keeps `kept` as `identity`'s bound, moving in the index only the
-    /// selectors that differ from the replaced (or taken) bound's: a rule
-    /// change puts back a bound weighing the same hundreds of selectors
-    /// (un-indexing and indexing them all was ~20 % of a one-rule change,
-    /// callgrind, session 13).
+    /// selectors that differ from the replaced bound's (un-indexing and
+    /// indexing them all was ~20 % of a one-rule change, callgrind,
+    /// session 13). A taken bound goes back through
+    /// [`KeptBounds::put_back`]; given here, it is forgotten whole first.
     fn insert(&mut self, identity: u32, kept: KeptBound) {
         let old = match self.by_identity.remove(&identity) {
             Some(previous) => selectors_of(&previous),
@@ -3804,9 +3826,21 @@ impl KeptBounds {
         self.by_identity.insert(identity, kept);
     }
 
+    /// Drops `identity`'s taken bound, whose selectors when taken were
+    /// among `held` (its weights' keys then, or now and those a failed
+    /// correction reweighed): it leaves the index under each.
+    fn drop_taken(&mut self, identity: u32, held: impl Iterator<Item = SelectorId>) {
+        if self.taken.remove(&identity) {
+            for selector in held {
+                unindex(&mut self.weighing, selector, &identity);
+            }
+        }
+    }
+
     /// A taken bound put back whole or removed: it leaves the index. Its
     /// selectors were not listed ([`KeptBounds::take`]), so every
-    /// selector's entry is looked at (a correction that failed, rare).
+    /// selector's entry is looked at; the session drops its taken bounds
+    /// with [`KeptBounds::drop_taken`] instead.
     fn forget_taken(&mut self, identity: u32) {
         if self.taken.remove(&identity) {
             self.weighing.retain(|_, identities| {
@@ -4230,17 +4264,23 @@ fn splice_ops(
         if before == &after[..] {
             continue;
         }
-        let peers: BTreeSet<OpPeers> = before.iter().chain(after).map(|op| op.peers).collect();
-        for peer in peers {
-            let of_peer = |op: &&MapOp| op.peers == peer;
-            if !before
-                .iter()
-                .filter(of_peer)
-                .eq(after.iter().filter(of_peer))
-            {
-                differing.insert(peer);
-            }
+        // Each peer's ops before and after, in one pass over each (a
+        // filter that 4,096 CIDR rules share was 4,096 passes over both:
+        // ~30 ms of a prefix change, session 26).
+        let mut of_peer: foldhash::HashMap<OpPeers, (Vec<&MapOp>, Vec<&MapOp>)> =
+            foldhash::HashMap::default();
+        for op in before {
+            of_peer.entry(op.peers).or_default().0.push(op);
         }
+        for op in after {
+            of_peer.entry(op.peers).or_default().1.push(op);
+        }
+        differing.extend(
+            of_peer
+                .into_iter()
+                .filter(|(_, (was, now))| was != now)
+                .map(|(peer, _)| peer),
+        );
     }
     // Where each replacement's new ops start, and the shift of the old
     // indices after it (`shifts[j]`: after the first `j` replacements).
@@ -4350,19 +4390,25 @@ fn splice_ops(
             grown.insert(peers);
         }
     }
-    // A peer emptied and made again keeps its place in the index.
+    // A peer emptied and made again keeps its place in the index. (Sets:
+    // a filter's thousands of selectors may all be emptied and made
+    // again.)
     let selector = |peers: &OpPeers| match peers {
         OpPeers::Selector(id) => Some(*id),
         OpPeers::Fixed(_) => None,
     };
+    let (emptied_set, came_set): (HashSet<OpPeers>, HashSet<OpPeers>) = (
+        emptied.iter().copied().collect(),
+        came.iter().copied().collect(),
+    );
     let (gone, came): (Vec<SelectorId>, Vec<SelectorId>) = (
         emptied
             .iter()
-            .filter(|p| !came.contains(p))
+            .filter(|p| !came_set.contains(p))
             .filter_map(selector)
             .collect(),
         came.iter()
-            .filter(|p| !emptied.contains(p))
+            .filter(|p| !emptied_set.contains(p))
             .filter_map(selector)
             .collect(),
     );
@@ -4651,10 +4697,11 @@ fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]
 /// session's ids must order the selectors the rules use as the batch's
 /// would (the wildcard is folded first whatever its id, so it is left
 /// out). The ids that make it so: `(old, new)` for each selector whose id
-/// changes (empty when the order holds), the used selectors taking the ids
-/// they hold among themselves in first-use order (the wildcard and unused
-/// selectors keep theirs). `None` when a rule names an id the cache does
-/// not hold.
+/// changes (empty when the order holds): two, when one selector alone is
+/// out of order and trades ids with an unused one ([`one_out_of_order`]);
+/// else the used selectors take the ids they hold among themselves in
+/// first-use order (the wildcard and unused selectors keep theirs).
+/// `None` when a rule names an id the cache does not hold.
 fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorId)>> {
     // One flag per interned selector (a set was a fifth of a moved rule's
     // cost at 1,024 rules).

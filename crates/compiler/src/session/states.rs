@@ -99,9 +99,10 @@ impl<R: Indexed> States<R> {
     }
 
     /// Puts `record` at `key`; the record it replaces, if any. Only the
-    /// selectors that differ from the replaced (or taken) record's are
-    /// re-indexed: a one-rule change replaces a state whose ops name the
-    /// same hundreds of selectors.
+    /// selectors that differ from the replaced record's are re-indexed: a
+    /// one-rule change replaces a state whose ops name the same hundreds
+    /// of selectors. A taken record goes back through
+    /// [`States::put_back`]; given here, it is forgotten whole first.
     pub(super) fn insert(&mut self, key: StateKey, record: R) -> Option<R> {
         let previous = self.map.remove(&key);
         let old = match &previous {
@@ -469,7 +470,7 @@ mod tests {
     }
 
     #[test]
-    fn a_taken_record_is_put_back_with_only_its_changed_selectors_moved() {
+    fn a_taken_record_inserted_whole_leaves_its_old_selectors() {
         let mut states = States::default();
         states.insert(key(1), fake(&[0, 1, 2], 3));
         states.insert(key(2), fake(&[2], 1));
