@@ -124,11 +124,14 @@
 //!    lower id (a rule inserted at the front, the first rule's peer changed
 //!    to a new selector), the session numbers the used selectors again in
 //!    place (they take the ids they hold among themselves in first-use
-//!    order; the cache, the rules' peer ids, the peer index, the L4
-//!    policies, the kept bounds and the ops of the states that name a moved
-//!    selector follow), and folds again in full each state whose ops are
-//!    then out of the batch's order (two selectors of one filter and key
-//!    swapped) or that has findings (their order follows the ids). It
+//!    order; when one selector alone is out of that order and an unused
+//!    selector's id fits its place, as the one a changed peer replaced,
+//!    the two trade ids instead; the cache, the rules' peer ids, the peer
+//!    index, the L4 policies, the kept bounds and the ops of the states
+//!    that name a moved selector follow, each renaming only the moved
+//!    selectors' entries), and folds again in full each state whose ops
+//!    are then out of the batch's order (two selectors of one filter and
+//!    key swapped) or that has findings (their order follows the ids). It
 //!    recompiled everything before (~100 ms at 4,096 rules).
 //! 5. **A rule item inserted into a text or removed from it**, nothing else
 //!    of the text changed (`session::items::moved_item` compares the other

@@ -3,7 +3,7 @@
 //! touched (see the parent module's docs for the design and why the
 //! writes are exact).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -149,6 +149,59 @@ struct TextSpan {
     /// The text's log values (`resolve::lower::log_values`): the log
     /// cookies are numbered over every text's.
     log_values: BTreeSet<String>,
+    /// How many requirements of its rules' peer selectors are on each
+    /// key ([`count_peer_keys`]), made on first need
+    /// ([`Model::ensure_peer_keys`]) and kept by every change of its
+    /// rules: whether another rule of the text has a selector on a
+    /// dropped prefix's key is one lookup, not a pass over the text's
+    /// rules (a quarter of a prefix change at 4,096 rules, session 26).
+    peer_keys: Option<PeerKeys>,
+}
+
+/// Requirement counts by key ([`TextSpan::peer_keys`]).
+type PeerKeys = foldhash::HashMap<SelectorKey, u32>;
+
+/// Counts (`add`) or uncounts the requirements of `rule`'s peer selectors
+/// by key.
+fn count_peer_keys(counts: &mut PeerKeys, rule: &PolicyRule, add: bool) {
+    for requirement in rule.peers.iter().flatten().flat_map(|s| s.requirements()) {
+        let key = &requirement.key;
+        if add {
+            match counts.get_mut(key) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(key.clone(), 1);
+                }
+            }
+        } else if let Some(n) = counts.get_mut(key) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                counts.remove(key);
+            }
+        } else {
+            debug_assert!(false, "a text's requirement count of {key:?} went below 0");
+        }
+    }
+}
+
+/// A [`TextSpan`]'s three ranges, without its sets: what a change held
+/// across the model's mutation reads (a copy of the span cloned its
+/// prefix set, 4,096 prefixes for one rule changed in one text).
+#[derive(Debug, Clone)]
+struct SpanRanges {
+    rules: Range<usize>,
+    origins: Range<usize>,
+    diagnostics: Range<usize>,
+}
+
+impl TextSpan {
+    fn ranges(&self) -> SpanRanges {
+        SpanRanges {
+            rules: self.rules.clone(),
+            origins: self.origins.clone(),
+            diagnostics: self.diagnostics.clone(),
+        }
+    }
 }
 
 /// What a text's prefix set lost and gained (each sorted, disjoint from
@@ -348,7 +401,28 @@ struct PeerIndex {
     /// be tested as any other).
     cidr: Vec<SelectorId>,
     always: Vec<SelectorId>,
+    /// Where each selector is indexed, by id: a renumbering renames the
+    /// moved selectors in their own buckets (a pass over every bucket was
+    /// a twentieth of a CIDR prefix change at 4,096 rules, session 26).
+    places: Vec<Place>,
     indexed: usize,
+}
+
+/// Up to this many moved selectors, [`PeerIndex::relabel`] renames each
+/// in its own bucket; past it, one pass renames every bucket.
+const RENAME_IN_PLACE: usize = 64;
+
+/// A selector's bucket in the [`PeerIndex`]. The requirement is named by
+/// its place among the selector's requirements (which move with it when
+/// its id changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Wildcard,
+    Value(usize),
+    Key(usize),
+    Cidr(IpNetwork),
+    CidrNone,
+    Always,
 }
 
 impl PeerIndex {
@@ -357,12 +431,13 @@ impl PeerIndex {
         for id in self.indexed..cache.len() {
             let selector = cache.selector(id);
             if selector.is_wildcard() {
+                self.places.push(Place::Wildcard);
                 continue;
             }
-            let mut best: Option<(usize, &crate::selector::Requirement)> = None;
+            let mut best: Option<(usize, usize, &crate::selector::Requirement)> = None;
             let mut cidr = false;
             let mut prefix: Option<IpNetwork> = None;
-            for r in selector.requirements() {
+            for (at, r) in selector.requirements().enumerate() {
                 if !matches!(r.operator, Operator::In | Operator::Exists) {
                     continue;
                 }
@@ -381,46 +456,113 @@ impl PeerIndex {
                     }
                     _ => self.by_key.get(r.key.key.as_str()).map_or(0, Vec::len),
                 };
-                if best.is_none_or(|(smallest, _)| size < smallest) {
-                    best = Some((size, r));
+                if best.is_none_or(|(smallest, _, _)| size < smallest) {
+                    best = Some((size, at, r));
                 }
             }
-            match best {
-                Some((_, r)) if r.operator == Operator::In => {
-                    let values = self.by_value.entry(r.key.key.clone()).or_default();
-                    for value in &r.values {
-                        values.entry(value.clone()).or_default().push(id);
-                    }
-                }
-                Some((_, r)) => self.by_key.entry(r.key.key.clone()).or_default().push(id),
+            let place = match best {
+                Some((_, at, r)) if r.operator == Operator::In => Place::Value(at),
+                Some((_, at, _)) => Place::Key(at),
                 None => match prefix {
-                    Some(prefix) => self.cidr_by_prefix.entry(prefix).or_default().push(id),
-                    None if cidr => self.cidr.push(id),
-                    None => self.always.push(id),
+                    Some(prefix) => Place::Cidr(prefix),
+                    None if cidr => Place::CidrNone,
+                    None => Place::Always,
                 },
-            }
+            };
+            self.places.push(place);
+            self.each_bucket(place, selector, |list| list.push(id));
         }
         self.indexed = cache.len();
     }
 
-    /// Selectors numbered again (`moves`, a permutation of those ids):
-    /// each keeps its bucket under its new id.
-    fn relabel(&mut self, moves: &foldhash::HashMap<SelectorId, SelectorId>) {
-        let rename = |list: &mut Vec<SelectorId>| {
-            for id in list {
-                if let Some(new) = moves.get(id) {
-                    *id = *new;
+    /// Calls `f` with each bucket list of a selector indexed at `place`
+    /// (an `In` requirement's id is in one list per value).
+    fn each_bucket(
+        &mut self,
+        place: Place,
+        selector: &crate::selector::Selector,
+        mut f: impl FnMut(&mut Vec<SelectorId>),
+    ) {
+        let requirement = |at: usize| selector.requirements().nth(at);
+        match place {
+            Place::Wildcard => {}
+            Place::Value(at) => {
+                if let Some(r) = requirement(at) {
+                    let values = self.by_value.entry(r.key.key.clone()).or_default();
+                    for value in &r.values {
+                        f(values.entry(value.clone()).or_default());
+                    }
                 }
             }
-        };
-        self.by_value
-            .values_mut()
-            .flat_map(HashMap::values_mut)
-            .for_each(rename);
-        self.by_key.values_mut().for_each(rename);
-        self.cidr_by_prefix.values_mut().for_each(rename);
-        rename(&mut self.cidr);
-        rename(&mut self.always);
+            Place::Key(at) => {
+                if let Some(r) = requirement(at) {
+                    f(self.by_key.entry(r.key.key.clone()).or_default());
+                }
+            }
+            Place::Cidr(prefix) => f(self.cidr_by_prefix.entry(prefix).or_default()),
+            Place::CidrNone => f(&mut self.cidr),
+            Place::Always => f(&mut self.always),
+        }
+    }
+
+    /// Selectors numbered again (`moves`, a permutation of those ids;
+    /// `cache` already relabelled, so each moved selector is at its new
+    /// id): each keeps its bucket under its new id. Two passes, through
+    /// a marked id (`!new`), so that two moved selectors of one bucket do
+    /// not take each other's places.
+    fn relabel(
+        &mut self,
+        cache: &SelectorCache,
+        moves: &foldhash::HashMap<SelectorId, SelectorId>,
+    ) {
+        let placed: Vec<(SelectorId, SelectorId, Place)> = moves
+            .iter()
+            .filter_map(|(old, new)| Some((*old, *new, *self.places.get(*old)?)))
+            .collect();
+        if moves.len() > RENAME_IN_PLACE {
+            // Many moves (a rule inserted first): one pass over every
+            // bucket, each id renamed at once, costs less than a search
+            // of its bucket per moved selector (one bucket may hold
+            // thousands).
+            let rename = |list: &mut Vec<SelectorId>| {
+                for id in list {
+                    if let Some(new) = moves.get(id) {
+                        *id = *new;
+                    }
+                }
+            };
+            self.by_value
+                .values_mut()
+                .flat_map(HashMap::values_mut)
+                .for_each(rename);
+            self.by_key.values_mut().for_each(rename);
+            self.cidr_by_prefix.values_mut().for_each(rename);
+            rename(&mut self.cidr);
+            rename(&mut self.always);
+            for &(_, new, place) in &placed {
+                if let Some(slot) = self.places.get_mut(new) {
+                    *slot = place;
+                }
+            }
+            return;
+        }
+        for &(old, new, place) in &placed {
+            self.each_bucket(place, cache.selector(new), |list| {
+                if let Some(id) = list.iter_mut().find(|id| **id == old) {
+                    *id = !new;
+                }
+            });
+        }
+        for &(_, new, place) in &placed {
+            self.each_bucket(place, cache.selector(new), |list| {
+                if let Some(id) = list.iter_mut().find(|id| **id == !new) {
+                    *id = new;
+                }
+            });
+            if let Some(slot) = self.places.get_mut(new) {
+                *slot = place;
+            }
+        }
     }
 
     /// The selectors that select an identity with `labels`, and how many
@@ -592,31 +734,30 @@ impl Model {
         if !parts.cache.relabel(&moves) {
             return false;
         }
-        // A table by id, not the map: the rules' peer ids and the L4
-        // policies' selectors are thousands of lookups at 4,096 rules.
+        // A table by id, not the map: the rules' peer ids are thousands of
+        // lookups at 4,096 rules.
         let mut table: Vec<SelectorId> = (0..parts.cache.len()).collect();
         for (old, new) in &moves {
             table[*old] = *new;
         }
         let rename = |id: SelectorId| table.get(id).copied().unwrap_or(id);
-        let moves: foldhash::HashMap<SelectorId, SelectorId> = moves.into_iter().collect();
-        let rename_peers = |peers: OpPeers| match peers {
-            OpPeers::Selector(id) => OpPeers::Selector(rename(id)),
-            fixed @ OpPeers::Fixed(_) => fixed,
-        };
         for id in parts.peer_ids.iter_mut().flatten().flatten() {
             *id = rename(*id);
         }
-        self.peer_index.relabel(&moves);
+        let used = used_selectors(parts).unwrap_or_default();
+        let moves: foldhash::HashMap<SelectorId, SelectorId> = moves.into_iter().collect();
+        self.peer_index.relabel(&parts.cache, &moves);
+        // Only the moved selectors' entries are renamed, in the filters,
+        // the ops and their index, each map walking the smaller of its
+        // keys and the moves (`moved_among`): two moves
+        // (`one_out_of_order`) touch a few entries of a 4,096-selector
+        // state, where renaming each op and making the index again was
+        // half of a prefix change (session 25); 4,096 moves (a rule
+        // inserted first) walk each one-selector filter's key.
         for policy in self.l4.values_mut() {
             for direction in [&mut policy.ingress, &mut policy.egress] {
                 for per_selector in direction.filters.values_mut() {
-                    if per_selector.keys().any(|id| rename(*id) != *id) {
-                        *per_selector = std::mem::take(per_selector)
-                            .into_iter()
-                            .map(|(id, policy)| (rename(id), policy))
-                            .collect();
-                    }
+                    rename_keys(per_selector, &moves);
                 }
             }
         }
@@ -624,17 +765,46 @@ impl Model {
         let cache = &parts.cache;
         let reordered = &mut self.reordered;
         self.states.relabel(&moves, |key, record| {
-            for op in &mut record.ops {
-                op.peers = rename_peers(op.peers);
+            let by_peers = &record.by_peers;
+            let pairs = moved_among(
+                (
+                    by_peers.len(),
+                    by_peers.keys().filter_map(|peers| match peers {
+                        OpPeers::Selector(id) => Some(*id),
+                        OpPeers::Fixed(_) => None,
+                    }),
+                ),
+                |id| by_peers.contains_key(&OpPeers::Selector(id)),
+                &moves,
+            );
+            let mut renamed: Vec<usize> = Vec::new();
+            let mut lists: Vec<(OpPeers, Vec<usize>)> = Vec::new();
+            for (old, new) in pairs {
+                if let Some(list) = record.by_peers.remove(&OpPeers::Selector(old)) {
+                    renamed.extend_from_slice(&list);
+                    lists.push((OpPeers::Selector(new), list));
+                }
             }
-            record.by_peers = std::mem::take(&mut record.by_peers)
-                .into_iter()
-                .map(|(peers, list)| (rename_peers(peers), list))
-                .collect();
+            for (peers, list) in lists {
+                for index in &list {
+                    record.ops[*index].peers = peers;
+                }
+                record.by_peers.insert(peers, list);
+            }
             for peers in &mut record.zero {
-                *peers = rename_peers(*peers);
+                if let OpPeers::Selector(id) = peers
+                    && let Some(new) = moves.get(id)
+                {
+                    *id = *new;
+                }
             }
-            if !ops_in_selector_order(&record.ops, cache) {
+            // The ops that kept their peers kept their order; only the
+            // renamed ones' neighbours are compared.
+            let in_order = renamed.iter().all(|index| {
+                let around = index.saturating_sub(1)..(index + 2).min(record.ops.len());
+                ops_in_selector_order(&record.ops[around], cache, &used)
+            });
+            if !in_order {
                 reordered.insert(key.clone());
             }
         });
@@ -667,6 +837,17 @@ impl Model {
         if self.lowered.rules[index] == rule {
             return;
         }
+        if let Some(spans) = &mut self.spans {
+            let at = spans.partition_point(|span| span.rules.end <= index);
+            if let Some(counts) = spans
+                .get_mut(at)
+                .filter(|span| span.rules.contains(&index))
+                .and_then(|span| span.peer_keys.as_mut())
+            {
+                count_peer_keys(counts, &self.lowered.rules[index], false);
+                count_peer_keys(counts, &rule, true);
+            }
+        }
         index_filters(
             &mut self.filter_rules,
             &self.lowered.rules[index],
@@ -687,6 +868,25 @@ impl Model {
             list.insert(at, index);
         }
         self.lowered.rules[index] = rule;
+    }
+
+    /// Counts the requirement keys of the text at `position`
+    /// ([`TextSpan::peer_keys`]) if they are not yet.
+    fn ensure_peer_keys(&mut self, position: usize) {
+        let Some(span) = self
+            .spans
+            .as_mut()
+            .and_then(|spans| spans.get_mut(position))
+        else {
+            return;
+        };
+        if span.peer_keys.is_none() {
+            let mut counts = PeerKeys::default();
+            for rule in &self.lowered.rules[span.rules.clone()] {
+                count_peer_keys(&mut counts, rule, true);
+            }
+            span.peer_keys = Some(counts);
+        }
     }
 }
 
@@ -1611,7 +1811,7 @@ impl Session {
         position: usize,
         items: Option<ChangedItems>,
     ) -> Result<Option<Update>, SessionError> {
-        let Some(span) = self.span(position).cloned() else {
+        let Some(span) = self.span(position).map(TextSpan::ranges) else {
             return Ok(None);
         };
         let text = &self.texts[position];
@@ -1687,8 +1887,12 @@ impl Session {
                 }
             }
             if named_before != named {
-                let delta =
-                    self.item_prefixes(position, &span, named_before.difference(&named), &named);
+                self.model.ensure_peer_keys(position);
+                let Some(delta) =
+                    self.item_prefixes(position, named_before.difference(&named), &named)
+                else {
+                    return Ok(None);
+                };
                 if !delta.removed.is_empty() || !delta.added.is_empty() {
                     if !prefixes_incremental {
                         // Only the rules were replaced; the caller
@@ -1704,6 +1908,14 @@ impl Session {
                 model.lowered.scope(&self.inventory),
                 span.origins.start,
             );
+            let Some(span_prefixes) = model
+                .spans
+                .as_ref()
+                .and_then(|spans| spans.get(position))
+                .map(|span| &span.prefixes)
+            else {
+                return Ok(None);
+            };
             // Tier rules are their own layer: not replaced here (as in
             // `Self::append_text`). The text's CIDR groups are the ones it
             // had (`Session::set_policy`; an in-place edit is inside a
@@ -1712,14 +1924,14 @@ impl Session {
                 || !model.lowered.tier_rules.rules.is_empty()
                 || lowering.rules.len() != span.rules.len()
                 || lowering.origins.len() != span.origins.len()
-                || (lowering.prefixes != span.prefixes && !prefixes_incremental)
+                || (lowering.prefixes != *span_prefixes && !prefixes_incremental)
             {
                 return Ok(None);
             }
-            if lowering.prefixes != span.prefixes {
+            if lowering.prefixes != *span_prefixes {
                 // Their CIDR identities follow once the rules' peers are
                 // interned (below).
-                prefix_change = Some(PrefixDelta::between(&span.prefixes, &lowering.prefixes));
+                prefix_change = Some(PrefixDelta::between(span_prefixes, &lowering.prefixes));
             }
             // The text was lowered alone (bounded by the load limits), so
             // `check_inputs` (which bounds lowering) is not needed; the
@@ -1921,17 +2133,30 @@ impl Session {
             let after = KeptBound::touched(old, touched);
             // The untouched filters' terms are the same (the same filters,
             // the same selections): correct the bound by the touched ones'.
-            let corrected = match (cached, before, after) {
-                (Some(mut kept), Some((enforced, was)), Some((still, now))) => (enforced == still
-                    && kept.reweigh(&was, false, &resolver.cache).is_some()
-                    && kept.reweigh(&now, true, &resolver.cache).is_some())
-                .then_some(kept),
-                _ => None,
-            };
-            match corrected {
-                Some(kept) => model.bounds.insert(*id, kept),
-                // Made again when next needed (`KeptBound::get`).
-                None => drop(model.bounds.remove(*id)),
+            // Only the touched filters' selectors are reweighed: the
+            // bound's selectors change among those alone. A bound that
+            // cannot be corrected is made again when next needed
+            // (`KeptBound::get`).
+            match (cached, before, after) {
+                (Some(mut kept), Some((enforced, was)), Some((still, now))) => {
+                    let corrected = enforced == still
+                        && kept.reweigh(&was, false, &resolver.cache).is_some()
+                        && kept.reweigh(&now, true, &resolver.cache).is_some();
+                    let changed = was.keys().chain(now.keys()).copied();
+                    if corrected {
+                        model.bounds.put_back(*id, kept, changed);
+                    } else {
+                        let held: Vec<SelectorId> = kept.weights.keys().copied().collect();
+                        model
+                            .bounds
+                            .drop_taken(*id, held.into_iter().chain(changed));
+                    }
+                }
+                (Some(kept), _, _) => {
+                    let held: Vec<SelectorId> = kept.weights.keys().copied().collect();
+                    model.bounds.drop_taken(*id, held.into_iter());
+                }
+                (None, _, _) => drop(model.bounds.remove(*id)),
             }
         }
         let mut state_changes: Vec<(StateKey, Vec<MapChange>)> = Vec::new();
@@ -2025,15 +2250,20 @@ impl Session {
                     )
                 })
                 .flatten();
-            let (ops, diagnostics, differing) = match spliced {
+            // How the selectors its ops name change (the state's index
+            // follows, `States::put_back`): the splice knows; made in
+            // full, the two lists are compared.
+            let (ops, diagnostics, differing, selectors) = match spliced {
                 Some(spliced) => (
                     spliced.ops,
                     Vec::new(),
                     Some((spliced.differing, (spliced.by_peers, spliced.zero))),
+                    Ok(spliced.selectors),
                 ),
                 None => {
                     let (ops, diagnostics) = resolver.map_ops(endpoint, policy, &describe);
-                    (ops, diagnostics, None)
+                    let before = super::states::sorted(record.selectors());
+                    (ops, diagnostics, None, Err(before))
                 }
             };
             let (table, peer_index) = (&model.table, &model.peer_index);
@@ -2064,7 +2294,16 @@ impl Session {
                 model.parts = resolver.into_parts();
                 return Err(e.into());
             }
-            model.states.insert(key.clone(), new_record);
+            let (gone, came) = match selectors {
+                Ok(change) => change,
+                Err(before) => {
+                    let after = super::states::sorted(new_record.selectors());
+                    (difference(&before, &after), difference(&after, &before))
+                }
+            };
+            model
+                .states
+                .put_back(key.clone(), new_record, (&gone, &came));
             if !changes.is_empty() {
                 state_changes.push((key, changes));
             }
@@ -2078,7 +2317,8 @@ impl Session {
         #[cfg(debug_assertions)]
         for (key, record) in model.states.iter() {
             debug_assert!(
-                record.shape.is_none() || ops_in_selector_order(&record.ops, &model.parts.cache),
+                record.shape.is_none()
+                    || ops_in_selector_order(&record.ops, &model.parts.cache, &[]),
                 "the ops of state {key:?} are out of the selectors' order"
             );
         }
@@ -2103,9 +2343,10 @@ impl Session {
         position: usize,
         moved: MovedItem,
     ) -> Result<Option<Update>, SessionError> {
-        let Some(span) = self.span(position).cloned() else {
+        let Some(whole) = self.span(position) else {
             return Ok(None);
         };
+        let span = whole.ranges();
         let inserted = moved.inserted.is_some();
         if !span.diagnostics.is_empty()
             || span.rules.len() != span.origins.len()
@@ -2118,18 +2359,33 @@ impl Session {
         // inserted item's prefixes join it; a removed item's go unless
         // another item names them (`MovedItem::remaining`).
         let text_prefixes: Option<BTreeSet<IpNetwork>> = match (&moved.inserted, &moved.remaining) {
-            (Some(item), _) => (!item.prefixes.is_subset(&span.prefixes))
-                .then(|| span.prefixes.union(&item.prefixes).copied().collect()),
-            (None, Some(remaining)) => (*remaining != span.prefixes).then(|| remaining.clone()),
+            (Some(item), _) => (!item.prefixes.is_subset(&whole.prefixes))
+                .then(|| whole.prefixes.union(&item.prefixes).copied().collect()),
+            (None, Some(remaining)) => (*remaining != whole.prefixes).then(|| remaining.clone()),
             // No other rule of the text has a selector on them
             // (`Self::settle_removal`): the item named them alone.
             (None, None) => (!moved.removed_prefixes.is_empty()).then(|| {
-                span.prefixes
+                whole
+                    .prefixes
                     .difference(&moved.removed_prefixes)
                     .copied()
                     .collect()
             }),
         };
+        // The text's requirement counts, when kept, follow the rule that
+        // comes or goes (applied once the block has moved).
+        let mut keys_moved: Option<(PolicyRule, bool)> = None;
+        if whole.peer_keys.is_some() {
+            keys_moved = match &moved.inserted {
+                Some(item) => Some((item.rule.clone(), true)),
+                None => self
+                    .model
+                    .lowered
+                    .rules
+                    .get(span.rules.start + moved.position)
+                    .map(|rule| (rule.clone(), false)),
+            };
+        }
         if text_prefixes.is_some() && !self.prefixes_incremental() {
             return Ok(None);
         }
@@ -2196,6 +2452,9 @@ impl Session {
             let this = &mut spans[position];
             this.rules = this.rules.start..shift(&this.rules, delta).end;
             this.origins = this.origins.start..shift(&this.origins, delta).end;
+            if let (Some(counts), Some((rule, add))) = (&mut this.peer_keys, &keys_moved) {
+                count_peer_keys(counts, rule, *add);
+            }
             shift_spans(&mut spans[position + 1..], (delta, delta, 0));
         }
         // (The caller checks the lowering against the texts: the text's
@@ -2253,6 +2512,7 @@ impl Session {
             // Set below, with the model's (`Self::change_text_prefixes`).
             prefixes: BTreeSet::new(),
             log_values: lowering.log_values,
+            peer_keys: None,
         };
         let block = Block {
             rules_at,
@@ -2290,10 +2550,11 @@ impl Session {
         let Some(spans) = self.model.spans.as_ref() else {
             return Ok(None);
         };
-        let Some(span) = spans.get(position).cloned() else {
+        let Some(whole) = spans.get(position) else {
             return Ok(None);
         };
-        let names_alone = span.prefixes.iter().any(|prefix| {
+        let span = whole.ranges();
+        let names_alone = whole.prefixes.iter().any(|prefix| {
             !spans
                 .iter()
                 .enumerate()
@@ -2347,25 +2608,34 @@ impl Session {
     /// items, or a selector written on a `cidr:` label) the new text, the
     /// text at `position` now, is lowered for its prefix set
     /// ([`MovedItem::remaining`]): exact either way.
-    fn settle_removal(&self, position: usize, mut moved: MovedItem) -> MovedItem {
+    fn settle_removal(&mut self, position: usize, mut moved: MovedItem) -> MovedItem {
         if moved.inserted.is_some() || moved.removed_prefixes.is_empty() {
             return moved;
         }
+        self.model.ensure_peer_keys(position);
         let Some(span) = self.span(position) else {
             return moved;
         };
-        let keys: Vec<SelectorKey> = moved
-            .removed_prefixes
-            .iter()
-            .map(|p| cidr_selector_key(*p))
-            .collect();
-        let removed = span.rules.start + moved.position;
-        let elsewhere = self.model.lowered.rules[span.rules.clone()]
-            .iter()
-            .zip(span.rules.clone())
-            .filter(|(_, index)| *index != removed)
-            .flat_map(|(rule, _)| rule.peers.iter().flatten())
-            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        let Some(removed) = self
+            .model
+            .lowered
+            .rules
+            .get(span.rules.start + moved.position)
+            .filter(|_| moved.position < span.rules.len())
+        else {
+            return moved;
+        };
+        // The removed rule's own requirements on them do not count.
+        let mut own = PeerKeys::default();
+        count_peer_keys(&mut own, removed, true);
+        let elsewhere = moved.removed_prefixes.iter().any(|prefix| {
+            let key = cidr_selector_key(*prefix);
+            let all = span
+                .peer_keys
+                .as_ref()
+                .map_or(u32::MAX, |counts| counts.get(&key).copied().unwrap_or(0));
+            all > own.get(&key).copied().unwrap_or(0)
+        });
         if elsewhere {
             moved.remaining = Some(super::items::text_prefixes(
                 &self.texts[position].outcome,
@@ -2389,23 +2659,25 @@ impl Session {
     fn item_prefixes<'p>(
         &self,
         position: usize,
-        span: &TextSpan,
         dropped: impl Iterator<Item = &'p IpNetwork>,
         named: &BTreeSet<IpNetwork>,
-    ) -> PrefixDelta {
+    ) -> Option<PrefixDelta> {
+        let span = self.span(position)?;
         let dropped: Vec<IpNetwork> = dropped.copied().collect();
-        let keys: Vec<SelectorKey> = dropped.iter().map(|p| cidr_selector_key(*p)).collect();
-        let elsewhere = self.model.lowered.rules[span.rules.clone()]
-            .iter()
-            .flat_map(|rule| rule.peers.iter().flatten())
-            .any(|selector| selector.requirements().any(|r| keys.contains(&r.key)));
+        // (`Model::ensure_peer_keys` counted them; without the counts,
+        // the text is lowered for its set.)
+        let elsewhere = dropped.iter().any(|prefix| {
+            span.peer_keys
+                .as_ref()
+                .is_none_or(|counts| counts.contains_key(&cidr_selector_key(*prefix)))
+        });
         if elsewhere {
             // (Never beside a shift of the text's lines, which holds its
             // outcome: `Self::edit_text`.)
             let prefixes = super::items::text_prefixes(&self.texts[position].outcome, self.scope());
-            return PrefixDelta::between(&span.prefixes, &prefixes);
+            return Some(PrefixDelta::between(&span.prefixes, &prefixes));
         }
-        PrefixDelta {
+        Some(PrefixDelta {
             removed: dropped
                 .into_iter()
                 .filter(|p| span.prefixes.contains(p))
@@ -2415,7 +2687,7 @@ impl Session {
                 .filter(|p| !span.prefixes.contains(p))
                 .copied()
                 .collect(),
-        }
+        })
     }
 
     /// The text at `position` now names the policy prefixes `prefixes`:
@@ -2546,18 +2818,29 @@ impl Session {
     /// longer in the model's lowering) that no remaining policy prefix
     /// gives (another text may write the same prefix with host bits set).
     fn unnamed(&self, removed: &[IpNetwork]) -> Vec<IpNetwork> {
-        let mut gone: BTreeSet<IpNetwork> = removed
+        let gone: BTreeSet<IpNetwork> = removed
             .iter()
             .map(|p| crate::labels::canonical_prefix(*p))
             .filter(|p| p.prefix() != 0)
             .collect();
-        if gone.is_empty() {
-            return Vec::new();
-        }
-        for prefix in &self.model.lowered.prefixes {
-            gone.remove(&crate::labels::canonical_prefix(*prefix));
-        }
-        gone.into_iter().collect()
+        // A policy prefix that gives `prefix` has its length and an
+        // address inside it: the set's order (address, then length) holds
+        // them between these two, so each lookup is a range of the set,
+        // not a pass over every prefix (4,096 at one text's 4,096 rules).
+        let given = |prefix: &IpNetwork| {
+            let (Ok(low), Ok(high)) = (
+                IpNetwork::new(prefix.network(), 0),
+                IpNetwork::new(prefix.broadcast(), prefix.prefix()),
+            ) else {
+                return true;
+            };
+            self.model
+                .lowered
+                .prefixes
+                .range(low..=high)
+                .any(|p| p.prefix() == prefix.prefix())
+        };
+        gone.into_iter().filter(|p| !given(p)).collect()
     }
 
     /// New CIDR identities for `prefixes` (from [`Self::unallocated`]),
@@ -2675,6 +2958,13 @@ impl Session {
                     );
                     debug_assert_eq!(span.prefixes, lowering.prefixes);
                     debug_assert_eq!(span.log_values, lowering.log_values);
+                    if let Some(kept) = &span.peer_keys {
+                        let mut counts = PeerKeys::default();
+                        for rule in &lowering.rules {
+                            count_peer_keys(&mut counts, rule, true);
+                        }
+                        debug_assert_eq!(*kept, counts, "a text's requirement counts");
+                    }
                 }
                 let mut counts = BTreeMap::new();
                 for span in spans {
@@ -3469,9 +3759,10 @@ struct KeptBounds {
     by_identity: HashMap<u32, KeptBound>,
     /// foldhash: the keys are the session's own selector ids.
     weighing: foldhash::HashMap<SelectorId, BTreeSet<u32>>,
-    /// The selectors (sorted) of taken bounds ([`KeptBounds::take`]),
-    /// still in `weighing` until they are put back or removed.
-    taken: HashMap<u32, Vec<SelectorId>>,
+    /// The identities of taken bounds ([`KeptBounds::take`]), still in
+    /// `weighing` under their selectors until they are put back or
+    /// removed.
+    taken: HashSet<u32>,
 }
 
 impl KeptBounds {
@@ -3480,32 +3771,87 @@ impl KeptBounds {
     }
 
     /// Keeps `kept` as `identity`'s bound, moving in the index only the
-    /// selectors that differ from the replaced (or taken) bound's: a rule
-    /// change puts back a bound weighing the same hundreds of selectors
-    /// (un-indexing and indexing them all was ~20 % of a one-rule change,
-    /// callgrind, session 13).
+    /// selectors that differ from the replaced bound's (un-indexing and
+    /// indexing them all was ~20 % of a one-rule change, callgrind,
+    /// session 13). A taken bound goes back through
+    /// [`KeptBounds::put_back`]; given here, it is forgotten whole first.
     fn insert(&mut self, identity: u32, kept: KeptBound) {
         let old = match self.by_identity.remove(&identity) {
             Some(previous) => selectors_of(&previous),
-            None => self.taken.remove(&identity).unwrap_or_default(),
+            None => {
+                self.forget_taken(identity);
+                Vec::new()
+            }
         };
         reindex(&mut self.weighing, &identity, &old, &selectors_of(&kept));
         self.by_identity.insert(identity, kept);
     }
 
     /// Takes `identity`'s bound out to be corrected and put back with
-    /// [`KeptBounds::insert`] (or dropped with [`KeptBounds::remove`]);
-    /// the index keeps its selectors until then.
+    /// [`KeptBounds::put_back`] (or dropped with [`KeptBounds::remove`]);
+    /// the index keeps its selectors until then. Nothing is listed: a
+    /// bound weighing 4,096 selectors was listed and sorted here and at
+    /// the put-back in every one-rule change (session 26).
     fn take(&mut self, identity: u32) -> Option<KeptBound> {
         let kept = self.by_identity.remove(&identity)?;
-        self.taken.insert(identity, selectors_of(&kept));
+        self.taken.insert(identity);
         Some(kept)
     }
 
-    fn remove(&mut self, identity: u32) -> Option<KeptBound> {
-        for selector in self.taken.remove(&identity).unwrap_or_default() {
-            unindex(&mut self.weighing, selector, &identity);
+    /// Puts back `identity`'s taken bound, whose weights changed only on
+    /// the selectors `changed`: only those move in the index. A bound not
+    /// taken is inserted as by [`KeptBounds::insert`].
+    fn put_back(
+        &mut self,
+        identity: u32,
+        kept: KeptBound,
+        changed: impl Iterator<Item = SelectorId>,
+    ) {
+        if !self.taken.remove(&identity) {
+            self.insert(identity, kept);
+            return;
         }
+        for selector in changed {
+            let was = self
+                .weighing
+                .get(&selector)
+                .is_some_and(|identities| identities.contains(&identity));
+            let now = kept.weights.contains_key(&selector);
+            if was && !now {
+                unindex(&mut self.weighing, selector, &identity);
+            } else if now && !was {
+                self.weighing.entry(selector).or_default().insert(identity);
+            }
+        }
+        self.by_identity.insert(identity, kept);
+    }
+
+    /// Drops `identity`'s taken bound, whose selectors when taken were
+    /// among `held` (its weights' keys then, or now and those a failed
+    /// correction reweighed): it leaves the index under each.
+    fn drop_taken(&mut self, identity: u32, held: impl Iterator<Item = SelectorId>) {
+        if self.taken.remove(&identity) {
+            for selector in held {
+                unindex(&mut self.weighing, selector, &identity);
+            }
+        }
+    }
+
+    /// A taken bound put back whole or removed: it leaves the index. Its
+    /// selectors were not listed ([`KeptBounds::take`]), so every
+    /// selector's entry is looked at; the session drops its taken bounds
+    /// with [`KeptBounds::drop_taken`] instead.
+    fn forget_taken(&mut self, identity: u32) {
+        if self.taken.remove(&identity) {
+            self.weighing.retain(|_, identities| {
+                identities.remove(&identity);
+                !identities.is_empty()
+            });
+        }
+    }
+
+    fn remove(&mut self, identity: u32) -> Option<KeptBound> {
+        self.forget_taken(identity);
         let kept = self.by_identity.remove(&identity)?;
         for selector in kept.weights.keys() {
             unindex(&mut self.weighing, *selector, &identity);
@@ -3519,10 +3865,19 @@ impl KeptBounds {
         debug_assert!(self.taken.is_empty(), "a bound taken during a renumbering");
         for identity in relabel_index(&mut self.weighing, moves) {
             if let Some(kept) = self.by_identity.get_mut(&identity) {
-                kept.weights = std::mem::take(&mut kept.weights)
+                // The moved selectors' weights only: an identity every
+                // CIDR selector weighs has thousands (session 26).
+                let weights = &kept.weights;
+                let pairs = moved_among(
+                    (weights.len(), weights.keys().copied()),
+                    |id| weights.contains_key(&id),
+                    moves,
+                );
+                let taken: Vec<(SelectorId, u64)> = pairs
                     .into_iter()
-                    .map(|(s, w)| (moves.get(&s).copied().unwrap_or(s), w))
+                    .filter_map(|(old, new)| kept.weights.remove(&old).map(|w| (new, w)))
                     .collect();
+                kept.weights.extend(taken);
             }
         }
     }
@@ -3909,17 +4264,23 @@ fn splice_ops(
         if before == &after[..] {
             continue;
         }
-        let peers: BTreeSet<OpPeers> = before.iter().chain(after).map(|op| op.peers).collect();
-        for peer in peers {
-            let of_peer = |op: &&MapOp| op.peers == peer;
-            if !before
-                .iter()
-                .filter(of_peer)
-                .eq(after.iter().filter(of_peer))
-            {
-                differing.insert(peer);
-            }
+        // Each peer's ops before and after, in one pass over each (a
+        // filter that 4,096 CIDR rules share was 4,096 passes over both:
+        // ~30 ms of a prefix change, session 26).
+        let mut of_peer: foldhash::HashMap<OpPeers, (Vec<&MapOp>, Vec<&MapOp>)> =
+            foldhash::HashMap::default();
+        for op in before {
+            of_peer.entry(op.peers).or_default().0.push(op);
         }
+        for op in after {
+            of_peer.entry(op.peers).or_default().1.push(op);
+        }
+        differing.extend(
+            of_peer
+                .into_iter()
+                .filter(|(_, (was, now))| was != now)
+                .map(|(peer, _)| peer),
+        );
     }
     // Where each replacement's new ops start, and the shift of the old
     // indices after it (`shifts[j]`: after the first `j` replacements).
@@ -3935,6 +4296,21 @@ fn splice_ops(
     }
     // Splice in place, last first (earlier ranges keep their indices).
     let ends: Vec<Range<usize>> = replaced.iter().map(|(r, _)| r.clone()).collect();
+    // Each list of the op index is ascending: its indices before the first
+    // replacement stay, those after the last move by the whole shift
+    // (nothing to do when it is 0, as for a changed port), and only the
+    // few between are looked at one by one, instead of a search per index
+    // of every peer.
+    let (first, last) = match (ends.first(), ends.last()) {
+        (Some(first), Some(last)) => (first.start, last.end),
+        _ => (0, 0),
+    };
+    let total = shifts.last().copied().unwrap_or(0);
+    let old_peers: Vec<OpPeers> = if total == 0 {
+        old.ops[first..last].iter().map(|op| op.peers).collect()
+    } else {
+        Vec::new()
+    };
     let mut ops = std::mem::take(&mut old.ops);
     for (range, new) in replaced.into_iter().rev() {
         drop(ops.splice(range, new));
@@ -3943,15 +4319,6 @@ fn splice_ops(
     // them (those inside a replaced range go), the made ops' added (lists
     // stay ascending).
     let mut by_peers = std::mem::take(&mut old.by_peers);
-    // Each list is ascending: its indices before the first replacement
-    // stay, those after the last move by the whole shift (nothing to do
-    // when it is 0, as for a changed port), and only the few between are
-    // looked at one by one, instead of a search per index of every peer.
-    let (first, last) = match (ends.first(), ends.last()) {
-        (Some(first), Some(last)) => (first.start, last.end),
-        _ => (0, 0),
-    };
-    let total = shifts.last().copied().unwrap_or(0);
     let moved = |index: usize| -> Option<usize> {
         let j = ends.partition_point(|r| r.end <= index);
         if ends.get(j).is_some_and(|r| r.start <= index) {
@@ -3959,7 +4326,7 @@ fn splice_ops(
         }
         index.checked_add_signed(shifts[j])
     };
-    by_peers.retain(|_, list| {
+    let fix = |list: &mut Vec<usize>| {
         let from = list.partition_point(|index| *index < first);
         let to = from + list[from..].partition_point(|index| *index < last);
         let mut kept = from;
@@ -3981,14 +4348,70 @@ fn splice_ops(
             list.truncate(at);
         }
         !list.is_empty()
-    });
+    };
+    // The peers whose ops are all gone (their selectors may leave the
+    // state's index, `States::put_back`).
+    let mut emptied: Vec<OpPeers> = Vec::new();
+    if total == 0 {
+        // Only the lists holding an old index in `first..last` change:
+        // those of the old ops there (one list per peer each, and the
+        // lists are separate allocations a pass over the whole index
+        // would read, cold, for nothing).
+        let peers: BTreeSet<OpPeers> = old_peers.into_iter().collect();
+        for peers in peers {
+            if let Some(list) = by_peers.get_mut(&peers)
+                && !fix(list)
+            {
+                by_peers.remove(&peers);
+                emptied.push(peers);
+            }
+        }
+    } else {
+        by_peers.retain(|peers, list| {
+            let kept = fix(list);
+            if !kept {
+                emptied.push(*peers);
+            }
+            kept
+        });
+    }
     let mut grown: BTreeSet<OpPeers> = BTreeSet::new();
+    let mut came: Vec<OpPeers> = Vec::new();
     for range in made_at {
         for index in range {
-            by_peers.entry(ops[index].peers).or_default().push(index);
-            grown.insert(ops[index].peers);
+            let peers = ops[index].peers;
+            match by_peers.entry(peers) {
+                std::collections::hash_map::Entry::Occupied(mut list) => list.get_mut().push(index),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(vec![index]);
+                    came.push(peers);
+                }
+            }
+            grown.insert(peers);
         }
     }
+    // A peer emptied and made again keeps its place in the index. (Sets:
+    // a filter's thousands of selectors may all be emptied and made
+    // again.)
+    let selector = |peers: &OpPeers| match peers {
+        OpPeers::Selector(id) => Some(*id),
+        OpPeers::Fixed(_) => None,
+    };
+    let (emptied_set, came_set): (HashSet<OpPeers>, HashSet<OpPeers>) = (
+        emptied.iter().copied().collect(),
+        came.iter().copied().collect(),
+    );
+    let (gone, came): (Vec<SelectorId>, Vec<SelectorId>) = (
+        emptied
+            .iter()
+            .filter(|p| !came_set.contains(p))
+            .filter_map(selector)
+            .collect(),
+        came.iter()
+            .filter(|p| !emptied_set.contains(p))
+            .filter_map(selector)
+            .collect(),
+    );
     // Its identity-0 peers: the old ones still with ops, and the new
     // peers' that select identity 0.
     let mut zero: Vec<OpPeers> = std::mem::take(&mut old.zero)
@@ -4008,16 +4431,19 @@ fn splice_ops(
         differing,
         by_peers,
         zero,
+        selectors: (gone, came),
     })
 }
 
 /// What [`splice_ops`] gives: the new ops, the peers whose sequence
-/// differs, and the op index of the new ops.
+/// differs, the op index of the new ops, and the selectors the ops no
+/// longer name and newly name.
 struct Spliced {
     ops: Vec<MapOp>,
     differing: BTreeSet<OpPeers>,
     by_peers: OpIndex,
     zero: Vec<OpPeers>,
+    selectors: (Vec<SelectorId>, Vec<SelectorId>),
 }
 
 /// Frees a replaced policy text off the update's path: a loaded text holds
@@ -4271,10 +4697,11 @@ fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]
 /// session's ids must order the selectors the rules use as the batch's
 /// would (the wildcard is folded first whatever its id, so it is left
 /// out). The ids that make it so: `(old, new)` for each selector whose id
-/// changes (empty when the order holds), the used selectors taking the ids
-/// they hold among themselves in first-use order (the wildcard and unused
-/// selectors keep theirs). `None` when a rule names an id the cache does
-/// not hold.
+/// changes (empty when the order holds): two, when one selector alone is
+/// out of order and trades ids with an unused one ([`one_out_of_order`]);
+/// else the used selectors take the ids they hold among themselves in
+/// first-use order (the wildcard and unused selectors keep theirs).
+/// `None` when a rule names an id the cache does not hold.
 fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorId)>> {
     // One flag per interned selector (a set was a fifth of a moved rule's
     // cost at 1,024 rules).
@@ -4298,6 +4725,10 @@ fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorI
     if sorted {
         return Some(Vec::new());
     }
+    if let Some(swap) = one_out_of_order(&order, &seen, |id| parts.cache.selector(id).is_wildcard())
+    {
+        return Some(swap);
+    }
     let mut ids = order.clone();
     ids.sort_unstable();
     Some(
@@ -4309,15 +4740,119 @@ fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorI
     )
 }
 
+/// The two moves that put the used selectors in first-use order when only
+/// one of them is out of it and an unused selector's id fits its place:
+/// that selector and the unused one trade ids. A rule's peer changed to a
+/// new selector (a CIDR rule's prefix edited in place) is the common case:
+/// the new selector was interned last, and the one it replaced, now
+/// unused, held the id its place needs. Sorting the used ids instead
+/// would move every selector between the two (4,096 at the front of a
+/// 4,096-rule text, session 25). The wildcard never moves, and `seen`
+/// flags the selectors the rules use.
+fn one_out_of_order(
+    order: &[SelectorId],
+    seen: &[bool],
+    is_wildcard: impl Fn(SelectorId) -> bool,
+) -> Option<Vec<(SelectorId, SelectorId)>> {
+    let descent = order.windows(2).position(|pair| pair[0] > pair[1])?;
+    // The selector out of place is one side of the first descent.
+    [descent, descent + 1].into_iter().find_map(|out| {
+        let below = out.checked_sub(1).map(|at| order[at]);
+        let above = order.get(out + 1).copied();
+        let rest_sorted = order[..out]
+            .iter()
+            .chain(&order[out + 1..])
+            .try_fold(None, |last: Option<SelectorId>, id| {
+                last.is_none_or(|last| last < *id).then_some(Some(*id))
+            })
+            .is_some();
+        if !rest_sorted {
+            return None;
+        }
+        let low = below.map_or(0, |id| id + 1);
+        let high = above.unwrap_or(seen.len());
+        let free =
+            (low..high).find(|id| !seen.get(*id).copied().unwrap_or(true) && !is_wildcard(*id))?;
+        Some(vec![(order[out], free), (free, order[out])])
+    })
+}
+
+/// The ids of sorted `a` that sorted `b` lacks.
+fn difference(a: &[SelectorId], b: &[SelectorId]) -> Vec<SelectorId> {
+    a.iter()
+        .filter(|id| b.binary_search(id).is_err())
+        .copied()
+        .collect()
+}
+
+/// One flag per interned selector: whether a rule names it as a peer.
+/// `None` when a rule names an id the cache does not hold.
+fn used_selectors(parts: &ResolverParts) -> Option<Vec<bool>> {
+    let mut used = vec![false; parts.cache.len()];
+    for id in parts.peer_ids.iter().flatten().flatten() {
+        *used.get_mut(*id)? = true;
+    }
+    Some(used)
+}
+
+/// Selectors numbered again (`moves`, a permutation of those ids) in a
+/// map by selector: the moved ones' values go to their new ids, the rest
+/// stay where they are.
+fn rename_keys<V>(
+    map: &mut BTreeMap<SelectorId, V>,
+    moves: &foldhash::HashMap<SelectorId, SelectorId>,
+) {
+    let pairs = moved_among(
+        (map.len(), map.keys().copied()),
+        |id| map.contains_key(&id),
+        moves,
+    );
+    let taken: Vec<(SelectorId, V)> = pairs
+        .into_iter()
+        .filter_map(|(old, new)| map.remove(&old).map(|value| (new, value)))
+        .collect();
+    map.extend(taken);
+}
+
+/// The moves (`(old, new)`) of the selectors among `keys` (`len` of
+/// them, `contains` asking for one): the keys are walked when they are
+/// fewer than the moves, else the moves are looked up. Two moves
+/// (`one_out_of_order`) among a state's 4,096 selectors, or 4,096 moves
+/// (a rule inserted first) among a filter's one: either way the smaller
+/// side.
+fn moved_among(
+    (len, keys): (usize, impl Iterator<Item = SelectorId>),
+    contains: impl Fn(SelectorId) -> bool,
+    moves: &foldhash::HashMap<SelectorId, SelectorId>,
+) -> Vec<(SelectorId, SelectorId)> {
+    if len <= moves.len() {
+        keys.filter_map(|id| moves.get(&id).map(|new| (id, *new)))
+            .collect()
+    } else {
+        moves
+            .iter()
+            .filter(|(old, _)| contains(**old))
+            .map(|(old, new)| (*old, *new))
+            .collect()
+    }
+}
+
 /// Whether a state's ops are in the order `Resolver::filter_ops` makes
 /// them under the current ids: within one filter and key, the wildcard
-/// first, then the selectors by id.
-fn ops_in_selector_order(ops: &[MapOp], cache: &SelectorCache) -> bool {
+/// first, then the selectors by id. Pairs with a selector whose `used`
+/// flag is false are not compared (`&[]`: every pair is).
+fn ops_in_selector_order(ops: &[MapOp], cache: &SelectorCache, used: &[bool]) -> bool {
     ops.windows(2).all(|pair| {
         let (OpPeers::Selector(a), OpPeers::Selector(b)) = (pair[0].peers, pair[1].peers) else {
             return true;
         };
         if pair[0].key != pair[1].key || pair[0].filter != pair[1].filter {
+            return true;
+        }
+        // A selector no rule uses any more has its ops only in the states
+        // the changed rules reach, which the refold makes again
+        // (`one_out_of_order` may have given it any id).
+        if !used.get(a).copied().unwrap_or(true) || !used.get(b).copied().unwrap_or(true) {
             return true;
         }
         !cache.selector(b).is_wildcard() && (cache.selector(a).is_wildcard() || a < b)
@@ -4619,6 +5154,7 @@ fn build_with_spans(
             diagnostics: diagnostics.len()..diagnostics.len() + lowering.diagnostics.len(),
             prefixes: lowering.prefixes.clone(),
             log_values: lowering.log_values,
+            peer_keys: None,
         });
         rules.extend(lowering.rules);
         origins.extend(lowering.origins);
@@ -4853,6 +5389,41 @@ pub enum SessionError {
 
 #[cfg(test)]
 mod tests {
+    /// `(old, new)` moves applied to the first-use order.
+    fn moved(order: &[usize], moves: &[(usize, usize)]) -> Vec<usize> {
+        order
+            .iter()
+            .map(|id| moves.iter().find(|(old, _)| old == id).map_or(*id, |m| m.1))
+            .collect()
+    }
+
+    #[test]
+    fn one_selector_out_of_order_trades_ids_with_an_unused_one() {
+        // Selectors 0..8: 0 the wildcard, 2 and 6 unused.
+        let seen = [true, true, false, true, true, true, false, true, true];
+        let wildcard = |id: usize| id == 0;
+        type Moves = Option<Vec<(usize, usize)>>;
+        let cases: [(&[usize], Moves); 5] = [
+            // 8 first used between 1 and 3: it takes 2.
+            (&[1, 8, 3, 4, 5, 7], Some(vec![(8, 2), (2, 8)])),
+            // 8 first used before 1: only the wildcard's id is below.
+            (&[8, 1, 3, 4, 5, 7], None),
+            // 3 first used between 5 and 7: it takes 6.
+            (&[1, 4, 5, 3, 7, 8], Some(vec![(3, 6), (6, 3)])),
+            (&[1, 3, 4, 5, 8, 7], Some(vec![(8, 6), (6, 8)])),
+            // Two out of order: no single trade.
+            (&[1, 8, 7, 3, 4, 5], None),
+        ];
+        for (order, expected) in cases {
+            let swap = super::one_out_of_order(order, &seen, wildcard);
+            assert_eq!(swap, expected, "{order:?}");
+            if let Some(moves) = swap {
+                let after = moved(order, &moves);
+                assert!(after.windows(2).all(|w| w[0] < w[1]), "{after:?}");
+            }
+        }
+    }
+
     #[test]
     fn set_last_index_writes_what_format_writes() {
         for old in [0_usize, 1, 8, 9, 10, 11, 19, 99, 100, 4095, 4096, 9_999] {

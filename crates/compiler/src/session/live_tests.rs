@@ -2041,6 +2041,123 @@ fn selectors_numbered_again_in_place() {
     assert!(updates[1].states_folded >= 1, "{:?}", updates[1]);
 }
 
+/// A rule's peer changed to a selector no rule used before: the new
+/// selector (interned last, used first) takes the id of the one it
+/// replaced, now unused, and only those two move
+/// (`live::one_out_of_order`); the peer index, the kept bounds and the
+/// states follow them alone (session 26). Pods that each selector
+/// selects then appear and go, and the peer goes back: every step equals
+/// the batch.
+#[test]
+fn a_new_peer_selector_takes_the_id_of_the_one_it_replaced() {
+    let item = |peer: u8| Item {
+        egress: false,
+        deny: false,
+        peer,
+        ports: 1,
+    };
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0), (2, 2, 1)]);
+    let set = |session: &mut Session, items: Vec<Item>| {
+        let yaml = text_yaml(
+            0,
+            &Text {
+                log: 0,
+                subject: 0,
+                items,
+            },
+        );
+        session
+            .set_policy("t0", load_str("t0.yaml", &yaml, &limits))
+            .unwrap()
+    };
+    let mut paths = Vec::new();
+    // app=b, then tier=web.
+    let update = set(&mut session, vec![item(1), item(3)]);
+    before = check(&session, &update, &before, &mut mirror);
+    // The first rule's peer changed to tier=db: app=b is unused.
+    let update = set(&mut session, vec![item(4), item(3)]);
+    before = check(&session, &update, &before, &mut mirror);
+    paths.push(update.path);
+    // Pods of tier=db and of app=b come and go.
+    for (n, app, tier) in [(3, 1, 1), (4, 1, 0), (5, 2, 1)] {
+        let update = session.add_endpoint(endpoint(n, app, tier, true)).unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+        paths.push(update.path);
+    }
+    // Back to app=b (the two trade ids again), then a pod of each goes.
+    let update = set(&mut session, vec![item(1), item(3)]);
+    before = check(&session, &update, &before, &mut mirror);
+    paths.push(update.path);
+    for n in [3, 4] {
+        let update = session
+            .remove_endpoint(&format!("prod/e{n}"))
+            .unwrap()
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+        paths.push(update.path);
+    }
+    assert!(
+        paths.iter().all(|p| *p == UpdatePath::Incremental),
+        "{paths:?}"
+    );
+}
+
+/// More moves than `PeerIndex::relabel` renames one by one
+/// (`RENAME_IN_PLACE`): the first two rules of a 100-rule text changed so
+/// that the batch numbers ~100 selectors again (no unused id fits the new
+/// first one). Pods each selector selects then appear; every step
+/// equals the batch.
+#[test]
+fn many_selectors_numbered_again_keep_their_peer_index_buckets() {
+    let limits = LoadLimits::default();
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0)]);
+    let text = |peers: &[u16]| {
+        let mut out = String::from(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n",
+        );
+        for (i, n) in peers.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "  - fromEndpoints: [{{matchLabels: {{n: \"{n}\"}}}}]\n    toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]",
+                1000 + i
+            );
+        }
+        out
+    };
+    let first: Vec<u16> = (1..=100).collect();
+    // Rule 0 takes the last rule's selector and rule 1 the first's: only
+    // `n=2` is unused, and its id is not below `n=1`'s.
+    let mut second = first.clone();
+    second[0] = 100;
+    second[1] = 1;
+    let mut paths = Vec::new();
+    for peers in [&first, &second, &first] {
+        let update = session
+            .set_policy("t0", load_str("t0.yaml", &text(peers), &limits))
+            .unwrap();
+        before = check(&session, &update, &before, &mut mirror);
+        paths.push(update.path);
+        for n in [1_u8, 50, 100] {
+            let mut pod = endpoint(n + 10, 1, 0, true);
+            pod.labels.insert("n".to_owned(), n.to_string());
+            let update = session.add_endpoint(pod).unwrap();
+            before = check(&session, &update, &before, &mut mirror);
+            paths.push(update.path);
+            let update = session
+                .remove_endpoint(&format!("prod/e{}", n + 10))
+                .unwrap()
+                .unwrap();
+            before = check(&session, &update, &before, &mut mirror);
+            paths.push(update.path);
+        }
+    }
+    assert!(
+        paths[1..].iter().all(|p| *p == UpdatePath::Incremental),
+        "{paths:?}"
+    );
+}
+
 /// Findings follow the selector ids too (`Resolver::filter_ops` lists a
 /// filter's merge conflicts by id), and a selector whose rules conflict
 /// gives a finding but no op, so no op names it in the state. Removing the
@@ -2383,4 +2500,411 @@ fn an_add_over_the_selector_budget_goes_the_batch_way() {
     );
     let batch = batch_of(&session, &compile_limits).unwrap();
     assert_eq!(session.compiled(), batch);
+}
+
+/// A richer generator than [`every_step_equals_the_batch_compile`]'s
+/// (multi-value `In`, duplicate values, multi-requirement selectors,
+/// several selectors per peer list, CIDRs with host bits), weighted to
+/// one-rule peer changes, items inserted and removed and endpoints coming
+/// and going, over the same checks: the renumbering's trades and partial
+/// renames, the split put-backs and the requirement counts (review of
+/// session 26, where it ran 4,000 cases).
+mod rich {
+    use super::*;
+
+    #[derive(Debug, Clone)]
+    pub(super) struct RItem {
+        pub egress: bool,
+        pub deny: bool,
+        pub peer: u8,
+        pub ports: u8,
+    }
+
+    #[derive(Debug, Clone)]
+    pub(super) struct RText {
+        pub subject: u8,
+        pub items: Vec<RItem>,
+    }
+
+    #[derive(Debug, Clone)]
+    pub(super) enum RStep {
+        SetText(u8, RText),
+        ChangeOne(u8, usize, u8, u8),
+        RemoveText(u8),
+        InsertItem(u8, usize, RItem),
+        RemoveItem(u8, usize),
+        AddEndpoint(u8, u8, u8, bool),
+        RemoveEndpoint(u8),
+    }
+
+    pub(super) const PEERS: u8 = 27;
+
+    pub(super) fn peer_yaml(out: &mut String, item: &RItem) {
+        let (endpoints, cidr, entities) = if item.egress {
+            ("toEndpoints", "toCIDR", "toEntities")
+        } else {
+            ("fromEndpoints", "fromCIDR", "fromEntities")
+        };
+        let ex = |e: &str| format!("    - {endpoints}: [{{matchExpressions: [{e}]}}]");
+        let line = match item.peer {
+            0..=2 => format!(
+                "    - {endpoints}: [{{matchLabels: {{app: {}}}}}]",
+                APPS[usize::from(item.peer)]
+            ),
+            3 | 4 => format!(
+                "    - {endpoints}: [{{matchLabels: {{tier: {}}}}}]",
+                TIERS[usize::from(item.peer - 3)]
+            ),
+            5 => ex("{key: app, operator: In, values: [a, b]}"),
+            6 => ex("{key: app, operator: In, values: [b, b]}"),
+            7 => ex("{key: app, operator: In, values: [c, a, c]}"),
+            8 => ex("{key: tier, operator: Exists}"),
+            9 => ex("{key: app, operator: NotIn, values: [a]}"),
+            10 => format!("    - {endpoints}: [{{matchLabels: {{app: b, tier: db}}}}]"),
+            11 => format!("    - {endpoints}: [{{matchLabels: {{app: a, tier: web}}}}]"),
+            12 => ex(
+                "{key: tier, operator: In, values: [web, db]}, {key: app, operator: In, values: [c]}",
+            ),
+            13 => format!("    - {endpoints}: [{{}}]"),
+            14 if item.ports > 0 => "    -".to_owned(),
+            14 => format!("    - {entities}: [all]"),
+            15 => format!("    - {cidr}: [192.0.2.0/24]"),
+            16 => format!("    - {cidr}: [192.0.2.128/25]"),
+            17 => format!("    - {cidr}: [10.0.0.0/8]"),
+            18 => format!("    - {cidr}: [198.51.100.0/24]"),
+            19 => format!("    - {cidr}: [192.0.2.5/24]"),
+            20 => format!("    - {cidr}: [203.0.113.0/24]"),
+            21 => format!("    - {cidr}: [192.0.2.0/24, 10.0.0.0/8]"),
+            22 => format!("    - {entities}: [world]"),
+            23 => format!("    - {cidr}Set: [{{cidr: 192.0.2.0/24, except: [192.0.2.192/26]}}]"),
+            24 => format!(
+                "    - {endpoints}: [{{matchLabels: {{app: a}}}}, {{matchLabels: {{tier: db}}}}]"
+            ),
+            25 => ex("{key: zone, operator: In, values: [z, w]}"),
+            _ => format!(
+                "    - {endpoints}: [{{matchLabels: {{zone: z}}}}, {{matchLabels: {{app: c}}}}]"
+            ),
+        };
+        out.push_str(&line);
+        out.push('\n');
+        let _ = match item.ports {
+            0 => Ok(()),
+            1..=3 => writeln!(
+                out,
+                "      toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]",
+                PORTS[usize::from(item.ports - 1)]
+            ),
+            _ => writeln!(
+                out,
+                "      toPorts: [{{ports: [{{port: \"8000\", endPort: 8011, protocol: TCP}}]}}]"
+            ),
+        };
+    }
+
+    pub(super) fn text_yaml(index: u8, text: &RText) -> String {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
+            APPS[usize::from(text.subject % 3)]
+        );
+        for (section, egress, deny) in [
+            ("ingress", false, false),
+            ("ingressDeny", false, true),
+            ("egress", true, false),
+            ("egressDeny", true, true),
+        ] {
+            let items: Vec<&RItem> = text
+                .items
+                .iter()
+                .filter(|i| i.egress == egress && i.deny == deny)
+                .collect();
+            if items.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "  {section}:");
+            for item in items {
+                peer_yaml(&mut out, item);
+            }
+        }
+        out
+    }
+
+    pub(super) fn r_endpoint(n: u8, app: u8, tier: u8, zone: bool) -> Endpoint {
+        let mut e = endpoint(n, app, tier, true);
+        if zone {
+            e.labels.insert("zone".to_owned(), "z".to_owned());
+        }
+        e
+    }
+
+    fn item() -> impl Strategy<Value = RItem> {
+        (
+            any::<bool>(),
+            prop::bool::weighted(0.25),
+            0u8..PEERS,
+            0u8..5,
+        )
+            .prop_map(|(egress, deny, peer, ports)| RItem {
+                egress,
+                deny,
+                peer,
+                ports,
+            })
+    }
+
+    fn text() -> impl Strategy<Value = RText> {
+        (0u8..3, prop::collection::vec(item(), 1..7))
+            .prop_map(|(subject, items)| RText { subject, items })
+    }
+
+    fn step() -> impl Strategy<Value = RStep> {
+        prop_oneof![
+            1 => (0u8..3, text()).prop_map(|(n, t)| RStep::SetText(n, t)),
+            6 => (0u8..3, 0usize..7, 0u8..PEERS, 0u8..5).prop_map(|(n, i, p, q)| RStep::ChangeOne(n, i, p, q)),
+            1 => (0u8..3).prop_map(RStep::RemoveText),
+            3 => (0u8..3, 0usize..8, item()).prop_map(|(n, i, item)| RStep::InsertItem(n, i, item)),
+            3 => (0u8..3, 0usize..8).prop_map(|(n, i)| RStep::RemoveItem(n, i)),
+            3 => (0u8..7, 0u8..3, 0u8..2, any::<bool>()).prop_map(|(n, a, t, z)| RStep::AddEndpoint(n, a, t, z)),
+            2 => (0u8..7).prop_map(RStep::RemoveEndpoint),
+        ]
+    }
+
+    pub(super) fn run_rich(steps: &[RStep], reparse: bool) -> Vec<UpdatePath> {
+        let mut texts: BTreeMap<u8, RText> = BTreeMap::new();
+        let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
+        let mut before: BTreeMap<String, MapState> = BTreeMap::new();
+        let mut mirror: BTreeMap<String, MapState> = BTreeMap::new();
+        let mut paths = Vec::new();
+        for step in steps {
+            let set =
+                |session: &mut Session, texts: &mut BTreeMap<u8, RText>, n: u8, text: RText| {
+                    let yaml = text_yaml(n, &text);
+                    texts.insert(n, text);
+                    set_text(session, n, &yaml, reparse).0
+                };
+            let update = match step.clone() {
+                RStep::SetText(n, text) => Some(set(&mut session, &mut texts, n, text)),
+                RStep::ChangeOne(n, i, peer, ports) => {
+                    let Some(mut text) = texts.get(&n).cloned() else {
+                        continue;
+                    };
+                    let len = text.items.len();
+                    let item = &mut text.items[i % len];
+                    item.peer = peer;
+                    item.ports = ports;
+                    Some(set(&mut session, &mut texts, n, text))
+                }
+                RStep::InsertItem(n, i, item) => {
+                    let Some(mut text) = texts.get(&n).cloned() else {
+                        continue;
+                    };
+                    let at = i % (text.items.len() + 1);
+                    text.items.insert(at, item);
+                    Some(set(&mut session, &mut texts, n, text))
+                }
+                RStep::RemoveItem(n, i) => {
+                    let Some(mut text) = texts.get(&n).cloned() else {
+                        continue;
+                    };
+                    if text.items.len() < 2 {
+                        continue;
+                    }
+                    let at = i % text.items.len();
+                    text.items.remove(at);
+                    Some(set(&mut session, &mut texts, n, text))
+                }
+                RStep::RemoveText(n) => {
+                    texts.remove(&n);
+                    session.remove_policy(&format!("t{n}")).map(Result::unwrap)
+                }
+                RStep::AddEndpoint(n, app, tier, zone) => {
+                    let e = r_endpoint(n, app, tier, zone);
+                    if session.has_endpoint(&e.display_name()) {
+                        continue;
+                    }
+                    Some(session.add_endpoint(e).unwrap())
+                }
+                RStep::RemoveEndpoint(n) => session
+                    .remove_endpoint(&format!("prod/e{n}"))
+                    .map(Result::unwrap),
+            };
+            let Some(update) = update else { continue };
+            paths.push(update.path.clone());
+            before = check(&session, &update, &before, &mut mirror);
+        }
+        paths
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96)
+        ))]
+        #[test]
+        fn rich_steps_equal_the_batch_compile(
+            first in text(),
+            second in text(),
+            more in prop::collection::vec(step(), 1..24),
+            reparse in any::<bool>(),
+        ) {
+            let mut steps = vec![
+                RStep::AddEndpoint(0, 0, 0, false),
+                RStep::AddEndpoint(1, 1, 1, true),
+                RStep::AddEndpoint(2, 2, 0, true),
+                RStep::SetText(0, first),
+                RStep::SetText(1, second),
+            ];
+            steps.extend(more);
+            run_rich(&steps, reparse);
+        }
+    }
+}
+
+/// Many CIDR rules (nested prefixes, host bits, a prefix on two rules,
+/// two prefixes on one rule, IPv6, `/0`), prefixes edited one rule at a
+/// time, rules inserted and removed: the text's prefix set by the
+/// requirement counts (review of session 26).
+mod cidrs {
+    use super::*;
+
+    const POOL: [&str; 14] = [
+        "192.0.2.0/24",
+        "192.0.2.128/25",
+        "192.0.2.5/24",
+        "10.0.0.0/8",
+        "10.1.0.0/16",
+        "10.1.2.3/32",
+        "198.51.100.0/24",
+        "203.0.113.0/24",
+        "203.0.113.7/32",
+        "0.0.0.0/0",
+        "172.16.0.0/12",
+        "172.16.5.0/24",
+        "2001:db8::/32",
+        "2001:db8::1/128",
+    ];
+
+    #[derive(Debug, Clone)]
+    struct CItem {
+        a: u8,
+        b: Option<u8>,
+        port: u8,
+        egress: bool,
+    }
+
+    fn text_yaml(n: u8, subject: u8, items: &[CItem]) -> String {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{n}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
+            APPS[usize::from(subject % 3)]
+        );
+        for (section, egress) in [("ingress", false), ("egress", true)] {
+            let items: Vec<&CItem> = items.iter().filter(|i| i.egress == egress).collect();
+            if items.is_empty() {
+                continue;
+            }
+            let _ = writeln!(out, "  {section}:");
+            let cidr = if egress { "toCIDR" } else { "fromCIDR" };
+            for item in items {
+                let mut list = POOL[usize::from(item.a) % POOL.len()].to_owned();
+                if let Some(b) = item.b {
+                    list = format!("{list}, {}", POOL[usize::from(b) % POOL.len()]);
+                }
+                let _ = writeln!(out, "  - {cidr}: [{list}]");
+                let _ = writeln!(
+                    out,
+                    "    toPorts: [{{ports: [{{port: \"{}\", protocol: TCP}}]}}]",
+                    [443, 443, 443, 80][usize::from(item.port % 4)]
+                );
+            }
+        }
+        out
+    }
+
+    fn citem() -> impl Strategy<Value = CItem> {
+        (
+            0u8..14,
+            prop::option::weighted(0.15, 0u8..14),
+            0u8..4,
+            prop::bool::weighted(0.2),
+        )
+            .prop_map(|(a, b, port, egress)| CItem { a, b, port, egress })
+    }
+
+    #[derive(Debug, Clone)]
+    enum CStep {
+        Change(u8, usize, u8),
+        Insert(u8, usize, CItem),
+        Remove(u8, usize),
+        AddEndpoint(u8, u8),
+        RemoveEndpoint(u8),
+    }
+
+    fn cstep() -> impl Strategy<Value = CStep> {
+        prop_oneof![
+            6 => (0u8..2, 0usize..12, 0u8..14).prop_map(|(n, i, p)| CStep::Change(n, i, p)),
+            2 => (0u8..2, 0usize..12, citem()).prop_map(|(n, i, c)| CStep::Insert(n, i, c)),
+            2 => (0u8..2, 0usize..12).prop_map(|(n, i)| CStep::Remove(n, i)),
+            1 => (3u8..6, 0u8..3).prop_map(|(n, a)| CStep::AddEndpoint(n, a)),
+            1 => (0u8..6).prop_map(CStep::RemoveEndpoint),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96)
+        ))]
+        #[test]
+        fn cidr_steps_equal_the_batch_compile(
+            first in prop::collection::vec(citem(), 2..12),
+            second in prop::collection::vec(citem(), 1..6),
+            steps in prop::collection::vec(cstep(), 1..24),
+            reparse in any::<bool>(),
+        ) {
+            let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0), (2, 2, 1)]);
+            let mut texts = [first, second];
+            for n in 0..2u8 {
+                let yaml = text_yaml(n, n, &texts[usize::from(n)]);
+                let (update, _) = set_text(&mut session, n, &yaml, reparse);
+                before = check(&session, &update, &before, &mut mirror);
+            }
+            for step in steps {
+                let update = match step {
+                    CStep::Change(n, i, p) => {
+                        let items = &mut texts[usize::from(n)];
+                        let len = items.len();
+                        items[i % len].a = p;
+                        let yaml = text_yaml(n, n, items);
+                        Some(set_text(&mut session, n, &yaml, reparse).0)
+                    }
+                    CStep::Insert(n, i, c) => {
+                        let items = &mut texts[usize::from(n)];
+                        let at = i % (items.len() + 1);
+                        items.insert(at, c);
+                        let yaml = text_yaml(n, n, items);
+                        Some(set_text(&mut session, n, &yaml, reparse).0)
+                    }
+                    CStep::Remove(n, i) => {
+                        let items = &mut texts[usize::from(n)];
+                        if items.len() < 2 {
+                            continue;
+                        }
+                        let at = i % items.len();
+                        items.remove(at);
+                        let yaml = text_yaml(n, n, items);
+                        Some(set_text(&mut session, n, &yaml, reparse).0)
+                    }
+                    CStep::AddEndpoint(n, a) => {
+                        let e = endpoint(n, a, 0, true);
+                        if session.has_endpoint(&e.display_name()) {
+                            continue;
+                        }
+                        Some(session.add_endpoint(e).unwrap())
+                    }
+                    CStep::RemoveEndpoint(n) => session
+                        .remove_endpoint(&format!("prod/e{n}"))
+                        .map(Result::unwrap),
+                };
+                let Some(update) = update else { continue };
+                before = check(&session, &update, &before, &mut mirror);
+            }
+        }
+    }
 }
