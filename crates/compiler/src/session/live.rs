@@ -408,6 +408,11 @@ struct PeerIndex {
     indexed: usize,
 }
 
+/// When more than one in this many of a state's peers (or a kept bound's
+/// selectors) moved, `Model::renumber_selectors` renames all of its
+/// entries in one pass instead of taking the moved ones out and back.
+const BULK_RENAME: usize = 4;
+
 /// Up to this many moved selectors, [`PeerIndex::relabel`] renames each
 /// in its own bucket; past it, one pass renames every bucket.
 const RENAME_IN_PLACE: usize = 64;
@@ -741,6 +746,10 @@ impl Model {
             table[*old] = *new;
         }
         let rename = |id: SelectorId| table.get(id).copied().unwrap_or(id);
+        let rename_peers = |peers: OpPeers| match peers {
+            OpPeers::Selector(id) => OpPeers::Selector(rename(id)),
+            fixed @ OpPeers::Fixed(_) => fixed,
+        };
         for id in parts.peer_ids.iter_mut().flatten().flatten() {
             *id = rename(*id);
         }
@@ -757,7 +766,7 @@ impl Model {
         for policy in self.l4.values_mut() {
             for direction in [&mut policy.ingress, &mut policy.egress] {
                 for per_selector in direction.filters.values_mut() {
-                    rename_keys(per_selector, &moves);
+                    rename_keys(per_selector, &rename, &moves);
                 }
             }
         }
@@ -777,6 +786,26 @@ impl Model {
                 |id| by_peers.contains_key(&OpPeers::Selector(id)),
                 &moves,
             );
+            for peers in &mut record.zero {
+                *peers = rename_peers(*peers);
+            }
+            if pairs.len() * BULK_RENAME > record.by_peers.len() {
+                // Most of its selectors moved (a rule inserted first): one
+                // pass renames every op and makes the index again, cheaper
+                // than taking a quarter or more of the entries out and
+                // putting them back.
+                for op in &mut record.ops {
+                    op.peers = rename_peers(op.peers);
+                }
+                record.by_peers = std::mem::take(&mut record.by_peers)
+                    .into_iter()
+                    .map(|(peers, list)| (rename_peers(peers), list))
+                    .collect();
+                if !ops_in_selector_order(&record.ops, cache, &used) {
+                    reordered.insert(key.clone());
+                }
+                return;
+            }
             let mut renamed: Vec<usize> = Vec::new();
             let mut lists: Vec<(OpPeers, Vec<usize>)> = Vec::new();
             for (old, new) in pairs {
@@ -790,13 +819,6 @@ impl Model {
                     record.ops[*index].peers = peers;
                 }
                 record.by_peers.insert(peers, list);
-            }
-            for peers in &mut record.zero {
-                if let OpPeers::Selector(id) = peers
-                    && let Some(new) = moves.get(id)
-                {
-                    *id = *new;
-                }
             }
             // The ops that kept their peers kept their order; only the
             // renamed ones' neighbours are compared.
@@ -3873,6 +3895,13 @@ impl KeptBounds {
                     |id| weights.contains_key(&id),
                     moves,
                 );
+                if pairs.len() * BULK_RENAME > weights.len() {
+                    kept.weights = std::mem::take(&mut kept.weights)
+                        .into_iter()
+                        .map(|(s, w)| (moves.get(&s).copied().unwrap_or(s), w))
+                        .collect();
+                    continue;
+                }
                 let taken: Vec<(SelectorId, u64)> = pairs
                     .into_iter()
                     .filter_map(|(old, new)| kept.weights.remove(&old).map(|w| (new, w)))
@@ -4795,21 +4824,29 @@ fn used_selectors(parts: &ResolverParts) -> Option<Vec<bool>> {
     Some(used)
 }
 
-/// Selectors numbered again (`moves`, a permutation of those ids) in a
-/// map by selector: the moved ones' values go to their new ids, the rest
-/// stay where they are.
+/// Selectors numbered again (`moves`, a permutation of those ids;
+/// `rename`, the same as a function of every id) in a map by selector:
+/// the moved ones' values go to their new ids, the rest stay where they
+/// are.
 fn rename_keys<V>(
     map: &mut BTreeMap<SelectorId, V>,
+    rename: &impl Fn(SelectorId) -> SelectorId,
     moves: &foldhash::HashMap<SelectorId, SelectorId>,
 ) {
-    let pairs = moved_among(
-        (map.len(), map.keys().copied()),
-        |id| map.contains_key(&id),
-        moves,
-    );
-    let taken: Vec<(SelectorId, V)> = pairs
-        .into_iter()
-        .filter_map(|(old, new)| map.remove(&old).map(|value| (new, value)))
+    if map.len() <= moves.len() {
+        // Its few keys, each by the renumbering's table (thousands of
+        // one-selector filters: no hashing, nothing made when none moved).
+        if map.keys().any(|id| rename(*id) != *id) {
+            *map = std::mem::take(map)
+                .into_iter()
+                .map(|(id, value)| (rename(id), value))
+                .collect();
+        }
+        return;
+    }
+    let taken: Vec<(SelectorId, V)> = moves
+        .iter()
+        .filter_map(|(old, new)| map.remove(old).map(|value| (*new, value)))
         .collect();
     map.extend(taken);
 }
