@@ -18,6 +18,8 @@
 //!   (`Session::apply_policy_text`, which parses only the changed item);
 //! - **rule's prefix, one text**: the same text's first rule from another
 //!   `/32` (as bytes): the text's prefix set loses one and gains one;
+//! - **rule's prefix, one port**: the same change in a text whose 4,096
+//!   rules all allow one port (one L4 filter holds every selector);
 //! - **identity add / remove**: 4,096 rules, 64 of which allow peers
 //!   `app=client`; a pod `app=client` with a label of its own (a new
 //!   identity) appears, then goes.
@@ -338,6 +340,41 @@ fn main() -> Result<(), Failure> {
     }
     println!(
         "rule's prefix (one text)      bytes:   {}   [{written} writes]",
+        spread(&mut prefix)
+    );
+    println!(
+        "                              batch:   {}",
+        spread(&mut baseline)
+    );
+
+    // The same prefix change where every rule allows the same port: one
+    // L4 filter holds all 4,096 selectors, and the session's unit of work
+    // is the filter (its ops are made again).
+    let shared: Vec<(usize, u16, bool)> = (0..RULES).map(|i| (i, port(0), false)).collect();
+    let mut session = Session::new(inventory(), CompileLimits::default())?;
+    session.apply_policy_text("bench", &cnp("bench", &shared), &text_load)?;
+    let (mut prefix, mut baseline) = (Vec::new(), Vec::new());
+    for run in 0..runs {
+        let mut changed = shared.clone();
+        changed[0].0 = 100_000 + run % 2;
+        let text = cnp("bench", &changed);
+        let before = (**session.state("bench/echo-server").ok_or("no server")?).clone();
+        let start = Instant::now();
+        let applied = session.apply_policy_text("bench", &text, &text_load)?;
+        prefix.push(start.elapsed());
+        if !applied.in_place {
+            return Err("a shared-port rule's prefix change was loaded in full".into());
+        }
+        expect_incremental(&applied.update)?;
+        written = writes(&applied.update);
+        let (took, batch_writes) = batch(&session, &before)?;
+        baseline.push(took);
+        if batch_writes != written {
+            return Err(format!("{written} writes, the batch gives {batch_writes}").into());
+        }
+    }
+    println!(
+        "rule's prefix (one port)      bytes:   {}   [{written} writes]",
         spread(&mut prefix)
     );
     println!(
