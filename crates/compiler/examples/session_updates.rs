@@ -144,6 +144,48 @@ fn batch(
     Ok((start.elapsed(), changes.len()))
 }
 
+/// Rule 0's prefix of the text `rules` (held by `session` as loaded from
+/// its bytes) changed `runs` times, as bytes, each beside the batch way;
+/// printed under `label`.
+fn prefix_step(
+    session: &mut Session,
+    rules: &[(usize, u16, bool)],
+    runs: usize,
+    label: &str,
+) -> Result<(), Failure> {
+    let text_load = TextLoad::default();
+    let (mut prefix, mut baseline) = (Vec::new(), Vec::new());
+    let mut written = 0;
+    for run in 0..runs {
+        let mut changed = rules.to_vec();
+        changed[0].0 = 100_000 + run % 2;
+        let text = cnp("bench", &changed);
+        let before = (**session.state("bench/echo-server").ok_or("no server")?).clone();
+        let start = Instant::now();
+        let applied = session.apply_policy_text("bench", &text, &text_load)?;
+        prefix.push(start.elapsed());
+        if !applied.in_place {
+            return Err(format!("a rule's prefix change {label} was loaded in full").into());
+        }
+        expect_incremental(&applied.update)?;
+        written = writes(&applied.update);
+        let (took, batch_writes) = batch(session, &before)?;
+        baseline.push(took);
+        if batch_writes != written {
+            return Err(format!("{written} writes, the batch gives {batch_writes}").into());
+        }
+    }
+    println!(
+        "rule's prefix {label:<15} bytes:   {}   [{written} writes]",
+        spread(&mut prefix)
+    );
+    println!(
+        "                              batch:   {}",
+        spread(&mut baseline)
+    );
+    Ok(())
+}
+
 fn expect_incremental(update: &Update) -> Result<(), Failure> {
     if update.path != UpdatePath::Incremental {
         return Err(format!("not incremental: {:?}", update.path).into());
@@ -317,35 +359,7 @@ fn main() -> Result<(), Failure> {
 
     // A rule's prefix changed in the same text: the text's prefix set
     // loses one and gains one (a CIDR identity goes, one comes).
-    let (mut prefix, mut baseline) = (Vec::new(), Vec::new());
-    let mut written = 0;
-    for run in 0..runs {
-        let mut changed = rules.clone();
-        changed[0].0 = 100_000 + run % 2;
-        let text = cnp("bench", &changed);
-        let before = (**session.state("bench/echo-server").ok_or("no server")?).clone();
-        let start = Instant::now();
-        let applied = session.apply_policy_text("bench", &text, &text_load)?;
-        prefix.push(start.elapsed());
-        if !applied.in_place {
-            return Err("a rule's prefix change given as bytes was loaded in full".into());
-        }
-        expect_incremental(&applied.update)?;
-        written = writes(&applied.update);
-        let (took, batch_writes) = batch(&session, &before)?;
-        baseline.push(took);
-        if batch_writes != written {
-            return Err(format!("{written} writes, the batch gives {batch_writes}").into());
-        }
-    }
-    println!(
-        "rule's prefix (one text)      bytes:   {}   [{written} writes]",
-        spread(&mut prefix)
-    );
-    println!(
-        "                              batch:   {}",
-        spread(&mut baseline)
-    );
+    prefix_step(&mut session, &rules, runs, "(one text)")?;
 
     // The same prefix change where every rule allows the same port: one
     // L4 filter holds all 4,096 selectors, and the session's unit of work
@@ -353,33 +367,6 @@ fn main() -> Result<(), Failure> {
     let shared: Vec<(usize, u16, bool)> = (0..RULES).map(|i| (i, port(0), false)).collect();
     let mut session = Session::new(inventory(), CompileLimits::default())?;
     session.apply_policy_text("bench", &cnp("bench", &shared), &text_load)?;
-    let (mut prefix, mut baseline) = (Vec::new(), Vec::new());
-    for run in 0..runs {
-        let mut changed = shared.clone();
-        changed[0].0 = 100_000 + run % 2;
-        let text = cnp("bench", &changed);
-        let before = (**session.state("bench/echo-server").ok_or("no server")?).clone();
-        let start = Instant::now();
-        let applied = session.apply_policy_text("bench", &text, &text_load)?;
-        prefix.push(start.elapsed());
-        if !applied.in_place {
-            return Err("a shared-port rule's prefix change was loaded in full".into());
-        }
-        expect_incremental(&applied.update)?;
-        written = writes(&applied.update);
-        let (took, batch_writes) = batch(&session, &before)?;
-        baseline.push(took);
-        if batch_writes != written {
-            return Err(format!("{written} writes, the batch gives {batch_writes}").into());
-        }
-    }
-    println!(
-        "rule's prefix (one port)      bytes:   {}   [{written} writes]",
-        spread(&mut prefix)
-    );
-    println!(
-        "                              batch:   {}",
-        spread(&mut baseline)
-    );
+    prefix_step(&mut session, &shared, runs, "(one port)")?;
     Ok(())
 }
