@@ -206,7 +206,7 @@ impl TextSpan {
 
 /// What a text's prefix set lost and gained (each sorted, disjoint from
 /// the other).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct PrefixDelta {
     removed: Vec<IpNetwork>,
     added: Vec<IpNetwork>,
