@@ -12,6 +12,7 @@ use porin_model::loader::load_str;
 use porin_model::reparse::{Budget, plan};
 use proptest::prelude::*;
 
+use super::live::SPLICED_BY_SELECTOR;
 use super::{Session, TextLoad, Update, UpdatePath};
 use crate::compile::{Compiled, compile_with_limits};
 use crate::diff::{apply, policy_diff};
@@ -1038,6 +1039,97 @@ fn a_cidr_rules_port_or_prefix_change_lowers_that_item_alone() {
             // Every change in place.
             assert_eq!(edited, 7, "{paths:?}");
         }
+    }
+}
+
+/// A text whose many CIDR rules share one filter (one port; or none, the
+/// L3-only filter): a change to one of them folds and makes again only
+/// the selectors it names (`splice_selectors`), in place of the filter's
+/// thousands. Prefixes and ports changed, rules inserted and removed, a
+/// wildcard rule on the port (which suppresses the others' identical
+/// entries) added and taken away, a deny and an L7 rule among them: every
+/// step equals the batch, each is incremental, and the by-selector path
+/// ran.
+#[test]
+fn one_rule_of_a_shared_filter_is_spliced_by_selector() {
+    // (prefix number, port or 0 for L3 only, deny, L7)
+    type Rule = (u8, u16, bool, bool);
+    type Change = Box<dyn Fn(&mut Vec<Rule>, &mut bool)>;
+    let yaml = |rules: &[Rule], wildcard: bool| {
+        let mut out = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n".to_owned();
+        for (section, deny) in [("ingress", false), ("ingressDeny", true)] {
+            let items: Vec<&Rule> = rules.iter().filter(|r| r.2 == deny).collect();
+            if items.is_empty() && (deny || !wildcard) {
+                continue;
+            }
+            let _ = writeln!(out, "  {section}:");
+            if wildcard && !deny {
+                out.push_str("  - toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n");
+            }
+            for (prefix, port, _, l7) in items {
+                let _ = writeln!(out, "  - fromCIDR: [10.9.{prefix}.0/24]");
+                if *port != 0 {
+                    let _ = write!(
+                        out,
+                        "    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]"
+                    );
+                    if *l7 {
+                        out.push_str(", rules: {http: [{method: GET}]}");
+                    }
+                    out.push_str("}]\n");
+                }
+            }
+        }
+        out
+    };
+    for port in [443, 0] {
+        let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0)]);
+        let mut rules: Vec<Rule> = (0..40).map(|i| (i, port, false, false)).collect();
+        rules[30].2 = true;
+        let mut wildcard = false;
+        let (update, _) = set_text(&mut session, 0, &yaml(&rules, wildcard), true);
+        before = check(&session, &update, &before, &mut mirror);
+        SPLICED_BY_SELECTOR.with(|count| count.set(0));
+        let steps: Vec<Change> = vec![
+            // A prefix changed: the first rule, one in the middle, the
+            // deny.
+            Box::new(|r, _| r[0].0 = 200),
+            Box::new(|r, _| r[17].0 = 201),
+            Box::new(|r, _| r[30].0 = 202),
+            // Back to a prefix another rule names.
+            Box::new(|r, _| r[0].0 = 17),
+            // Off the shared filter and back.
+            Box::new(|r, _| r[5].1 = 8443),
+            Box::new(move |r, _| r[5].1 = port),
+            // Rules inserted and removed.
+            Box::new(move |r, _| r.insert(9, (210, port, false, false))),
+            Box::new(|r, _| {
+                r.remove(20);
+            }),
+            Box::new(move |r, _| r.insert(0, (211, port, false, false))),
+            Box::new(|r, _| {
+                r.remove(0);
+            }),
+            // The wildcard on the port comes (the others' entries are then
+            // suppressed) and goes.
+            Box::new(|_, w| *w = true),
+            Box::new(|r, _| r[3].0 = 212),
+            Box::new(|_, w| *w = false),
+            // A redirect (the ops' shape changes: made in full), then gone.
+            Box::new(|r, _| r[8].3 = r[8].1 != 0),
+            Box::new(|r, _| r[8].3 = false),
+        ];
+        for step in &steps {
+            step(&mut rules, &mut wildcard);
+            let (update, _) = set_text(&mut session, 0, &yaml(&rules, wildcard), true);
+            assert_eq!(update.path, UpdatePath::Incremental, "port {port}");
+            before = check(&session, &update, &before, &mut mirror);
+        }
+        let spliced = SPLICED_BY_SELECTOR.with(std::cell::Cell::get);
+        assert!(
+            spliced >= 8,
+            "port {port}: {spliced} filters spliced by selector"
+        );
     }
 }
 
