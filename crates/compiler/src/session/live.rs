@@ -2419,22 +2419,41 @@ impl Session {
         {
             return Ok(None);
         }
-        // The text's prefix set after the move, when it changes: the
-        // inserted item's prefixes join it; a removed item's go unless
-        // another item names them (`MovedItem::remaining`).
-        let text_prefixes: Option<BTreeSet<IpNetwork>> = match (&moved.inserted, &moved.remaining) {
-            (Some(item), _) => (!item.prefixes.is_subset(&whole.prefixes))
-                .then(|| whole.prefixes.union(&item.prefixes).copied().collect()),
-            (None, Some(remaining)) => (*remaining != whole.prefixes).then(|| remaining.clone()),
+        // What the text's prefix set loses or gains by the move, when it
+        // changes: the inserted item's new prefixes join it; a removed
+        // item's go unless another item names them
+        // (`MovedItem::remaining`). Only those are looked at: building
+        // the text's new set was a third of a rule inserted into a
+        // 4,096-rule CIDR text (session 27).
+        let prefix_delta: Option<PrefixDelta> = match (&moved.inserted, &moved.remaining) {
+            (Some(item), _) => {
+                let added: Vec<IpNetwork> = item
+                    .prefixes
+                    .iter()
+                    .filter(|prefix| !whole.prefixes.contains(prefix))
+                    .copied()
+                    .collect();
+                (!added.is_empty()).then_some(PrefixDelta {
+                    removed: Vec::new(),
+                    added,
+                })
+            }
+            (None, Some(remaining)) => (*remaining != whole.prefixes)
+                .then(|| PrefixDelta::between(&whole.prefixes, remaining)),
             // No other rule of the text has a selector on them
             // (`Self::settle_removal`): the item named them alone.
-            (None, None) => (!moved.removed_prefixes.is_empty()).then(|| {
-                whole
-                    .prefixes
-                    .difference(&moved.removed_prefixes)
+            (None, None) => {
+                let removed: Vec<IpNetwork> = moved
+                    .removed_prefixes
+                    .iter()
+                    .filter(|prefix| whole.prefixes.contains(prefix))
                     .copied()
-                    .collect()
-            }),
+                    .collect();
+                (!removed.is_empty()).then_some(PrefixDelta {
+                    removed,
+                    added: Vec::new(),
+                })
+            }
         };
         // The text's requirement counts, when kept, follow the rule that
         // comes or goes (applied once the block has moved).
@@ -2450,7 +2469,7 @@ impl Session {
                     .map(|rule| (rule.clone(), false)),
             };
         }
-        if text_prefixes.is_some() && !self.prefixes_incremental() {
+        if prefix_delta.is_some() && !self.prefixes_incremental() {
             return Ok(None);
         }
         let change = match moved.inserted {
@@ -2471,8 +2490,8 @@ impl Session {
         let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
-        if let Some(prefixes) = text_prefixes
-            && let Err(e) = self.change_text_prefixes(position, &mut moving.parts, prefixes)
+        if let Some(delta) = &prefix_delta
+            && let Err(e) = self.move_text_prefixes(position, &mut moving.parts, delta)
         {
             self.model.parts = moving.parts;
             return Err(e);
