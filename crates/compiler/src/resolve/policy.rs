@@ -1532,21 +1532,12 @@ impl<'a> Resolver<'a> {
                 for (selector, sp) in per_selector {
                     match Self::selector_entry(cx, filter_key, sp) {
                         Ok(entry) => entries.push((*selector, entry)),
-                        Err(conflict) => {
-                            let mut d = Diagnostic::new(
-                                codes::MERGE_CONFLICT,
-                                format!(
-                                    "{conflict} on {direction} {}/{} for `{}`; porin allows nothing there (fail closed)",
-                                    port,
-                                    proto::name(filter_key.proto),
-                                    endpoint.display_name()
-                                ),
-                            );
-                            for origin in &sp.origins {
-                                d.notes.push(format!("from {}", origins_file(*origin)));
-                            }
-                            diagnostics.push(d);
-                        }
+                        Err(conflict) => diagnostics.push(conflict_finding(
+                            cx,
+                            (filter_key, port),
+                            &conflict,
+                            &sp.origins,
+                        )),
                     }
                 }
                 entries.sort_by_key(|(selector, _)| !is_wildcard(*selector));
@@ -1562,14 +1553,11 @@ impl<'a> Resolver<'a> {
                     };
                     match Self::selector_entry(cx, filter_key, sp) {
                         Ok(entry) => entries.push((*selector, entry)),
-                        Err(conflict) => diagnostics.push(Diagnostic::new(
-                            codes::MERGE_CONFLICT,
-                            format!(
-                                "{conflict} on {direction} {}/{} for `{}`; porin allows nothing there (fail closed)",
-                                port,
-                                proto::name(filter_key.proto),
-                                endpoint.display_name()
-                            ),
+                        Err(conflict) => diagnostics.push(conflict_finding(
+                            cx,
+                            (filter_key, port),
+                            &conflict,
+                            &sp.origins,
                         )),
                     }
                 }
@@ -1722,6 +1710,30 @@ fn spec_filter_keys(spec: &crate::resolve::rule::PortSpec) -> impl Iterator<Item
         end_port: spec.end_port,
         proto: p,
     })
+}
+
+/// The finding of a selector whose rules Cilium refuses to merge on a
+/// filter (it gets no entry there).
+fn conflict_finding(
+    cx: &FilterContext<'_>,
+    (filter_key, port): (&FilterKey, u16),
+    conflict: &MergeConflict,
+    origins: &Origins,
+) -> Diagnostic {
+    let mut d = Diagnostic::new(
+        codes::MERGE_CONFLICT,
+        format!(
+            "{conflict} on {} {}/{} for `{}`; porin allows nothing there (fail closed)",
+            cx.direction,
+            port,
+            proto::name(filter_key.proto),
+            cx.endpoint.display_name()
+        ),
+    );
+    for origin in origins {
+        d.notes.push(format!("from {}", (cx.origins_file)(*origin)));
+    }
+    d
 }
 
 /// The keys (identity 0) of the masked port blocks of a filter whose port

@@ -821,10 +821,19 @@ impl Model {
                 record.by_peers.insert(peers, list);
             }
             // The ops that kept their peers kept their order; only the
-            // renamed ones' neighbours are compared.
-            let in_order = renamed.iter().all(|index| {
-                let around = index.saturating_sub(1)..(index + 2).min(record.ops.len());
-                ops_in_selector_order(&record.ops[around], cache, &used)
+            // renamed ones are compared with their neighbours, the
+            // nearest kept ones (`ops_in_selector_order`: unused
+            // selectors' ops are passed over; they are few, those of the
+            // changed rules).
+            let ops = &record.ops;
+            let in_order = renamed.iter().all(|&index| {
+                let Some(op) = ops.get(index).filter(|op| op_used(op, &used)) else {
+                    return true;
+                };
+                let before = ops[..index].iter().rev().find(|op| op_used(op, &used));
+                let after = ops[index + 1..].iter().find(|op| op_used(op, &used));
+                before.is_none_or(|before| pair_in_selector_order(before, op, cache))
+                    && after.is_none_or(|after| pair_in_selector_order(op, after, cache))
             });
             if !in_order {
                 reordered.insert(key.clone());
@@ -5240,24 +5249,44 @@ fn moved_among(
 
 /// Whether a state's ops are in the order `Resolver::filter_ops` makes
 /// them under the current ids: within one filter and key, the wildcard
-/// first, then the selectors by id. Pairs with a selector whose `used`
-/// flag is false are not compared (`&[]`: every pair is).
+/// first, then the selectors by id. The ops of a selector whose `used`
+/// flag is false are left out (`&[]`: none is), and each other op is
+/// compared with the one before it that is kept: skipping only the pairs
+/// with an unused selector is not transitive (`[3, 2, 1]` with 2 unused
+/// passed, and a splice by selector then kept 3 before 1; session 27's
+/// review).
 fn ops_in_selector_order(ops: &[MapOp], cache: &SelectorCache, used: &[bool]) -> bool {
-    ops.windows(2).all(|pair| {
-        let (OpPeers::Selector(a), OpPeers::Selector(b)) = (pair[0].peers, pair[1].peers) else {
-            return true;
-        };
-        if pair[0].key != pair[1].key || pair[0].filter != pair[1].filter {
-            return true;
+    let mut previous: Option<&MapOp> = None;
+    for op in ops.iter().filter(|op| op_used(op, used)) {
+        if previous.is_some_and(|before| !pair_in_selector_order(before, op, cache)) {
+            return false;
         }
+        previous = Some(op);
+    }
+    true
+}
+
+/// Whether an op names no selector, or one whose `used` flag is true
+/// (`&[]`: every one).
+fn op_used(op: &MapOp, used: &[bool]) -> bool {
+    match op.peers {
         // A selector no rule uses any more has its ops only in the states
         // the changed rules reach, which the refold makes again
         // (`one_out_of_order` may have given it any id).
-        if !used.get(a).copied().unwrap_or(true) || !used.get(b).copied().unwrap_or(true) {
-            return true;
-        }
-        !cache.selector(b).is_wildcard() && (cache.selector(a).is_wildcard() || a < b)
-    })
+        OpPeers::Selector(id) => used.get(id).copied().unwrap_or(true),
+        OpPeers::Fixed(_) => true,
+    }
+}
+
+/// Whether two ops in a row are in [`ops_in_selector_order`]'s order.
+fn pair_in_selector_order(a: &MapOp, b: &MapOp, cache: &SelectorCache) -> bool {
+    let (OpPeers::Selector(first), OpPeers::Selector(second)) = (a.peers, b.peers) else {
+        return true;
+    };
+    if a.key != b.key || a.filter != b.filter {
+        return true;
+    }
+    !cache.selector(second).is_wildcard() && (cache.selector(first).is_wildcard() || first < second)
 }
 
 /// The state's ops changed to `ops`: the new record, the writes, whether
