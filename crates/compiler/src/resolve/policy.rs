@@ -1525,43 +1525,31 @@ impl<'a> Resolver<'a> {
             }
         };
         let is_wildcard = |selector: SelectorId| self.cache.selector(selector).is_wildcard();
-        // Entries per selector; the wildcard selector's first.
+        // Entries per selector (of `only`, when given); the wildcard
+        // selector's first.
+        let chosen: Box<dyn Iterator<Item = (&SelectorId, &SelectorPolicy)>> = match only {
+            None => Box::new(per_selector.iter()),
+            Some(only) => Box::new(only.iter().filter_map(|s| per_selector.get_key_value(s))),
+        };
         let mut entries: Vec<(SelectorId, Entry)> = Vec::new();
-        let wildcard_entry = match only {
-            None => {
-                for (selector, sp) in per_selector {
-                    match Self::selector_entry(cx, filter_key, sp) {
-                        Ok(entry) => entries.push((*selector, entry)),
-                        Err(conflict) => diagnostics.push(conflict_finding(
-                            cx,
-                            (filter_key, port),
-                            &conflict,
-                            &sp.origins,
-                        )),
-                    }
-                }
-                entries.sort_by_key(|(selector, _)| !is_wildcard(*selector));
-                entries
-                    .iter()
-                    .find(|(s, _)| is_wildcard(*s))
-                    .map(|(_, e)| e.clone())
+        for (selector, sp) in chosen {
+            match Self::selector_entry(cx, filter_key, sp) {
+                Ok(entry) => entries.push((*selector, entry)),
+                Err(conflict) => diagnostics.push(conflict_finding(
+                    cx,
+                    (filter_key, port),
+                    &conflict,
+                    &sp.origins,
+                )),
             }
-            Some(only) => {
-                for selector in only {
-                    let Some(sp) = per_selector.get(selector) else {
-                        continue;
-                    };
-                    match Self::selector_entry(cx, filter_key, sp) {
-                        Ok(entry) => entries.push((*selector, entry)),
-                        Err(conflict) => diagnostics.push(conflict_finding(
-                            cx,
-                            (filter_key, port),
-                            &conflict,
-                            &sp.origins,
-                        )),
-                    }
-                }
-                entries.sort_by_key(|(selector, _)| !is_wildcard(*selector));
+        }
+        entries.sort_by_key(|(selector, _)| !is_wildcard(*selector));
+        let wildcard_entry = match only {
+            None => entries
+                .iter()
+                .find(|(s, _)| is_wildcard(*s))
+                .map(|(_, e)| e.clone()),
+            Some(_) => {
                 // The wildcard is interned once (`Resolver::new`), so its
                 // policy is the one under `self.wildcard`.
                 debug_assert!(

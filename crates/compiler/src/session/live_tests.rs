@@ -210,6 +210,35 @@ fn ingress(peer: u8, ports: u8) -> Item {
     }
 }
 
+/// Writes `items` under the rule sections of a CNP (`ingress`,
+/// `ingressDeny`, `egress`, `egressDeny`, each when it has items), `side`
+/// telling each item's (egress, deny), `item` writing one.
+fn write_sections<T>(
+    out: &mut String,
+    items: &[T],
+    side: impl Fn(&T) -> (bool, bool),
+    mut item: impl FnMut(&mut String, &T),
+) {
+    for (section, egress, deny) in [
+        ("ingress", false, false),
+        ("ingressDeny", false, true),
+        ("egress", true, false),
+        ("egressDeny", true, true),
+    ] {
+        let mut listed = items
+            .iter()
+            .filter(|i| side(i) == (egress, deny))
+            .peekable();
+        if listed.peek().is_none() {
+            continue;
+        }
+        let _ = writeln!(out, "  {section}:");
+        for one in listed {
+            item(out, one);
+        }
+    }
+}
+
 fn text_yaml(index: u8, text: &Text) -> String {
     let mut out = format!(
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
@@ -219,25 +248,7 @@ fn text_yaml(index: u8, text: &Text) -> String {
         let value = ["audit", "trace"][usize::from(text.log % 2)];
         let _ = writeln!(out, "  log: {{value: {value}}}");
     }
-    for (section, egress, deny) in [
-        ("ingress", false, false),
-        ("ingressDeny", false, true),
-        ("egress", true, false),
-        ("egressDeny", true, true),
-    ] {
-        let items: Vec<&Item> = text
-            .items
-            .iter()
-            .filter(|i| i.egress == egress && i.deny == deny)
-            .collect();
-        if items.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "  {section}:");
-        for item in items {
-            peer_yaml(&mut out, item);
-        }
-    }
+    write_sections(&mut out, &text.items, |i| (i.egress, i.deny), peer_yaml);
     out
 }
 
@@ -2749,25 +2760,7 @@ mod rich {
             "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
             APPS[usize::from(text.subject % 3)]
         );
-        for (section, egress, deny) in [
-            ("ingress", false, false),
-            ("ingressDeny", false, true),
-            ("egress", true, false),
-            ("egressDeny", true, true),
-        ] {
-            let items: Vec<&RItem> = text
-                .items
-                .iter()
-                .filter(|i| i.egress == egress && i.deny == deny)
-                .collect();
-            if items.is_empty() {
-                continue;
-            }
-            let _ = writeln!(out, "  {section}:");
-            for item in items {
-                peer_yaml(&mut out, item);
-            }
-        }
+        write_sections(&mut out, &text.items, |i| (i.egress, i.deny), peer_yaml);
         out
     }
 
@@ -3184,25 +3177,14 @@ mod shared {
             3 => out.push_str("  enableDefaultDeny: {ingress: false, egress: false}\n"),
             _ => {}
         }
-        for (section, egress, deny) in [
-            ("ingress", false, false),
-            ("ingressDeny", false, true),
-            ("egress", true, false),
-            ("egressDeny", true, true),
-        ] {
-            let items: Vec<&SItem> = text
-                .items
-                .iter()
-                .filter(|i| i.egress == egress && i.deny == deny)
-                .collect();
-            if items.is_empty() {
-                continue;
-            }
-            let _ = writeln!(out, "  {section}:");
-            for item in items {
-                item_yaml(&mut out, *item);
-            }
-        }
+        write_sections(
+            &mut out,
+            &text.items,
+            |i| (i.egress, i.deny),
+            |out, item| {
+                item_yaml(out, *item);
+            },
+        );
         out
     }
 
