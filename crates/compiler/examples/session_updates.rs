@@ -20,6 +20,8 @@
 //!   `/32` (as bytes): the text's prefix set loses one and gains one;
 //! - **rule's prefix, one port**: the same change in a text whose 4,096
 //!   rules all allow one port (one L4 filter holds every selector);
+//! - **rule's prefix, no ports**: the same where no rule names a port (an
+//!   allow list of CIDRs: the L3-only filter holds every selector);
 //! - **identity add / remove**: 4,096 rules, 64 of which allow peers
 //!   `app=client`; a pod `app=client` with a label of its own (a new
 //!   identity) appears, then goes.
@@ -43,7 +45,7 @@ const CLIENT_RULES: usize = 64;
 type Failure = Box<dyn std::error::Error>;
 
 /// Rule `i`: a CIDR peer (or, with `client`, the pods `app=client`) may
-/// reach UDP `port`.
+/// reach UDP `port` (any port when `port` is 0: an L3-only rule).
 fn rule_yaml(out: &mut String, i: usize, port: u16, client: bool) {
     let offset = u32::try_from(i).unwrap_or(0);
     let peer = Ipv4Addr::from(u32::from_be_bytes([10, 216, 0, 0]) + offset);
@@ -52,10 +54,12 @@ fn rule_yaml(out: &mut String, i: usize, port: u16, client: bool) {
     } else {
         let _ = writeln!(out, "  - fromCIDR: [{peer}/32]");
     }
-    let _ = writeln!(
-        out,
-        "    toPorts: [{{ports: [{{port: \"{port}\", protocol: UDP}}]}}]"
-    );
+    if port != 0 {
+        let _ = writeln!(
+            out,
+            "    toPorts: [{{ports: [{{port: \"{port}\", protocol: UDP}}]}}]"
+        );
+    }
 }
 
 fn cnp(name: &str, rules: &[(usize, u16, bool)]) -> String {
@@ -362,11 +366,14 @@ fn main() -> Result<(), Failure> {
     prefix_step(&mut session, &rules, runs, "(one text)")?;
 
     // The same prefix change where every rule allows the same port: one
-    // L4 filter holds all 4,096 selectors, and the session's unit of work
-    // is the filter (its ops are made again).
-    let shared: Vec<(usize, u16, bool)> = (0..RULES).map(|i| (i, port(0), false)).collect();
-    let mut session = Session::new(inventory(), CompileLimits::default())?;
-    session.apply_policy_text("bench", &cnp("bench", &shared), &text_load)?;
-    prefix_step(&mut session, &shared, runs, "(one port)")?;
+    // L4 filter holds all 4,096 selectors (the session folds and makes
+    // again only the changed rule's, `splice_selectors`); then where no
+    // rule names a port, the L3-only filter holding them.
+    for (rule_port, label) in [(port(0), "(one port)"), (0, "(no ports)")] {
+        let shared: Vec<(usize, u16, bool)> = (0..RULES).map(|i| (i, rule_port, false)).collect();
+        let mut session = Session::new(inventory(), CompileLimits::default())?;
+        session.apply_policy_text("bench", &cnp("bench", &shared), &text_load)?;
+        prefix_step(&mut session, &shared, runs, label)?;
+    }
     Ok(())
 }

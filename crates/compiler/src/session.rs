@@ -112,8 +112,16 @@
 //!    is updated: only the filters the changed rules add to (before or
 //!    after) and the L3-only filters are folded again
 //!    (`Resolver::l4_policy_filters`; a filter is the fold of the rules
-//!    keyed to it, so the others are unchanged). A state whose L4 policy
-//!    changed gets its new ops;
+//!    keyed to it, so the others are unchanged). In those filters, only
+//!    the changed rules' peers (before and after) and the wildcard are
+//!    folded again (`Resolver::l4_policy_selectors_of`; a selector's
+//!    policy in a filter is the merge of the rules that add that selector
+//!    there), while they are few: a filter that thousands of CIDR rules
+//!    share (one port, or the L3-only filter of an allow list) is not
+//!    folded whole for one rule. A state whose L4 policy
+//!    changed gets its new ops (only the changed selectors' ops of such a
+//!    filter, put in their places, unless the wildcard's changed, whose
+//!    entry suppresses the identical entries of the others);
 //!    the ops of each selector are compared with the old ones as a sequence
 //!    (with their filter and key, which fix their place in the fold): the
 //!    identities of the selectors whose sequences differ are replayed, the

@@ -39,7 +39,7 @@ use crate::mapstate::PolicyFeatures;
 use crate::resolve::lower::{Lowered, Origin, PolicyInput, Scope, lower, lower_part};
 use crate::resolve::policy::{
     FilterContext, FilterKey, L3_FILTER, L4Policy, MapOp, OpPeers, ProxyPorts, Resolver,
-    ResolverParts, SelectorCache, SelectorId, filter_keys, proxy_ports,
+    ResolverParts, SelectorCache, SelectorId, SelectorPolicy, filter_keys, proxy_ports,
 };
 use crate::resolve::rule::PolicyRule;
 use crate::selector::{Operator, Selector, SelectorKey, cidr_selector_key};
@@ -821,10 +821,19 @@ impl Model {
                 record.by_peers.insert(peers, list);
             }
             // The ops that kept their peers kept their order; only the
-            // renamed ones' neighbours are compared.
-            let in_order = renamed.iter().all(|index| {
-                let around = index.saturating_sub(1)..(index + 2).min(record.ops.len());
-                ops_in_selector_order(&record.ops[around], cache, &used)
+            // renamed ones are compared with their neighbours, the
+            // nearest kept ones (`ops_in_selector_order`: unused
+            // selectors' ops are passed over; they are few, those of the
+            // changed rules).
+            let ops = &record.ops;
+            let in_order = renamed.iter().all(|&index| {
+                let Some(op) = ops.get(index).filter(|op| op_used(op, &used)) else {
+                    return true;
+                };
+                let before = ops[..index].iter().rev().find(|op| op_used(op, &used));
+                let after = ops[index + 1..].iter().find(|op| op_used(op, &used));
+                before.is_none_or(|before| pair_in_selector_order(before, op, cache))
+                    && after.is_none_or(|after| pair_in_selector_order(op, after, cache))
             });
             if !in_order {
                 reordered.insert(key.clone());
@@ -1851,9 +1860,19 @@ impl Session {
         // The filters the changed rules add to, before and after (and the
         // L3-only filters, which the synthetic allow-all and the
         // directions' default deny reach): only these filters of a subject's
-        // L4 policy can differ.
-        let mut touched: BTreeSet<(Direction, FilterKey)> =
-            Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
+        // L4 policy can differ (and in them, the policies of the changed
+        // rules' peers only: `old_peers` are those before, while their
+        // number is small).
+        let mut touched = Touched::l3();
+        let mut old_peers: Option<Vec<Selector>> = Some(Vec::new());
+        let mut keep_peers = |rule: &PolicyRule| {
+            if let Some(list) = &mut old_peers {
+                list.extend(rule.peers.iter().flatten().cloned());
+                if list.len() > NARROW_MAX {
+                    old_peers = None;
+                }
+            }
+        };
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
@@ -1898,8 +1917,11 @@ impl Session {
                     if same_subjects(&model.lowered.rules[index], &item.rule) {
                         same_subject.insert(index);
                     }
-                    touched.extend(filter_keys(&model.lowered.rules[index]));
-                    touched.extend(filter_keys(&item.rule));
+                    touched
+                        .filters
+                        .extend(filter_keys(&model.lowered.rules[index]));
+                    touched.filters.extend(filter_keys(&item.rule));
+                    keep_peers(&model.lowered.rules[index]);
                     model.set_rule(index, item.rule);
                 }
                 let at = span.origins.start + item.position;
@@ -1971,8 +1993,9 @@ impl Session {
                     &model.lowered.rules[index],
                     &lowering.rules[index - span.rules.start],
                 );
-                touched.extend(filter_keys(before));
-                touched.extend(filter_keys(after));
+                touched.filters.extend(filter_keys(before));
+                touched.filters.extend(filter_keys(after));
+                keep_peers(before);
                 if same_subjects(before, after) {
                     same_subject.insert(index);
                 }
@@ -2079,6 +2102,9 @@ impl Session {
         // show, which splicing never keeps (`splice_ops` makes every op
         // of a state with findings again).
         let splice = !origins_changed || compared.is_some();
+        if let Some(old) = &old_peers {
+            touched.narrow(&parts, old, &changed);
+        }
         self.refold(
             parts,
             &touched,
@@ -2100,24 +2126,41 @@ impl Session {
     fn refold(
         &mut self,
         parts: ResolverParts,
-        touched: &BTreeSet<(Direction, FilterKey)>,
+        touched: &Touched,
         subjects_of_changed: &BTreeSet<u32>,
         (origins_changed, splice): (bool, bool),
         mut update: Update,
     ) -> Result<Update, SessionError> {
         let model = &mut self.model;
-        let resolver =
-            Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
-        let mut changed_identities = Vec::new();
-        // The rules that add to a touched filter (the rule→filter index).
+        let narrow = touched.selectors.as_ref();
+        let touched = &touched.filters;
+        // The rules that add to a touched filter (the rule→filter index);
+        // with the selectors narrowed, only those naming one of them (the
+        // others add only selectors the fold leaves out).
+        let names_narrowed = |index: &usize| {
+            narrow.is_none_or(|set| {
+                parts
+                    .peer_ids
+                    .get(*index)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|peers| peers.iter().any(|id| set.contains(id)))
+            })
+        };
         let mut adding: Vec<usize> = touched
             .iter()
             .filter_map(|key| model.filter_rules.get(key))
             .flatten()
             .copied()
+            .filter(names_narrowed)
             .collect();
         adding.sort_unstable();
         adding.dedup();
+        let resolver =
+            Resolver::from_parts(&model.lowered.rules, &model.table, &self.inventory, parts);
+        let mut changed_identities = Vec::new();
+        // Per subject whose L4 policy was folded again by selector: the
+        // selectors whose policy changed, per touched filter.
+        let mut narrowed_ops: HashMap<u32, ChangedSelectors> = HashMap::new();
         // `touched` per direction, asked without building a key.
         let mut touched_by_direction: [BTreeSet<&FilterKey>; 2] = Default::default();
         for (direction, key) in touched {
@@ -2134,25 +2177,33 @@ impl Session {
             };
             // Only the touched filters are folded again; the others are the
             // fold of the same unchanged rules (`Resolver::l4_policy_filters`).
-            let part = resolver.l4_policy_filters_of(
-                *id,
-                &|d, k| touched_by_direction[usize::from(d == Direction::Egress)].contains(k),
-                &adding,
-            );
+            let keep = |d, k: &FilterKey| {
+                touched_by_direction[usize::from(d == Direction::Egress)].contains(k)
+            };
+            let part = match narrow {
+                Some(set) => {
+                    resolver.l4_policy_selectors_of(*id, &keep, &adding, &|s| set.contains(&s))
+                }
+                None => resolver.l4_policy_filters_of(*id, &keep, &adding),
+            };
             let cached = model.bounds.take(*id);
-            let before = KeptBound::touched(old, touched);
+            let before = KeptBound::touched(old, touched, narrow);
             let mut counts = model.features.remove(id);
             if let Some(counts) = &mut counts {
-                counts.count_touched(old, touched, false);
+                counts.count_touched(old, (touched, narrow), false);
             }
-            if replace_filters(old, part, touched) {
+            let (differs, changed_selectors) = replace_filters(old, part, touched, narrow);
+            if differs {
                 changed_identities.push(*id);
+                if let Some(changed) = changed_selectors {
+                    narrowed_ops.insert(*id, changed);
+                }
             }
             if let Some(mut counts) = counts {
-                counts.count_touched(old, touched, true);
+                counts.count_touched(old, (touched, narrow), true);
                 model.features.insert(*id, counts);
             }
-            let after = KeptBound::touched(old, touched);
+            let after = KeptBound::touched(old, touched, narrow);
             // The untouched filters' terms are the same (the same filters,
             // the same selections): correct the bound by the touched ones'.
             // Only the touched filters' selectors are reweighed: the
@@ -2267,7 +2318,7 @@ impl Session {
                         endpoint,
                         (policy, &shape),
                         &mut record,
-                        touched,
+                        (touched, narrowed_ops.get(&key.0)),
                         &describe,
                     )
                 })
@@ -2377,22 +2428,41 @@ impl Session {
         {
             return Ok(None);
         }
-        // The text's prefix set after the move, when it changes: the
-        // inserted item's prefixes join it; a removed item's go unless
-        // another item names them (`MovedItem::remaining`).
-        let text_prefixes: Option<BTreeSet<IpNetwork>> = match (&moved.inserted, &moved.remaining) {
-            (Some(item), _) => (!item.prefixes.is_subset(&whole.prefixes))
-                .then(|| whole.prefixes.union(&item.prefixes).copied().collect()),
-            (None, Some(remaining)) => (*remaining != whole.prefixes).then(|| remaining.clone()),
+        // What the text's prefix set loses or gains by the move, when it
+        // changes: the inserted item's new prefixes join it; a removed
+        // item's go unless another item names them
+        // (`MovedItem::remaining`). Only those are looked at: building
+        // the text's new set was a third of a rule inserted into a
+        // 4,096-rule CIDR text (session 27).
+        let prefix_delta: Option<PrefixDelta> = match (&moved.inserted, &moved.remaining) {
+            (Some(item), _) => {
+                let added: Vec<IpNetwork> = item
+                    .prefixes
+                    .iter()
+                    .filter(|prefix| !whole.prefixes.contains(prefix))
+                    .copied()
+                    .collect();
+                (!added.is_empty()).then_some(PrefixDelta {
+                    removed: Vec::new(),
+                    added,
+                })
+            }
+            (None, Some(remaining)) => (*remaining != whole.prefixes)
+                .then(|| PrefixDelta::between(&whole.prefixes, remaining)),
             // No other rule of the text has a selector on them
             // (`Self::settle_removal`): the item named them alone.
-            (None, None) => (!moved.removed_prefixes.is_empty()).then(|| {
-                whole
-                    .prefixes
-                    .difference(&moved.removed_prefixes)
+            (None, None) => {
+                let removed: Vec<IpNetwork> = moved
+                    .removed_prefixes
+                    .iter()
+                    .filter(|prefix| whole.prefixes.contains(prefix))
                     .copied()
-                    .collect()
-            }),
+                    .collect();
+                (!removed.is_empty()).then_some(PrefixDelta {
+                    removed,
+                    added: Vec::new(),
+                })
+            }
         };
         // The text's requirement counts, when kept, follow the rule that
         // comes or goes (applied once the block has moved).
@@ -2408,7 +2478,7 @@ impl Session {
                     .map(|rule| (rule.clone(), false)),
             };
         }
-        if text_prefixes.is_some() && !self.prefixes_incremental() {
+        if prefix_delta.is_some() && !self.prefixes_incremental() {
             return Ok(None);
         }
         let change = match moved.inserted {
@@ -2429,8 +2499,8 @@ impl Session {
         let Some(mut moving) = self.move_block(block) else {
             return Ok(None);
         };
-        if let Some(prefixes) = text_prefixes
-            && let Err(e) = self.change_text_prefixes(position, &mut moving.parts, prefixes)
+        if let Some(delta) = &prefix_delta
+            && let Err(e) = self.move_text_prefixes(position, &mut moving.parts, delta)
         {
             self.model.parts = moving.parts;
             return Err(e);
@@ -3070,15 +3140,31 @@ impl Session {
             return None;
         }
 
-        let mut touched: BTreeSet<(Direction, FilterKey)> =
-            Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect();
+        let mut touched = Touched::l3();
+        // The moved rules' peers (the selectors whose policies can change,
+        // `Touched::narrow`): an inserted block's are its peer ids (as
+        // numbered now), a removed block's its selectors.
+        let (removed_selectors, inserted_at): (Vec<Selector>, Vec<usize>) = if inserted {
+            (Vec::new(), (r..r + n).collect())
+        } else {
+            let selectors = model.lowered.rules[r..r + n]
+                .iter()
+                .flat_map(|rule| rule.peers.iter().flatten())
+                .take(NARROW_MAX + 1)
+                .cloned()
+                .collect();
+            (selectors, Vec::new())
+        };
+        if removed_selectors.len() <= NARROW_MAX {
+            touched.narrow(&parts, &removed_selectors, &inserted_at);
+        }
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         // Take the removed rules out of every index while their indices
         // are their own.
         if !inserted {
             for (index, old) in model.lowered.rules[r..r + n].iter().enumerate() {
                 let index = r + index;
-                touched.extend(filter_keys(old));
+                touched.filters.extend(filter_keys(old));
                 index_filters(&mut model.filter_rules, old, index, false);
                 if let Some(list) = model.subjects.get_mut(&old.subject) {
                     list.retain(|i| *i != index);
@@ -3166,7 +3252,7 @@ impl Session {
             let mut endpoint_ids: Option<BTreeSet<u32>> = None;
             for (index, rule) in rules.iter().enumerate() {
                 let index = r + index;
-                touched.extend(filter_keys(rule));
+                touched.filters.extend(filter_keys(rule));
                 index_filters(&mut model.filter_rules, rule, index, true);
                 let list = model.subjects.entry(rule.subject.clone()).or_default();
                 let at = list.partition_point(|i| *i < index);
@@ -3721,13 +3807,19 @@ impl Session {
 }
 
 /// Puts the `touched` filters and the `enforced` flags of `part` into
-/// `policy`; whether anything differed.
+/// `policy`; whether anything differed. With `narrow`, `part`'s touched
+/// filters hold only those selectors' policies
+/// (`Resolver::l4_policy_selectors_of`) and only theirs are replaced; the
+/// selectors whose policy changed are then given, per touched filter (an
+/// unchanged filter has none).
 fn replace_filters(
     policy: &mut L4Policy,
     mut part: L4Policy,
     touched: &BTreeSet<(Direction, FilterKey)>,
-) -> bool {
+    narrow: Option<&BTreeSet<SelectorId>>,
+) -> (bool, Option<ChangedSelectors>) {
     let mut differs = false;
+    let mut changed_selectors = narrow.map(|_| ChangedSelectors::new());
     for direction in Direction::ALL {
         let (old, new) = match direction {
             Direction::Ingress => (&mut policy.ingress, &mut part.ingress),
@@ -3738,21 +3830,112 @@ fn replace_filters(
             old.enforced = new.enforced;
         }
         for (_, key) in touched.iter().filter(|(d, _)| *d == direction) {
-            let fresh = new.filters.remove(key);
-            if old.filters.get(key) != fresh.as_ref() {
-                differs = true;
-                match fresh {
-                    Some(filter) => {
-                        old.filters.insert(key.clone(), filter);
+            let mut fresh = new.filters.remove(key);
+            let (Some(set), Some(changed_selectors)) = (narrow, &mut changed_selectors) else {
+                if old.filters.get(key) != fresh.as_ref() {
+                    differs = true;
+                    match fresh {
+                        Some(filter) => {
+                            old.filters.insert(key.clone(), filter);
+                        }
+                        None => {
+                            old.filters.remove(key);
+                        }
+                    }
+                }
+                continue;
+            };
+            let mut changed: Vec<SelectorId> = Vec::new();
+            for selector in set {
+                let now = fresh.as_mut().and_then(|filter| filter.remove(selector));
+                let was = old.filters.get(key).and_then(|filter| filter.get(selector));
+                if was == now.as_ref() {
+                    continue;
+                }
+                changed.push(*selector);
+                match now {
+                    Some(policy) => {
+                        old.filters
+                            .entry(key.clone())
+                            .or_default()
+                            .insert(*selector, policy);
                     }
                     None => {
-                        old.filters.remove(key);
+                        if let Some(filter) = old.filters.get_mut(key) {
+                            filter.remove(selector);
+                            if filter.is_empty() {
+                                old.filters.remove(key);
+                            }
+                        }
                     }
                 }
             }
+            debug_assert!(
+                fresh.is_none_or(|filter| filter.is_empty()),
+                "a narrowed fold gave a selector it was not asked for"
+            );
+            if !changed.is_empty() {
+                differs = true;
+                changed_selectors.insert((direction, key.clone()), changed);
+            }
         }
     }
-    differs
+    (differs, changed_selectors)
+}
+
+/// Per touched filter, the selectors whose policy a narrowed fold changed
+/// (ascending): only their ops are made again (`splice_ops`).
+type ChangedSelectors = BTreeMap<(Direction, FilterKey), Vec<SelectorId>>;
+
+/// What a rule change can change in its subjects' L4 policies: the
+/// filters its rules add to before and after (and the L3-only ones), and,
+/// when known, the only selectors whose policy in them can change.
+#[derive(Debug, Clone, Default)]
+struct Touched {
+    filters: BTreeSet<(Direction, FilterKey)>,
+    /// The changed rules' peers before and after and the wildcard (the
+    /// directions' synthetic allow-all): a selector's policy in a filter
+    /// is the merge of the rules adding it there, so no other's changes.
+    /// `None`: any selector's (more than [`NARROW_MAX`], or not known).
+    selectors: Option<BTreeSet<SelectorId>>,
+}
+
+/// Most selectors a change folds again one by one ([`Touched`]); past it,
+/// the touched filters are folded whole.
+const NARROW_MAX: usize = 64;
+
+impl Touched {
+    /// Touches the L3-only filters of both directions (the synthetic
+    /// allow-all and the directions' default deny reach them).
+    fn l3() -> Self {
+        Self {
+            filters: Direction::ALL.into_iter().map(|d| (d, L3_FILTER)).collect(),
+            selectors: None,
+        }
+    }
+
+    /// Narrows to the selectors `old` (the changed rules' peers before,
+    /// as selectors: their ids may have moved since) and the peers of the
+    /// rules at `new` name, with the wildcard; not narrowed when one is
+    /// not interned or there are more than [`NARROW_MAX`].
+    fn narrow(&mut self, parts: &ResolverParts, old: &[Selector], new: &[usize]) {
+        let mut set: BTreeSet<SelectorId> = BTreeSet::from([parts.wildcard]);
+        for selector in old {
+            let Some(id) = parts.cache.id_of(selector) else {
+                return;
+            };
+            set.insert(id);
+        }
+        for index in new {
+            let Some(peers) = parts.peer_ids.get(*index) else {
+                return;
+            };
+            set.extend(peers.iter().flatten().copied());
+        }
+        if set.len() <= NARROW_MAX {
+            self.selectors = Some(set);
+        }
+    }
 }
 
 /// A subject's kept `limits::insertion_bound`: Σ over enforced filters of
@@ -3999,11 +4182,12 @@ impl KeptBound {
     }
 
     /// The weights of the `touched` filters of `policy` in its enforced
-    /// directions, with the directions' enforcement; `None` when they
-    /// overflow.
+    /// directions (of the selectors `narrow` only, when given), with the
+    /// directions' enforcement; `None` when they overflow.
     fn touched(
         policy: &L4Policy,
         touched: &BTreeSet<(Direction, FilterKey)>,
+        narrow: Option<&BTreeSet<SelectorId>>,
     ) -> Option<TouchedWeights> {
         let mut weights = HashMap::new();
         for (direction, key) in touched {
@@ -4011,7 +4195,14 @@ impl KeptBound {
             if let Some(per_selector) = dir.filters.get(key)
                 && dir.enforced
             {
-                Self::weigh(&mut weights, key, per_selector.keys())?;
+                match narrow {
+                    Some(set) => Self::weigh(
+                        &mut weights,
+                        key,
+                        set.iter().filter(|s| per_selector.contains_key(s)),
+                    )?,
+                    None => Self::weigh(&mut weights, key, per_selector.keys())?,
+                }
             }
         }
         Some(([policy.ingress.enforced, policy.egress.enforced], weights))
@@ -4108,21 +4299,21 @@ impl FeatureCounts {
         let mut counts = Self::default();
         for direction in Direction::ALL {
             for per_selector in policy.direction(direction).filters.values() {
-                counts.count(direction, per_selector, true);
+                counts.count(direction, per_selector.values(), true);
             }
         }
         counts
     }
 
     /// Adds (or takes away) the selector policies of one filter.
-    fn count(
+    fn count<'p>(
         &mut self,
         direction: Direction,
-        per_selector: &BTreeMap<SelectorId, crate::resolve::policy::SelectorPolicy>,
+        policies: impl Iterator<Item = &'p SelectorPolicy>,
         add: bool,
     ) {
         let counts = &mut self.0[usize::from(direction == Direction::Egress)];
-        for policy in per_selector.values() {
+        for policy in policies {
             let redirect = policy.l7.parser != crate::resolve::rule::L7Parser::None;
             let terms = [
                 policy.deny,
@@ -4142,16 +4333,29 @@ impl FeatureCounts {
         }
     }
 
-    /// Adds (or takes away) the `touched` filters of `policy`.
+    /// Adds (or takes away) the `touched` filters of `policy` (the
+    /// policies of the selectors `narrow` only, when given).
     fn count_touched(
         &mut self,
         policy: &L4Policy,
-        touched: &BTreeSet<(Direction, FilterKey)>,
+        (touched, narrow): (
+            &BTreeSet<(Direction, FilterKey)>,
+            Option<&BTreeSet<SelectorId>>,
+        ),
         add: bool,
     ) {
         for (direction, key) in touched {
             if let Some(per_selector) = policy.direction(*direction).filters.get(key) {
-                self.count(*direction, per_selector, add);
+                match narrow {
+                    Some(set) => {
+                        self.count(
+                            *direction,
+                            set.iter().filter_map(|s| per_selector.get(s)),
+                            add,
+                        );
+                    }
+                    None => self.count(*direction, per_selector.values(), add),
+                }
             }
         }
     }
@@ -4220,7 +4424,7 @@ fn splice_ops(
     endpoint: &Endpoint,
     (policy, shape): (&L4Policy, &OpsShape),
     old: &mut StateRecord,
-    touched: &BTreeSet<(Direction, FilterKey)>,
+    (touched, narrowed): (&BTreeSet<(Direction, FilterKey)>, Option<&ChangedSelectors>),
     describe: &dyn Fn(u32) -> String,
 ) -> Option<Spliced> {
     if !old.diagnostics.is_empty() {
@@ -4254,19 +4458,47 @@ fn splice_ops(
             "a direction's filter ops in filter order"
         );
         let features = shape.0[usize::from(direction == Direction::Egress)].1;
-        for (_, filter_key) in touched.iter().filter(|(d, _)| *d == direction) {
+        for touched_filter in touched.iter().filter(|(d, _)| *d == direction) {
+            let filter_key = &touched_filter.1;
+            // Folded by selector: only the selectors whose policy changed
+            // (none: the filter is as it was).
+            let changed = match narrowed {
+                Some(changed) => match changed.get(touched_filter) {
+                    Some(list) => Some(list),
+                    None => continue,
+                },
+                None => None,
+            };
             let below = |op: &MapOp| op.filter.as_ref().is_some_and(|k| k < filter_key);
             let up_to = |op: &MapOp| op.filter.as_ref().is_some_and(|k| k <= filter_key);
             let range = at + segment.partition_point(below)..at + segment.partition_point(up_to);
+            let cx = FilterContext {
+                endpoint,
+                direction,
+                proxy_ports,
+                origins_file: describe,
+            };
+            let per_selector = dir.filters.get(filter_key);
+            if let (Some(changed), Some(per_selector)) = (changed, per_selector)
+                && !changed.contains(&resolver.wildcard())
+                && !range.is_empty()
+            {
+                // The wildcard's entry (which suppresses the same entries
+                // of other selectors) is as it was: the other selectors'
+                // ops stay, and the changed ones' are replaced in place.
+                let events = splice_selectors(
+                    resolver,
+                    (&cx, filter_key, per_selector, features),
+                    (&old.ops, &old.by_peers, range),
+                    changed,
+                )?;
+                replaced.extend(events);
+                continue;
+            }
             let mut ops = Vec::new();
-            if let Some(per_selector) = dir.filters.get(filter_key) {
+            if let Some(per_selector) = per_selector {
                 resolver.filter_ops(
-                    &FilterContext {
-                        endpoint,
-                        direction,
-                        proxy_ports,
-                        origins_file: describe,
-                    },
+                    &cx,
                     filter_key,
                     per_selector,
                     features,
@@ -4286,31 +4518,32 @@ fn splice_ops(
     }
 
     // Peers whose sequence differs (see above), compared before anything
-    // moves.
-    let mut differing: BTreeSet<OpPeers> = BTreeSet::new();
+    // moves: each peer's replaced ops before and after, over every
+    // replacement at once (a selector replaced one by one, by
+    // `splice_selectors`, may have its ops in several), in one pass over
+    // each (a filter that 4,096 CIDR rules share was 4,096 passes over
+    // both: ~30 ms of a prefix change, session 26). A peer's ops in a
+    // filter are all replaced or none are, so its sequence is the same
+    // when these lists are.
+    let mut of_peer: foldhash::HashMap<OpPeers, (Vec<&MapOp>, Vec<&MapOp>)> =
+        foldhash::HashMap::default();
     for (range, after) in &replaced {
         let before = &old.ops[range.clone()];
         if before == &after[..] {
             continue;
         }
-        // Each peer's ops before and after, in one pass over each (a
-        // filter that 4,096 CIDR rules share was 4,096 passes over both:
-        // ~30 ms of a prefix change, session 26).
-        let mut of_peer: foldhash::HashMap<OpPeers, (Vec<&MapOp>, Vec<&MapOp>)> =
-            foldhash::HashMap::default();
         for op in before {
             of_peer.entry(op.peers).or_default().0.push(op);
         }
         for op in after {
             of_peer.entry(op.peers).or_default().1.push(op);
         }
-        differing.extend(
-            of_peer
-                .into_iter()
-                .filter(|(_, (was, now))| was != now)
-                .map(|(peer, _)| peer),
-        );
     }
+    let differing: BTreeSet<OpPeers> = of_peer
+        .into_iter()
+        .filter(|(_, (was, now))| was != now)
+        .map(|(peer, _)| peer)
+        .collect();
     // Where each replacement's new ops start, and the shift of the old
     // indices after it (`shifts[j]`: after the first `j` replacements).
     let mut made_at: Vec<Range<usize>> = Vec::with_capacity(replaced.len());
@@ -4462,6 +4695,146 @@ fn splice_ops(
         zero,
         selectors: (gone, came),
     })
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Filters spliced by selector on this thread ([`splice_selectors`]):
+    /// the tests see that the path ran.
+    pub(super) static SPLICED_BY_SELECTOR: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
+/// The replacements (ascending, disjoint) that make a filter's old ops,
+/// `ops[range]`, those of its policy now when only the selectors `changed`
+/// (ascending, not the wildcard) have another policy in it: their old ops
+/// (found through the op index) go, and their new ones
+/// (`Resolver::filter_ops_of`) go in at their places in the filter's
+/// order, by masked port block, then the wildcard, then selector id. The
+/// other ops are in that order (a renumbering that leaves a used selector
+/// out of place has the state made in full), so each new op's place is a
+/// binary search among them: a filter that 4,096 CIDR rules share is not
+/// read whole for one rule's change (session 27). `None` when the old ops
+/// are not laid out so or a new op gives a finding.
+fn splice_selectors(
+    resolver: &Resolver<'_>,
+    (cx, filter_key, per_selector, features): (
+        &FilterContext<'_>,
+        &FilterKey,
+        &BTreeMap<SelectorId, SelectorPolicy>,
+        PolicyFeatures,
+    ),
+    (ops, by_peers, range): (&[MapOp], &OpIndex, Range<usize>),
+    changed: &[SelectorId],
+) -> Option<Vec<(Range<usize>, Vec<MapOp>)>> {
+    let bases = resolver.filter_blocks(cx, filter_key)?;
+    #[cfg(test)]
+    SPLICED_BY_SELECTOR.with(|count| count.set(count.get() + 1));
+    let mut diagnostics = Vec::new();
+    let mut made = Vec::new();
+    resolver.filter_ops_of(
+        cx,
+        (filter_key, per_selector),
+        changed,
+        features,
+        &mut diagnostics,
+        &mut made,
+    );
+    if !diagnostics.is_empty() {
+        return None;
+    }
+    let wildcard = resolver.wildcard();
+    let rank = |op: &MapOp| -> Option<(usize, bool, SelectorId)> {
+        let OpPeers::Selector(id) = op.peers else {
+            return None;
+        };
+        let block = bases.iter().position(|key| *key == op.key)?;
+        Some((block, id != wildcard, id))
+    };
+    let is_changed = |op: &MapOp| matches!(op.peers, OpPeers::Selector(id) if changed.binary_search(&id).is_ok());
+    let old = ops.get(range.clone())?;
+    // The changed selectors' old ops in the filter.
+    let mut gone: Vec<usize> = Vec::new();
+    for id in changed {
+        if let Some(list) = by_peers.get(&OpPeers::Selector(*id)) {
+            let from = list.partition_point(|index| *index < range.start);
+            gone.extend(
+                list[from..]
+                    .iter()
+                    .take_while(|index| **index < range.end)
+                    .copied(),
+            );
+        }
+    }
+    gone.sort_unstable();
+    // The rank of the last op at or before `i` that stays (`Some(None)`:
+    // none does); the ops that go are passed over, so the search reads
+    // the staying ops' order alone.
+    let kept_rank = |i: usize| -> Option<Option<(usize, bool, SelectorId)>> {
+        let mut j = i;
+        loop {
+            if !is_changed(&old[j]) {
+                return rank(&old[j]).map(Some);
+            }
+            if j == 0 {
+                return Some(None);
+            }
+            j -= 1;
+        }
+    };
+    let mut events: Vec<(Range<usize>, Vec<MapOp>)> = Vec::with_capacity(gone.len() + made.len());
+    let mut gone = gone.into_iter().peekable();
+    for op in made {
+        let target = rank(&op)?;
+        let (mut low, mut high) = (0, old.len());
+        while low < high {
+            let mid = low + (high - low) / 2;
+            if kept_rank(mid)?.is_none_or(|r| r < target) {
+                low = mid + 1;
+            } else {
+                high = mid;
+            }
+        }
+        let at = range.start + low;
+        while let Some(index) = gone.next_if(|index| *index < at) {
+            events.push((index..index + 1, Vec::new()));
+        }
+        events.push((at..at, vec![op]));
+    }
+    events.extend(gone.map(|index| (index..index + 1, Vec::new())));
+    // Touching events as one (a new op in place of the old one).
+    let mut merged: Vec<(Range<usize>, Vec<MapOp>)> = Vec::with_capacity(events.len());
+    for (at, new) in events {
+        match merged.last_mut() {
+            Some((last, last_new)) if at.start <= last.end => {
+                last.end = last.end.max(at.end);
+                last_new.extend(new);
+            }
+            _ => merged.push((at, new)),
+        }
+    }
+    // Debug builds: the spliced filter is the filter's ops made whole.
+    #[cfg(debug_assertions)]
+    {
+        let mut whole = Vec::new();
+        resolver.filter_ops(
+            cx,
+            filter_key,
+            per_selector,
+            features,
+            &mut Vec::new(),
+            &mut whole,
+        );
+        let mut spliced: Vec<MapOp> = Vec::new();
+        let mut at = range.start;
+        for (replaced, new) in &merged {
+            spliced.extend_from_slice(&ops[at..replaced.start]);
+            spliced.extend(new.iter().cloned());
+            at = replaced.end;
+        }
+        spliced.extend_from_slice(&ops[at..range.end]);
+        debug_assert!(spliced == whole, "a filter's ops spliced by selector");
+    }
+    Some(merged)
 }
 
 /// What [`splice_ops`] gives: the new ops, the peers whose sequence
@@ -4640,7 +5013,7 @@ enum BlockChange {
 /// rules add to and the identities they select(ed).
 struct Moving {
     parts: ResolverParts,
-    touched: BTreeSet<(Direction, FilterKey)>,
+    touched: Touched,
     subjects_of_changed: BTreeSet<u32>,
 }
 
@@ -4876,24 +5249,44 @@ fn moved_among(
 
 /// Whether a state's ops are in the order `Resolver::filter_ops` makes
 /// them under the current ids: within one filter and key, the wildcard
-/// first, then the selectors by id. Pairs with a selector whose `used`
-/// flag is false are not compared (`&[]`: every pair is).
+/// first, then the selectors by id. The ops of a selector whose `used`
+/// flag is false are left out (`&[]`: none is), and each other op is
+/// compared with the one before it that is kept: skipping only the pairs
+/// with an unused selector is not transitive (`[3, 2, 1]` with 2 unused
+/// passed, and a splice by selector then kept 3 before 1; session 27's
+/// review).
 fn ops_in_selector_order(ops: &[MapOp], cache: &SelectorCache, used: &[bool]) -> bool {
-    ops.windows(2).all(|pair| {
-        let (OpPeers::Selector(a), OpPeers::Selector(b)) = (pair[0].peers, pair[1].peers) else {
-            return true;
-        };
-        if pair[0].key != pair[1].key || pair[0].filter != pair[1].filter {
-            return true;
+    let mut previous: Option<&MapOp> = None;
+    for op in ops.iter().filter(|op| op_used(op, used)) {
+        if previous.is_some_and(|before| !pair_in_selector_order(before, op, cache)) {
+            return false;
         }
+        previous = Some(op);
+    }
+    true
+}
+
+/// Whether an op names no selector, or one whose `used` flag is true
+/// (`&[]`: every one).
+fn op_used(op: &MapOp, used: &[bool]) -> bool {
+    match op.peers {
         // A selector no rule uses any more has its ops only in the states
         // the changed rules reach, which the refold makes again
         // (`one_out_of_order` may have given it any id).
-        if !used.get(a).copied().unwrap_or(true) || !used.get(b).copied().unwrap_or(true) {
-            return true;
-        }
-        !cache.selector(b).is_wildcard() && (cache.selector(a).is_wildcard() || a < b)
-    })
+        OpPeers::Selector(id) => used.get(id).copied().unwrap_or(true),
+        OpPeers::Fixed(_) => true,
+    }
+}
+
+/// Whether two ops in a row are in [`ops_in_selector_order`]'s order.
+fn pair_in_selector_order(a: &MapOp, b: &MapOp, cache: &SelectorCache) -> bool {
+    let (OpPeers::Selector(first), OpPeers::Selector(second)) = (a.peers, b.peers) else {
+        return true;
+    };
+    if a.key != b.key || a.filter != b.filter {
+        return true;
+    }
+    !cache.selector(second).is_wildcard() && (cache.selector(first).is_wildcard() || first < second)
 }
 
 /// The state's ops changed to `ops`: the new record, the writes, whether

@@ -12,6 +12,7 @@ use porin_model::loader::load_str;
 use porin_model::reparse::{Budget, plan};
 use proptest::prelude::*;
 
+use super::live::SPLICED_BY_SELECTOR;
 use super::{Session, TextLoad, Update, UpdatePath};
 use crate::compile::{Compiled, compile_with_limits};
 use crate::diff::{apply, policy_diff};
@@ -209,6 +210,35 @@ fn ingress(peer: u8, ports: u8) -> Item {
     }
 }
 
+/// Writes `items` under the rule sections of a CNP (`ingress`,
+/// `ingressDeny`, `egress`, `egressDeny`, each when it has items), `side`
+/// telling each item's (egress, deny), `item` writing one.
+fn write_sections<T>(
+    out: &mut String,
+    items: &[T],
+    side: impl Fn(&T) -> (bool, bool),
+    mut item: impl FnMut(&mut String, &T),
+) {
+    for (section, egress, deny) in [
+        ("ingress", false, false),
+        ("ingressDeny", false, true),
+        ("egress", true, false),
+        ("egressDeny", true, true),
+    ] {
+        let mut listed = items
+            .iter()
+            .filter(|i| side(i) == (egress, deny))
+            .peekable();
+        if listed.peek().is_none() {
+            continue;
+        }
+        let _ = writeln!(out, "  {section}:");
+        for one in listed {
+            item(out, one);
+        }
+    }
+}
+
 fn text_yaml(index: u8, text: &Text) -> String {
     let mut out = format!(
         "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
@@ -218,25 +248,7 @@ fn text_yaml(index: u8, text: &Text) -> String {
         let value = ["audit", "trace"][usize::from(text.log % 2)];
         let _ = writeln!(out, "  log: {{value: {value}}}");
     }
-    for (section, egress, deny) in [
-        ("ingress", false, false),
-        ("ingressDeny", false, true),
-        ("egress", true, false),
-        ("egressDeny", true, true),
-    ] {
-        let items: Vec<&Item> = text
-            .items
-            .iter()
-            .filter(|i| i.egress == egress && i.deny == deny)
-            .collect();
-        if items.is_empty() {
-            continue;
-        }
-        let _ = writeln!(out, "  {section}:");
-        for item in items {
-            peer_yaml(&mut out, item);
-        }
-    }
+    write_sections(&mut out, &text.items, |i| (i.egress, i.deny), peer_yaml);
     out
 }
 
@@ -1038,6 +1050,148 @@ fn a_cidr_rules_port_or_prefix_change_lowers_that_item_alone() {
             // Every change in place.
             assert_eq!(edited, 7, "{paths:?}");
         }
+    }
+}
+
+/// A text whose many CIDR rules share one filter (one port; or none, the
+/// L3-only filter): a change to one of them folds and makes again only
+/// the selectors it names (`splice_selectors`), in place of the filter's
+/// thousands. Prefixes and ports changed, rules inserted and removed, a
+/// wildcard rule on the port (which suppresses the others' identical
+/// entries) added and taken away, a deny and an L7 rule among them: every
+/// step equals the batch, each is incremental, and the by-selector path
+/// ran.
+#[test]
+fn one_rule_of_a_shared_filter_is_spliced_by_selector() {
+    // (prefix number, port or 0 for L3 only, deny, L7)
+    type Rule = (u8, u16, bool, bool);
+    type Change = Box<dyn Fn(&mut Vec<Rule>, &mut bool)>;
+    let yaml = |rules: &[Rule], wildcard: bool| {
+        let mut out = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n".to_owned();
+        for (section, deny) in [("ingress", false), ("ingressDeny", true)] {
+            let items: Vec<&Rule> = rules.iter().filter(|r| r.2 == deny).collect();
+            if items.is_empty() && (deny || !wildcard) {
+                continue;
+            }
+            let _ = writeln!(out, "  {section}:");
+            if wildcard && !deny {
+                out.push_str("  - toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n");
+            }
+            for (prefix, port, _, l7) in items {
+                let _ = writeln!(out, "  - fromCIDR: [10.9.{prefix}.0/24]");
+                if *port != 0 {
+                    let _ = write!(
+                        out,
+                        "    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]"
+                    );
+                    if *l7 {
+                        out.push_str(", rules: {http: [{method: GET}]}");
+                    }
+                    out.push_str("}]\n");
+                }
+            }
+        }
+        out
+    };
+    for port in [443, 0] {
+        let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0)]);
+        let mut rules: Vec<Rule> = (0..40).map(|i| (i, port, false, false)).collect();
+        rules[30].2 = true;
+        let mut wildcard = false;
+        let (update, _) = set_text(&mut session, 0, &yaml(&rules, wildcard), true);
+        before = check(&session, &update, &before, &mut mirror);
+        SPLICED_BY_SELECTOR.with(|count| count.set(0));
+        let steps: Vec<Change> = vec![
+            // A prefix changed: the first rule, one in the middle, the
+            // deny.
+            Box::new(|r, _| r[0].0 = 200),
+            Box::new(|r, _| r[17].0 = 201),
+            Box::new(|r, _| r[30].0 = 202),
+            // Back to a prefix another rule names.
+            Box::new(|r, _| r[0].0 = 17),
+            // Off the shared filter and back.
+            Box::new(|r, _| r[5].1 = 8443),
+            Box::new(move |r, _| r[5].1 = port),
+            // Rules inserted and removed.
+            Box::new(move |r, _| r.insert(9, (210, port, false, false))),
+            Box::new(|r, _| {
+                r.remove(20);
+            }),
+            Box::new(move |r, _| r.insert(0, (211, port, false, false))),
+            Box::new(|r, _| {
+                r.remove(0);
+            }),
+            // The wildcard on the port comes (the others' entries are then
+            // suppressed) and goes.
+            Box::new(|_, w| *w = true),
+            Box::new(|r, _| r[3].0 = 212),
+            Box::new(|_, w| *w = false),
+            // A redirect (the ops' shape changes: made in full), then gone.
+            Box::new(|r, _| r[8].3 = r[8].1 != 0),
+            Box::new(|r, _| r[8].3 = false),
+        ];
+        for step in &steps {
+            step(&mut rules, &mut wildcard);
+            let (update, _) = set_text(&mut session, 0, &yaml(&rules, wildcard), true);
+            assert_eq!(update.path, UpdatePath::Incremental, "port {port}");
+            before = check(&session, &update, &before, &mut mirror);
+        }
+        let spliced = SPLICED_BY_SELECTOR.with(std::cell::Cell::get);
+        assert!(
+            spliced >= 8,
+            "port {port}: {spliced} filters spliced by selector"
+        );
+    }
+}
+
+/// A removed text makes two selectors of a shared filter trade their
+/// first uses (so their ids) while a third, now unused, has its op
+/// between theirs: `[3, 2, 1]` once renumbered. The order check passes
+/// over the unused selector's op and compares the other two (it skipped
+/// each pair with the unused one, and the by-selector splice then kept 3
+/// before 1: with the texts' log cookies, another cookie than the
+/// batch's). Found by session 27's review.
+#[test]
+fn a_removed_text_that_flips_two_selectors_keeps_their_ops_in_order() {
+    let cnp = |name: &str, log: Option<&str>, rules: &[(&str, u16)]| {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: {name}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n"
+        );
+        if let Some(log) = log {
+            let _ = writeln!(out, "  log: {{value: {log}}}");
+        }
+        out.push_str("  egress:\n");
+        for (peer, port) in rules {
+            let _ = writeln!(out, "  - toEndpoints: [{peer}]");
+            let _ = writeln!(
+                out,
+                "    toPorts: [{{ports: [{{port: \"{port}\", protocol: TCP}}]}}]"
+            );
+        }
+        out
+    };
+    let (app_b, web) = ("{matchLabels: {app: b}}", "{matchLabels: {tier: web}}");
+    let both = "{matchLabels: {app: b, tier: web}}";
+    for log in [false, true] {
+        // e0 (app a) is the subject; e1 (app b, tier web) every peer's.
+        let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0)]);
+        let (audit, trace) = if log {
+            (Some("audit"), Some("trace"))
+        } else {
+            (None, None)
+        };
+        let texts = [
+            cnp("t0", None, &[(app_b, 443), (both, 8080)]),
+            cnp("t1", audit, &[(web, 8080)]),
+            cnp("t2", trace, &[(app_b, 8080)]),
+        ];
+        for (n, yaml) in (0u8..).zip(&texts) {
+            let (update, _) = set_text(&mut session, n, yaml, false);
+            before = check(&session, &update, &before, &mut mirror);
+        }
+        let update = session.remove_policy("t0").unwrap().unwrap();
+        assert_eq!(update.path, UpdatePath::Incremental, "log {log}");
+        check(&session, &update, &before, &mut mirror);
     }
 }
 
@@ -2606,25 +2760,7 @@ mod rich {
             "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{index}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
             APPS[usize::from(text.subject % 3)]
         );
-        for (section, egress, deny) in [
-            ("ingress", false, false),
-            ("ingressDeny", false, true),
-            ("egress", true, false),
-            ("egressDeny", true, true),
-        ] {
-            let items: Vec<&RItem> = text
-                .items
-                .iter()
-                .filter(|i| i.egress == egress && i.deny == deny)
-                .collect();
-            if items.is_empty() {
-                continue;
-            }
-            let _ = writeln!(out, "  {section}:");
-            for item in items {
-                peer_yaml(&mut out, item);
-            }
-        }
+        write_sections(&mut out, &text.items, |i| (i.egress, i.deny), peer_yaml);
         out
     }
 
@@ -2905,6 +3041,352 @@ mod cidrs {
                 let Some(update) = update else { continue };
                 before = check(&session, &update, &before, &mut mirror);
             }
+        }
+    }
+}
+
+/// Texts whose rules share a few filters (one subject mostly): peers of
+/// every kind (labels, expressions, the namespace's and the cluster's
+/// wildcard, entities, CIDRs, two-selector lists), ports of every kind
+/// (L3 only, numbers, a named port the endpoints give differently or not
+/// at all, a range, L7 rules that conflict, `ANY`, port 0), deny,
+/// authentication, log values and default-deny switches; steps change one
+/// rule or several at once, insert and remove rules, replace and remove
+/// texts, change subjects, logs and switches, and add and remove pods.
+/// Half of the cases splice filters by selector (`splice_selectors`).
+/// Written by session 27's review, which found the unused-selector order
+/// defect with it (`a_removed_text_that_flips_two_selectors_keeps_their_ops_in_order`).
+mod shared {
+    use super::*;
+    use crate::inventory::NamedPort;
+
+    #[derive(Debug, Clone, Copy)]
+    struct SItem {
+        egress: bool,
+        deny: bool,
+        auth: bool,
+        peer: u8,
+        ports: u8,
+    }
+
+    #[derive(Debug, Clone)]
+    struct SText {
+        subject: u8,
+        log: u8,
+        dd: u8,
+        items: Vec<SItem>,
+    }
+
+    #[derive(Debug, Clone)]
+    enum SStep {
+        Change(u8, usize, SItem),
+        ChangeMany(u8, Vec<(usize, u8, u8)>),
+        Insert(u8, usize, SItem),
+        Remove(u8, usize),
+        SetText(u8, SText),
+        RemoveText(u8),
+        Subject(u8, u8),
+        Log(u8, u8),
+        DefaultDeny(u8, u8),
+        AddEndpoint(u8, u8, u8, u8),
+        RemoveEndpoint(u8),
+    }
+
+    const PEERS: u8 = 16;
+    const PORTS: u8 = 9;
+
+    fn peer_line(egress: bool, peer: u8, has_ports: bool) -> String {
+        let (ep, cidr, ent) = if egress {
+            ("toEndpoints", "toCIDR", "toEntities")
+        } else {
+            ("fromEndpoints", "fromCIDR", "fromEntities")
+        };
+        let ex = |e: &str| format!("  - {ep}: [{{matchExpressions: [{e}]}}]");
+        match peer {
+            0..=2 => format!(
+                "  - {ep}: [{{matchLabels: {{app: {}}}}}]",
+                APPS[usize::from(peer)]
+            ),
+            3 | 4 => format!(
+                "  - {ep}: [{{matchLabels: {{tier: {}}}}}]",
+                TIERS[usize::from(peer - 3)]
+            ),
+            5 => format!("  - {ep}: [{{matchLabels: {{app: b, tier: web}}}}]"),
+            6 => ex("{key: app, operator: In, values: [a, b]}"),
+            7 => format!("  - {ep}: [{{}}]"),
+            8 if has_ports => "  -".to_owned(),
+            8 => format!("  - {ent}: [all]"),
+            9 => format!("  - {ent}: [world]"),
+            10 => format!("  - {cidr}: [192.0.2.0/24]"),
+            11 => format!("  - {cidr}: [10.0.0.0/8]"),
+            12 => ex("{key: app, operator: NotIn, values: [a]}"),
+            13 => format!("  - {ep}: [{{matchLabels: {{app: a}}}}, {{matchLabels: {{tier: db}}}}]"),
+            14 => ex("{key: tier, operator: Exists}"),
+            _ => format!("  - {ep}: [{{matchLabels: {{app: c, tier: db}}}}]"),
+        }
+    }
+
+    fn item_yaml(out: &mut String, item: SItem) {
+        out.push_str(&peer_line(item.egress, item.peer, item.ports > 0));
+        out.push('\n');
+        if item.auth && !item.deny {
+            out.push_str("    authentication: {mode: required}\n");
+        }
+        let l7 = |rules: &str| {
+            if item.deny {
+                String::new()
+            } else {
+                format!(", rules: {rules}")
+            }
+        };
+        let line = match item.ports {
+            0 => return,
+            1 => "{ports: [{port: \"80\", protocol: TCP}]}".to_owned(),
+            2 => "{ports: [{port: \"443\", protocol: TCP}]}".to_owned(),
+            3 => "{ports: [{port: \"http\", protocol: TCP}]}".to_owned(),
+            4 => "{ports: [{port: \"8000\", endPort: 8011, protocol: TCP}]}".to_owned(),
+            5 => format!(
+                "{{ports: [{{port: \"80\", protocol: TCP}}]{}}}",
+                l7("{http: [{method: GET}]}")
+            ),
+            6 => format!(
+                "{{ports: [{{port: \"80\", protocol: TCP}}]{}}}",
+                l7("{kafka: [{topic: t}]}")
+            ),
+            7 => "{ports: [{port: \"80\", protocol: ANY}]}".to_owned(),
+            _ => "{ports: [{port: \"0\", protocol: TCP}]}".to_owned(),
+        };
+        let _ = writeln!(out, "    toPorts: [{line}]");
+    }
+
+    fn text_yaml(n: u8, text: &SText) -> String {
+        let mut out = format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{n}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: {}}}}}\n",
+            APPS[usize::from(text.subject % 3)]
+        );
+        if text.log > 0 {
+            let _ = writeln!(
+                out,
+                "  log: {{value: {}}}",
+                ["audit", "trace"][usize::from(text.log % 2)]
+            );
+        }
+        match text.dd % 4 {
+            1 => out.push_str("  enableDefaultDeny: {ingress: false}\n"),
+            2 => out.push_str("  enableDefaultDeny: {egress: false}\n"),
+            3 => out.push_str("  enableDefaultDeny: {ingress: false, egress: false}\n"),
+            _ => {}
+        }
+        write_sections(
+            &mut out,
+            &text.items,
+            |i| (i.egress, i.deny),
+            |out, item| {
+                item_yaml(out, *item);
+            },
+        );
+        out
+    }
+
+    fn s_endpoint(n: u8, app: u8, tier: u8, named: u8) -> Endpoint {
+        let mut e = endpoint(n, app, tier, true);
+        let port = match named % 3 {
+            0 => None,
+            1 => Some(8080),
+            _ => Some(9090),
+        };
+        if let Some(port) = port {
+            e.ports.push(NamedPort {
+                name: "http".to_owned(),
+                port,
+                proto: 6,
+            });
+        }
+        e
+    }
+
+    fn sitem() -> impl Strategy<Value = SItem> {
+        (
+            prop::bool::weighted(0.3),
+            prop::bool::weighted(0.25),
+            prop::bool::weighted(0.1),
+            0u8..PEERS,
+            0u8..PORTS,
+        )
+            .prop_map(|(egress, deny, auth, peer, ports)| SItem {
+                egress,
+                deny,
+                auth,
+                peer,
+                ports,
+            })
+    }
+
+    fn stext() -> impl Strategy<Value = SText> {
+        (
+            0u8..2,
+            prop_oneof![3 => Just(0u8), 1 => 1u8..3],
+            prop_oneof![3 => Just(0u8), 1 => 1u8..4],
+            prop::collection::vec(sitem(), 1..12),
+        )
+            .prop_map(|(subject, log, dd, items)| SText {
+                subject,
+                log,
+                dd,
+                items,
+            })
+    }
+
+    fn sstep() -> impl Strategy<Value = SStep> {
+        prop_oneof![
+            8 => (0u8..3, 0usize..12, sitem()).prop_map(|(n, i, it)| SStep::Change(n, i, it)),
+            3 => (0u8..3, prop::collection::vec((0usize..12, 0u8..PEERS, 0u8..PORTS), 2..5)).prop_map(|(n, v)| SStep::ChangeMany(n, v)),
+            3 => (0u8..3, 0usize..13, sitem()).prop_map(|(n, i, it)| SStep::Insert(n, i, it)),
+            3 => (0u8..3, 0usize..12).prop_map(|(n, i)| SStep::Remove(n, i)),
+            1 => (0u8..3, stext()).prop_map(|(n, t)| SStep::SetText(n, t)),
+            1 => (0u8..3).prop_map(SStep::RemoveText),
+            1 => (0u8..3, 0u8..3).prop_map(|(n, s)| SStep::Subject(n, s)),
+            1 => (0u8..3, 0u8..3).prop_map(|(n, l)| SStep::Log(n, l)),
+            1 => (0u8..3, 0u8..4).prop_map(|(n, d)| SStep::DefaultDeny(n, d)),
+            1 => (3u8..6, 0u8..3, 0u8..2, 0u8..3).prop_map(|(n, a, t, p)| SStep::AddEndpoint(n, a, t, p)),
+            1 => (0u8..6).prop_map(SStep::RemoveEndpoint),
+        ]
+    }
+
+    fn run(first: SText, second: SText, steps: Vec<SStep>, reparse: bool) {
+        let mut session = Session::new(Inventory::new(), CompileLimits::default()).unwrap();
+        let mut before: BTreeMap<String, MapState> = BTreeMap::new();
+        let mut mirror: BTreeMap<String, MapState> = BTreeMap::new();
+        for (n, a, t, p) in [(0u8, 0u8, 0u8, 1u8), (1, 1, 0, 2), (2, 2, 1, 0)] {
+            let update = session.add_endpoint(s_endpoint(n, a, t, p)).unwrap();
+            before = check(&session, &update, &before, &mut mirror);
+        }
+        let mut texts: BTreeMap<u8, SText> = BTreeMap::new();
+        let set = |session: &mut Session, texts: &mut BTreeMap<u8, SText>, n: u8, t: SText| {
+            let yaml = text_yaml(n, &t);
+            texts.insert(n, t);
+            set_text(session, n, &yaml, reparse).0
+        };
+        let mut all = vec![SStep::SetText(0, first), SStep::SetText(1, second)];
+        all.extend(steps);
+        for step in all {
+            let update = match step {
+                SStep::SetText(n, t) => Some(set(&mut session, &mut texts, n, t)),
+                SStep::RemoveText(n) => {
+                    texts.remove(&n);
+                    session.remove_policy(&format!("t{n}")).map(Result::unwrap)
+                }
+                SStep::AddEndpoint(n, a, t, p) => {
+                    let e = s_endpoint(n, a, t, p);
+                    if session.has_endpoint(&e.display_name()) {
+                        continue;
+                    }
+                    Some(session.add_endpoint(e).unwrap())
+                }
+                SStep::RemoveEndpoint(n) => session
+                    .remove_endpoint(&format!("prod/e{n}"))
+                    .map(Result::unwrap),
+                other => {
+                    let n = match &other {
+                        SStep::Change(n, ..)
+                        | SStep::ChangeMany(n, _)
+                        | SStep::Insert(n, ..)
+                        | SStep::Remove(n, _)
+                        | SStep::Subject(n, _)
+                        | SStep::Log(n, _)
+                        | SStep::DefaultDeny(n, _) => *n,
+                        _ => unreachable!(),
+                    };
+                    let Some(mut t) = texts.get(&n).cloned() else {
+                        continue;
+                    };
+                    let len = t.items.len();
+                    match other {
+                        SStep::Change(_, i, it) => t.items[i % len] = it,
+                        SStep::ChangeMany(_, v) => {
+                            for (i, p, q) in v {
+                                t.items[i % len].peer = p;
+                                t.items[i % len].ports = q;
+                            }
+                        }
+                        SStep::Insert(_, i, it) => t.items.insert(i % (len + 1), it),
+                        SStep::Remove(_, i) => {
+                            if len < 2 {
+                                continue;
+                            }
+                            t.items.remove(i % len);
+                        }
+                        SStep::Subject(_, s) => t.subject = s,
+                        SStep::Log(_, l) => t.log = l,
+                        SStep::DefaultDeny(_, d) => t.dd = d,
+                        _ => unreachable!(),
+                    }
+                    Some(set(&mut session, &mut texts, n, t))
+                }
+            };
+            let Some(update) = update else { continue };
+            before = check(&session, &update, &before, &mut mirror);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(
+            std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(96)
+        ))]
+        /// Every step equals the batch compile (and its writes the batch
+        /// difference), set as a full load or edited in place.
+        #[test]
+        fn shared_filter_steps_equal_the_batch_compile(
+            first in stext(),
+            second in stext(),
+            steps in prop::collection::vec(sstep(), 1..24),
+            reparse in any::<bool>(),
+        ) {
+            run(first, second, steps, reparse);
+        }
+    }
+}
+
+/// A 90-rule text on one port changed 70, 30 or 20 rules at a time,
+/// reversed, cut short and extended, the wildcard coming and going: past
+/// `NARROW_MAX` changed selectors the filter is folded whole, below it by
+/// selector; every step equals the batch.
+#[test]
+fn many_changed_selectors_fold_a_shared_filter_whole_or_by_selector() {
+    let yaml = |prefixes: &[(u8, u8)], wildcard: bool| {
+        let mut out = "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {name: t0, namespace: prod}\nspec:\n  endpointSelector: {matchLabels: {app: a}}\n  ingress:\n".to_owned();
+        if wildcard {
+            out.push_str("  - toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n");
+        }
+        for (p, q) in prefixes {
+            let _ = writeln!(out, "  - fromCIDR: [10.{q}.{p}.0/24]");
+            out.push_str("    toPorts: [{ports: [{port: \"443\", protocol: TCP}]}]\n");
+        }
+        out
+    };
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0)]);
+    let mut rules: Vec<(u8, u8)> = (0..90).map(|i| (i, 1)).collect();
+    let (update, _) = set_text(&mut session, 0, &yaml(&rules, false), false);
+    before = check(&session, &update, &before, &mut mirror);
+    for step in 0..8u8 {
+        match step {
+            0 => rules.iter_mut().take(70).for_each(|r| r.1 = 2),
+            1 => rules.iter_mut().skip(10).take(30).for_each(|r| r.1 = 3),
+            2 => rules.reverse(),
+            3 => {
+                rules.insert(5, (200, 9));
+            }
+            4 => {
+                rules.truncate(20);
+            }
+            5 => rules.extend((0..70).map(|i| (i, 7))),
+            6 => rules.iter_mut().step_by(3).for_each(|r| r.1 = 1),
+            _ => {}
+        }
+        for reparse in [false, true] {
+            let wildcard = step == 7 || (step % 2 == 1 && reparse);
+            let (update, _) = set_text(&mut session, 0, &yaml(&rules, wildcard), reparse);
+            before = check(&session, &update, &before, &mut mirror);
         }
     }
 }
