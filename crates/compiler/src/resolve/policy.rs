@@ -1525,11 +1525,31 @@ impl<'a> Resolver<'a> {
             }
         };
         let is_wildcard = |selector: SelectorId| self.cache.selector(selector).is_wildcard();
-        // Entries per selector (of `only`, when given); the wildcard
-        // selector's first.
+        // Entries per selector (of `only`, when given), and the findings of
+        // those whose rules conflict: the wildcard selector's first, then
+        // by id. The wildcard's id is not the order (a live session never
+        // moves it, and numbers it first when it starts without rules, the
+        // batch in rule order): its findings were listed by its id, and a
+        // session gave two conflicts on one port the other way round from
+        // the batch (session 27's second review).
+        let wildcard = per_selector.get_key_value(&self.wildcard);
+        let others = |(s, _): &(&SelectorId, &SelectorPolicy)| **s != self.wildcard;
         let chosen: Box<dyn Iterator<Item = (&SelectorId, &SelectorPolicy)>> = match only {
-            None => Box::new(per_selector.iter()),
-            Some(only) => Box::new(only.iter().filter_map(|s| per_selector.get_key_value(s))),
+            None => Box::new(
+                wildcard
+                    .into_iter()
+                    .chain(per_selector.iter().filter(others)),
+            ),
+            Some(only) => Box::new(
+                wildcard
+                    .filter(|(s, _)| only.binary_search(s).is_ok())
+                    .into_iter()
+                    .chain(
+                        only.iter()
+                            .filter_map(|s| per_selector.get_key_value(s))
+                            .filter(others),
+                    ),
+            ),
         };
         let mut entries: Vec<(SelectorId, Entry)> = Vec::new();
         for (selector, sp) in chosen {

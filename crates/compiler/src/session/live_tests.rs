@@ -1195,6 +1195,41 @@ fn a_removed_text_that_flips_two_selectors_keeps_their_ops_in_order() {
     }
 }
 
+/// Two merge conflicts on one port, the namespace's pods' (`{}`) and the
+/// wildcard's (a rule without peers): their findings come out in the
+/// batch's order. A session started without rules numbers the wildcard
+/// first and never moves it, while the batch numbers it in rule order, and
+/// the findings were listed by id. Found by session 27's second review
+/// (with `shared::shared_filter_steps_equal_the_batch_compile`).
+#[test]
+fn two_conflicts_on_one_port_keep_the_batch_order_of_their_findings() {
+    let port80 = |l7: &str| {
+        format!("    toPorts: [{{ports: [{{port: \"80\", protocol: TCP}}], rules: {{{l7}}}}}]\n")
+    };
+    let (kafka, http) = (
+        port80("kafka: [{topic: t}]"),
+        port80("http: [{method: GET}]"),
+    );
+    let head = |n: u8| {
+        format!(
+            "apiVersion: cilium.io/v2\nkind: CiliumNetworkPolicy\nmetadata: {{name: t{n}, namespace: prod}}\nspec:\n  endpointSelector: {{matchLabels: {{app: a}}}}\n  ingress:\n"
+        )
+    };
+    // t0: `{}` with kafka and with http on 80, no peer with kafka on 80;
+    // t1: no peer with http on 80.
+    let t0 = format!(
+        "{}  - fromEndpoints: [{{}}]\n{kafka}  - fromEndpoints: [{{}}]\n{http}  -\n{kafka}",
+        head(0)
+    );
+    let t1 = format!("{}  -\n{http}", head(1));
+    let (mut session, mut before, mut mirror) = started(&[(0, 0, 0), (1, 1, 0), (2, 2, 1)]);
+    let (update, _) = set_text(&mut session, 0, &t0, false);
+    before = check(&session, &update, &before, &mut mirror);
+    let (update, _) = set_text(&mut session, 1, &t1, false);
+    assert_eq!(update.path, UpdatePath::Incremental);
+    check(&session, &update, &before, &mut mirror);
+}
+
 /// An in-place edit whose update fails (a compile limit) leaves the
 /// session as it was: the text's outcome is the previous one again and the
 /// compilation equals the batch compile of the previous inputs.
