@@ -114,7 +114,7 @@
 //!    (`Resolver::l4_policy_filters`; a filter is the fold of the rules
 //!    keyed to it, so the others are unchanged). In those filters, only
 //!    the changed rules' peers (before and after) and the wildcard are
-//!    folded again (`Resolver::l4_policy_selectors_of`; a selector's
+//!    folded again (`Resolver::l4_policy_filters_of`; a selector's
 //!    policy in a filter is the merge of the rules that add that selector
 //!    there), while they are few: a filter that thousands of CIDR rules
 //!    share (one port, or the L3-only filter of an allow list) is not

@@ -903,42 +903,28 @@ impl<'a> Resolver<'a> {
     /// whose [`filter_keys`] include a key `keep` accepts (a rule→filter
     /// index), so the other rules are read only for the directions'
     /// enforcement instead of being asked for their keys.
+    ///
+    /// With `selectors`, the kept filters hold only the policies of the
+    /// selectors it accepts. A selector's policy in a filter is the merge
+    /// of the rules that add that selector to that filter, in rule order,
+    /// and of nothing else, so each is what the whole fold gives it;
+    /// `adding` then need only hold the rules that name an accepted
+    /// selector. A session folds again only the selectors a rule change
+    /// names this way (one CIDR rule of 4,096 that share a port, session
+    /// 27).
     pub fn l4_policy_filters_of(
         &self,
         identity: u32,
         keep: &FilterFilter<'_>,
         adding: &[usize],
+        selectors: Option<&dyn Fn(SelectorId) -> bool>,
     ) -> L4Policy {
         self.l4_policy_inner(
             identity,
             self.rules_of(identity),
             None,
             Some((keep, Some(adding))),
-            None,
-        )
-    }
-
-    /// [`Resolver::l4_policy_filters_of`] for the selectors `selectors`
-    /// accepts only: the kept filters hold those selectors' policies and
-    /// no other's. A selector's policy in a filter is the merge of the
-    /// rules that add that selector to that filter, in rule order, and of
-    /// nothing else, so each is what the whole fold gives it; `adding`
-    /// need only hold the rules that name an accepted selector. A session
-    /// folds again only the selectors a rule change names this way (one
-    /// CIDR rule of 4,096 that share a port, session 27).
-    pub fn l4_policy_selectors_of(
-        &self,
-        identity: u32,
-        keep: &FilterFilter<'_>,
-        adding: &[usize],
-        selectors: &dyn Fn(SelectorId) -> bool,
-    ) -> L4Policy {
-        self.l4_policy_inner(
-            identity,
-            self.rules_of(identity),
-            None,
-            Some((keep, Some(adding))),
-            Some(selectors),
+            selectors,
         )
     }
 
@@ -1563,26 +1549,18 @@ impl<'a> Resolver<'a> {
                 )),
             }
         }
-        entries.sort_by_key(|(selector, _)| !is_wildcard(*selector));
-        let wildcard_entry = match only {
-            None => entries
-                .iter()
-                .find(|(s, _)| is_wildcard(*s))
-                .map(|(_, e)| e.clone()),
-            Some(_) => {
-                // The wildcard is interned once (`Resolver::new`), so its
-                // policy is the one under `self.wildcard`.
-                debug_assert!(
-                    per_selector
-                        .keys()
-                        .all(|s| *s == self.wildcard || !is_wildcard(*s)),
-                    "one wildcard selector"
-                );
-                per_selector
-                    .get(&self.wildcard)
-                    .and_then(|sp| Self::selector_entry(cx, filter_key, sp).ok())
-            }
-        };
+        // The wildcard is interned once (`Resolver::new`): its policy is
+        // the one under `self.wildcard`, and `chosen` listed it first. Its
+        // entry suppresses the identical ones of the others, whether or
+        // not its own ops are asked for.
+        debug_assert!(
+            per_selector
+                .keys()
+                .all(|s| *s == self.wildcard || !is_wildcard(*s)),
+            "one wildcard selector"
+        );
+        let wildcard_entry =
+            wildcard.and_then(|(_, sp)| Self::selector_entry(cx, filter_key, sp).ok());
         for base in filter_bases(direction, filter_key, port) {
             for (selector, entry) in &entries {
                 let wildcard = is_wildcard(*selector);

@@ -2180,12 +2180,13 @@ impl Session {
             let keep = |d, k: &FilterKey| {
                 touched_by_direction[usize::from(d == Direction::Egress)].contains(k)
             };
-            let part = match narrow {
-                Some(set) => {
-                    resolver.l4_policy_selectors_of(*id, &keep, &adding, &|s| set.contains(&s))
-                }
-                None => resolver.l4_policy_filters_of(*id, &keep, &adding),
-            };
+            let narrowed = narrow.map(|set| move |s: SelectorId| set.contains(&s));
+            let part = resolver.l4_policy_filters_of(
+                *id,
+                &keep,
+                &adding,
+                narrowed.as_ref().map(|f| f as &dyn Fn(SelectorId) -> bool),
+            );
             let cached = model.bounds.take(*id);
             let before = KeptBound::touched(old, touched, narrow);
             let mut counts = model.features.remove(id);
@@ -3809,7 +3810,7 @@ impl Session {
 /// Puts the `touched` filters and the `enforced` flags of `part` into
 /// `policy`; whether anything differed. With `narrow`, `part`'s touched
 /// filters hold only those selectors' policies
-/// (`Resolver::l4_policy_selectors_of`) and only theirs are replaced; the
+/// (`Resolver::l4_policy_filters_of`) and only theirs are replaced; the
 /// selectors whose policy changed are then given, per touched filter (an
 /// unchanged filter has none).
 fn replace_filters(
