@@ -4732,19 +4732,20 @@ fn splice_selectors(
     (ops, by_peers, range): (&[MapOp], &OpIndex, Range<usize>),
     changed: &[SelectorId],
 ) -> Option<Vec<(Range<usize>, Vec<MapOp>)>> {
-    let bases = resolver.filter_blocks(cx, filter_key)?;
-    #[cfg(test)]
-    SPLICED_BY_SELECTOR.with(|count| count.set(count.get() + 1));
     let mut diagnostics = Vec::new();
     let mut made = Vec::new();
-    resolver.filter_ops_of(
+    // The masked port blocks the new ops were made for: a named port
+    // that does not resolve gives none (and a finding).
+    let bases = resolver.filter_ops_of(
         cx,
         (filter_key, per_selector),
         changed,
         features,
         &mut diagnostics,
         &mut made,
-    );
+    )?;
+    #[cfg(test)]
+    SPLICED_BY_SELECTOR.with(|count| count.set(count.get() + 1));
     if !diagnostics.is_empty() {
         return None;
     }
