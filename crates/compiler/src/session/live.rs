@@ -1864,15 +1864,7 @@ impl Session {
         // rules' peers only: `old_peers` are those before, while their
         // number is small).
         let mut touched = Touched::l3();
-        let mut old_peers: Option<Vec<Selector>> = Some(Vec::new());
-        let mut keep_peers = |rule: &PolicyRule| {
-            if let Some(list) = &mut old_peers {
-                list.extend(rule.peers.iter().flatten().cloned());
-                if list.len() > NARROW_MAX {
-                    old_peers = None;
-                }
-            }
-        };
+        let mut old_peers = OldPeers::new();
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
@@ -1921,7 +1913,7 @@ impl Session {
                         .filters
                         .extend(filter_keys(&model.lowered.rules[index]));
                     touched.filters.extend(filter_keys(&item.rule));
-                    keep_peers(&model.lowered.rules[index]);
+                    old_peers.add([&model.lowered.rules[index]]);
                     model.set_rule(index, item.rule);
                 }
                 let at = span.origins.start + item.position;
@@ -1995,7 +1987,7 @@ impl Session {
                 );
                 touched.filters.extend(filter_keys(before));
                 touched.filters.extend(filter_keys(after));
-                keep_peers(before);
+                old_peers.add([before]);
                 if same_subjects(before, after) {
                     same_subject.insert(index);
                 }
@@ -2102,9 +2094,7 @@ impl Session {
         // show, which splicing never keeps (`splice_ops` makes every op
         // of a state with findings again).
         let splice = !origins_changed || compared.is_some();
-        if let Some(old) = &old_peers {
-            touched.narrow(&parts, old, &changed);
-        }
+        touched.narrow(&parts, &old_peers, &changed);
         self.refold(
             parts,
             &touched,
@@ -3145,20 +3135,14 @@ impl Session {
         // The moved rules' peers (the selectors whose policies can change,
         // `Touched::narrow`): an inserted block's are its peer ids (as
         // numbered now), a removed block's its selectors.
-        let (removed_selectors, inserted_at): (Vec<Selector>, Vec<usize>) = if inserted {
-            (Vec::new(), (r..r + n).collect())
+        let mut old_peers = OldPeers::new();
+        let inserted_at: Vec<usize> = if inserted {
+            (r..r + n).collect()
         } else {
-            let selectors = model.lowered.rules[r..r + n]
-                .iter()
-                .flat_map(|rule| rule.peers.iter().flatten())
-                .take(NARROW_MAX + 1)
-                .cloned()
-                .collect();
-            (selectors, Vec::new())
+            old_peers.add(&model.lowered.rules[r..r + n]);
+            Vec::new()
         };
-        if removed_selectors.len() <= NARROW_MAX {
-            touched.narrow(&parts, &removed_selectors, &inserted_at);
-        }
+        touched.narrow(&parts, &old_peers, &inserted_at);
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         // Take the removed rules out of every index while their indices
         // are their own.
@@ -3917,9 +3901,13 @@ impl Touched {
 
     /// Narrows to the selectors `old` (the changed rules' peers before,
     /// as selectors: their ids may have moved since) and the peers of the
-    /// rules at `new` name, with the wildcard; not narrowed when one is
-    /// not interned or there are more than [`NARROW_MAX`].
-    fn narrow(&mut self, parts: &ResolverParts, old: &[Selector], new: &[usize]) {
+    /// rules at `new` name, with the wildcard; not narrowed when `old`
+    /// gave up, one is not interned or there are more than
+    /// [`NARROW_MAX`].
+    fn narrow(&mut self, parts: &ResolverParts, old: &OldPeers, new: &[usize]) {
+        let Some(old) = &old.0 else {
+            return;
+        };
         let mut set: BTreeSet<SelectorId> = BTreeSet::from([parts.wildcard]);
         for selector in old {
             let Some(id) = parts.cache.id_of(selector) else {
@@ -3935,6 +3923,45 @@ impl Touched {
         }
         if set.len() <= NARROW_MAX {
             self.selectors = Some(set);
+        }
+    }
+}
+
+/// The changed rules' peers before a change, as selectors (their ids may
+/// move with it), for [`Touched::narrow`]: gathered rule by rule by
+/// [`OldPeers::add`] (a text's changed rules one at a time, as each is
+/// replaced; a removed block's at once), until there are more than
+/// [`NARROW_MAX`]: then `None`, the touched filters folded whole, and no
+/// more are read.
+#[derive(Debug)]
+struct OldPeers(Option<Vec<Selector>>);
+
+impl OldPeers {
+    /// None gathered yet.
+    fn new() -> Self {
+        Self(Some(Vec::new()))
+    }
+
+    /// Adds the peers of `rules` (as they are before the change), or
+    /// gives up past [`NARROW_MAX`] in all: then at most one peer more
+    /// than that is read and cloned, not every peer of a large removed
+    /// block.
+    fn add<'r>(&mut self, rules: impl IntoIterator<Item = &'r PolicyRule>) {
+        let Some(list) = &mut self.0 else {
+            return;
+        };
+        // While gathering, at most `NARROW_MAX` are kept: reading one
+        // more than the room left is enough to know to give up.
+        let room = (NARROW_MAX + 1).saturating_sub(list.len());
+        list.extend(
+            rules
+                .into_iter()
+                .flat_map(|rule| rule.peers.iter().flatten())
+                .take(room)
+                .cloned(),
+        );
+        if list.len() > NARROW_MAX {
+            self.0 = None;
         }
     }
 }
