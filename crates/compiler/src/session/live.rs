@@ -730,7 +730,7 @@ impl Model {
     /// full by the
     /// refold. `false`, nothing changed, when an id is not the cache's.
     fn renumber_selectors(&mut self, parts: &mut ResolverParts) -> bool {
-        let Some(moves) = batch_order_moves(parts) else {
+        let Some((moves, mut used)) = batch_order_moves(parts) else {
             return false;
         };
         if moves.is_empty() {
@@ -750,10 +750,24 @@ impl Model {
             OpPeers::Selector(id) => OpPeers::Selector(rename(id)),
             fixed @ OpPeers::Fixed(_) => fixed,
         };
+        // The second walk of the rules' peer ids, not part of the first
+        // (`batch_order_moves`): the moves follow from every rule's first
+        // uses, and nothing changes until the cache has taken them.
         for id in parts.peer_ids.iter_mut().flatten().flatten() {
             *id = rename(*id);
         }
-        let used = used_selectors(parts).unwrap_or_default();
+        // The used flags by the new ids, without a third walk: the moves
+        // are a permutation of valid ids (`relabel` checked), so each
+        // moved id's flag goes to its new id and the rest stay.
+        let flags: Vec<bool> = moves.iter().map(|(old, _)| used[*old]).collect();
+        for ((_, new), flag) in moves.iter().zip(flags) {
+            used[*new] = flag;
+        }
+        debug_assert_eq!(
+            Some(&used),
+            used_selectors(parts).as_ref(),
+            "the used flags"
+        );
         let moves: foldhash::HashMap<SelectorId, SelectorId> = moves.into_iter().collect();
         self.peer_index.relabel(&parts.cache, &moves);
         // Only the moved selectors' entries are renamed, in the filters,
@@ -849,7 +863,7 @@ impl Model {
             }
         }
         debug_assert_eq!(
-            batch_order_moves(parts),
+            batch_order_moves(parts).map(|(moves, _)| moves),
             Some(Vec::new()),
             "the selectors renumbered"
         );
@@ -5128,6 +5142,10 @@ fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]
     }
 }
 
+/// A renumbering of selectors: `(old id, new id)`, a permutation of
+/// those ids ([`batch_order_moves`]).
+type Moves = Vec<(SelectorId, SelectorId)>;
+
 /// The batch compiler interns peer selectors in rule order
 /// (`Resolver::new`), and a filter's selectors are folded in id order: the
 /// session's ids must order the selectors the rules use as the batch's
@@ -5137,8 +5155,10 @@ fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]
 /// out of order and trades ids with an unused one ([`one_out_of_order`]);
 /// else the used selectors take the ids they hold among themselves in
 /// first-use order (the wildcard and unused selectors keep theirs).
-/// `None` when a rule names an id the cache does not hold.
-fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorId)>> {
+/// With them, one flag per interned selector, by the ids before the
+/// moves: whether a rule names it as a peer ([`used_selectors`], from the
+/// same walk). `None` when a rule names an id the cache does not hold.
+fn batch_order_moves(parts: &ResolverParts) -> Option<(Moves, Vec<bool>)> {
     // One flag per interned selector (a set was a fifth of a moved rule's
     // cost at 1,024 rules).
     let mut seen = vec![false; parts.cache.len()];
@@ -5159,21 +5179,20 @@ fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorI
         }
     }
     if sorted {
-        return Some(Vec::new());
+        return Some((Vec::new(), seen));
     }
     if let Some(swap) = one_out_of_order(&order, &seen, |id| parts.cache.selector(id).is_wildcard())
     {
-        return Some(swap);
+        return Some((swap, seen));
     }
     let mut ids = order.clone();
     ids.sort_unstable();
-    Some(
-        order
-            .into_iter()
-            .zip(ids)
-            .filter(|(old, new)| old != new)
-            .collect(),
-    )
+    let moves = order
+        .into_iter()
+        .zip(ids)
+        .filter(|(old, new)| old != new)
+        .collect();
+    Some((moves, seen))
 }
 
 /// The two moves that put the used selectors in first-use order when only
@@ -5189,7 +5208,7 @@ fn one_out_of_order(
     order: &[SelectorId],
     seen: &[bool],
     is_wildcard: impl Fn(SelectorId) -> bool,
-) -> Option<Vec<(SelectorId, SelectorId)>> {
+) -> Option<Moves> {
     let descent = order.windows(2).position(|pair| pair[0] > pair[1])?;
     // The selector out of place is one side of the first descent.
     [descent, descent + 1].into_iter().find_map(|out| {
@@ -5222,7 +5241,8 @@ fn difference(a: &[SelectorId], b: &[SelectorId]) -> Vec<SelectorId> {
 }
 
 /// One flag per interned selector: whether a rule names it as a peer.
-/// `None` when a rule names an id the cache does not hold.
+/// `None` when a rule names an id the cache does not hold. (Debug builds
+/// check [`Model::renumber_selectors`]'s flags against it.)
 fn used_selectors(parts: &ResolverParts) -> Option<Vec<bool>> {
     let mut used = vec![false; parts.cache.len()];
     for id in parts.peer_ids.iter().flatten().flatten() {
