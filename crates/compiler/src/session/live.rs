@@ -721,14 +721,14 @@ impl Model {
     /// new ids. A change that makes a selector's first use come before
     /// another's (a rule inserted at the front, a rule's peer changed to a
     /// new selector) rebuilt everything before (~100 ms at 4,096 rules);
-    /// this is a pass over the rules' peer ids and the filters of the L4
-    /// policies, plus the states whose ops name a moved selector. Those
-    /// whose ops are then out of the batch's order (two selectors of one
-    /// filter and key swapped), and every state with findings (their
-    /// order follows the ids, and a conflicting selector's finding has no
-    /// op that names it), go to [`Model::reordered`] and are made again in
-    /// full by the
-    /// refold. `false`, nothing changed, when an id is not the cache's.
+    /// this is two passes over the rules' peer ids (the moves, then the
+    /// renaming) and one over the filters of the L4 policies, plus the
+    /// states whose ops name a moved selector. Those whose ops are then out
+    /// of the batch's order (two selectors of one filter and key swapped),
+    /// and every state with findings (their order follows the ids, and a
+    /// conflicting selector's finding has no op that names it), go to
+    /// [`Model::reordered`] and are made again in full by the refold.
+    /// `false`, nothing changed, when an id is not the cache's.
     fn renumber_selectors(&mut self, parts: &mut ResolverParts) -> bool {
         let Some((moves, mut used)) = batch_order_moves(parts) else {
             return false;
