@@ -1380,6 +1380,13 @@ impl<'a> Resolver<'a> {
     /// other selectors but the wildcard (whose entry suppresses identical
     /// ones, `toMapState`). A session makes again only the ops of the
     /// selectors whose policy in a filter changed (session 27).
+    ///
+    /// Returns the keys (identity 0) of the filter's masked port blocks,
+    /// in the order its ops take them ([`Self::filter_ops`] lists each
+    /// block's ops in turn): the session places the new ops among the old
+    /// by them, and they are the ones the ops were made for, so the named
+    /// port is resolved once. `None` when a named port does not resolve
+    /// (no ops; a finding says why).
     pub fn filter_ops_of(
         &self,
         cx: &FilterContext<'_>,
@@ -1388,7 +1395,7 @@ impl<'a> Resolver<'a> {
         features: PolicyFeatures,
         diagnostics: &mut Vec<Diagnostic>,
         out: &mut Vec<MapOp>,
-    ) {
+    ) -> Option<Vec<Key>> {
         debug_assert!(only.windows(2).all(|w| w[0] < w[1]), "`only` ascending");
         self.filter_ops_where(
             cx,
@@ -1397,20 +1404,7 @@ impl<'a> Resolver<'a> {
             features,
             diagnostics,
             out,
-        );
-    }
-
-    /// The keys (identity 0) of a filter's masked port blocks, in the
-    /// order its ops take them: [`Self::filter_ops`] lists each block's
-    /// ops in turn. `None` when a named port does not resolve (the filter
-    /// has no ops).
-    pub fn filter_blocks(
-        &self,
-        cx: &FilterContext<'_>,
-        filter_key: &FilterKey,
-    ) -> Option<Vec<Key>> {
-        let port = self.filter_port(cx, filter_key).ok()?;
-        Some(filter_bases(cx.direction, filter_key, port))
+        )
     }
 
     /// The port a filter's ops are for: its number, or its named port
@@ -1469,7 +1463,8 @@ impl<'a> Resolver<'a> {
     }
 
     /// [`Self::filter_ops`], or only the ops of the selectors `only`
-    /// ([`Self::filter_ops_of`]).
+    /// ([`Self::filter_ops_of`]), and the filter's masked port blocks
+    /// (`None`: a named port does not resolve).
     fn filter_ops_where(
         &self,
         cx: &FilterContext<'_>,
@@ -1478,7 +1473,7 @@ impl<'a> Resolver<'a> {
         features: PolicyFeatures,
         diagnostics: &mut Vec<Diagnostic>,
         out: &mut Vec<MapOp>,
-    ) {
+    ) -> Option<Vec<Key>> {
         let FilterContext {
             endpoint,
             direction,
@@ -1489,7 +1484,7 @@ impl<'a> Resolver<'a> {
             Ok(port) => port,
             Err(reason) => {
                 let PortRef::Named(name) = &filter_key.port else {
-                    return;
+                    return None;
                 };
                 let origins: BTreeSet<u32> = per_selector
                     .values()
@@ -1507,7 +1502,7 @@ impl<'a> Resolver<'a> {
                     d.notes.push(format!("from {}", origins_file(origin)));
                 }
                 diagnostics.push(d);
-                return;
+                return None;
             }
         };
         let is_wildcard = |selector: SelectorId| self.cache.selector(selector).is_wildcard();
@@ -1561,7 +1556,8 @@ impl<'a> Resolver<'a> {
         );
         let wildcard_entry =
             wildcard.and_then(|(_, sp)| Self::selector_entry(cx, filter_key, sp).ok());
-        for base in filter_bases(direction, filter_key, port) {
+        let bases = filter_bases(direction, filter_key, port);
+        for base in &bases {
             for (selector, entry) in &entries {
                 let wildcard = is_wildcard(*selector);
                 if !wildcard
@@ -1575,7 +1571,7 @@ impl<'a> Resolver<'a> {
                 }
                 out.push(MapOp {
                     peers: OpPeers::Selector(*selector),
-                    key: base,
+                    key: *base,
                     entry: entry.clone(),
                     features,
                     upsert: false,
@@ -1583,6 +1579,7 @@ impl<'a> Resolver<'a> {
                 });
             }
         }
+        Some(bases)
     }
 
     /// The interned wildcard selector.

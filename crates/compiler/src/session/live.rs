@@ -721,16 +721,16 @@ impl Model {
     /// new ids. A change that makes a selector's first use come before
     /// another's (a rule inserted at the front, a rule's peer changed to a
     /// new selector) rebuilt everything before (~100 ms at 4,096 rules);
-    /// this is a pass over the rules' peer ids and the filters of the L4
-    /// policies, plus the states whose ops name a moved selector. Those
-    /// whose ops are then out of the batch's order (two selectors of one
-    /// filter and key swapped), and every state with findings (their
-    /// order follows the ids, and a conflicting selector's finding has no
-    /// op that names it), go to [`Model::reordered`] and are made again in
-    /// full by the
-    /// refold. `false`, nothing changed, when an id is not the cache's.
+    /// this is two passes over the rules' peer ids (the moves, then the
+    /// renaming) and one over the filters of the L4 policies, plus the
+    /// states whose ops name a moved selector. Those whose ops are then out
+    /// of the batch's order (two selectors of one filter and key swapped),
+    /// and every state with findings (their order follows the ids, and a
+    /// conflicting selector's finding has no op that names it), go to
+    /// [`Model::reordered`] and are made again in full by the refold.
+    /// `false`, nothing changed, when an id is not the cache's.
     fn renumber_selectors(&mut self, parts: &mut ResolverParts) -> bool {
-        let Some(moves) = batch_order_moves(parts) else {
+        let Some((moves, mut used)) = batch_order_moves(parts) else {
             return false;
         };
         if moves.is_empty() {
@@ -750,10 +750,24 @@ impl Model {
             OpPeers::Selector(id) => OpPeers::Selector(rename(id)),
             fixed @ OpPeers::Fixed(_) => fixed,
         };
+        // The second walk of the rules' peer ids, not part of the first
+        // (`batch_order_moves`): the moves follow from every rule's first
+        // uses, and nothing changes until the cache has taken them.
         for id in parts.peer_ids.iter_mut().flatten().flatten() {
             *id = rename(*id);
         }
-        let used = used_selectors(parts).unwrap_or_default();
+        // The used flags by the new ids, without a third walk: the moves
+        // are a permutation of valid ids (`relabel` checked), so each
+        // moved id's flag goes to its new id and the rest stay.
+        let flags: Vec<bool> = moves.iter().map(|(old, _)| used[*old]).collect();
+        for ((_, new), flag) in moves.iter().zip(flags) {
+            used[*new] = flag;
+        }
+        debug_assert_eq!(
+            Some(&used),
+            used_selectors(parts).as_ref(),
+            "the used flags"
+        );
         let moves: foldhash::HashMap<SelectorId, SelectorId> = moves.into_iter().collect();
         self.peer_index.relabel(&parts.cache, &moves);
         // Only the moved selectors' entries are renamed, in the filters,
@@ -849,7 +863,7 @@ impl Model {
             }
         }
         debug_assert_eq!(
-            batch_order_moves(parts),
+            batch_order_moves(parts).map(|(moves, _)| moves),
             Some(Vec::new()),
             "the selectors renumbered"
         );
@@ -1864,15 +1878,7 @@ impl Session {
         // rules' peers only: `old_peers` are those before, while their
         // number is small).
         let mut touched = Touched::l3();
-        let mut old_peers: Option<Vec<Selector>> = Some(Vec::new());
-        let mut keep_peers = |rule: &PolicyRule| {
-            if let Some(list) = &mut old_peers {
-                list.extend(rule.peers.iter().flatten().cloned());
-                if list.len() > NARROW_MAX {
-                    old_peers = None;
-                }
-            }
-        };
+        let mut old_peers = OldPeers::new();
         let mut origins_changed = false;
         let rules_lowered = items.as_ref().map_or(span.rules.len(), Vec::len);
         let prefixes_incremental = self.prefixes_incremental();
@@ -1921,7 +1927,7 @@ impl Session {
                         .filters
                         .extend(filter_keys(&model.lowered.rules[index]));
                     touched.filters.extend(filter_keys(&item.rule));
-                    keep_peers(&model.lowered.rules[index]);
+                    old_peers.add([&model.lowered.rules[index]]);
                     model.set_rule(index, item.rule);
                 }
                 let at = span.origins.start + item.position;
@@ -1995,7 +2001,7 @@ impl Session {
                 );
                 touched.filters.extend(filter_keys(before));
                 touched.filters.extend(filter_keys(after));
-                keep_peers(before);
+                old_peers.add([before]);
                 if same_subjects(before, after) {
                     same_subject.insert(index);
                 }
@@ -2102,9 +2108,7 @@ impl Session {
         // show, which splicing never keeps (`splice_ops` makes every op
         // of a state with findings again).
         let splice = !origins_changed || compared.is_some();
-        if let Some(old) = &old_peers {
-            touched.narrow(&parts, old, &changed);
-        }
+        touched.narrow(&parts, &old_peers, &changed);
         self.refold(
             parts,
             &touched,
@@ -3145,20 +3149,14 @@ impl Session {
         // The moved rules' peers (the selectors whose policies can change,
         // `Touched::narrow`): an inserted block's are its peer ids (as
         // numbered now), a removed block's its selectors.
-        let (removed_selectors, inserted_at): (Vec<Selector>, Vec<usize>) = if inserted {
-            (Vec::new(), (r..r + n).collect())
+        let mut old_peers = OldPeers::new();
+        let inserted_at: Vec<usize> = if inserted {
+            (r..r + n).collect()
         } else {
-            let selectors = model.lowered.rules[r..r + n]
-                .iter()
-                .flat_map(|rule| rule.peers.iter().flatten())
-                .take(NARROW_MAX + 1)
-                .cloned()
-                .collect();
-            (selectors, Vec::new())
+            old_peers.add(&model.lowered.rules[r..r + n]);
+            Vec::new()
         };
-        if removed_selectors.len() <= NARROW_MAX {
-            touched.narrow(&parts, &removed_selectors, &inserted_at);
-        }
+        touched.narrow(&parts, &old_peers, &inserted_at);
         let mut subjects_of_changed: BTreeSet<u32> = BTreeSet::new();
         // Take the removed rules out of every index while their indices
         // are their own.
@@ -3917,9 +3915,13 @@ impl Touched {
 
     /// Narrows to the selectors `old` (the changed rules' peers before,
     /// as selectors: their ids may have moved since) and the peers of the
-    /// rules at `new` name, with the wildcard; not narrowed when one is
-    /// not interned or there are more than [`NARROW_MAX`].
-    fn narrow(&mut self, parts: &ResolverParts, old: &[Selector], new: &[usize]) {
+    /// rules at `new` name, with the wildcard; not narrowed when `old`
+    /// gave up, one is not interned or there are more than
+    /// [`NARROW_MAX`].
+    fn narrow(&mut self, parts: &ResolverParts, old: &OldPeers, new: &[usize]) {
+        let Some(old) = &old.0 else {
+            return;
+        };
         let mut set: BTreeSet<SelectorId> = BTreeSet::from([parts.wildcard]);
         for selector in old {
             let Some(id) = parts.cache.id_of(selector) else {
@@ -3935,6 +3937,45 @@ impl Touched {
         }
         if set.len() <= NARROW_MAX {
             self.selectors = Some(set);
+        }
+    }
+}
+
+/// The changed rules' peers before a change, as selectors (their ids may
+/// move with it), for [`Touched::narrow`]: gathered rule by rule by
+/// [`OldPeers::add`] (a text's changed rules one at a time, as each is
+/// replaced; a removed block's at once), until there are more than
+/// [`NARROW_MAX`]: then `None`, the touched filters folded whole, and no
+/// more are read.
+#[derive(Debug)]
+struct OldPeers(Option<Vec<Selector>>);
+
+impl OldPeers {
+    /// None gathered yet.
+    fn new() -> Self {
+        Self(Some(Vec::new()))
+    }
+
+    /// Adds the peers of `rules` (as they are before the change), or
+    /// gives up past [`NARROW_MAX`] in all: then at most one peer more
+    /// than that is read and cloned, not every peer of a large removed
+    /// block.
+    fn add<'r>(&mut self, rules: impl IntoIterator<Item = &'r PolicyRule>) {
+        let Some(list) = &mut self.0 else {
+            return;
+        };
+        // While gathering, at most `NARROW_MAX` are kept: reading one
+        // more than the room left is enough to know to give up.
+        let room = (NARROW_MAX + 1).saturating_sub(list.len());
+        list.extend(
+            rules
+                .into_iter()
+                .flat_map(|rule| rule.peers.iter().flatten())
+                .take(room)
+                .cloned(),
+        );
+        if list.len() > NARROW_MAX {
+            self.0 = None;
         }
     }
 }
@@ -4732,19 +4773,20 @@ fn splice_selectors(
     (ops, by_peers, range): (&[MapOp], &OpIndex, Range<usize>),
     changed: &[SelectorId],
 ) -> Option<Vec<(Range<usize>, Vec<MapOp>)>> {
-    let bases = resolver.filter_blocks(cx, filter_key)?;
-    #[cfg(test)]
-    SPLICED_BY_SELECTOR.with(|count| count.set(count.get() + 1));
     let mut diagnostics = Vec::new();
     let mut made = Vec::new();
-    resolver.filter_ops_of(
+    // The masked port blocks the new ops were made for: a named port
+    // that does not resolve gives none (and a finding).
+    let bases = resolver.filter_ops_of(
         cx,
         (filter_key, per_selector),
         changed,
         features,
         &mut diagnostics,
         &mut made,
-    );
+    )?;
+    #[cfg(test)]
+    SPLICED_BY_SELECTOR.with(|count| count.set(count.get() + 1));
     if !diagnostics.is_empty() {
         return None;
     }
@@ -5100,6 +5142,10 @@ fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]
     }
 }
 
+/// A renumbering of selectors: `(old id, new id)`, a permutation of
+/// those ids ([`batch_order_moves`]).
+type Moves = Vec<(SelectorId, SelectorId)>;
+
 /// The batch compiler interns peer selectors in rule order
 /// (`Resolver::new`), and a filter's selectors are folded in id order: the
 /// session's ids must order the selectors the rules use as the batch's
@@ -5109,8 +5155,10 @@ fn holders(table: &IdentityTable, identity: u32) -> std::borrow::Cow<'_, [usize]
 /// out of order and trades ids with an unused one ([`one_out_of_order`]);
 /// else the used selectors take the ids they hold among themselves in
 /// first-use order (the wildcard and unused selectors keep theirs).
-/// `None` when a rule names an id the cache does not hold.
-fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorId)>> {
+/// With them, one flag per interned selector, by the ids before the
+/// moves: whether a rule names it as a peer ([`used_selectors`], from the
+/// same walk). `None` when a rule names an id the cache does not hold.
+fn batch_order_moves(parts: &ResolverParts) -> Option<(Moves, Vec<bool>)> {
     // One flag per interned selector (a set was a fifth of a moved rule's
     // cost at 1,024 rules).
     let mut seen = vec![false; parts.cache.len()];
@@ -5131,21 +5179,20 @@ fn batch_order_moves(parts: &ResolverParts) -> Option<Vec<(SelectorId, SelectorI
         }
     }
     if sorted {
-        return Some(Vec::new());
+        return Some((Vec::new(), seen));
     }
     if let Some(swap) = one_out_of_order(&order, &seen, |id| parts.cache.selector(id).is_wildcard())
     {
-        return Some(swap);
+        return Some((swap, seen));
     }
     let mut ids = order.clone();
     ids.sort_unstable();
-    Some(
-        order
-            .into_iter()
-            .zip(ids)
-            .filter(|(old, new)| old != new)
-            .collect(),
-    )
+    let moves = order
+        .into_iter()
+        .zip(ids)
+        .filter(|(old, new)| old != new)
+        .collect();
+    Some((moves, seen))
 }
 
 /// The two moves that put the used selectors in first-use order when only
@@ -5161,7 +5208,7 @@ fn one_out_of_order(
     order: &[SelectorId],
     seen: &[bool],
     is_wildcard: impl Fn(SelectorId) -> bool,
-) -> Option<Vec<(SelectorId, SelectorId)>> {
+) -> Option<Moves> {
     let descent = order.windows(2).position(|pair| pair[0] > pair[1])?;
     // The selector out of place is one side of the first descent.
     [descent, descent + 1].into_iter().find_map(|out| {
@@ -5194,7 +5241,8 @@ fn difference(a: &[SelectorId], b: &[SelectorId]) -> Vec<SelectorId> {
 }
 
 /// One flag per interned selector: whether a rule names it as a peer.
-/// `None` when a rule names an id the cache does not hold.
+/// `None` when a rule names an id the cache does not hold. (Debug builds
+/// check [`Model::renumber_selectors`]'s flags against it.)
 fn used_selectors(parts: &ResolverParts) -> Option<Vec<bool>> {
     let mut used = vec![false; parts.cache.len()];
     for id in parts.peer_ids.iter().flatten().flatten() {
