@@ -287,6 +287,11 @@ pub enum Pause {
     Spin,
     /// No pause: each call right after the last.
     None,
+    /// No pause, but every cache level emptied first: 64 MiB written and
+    /// read back, so the add's code and data come from memory, as after an
+    /// idle pause, without the CPU's wake or the host's scheduling (the
+    /// same on every machine, and what a cache simulator can replay).
+    Flush,
 }
 
 /// 150 ms between calls, as `pause` says: asleep, the time the previous
@@ -302,7 +307,22 @@ fn settle(pause: Pause) {
             }
         }
         Pause::None => {}
+        Pause::Flush => flush_caches(),
     }
+}
+
+/// Writes and reads back a buffer far larger than any last-level cache.
+fn flush_caches() {
+    const BYTES: usize = 64 << 20;
+    let mut buffer = vec![0u8; BYTES];
+    for (i, byte) in buffer.iter_mut().enumerate().step_by(64) {
+        *byte = i as u8;
+    }
+    let sum = buffer
+        .iter()
+        .step_by(64)
+        .fold(0u64, |sum, &byte| sum.wrapping_add(u64::from(byte)));
+    std::hint::black_box(sum);
 }
 
 /// The totals of `2 * runs` calls applying `texts[0]` and `texts[1]` in

@@ -537,8 +537,47 @@ pub struct porin_diff {
     _private: [u8; 0],
 }
 
+/// The writes of a `porin_diff`: every key's and value's bytes in one
+/// buffer, each write a span of it. Two allocations whatever the number of
+/// writes (a pair of `Vec`s per write was most of the allocations, and so of
+/// the cold cache lines, of an identity add read through the C API).
+#[derive(Default)]
 struct Diff {
-    changes: Vec<(porin_change_kind, Vec<u8>, Option<Vec<u8>>)>,
+    bytes: Vec<u8>,
+    changes: Vec<DiffWrite>,
+}
+
+struct DiffWrite {
+    kind: porin_change_kind,
+    key: std::ops::Range<usize>,
+    /// `None` for a delete.
+    value: Option<std::ops::Range<usize>>,
+}
+
+impl Diff {
+    /// Room for `writes` writes of about `bytes_each` key and value bytes.
+    fn with_capacity(writes: usize, bytes_each: usize) -> Diff {
+        Diff {
+            bytes: Vec::with_capacity(writes.saturating_mul(bytes_each)),
+            changes: Vec::with_capacity(writes),
+        }
+    }
+
+    fn push(&mut self, kind: porin_change_kind, key: &[u8], value: Option<&[u8]>) {
+        let key = self.span(key);
+        let value = value.map(|value| self.span(value));
+        self.changes.push(DiffWrite { kind, key, value });
+    }
+
+    fn span(&mut self, bytes: &[u8]) -> std::ops::Range<usize> {
+        let start = self.bytes.len();
+        self.bytes.extend_from_slice(bytes);
+        start..self.bytes.len()
+    }
+
+    fn into_handle(self) -> *mut porin_diff {
+        into_handle(self).cast::<porin_diff>()
+    }
 }
 
 /// The writes that turn an endpoint's policy map from `old` to `new`, in
@@ -586,24 +625,21 @@ pub extern "C" fn porin_compilation_policy_diff(
 /// A new `porin_diff` handle holding `changes` as map bytes (the caller
 /// owns it: `porin_diff_free`).
 pub(crate) fn policy_diff_handle(changes: &[porin_compiler::diff::MapChange]) -> *mut porin_diff {
-    let changes = changes
-        .iter()
-        .map(|change| {
-            let kind = match change.kind {
-                ChangeKind::Add => porin_change_kind::Add,
-                ChangeKind::Change => porin_change_kind::Change,
-                ChangeKind::Delete => porin_change_kind::Delete,
-            };
-            let key = PolicyKey::from_key(&change.key);
-            let value = change.entry.as_ref().map(|entry| {
-                PolicyEntry::from_entry(&change.key, entry)
-                    .to_bytes()
-                    .to_vec()
-            });
-            (kind, key.to_bytes().to_vec(), value)
-        })
-        .collect();
-    into_handle(Diff { changes }).cast::<porin_diff>()
+    let mut diff = Diff::with_capacity(changes.len(), PolicyKey::SIZE + PolicyEntry::SIZE);
+    for change in changes {
+        let kind = match change.kind {
+            ChangeKind::Add => porin_change_kind::Add,
+            ChangeKind::Change => porin_change_kind::Change,
+            ChangeKind::Delete => porin_change_kind::Delete,
+        };
+        let key = PolicyKey::from_key(&change.key).to_bytes();
+        let value = change
+            .entry
+            .as_ref()
+            .map(|entry| PolicyEntry::from_entry(&change.key, entry).to_bytes());
+        diff.push(kind, &key, value.as_ref().map(|v| &v[..]));
+    }
+    diff.into_handle()
 }
 
 /// The ipcache writes from `old` to `new` for one family (4 or 6): adds
@@ -642,26 +678,22 @@ pub extern "C" fn porin_compilation_ipcache_diff(
                 .collect()
         };
         let (before, after) = (select(old), select(new));
-        let mut changes = Vec::new();
+        let mut diff = Diff::default();
         for (key, value) in &after {
             match before.get(key) {
-                None => changes.push((porin_change_kind::Add, key.1.clone(), Some(value.clone()))),
+                None => diff.push(porin_change_kind::Add, &key.1, Some(value)),
                 Some(previous) if previous != value => {
-                    changes.push((
-                        porin_change_kind::Change,
-                        key.1.clone(),
-                        Some(value.clone()),
-                    ));
+                    diff.push(porin_change_kind::Change, &key.1, Some(value));
                 }
                 Some(_) => {}
             }
         }
         for key in before.keys() {
             if !after.contains_key(key) {
-                changes.push((porin_change_kind::Delete, key.1.clone(), None));
+                diff.push(porin_change_kind::Delete, &key.1, None);
             }
         }
-        write_out(out, into_handle(Diff { changes }).cast::<porin_diff>());
+        write_out(out, diff.into_handle());
         Ok(())
     })
 }
@@ -685,15 +717,27 @@ pub extern "C" fn porin_diff_get(
     boundary(|| {
         let d = handle_ref(diff.cast::<Diff>())?;
         out_ptr(out)?;
-        let (kind, key, value) = d.changes.get(index).ok_or(porin_result::InvalidParameter)?;
+        let write = d.changes.get(index).ok_or(porin_result::InvalidParameter)?;
+        let key = d
+            .bytes
+            .get(write.key.clone())
+            .ok_or(porin_result::InvalidParameter)?;
+        let value = match &write.value {
+            Some(span) => Some(
+                d.bytes
+                    .get(span.clone())
+                    .ok_or(porin_result::InvalidParameter)?,
+            ),
+            None => None,
+        };
         write_out(
             out,
             porin_change {
-                kind: *kind,
+                kind: write.kind,
                 key: key.as_ptr(),
                 key_size: key.len(),
-                value: value.as_ref().map_or(std::ptr::null(), |v| v.as_ptr()),
-                value_size: value.as_ref().map_or(0, Vec::len),
+                value: value.map_or(std::ptr::null(), <[u8]>::as_ptr),
+                value_size: value.map_or(0, <[u8]>::len),
             },
         );
         Ok(())

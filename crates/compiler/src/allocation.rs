@@ -827,7 +827,7 @@ pub fn try_endpoint_identity_labels(
     if let Some(given) = &endpoint.identity_labels {
         return Ok(given.clone());
     }
-    let labels = match &endpoint.namespace {
+    let mut labels = match &endpoint.namespace {
         Some(namespace) => {
             check_pod_keys(endpoint)?;
             map_to_labels(&pod_label_map(endpoint, namespace, inventory), SOURCE_K8S)?
@@ -848,11 +848,8 @@ pub fn try_endpoint_identity_labels(
             labels
         }
     };
-    Ok(labels
-        .iter()
-        .filter(|l| is_identity_label(l))
-        .cloned()
-        .collect())
+    labels.retain(is_identity_label);
+    Ok(labels)
 }
 
 /// Refuses a pod label whose key becomes one of Cilium's own
@@ -864,13 +861,12 @@ pub fn try_endpoint_identity_labels(
 /// fails closed.
 fn check_pod_keys(endpoint: &Endpoint) -> Result<(), LabelError> {
     for (raw, value) in &endpoint.labels {
-        let label = Label::from_key_value(raw, value, SOURCE_K8S);
-        if !raw.starts_with(CILIUM_OWNED_LABEL_PREFIX)
-            && label.key.starts_with(CILIUM_OWNED_LABEL_PREFIX)
+        let (_, key, _) = Label::parts_of(raw, value, SOURCE_K8S);
+        if !raw.starts_with(CILIUM_OWNED_LABEL_PREFIX) && key.starts_with(CILIUM_OWNED_LABEL_PREFIX)
         {
             return Err(LabelError::CiliumOwned {
                 raw: raw.clone(),
-                label,
+                label: Label::from_key_value(raw, value, SOURCE_K8S),
             });
         }
     }
@@ -912,25 +908,32 @@ fn pod_label_map(
 /// `labels.Map2Labels(map, source)`: one label per entry, keyed by the
 /// label's key, refusing what Cilium would decide at random.
 fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSet, LabelError> {
-    let mut by_key: BTreeMap<String, (Label, &str)> = BTreeMap::new();
+    // By the label's key (a raw key's source prefix is split off, so two raw
+    // keys can give one label key); a sorted `Vec`, as few labels as a pod
+    // has, with no key copied.
+    let mut by_key: Vec<(Label, &str)> = Vec::with_capacity(map.len());
     for (raw, value) in map {
         let label = Label::from_key_value(raw, value, source);
         if label.key.is_empty() {
             return Err(LabelError::EmptyKey { raw: raw.clone() });
         }
-        if let Some((first, first_raw)) = by_key.get(&label.key)
-            && *first != label
-        {
-            return Err(LabelError::SameKey {
-                first_raw: (*first_raw).to_owned(),
-                raw: raw.clone(),
-                first: Box::new(first.clone()),
-                label: Box::new(label),
-            });
+        match by_key.binary_search_by(|(first, _)| first.key.cmp(&label.key)) {
+            Ok(at) => {
+                let (first, first_raw) = &by_key[at];
+                if *first != label {
+                    return Err(LabelError::SameKey {
+                        first_raw: (*first_raw).to_owned(),
+                        raw: raw.clone(),
+                        first: Box::new(first.clone()),
+                        label: Box::new(label),
+                    });
+                }
+                by_key[at] = (label, raw);
+            }
+            Err(at) => by_key.insert(at, (label, raw)),
         }
-        by_key.insert(label.key.clone(), (label, raw));
     }
-    Ok(by_key.into_values().map(|(label, _)| label).collect())
+    Ok(by_key.into_iter().map(|(label, _)| label).collect())
 }
 
 /// The labels of an endpoint outside Kubernetes that has reserved labels:

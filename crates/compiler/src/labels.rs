@@ -13,6 +13,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
+use compact_str::CompactString;
 use ipnetwork::IpNetwork;
 use serde::{Serialize, Serializer};
 
@@ -46,20 +47,20 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Label {
     /// Where the label comes from (`k8s`, `reserved`, `cidr`, ...).
-    pub source: String,
+    pub source: CompactString,
     /// The label key.
-    pub key: String,
+    pub key: CompactString,
     /// The value; empty for reserved and CIDR labels.
-    pub value: String,
+    pub value: CompactString,
 }
 
 impl Label {
     /// A label from its parts.
     pub fn new(source: &str, key: &str, value: &str) -> Self {
         Self {
-            source: source.to_owned(),
-            key: key.to_owned(),
-            value: value.to_owned(),
+            source: CompactString::from(source),
+            key: CompactString::from(key),
+            value: CompactString::from(value),
         }
     }
 
@@ -107,6 +108,17 @@ impl Label {
     ///
     /// Only the key is parsed: a `:` or `=` in the value stays in the value.
     pub fn from_key_value(key: &str, value: &str, source: &str) -> Self {
+        let (source, key, value) = Self::parts_of(key, value, source);
+        Self::new(source, key, value)
+    }
+
+    /// The source, key and value [`Label::from_key_value`] makes a label of,
+    /// borrowed (checks that need only the key allocate nothing).
+    pub fn parts_of<'a>(
+        key: &'a str,
+        value: &'a str,
+        source: &'a str,
+    ) -> (&'a str, &'a str, &'a str) {
         let (key_source, mut key) = parse_source(key, ':');
         let mut value = value;
         let source = match (source.is_empty(), key_source.is_empty()) {
@@ -118,7 +130,7 @@ impl Label {
             key = value;
             value = "";
         }
-        Self::new(source, key, value)
+        (source, key, value)
     }
 
     /// The prefix a CIDR label stands for, if this is one.
@@ -303,6 +315,12 @@ impl LabelSet {
         self.labels.is_empty()
     }
 
+    /// Keeps only the labels `keep` accepts (the order stays sorted).
+    pub fn retain(&mut self, keep: impl FnMut(&Label) -> bool) {
+        self.labels.retain(keep);
+        self.labels.shrink_to_fit();
+    }
+
     /// Whether some label has this source.
     pub fn has_source(&self, source: &str) -> bool {
         self.labels.iter().any(|l| l.source == source)
@@ -331,12 +349,18 @@ impl LabelSet {
 
 impl FromIterator<Label> for LabelSet {
     fn from_iter<I: IntoIterator<Item = Label>>(iter: I) -> Self {
-        let mut set = Self::new();
-        for label in iter {
-            set.insert(label);
+        let mut labels: Vec<Label> = iter.into_iter().collect();
+        // Labels that come sorted by key, one per key (a label map's, a
+        // set's), are the set as they are: no insertion, no regrowth.
+        if !labels.windows(2).all(|pair| pair[0].key < pair[1].key) {
+            let mut set = Self::new();
+            for label in labels {
+                set.insert(label);
+            }
+            labels = set.labels;
         }
-        set.labels.shrink_to_fit();
-        set
+        labels.shrink_to_fit();
+        Self { labels }
     }
 }
 
@@ -548,7 +572,7 @@ mod tests {
             b in proptest::collection::vec(label(), 0..6),
         ) {
             let map = |labels: &[Label]| -> std::collections::BTreeMap<String, Label> {
-                labels.iter().map(|l| (l.key.clone(), l.clone())).collect()
+                labels.iter().map(|l| (l.key.to_string(), l.clone())).collect()
             };
             let (set_a, set_b): (LabelSet, LabelSet) =
                 (a.iter().cloned().collect(), b.iter().cloned().collect());

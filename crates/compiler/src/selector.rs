@@ -138,11 +138,18 @@ impl Requirement {
     pub fn matches(&self, labels: &LabelSet) -> bool {
         let found = labels.find(&self.key.source, &self.key.key);
         match self.operator {
-            Operator::In => found.is_some_and(|l| self.values.binary_search(&l.value).is_ok()),
-            Operator::NotIn => found.is_none_or(|l| self.values.binary_search(&l.value).is_err()),
+            Operator::In => found.is_some_and(|l| self.has_value(&l.value)),
+            Operator::NotIn => found.is_none_or(|l| !self.has_value(&l.value)),
             Operator::Exists => found.is_some(),
             Operator::DoesNotExist => found.is_none(),
         }
+    }
+
+    /// Whether `value` is one of the (sorted) values.
+    fn has_value(&self, value: &str) -> bool {
+        self.values
+            .binary_search_by(|v| v.as_str().cmp(value))
+            .is_ok()
     }
 }
 

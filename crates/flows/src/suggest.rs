@@ -88,7 +88,7 @@ fn stable_labels(compiled: &Compiled, index: usize) -> BTreeMap<String, String> 
         .filter(|l| l.source == "k8s")
         .filter(|l| !l.key.starts_with("io.cilium.k8s.") && l.key != "io.kubernetes.pod.namespace")
         .filter(|l| !UNSTABLE.contains(&l.key.as_str()))
-        .map(|l| (l.key.clone(), l.value.clone()))
+        .map(|l| (l.key.to_string(), l.value.to_string()))
         .collect();
     if labels.is_empty()
         && let Some(account) = endpoint
@@ -96,7 +96,7 @@ fn stable_labels(compiled: &Compiled, index: usize) -> BTreeMap<String, String> 
             .iter()
             .find(|l| l.key == "io.cilium.k8s.policy.serviceaccount")
     {
-        labels.insert(account.key.clone(), account.value.clone());
+        labels.insert(account.key.to_string(), account.value.to_string());
     }
     labels
 }

@@ -173,7 +173,7 @@ fn add_identity(
     let labels = label_set(item, "labels", value.get("labels"))?;
     let id = u32::try_from(id).map_err(|e| item.invalid("id", e.to_string()))?;
     check_given_identity(id, &labels).map_err(|m| item.invalid("id", m.to_string()))?;
-    let namespace = labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.clone());
+    let namespace = labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.to_string());
     inventory.endpoints.push(Endpoint {
         name: format!("identity-{id}"),
         namespace,
@@ -225,7 +225,7 @@ fn add_endpoint(
             .map(str::to_owned)
     };
     let namespace = text(external, "k8s-namespace")
-        .or_else(|| labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.clone()));
+        .or_else(|| labels.get(POD_NAMESPACE_LABEL).map(|l| l.value.to_string()));
     if namespace.is_some() && Identity::new(id).is_ok_and(Identity::is_reserved) {
         return Err(item.invalid(
             "status.identity.id",
