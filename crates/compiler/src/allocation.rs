@@ -21,6 +21,7 @@
 //!   world label (`labels.GetCIDRLabels`, dual-stack). `/0` prefixes are
 //!   the world identities 9/10 themselves.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use ipnetwork::IpNetwork;
@@ -830,10 +831,12 @@ pub fn try_endpoint_identity_labels(
     let mut labels = match &endpoint.namespace {
         Some(namespace) => {
             check_pod_keys(endpoint)?;
-            map_to_labels(&pod_label_map(endpoint, namespace, inventory), SOURCE_K8S)?
+            let map = pod_label_map(endpoint, namespace, inventory);
+            map_to_labels(map.iter().map(|(k, v)| (k.as_ref(), *v)), SOURCE_K8S)?
         }
         None => {
-            let labels = map_to_labels(&endpoint.labels, "")?;
+            let map = endpoint.labels.iter();
+            let labels = map_to_labels(map.map(|(k, v)| (k.as_str(), v.as_str())), "")?;
             if labels.has_source(SOURCE_RESERVED) {
                 return reserved_endpoint_labels(labels);
             }
@@ -873,41 +876,60 @@ fn check_pod_keys(endpoint: &Endpoint) -> Result<(), LabelError> {
     Ok(())
 }
 
-/// The label map `SanitizePodLabels` hands to `Map2Labels` for a pod.
-fn pod_label_map(
-    endpoint: &Endpoint,
-    namespace: &str,
-    inventory: &Inventory,
-) -> BTreeMap<String, String> {
+/// The label map `SanitizePodLabels` hands to `Map2Labels` for a pod, as
+/// (raw key, value) pairs in key order, one per key: the map's order, which
+/// decides which of two raw keys a conflict names first. A sorted `Vec` of
+/// borrowed text rather than a `BTreeMap` of copies: a pod has a few
+/// labels, and an identity add computes them on its way to the delta.
+fn pod_label_map<'a>(
+    endpoint: &'a Endpoint,
+    namespace: &'a str,
+    inventory: &'a Inventory,
+) -> Vec<(Cow<'a, str>, &'a str)> {
     // filterPodLabels: a pod's own keys under `io.cilium.k8s` (namespace
     // labels, service account, cluster) are dropped, by their raw text.
-    let mut map: BTreeMap<String, String> = endpoint
+    let mut map: Vec<(Cow<'a, str>, &'a str)> = endpoint
         .labels
         .iter()
         .filter(|(key, _)| !key.starts_with(CILIUM_OWNED_LABEL_PREFIX))
-        .map(|(key, value)| (key.clone(), value.clone()))
+        .map(|(key, value)| (Cow::Borrowed(key.as_str()), value.as_str()))
         .collect();
     if let Some(ns_labels) = inventory.namespaces.get(namespace) {
         for (key, value) in ns_labels {
-            map.insert(format!("{NAMESPACE_LABELS_PREFIX}.{key}"), value.clone());
+            let key = format!("{NAMESPACE_LABELS_PREFIX}.{key}");
+            set_label(&mut map, Cow::Owned(key), value);
         }
     }
-    map.insert(POD_NAMESPACE_LABEL.to_owned(), namespace.to_owned());
+    set_label(&mut map, Cow::Borrowed(POD_NAMESPACE_LABEL), namespace);
     match endpoint.service_account.as_deref() {
         Some(sa) if !sa.is_empty() => {
-            map.insert(SERVICE_ACCOUNT_LABEL.to_owned(), sa.to_owned());
+            set_label(&mut map, Cow::Borrowed(SERVICE_ACCOUNT_LABEL), sa);
         }
         _ => {
-            map.remove(SERVICE_ACCOUNT_LABEL);
+            if let Ok(at) = map.binary_search_by(|(k, _)| k.as_ref().cmp(SERVICE_ACCOUNT_LABEL)) {
+                map.remove(at);
+            }
         }
     }
-    map.insert(CLUSTER_LABEL.to_owned(), inventory.cluster.clone());
+    set_label(&mut map, Cow::Borrowed(CLUSTER_LABEL), &inventory.cluster);
     map
 }
 
-/// `labels.Map2Labels(map, source)`: one label per entry, keyed by the
-/// label's key, refusing what Cilium would decide at random.
-fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSet, LabelError> {
+/// Sets `key` to `value` in a label map kept in key order (a map insert).
+fn set_label<'a>(map: &mut Vec<(Cow<'a, str>, &'a str)>, key: Cow<'a, str>, value: &'a str) {
+    match map.binary_search_by(|(k, _)| k.as_ref().cmp(key.as_ref())) {
+        Ok(at) => map[at] = (key, value),
+        Err(at) => map.insert(at, (key, value)),
+    }
+}
+
+/// `labels.Map2Labels(map, source)`: one label per entry (given in the
+/// map's key order), keyed by the label's key, refusing what Cilium would
+/// decide at random.
+fn map_to_labels<'a>(
+    map: impl ExactSizeIterator<Item = (&'a str, &'a str)>,
+    source: &str,
+) -> Result<LabelSet, LabelError> {
     // By the label's key (a raw key's source prefix is split off, so two raw
     // keys can give one label key); a sorted `Vec`, as few labels as a pod
     // has, with no key copied.
@@ -915,7 +937,9 @@ fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSe
     for (raw, value) in map {
         let label = Label::from_key_value(raw, value, source);
         if label.key.is_empty() {
-            return Err(LabelError::EmptyKey { raw: raw.clone() });
+            return Err(LabelError::EmptyKey {
+                raw: raw.to_owned(),
+            });
         }
         match by_key.binary_search_by(|(first, _)| first.key.cmp(&label.key)) {
             Ok(at) => {
@@ -923,7 +947,7 @@ fn map_to_labels(map: &BTreeMap<String, String>, source: &str) -> Result<LabelSe
                 if *first != label {
                     return Err(LabelError::SameKey {
                         first_raw: (*first_raw).to_owned(),
-                        raw: raw.clone(),
+                        raw: raw.to_owned(),
                         first: Box::new(first.clone()),
                         label: Box::new(label),
                     });
@@ -1192,6 +1216,60 @@ mod tests {
             identity_labels: None,
             location: SourceLocation::default(),
         }
+    }
+
+    /// `SanitizePodLabels` then `Map2Labels` (pkg/k8s/utils, pkg/labels):
+    /// Cilium's own keys come from the inventory, a pod's copies of them are
+    /// dropped by their raw text, and the namespace label is the pod's
+    /// namespace whatever the pod says.
+    #[test]
+    fn a_pods_identity_labels_follow_sanitize_pod_labels() {
+        let mut inv = Inventory::new();
+        inv.cluster = "east".to_owned();
+        inv.namespaces.insert(
+            "prod".to_owned(),
+            [("team".to_owned(), "a".to_owned())].into(),
+        );
+        let mut pod = endpoint("a", Some("prod"), "web");
+        pod.service_account = Some("api".to_owned());
+        pod.labels.extend([
+            ("io.kubernetes.pod.namespace".to_owned(), "other".to_owned()),
+            ("io.cilium.k8s.policy.cluster".to_owned(), "west".to_owned()),
+            (
+                "io.cilium.k8s.namespace.labels.team".to_owned(),
+                "b".to_owned(),
+            ),
+            ("pod-template-hash".to_owned(), "x1".to_owned()),
+        ]);
+        let labels = try_endpoint_identity_labels(&pod, &inv).map(|set| set.to_string());
+        assert_eq!(
+            labels.as_deref(),
+            Ok("k8s:app=web,k8s:io.cilium.k8s.namespace.labels.team=a,\
+                k8s:io.cilium.k8s.policy.cluster=east,\
+                k8s:io.cilium.k8s.policy.serviceaccount=api,\
+                k8s:io.kubernetes.pod.namespace=prod")
+        );
+        pod.service_account = Some(String::new());
+        let labels = try_endpoint_identity_labels(&pod, &inv).map(|set| set.len());
+        assert_eq!(labels, Ok(4), "an empty service account gives no label");
+    }
+
+    /// Two raw keys that give one label key with different values: refused,
+    /// naming first the raw key that sorts first (the map's order).
+    #[test]
+    fn two_raw_keys_of_one_label_key_are_refused_in_key_order() {
+        let inv = Inventory::new();
+        let mut pod = endpoint("a", Some("prod"), "web");
+        pod.labels.insert("k8s:app".to_owned(), "api".to_owned());
+        match try_endpoint_identity_labels(&pod, &inv) {
+            Err(LabelError::SameKey { first_raw, raw, .. }) => {
+                assert_eq!((first_raw.as_str(), raw.as_str()), ("app", "k8s:app"))
+            }
+            other => panic!("expected SameKey, got {other:?}"),
+        }
+        // The same value twice is one label.
+        pod.labels.insert("k8s:app".to_owned(), "web".to_owned());
+        assert!(try_endpoint_identity_labels(&pod, &inv).is_ok());
     }
 
     #[test]
