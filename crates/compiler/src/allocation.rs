@@ -1263,7 +1263,7 @@ mod tests {
         pod.labels.insert("k8s:app".to_owned(), "api".to_owned());
         match try_endpoint_identity_labels(&pod, &inv) {
             Err(LabelError::SameKey { first_raw, raw, .. }) => {
-                assert_eq!((first_raw.as_str(), raw.as_str()), ("app", "k8s:app"))
+                assert_eq!((first_raw.as_str(), raw.as_str()), ("app", "k8s:app"));
             }
             other => panic!("expected SameKey, got {other:?}"),
         }
